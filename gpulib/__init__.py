@@ -1,0 +1,25 @@
+"""gpulib: GPU-on-Kubernetes analytics behind the gpu-runbooks notebooks.
+
+Flow (design.md §1): a *source* (demo | live | snapshot | nvml) gives tidy DataFrames, pure
+analysis functions turn them into :class:`~gpulib.findings.Finding` objects, and notebooks,
+the ``gpuops`` CLI and the reports render them.
+
+Imports are lazy so the GPU-facing modules (``gpulib.nvml``, ``gpulib.nccl``) load on a GPU node
+that has only numpy/pandas/nvidia-ml-py installed.
+"""
+from __future__ import annotations
+
+from .errors import GpulibError  # noqa: F401  (cheap, no third-party imports)
+from .findings import Finding, FindingList, Severity  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def connect(source: str = "demo", **kwargs):
+    """Open a data source: ``"demo"`` (default), ``"live"`` (Prometheus + Kubernetes) or ``"snapshot"``.
+
+    See :mod:`gpulib.sources` for each backend's keyword arguments.
+    """
+    from .sources import connect as _connect
+
+    return _connect(source, **kwargs)

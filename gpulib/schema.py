@@ -1,0 +1,46 @@
+"""Tidy DataFrame schemas shared by every source backend (design.md §2).
+
+Whatever the backend (demo, live Prometheus + Kubernetes, snapshot files), the analysis code
+sees these columns and nothing else. Empty frames keep the columns, so analyses never KeyError.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+#: range series of one DCGM field: one row per (series, timestamp). ``gpu`` is the index as a
+#: string ("0".."7"); MIG rows carry ``gpu_i_profile``/``gpu_i_id`` (else empty string).
+SERIES_COLUMNS = ["timestamp", "node", "gpu", "uuid", "model", "pod", "namespace", "container",
+                  "gpu_i_profile", "gpu_i_id", "value"]
+
+#: server-side summary per series over a window.
+SUMMARY_COLUMNS = ["node", "gpu", "uuid", "model", "pod", "namespace", "container", "gpu_i_profile",
+                   "gpu_i_id", "stat", "value"]
+
+#: one row per Kubernetes node.
+#: ``mig_capacity``/``mig_allocatable``: dict resource name (``nvidia.com/mig-1g.10gb``) -> int.
+#: ``taints``: list of {"key","value","effect"}; ``labels``: dict.
+NODE_COLUMNS = ["node", "gpu_product", "gpu_count", "gpu_memory_mib", "gpu_capacity", "gpu_allocatable",
+                "mig_capacity", "mig_allocatable", "mig_strategy", "mig_config", "mig_config_state",
+                "gpu_replicas", "sharing_strategy", "taints", "schedulable", "ready", "spot", "instance_type",
+                "kernel", "os_image", "labels"]
+
+#: one row per pod. GPU/MIG figures are sums over the pod's containers (init containers excluded).
+#: ``mig_requests``/``mig_limits``: dict resource -> int. ``owner_kind/owner_name``: top controller
+#: (a ReplicaSet's Deployment is resolved from the name hash when possible), ``workload`` = owner_name or pod.
+POD_COLUMNS = ["namespace", "pod", "node", "phase", "gpu_request", "gpu_limit", "mig_requests", "mig_limits",
+               "owner_kind", "owner_name", "workload", "start_time", "tolerations", "node_selector",
+               "labels", "containers"]
+
+
+def empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+
+
+def conform(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Add missing columns (empty string / NaN) and order them; extra columns are kept at the end."""
+    df = df.copy()
+    for c in columns:
+        if c not in df.columns:
+            df[c] = "" if c not in ("value", "timestamp") else pd.NA
+    rest = [c for c in df.columns if c not in columns]
+    return df[columns + rest]
