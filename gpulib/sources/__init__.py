@@ -1,0 +1,18 @@
+"""Data sources: one interface (:class:`~gpulib.sources.base.Source`), several backends.
+
+``connect("demo")`` (default), ``connect("live")`` (Prometheus + Kubernetes), ``connect("snapshot", path=DIR)``
+and ``connect("prometheus", url=...)`` (Prometheus only, with an optional ``kube=``).
+"""
+from __future__ import annotations
+
+from .base import Capabilities, Source, available, capabilities_from, get_source_class, register  # noqa: F401
+from . import demo, live, prometheus, snapshot  # noqa: F401  (register the backends)
+
+
+def connect(source: str = "demo", **kwargs) -> Source:
+    """Open a source by name; keyword arguments go to the backend's constructor."""
+    if isinstance(source, Source):
+        return source
+    if source == "snapshot" and "path" not in kwargs:
+        kwargs["path"] = kwargs.pop("snapshot_dir", None)
+    return get_source_class(source)(**kwargs)

@@ -1,0 +1,271 @@
+"""The source interface every backend implements, and the registry ``connect`` uses.
+
+Shaped like papermill's engines: a base class with a handful of methods and a tiny registry
+(:func:`register`, :func:`get_source_class`) so a new backend plugs in without touching callers.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ..errors import InvalidParameter, UnknownGPU, UnknownNode
+from ..findings import Finding, Severity
+from ..schema import SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from ..timeutil import parse_window, to_utc, utcnow
+
+STATS = ("avg", "max", "min", "p95", "last", "increase")
+
+#: fields a runbook needs, the fallback used when missing, and what to enable (facts.md §3.2)
+IMPORTANT_FIELDS = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)",
+    "DCGM_FI_PROF_SM_ACTIVE": "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ECC counters are off by default; XID 48/63/64 and remapped rows are used instead",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ECC counters are off by default; SBE trends cannot be shown",
+    "DCGM_FI_DEV_GPU_UTIL": "absent for MIG instances (dcgm-exporter #430); GR_ENGINE_ACTIVE is used",
+    "DCGM_FI_DEV_FB_USED": "memory per GPU/pod cannot be shown",
+    "DCGM_FI_DEV_XID_ERRORS": "XIDs can only be read from the kernel log",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER",
+}
+
+
+@dataclass
+class Capabilities:
+    """What the metrics backend actually exposes (the metric preflight)."""
+
+    metrics: set[str] = field(default_factory=set)
+    host_label: str | None = None          # "hostname" or "Hostname"
+    pod_label: str | None = None           # "pod", "exported_pod", "pod_name" or None (no pod mapping)
+    pod_coverage: float = 0.0              # share of FB_USED series with a workload pod label
+    mig_present: bool = False
+    series: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def activity_metric(self) -> str:
+        """GR_ENGINE_ACTIVE when exported (0..1), else GPU_UTIL (0..100)."""
+        return "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in self.metrics else "DCGM_FI_DEV_GPU_UTIL"
+
+    def has(self, metric: str) -> bool:
+        return metric in self.metrics
+
+    def table(self) -> pd.DataFrame:
+        rows = [{"field": f, "present": f in self.metrics, "if missing": why} for f, why in IMPORTANT_FIELDS.items()]
+        return pd.DataFrame(rows)
+
+
+def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) -> Capabilities:
+    """Build :class:`Capabilities` (with Findings saying what to enable) from metric names and FB_USED label sets."""
+    names = set(metrics)
+    caps = Capabilities(metrics=names, series=len(label_sets))
+    if not names:
+        caps.findings.append(Finding(
+            Severity.CRITICAL, "No DCGM metrics found", category="preflight",
+            summary="The metrics backend holds no DCGM_* series in the window.",
+            sop_step="Check that dcgm-exporter runs on every GPU node and that Prometheus scrapes it.",
+            commands=["kubectl -n gpu-operator get ds nvidia-dcgm-exporter",
+                      "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide",
+                      'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"']))
+        return caps
+    hosts = [k for k in ("hostname", "Hostname") if any(k in ls for ls in label_sets)]
+    caps.host_label = hosts[0] if hosts else None
+    for key in ("exported_pod", "pod", "pod_name"):
+        with_pod = [ls for ls in label_sets if ls.get(key) and not (key == "pod" and "exported_pod" not in ls
+                                                                     and str(ls[key]).startswith(("nvidia-dcgm-exporter", "dcgm-exporter")))]
+        if with_pod:
+            caps.pod_label = key
+            caps.pod_coverage = len(with_pod) / max(len(label_sets), 1)
+            break
+    caps.mig_present = any(ls.get("GPU_I_PROFILE") or ls.get("gpu_i_profile") for ls in label_sets)
+    missing = [f for f in IMPORTANT_FIELDS if f not in names]
+    if "DCGM_FI_DEV_GPU_UTIL" in missing and caps.mig_present and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in names:
+        missing.remove("DCGM_FI_DEV_GPU_UTIL")
+    if missing:
+        caps.findings.append(Finding(
+            Severity.INFO, f"{len(missing)} useful DCGM field(s) not exported", category="preflight",
+            summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
+            evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
+            sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
+            commands=["kubectl -n gpu-operator create configmap dcgm-metrics --from-file=dcgm-metrics.csv",
+                      "helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
+                      "--set dcgmExporter.config.name=dcgm-metrics"]))
+    if caps.pod_label is None:
+        caps.findings.append(Finding(
+            Severity.WARNING, "DCGM series carry no pod labels", category="preflight",
+            summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
+            sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
+                     "and mount the kubelet pod-resources socket.",
+            commands=["kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"]))
+    elif caps.pod_label == "exported_pod":
+        caps.findings.append(Finding(
+            Severity.INFO, "Workload labels arrive as exported_pod/exported_namespace", category="preflight", confidence=1.0,
+            summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
+            sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor."))
+    if caps.host_label == "Hostname":
+        caps.findings.append(Finding(
+            Severity.INFO, "Host label is 'Hostname' (dcgm-exporter before PR #655)", category="preflight",
+            summary="Newer exporters write 'hostname'; queries here accept both."))
+    return caps
+
+
+class Source(ABC):
+    """A fleet data backend. Subclasses implement the ``_`` methods; the public ones validate input."""
+
+    name = "base"
+
+    def __init__(self, *, end: datetime | str | None = None):
+        self._end = to_utc(end) if end is not None else None
+        self._nodes_cache: pd.DataFrame | None = None
+
+    # ---- time -------------------------------------------------------------------------
+    @property
+    def end(self) -> datetime:
+        """End of the analysis window (now, unless pinned)."""
+        return self._end or utcnow()
+
+    # ---- public API ---------------------------------------------------------------------
+    def series(self, field: str, window: str | timedelta = "6h", *, node: str | None = None,
+               gpu: str | int | None = None, step: str | float | None = None) -> pd.DataFrame:
+        """Range series of one DCGM field (``SERIES_COLUMNS``), optionally for one node / GPU."""
+        w = parse_window(window)
+        step_s = parse_window(step, name="step").total_seconds() if step is not None else None
+        node, gpu = self._check_target(node, gpu)
+        df = self._series(field, w, node, gpu, step_s)
+        return conform(df, SERIES_COLUMNS)
+
+    def summary(self, field: str, window: str | timedelta = "6h", stat: str = "avg", *, node: str | None = None,
+                gpu: str | int | None = None) -> pd.DataFrame:
+        """Per-series summary over the window (``SUMMARY_COLUMNS``): avg, max, min, p95, last or increase."""
+        if stat not in STATS:
+            raise InvalidParameter(f"stat={stat!r}; use one of {', '.join(STATS)}")
+        w = parse_window(window)
+        node, gpu = self._check_target(node, gpu)
+        df = self._summary(field, w, stat, node, gpu)
+        df = df.assign(stat=stat)
+        return conform(df, SUMMARY_COLUMNS)
+
+    def nodes(self) -> pd.DataFrame:
+        if self._nodes_cache is None:
+            self._nodes_cache = self._nodes()
+        return self._nodes_cache
+
+    def pods(self) -> pd.DataFrame:
+        return self._pods()
+
+    def preflight(self, window: str | timedelta = "1h") -> Capabilities:
+        """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
+        names, label_sets = self._inventory(parse_window(window))
+        return capabilities_from(names, label_sets)
+
+    def kernel_log(self, node: str) -> str | None:
+        """The node's kernel log (dmesg) if this source has it, else None."""
+        self._check_target(node, None)
+        return self._kernel_log(node)
+
+    def smi_query(self, node: str) -> str | None:
+        """``nvidia-smi -q`` output for the node if this source has it, else None."""
+        self._check_target(node, None)
+        return self._smi_query(node)
+
+    def describe(self) -> str:
+        return self.name
+
+    # ---- validation ---------------------------------------------------------------------
+    def known_nodes(self) -> list[str]:
+        return sorted(self.nodes()["node"].astype(str))
+
+    def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
+        if node in ("", None):
+            node = None
+        else:
+            known = self.known_nodes()
+            if known and node not in known:
+                close = [n for n in known if node.lower() in n.lower() or n.lower() in node.lower()]
+                raise UnknownNode(f"node={node!r} is not a GPU node of this source ({self.describe()}); "
+                                  f"known: {', '.join(close or known[:20])}{' ...' if len(known) > 20 and not close else ''}")
+        if gpu in ("", None):
+            return node, None
+        g = str(gpu).strip()
+        if not (g.isdigit() or g.startswith("GPU-") or g.startswith("MIG-")):
+            raise UnknownGPU(f"gpu={gpu!r} is neither an index nor a UUID")
+        if node is not None and g.isdigit():
+            n = self.nodes().set_index("node")
+            count = n.loc[node, "gpu_count"] if node in n.index else None
+            if count is not None and pd.notna(count) and int(g) >= int(count):
+                raise UnknownGPU(f"gpu={g} on node {node!r}: the node has {int(count)} GPUs (0..{int(count) - 1})")
+        return node, g
+
+    # ---- backend hooks --------------------------------------------------------------------
+    @abstractmethod
+    def _series(self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float | None) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def _summary(self, field: str, window: timedelta, stat: str, node: str | None, gpu: str | None) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def _nodes(self) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def _pods(self) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
+
+    def _kernel_log(self, node: str) -> str | None:
+        return None
+
+    def _smi_query(self, node: str) -> str | None:
+        return None
+
+
+def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:
+    """Reduce a long SERIES frame to one value per series, the way PromQL's *_over_time functions do."""
+    keys = [c for c in SUMMARY_COLUMNS if c not in ("stat", "value")]
+    if df.empty:
+        return pd.DataFrame(columns=keys + ["value"])
+    df = df.sort_values("timestamp")
+    g = df.groupby(keys, sort=True, dropna=False)["value"]
+    if stat == "avg":
+        out = g.mean()
+    elif stat == "max":
+        out = g.max()
+    elif stat == "min":
+        out = g.min()
+    elif stat == "p95":
+        out = g.quantile(0.95, interpolation="linear")
+    elif stat == "last":
+        out = g.last()
+    elif stat == "increase":
+        out = g.apply(_increase)
+    else:  # pragma: no cover - validated by caller
+        raise InvalidParameter(stat)
+    return out.reset_index()
+
+
+def _increase(v: pd.Series) -> float:
+    """Counter increase with resets, as PromQL computes it when samples span the whole range."""
+    x = v.to_numpy(dtype=float)
+    if len(x) < 2:
+        return float("nan")
+    d = x[1:] - x[:-1]
+    return float(x[-1] - x[0] + x[:-1][d < 0].sum())
+
+
+_REGISTRY: dict[str, type[Source]] = {}
+
+
+def register(name: str, cls: type[Source]) -> None:
+    _REGISTRY[name] = cls
+
+
+def get_source_class(name: str) -> type[Source]:
+    if name not in _REGISTRY:
+        raise InvalidParameter(f"source={name!r}; use one of {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def available() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,33 @@
+"""``live``: Prometheus (DCGM series) plus the Kubernetes API (nodes, pods) of a real cluster."""
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from .base import register
+from .prometheus import PrometheusSource
+
+
+class LiveSource(PrometheusSource):
+    """``connect("live")``: Prometheus settings from the environment (see :mod:`.prometheus`),
+    Kubernetes from ``kubeconfig``/``context`` (default ``$KUBECONFIG``/``$GPUOPS_KUBE_CONTEXT``) or in-cluster."""
+
+    name = "live"
+
+    def __init__(self, prometheus_url: str | None = None, *, kubeconfig: str | Path | None = None,
+                 context: str | None = None, in_cluster: bool | None = None, config: str | Path | None = None,
+                 end: datetime | str | None = None, kube=None, **kwargs):
+        if kube is None:
+            from ..k8s import KubeCluster
+            if in_cluster is None:
+                in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not (kubeconfig or os.environ.get("KUBECONFIG"))
+            kube = KubeCluster(kubeconfig=kubeconfig, context=context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None,
+                               in_cluster=in_cluster)
+        super().__init__(prometheus_url or kwargs.pop("url", None), config=config, end=end, kube=kube)
+
+    def describe(self) -> str:
+        return f"live cluster (Prometheus at {self.settings.url})"
+
+
+register("live", LiveSource)

@@ -1,0 +1,270 @@
+"""``prometheus``: PromQL over HTTP with prometheus-api-client (works with Thanos, Mimir, VictoriaMetrics).
+
+Connection settings come from the environment or a config file, never from notebook parameters,
+so no secret lands in an executed notebook:
+
+=============================== =====================================================
+``GPUOPS_PROMETHEUS_URL``        base URL (``https://prom.example.com``; a path prefix is kept)
+``GPUOPS_PROMETHEUS_TOKEN``      bearer token (or ``GPUOPS_PROMETHEUS_TOKEN_FILE``)
+``GPUOPS_PROMETHEUS_USER``       basic-auth user (+ ``GPUOPS_PROMETHEUS_PASSWORD``)
+``GPUOPS_PROMETHEUS_CA_BUNDLE``  CA bundle path; ``GPUOPS_PROMETHEUS_VERIFY=false`` disables TLS verification
+``GPUOPS_PROMETHEUS_TIMEOUT``    seconds per request (default 30); ``GPUOPS_PROMETHEUS_RETRIES`` (default 3)
+``GPUOPS_CONFIG``                YAML file with a ``prometheus:`` mapping of the same keys in lower case
+=============================== =====================================================
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pandas as pd
+
+from ..dcgm import normalise_labels
+from ..errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
+                      PrometheusTimeout, PrometheusUnreachable)
+from ..schema import SERIES_COLUMNS, empty
+from .base import Source, register
+
+#: Prometheus refuses range queries of more than 11,000 points per series
+MAX_POINTS = 11000
+
+_PROMQL_FN = {"avg": "avg_over_time({sel}[{w}])", "max": "max_over_time({sel}[{w}])",
+              "min": "min_over_time({sel}[{w}])", "p95": "quantile_over_time(0.95, {sel}[{w}])",
+              "last": "last_over_time({sel}[{w}])", "increase": "increase({sel}[{w}])"}
+
+
+@dataclass
+class PrometheusSettings:
+    url: str
+    token: str | None = None
+    user: str | None = None
+    password: str | None = None
+    ca_bundle: str | None = None
+    verify: bool = True
+    timeout: float = 30.0
+    retries: int = 3
+
+    def __repr__(self) -> str:  # never print secrets
+        return (f"PrometheusSettings(url={self.url!r}, token={'***' if self.token else None}, user={self.user!r}, "
+                f"password={'***' if self.password else None}, verify={self.verify}, timeout={self.timeout})")
+
+
+def _truthy(v: str) -> bool:
+    return str(v).strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def load_settings(url: str | None = None, config: str | Path | None = None, env: dict | None = None) -> PrometheusSettings:
+    """Resolve settings: explicit URL > environment > config file. Secrets only from env or file."""
+    env = dict(os.environ if env is None else env)
+    cfg: dict = {}
+    path = config or env.get("GPUOPS_CONFIG")
+    if path:
+        import yaml
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r} does not exist")
+        cfg = (yaml.safe_load(p.read_text()) or {}).get("prometheus", {}) or {}
+
+    def get(key: str, default=None):
+        return env.get(f"GPUOPS_PROMETHEUS_{key.upper()}", cfg.get(key, default))
+
+    url = url or get("url")
+    if not url:
+        raise InvalidParameter("no Prometheus URL: set GPUOPS_PROMETHEUS_URL (or prometheus.url in GPUOPS_CONFIG)",
+                               hint="e.g. export GPUOPS_PROMETHEUS_URL=http://prometheus-k8s.monitoring:9090")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidParameter(f"Prometheus URL {url!r} is not an http(s) URL")
+    if parts.username or parts.password:
+        raise InvalidParameter("the Prometheus URL must not carry credentials; use GPUOPS_PROMETHEUS_USER/PASSWORD",
+                               hint="credentials in URLs end up in logs and notebooks")
+    token = get("token")
+    token_file = get("token_file")
+    if not token and token_file:
+        tf = Path(token_file).expanduser()
+        if not tf.exists():
+            raise InvalidParameter(f"token file {str(tf)!r} does not exist")
+        token = tf.read_text().strip()
+    return PrometheusSettings(url=url.rstrip("/"), token=token or None, user=get("user"), password=get("password"),
+                              ca_bundle=get("ca_bundle"), verify=_truthy(get("verify", "true")),
+                              timeout=float(get("timeout", 30)), retries=int(get("retries", 3)))
+
+
+def _selector(field: str, node: str | None, gpu: str | None, host_label: str) -> str:
+    m = [f'{host_label}="{node}"'] if node else []
+    if gpu is not None:
+        m.append(f'UUID="{gpu}"' if not gpu.isdigit() else f'gpu="{gpu}"')
+    return f"{field}{{{','.join(m)}}}"
+
+
+def _fmt_duration(seconds: float) -> str:
+    return f"{int(math.ceil(seconds))}s"
+
+
+class PrometheusSource(Source):
+    """DCGM series from Prometheus. ``nodes()``/``pods()`` come from a Kubernetes backend (``kube``)."""
+
+    name = "prometheus"
+
+    def __init__(self, url: str | None = None, *, config: str | Path | None = None, end: datetime | str | None = None,
+                 kube=None, settings: PrometheusSettings | None = None, **_ignored):
+        super().__init__(end=end)
+        self.settings = settings or load_settings(url, config)
+        self.kube = kube
+        self._prom = None
+        self._host_labels = ("hostname", "Hostname")
+
+    def describe(self) -> str:
+        return f"Prometheus at {self.settings.url}"
+
+    # ---- HTTP ---------------------------------------------------------------------------
+    @property
+    def client(self):
+        if self._prom is None:
+            import requests
+            from prometheus_api_client import PrometheusConnect
+            from urllib3.util.retry import Retry
+
+            s = self.settings
+            session = requests.Session()
+            session.verify = s.ca_bundle if (s.verify and s.ca_bundle) else s.verify
+            headers = {"Authorization": f"Bearer {s.token}"} if s.token else None
+            retry = Retry(total=s.retries, connect=s.retries, read=s.retries, backoff_factor=0.3,
+                          status_forcelist=(502, 503, 504), allowed_methods=frozenset({"GET", "POST"}),
+                          raise_on_status=False)
+            self._prom = PrometheusConnect(url=s.url, headers=headers, disable_ssl=not s.verify, retry=retry,
+                                           auth=(s.user, s.password) if s.user else None, session=session,
+                                           timeout=s.timeout)
+        return self._prom
+
+    def _call(self, fn, query: str, *args, **kwargs):
+        import requests
+        from prometheus_api_client.exceptions import PrometheusApiClientException
+
+        url = self.settings.url
+        try:
+            return fn(query, *args, **kwargs)
+        except requests.exceptions.Timeout as exc:
+            raise PrometheusTimeout(f"Prometheus at {url} did not answer within {self.settings.timeout:g}s for query {query!r}",
+                                    url=url, query=query) from exc
+        except (requests.exceptions.ConnectionError, requests.exceptions.RetryError) as exc:
+            raise PrometheusUnreachable(f"cannot reach Prometheus at {url} ({type(exc).__name__}) for query {query!r}",
+                                        url=url, query=query) from exc
+        except PrometheusApiClientException as exc:
+            text = str(exc)
+            m = re.search(r"HTTP Status Code (\d+)", text)
+            status = int(m.group(1)) if m else 0
+            detail = re.search(r'"error"\s*:\s*"([^"]+)"', text)
+            detail_s = detail.group(1) if detail else text[:200]
+            if status == 400 and ("parse error" in text or "bad_data" in text):
+                raise InvalidQuery(f"invalid PromQL {query!r}: {detail_s}", url=url, query=query) from exc
+            if status == 503 and "timeout" in text.lower():
+                raise PrometheusTimeout(f"Prometheus at {url} timed out evaluating {query!r}", url=url, query=query) from exc
+            raise PrometheusHTTPError(f"Prometheus at {url} answered HTTP {status} for query {query!r}: {detail_s}",
+                                      status=status, url=url, query=query) from exc
+        except ValueError as exc:  # JSON decoding of a non-Prometheus answer
+            raise PrometheusError(f"{url} did not answer like a Prometheus API for {query!r}: {exc}", url=url, query=query) from exc
+
+    def query(self, promql: str) -> list[dict]:
+        """Instant query at the source's end time."""
+        return self._call(self.client.custom_query, promql, params={"time": self.end.timestamp()})
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """Range query split into chunks of at most 11,000 points per series."""
+        results: dict[tuple, dict] = {}
+        span = step * (MAX_POINTS - 1)
+        t = start
+        while t <= end:
+            t_end = min(end, t + span)
+            chunk = self._call(self.client.custom_query_range, promql,
+                               datetime.fromtimestamp(t, tz=timezone.utc), datetime.fromtimestamp(t_end, tz=timezone.utc),
+                               _fmt_duration(step))
+            for r in chunk:
+                key = tuple(sorted(r["metric"].items()))
+                results.setdefault(key, {"metric": r["metric"], "values": []})["values"].extend(r.get("values", []))
+            t = t_end + step
+        return list(results.values())
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _by_host(self, template: str, field: str, node, gpu) -> str:
+        """PromQL that matches either host label (``hostname`` or legacy ``Hostname``) when a node is given."""
+        if not node:
+            return template.format(sel=_selector(field, None, gpu, "hostname"))
+        return " or ".join(template.format(sel=_selector(field, node, gpu, h)) for h in self._host_labels)
+
+    @staticmethod
+    def _rows(result: list[dict], *, vector: bool) -> list[dict]:
+        rows = []
+        for r in result:
+            lab = normalise_labels(r["metric"])
+            del lab["pci_bus_id"]
+            if vector:
+                ts, v = r["value"]
+                rows.append({**lab, "value": float(v)})
+            else:
+                for ts, v in r["values"]:
+                    rows.append({"timestamp": ts, **lab, "value": float(v)})
+        return rows
+
+    # ---- Source hooks -------------------------------------------------------------------
+    def _series(self, field, window, node, gpu, step):
+        end = self.end.timestamp()
+        step = step or max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
+        start = math.ceil((end - window.total_seconds()) / step) * step
+        q = self._by_host("{sel}", field, node, gpu)
+        rows = self._rows(self.query_range(q, start, end, step), vector=False)
+        if not rows:
+            raise EmptyResult(f"no series for {q!r} at {self.settings.url} in the last {window}", query=q)
+        df = pd.DataFrame(rows)
+        df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
+        return df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value"]).sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
+
+    def _summary(self, field, window, stat, node, gpu):
+        q = self._by_host(_PROMQL_FN[stat].replace("{w}", _fmt_duration(window.total_seconds())), field, node, gpu)
+        rows = self._rows(self.query(q), vector=True)
+        if not rows:
+            raise EmptyResult(f"no series for {q!r} at {self.settings.url}", query=q)
+        return pd.DataFrame(rows)
+
+    def _inventory(self, window):
+        w = _fmt_duration(window.total_seconds())
+        names = {r["metric"].get("__name__") for r in self.query('count by (__name__) ({__name__=~"DCGM_.+"})')}
+        names.discard(None)
+        labels = [r["metric"] for r in self.query(f"last_over_time(DCGM_FI_DEV_FB_USED[{w}])")] if "DCGM_FI_DEV_FB_USED" in names else []
+        return names, labels
+
+    def _require_kube(self):
+        if self.kube is None:
+            from ..errors import KubeconfigMissing
+            raise KubeconfigMissing("this source has Prometheus only: nodes and pods need a Kubernetes API "
+                                    "(set KUBECONFIG / GPUOPS_KUBE_CONTEXT or run in-cluster)")
+        return self.kube
+
+    def _nodes(self):
+        return self._require_kube().nodes()
+
+    def _pods(self):
+        return self._require_kube().pods()
+
+    def known_nodes(self):
+        if self.kube is None:
+            res = self.query('count by (hostname, Hostname) (DCGM_FI_DEV_GPU_TEMP)')
+            return sorted({r["metric"].get("hostname") or r["metric"].get("Hostname") for r in res} - {None})
+        return super().known_nodes()
+
+    def _check_target(self, node, gpu):
+        if self.kube is None and node:
+            known = self.known_nodes()
+            if known and node not in known:
+                from ..errors import UnknownNode
+                raise UnknownNode(f"node={node!r} has no DCGM series at {self.settings.url}; known: {', '.join(known[:20])}")
+            return node, (None if gpu in (None, "") else str(gpu))
+        return super()._check_target(node, gpu)
+
+
+register("prometheus", PrometheusSource)

@@ -1,0 +1,68 @@
+"""Shared fixtures: the demo scenario pinned in time, and a real Prometheus backfilled from it."""
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers (promharness, k8s_double)
+
+from promharness import PrometheusServer, backfill, binaries  # noqa: E402
+
+#: the end of the pinned demo scenario used by integration tests
+DEMO_END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+#: window backfilled into Prometheus (the runbooks' default window fits inside it)
+BACKFILL_WINDOW = "7h"
+
+
+def _need_prometheus():
+    prom, tool = binaries()
+    if not (prom and tool):
+        msg = "Debian's prometheus/promtool are not installed (.ci/run installs them: apt-get install prometheus)"
+        if os.environ.get("GPUOPS_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def demo_end() -> datetime:
+    return DEMO_END
+
+
+@pytest.fixture(scope="session")
+def prometheus_scenarios(tmp_path_factory):
+    """Start one Prometheus per label style on demand; stopped at session end."""
+    servers: dict[tuple, object] = {}
+
+    def get(label_style: str = "new", counters: str = "full"):
+        key = (label_style, counters)
+        if key not in servers:
+            _need_prometheus()
+            from gpulib.demo import FleetSimulator
+            work = tmp_path_factory.mktemp(f"prom-{label_style}-{counters}")
+            sim = FleetSimulator(end=DEMO_END, label_style=label_style, counters=counters)
+            tsdb = backfill(sim, BACKFILL_WINDOW, work)
+            servers[key] = PrometheusServer(tsdb, work)
+        return servers[key]
+
+    yield get
+    for s in servers.values():
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus(prometheus_scenarios):
+    """A real Prometheus holding the default demo scenario (new label style, full counters)."""
+    return prometheus_scenarios("new", "full")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path):
+    """No test reads the developer's Prometheus/Kubernetes settings or writes the real audit log."""
+    for k in list(os.environ):
+        if k.startswith("GPUOPS_PROMETHEUS_") or k in ("GPUOPS_CONFIG", "KUBECONFIG", "GPUOPS_KUBE_CONTEXT"):
+            monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
