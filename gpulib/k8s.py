@@ -504,6 +504,11 @@ class KubeCluster:
         return f"{self.server.rstrip('/')}{path}"
 
     def _error(self, exc: Exception, call: _Call, attempts: int) -> KubernetesError:
+        err = self._make_error(exc, call, attempts)
+        err.api_message = _status_message(exc)  # the API's own words (e.g. the PodDisruptionBudget refusal)
+        return err
+
+    def _make_error(self, exc: Exception, call: _Call, attempts: int) -> KubernetesError:
         from kubernetes.client.exceptions import ApiException
 
         url = self._url(call.path)
@@ -523,6 +528,10 @@ class KubeCluster:
                                             "(cloud CLI login) and retry")
             if status == 404:
                 return KubernetesError(f"not found: {call.verb} {call.resource} at {url}: {reason}", status=404)
+            if status == 429:
+                return KubernetesError(f"HTTP 429 for {call.verb} {call.resource} at {url}: {reason}", status=429,
+                                       hint="a PodDisruptionBudget (for evictions) or API priority-and-fairness "
+                                            "throttling refused the request; retry later")
             if status is not None and status >= 500:
                 return KubernetesError(
                     f"Kubernetes API answered HTTP {status} for {call.verb} {call.resource} at {url} "
@@ -538,15 +547,18 @@ class KubeCluster:
                  f"{self.context!r}, VPN/port-forward, and `kubectl cluster-info`")
 
     @staticmethod
-    def _retryable(exc: Exception) -> bool:
+    def _retryable(exc: Exception, retry_429: bool = True) -> bool:
         from kubernetes.client.exceptions import ApiException
 
         if isinstance(exc, ApiException):
-            return bool(exc.status) and (exc.status >= 500 or exc.status == 429)
+            return bool(exc.status) and (exc.status >= 500 or (retry_429 and exc.status == 429))
         return True  # urllib3 connection/read errors
 
-    def _request(self, fn: Callable[..., Any], call: _Call, **kwargs) -> Any:
-        """Call ``fn`` with bounded retries; returns parsed JSON; raises KubernetesError."""
+    def _request(self, fn: Callable[..., Any], call: _Call, *, retry_429: bool = True, **kwargs) -> Any:
+        """Call ``fn`` with bounded retries; returns parsed JSON; raises KubernetesError.
+
+        ``retry_429=False`` for evictions: a 429 there is a PodDisruptionBudget answer, not load.
+        """
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -558,7 +570,7 @@ class KubeCluster:
                 data = resp.data
                 return json.loads(data) if data else {}
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-                if attempt == attempts or not self._retryable(exc):
+                if attempt == attempts or not self._retryable(exc, retry_429):
                     raise self._error(exc, call, attempt) from exc
                 self._sleep(delay)
                 delay *= 2
@@ -622,6 +634,22 @@ class KubeCluster:
     def get_node(self, name: str) -> dict:
         return self._request(self.core.read_node, _Call("get", "nodes", f"/api/v1/nodes/{name}"), name=name)
 
+    # -- writes (used by gpulib.remediate) -----------------------------------------------------
+    def patch_node(self, name: str, patch: dict, *, dry_run: bool = True) -> dict:
+        """Strategic-merge PATCH of a Node; ``dry_run`` sends ``dryRun=All`` (validated, not persisted)."""
+        call = _Call("patch", "nodes", f"/api/v1/nodes/{name}")
+        kw = {"dry_run": "All"} if dry_run else {}
+        return self._request(self.core.patch_node, call, name=name, body=patch, field_manager="gpuops", **kw)
+
+    def evict_pod(self, namespace: str, name: str, *, dry_run: bool = True) -> dict:
+        """POST an Eviction (policy/v1), which honours PodDisruptionBudgets (429 when one forbids it)."""
+        call = _Call("create", "pods/eviction", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", "",
+                     namespace)
+        body = eviction_body(namespace, name, dry_run=dry_run)
+        kw = {"dry_run": "All"} if dry_run else {}
+        return self._request(self.core.create_namespaced_pod_eviction, call, retry_429=False, name=name,
+                             namespace=namespace, body=body, **kw)
+
     # -- frames ----------------------------------------------------------------------------
     def nodes(self) -> pd.DataFrame:
         """All nodes as ``NODE_COLUMNS`` (see :func:`nodes_frame`)."""
@@ -670,6 +698,15 @@ class KubeCluster:
         return f"KubeCluster({where}, server={self.server!r})"
 
 
+def eviction_body(namespace: str, name: str, *, dry_run: bool = False) -> dict:
+    """The policy/v1 Eviction object for a pod (``deleteOptions.dryRun`` set for a server dry run)."""
+    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                            "metadata": {"name": name, "namespace": namespace}}
+    if dry_run:
+        body["deleteOptions"] = {"dryRun": ["All"]}
+    return body
+
+
 def _write_kubectl_json(path: Path, list_json: dict) -> Path:
     """Write a list the way ``kubectl get -o json`` prints it (kind List, 4-space indent, sorted keys)."""
     doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
@@ -679,16 +716,19 @@ def _write_kubectl_json(path: Path, list_json: dict) -> Path:
 
 
 def _status_message(exc: Any) -> str:
-    """The ``message`` of a Kubernetes Status body, else the HTTP reason."""
+    """The ``message`` (+ ``details.causes`` messages) of a Kubernetes Status body, else the HTTP reason."""
     body = getattr(exc, "body", None)
     if body:
         try:
-            msg = json.loads(body).get("message")
+            status = json.loads(body)
+            msg = str(status.get("message") or "")
+            causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes") or []]
+            msg = " ".join([msg] + [c for c in causes if c]).strip()
             if msg:
-                return str(msg)
-        except (ValueError, AttributeError):
+                return msg
+        except (ValueError, AttributeError, TypeError):
             pass
-    return str(getattr(exc, "reason", "") or "")
+    return str(getattr(exc, "reason", "") or exc)
 
 
 def _root_cause(exc: BaseException) -> str:
