@@ -175,7 +175,7 @@ class KubeApiDouble:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="k8s-double", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="k8s-double", daemon=True)
         self._thread.start()
         return self
 
