@@ -123,7 +123,7 @@ class FleetSimulator:
     """Deterministic GPU fleet. ``end`` anchors the incident times (default: now, to the minute)."""
 
     def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | None = None, seed: int = 7,
-                 label_style: str = "new", counters: str = "full"):
+                 label_style: str = "new", counters: str = "full", scrape_interval: str | None = None):
         if label_style not in ("new", "old"):
             raise InvalidParameter(f"label_style={label_style!r}: use 'new' (hostname, pod) or 'old' (Hostname, exported_pod)")
         if counters not in ("full", "default"):
@@ -142,7 +142,7 @@ class FleetSimulator:
         end = end or datetime.now(timezone.utc).replace(second=0, microsecond=0)
         self.end = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
         self.end_s = self.end.timestamp()
-        self.scrape_interval = parse_window(scenario.get("scrape_interval", "30s")).total_seconds()
+        self.scrape_interval = parse_window(scrape_interval or scenario.get("scrape_interval", "30s")).total_seconds()
         self.driver_version = str(scenario.get("driver_version", "550.127.05"))
         self._models = load_table("demo_gpu_models").set_index("model")
         self.devices: list[Device] = []
@@ -555,6 +555,8 @@ class FleetSimulator:
                 if owner_kind == "Deployment":
                     ref_kind, ref_name = "ReplicaSet", w["pod"].rsplit("-", 1)[0]
                 labels = {"app.kubernetes.io/name": owner, "team": w["namespace"]}
+                if owner_kind == "Deployment":
+                    labels["pod-template-hash"] = ref_name.rsplit("-", 1)[1]
                 container = {"name": w.get("container", owner.split("-")[0]), "image": f"registry.example.com/{owner}:1.0",
                              "resources": {"requests": {"cpu": "4", "memory": "32Gi", **res},
                                            "limits": {"memory": "32Gi", **res}}}

@@ -15,7 +15,9 @@ from promharness import PrometheusServer, backfill, binaries  # noqa: E402
 #: the end of the pinned demo scenario used by integration tests
 DEMO_END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 #: window backfilled into Prometheus (the runbooks' default window fits inside it)
-BACKFILL_WINDOW = "7h"
+BACKFILL_WINDOW = "6h10m"
+#: scrape interval of the integration scenario (coarser than the demo's 30 s to keep the TSDB small)
+SCRAPE = "60s"
 
 
 def _need_prometheus():
@@ -33,6 +35,13 @@ def demo_end() -> datetime:
 
 
 @pytest.fixture(scope="session")
+def demo_pinned():
+    """The demo source pinned to the integration scenario (same end and scrape interval as the backfill)."""
+    import gpulib
+    return gpulib.connect("demo", end=DEMO_END, scrape_interval=SCRAPE)
+
+
+@pytest.fixture(scope="session")
 def prometheus_scenarios(tmp_path_factory):
     """Start one Prometheus per label style on demand; stopped at session end."""
     servers: dict[tuple, object] = {}
@@ -43,7 +52,7 @@ def prometheus_scenarios(tmp_path_factory):
             _need_prometheus()
             from gpulib.demo import FleetSimulator
             work = tmp_path_factory.mktemp(f"prom-{label_style}-{counters}")
-            sim = FleetSimulator(end=DEMO_END, label_style=label_style, counters=counters)
+            sim = FleetSimulator(end=DEMO_END, label_style=label_style, counters=counters, scrape_interval=SCRAPE)
             tsdb = backfill(sim, BACKFILL_WINDOW, work)
             servers[key] = PrometheusServer(tsdb, work)
         return servers[key]

@@ -13,8 +13,8 @@ KEYS = ["node", "gpu", "gpu_i_id"]
 
 
 @pytest.fixture(scope="module")
-def demo(demo_end):
-    return gpulib.connect("demo", end=demo_end)
+def demo(demo_pinned):
+    return demo_pinned
 
 
 def _prom(url, end, **kw):

@@ -20,9 +20,11 @@ class DemoSource(Source):
     name = "demo"
 
     def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | str | None = None, seed: int = 7,
-                 label_style: str = "new", counters: str = "full", **_ignored):
+                 label_style: str = "new", counters: str = "full",
+                 scrape_interval: str | None = None, **_ignored):
         super().__init__(end=end)
-        self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters)
+        self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
+                                  scrape_interval=scrape_interval)
         self._end = self.sim.end
 
     def describe(self) -> str:
