@@ -7,7 +7,9 @@
 It measures like nccl-tests (facts.md §4.1-4.2): for each size, ``iters`` back-to-back collectives
 timed with CUDA events, the time averaged over ranks, ``algbw = size / time`` and
 ``busbw = algbw x factor(n)``; out-of-place and in-place; then one checked run on fresh data
-counts wrong elements. It prints a nccl-tests-format table (readable by
+counts wrong elements. Differences from nccl-tests: CUDA-event timing instead of a host timer,
+``warmup`` iterations before every size, and all_reduce's out-of-place column is an in-place
+all_reduce on the separate send buffer (torch has no out-of-place all_reduce). It prints a nccl-tests-format table (readable by
 :func:`gpulib.nccl.parse_nccl_tests_all`) and writes JSON.
 
 NVLink SHARP stays off: ``NCCL_NVLS_ENABLE`` is forced to ``0`` before NCCL initialises. The
@@ -216,28 +218,20 @@ def _expected(torch, collective: str, rank: int, nranks: int, shape: Shape, devi
 
 
 def _run_op(dist, collective: str, send, recv, in_place: bool, rank: int, per: int):
+    """One collective. torch's all_reduce is always in place, so the out-of-place all_reduce column
+    reduces the send buffer and the in-place column the receive buffer (same NCCL call, no extra copy
+    in the timed loop). all_gather/reduce_scatter in place use the nccl-tests offsets
+    (send = recv + rank x count, resp. recv = send + rank x count)."""
     if collective == "all_reduce":
-        if in_place:
-            dist.all_reduce(recv)
-        else:
-            _all_reduce_oop(dist, send, recv)
+        dist.all_reduce(recv if in_place else send)
     elif collective == "all_gather":
         src = recv[rank * per:(rank + 1) * per] if in_place else send
         dist.all_gather_into_tensor(recv, src)
     elif collective == "reduce_scatter":
         dst = send[rank * per:(rank + 1) * per] if in_place else recv
         dist.reduce_scatter_tensor(dst, send)
-
-
-def _all_reduce_oop(dist, send, recv) -> None:
-    """Out-of-place all_reduce: torch's all_reduce is in-place, so reduce a copy of ``send`` in ``recv``.
-
-    The copy runs on the GPU inside the timed loop; nccl-tests has a true out-of-place call, so the
-    out-of-place time includes one device copy (about size / HBM bandwidth) - the in-place column is
-    the clean comparison.
-    """
-    recv.copy_(send)
-    dist.all_reduce(recv)
+    else:
+        raise ValueError(f"collective {collective!r} is not supported by the probe")
 
 
 def _time_side(torch, dist, collective, send, recv, in_place, rank, per, iters, warmup, nranks, device) -> float:
@@ -259,12 +253,9 @@ def _time_side(torch, dist, collective, send, recv, in_place, rank, per, iters, 
 def _check_side(torch, dist, collective, send, recv, in_place, rank, nranks, shape, device) -> int:
     per = shape.count
     if collective == "all_reduce":
-        buf = recv if in_place else send
-        _fill(torch, buf, rank)
-        if not in_place:
-            recv.zero_()
+        out = recv if in_place else send
+        _fill(torch, out, rank)
         _run_op(dist, collective, send, recv, in_place, rank, per)
-        out = recv
     elif collective == "all_gather":
         recv.zero_()
         if in_place:
@@ -323,7 +314,7 @@ def run_sweep(opts: argparse.Namespace, rank: int, world: int, local_rank: int) 
             rows.append(row)
         del send, recv
         torch.cuda.empty_cache()
-        oob = sum(int(r[s]["wrong"] > 0) for r in rows for s in ("oop", "ip"))
+        oob = int(sum(row[side]["wrong"] for row in rows for side in ("oop", "ip")))  # wrong elements in total
         results.append({"collective": coll, "nranks": world, "rows": rows, "avg_busbw": avg_busbw(rows),
                         "out_of_bounds": oob})
         if rank == 0:
