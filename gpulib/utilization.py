@@ -147,7 +147,7 @@ def prepare_samples(activity: pd.DataFrame, fb_used: pd.DataFrame | None = None,
         if c not in s.columns:
             s[c] = ""
         s[c] = _as_label(s[c])
-    s["timestamp"] = pd.to_datetime(s["timestamp"], utc=True)
+    s["timestamp"] = _utc(s["timestamp"])
     s = s.rename(columns={"value": "activity"})
     s["activity"] = pd.to_numeric(s["activity"], errors="coerce")
     s = s[s["activity"].notna()]
@@ -155,15 +155,25 @@ def prepare_samples(activity: pd.DataFrame, fb_used: pd.DataFrame | None = None,
     s["sid"] = s.groupby(SERIES_KEYS, sort=False, observed=True).ngroup().astype(np.int64)
 
     s["fb_used_mib"] = _fb_per_sample(s, fb_used)
-    s["allocated"] = s["pod"].astype(str) != ""
+    s["allocated"] = (s["pod"] != "").to_numpy(dtype=bool)
     s["step_s"] = _step_seconds(s, window)
 
-    slices = s["model"].astype(str).map(compute_slices or {}).astype(float).fillna(7.0) \
-        if compute_slices else 7.0
-    share = mig_share(s["gpu_i_profile"], slices)
-    reps = s["node"].astype(str).map(_node_replicas(nodes)).astype(float).fillna(1.0)
-    s["share"] = share.where(~s["allocated"], share / reps)
+    # shares are a property of the series: compute once per series, broadcast by sid
+    lab = s.drop_duplicates("sid").set_index("sid").sort_index()
+    lab_model = lab["model"].astype(str)
+    slices = lab_model.map(compute_slices).astype(float).fillna(7.0) if compute_slices else 7.0
+    share = mig_share(lab["gpu_i_profile"], slices)
+    reps = lab["node"].astype(str).map(_node_replicas(nodes)).astype(float).fillna(1.0)
+    share = share.where(lab["pod"].astype(str) == "", share / reps)
+    s["share"] = share.to_numpy(dtype=float)[s["sid"].to_numpy()]
     return s
+
+
+def _utc(col: pd.Series) -> pd.Series:
+    """Timestamps as tz-aware UTC datetimes (nanosecond unit so integer keys agree across frames)."""
+    if not isinstance(col.dtype, pd.DatetimeTZDtype):
+        col = pd.to_datetime(col, utc=True)
+    return col.dt.tz_convert("UTC").dt.as_unit("ns")
 
 
 def _as_label(col: pd.Series) -> pd.Series:
@@ -175,20 +185,31 @@ def _as_label(col: pd.Series) -> pd.Series:
 
 
 def _fb_per_sample(s: pd.DataFrame, fb_used: pd.DataFrame | None) -> pd.Series:
-    """FB_USED (MiB) of the sample's device at the sample's timestamp (device-level, pod-agnostic)."""
+    """FB_USED (MiB) of the sample's device at the sample's timestamp (device-level, pod-agnostic).
+
+    Devices are matched through a small table of distinct (node, gpu, gpu_i_id) keys, then the
+    samples are joined on integer (device, timestamp) keys, so no per-sample strings are built.
+    """
     if fb_used is None or len(fb_used) == 0:
         return pd.Series(np.nan, index=s.index)
     _require(fb_used, ["timestamp", "value", "node", "gpu"], "fb_used")
-    fb = fb_used[["timestamp", "node", "gpu", "gpu_i_id", "value"]] if "gpu_i_id" in fb_used.columns \
-        else fb_used[["timestamp", "node", "gpu", "value"]].assign(gpu_i_id="")
-    fb = fb.assign(timestamp=pd.to_datetime(fb["timestamp"], utc=True),
-                   value=pd.to_numeric(fb["value"], errors="coerce"))
+    fb = pd.DataFrame({c: (fb_used[c] if c in fb_used.columns else "") for c in DEVICE_KEYS})
     for c in DEVICE_KEYS:
-        fb[c] = fb[c].astype("string").fillna("")
-    fb = fb.groupby(DEVICE_KEYS + ["timestamp"], observed=True, sort=False)["value"].max()
-    left = pd.MultiIndex.from_arrays([s[c].astype(str) for c in DEVICE_KEYS] + [s["timestamp"]],
-                                     names=DEVICE_KEYS + ["timestamp"])
-    return pd.Series(fb.reindex(left).to_numpy(dtype=float), index=s.index)
+        fb[c] = _as_label(fb[c])
+    fb_dev = fb.groupby(DEVICE_KEYS, sort=False, observed=True).ngroup().to_numpy()
+    s_dev = s.groupby(DEVICE_KEYS, sort=False, observed=True).ngroup().to_numpy()
+    fb_keys = fb.assign(_d=fb_dev).drop_duplicates("_d").astype({c: str for c in DEVICE_KEYS})
+    s_keys = s[DEVICE_KEYS].assign(_d=s_dev).drop_duplicates("_d").astype({c: str for c in DEVICE_KEYS})
+    dev_map = s_keys.merge(fb_keys, on=DEVICE_KEYS, suffixes=("_s", "_f"))
+    to_s = pd.Series(dev_map["_d_s"].to_numpy(), index=dev_map["_d_f"].to_numpy())
+    right = pd.DataFrame({
+        "_d": pd.Series(fb_dev).map(to_s).to_numpy(),
+        "_t": _utc(fb_used["timestamp"]).array.asi8,
+        "_v": pd.to_numeric(fb_used["value"], errors="coerce").to_numpy(dtype=float)})
+    right = right[pd.notna(right["_d"])].astype({"_d": np.int64}).groupby(["_d", "_t"], sort=False)["_v"].max()
+    left = pd.DataFrame({"_d": s_dev, "_t": s["timestamp"].array.asi8})
+    joined = left.merge(right.reset_index(), on=["_d", "_t"], how="left", sort=False)
+    return pd.Series(joined["_v"].to_numpy(dtype=float), index=s.index)
 
 
 def _step_seconds(s: pd.DataFrame, window: str | timedelta | None) -> pd.Series:
@@ -368,12 +389,14 @@ def node_time_matrix(samples: pd.DataFrame, freq: str = "1h") -> pd.DataFrame:
     except ValueError as exc:
         raise InvalidParameter(f"freq={freq!r} is not a pandas frequency such as '1h' or '15min'") from exc
     w = samples["step_s"] * samples["share"]
-    f = pd.DataFrame({"node": samples["node"].astype(str), "time": bucket, "w": w,
+    f = pd.DataFrame({"node": samples["node"], "time": bucket, "w": w,
                       "aw": w * samples["activity"], "alw": w * samples["allocated"]})
-    g = f.groupby(["node", "time"], sort=True)[["w", "aw", "alw"]].sum()
+    g = f.groupby(["node", "time"], sort=True, observed=True)[["w", "aw", "alw"]].sum()
     g["active_pct"] = 100.0 * g["aw"] / g["w"]
     g["allocated_pct"] = 100.0 * g["alw"] / g["w"]
-    return g[["active_pct", "allocated_pct"]].reset_index()
+    out = g[["active_pct", "allocated_pct"]].reset_index()
+    out["node"] = out["node"].astype(str)
+    return out
 
 
 def window_hours(window: str | timedelta | None, samples: pd.DataFrame | None = None) -> float:
