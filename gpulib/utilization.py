@@ -150,9 +150,16 @@ def prepare_samples(activity: pd.DataFrame, fb_used: pd.DataFrame | None = None,
     s["timestamp"] = _utc(s["timestamp"])
     s = s.rename(columns={"value": "activity"})
     s["activity"] = pd.to_numeric(s["activity"], errors="coerce")
-    s = s[s["activity"].notna()]
-    s = s.sort_values(SERIES_KEYS + ["timestamp"], kind="stable").reset_index(drop=True)
-    s["sid"] = s.groupby(SERIES_KEYS, sort=False, observed=True).ngroup().astype(np.int64)
+    s = s[s["activity"].notna()].reset_index(drop=True)
+    code = _combined_codes(s, SERIES_KEYS)
+    t_ns = s["timestamp"].array.asi8
+    order = np.lexsort((t_ns, code))
+    if not (order == np.arange(len(order))).all():
+        s = s.take(order).reset_index(drop=True)
+        code = code[order]
+    new = np.ones(len(code), dtype=bool)
+    new[1:] = code[1:] != code[:-1]
+    s["sid"] = np.cumsum(new) - 1
 
     s["fb_used_mib"] = _fb_per_sample(s, fb_used)
     s["allocated"] = (s["pod"] != "").to_numpy(dtype=bool)
@@ -167,6 +174,15 @@ def prepare_samples(activity: pd.DataFrame, fb_used: pd.DataFrame | None = None,
     share = share.where(lab["pod"].astype(str) == "", share / reps)
     s["share"] = share.to_numpy(dtype=float)[s["sid"].to_numpy()]
     return s
+
+
+def _combined_codes(df: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """One int64 per row identifying its combination of categorical ``keys`` (mixed-radix of the codes)."""
+    code = np.zeros(len(df), dtype=np.int64)
+    for c in keys:
+        cat = df[c].cat
+        code = code * (len(cat.categories) + 1) + cat.codes.to_numpy().astype(np.int64) + 1
+    return code
 
 
 def _utc(col: pd.Series) -> pd.Series:
@@ -193,23 +209,37 @@ def _fb_per_sample(s: pd.DataFrame, fb_used: pd.DataFrame | None) -> pd.Series:
     if fb_used is None or len(fb_used) == 0:
         return pd.Series(np.nan, index=s.index)
     _require(fb_used, ["timestamp", "value", "node", "gpu"], "fb_used")
-    fb = pd.DataFrame({c: (fb_used[c] if c in fb_used.columns else "") for c in DEVICE_KEYS})
+    fb = pd.DataFrame({c: (fb_used[c].reset_index(drop=True) if c in fb_used.columns else "")
+                       for c in DEVICE_KEYS}, index=pd.RangeIndex(len(fb_used)))
     for c in DEVICE_KEYS:
         fb[c] = _as_label(fb[c])
-    fb_dev = fb.groupby(DEVICE_KEYS, sort=False, observed=True).ngroup().to_numpy()
-    s_dev = s.groupby(DEVICE_KEYS, sort=False, observed=True).ngroup().to_numpy()
-    fb_keys = fb.assign(_d=fb_dev).drop_duplicates("_d").astype({c: str for c in DEVICE_KEYS})
-    s_keys = s[DEVICE_KEYS].assign(_d=s_dev).drop_duplicates("_d").astype({c: str for c in DEVICE_KEYS})
-    dev_map = s_keys.merge(fb_keys, on=DEVICE_KEYS, suffixes=("_s", "_f"))
-    to_s = pd.Series(dev_map["_d_s"].to_numpy(), index=dev_map["_d_f"].to_numpy())
-    right = pd.DataFrame({
-        "_d": pd.Series(fb_dev).map(to_s).to_numpy(),
-        "_t": _utc(fb_used["timestamp"]).array.asi8,
-        "_v": pd.to_numeric(fb_used["value"], errors="coerce").to_numpy(dtype=float)})
-    right = right[pd.notna(right["_d"])].astype({"_d": np.int64}).groupby(["_d", "_t"], sort=False)["_v"].max()
-    left = pd.DataFrame({"_d": s_dev, "_t": s["timestamp"].array.asi8})
-    joined = left.merge(right.reset_index(), on=["_d", "_t"], how="left", sort=False)
-    return pd.Series(joined["_v"].to_numpy(dtype=float), index=s.index)
+    fb_code = _combined_codes(fb, DEVICE_KEYS)
+    s_code = _combined_codes(s, DEVICE_KEYS)
+    # distinct devices of each frame (small), matched by their label strings
+    fb_u, fb_dev = np.unique(fb_code, return_inverse=True)
+    s_u, s_dev = np.unique(s_code, return_inverse=True)
+    fb_first = pd.Series(np.arange(len(fb_code))).groupby(fb_dev).first().to_numpy()
+    s_first = pd.Series(np.arange(len(s_code))).groupby(s_dev).first().to_numpy()
+    fb_keys = fb.iloc[fb_first][DEVICE_KEYS].astype(str).assign(_f=np.arange(len(fb_u)))
+    s_keys = s.iloc[s_first][DEVICE_KEYS].astype(str).assign(_s=np.arange(len(s_u)))
+    dev_map = fb_keys.merge(s_keys, on=DEVICE_KEYS, how="left")
+    fb_to_s = dev_map.sort_values("_f")["_s"].to_numpy(dtype=float)
+    # one int64 key per sample: device x time (ms since the earliest sample)
+    fb_t = _utc(fb_used["timestamp"]).array.asi8 // 1_000_000
+    s_t = s["timestamp"].array.asi8 // 1_000_000
+    t0 = min(int(fb_t.min()), int(s_t.min()))
+    span = max(int(fb_t.max()), int(s_t.max())) - t0 + 1
+    fb_sdev = fb_to_s[fb_dev]
+    ok = ~np.isnan(fb_sdev)
+    right_key = fb_sdev[ok].astype(np.int64) * span + (fb_t[ok] - t0)
+    vals = pd.to_numeric(fb_used["value"], errors="coerce").to_numpy(dtype=float)[ok]
+    right = pd.Series(vals, index=right_key)
+    if right.index.has_duplicates:
+        right = right.groupby(level=0).max()
+    left_key = s_dev.astype(np.int64) * span + (s_t - t0)
+    pos = right.index.get_indexer(left_key)
+    out = np.where(pos >= 0, right.to_numpy()[pos], np.nan)
+    return pd.Series(out, index=s.index)
 
 
 def _step_seconds(s: pd.DataFrame, window: str | timedelta | None) -> pd.Series:
