@@ -1,0 +1,460 @@
+"""``gpuops``: list, run and schedule the runbooks and reports.
+
+Exit codes: 0 = ran, no finding at or above ``--fail-on``; 1 = a finding at or above ``--fail-on``
+stands (default: critical); 2 = bad usage (unknown runbook, parameter or value); 3 = the run failed or a
+step could not get its data.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .errors import GpulibError, InvalidParameter
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.")
+
+EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
+NOTEBOOK_DIRS = ("runbooks", "reports", "runbooks/learn")
+
+
+# ------------------------------------------------------------------------------ notebook catalogue
+def project_root() -> Path:
+    """Folder holding ``runbooks/`` (``$GPUOPS_HOME``, the package's checkout, or the current folder)."""
+    for cand in (os.environ.get("GPUOPS_HOME"), Path(__file__).resolve().parent.parent, Path.cwd()):
+        if cand and (Path(cand) / "runbooks").is_dir():
+            return Path(cand)
+    raise InvalidParameter("cannot find the runbooks/ folder; set GPUOPS_HOME to the gpu-runbooks checkout")
+
+
+@dataclass
+class Param:
+    name: str
+    default: Any
+    help: str = ""
+
+
+@dataclass
+class NotebookInfo:
+    name: str
+    path: Path
+    kind: str
+    title: str = ""
+    description: str = ""
+    params: list[Param] = field(default_factory=list)
+
+
+def _parse_params(source: str) -> list[Param]:
+    params = []
+    lines = source.splitlines()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                value = ast.unparse(node.value)
+            line = lines[node.lineno - 1]
+            comment = line.split("#", 1)[1].strip() if "#" in line else ""
+            params.append(Param(node.targets[0].id, value, comment))
+    return params
+
+
+def notebook_info(path: Path) -> NotebookInfo:
+    nb = json.loads(path.read_text())
+    kind = "report" if path.parent.name == "reports" else "learn" if path.parent.name == "learn" else "runbook"
+    info = NotebookInfo(name=path.stem, path=path, kind=kind)
+    for cell in nb.get("cells", []):
+        src = "".join(cell.get("source", []))
+        if cell["cell_type"] == "markdown" and not info.title:
+            head = [ln for ln in src.splitlines() if ln.strip()]
+            info.title = head[0].lstrip("# ").strip() if head else ""
+            info.description = next((ln.strip() for ln in head[1:] if not ln.startswith("#")), "")
+        if cell["cell_type"] == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+            info.params = _parse_params(src)
+    return info
+
+
+def catalogue() -> dict[str, NotebookInfo]:
+    root = project_root()
+    out = {}
+    for d in NOTEBOOK_DIRS:
+        for p in sorted((root / d).glob("*.ipynb")):
+            out[p.stem] = notebook_info(p)
+    return out
+
+
+def find_notebook(name: str) -> NotebookInfo:
+    cat = catalogue()
+    key = Path(name).stem
+    if key not in cat:
+        close = [n for n in cat if key.lower() in n.lower() or n.lower() in key.lower()]
+        raise InvalidParameter(f"no runbook or report named {name!r}; "
+                               f"{'did you mean ' + ', '.join(close) + '?' if close else 'available: ' + ', '.join(sorted(cat))}",
+                               hint="`gpuops list` shows every runbook with its parameters")
+    return cat[key]
+
+
+def coerce(param: Param, raw: str) -> Any:
+    """Convert a ``-p key value`` string to the type of the parameter's default."""
+    d = param.default
+    try:
+        if isinstance(d, bool):
+            low = raw.strip().lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return low in ("true", "1", "yes")
+        if isinstance(d, int):
+            return int(raw)
+        if isinstance(d, float):
+            return float(raw)
+        if isinstance(d, (list, tuple)):
+            return [x.strip() for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise InvalidParameter(f"parameter {param.name}={raw!r}: expected {type(d).__name__} like {d!r}") from None
+    return raw
+
+
+def resolve_params(info: NotebookInfo, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    known = {p.name: p for p in info.params}
+    out = {}
+    for key, raw in pairs:
+        if key not in known:
+            raise InvalidParameter(f"{info.name} has no parameter {key!r}; parameters: {', '.join(known) or 'none'}")
+        out[key] = coerce(known[key], raw)
+    if "window" in out:
+        from .timeutil import parse_window
+        parse_window(out["window"])
+    return out
+
+
+# ------------------------------------------------------------------------------------ execution
+@dataclass
+class RunResult:
+    name: str
+    out_dir: Path
+    notebook: Path
+    html: Path | None
+    findings: list = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failed: str | None = None
+
+    @property
+    def worst(self) -> str:
+        from .findings import worst_severity
+        return worst_severity(self.findings).value
+
+
+def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
+    """HTML without code cells (what a report reader wants)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
+    html_path.write_text(body)
+    return html_path
+
+
+def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
+            timeout: int = 900) -> RunResult:
+    """Execute one notebook with papermill into ``out_root/<timestamp>-<name>/`` and export HTML."""
+    import papermill as pm
+
+    from .findings import load_findings
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = out_root / f"{stamp}-{info.name}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_nb = out_dir / f"{info.name}.ipynb"
+    findings_path = out_dir / "findings.json"
+    res = RunResult(info.name, out_dir, out_nb, None)
+    old = os.environ.get("GPUOPS_FINDINGS_PATH")
+    os.environ["GPUOPS_FINDINGS_PATH"] = str(findings_path)
+    try:
+        pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
+                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout)
+    except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+        res.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
+    finally:
+        if old is None:
+            os.environ.pop("GPUOPS_FINDINGS_PATH", None)
+        else:
+            os.environ["GPUOPS_FINDINGS_PATH"] = old
+    if out_nb.exists():
+        try:
+            res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
+        except Exception as exc:  # an HTML failure must not hide the run's result
+            res.errors.append(f"HTML export failed: {exc}")
+    if findings_path.exists():
+        res.findings, doc = load_findings(findings_path)
+        res.errors += doc.get("errors", [])
+    elif res.failed is None and info.kind != "learn":
+        res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
+    write_index(out_root)
+    return res
+
+
+def write_index(out_root: Path) -> Path:
+    """``index.html`` listing every generated report, newest first, with its worst severity."""
+    import html
+
+    rows = []
+    for d in sorted((p for p in out_root.iterdir() if p.is_dir()), reverse=True):
+        htmls = sorted(d.glob("*.html"))
+        if not htmls:
+            continue
+        worst, n = "", 0
+        fj = d / "findings.json"
+        if fj.exists():
+            try:
+                doc = json.loads(fj.read_text())
+                worst, n = doc.get("worst", ""), len(doc.get("findings", []))
+            except json.JSONDecodeError:
+                worst = "unreadable"
+        rows.append(f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
+                    f"<td>{html.escape(worst)}</td><td>{n}</td></tr>")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>gpu-runbooks reports</title></head><body>"
+            "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
+            f"<th>findings</th></tr>{''.join(rows)}</table></body></html>")
+    idx = out_root / "index.html"
+    idx.write_text(page)
+    return idx
+
+
+def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None) -> dict[str, Any]:
+    names = {p.name for p in info.params}
+    out: dict[str, Any] = {}
+    if source and Path(source).is_dir():
+        source, snapshot = "snapshot", source
+    if source:
+        if source not in ("demo", "live", "snapshot"):
+            raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder")
+        if "source" in names:
+            out["source"] = source
+    if source == "snapshot" and not snapshot:
+        raise InvalidParameter("--source snapshot needs --snapshot DIR")
+    if snapshot and "snapshot_dir" in names:
+        out["snapshot_dir"] = str(Path(snapshot).resolve())
+    return out
+
+
+def _print_result(res: RunResult, limit: int = 5) -> None:
+    from .findings import sort_findings
+
+    status = "FAILED" if res.failed else ("INCOMPLETE" if res.errors else "done")
+    typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
+    if res.failed:
+        typer.echo(f"   error: {res.failed}", err=True)
+    for e in res.errors:
+        typer.echo(f"   missing data: {e}", err=True)
+    for f in sort_findings(res.findings)[:limit]:
+        typer.echo("   " + f.as_text().replace("\n", "\n   "))
+    if len(res.findings) > limit:
+        typer.echo(f"   ... {len(res.findings) - limit} more in {res.out_dir / 'findings.json'}")
+    typer.echo(f"   notebook: {res.notebook}\n   html:     {res.html}")
+
+
+def _exit_code(results: list[RunResult], fail_on: str) -> int:
+    from .findings import Severity
+
+    if any(r.failed or r.errors for r in results):
+        return EXIT_FAILED
+    if fail_on == "never":
+        return 0
+    limit = Severity(fail_on).rank
+    if any(f.severity.rank <= limit for r in results for f in r.findings):
+        return EXIT_FINDING
+    return 0
+
+
+def _fail(exc: GpulibError) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+# ------------------------------------------------------------------------------------- commands
+@app.command("list")
+def list_cmd(kind: Optional[str] = typer.Option(None, help="runbook, report or learn")):
+    """List runbooks and reports with their parameters."""
+    try:
+        cat = catalogue()
+    except GpulibError as exc:
+        _fail(exc)
+    for info in cat.values():
+        if kind and info.kind != kind:
+            continue
+        typer.echo(f"{info.name}  [{info.kind}]  {info.title}")
+        if info.description:
+            typer.echo(f"    {info.description}")
+        for p in info.params:
+            typer.echo(f"    -p {p.name} {p.default!r}" + (f"   # {p.help}" if p.help else ""))
+
+
+@app.command("run")
+def run_cmd(
+    name: str = typer.Argument(..., help="runbook or report name (see `gpuops list`)"),
+    param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
+    source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>/"),
+    fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
+    timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+):
+    """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
+    if fail_on not in ("critical", "warning", "info", "never"):
+        _fail(InvalidParameter(f"--fail-on {fail_on!r}: use critical, warning, info or never"))
+    try:
+        info = find_notebook(name)
+        params = _source_params(info, source, str(snapshot) if snapshot else None)
+        params.update(resolve_params(info, _pairs(param)))
+    except GpulibError as exc:
+        _fail(exc)
+    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
+    _print_result(res)
+    raise typer.Exit(_exit_code([res], fail_on))
+
+
+def _pairs(raw: list[str]) -> list[tuple[str, str]]:
+    """``-p key=value`` pairs; ``main`` rewrites papermill-style ``-p key value`` into this form."""
+    out = []
+    for item in raw:
+        if "=" not in item:
+            raise InvalidParameter(f"-p {item!r}: give KEY VALUE or KEY=VALUE")
+        k, v = item.split("=", 1)
+        out.append((k.strip(), v))
+    return out
+
+
+@app.command("demo")
+def demo_cmd(
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root"),
+    include_learn: bool = typer.Option(True, help="also run the onboarding notebooks"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+):
+    """Run every runbook and the utilization report on the demo fleet; write HTML and reports/out/index.html."""
+    try:
+        cat = catalogue()
+    except GpulibError as exc:
+        _fail(exc)
+    results = []
+    todo = [i for i in cat.values() if include_learn or i.kind != "learn"]
+    for n, info in enumerate(todo, 1):
+        typer.echo(f"[{n}/{len(todo)}] {info.name}")
+        params = {"source": "demo"} if any(p.name == "source" for p in info.params) else {}
+        res = execute(info, params, out.resolve(), progress=not quiet)
+        _print_result(res, limit=1)
+        results.append(res)
+    failed = [r.name for r in results if r.failed]
+    typer.echo(f"\n{len(results) - len(failed)}/{len(results)} notebooks ran; index: {out.resolve() / 'index.html'}")
+    if failed:
+        typer.echo(f"failed: {', '.join(failed)}", err=True)
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command("report")
+def report_cmd(
+    window: str = typer.Option("7d", help="report window (Prometheus duration)"),
+    source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot"),
+    price_file: Optional[Path] = typer.Option(None, help="CSV of GPU prices overriding the shipped table"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+):
+    """Run the GPU utilization and cost report (for CronJobs: exit 0 unless the run failed)."""
+    try:
+        info = find_notebook("gpu_utilization_report")
+        params = _source_params(info, source, str(snapshot) if snapshot else None)
+        params.update(resolve_params(info, [("window", window)] + ([("price_file", str(price_file.resolve()))] if price_file else [])))
+    except GpulibError as exc:
+        _fail(exc)
+    res = execute(info, params, out.resolve(), progress=not quiet)
+    _print_result(res)
+    raise typer.Exit(_exit_code([res], "never"))
+
+
+@app.command("exporter")
+def exporter_cmd(port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
+                 node: Optional[str] = typer.Option(None, help="serve one node's GPUs only")):
+    """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from .demo import FleetSimulator
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404, "only /metrics is served")
+                return
+            sim = FleetSimulator()
+            body = sim.scrape_text(node=node).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    typer.echo(f"demo dcgm-exporter on http://127.0.0.1:{port}/metrics (Ctrl-C to stop)")
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command("backfill")
+def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to write"),
+                 window: str = typer.Option("24h", help="how much history to write"),
+                 step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)")):
+    """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
+    from .demo import FleetSimulator
+    from .timeutil import parse_window
+
+    try:
+        sim = FleetSimulator()
+        st = parse_window(step, name="step").total_seconds() if step else None
+        sim.write_openmetrics(path, window, st)
+    except GpulibError as exc:
+        _fail(exc)
+    typer.echo(f"wrote {path}; next: promtool tsdb create-blocks-from openmetrics {path} ./data")
+
+
+def _rewrite_papermill_style(argv: list[str]) -> list[str]:
+    """Accept papermill's ``-p key value`` (two tokens) as well as ``-p key=value``."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-p", "--param") and i + 2 < len(argv) + 1 and i + 1 < len(argv) and "=" not in argv[i + 1]:
+            if i + 2 >= len(argv):
+                raise InvalidParameter(f"{a} {argv[i + 1]} needs a value: -p KEY VALUE")
+            out += [a, f"{argv[i + 1]}={argv[i + 2]}"]
+            i += 3
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = _rewrite_papermill_style(argv)
+    except GpulibError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(EXIT_USAGE)
+    app(args=argv, prog_name="gpuops")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
