@@ -26,7 +26,7 @@ import fnmatch
 import json
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -126,6 +126,7 @@ class KubeApiDouble:
         self.crd_installed = crd_installed
         self.resource_version = 48500000
         self.expired_before_rv = 0  # continue tokens from an older resourceVersion answer 410
+        self._expire_next = False
         self.requests: list[RecordedRequest] = []
         self._rules: list[_FailRule] = []
         self._blocked: dict[tuple[str, str], str] = {}
@@ -153,6 +154,10 @@ class KubeApiDouble:
         """Make every continue token issued so far answer 410 Expired (etcd compaction)."""
         self.expired_before_rv = self.resource_version + 1
         self.resource_version += 1
+
+    def expire_next_continue(self) -> None:
+        """The next request carrying a continue token answers 410 Expired (compaction mid-list)."""
+        self._expire_next = True
 
     def node(self, name: str) -> dict | None:
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
@@ -292,6 +297,9 @@ class KubeApiDouble:
                 rv, start = int(tok["rv"]), tok["start"]
             except (ValueError, KeyError, TypeError):
                 return 400, _status(400, "BadRequest", "continue key is not valid: illegal base64 data")
+            if self._expire_next:
+                self._expire_next = False
+                self.expire_continue_tokens()
             if rv < self.expired_before_rv:
                 return 410, _status(410, "Expired", "The provided continue parameter is too old to display a "
                                                     "consistent list result. You can start a new list without "

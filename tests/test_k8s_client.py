@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -161,3 +160,12 @@ def test_dump_skips_forbidden_operator_objects(k8s_double, tmp_path):
 def test_bad_page_size():
     with pytest.raises(Exception, match="page_size must be >= 1"):
         k8s.KubeCluster(kubeconfig="/nonexistent", page_size=0)
+
+
+def test_expired_continue_token_restarts_the_list_once(k8s_double):
+    k8s_double.expire_next_continue()
+    pods = cluster(k8s_double, page_size=4).pods()
+    assert len(pods) == 11 and pods["pod"].is_unique
+    reqs = k8s_double.requests_to("GET", "/api/v1/pods")
+    # page 1, page 2 -> 410, then a fresh list of 3 pages
+    assert [r.param("continue") is None for r in reqs] == [True, False, True, False, False]
