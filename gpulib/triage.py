@@ -297,7 +297,9 @@ def _pos(v: Any) -> bool:
 
 
 def _memory_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
-                     impact: pd.DataFrame, window: str, has_xid48: bool) -> list[Finding]:
+                     impact: pd.DataFrame, window: str, fold_into_xid: bool) -> list[Finding]:
+    """DBE / remap / retired-page rules. With ``fold_into_xid`` (the GPU's XID SOP already resets or
+    reboots it) DBE and pending-remap facts become evidence of the XID finding instead of extra findings."""
     out: list[Finding] = []
     s = smi_row or {}
     fail_dcgm = _summary_value(dcgm, REMAP_FAILURE, node, case.gpu, case.uuid)
@@ -319,12 +321,14 @@ def _memory_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, 
         ev = ([f"{REMAP_FAILURE} {fail_dcgm[1]} {fail_dcgm[0]:.0f}"] if fail_dcgm and _pos(fail_dcgm[0]) else []) + \
              (["nvidia-smi: Remapping Failure Occurred: Yes"] if s.get("remapped_rows_failure") == 1.0 else [])
         out.append(_rule_finding("ROW_REMAP_FAILURE", node, case, impact, ev + ev_mem, "Row-remap failure (RMA)"))
-    elif ev_mem and not has_xid48:
+    elif ev_mem and not fold_into_xid:
         out.append(_rule_finding("DBE_ERRORS", node, case, impact, ev_mem, "Uncorrectable ECC (DBE) errors"))
     elif ev_mem:
         case.evidence.extend(ev_mem)
     pending = (pend_dcgm and _pos(pend_dcgm[0])) or s.get("remapped_rows_pending") == 1.0
-    if pending and not failed:
+    if pending and not failed and fold_into_xid:
+        case.evidence.append("row remap pending: the GPU reset / reboot of this SOP activates it")
+    elif pending and not failed:
         ev = (["nvidia-smi: Remapped Rows Pending: Yes"] if s.get("remapped_rows_pending") == 1.0 else []) + \
              ([f"{REMAP_PENDING} {pend_dcgm[1]} {pend_dcgm[0]:.0f}"] if pend_dcgm and _pos(pend_dcgm[0]) else [])
         out.append(_rule_finding("ROW_REMAP_PENDING", node, case, impact, ev, "Row remap pending"))
@@ -444,9 +448,10 @@ def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_even
     for case in _cases(node, gpu, xid_events, smi, dcgm).values():
         impact = pod_impact(node, case.gpu, pods=pods, dcgm=dcgm, uuid=case.uuid)
         smi_row = _smi_row(smi, case)
-        has48 = any(int(e["xid"]) in (48, 171, 172) for e in case.events)
-        mem = _memory_findings(node, case, smi_row, dcgm, impact, window, has48)
-        xf = _xid_finding(node, case, impact)
+        probe = _xid_finding(node, _GpuCase(case.gpu, case.uuid, case.pci_bus_id, case.events), impact)
+        fold = probe is not None and probe.data["bucket"] in DRAIN_BUCKETS
+        mem = _memory_findings(node, case, smi_row, dcgm, impact, window, fold)
+        xf = _xid_finding(node, case, impact)   # again, now with the folded memory evidence
         findings += [f for f in (xf,) if f] + mem + _thermal_findings(node, case, smi_row, dcgm, impact, window)
     if not findings:
         findings.append(Finding(severity=Severity.OK, title=f"No XID, ECC or thermal problem found on {node}",
