@@ -75,3 +75,21 @@ def _isolated_env(monkeypatch, tmp_path):
         if k.startswith("GPUOPS_PROMETHEUS_") or k in ("GPUOPS_CONFIG", "KUBECONFIG", "GPUOPS_KUBE_CONTEXT"):
             monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+
+
+@pytest.fixture
+def live_env(prometheus, tmp_path, monkeypatch):
+    """Environment for ``source="live"``: the real Prometheus above plus a Kubernetes API double serving
+    the same scenario's nodes and pods, window end pinned to the scenario's end (GPUOPS_END)."""
+    from gpulib.demo import FleetSimulator
+    from k8s_double import start_k8s_double
+
+    sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(var, ",".join(filter(None, [os.environ.get(var, ""), "127.0.0.1"])))
+    double = start_k8s_double(tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"])
+    monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
+    monkeypatch.setenv("KUBECONFIG", str(double.kubeconfig))
+    monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
+    yield double
+    double.stop()

@@ -5,6 +5,7 @@ Shaped like papermill's engines: a base class with a handful of methods and a ti
 """
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -117,13 +118,15 @@ class Source(ABC):
     name = "base"
 
     def __init__(self, *, end: datetime | str | None = None):
+        if end is None and os.environ.get("GPUOPS_END"):
+            end = os.environ["GPUOPS_END"]  # replay an incident: pin the window end (ISO-8601)
         self._end = to_utc(end) if end is not None else None
         self._nodes_cache: pd.DataFrame | None = None
 
     # ---- time -------------------------------------------------------------------------
     @property
     def end(self) -> datetime:
-        """End of the analysis window (now, unless pinned)."""
+        """End of the analysis window: now, unless pinned by ``end=`` or ``$GPUOPS_END``."""
         return self._end or utcnow()
 
     # ---- public API ---------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""``connect("live")``: Prometheus + the real kubernetes client against the API double, same answers as demo."""
+from __future__ import annotations
+
+import pytest
+
+import gpulib
+from gpulib.errors import UnknownGPU, UnknownNode
+
+
+@pytest.mark.prometheus
+def test_live_nodes_pods_and_series_match_demo(live_env, demo_pinned):
+    live = gpulib.connect("live")
+    assert live.end == demo_pinned.end
+    assert live.nodes()["node"].tolist() == demo_pinned.nodes()["node"].tolist()
+    lp = live.pods().set_index(["namespace", "pod"]).sort_index()
+    dp = demo_pinned.pods().set_index(["namespace", "pod"]).sort_index()
+    assert lp["gpu_request"].tolist() == dp["gpu_request"].tolist()
+    a = live.summary("DCGM_FI_DEV_FB_USED", "6h", "max", node="a100-80-0").sort_values("gpu")["value"].tolist()
+    b = demo_pinned.summary("DCGM_FI_DEV_FB_USED", "6h", "max", node="a100-80-0").sort_values("gpu")["value"].tolist()
+    assert a == b and len(a) == 8
+
+
+@pytest.mark.prometheus
+def test_live_rejects_unknown_node_and_gpu(live_env):
+    live = gpulib.connect("live")
+    with pytest.raises(UnknownNode) as e:
+        live.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="gpu-node-99")
+    assert "gpu-node-99" in str(e.value) and "dgx-h100-0" in str(e.value)
+    with pytest.raises(UnknownGPU) as e2:
+        live.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="l4-spot-0", gpu=7)
+    assert "0..3" in str(e2.value)
