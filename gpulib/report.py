@@ -168,7 +168,7 @@ def kpi_tiles_html(summary: dict[str, Any]) -> str:
               "#b36b00"),
         _tile("Unallocated GPU-hours", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{_money(summary['unallocated_cost'], cur)} in the window"),
         _tile("GPU spend", _money(summary["monthly_cost"], cur) + "/mo", f"{_money(summary['window_cost'], cur)} in the window"),
-        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur), f"{len(summary['top_actions'])}+ actions below",
+        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur), "per month; top actions below",
               "#1b7f3b"),
         _tile("Zombie pods", str(summary["zombie_pods"]), "memory held, activity below threshold", "#b00020" if summary["zombie_pods"] else "#1b7f3b"),
     ]
@@ -261,7 +261,7 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Waterfall(x=wf["step"], y=wf["value"], measure=wf["measure"],
-                                 text=[_money(abs(v), currency) for v in wf["value"]], textposition="outside",
+                                 text=[("-" if m == "relative" else "") + _money(abs(v), currency) for v, m in zip(wf["value"], wf["measure"])], textposition="outside",
                                  decreasing={"marker": {"color": "#1b7f3b"}}, totals={"marker": {"color": "#1f5fa8"}},
                                  increasing={"marker": {"color": "#b00020"}}))
     top = float(wf["value"].abs().max()) if len(wf) else 0.0
