@@ -85,8 +85,10 @@ def test_place_reasons_are_specific():
     # 1g.10gb (size 2, starts 0/2/4/6) x3 + 2g (starts 0/2/4): 8 slots add up and fit; 4g + 2g + 1g.10gb@? also
     r = mig.place("A100-40GB", ["4g", "3g.20gb"])
     assert r.fits
-    r = mig.place("A100-40GB", ["4g", "1g.10gb", "2g", "1g"])  # 4+2+2+1 = 9 slots
-    assert not r.fits and "memory slots" in r.reason
+    r = mig.place("A100-40GB", ["4g", "1g.10gb", "2g", "1g"])  # 4+1+2+1 = 8 compute slices
+    assert not r.fits and "8 compute slices" in r.reason
+    r = mig.place("A100-40GB", ["1g.10gb"] * 4 + ["1g.5gb"])  # 5 compute slices but 4x2+1 = 9 memory slots
+    assert not r.fits and "9 memory slots" in r.reason
     assert "compute slices" in mig.place("A100-40GB", ["7g", "1g"]).reason
 
 
