@@ -191,10 +191,14 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
         var_index += [("x", m, i) for i in range(len(layouts[m]))]
     for gi, w in enumerate(groups):
         var_index += [("y", m, gi) for m in models if _profile_for(w, m, headroom)]
+        var_index.append(("u", None, gi))  # replicas left unplaced (heavily penalised, keeps the MILP feasible)
     col = {v: k for k, v in enumerate(var_index)}
     n = len(var_index)
     cost = np.zeros(n)
+    unplaced_cost = 10.0 * max([(prices or {}).get(m, 1.0) for m in models] + [1.0])
     for (kind, m, i), k in col.items():
+        if kind == "u":
+            cost[k] = unplaced_cost
         if kind == "x":
             p = mig.place(m, layouts[m][i])
             cost[k] = (prices or {}).get(m, 1.0) * (1 + FRAGMENTATION_WEIGHT * mig.stranded_slots(p))
@@ -207,7 +211,8 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
         rows.append(r), lo.append(low), hi.append(high)
 
     for gi, w in enumerate(groups):
-        add({col[("y", m, gi)]: 1 for m in models if ("y", m, gi) in col}, w.replicas, w.replicas)
+        add({col[("y", m, gi)]: 1 for m in models if ("y", m, gi) in col} | {col[("u", None, gi)]: 1},
+            w.replicas, w.replicas)
     for m in models:
         for pname in {p.name for p in mig.profile_objects(m)}:
             coefs = {col[("y", m, gi)]: 1 for gi, w in enumerate(groups)
@@ -233,6 +238,8 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
         optimal = res.status == 0
         gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
         status = res.message
+    for gi, w in enumerate(groups):
+        unplaced += [f"{w.name} (no capacity)"] * counts.get(("u", None, gi), 0)
     gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced)
     baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
     return Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}))
