@@ -95,7 +95,9 @@ def find_notebook(name: str) -> NotebookInfo:
     cat = catalogue()
     key = Path(name).stem
     if key not in cat:
-        close = [n for n in cat if key.lower() in n.lower() or n.lower() in key.lower()]
+        import difflib
+        close = difflib.get_close_matches(key, list(cat), n=3, cutoff=0.6) or [
+            n for n in cat if key.lower() in n.lower() or n.lower() in key.lower()]
         raise InvalidParameter(f"no runbook or report named {name!r}; "
                                f"{'did you mean ' + ', '.join(close) + '?' if close else 'available: ' + ', '.join(sorted(cat))}",
                                hint="`gpuops list` shows every runbook with its parameters")

@@ -170,22 +170,30 @@ def _thermal_findings(hf: HealthFrames) -> list[Finding]:
 
 
 def _nvlink_findings(hf: HealthFrames) -> list[Finding]:
+    """A GPU of a multi-GPU job moving far less NVLink traffic than the job's other GPUs.
+
+    Collective traffic (all-reduce rings/trees) is symmetric across the GPUs of one job, so peers are
+    the GPUs that carry the same pod label on the same node; idle or single-GPU pods are not compared.
+    """
     nv = hf.get("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL")
     if nv is None or nv.empty:
         return []
     ratio_min = threshold("nvlink_degraded_ratio")
     out = []
-    for node, g in nv.groupby("node"):
-        busy = g[g["value"] > 0]
-        if len(busy) < 2:
+    jobs = nv[(nv["pod"] != "") & (nv["gpu_i_id"] == "")]
+    for (node, ns, pod), g in jobs.groupby(["node", "namespace", "pod"]):
+        if len(g) < 2:
             continue
-        med = busy["value"].median()
-        for r in busy[busy["value"] < ratio_min * med].itertuples():
+        med = g["value"].median()
+        if med <= 0:
+            continue
+        for r in g[g["value"] < ratio_min * med].itertuples():
             out.append(Finding(
                 Severity.WARNING, f"NVLink traffic far below peers on {node} GPU {r.gpu}", node=node, gpu=str(r.gpu),
                 category="nvlink", runbook="nccl_check", confidence=0.7,
-                summary="One GPU of a node moves much less NVLink traffic than its peers: a degraded or down link is likely.",
-                evidence=[f"NVLink counter increase {r.value:.3g} vs node median {med:.3g} ({r.value / med:.0%}) over {hf.window}"],
+                summary=f"GPU {r.gpu} moves much less NVLink traffic than the other GPUs of {ns}/{pod}: "
+                        "a degraded or down link is likely, and every collective of the job runs at its pace.",
+                evidence=[f"NVLink counter increase {r.value:.3g} vs the job's median {med:.3g} ({r.value / med:.0%}) over {hf.window}"],
                 sop_step="Check link state and error counters, then run the NCCL check runbook on this node.",
                 commands=[f"kubectl debug node/{node} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi nvlink -s -i {r.gpu}",
                           f"gpuops run nccl_check -p node {node}"],

@@ -134,7 +134,9 @@ class PrometheusSource(Source):
             session = requests.Session()
             session.verify = s.ca_bundle if (s.verify and s.ca_bundle) else s.verify
             headers = {"Authorization": f"Bearer {s.token}"} if s.token else None
-            retry = Retry(total=s.retries, connect=s.retries, read=s.retries, backoff_factor=0.3,
+            # connection failures and 502/503/504 are retried with backoff; a read timeout is not
+            # (re-sending a query that is already too slow only multiplies the wait)
+            retry = Retry(total=None, connect=s.retries, read=0, status=s.retries, other=0, backoff_factor=0.3,
                           status_forcelist=(502, 503, 504), allowed_methods=frozenset({"GET", "POST"}),
                           raise_on_status=False)
             self._prom = PrometheusConnect(url=s.url, headers=headers, disable_ssl=not s.verify, retry=retry,
@@ -153,6 +155,9 @@ class PrometheusSource(Source):
             raise PrometheusTimeout(f"Prometheus at {url} did not answer within {self.settings.timeout:g}s for query {query!r}",
                                     url=url, query=query) from exc
         except (requests.exceptions.ConnectionError, requests.exceptions.RetryError) as exc:
+            if "timed out" in str(exc).lower() and "connect" not in type(getattr(exc.args[0], "reason", None)).__name__.lower():
+                raise PrometheusTimeout(f"Prometheus at {url} did not answer within {self.settings.timeout:g}s for query {query!r}",
+                                        url=url, query=query) from exc
             raise PrometheusUnreachable(f"cannot reach Prometheus at {url} ({type(exc).__name__}) for query {query!r}",
                                         url=url, query=query) from exc
         except PrometheusApiClientException as exc:

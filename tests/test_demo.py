@@ -1,0 +1,110 @@
+"""The demo fleet simulator: deterministic, with the incidents the scenario injects."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from gpulib.dcgm import parse_scrape
+from gpulib.demo import FleetSimulator
+from gpulib.errors import InvalidParameter
+from gpulib.xid import parse_kernel_log
+
+END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return FleetSimulator(end=END)
+
+
+def test_deterministic_by_seed():
+    a = FleetSimulator(end=END).frame("DCGM_FI_DEV_GPU_UTIL", END.timestamp() - 3600, END.timestamp())
+    b = FleetSimulator(end=END).frame("DCGM_FI_DEV_GPU_UTIL", END.timestamp() - 3600, END.timestamp())
+    c = FleetSimulator(end=END, seed=8).frame("DCGM_FI_DEV_GPU_UTIL", END.timestamp() - 3600, END.timestamp())
+    assert a.equals(b)
+    assert not np.array_equal(a["value"].to_numpy(), c["value"].to_numpy())
+    assert a["uuid"].tolist() != c["uuid"].tolist()
+
+
+def test_xid79_gpu_stops_reporting_but_keeps_sticky_xid(sim):
+    t = sim.grid(END.timestamp() - 3 * 3600, END.timestamp())
+    dev = next(d for d in sim.devices if d.node == "dgx-h100-1" and d.index == 5)
+    xid = sim.sample("DCGM_FI_DEV_XID_ERRORS", dev, t)
+    temp = sim.sample("DCGM_FI_DEV_GPU_TEMP", dev, t)
+    at = END.timestamp() - 2 * 3600  # scenario: "-2h"
+    assert set(xid[t < at]) == {0.0} and set(xid[t >= at]) == {79.0}
+    assert not np.isnan(temp[t < at]).any() and np.isnan(temp[t >= at + 60]).all()
+
+
+def test_dbe_gpu_has_remap_failure_and_kernel_log_lines(sim):
+    dev = next(d for d in sim.devices if d.node == "a100-80-0" and d.index == 1)
+    t = np.array([END.timestamp()])
+    assert sim.sample("DCGM_FI_DEV_ROW_REMAP_FAILURE", dev, t)[0] == 1
+    assert sim.sample("DCGM_FI_DEV_XID_ERRORS", dev, t)[0] == 64
+    events = parse_kernel_log(sim.kernel_log("a100-80-0"))
+    assert events["xid"].tolist() == [48, 64]
+    assert set(events["pci_bus_id"]) == {dev.pci_bus_id[4:].lower()}
+
+
+def test_zombie_holds_memory_at_zero_activity(sim):
+    dev = next(d for d in sim.devices if d.pod == "jupyter-alice-0")
+    t = sim.grid(END.timestamp() - 6 * 3600, END.timestamp())
+    assert sim.sample("DCGM_FI_PROF_GR_ENGINE_ACTIVE", dev, t).max() == 0.0
+    assert sim.sample("DCGM_FI_DEV_FB_USED", dev, t).min() > 0.7 * 81920
+
+
+def test_mig_instances_have_no_gpu_util_but_profiling_fields(sim):
+    inst = [d for d in sim.devices if d.node == "a100-40-mig-0" and d.is_instance]
+    assert len(inst) == 16
+    t = np.array([END.timestamp()])
+    assert all(np.isnan(sim.sample("DCGM_FI_DEV_GPU_UTIL", d, t)[0]) for d in inst)
+    assert all(not np.isnan(sim.sample("DCGM_FI_PROF_GR_ENGINE_ACTIVE", d, t)[0]) for d in inst)
+    parent = next(d for d in sim.devices if d.node == "a100-40-mig-0" and not d.is_instance)
+    assert np.isnan(sim.sample("DCGM_FI_DEV_GPU_UTIL", parent, t)[0])
+
+
+def test_default_counters_drop_ecc_and_sm_active():
+    s = FleetSimulator(end=END, counters="default")
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" not in s.metric_names()
+    assert "DCGM_FI_PROF_SM_ACTIVE" not in s.metric_names()
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in s.metric_names()
+
+
+def test_scrape_text_round_trips_through_the_parser(sim):
+    df = parse_scrape(sim.scrape_text(node="a100-40-mig-0"))
+    assert df.attrs["skipped_lines"] == 0
+    assert set(df["node"]) == {"a100-40-mig-0"}
+    fb = df[df["metric"] == "DCGM_FI_DEV_FB_USED"]
+    assert len(fb) == 16 and set(fb["gpu_i_profile"]) == {"3g.20gb", "2g.10gb", "1g.5gb"}
+
+
+def test_openmetrics_is_time_ordered_per_series_and_ends_with_eof(sim, tmp_path):
+    path = sim.write_openmetrics(tmp_path / "x.om", "10m", 60)
+    lines = path.read_text().splitlines()
+    assert lines[-1] == "# EOF"
+    series: dict[str, list[int]] = {}
+    for ln in lines:
+        if ln.startswith("#"):
+            continue
+        head, _, ts = ln.rpartition(" ")
+        series.setdefault(head.rsplit(" ", 1)[0], []).append(int(ts))
+    assert all(v == sorted(v) and len(v) == 11 for v in series.values())
+
+
+def test_pod_spec_matches_incidents(sim):
+    pods = {p["metadata"]["name"]: p for p in sim.pods_json()["items"]}
+    legacy = pods["legacy-transcoder-0"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in legacy["resources"]["limits"]
+    assert legacy["env"][0]["name"] == "NVIDIA_VISIBLE_DEVICES"
+    spot = [n for n in sim.nodes_json()["items"] if n["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"]
+    assert [n["metadata"]["name"] for n in spot] == ["l4-spot-0"]
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(InvalidParameter):
+        FleetSimulator(label_style="fancy")
+    with pytest.raises(InvalidParameter) as e:
+        FleetSimulator("/nonexistent/scenario.yaml")
+    assert "/nonexistent/scenario.yaml" in str(e.value)

@@ -1,0 +1,76 @@
+"""Every committed notebook: clean on disk, runs top to bottom on the demo fleet, and on live data."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpulib import cli
+
+NOTEBOOKS = sorted(cli.catalogue().values(), key=lambda i: i.name)
+
+
+@pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
+def test_committed_notebook_is_clean(info):
+    nb = json.loads(info.path.read_text())
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["metadata"]["kernelspec"]["language"] == "python"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and not c.get("execution_count") for c in code), "strip outputs before committing"
+    assert nb["cells"][0]["cell_type"] == "markdown" and info.title, "first cell is the '# Title' markdown"
+    tagged = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, "exactly one papermill 'parameters' cell"
+    names = {p.name for p in info.params}
+    assert not names & {"token", "password", "bearer_token", "prometheus_token"}, "no secrets as parameters"
+    if info.kind != "learn":
+        assert {"source", "snapshot_dir"} <= names
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
+def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
+    monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
+    res = cli.execute(info, {}, tmp_path, progress=False)
+    assert res.failed is None, res.failed
+    assert res.errors == [], res.errors
+    html = res.html.read_text()
+    assert "Traceback" not in html and "Error" not in html.split("</style>")[-1][:0]  # no traceback rendered
+    assert "In&nbsp;[" not in html, "HTML export must hide code prompts"
+    if info.kind != "learn":
+        assert res.findings, "a runbook always ends with at least one finding (OK counts)"
+        assert "Recommended SOP step" in html
+
+
+@pytest.mark.notebook
+@pytest.mark.prometheus
+def test_fleet_overview_same_verdict_on_live_and_no_secret_leaks(live_env, tmp_path, monkeypatch, demo_end):
+    monkeypatch.setenv("GPUOPS_PROMETHEUS_TOKEN", "s3cr3t-token-value-123")
+    info = cli.find_notebook("fleet_overview")
+    live = cli.execute(info, {"source": "live"}, tmp_path / "live", progress=False)
+    monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
+    demo = cli.execute(info, {"source": "demo"}, tmp_path / "demo", progress=False)
+    assert live.errors == [] and live.failed is None
+    crit = lambda r: sorted(f.title for f in r.findings if f.severity.value == "critical")  # noqa: E731
+    assert crit(live) == crit(demo)
+    assert any("XID 79" in t for t in crit(live)) and any("Row-remap failure" in t for t in crit(live))
+    for p in live.out_dir.iterdir():
+        assert "s3cr3t-token-value-123" not in p.read_text(errors="replace"), p.name
+
+
+@pytest.mark.notebook
+def test_unreachable_prometheus_still_renders_and_exits_nonzero(tmp_path, monkeypatch, capsys):
+    from promharness import free_port
+    url = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", url)
+    monkeypatch.setenv("GPUOPS_PROMETHEUS_RETRIES", "0")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "fleet_overview", "--source", "live", "-q", "-o", str(tmp_path / "out")])
+    assert e.value.code == cli.EXIT_FAILED
+    out_dir = next((tmp_path / "out").glob("*-fleet_overview"))
+    html = (out_dir / "fleet_overview.html").read_text()
+    assert "could not run" in html and "What to check" in html
+    doc = json.loads((out_dir / "findings.json").read_text())
+    assert doc["errors"] and doc["findings"][0]["title"].startswith("Runbook incomplete")
+    assert "kubeconfig" in " ".join(doc["errors"]).lower() or url in " ".join(doc["errors"])
