@@ -213,7 +213,7 @@ def idle_table_html(table: pd.DataFrame, currency: str) -> str:
     e = html.escape
     rows = []
     for r in table.itertuples():
-        flag = (f"<b style='color:#b00020'>zombie</b> {r.zombie_hours:.1f} h" if r.zombie else "idle")
+        flag = (f"<b style='color:#b00020'>zombie</b> {r.zombie_hours:.1f} GPU-h" if r.zombie else "idle")
         fb = "n/a" if pd.isna(r.fb_used_max_mib) else f"{r.fb_used_max_mib / 1024:.1f}"
         act = "n/a" if pd.isna(r.active_pct) else f"{r.active_pct:.1f}"
         rows.append([e(str(r.namespace)), f"<code>{e(str(r.workload))}</code>", e(str(r.owner_kind or "pod")), flag,

@@ -164,7 +164,7 @@ def test_idle_table_keeps_zombies_below_the_cut():
         cost_mod.top_idle_workloads = orig
     assert list(t["workload"]) == ["w1", "w3"]      # top 1 by idle cost + the zombie below the cut
     page = report.idle_table_html(t, "EUR")
-    assert "<b style='color:#b00020'>zombie</b> 1.5 h" in page and "90.00 EUR" in page and "15.00 EUR" in page
+    assert "<b style='color:#b00020'>zombie</b> 1.5 GPU-h" in page and "90.00 EUR" in page and "15.00 EUR" in page
 
 
 def test_kpi_tiles_render_the_summary_numbers():
