@@ -65,10 +65,19 @@ def model_kwargs(*, topology: nccl.Topology | None = None, gpu_model: str = "", 
     return kw
 
 
+def capture_hosts(result: nccl.NcclTestResult) -> str | None:
+    """The host(s) a run's ``#  Rank`` lines name (the machine the findings are about), else None."""
+    if result.ranks.empty:
+        return None
+    return ",".join(dict.fromkeys(str(h) for h in result.ranks["host"]))
+
+
 def verdicts(results: list[nccl.NcclTestResult], *, expected: str = "", node: str | None = None,
              **model: Any) -> list[nccl.Verdict]:
-    """One verdict per collective run (an ``expected`` override replaces the modelled band)."""
-    return [nccl.verdict(r, parse_expected(expected, r.collective or "unknown"), node=node, **model) for r in results]
+    """One verdict per collective run (an ``expected`` override replaces the modelled band); each finding
+    names ``node``, else the host(s) of the run's rank lines."""
+    return [nccl.verdict(r, parse_expected(expected, r.collective or "unknown"), node=node or capture_hosts(r), **model)
+            for r in results]
 
 
 def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:
