@@ -430,7 +430,7 @@ class FleetSimulator:
                 continue
             parts.append(pd.DataFrame({
                 "timestamp": pd.to_datetime(t[ok], unit="s", utc=True), "node": d.node, "gpu": str(d.index),
-                "uuid": d.uuid, "model": d.model_name, "pod": d.pod, "namespace": d.namespace,
+                "uuid": d.uuid, "pci_bus_id": d.pci_bus_id, "model": d.model_name, "pod": d.pod, "namespace": d.namespace,
                 "container": d.container, "gpu_i_profile": d.gi_profile, "gpu_i_id": d.gi_id, "value": v[ok]}))
         if not parts:
             from .schema import SERIES_COLUMNS, empty

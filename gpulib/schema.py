@@ -8,12 +8,12 @@ from __future__ import annotations
 import pandas as pd
 
 #: range series of one DCGM field: one row per (series, timestamp). ``gpu`` is the index as a
-#: string ("0".."7"); MIG rows carry ``gpu_i_profile``/``gpu_i_id`` (else empty string).
-SERIES_COLUMNS = ["timestamp", "node", "gpu", "uuid", "model", "pod", "namespace", "container",
+#: string ("0".."7"); ``pci_bus_id`` as dcgm-exporter writes it (joins kernel-log XIDs); MIG rows carry ``gpu_i_profile``/``gpu_i_id`` (else empty string).
+SERIES_COLUMNS = ["timestamp", "node", "gpu", "uuid", "pci_bus_id", "model", "pod", "namespace", "container",
                   "gpu_i_profile", "gpu_i_id", "value"]
 
 #: server-side summary per series over a window.
-SUMMARY_COLUMNS = ["node", "gpu", "uuid", "model", "pod", "namespace", "container", "gpu_i_profile",
+SUMMARY_COLUMNS = ["node", "gpu", "uuid", "pci_bus_id", "model", "pod", "namespace", "container", "gpu_i_profile",
                    "gpu_i_id", "stat", "value"]
 
 #: one row per Kubernetes node.

@@ -13,7 +13,7 @@ def series(node: str, gpu: str, values: list[float], *, pod: str = "", ns: str =
            profile: str = "", gi: str = "", step: str = "1h", start: pd.Timestamp = T0) -> pd.DataFrame:
     ts = [start + i * pd.Timedelta(step) for i in range(len(values))]
     return pd.DataFrame({
-        "timestamp": ts, "node": node, "gpu": gpu, "uuid": f"GPU-{node}-{gpu}", "model": model, "pod": pod,
+        "timestamp": ts, "node": node, "gpu": gpu, "uuid": f"GPU-{node}-{gpu}", "pci_bus_id": "", "model": model, "pod": pod,
         "namespace": ns, "container": "main" if pod else "", "gpu_i_profile": profile, "gpu_i_id": gi,
         "value": values})[SERIES_COLUMNS]
 

@@ -207,7 +207,6 @@ class PrometheusSource(Source):
         rows = []
         for r in result:
             lab = normalise_labels(r["metric"])
-            del lab["pci_bus_id"]
             if vector:
                 ts, v = r["value"]
                 rows.append({**lab, "value": float(v)})

@@ -72,10 +72,10 @@ class SnapshotSource(Source):
         return df
 
     def _series(self, field, window, node, gpu, step):
-        return self._metric(field, node, gpu).drop(columns=["metric", "pci_bus_id", "labels", "type"])
+        return self._metric(field, node, gpu).drop(columns=["metric", "labels", "type"])
 
     def _summary(self, field, window, stat, node, gpu):
-        df = self._metric(field, node, gpu).drop(columns=["metric", "pci_bus_id", "labels", "type", "timestamp"])
+        df = self._metric(field, node, gpu).drop(columns=["metric", "labels", "type", "timestamp"])
         if stat == "increase":
             df = df.assign(value=float("nan"))
         return df
