@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from .errors import GpulibError, InvalidParameter
-from .knowledge import data_path, load_table
+from .knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
 
 GIB = 1024 ** 3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
@@ -66,7 +66,7 @@ def _cell(v: Any, floatfmt: str) -> str:
         text = ", ".join(map(str, v))
     else:
         text = str(v)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(df: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] | Mapping[str, str] | None = None,
@@ -204,3 +204,238 @@ def connect(source: str = "demo", scenario: str = ""):
 def lesson_text(name: str) -> str:
     """A captured command output shipped for the lessons (``gpulib/data/learn/<name>``)."""
     return data_path(f"learn/{name}").read_text()
+
+
+# ------------------------------------------------------------------ GPU resources in Kubernetes
+def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
+    """What the project's pod checks say about one container ``resources`` block (requests/limits).
+
+    Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.k8s`` reads it (with the API
+    server's defaulting of a missing request to the limit, and its refusal of fractional extended resources),
+    ``gpulib.cost.request_limit_issues``' verdict, and which nodes of ``nodes`` advertise enough of the resource.
+    """
+    from .cost import request_limit_issues
+    from .k8s import MalformedKubernetesObject, pods_frame
+
+    pod = {"kind": "Pod", "metadata": {"name": "example", "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "cuda", "resources": dict(resources)}]},
+           "status": {"phase": "Pending"}}
+    try:
+        row = pods_frame(pod).iloc[0]
+    except MalformedKubernetesObject as exc:
+        return {"parsed": "rejected", "check": str(exc).split(" (hint:")[0], "schedulable_on": "none"}
+    req = {k: v for k, v in row["mig_requests"].items()}
+    if row["gpu_request"]:
+        req["nvidia.com/gpu"] = int(row["gpu_request"])
+    issues = request_limit_issues(pods_frame(pod))
+    check = "; ".join(issues["problem"]) if len(issues) else "ok: requests = limits, whole numbers"
+    where = "n/a"
+    if nodes is not None and req:
+        fit = [n.node for n in nodes.itertuples() if all(_allocatable(n, k) >= v for k, v in req.items())]
+        where = ", ".join(fit) if fit else "none (stays Pending: no node advertises " + ", ".join(sorted(req)) + ")"
+    parsed = ", ".join(f"{k}: {v}" for k, v in sorted(req.items())) or "no GPU resource"
+    return {"parsed": parsed, "check": check, "schedulable_on": where}
+
+
+def _allocatable(node, resource: str) -> int:
+    if resource == "nvidia.com/gpu":
+        return int(node.gpu_allocatable or 0)
+    return int((node.mig_allocatable or {}).get(resource, 0))
+
+
+# -------------------------------------------------------------------------------------- MIG
+def mig_fit_count(gpu_model: str, profile: str, alongside: Sequence[str] = ()) -> int:
+    """How many ``profile`` instances fit on one ``gpu_model`` next to ``alongside`` (by the MIG placer)."""
+    from . import mig
+
+    n = 0
+    while mig.place(gpu_model, list(alongside) + [profile] * (n + 1)).fits:
+        n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------ monitoring
+def thresholds_frame() -> pd.DataFrame:
+    """``thresholds.csv`` (the single source for alert rules, triage and this table)."""
+    return load_table("thresholds")[["key", "value", "unit", "meaning"]]
+
+
+def dcgm_fields_frame(enabled_by_default: bool | None = None) -> pd.DataFrame:
+    """``dcgm_fields.csv``, optionally only the fields on (True) or off (False) in dcgm-exporter's defaults."""
+    df = load_table("dcgm_fields")
+    if enabled_by_default is not None:
+        df = df[(df["enabled_by_default"] == "yes") == enabled_by_default]
+    return df.reset_index(drop=True)
+
+
+def alert_catalog() -> pd.DataFrame:
+    """The generated Prometheus alert rules (gpulib.triage.alert_rules) with what each catches and the DCGM
+    fields it needs that dcgm-exporter does not export by default (so it would never fire)."""
+    import re
+
+    from .triage import alert_rules
+
+    off = set(dcgm_fields_frame(False)["field"])
+    rows = []
+    for group in alert_rules()["groups"]:
+        for r in group["rules"]:
+            fields = sorted(set(re.findall(r"\b(DCGM_\w+)", r["expr"])))
+            rows.append({"alert": r["alert"], "severity": r["labels"]["severity"], "for": r.get("for", "0s"),
+                         "expr": r["expr"], "catches": r["annotations"]["description"],
+                         "needs_non_default_fields": ", ".join(f for f in fields if f in off)})
+    return pd.DataFrame(rows)
+
+
+def alerts_file_status(path: str | Path | None = None) -> str:
+    """Whether the committed ``deploy/prometheus/gpu-alerts.yaml`` equals what the data files generate now."""
+    from .triage import alert_rules_yaml
+
+    if path is None:
+        try:
+            from .cli import project_root
+            path = project_root() / "deploy" / "prometheus" / "gpu-alerts.yaml"
+        except GpulibError:
+            return "no checkout found (deploy/prometheus/gpu-alerts.yaml is not part of the installed package)"
+    p = Path(path)
+    if not p.is_file():
+        return f"{p} not found"
+    same = p.read_text() == alert_rules_yaml()
+    return (f"`{p.name}` is in sync with the data files" if same else
+            f"`{p.name}` differs from what the data files generate now: regenerate it with "
+            "`python3 -c 'import gpulib.triage as t; t.write_alert_rules()'`")
+
+
+# ------------------------------------------------------------------------------- troubleshooting
+def smi_section(text: str, command: str) -> str:
+    """The output of one command from a capture made of ``### nvidia-smi <args>`` sections (set -x noise dropped)."""
+    out, on = [], False
+    for line in text.splitlines():
+        if line.startswith("### "):
+            on = line[4:].strip() == command.strip()
+            continue
+        if on and not line.startswith("+ "):
+            out.append(line)
+    if not out:
+        raise InvalidParameter(f"no '### {command}' section in the capture")
+    return "\n".join(out).strip("\n") + "\n"
+
+
+def xid_sop(code: int) -> dict[str, Any]:
+    """NVIDIA's catalog entry for an XID with the project's SOP for its resolution bucket."""
+    from . import triage, xid
+
+    rec = xid.lookup(code)
+    bucket = triage._bucket_for(int(code))  # noqa: SLF001 - the same mapping triage_node uses
+    sop = triage.sop(bucket)
+    cmds = " ".join(sop["commands"])
+    recovery = "node reboot" if "reboot" in cmds else "GPU reset" if "nvidia-smi -r" in cmds else "restart the workload"
+    return {"recovery": recovery, "code": int(code), "mnemonic": rec.mnemonic, "description": rec.description, "bucket": bucket,
+            "takes_gpu_out": bucket in triage.DRAIN_BUCKETS, "verdict": sop["verdict"], "severity": sop["severity"],
+            "sop_step": sop["sop_step"], "commands": sop["commands"], "escalation": sop["escalation"]}
+
+
+# ----------------------------------------------------------------------------------------- storage
+def model_sizes(dtypes: Sequence[str] = ("bfloat16", "fp8", "int4"), models: Sequence[str] | None = None) -> pd.DataFrame:
+    """Checkpoint size per model and dtype: parameters (models.csv) x bytes per parameter (model_dtypes.csv)."""
+    m = load_table("models")[["model", "params_b"]]
+    if models is not None:
+        m = m[m["model"].isin(list(models))]
+    d = load_table("model_dtypes").set_index("dtype")
+    unknown = [x for x in dtypes if x not in d.index]
+    if unknown:
+        raise InvalidParameter(f"unknown dtype(s) {unknown}; model_dtypes.csv has {list(d.index)}")
+    rows = [{"model": r.model, "params_b": float(r.params_b), "dtype": dt, "bytes_per_param": float(d.loc[dt, "bytes"]),
+             "size_gb": float(r.params_b) * float(d.loc[dt, "bytes"]),
+             "size_gib": float(r.params_b) * 1e9 * float(d.loc[dt, "bytes"]) / GIB}
+            for r in m.itertuples() for dt in dtypes]
+    return pd.DataFrame(rows)
+
+
+def storage_tiers() -> pd.DataFrame:
+    """Read throughput per storage tier (``learn/storage_tiers.csv``; assumptions are flagged ``inferred``)."""
+    return load_table("learn/storage_tiers")
+
+
+def load_times(size_gb: float, tiers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Seconds to read ``size_gb`` (decimal GB) from each tier at its read throughput."""
+    if size_gb <= 0:
+        raise InvalidParameter(f"size_gb must be positive, got {size_gb}")
+    t = storage_tiers() if tiers is None else tiers
+    return t.assign(seconds=size_gb / t["read_gb_s"].astype(float))[["tier", "medium", "read_gb_s", "basis", "seconds"]]
+
+
+# -------------------------------------------------------------------------------------------- cost
+def cost_report(src, window: str = "24h"):
+    """``gpulib.cost.analyze_cost`` over a source's window (GR_ENGINE_ACTIVE when exported, else GPU_UTIL)."""
+    from . import cost
+    from .errors import EmptyResult
+
+    def _get(field):
+        try:
+            return src.series(field, window)
+        except EmptyResult:
+            return None
+
+    return cost.analyze_cost(src.nodes(), src.pods(), _get("DCGM_FI_PROF_GR_ENGINE_ACTIVE"), _get("DCGM_FI_DEV_FB_USED"),
+                             gpu_util=_get("DCGM_FI_DEV_GPU_UTIL"), window=window)
+
+
+def cost_checklist(rep) -> pd.DataFrame:
+    """The optimisation checklist: every action in gpulib.cost.ACTIONS with its targets and monthly saving."""
+    from .cost import ACTIONS
+
+    a = rep.actions
+    rows = []
+    for key, label in ACTIONS.items():
+        part = a[a["action"] == key] if len(a) else a
+        rows.append({"action": key, "checklist item": label, "targets": int(len(part)),
+                     "monthly_saving": float(part["monthly_saving"].sum()) if len(part) else 0.0})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------- manifests
+def _yaml(doc: Mapping[str, Any]) -> str:
+    import yaml
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def hpa_manifest(deployment: str, metric: str, target_average: float, *, min_replicas: int = 1,
+                 max_replicas: int = 4, namespace: str = "inference") -> str:
+    """An ``autoscaling/v2`` HPA scaling ``deployment`` on a per-pod custom metric (served by prometheus-adapter
+    or KEDA) with an average target per replica."""
+    if not 1 <= min_replicas <= max_replicas:
+        raise InvalidParameter(f"need 1 <= min_replicas <= max_replicas, got {min_replicas}..{max_replicas}")
+    if target_average <= 0:
+        raise InvalidParameter(f"target_average must be positive, got {target_average}")
+    return _yaml({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": deployment, "namespace": namespace},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+                 "minReplicas": int(min_replicas), "maxReplicas": int(max_replicas),
+                 "metrics": [{"type": "Pods", "pods": {"metric": {"name": metric},
+                                                        "target": {"type": "AverageValue", "averageValue": f"{target_average:g}"}}}]}})
+
+
+def pytorchjob_worker_spec(*, shm: bool = True, gpus: int = 8, shm_size: str = "16Gi") -> dict:
+    """A PyTorchJob worker pod template (``{"spec": ...}``) with or without a memory-backed /dev/shm."""
+    container = {"name": "pytorch", "image": "nvcr.io/nvidia/pytorch:<tag>",
+                 "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
+                 "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                 "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}
+    spec: dict[str, Any] = {"containers": [container]}
+    if shm:
+        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}]
+    return {"spec": spec}
+
+
+def pytorchjob_yaml(name: str, *, workers: int = 2, gpus_per_worker: int = 8, namespace: str = "research") -> str:
+    """A Kubeflow ``PyTorchJob`` (one Master + ``workers - 1`` Workers) with /dev/shm mounted for NCCL."""
+    if workers < 1 or gpus_per_worker < 1:
+        raise InvalidParameter(f"workers and gpus_per_worker must be >= 1, got {workers}, {gpus_per_worker}")
+    tmpl = pytorchjob_worker_spec(gpus=gpus_per_worker)
+    specs = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": tmpl}}
+    if workers > 1:
+        specs["Worker"] = {"replicas": workers - 1, "restartPolicy": "OnFailure", "template": tmpl}
+    return _yaml({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": namespace},
+                  "spec": {"pytorchReplicaSpecs": specs}})
