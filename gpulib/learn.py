@@ -418,7 +418,7 @@ def hpa_manifest(deployment: str, metric: str, target_average: float, *, min_rep
 
 def pytorchjob_worker_spec(*, shm: bool = True, gpus: int = 8, shm_size: str = "16Gi") -> dict:
     """A PyTorchJob worker pod template (``{"spec": ...}``) with or without a memory-backed /dev/shm."""
-    container = {"name": "pytorch", "image": "nvcr.io/nvidia/pytorch:<tag>",
+    container = {"name": "pytorch", "image": "REGISTRY/TRAINING-IMAGE:TAG",
                  "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
                  "resources": {"limits": {"nvidia.com/gpu": gpus}},
                  "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}
@@ -433,9 +433,11 @@ def pytorchjob_yaml(name: str, *, workers: int = 2, gpus_per_worker: int = 8, na
     """A Kubeflow ``PyTorchJob`` (one Master + ``workers - 1`` Workers) with /dev/shm mounted for NCCL."""
     if workers < 1 or gpus_per_worker < 1:
         raise InvalidParameter(f"workers and gpus_per_worker must be >= 1, got {workers}, {gpus_per_worker}")
-    tmpl = pytorchjob_worker_spec(gpus=gpus_per_worker)
-    specs = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": tmpl}}
+    def tmpl() -> dict:
+        return pytorchjob_worker_spec(gpus=gpus_per_worker)
+
+    specs = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": tmpl()}}
     if workers > 1:
-        specs["Worker"] = {"replicas": workers - 1, "restartPolicy": "OnFailure", "template": tmpl}
+        specs["Worker"] = {"replicas": workers - 1, "restartPolicy": "OnFailure", "template": tmpl()}
     return _yaml({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": namespace},
                   "spec": {"pytorchReplicaSpecs": specs}})
