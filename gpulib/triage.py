@@ -427,7 +427,8 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
             for r in f[f["node"] == node][["gpu", "uuid"]].drop_duplicates().to_dict("records"):
                 case_for(str(r["gpu"]), r["uuid"] or None)
     if gpu is not None:
-        cases = {k: c for k, c in cases.items() if str(c.gpu) == str(gpu) or c.uuid == gpu or c.pci_bus_id == normalise_pci_bus_id(gpu)}
+        cases = {k: c for k, c in cases.items() if str(c.gpu) == str(gpu) or c.uuid == gpu
+                 or (c.pci_bus_id is not None and c.pci_bus_id == normalise_pci_bus_id(gpu))}
     return cases
 
 

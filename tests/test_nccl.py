@@ -280,7 +280,8 @@ def test_nvls_band_only_for_all_reduce_above_4_gpus():
 
 def test_derived_band_from_topology_2xH200():
     t = N.parse_topology(read("topo_2xH200_synthetic.txt"))
-    b = N.expected_busbw("all_reduce", topology=t, gpu_model="NVIDIA H200")
+    # 2 x H200 now has a measured band (nccl_expected_busbw.csv); an H100 pair on NV18 has none -> derived
+    b = N.expected_busbw("all_reduce", topology=t, gpu_model="NVIDIA H100 80GB HBM3")
     # NV18 x 25 GB/s = 450 GB/s; x 0.78 .. 0.82 (facts §5) = 351 .. 369
     assert b.inferred and b.link_peak == 450
     assert (b.low, b.high) == (pytest.approx(351.0), pytest.approx(369.0))

@@ -80,6 +80,10 @@ class DemoSource(Source):
     def _kernel_log(self, node):
         return self.sim.kernel_log(node)
 
+    def _smi_query(self, node):
+        from ..demo_artifacts import render_smi_query
+        return render_smi_query(self.sim, node)
+
     def known_nodes(self):
         return sorted(s["name"] for s in self.sim.node_specs)
 
