@@ -441,3 +441,17 @@ def pytorchjob_yaml(name: str, *, workers: int = 2, gpus_per_worker: int = 8, na
         specs["Worker"] = {"replicas": workers - 1, "restartPolicy": "OnFailure", "template": tmpl()}
     return _yaml({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": namespace},
                   "spec": {"pytorchReplicaSpecs": specs}})
+
+
+def optional_module(name: str):
+    """``gpulib.<name>`` if this checkout has it, else None after rendering a note that names the gap."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"gpulib.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"gpulib.{name}":
+            raise
+        _display_html(f"<div style='border-left:4px solid #b36b00;padding:4px 10px'><b>gpulib.{html.escape(name)} is not in "
+                      "this checkout</b>: the cells that need it are skipped.</div>")
+        return None

@@ -235,3 +235,9 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     # the rendered figure is what gpulib.cost computes on that scenario
     rep = learn.cost_report(gpulib.connect("demo", scenario=str(scen)), "24h")
     assert mod["idle_gpu_hours"] == pytest.approx(rep.usage["idle_allocated_gpu_hours"].sum(), abs=0.01)
+
+
+def test_optional_module_names_the_gap(capsys):
+    assert learn.optional_module("mig") is gpulib.mig
+    assert learn.optional_module("no_such_module_xyz") is None
+    assert "gpulib.no_such_module_xyz is not in" in capsys.readouterr().out
