@@ -237,7 +237,9 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     assert mod["idle_gpu_hours"] == pytest.approx(rep.usage["idle_allocated_gpu_hours"].sum(), abs=0.01)
 
 
-def test_optional_module_names_the_gap(capsys):
-    assert learn.optional_module("mig") is gpulib.mig
+def test_optional_module_names_the_gap(monkeypatch):
+    shown: list[str] = []
+    monkeypatch.setattr(learn, "_display_html", shown.append)
+    assert learn.optional_module("mig") is gpulib.mig and shown == []
     assert learn.optional_module("no_such_module_xyz") is None
-    assert "gpulib.no_such_module_xyz is not in" in capsys.readouterr().out
+    assert "gpulib.no_such_module_xyz is not in" in shown[0]
