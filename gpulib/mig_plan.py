@@ -401,6 +401,7 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
     fb = fb_summary[fb_summary["pod"].astype(str) != ""]
     piv = fb.pivot_table(index=["namespace", "pod"], columns="stat", values="value", aggfunc="max")
     meta = fb.drop_duplicates(["namespace", "pod"]).set_index(["namespace", "pod"])
+    n_gpus = fb.assign(_dev=fb["node"].astype(str) + "/" + fb["gpu"].astype(str)).groupby(["namespace", "pod"])["_dev"].nunique()
     act = None
     if activity_summary is not None and not activity_summary.empty:
         a = activity_summary[activity_summary["stat"].isin(["p95", "max"])]
@@ -421,6 +422,7 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
         cur_prof = str(meta.loc[(ns, pod)].get("gpu_i_profile") or "")
         rows.append({"namespace": ns, "pod": pod, "node": meta.loc[(ns, pod)].get("node"), "device": cur_model,
                      "current_profile": "" if cur_prof == "nan" else cur_prof, "device_gib": cur_gib,
+                     "gpus": int(n_gpus.get((ns, pod), 1)),
                      "fb_p95_gib": p95 / 1024, "fb_max_gib": mx / 1024, "activity_p95": a95, "need_gib": need,
                      "compute_slices": slices, "profile": prof.name if prof else None,
                      "profile_memory_gib": prof.memory_gib if prof else None, "preallocated": pre})
@@ -453,13 +455,19 @@ def workloads_from_sizing(sizing: pd.DataFrame, preallocated: str = "skip") -> l
 
     ``preallocated``: what to do with rows whose memory looks pre-allocated (their FB_USED says nothing about
     need): ``"skip"`` leaves them out; ``"keep"`` keeps them at their current size (the same MIG profile, or a
-    whole GPU), so a plan never shrinks a workload it cannot size.
+    whole GPU), so a plan never shrinks a workload it cannot size. Pods that span several GPUs (``gpus`` > 1:
+    tensor/data parallel) keep that many whole GPUs.
     """
     if preallocated not in ("skip", "keep"):
         raise InvalidParameter(f"preallocated={preallocated!r}: use 'skip' or 'keep'")
     out = []
     for r in sizing.itertuples():
         name = f"{r.namespace}/{r.pod}"
+        gpus = int(getattr(r, "gpus", 1) or 1)
+        dev = getattr(r, "device_gib", None)
+        if gpus > 1 and dev is not None and not pd.isna(dev):  # multi-GPU job: keep its GPU count
+            out.append(Workload(name, gpus * float(dev), isolation="whole"))
+            continue
         if r.preallocated:
             if preallocated == "skip":
                 continue
