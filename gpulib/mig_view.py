@@ -261,7 +261,7 @@ def slot_diagram(layout: pd.DataFrame, title: str):
         y = ypos[r.row]
         x0, x1 = r.start, r.start + r.size
         fig.add_shape(type="rect", x0=x0 + 0.04, x1=x1 - 0.04, y0=y - 0.4, y1=y + 0.4,
-                      line={"color": "#333", "width": 1}, fillcolor=_COLOURS[kind], layer="below")
+                      line={"color": "#333", "width": 1}, fillcolor=_COLOURS[kind], layer="above")
         short = r.workload.split("/")[-1] if r.workload else "(empty)"
         if len(short) > 4 * r.size + 6:
             short = short[: 4 * r.size + 4] + "…"
