@@ -118,7 +118,7 @@ def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame
         by_label = _node_layout_from_resources(nrow) if capable else {}
         for g in range(int(nrow.get("gpu_count") or 0)):
             here = on[on["gpu"].astype(str) == str(g)]
-            inst = here[~here["gpu_i_profile"].map(_blank)].sort_values("gpu_i_id", key=lambda s: pd.to_numeric(s, errors="coerce"))
+            inst = here.loc[~here["gpu_i_profile"].map(_blank).astype(bool)].sort_values("gpu_i_id", key=lambda s: pd.to_numeric(s, errors="coerce"))
             row_id = f"{name}/{g}"
             if capable and (not inst.empty or by_label):
                 wanted = list(inst["gpu_i_profile"]) if not inst.empty else [p for p, c in by_label.items() for _ in range(c)]
@@ -135,7 +135,7 @@ def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame
                                      "DCGM GPU_I_PROFILE" if not inst.empty else "node nvidia.com/mig-* resources",
                                      used=used))
             else:
-                pod = here[~here["pod"].map(_blank)]
+                pod = here.loc[~here["pod"].map(_blank).astype(bool)]
                 who = _who(pod["namespace"].iloc[0], pod["pod"].iloc[0]) if not pod.empty else ""
                 used = float(here["value"].max()) / 1024 if not here.empty else float("nan")
                 rows.append(_row(name, g, row_id, model, "whole GPU", 0, slots, slots, whole_gib, who,
