@@ -9,7 +9,9 @@ replicas mapped to it; GPUs per model are capped by the inventory. The objective
 prices are given) plus a tiny term for stranded memory slots (fragmentation). The model size does not
 grow with the number of GPUs, so it stays exact at fleet scale; if HiGHS stops at the time limit the
 reported ``mip_gap`` says how far from optimal the answer can be, and first-fit-decreasing
-(:func:`plan_ffd`) is the fallback when no MILP solution is found.
+(:func:`plan_ffd`) is used instead when no MILP solution is found or when it beats the time-limited incumbent.
+Workloads that get the same profile on every model are merged into one class first (they are interchangeable),
+so the MILP's size depends on the profile mix, not on the number of workloads.
 """
 from __future__ import annotations
 
@@ -186,6 +188,8 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
             whole.append({"workload": w.name, "gpus": g * w.replicas, "gpus_per_replica": g})
         else:
             groups.append(w)
+    mig_workloads = groups
+    groups, members = _classes(groups, models, headroom)
     layouts = {m: mig.valid_layouts(m) for m in models}
     var_index: list[tuple] = []
     for m in models:
@@ -231,20 +235,51 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
         res = milp(cost, constraints=LinearConstraint(a, lo, hi), integrality=np.ones(n),
                    bounds=Bounds(0, np.inf), options={"time_limit": time_limit, "disp": False})
         solver = "scipy.optimize.milp (HiGHS)"
+        baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
         if res.x is None:
-            ffd = plan_ffd(groups, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
+            ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
             ffd.whole_gpus += whole
+            ffd.baseline_gpus = baseline
             ffd.status = f"MILP found no solution ({res.message}); first-fit-decreasing used"
             return ffd
         counts = {v: int(round(res.x[k])) for v, k in col.items() if round(res.x[k]) > 0}
         optimal = res.status == 0
         gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
         status = res.message
-    for gi, w in enumerate(groups):
-        unplaced += [f"{w.name} (no capacity)"] * counts.get(("u", None, gi), 0)
-    gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced)
+    assigned: dict[tuple, list[str]] = {}
+    for gi, names in enumerate(members):
+        at = 0
+        for m in models:
+            c = counts.get(("y", m, gi), 0)
+            assigned[(m, gi)], at = names[at:at + c], at + c
+        unplaced += [f"{n} (no capacity)" for n in names[at:]]
+    gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned)
     baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
-    return Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}))
+    best = Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}))
+    if groups and not optimal:  # time limit: keep the better of the incumbent and first-fit-decreasing
+        ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
+        if (len(ffd.unplaced), ffd.gpus_used) < (len(best.unplaced), len(best.gpus)):
+            ffd.whole_gpus += whole
+            ffd.baseline_gpus = baseline
+            ffd.status = f"MILP stopped ({status}, gap {gap:.2%}); first-fit-decreasing was better and is used"
+            ffd.mip_gap = gap
+            return ffd
+    return best
+
+
+def _classes(workloads: list[Workload], models: list[str], headroom: float) -> tuple[list[Workload], list[list[str]]]:
+    """Merge workloads that get the same profile on every model into one class (replicas summed): they are
+    interchangeable, so the MILP stays exact while its size depends on the profile mix, not the workload count.
+    Returns one representative per class (``replicas`` = class size) and each class's names, one per replica."""
+    names: dict[tuple, list[str]] = {}
+    rep: dict[tuple, Workload] = {}
+    for w in workloads:
+        sig = tuple(getattr(_profile_for(w, m, headroom), "name", None) for m in models)
+        names.setdefault(sig, []).extend([w.name] * w.replicas)
+        rep.setdefault(sig, w)
+    reps = [Workload(rep[k].name, rep[k].memory_gib, rep[k].compute_slices, replicas=len(v), profile=rep[k].profile)
+            for k, v in names.items()]
+    return reps, list(names.values())
 
 
 def _profile_for(w: Workload, model: str, headroom: float):
@@ -263,14 +298,13 @@ def _node_of(model: str, k: int, node_names: dict, gpus_per_node: int) -> tuple[
     return node, k % gpus_per_node
 
 
-def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced) -> list[GpuLayout]:
+def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned) -> list[GpuLayout]:
     gpus: list[GpuLayout] = []
     for m in models:
         demand: dict[str, list[str]] = defaultdict(list)  # profile -> workload names (one per replica)
         for gi, w in enumerate(groups):
-            demand_n = counts.get(("y", m, gi), 0)
-            if demand_n:
-                demand[_profile_for(w, m, headroom).name] += [w.name] * demand_n
+            if assigned.get((m, gi)):
+                demand[_profile_for(w, m, headroom).name] += list(reversed(assigned[(m, gi)]))
         k = 0
         for i, lay in enumerate(layouts[m]):
             for _ in range(counts.get(("x", m, i), 0)):
