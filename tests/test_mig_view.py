@@ -193,3 +193,14 @@ def test_outside_kubernetes_clients_and_sop_precheck():
     warn = [f for f in fs if f.severity is Severity.WARNING]
     assert warn and warn[0].title == "GPU memory held outside Kubernetes on n1"
     assert mig.outside_kubernetes_clients(None, "n1") == []
+
+
+def test_merged_classes_still_place_every_named_replica():
+    ws = [mp.Workload(f"w{i}", [3.0, 4.5, 8.0, 18.0][i % 4], replicas=1 + i % 2) for i in range(24)]
+    p = mp.plan(ws, {"A100-40GB": 40})
+    placed = sorted(x for x in p.layouts()["workload"] if x)
+    assert placed == sorted(w.name for w in ws for _ in range(w.replicas)) and not p.unplaced
+    # by hand: 3.0/4.5 GiB -> 1g.5gb (1 slot), 6 + 12 = 18 replicas; 8.0 -> 1g.10gb (2 slots), 6; 18.0 -> 3g.20gb
+    # (4 slots, at most 2 per GPU), 12 -> 6 full GPUs. Left: 18 + 12 = 30 slots -> >= 4 GPUs, and 4 suffice
+    # (3 x [1g.10gb@0, 1g.5gb@2..5, 1g.10gb@6] + 1 x 6 x 1g.5gb). Optimum 10.
+    assert p.gpus_used == 10 and all(mig.is_valid_layout("A100-40GB", g.layout) for g in p.gpus)
