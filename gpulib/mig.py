@@ -589,13 +589,31 @@ def single_strategy_ok(layouts: Iterable[dict[str, int]]) -> tuple[bool, str]:
 _GPU_RES = re.compile(r"^nvidia\.com/(gpu|mig-.+)$")
 
 
-def mig_change_sop(node: str, config_name: str, *, pods: pd.DataFrame | None = None,
-                   nodes: pd.DataFrame | None = None, namespace_operator: str = "gpu-operator") -> list[Finding]:
-    """The guided MIG change for one node as Findings: pre-checks from live data (GPU pods still on the node,
-    current ``mig.config.state``), then cordon -> wait for GPU pods -> label ``nvidia.com/mig.config`` ->
-    watch ``nvidia.com/mig.config.state`` -> check allocatable ``nvidia.com/mig-*`` -> uncordon.
+def outside_kubernetes_clients(fb_used: pd.DataFrame | None, node: str) -> list[str]:
+    """GPUs / MIG instances of ``node`` whose memory is held (FB_USED above ``zombie_fb_used_min_mib``) with no
+    pod attributed by dcgm-exporter: processes outside Kubernetes (or pods the exporter cannot map). ``fb_used``
+    is a SUMMARY frame (e.g. ``stat="max"``); returns evidence strings."""
+    if fb_used is None or fb_used.empty:
+        return []
+    from .knowledge import threshold
 
-    ``pods``/``nodes`` follow ``gpulib.schema.POD_COLUMNS``/``NODE_COLUMNS``; omit them to get the SOP alone.
+    held = threshold("zombie_fb_used_min_mib")
+    df = fb_used[(fb_used["node"] == node) & (fb_used["pod"].fillna("").astype(str) == "")
+                 & (pd.to_numeric(fb_used["value"], errors="coerce") > held)]
+    return [f"GPU {r.gpu}{' ' + str(r.gpu_i_profile) if str(r.gpu_i_profile or '') not in ('', 'nan') else ''}: "
+            f"{float(r.value):.0f} MiB used, no pod" for r in df.itertuples()]
+
+
+def mig_change_sop(node: str, config_name: str, *, pods: pd.DataFrame | None = None,
+                   nodes: pd.DataFrame | None = None, fb_used: pd.DataFrame | None = None,
+                   namespace_operator: str = "gpu-operator") -> list[Finding]:
+    """The guided MIG change for one node as Findings: pre-checks from live data (GPU pods still on the node,
+    GPU memory held outside Kubernetes, current ``mig.config.state``), then cordon -> wait for GPU pods ->
+    label ``nvidia.com/mig.config`` -> watch ``nvidia.com/mig.config.state`` -> check allocatable
+    ``nvidia.com/mig-*`` -> uncordon.
+
+    ``pods``/``nodes`` follow ``gpulib.schema.POD_COLUMNS``/``NODE_COLUMNS``, ``fb_used`` is a FB_USED SUMMARY
+    frame (max over the window); omit them to get the SOP alone.
     """
     out: list[Finding] = []
     gpu_pods = []
@@ -613,6 +631,16 @@ def mig_change_sop(node: str, config_name: str, *, pods: pd.DataFrame | None = N
             commands=[f"kubectl cordon {node}",
                       f"kubectl get pods -A --field-selector spec.nodeName={node} -o wide"],
             evidence=gpu_pods[:20], category="mig", node=node))
+    outside = outside_kubernetes_clients(fb_used, node)
+    if outside:
+        out.append(Finding(
+            Severity.WARNING, f"GPU memory held outside Kubernetes on {node}",
+            summary="MIG Manager cannot reconfigure a GPU while any process holds it (DCGM, monitoring agents, "
+                    "containers started outside the kubelet); the change ends in mig.config.state=failed.",
+            sop_step="find and stop those processes on the node before labelling",
+            commands=["sudo fuser -v /dev/nvidia*  # on the node", "nvidia-smi --query-compute-apps=pid,process_name,"
+                      "used_memory --format=csv  # on the node"],
+            evidence=outside[:20], category="mig", node=node))
     state = None
     if nodes is not None and not nodes.empty and node in set(nodes["node"]):
         row = nodes[nodes["node"] == node].iloc[0]

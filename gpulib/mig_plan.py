@@ -9,7 +9,9 @@ replicas mapped to it; GPUs per model are capped by the inventory. The objective
 prices are given) plus a tiny term for stranded memory slots (fragmentation). The model size does not
 grow with the number of GPUs, so it stays exact at fleet scale; if HiGHS stops at the time limit the
 reported ``mip_gap`` says how far from optimal the answer can be, and first-fit-decreasing
-(:func:`plan_ffd`) is the fallback when no MILP solution is found.
+(:func:`plan_ffd`) is used instead when no MILP solution is found or when it beats the time-limited incumbent.
+Workloads that get the same profile on every model are merged into one class first (they are interchangeable),
+so the MILP's size depends on the profile mix, not on the number of workloads.
 """
 from __future__ import annotations
 
@@ -175,6 +177,7 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
     """Choose a profile per workload and pack the instances into the fewest GPUs of ``inventory``
     (``{gpu_model: count}``); ``prices`` ($/GPU-hour per model) turns the objective into cost."""
     from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_array
 
     inv, node_names = _expand_inventory(inventory, nodes, gpus_per_node)
     models = [m for m in inv if inv[m] > 0 and mig.is_mig_capable(m)]
@@ -185,6 +188,8 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
             whole.append({"workload": w.name, "gpus": g * w.replicas, "gpus_per_replica": g})
         else:
             groups.append(w)
+    mig_workloads = groups
+    groups, members = _classes(groups, models, headroom)
     layouts = {m: mig.valid_layouts(m) for m in models}
     var_index: list[tuple] = []
     for m in models:
@@ -202,13 +207,13 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
         if kind == "x":
             p = mig.place(m, layouts[m][i])
             cost[k] = (prices or {}).get(m, 1.0) * (1 + FRAGMENTATION_WEIGHT * mig.stranded_slots(p))
-    rows, lo, hi = [], [], []
+    ri, ci, vals, lo, hi = [], [], [], [], []  # sparse constraint matrix (one row per add)
 
     def add(coefs: dict[int, float], low: float, high: float):
-        r = np.zeros(n)
+        r = len(lo)
         for k, v in coefs.items():
-            r[k] += v
-        rows.append(r), lo.append(low), hi.append(high)
+            ri.append(r), ci.append(k), vals.append(v)
+        lo.append(low), hi.append(high)
 
     for gi, w in enumerate(groups):
         add({col[("y", m, gi)]: 1 for m in models if ("y", m, gi) in col} | {col[("u", None, gi)]: 1},
@@ -226,23 +231,55 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
     status, gap, optimal, solver = "nothing to place", 0.0, True, "none"
     counts: dict[tuple, int] = {}
     if groups:
-        res = milp(cost, constraints=LinearConstraint(np.array(rows), lo, hi), integrality=np.ones(n),
+        a = coo_array((vals, (ri, ci)), shape=(len(lo), n)).tocsr()
+        res = milp(cost, constraints=LinearConstraint(a, lo, hi), integrality=np.ones(n),
                    bounds=Bounds(0, np.inf), options={"time_limit": time_limit, "disp": False})
         solver = "scipy.optimize.milp (HiGHS)"
+        baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
         if res.x is None:
-            ffd = plan_ffd(groups, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
+            ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
             ffd.whole_gpus += whole
+            ffd.baseline_gpus = baseline
             ffd.status = f"MILP found no solution ({res.message}); first-fit-decreasing used"
             return ffd
         counts = {v: int(round(res.x[k])) for v, k in col.items() if round(res.x[k]) > 0}
         optimal = res.status == 0
         gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
         status = res.message
-    for gi, w in enumerate(groups):
-        unplaced += [f"{w.name} (no capacity)"] * counts.get(("u", None, gi), 0)
-    gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced)
+    assigned: dict[tuple, list[str]] = {}
+    for gi, names in enumerate(members):
+        at = 0
+        for m in models:
+            c = counts.get(("y", m, gi), 0)
+            assigned[(m, gi)], at = names[at:at + c], at + c
+        unplaced += [f"{n} (no capacity)" for n in names[at:]]
+    gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned)
     baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
-    return Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}))
+    best = Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}))
+    if groups and not optimal:  # time limit: keep the better of the incumbent and first-fit-decreasing
+        ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
+        if (len(ffd.unplaced), ffd.gpus_used) < (len(best.unplaced), len(best.gpus)):
+            ffd.whole_gpus += whole
+            ffd.baseline_gpus = baseline
+            ffd.status = f"MILP stopped ({status}, gap {gap:.2%}); first-fit-decreasing was better and is used"
+            ffd.mip_gap = gap
+            return ffd
+    return best
+
+
+def _classes(workloads: list[Workload], models: list[str], headroom: float) -> tuple[list[Workload], list[list[str]]]:
+    """Merge workloads that get the same profile on every model into one class (replicas summed): they are
+    interchangeable, so the MILP stays exact while its size depends on the profile mix, not the workload count.
+    Returns one representative per class (``replicas`` = class size) and each class's names, one per replica."""
+    names: dict[tuple, list[str]] = {}
+    rep: dict[tuple, Workload] = {}
+    for w in workloads:
+        sig = tuple(getattr(_profile_for(w, m, headroom), "name", None) for m in models)
+        names.setdefault(sig, []).extend([w.name] * w.replicas)
+        rep.setdefault(sig, w)
+    reps = [Workload(rep[k].name, rep[k].memory_gib, rep[k].compute_slices, replicas=len(v), profile=rep[k].profile)
+            for k, v in names.items()]
+    return reps, list(names.values())
 
 
 def _profile_for(w: Workload, model: str, headroom: float):
@@ -261,14 +298,13 @@ def _node_of(model: str, k: int, node_names: dict, gpus_per_node: int) -> tuple[
     return node, k % gpus_per_node
 
 
-def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced) -> list[GpuLayout]:
+def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned) -> list[GpuLayout]:
     gpus: list[GpuLayout] = []
     for m in models:
         demand: dict[str, list[str]] = defaultdict(list)  # profile -> workload names (one per replica)
         for gi, w in enumerate(groups):
-            demand_n = counts.get(("y", m, gi), 0)
-            if demand_n:
-                demand[_profile_for(w, m, headroom).name] += [w.name] * demand_n
+            if assigned.get((m, gi)):
+                demand[_profile_for(w, m, headroom).name] += list(reversed(assigned[(m, gi)]))
         k = 0
         for i, lay in enumerate(layouts[m]):
             for _ in range(counts.get(("x", m, i), 0)):
@@ -286,41 +322,78 @@ def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_nod
 
 def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: float = 0.0,
              nodes: dict[str, list[str]] | None = None, gpus_per_node: int = 8) -> Plan:
-    """First-fit-decreasing baseline: largest instances first, each into the first GPU where the layout stays valid."""
+    """First-fit-decreasing baseline: largest instances first, each into the lowest-numbered open GPU (any
+    model of the inventory, in its order) whose layout stays valid, else a new GPU of the first model that
+    still has one.
+
+    Open GPUs are grouped by their current layout, and layout + profile validity comes from the exhaustive
+    :func:`gpulib.mig.valid_layouts` set, so one step costs O(distinct layouts), not O(open GPUs).
+    """
+    import heapq
+
     inv, node_names = _expand_inventory(inventory, nodes, gpus_per_node)
     models = [m for m in inv if inv[m] > 0 and mig.is_mig_capable(m)]
+    valid = {m: {tuple(sorted(lay.items())) for lay in mig.valid_layouts(m)} for m in models}
     items = []
     unplaced: list[str] = []
     for w in workloads:
-        m = next((m for m in models if _profile_for(w, m, headroom)), None)
-        if m is None:
+        profs = {m: p for m in models if (p := _profile_for(w, m, headroom))}
+        if not profs:
             unplaced += [w.name] * w.replicas
             continue
-        p = _profile_for(w, m, headroom)
-        items += [(p.memory_slots, p.compute_slices, m, p.name, w.name)] * w.replicas
-    items.sort(reverse=True)
-    open_gpus: dict[str, list[list[tuple[str, str]]]] = defaultdict(list)
-    for _, _, m, pname, wname in items:
-        for g in open_gpus[m]:
-            if mig.is_valid_layout(m, [x[0] for x in g] + [pname]):
-                g.append((pname, wname))
-                break
+        first = next(iter(profs.values()))
+        items += [((first.memory_slots, first.compute_slices), w.name, profs)] * w.replicas
+    items.sort(key=lambda it: it[0], reverse=True)
+    groups: dict[str, dict[tuple, list[int]]] = {m: defaultdict(list) for m in models}  # layout -> heap of GPU ids
+    gpu_model: list[str] = []
+    contents: list[list[tuple[str, str]]] = []
+    opened = Counter()
+    step_cache: dict[tuple, tuple | None] = {}
+
+    def grow(m: str, key: tuple, pname: str):
+        ck = (m, key, pname)
+        if ck not in step_cache:
+            c = dict(key)
+            c[pname] = c.get(pname, 0) + 1
+            nk = tuple(sorted(c.items()))
+            step_cache[ck] = nk if nk in valid[m] else None
+        return step_cache[ck]
+
+    for _, wname, profs in items:
+        best = None  # (gpu id, model, old key, new key)
+        for m, p in profs.items():
+            for key, heap in groups[m].items():
+                if heap and (best is None or heap[0] < best[0]):
+                    nk = grow(m, key, p.name)
+                    if nk is not None:
+                        best = (heap[0], m, key, nk)
+        if best is not None:
+            gid, m, key, nk = best
+            heapq.heappop(groups[m][key])
         else:
-            if len(open_gpus[m]) < inv[m]:
-                open_gpus[m].append([(pname, wname)])
-            else:
-                unplaced.append(f"{wname} ({pname})")
+            m = next((m for m in profs if opened[m] < inv[m]), None)
+            if m is None:
+                unplaced.append(f"{wname} ({next(iter(profs.values())).name})")
+                continue
+            gid, nk = len(gpu_model), ((profs[m].name, 1),)
+            gpu_model.append(m)
+            contents.append([])
+            opened[m] += 1
+        heapq.heappush(groups[m][nk], gid)
+        contents[gid].append((profs[m].name, wname))
     gpus = []
-    for m, gs in open_gpus.items():
-        for k, g in enumerate(gs):
-            p = mig.place(m, [x[0] for x in g])
-            node, idx = _node_of(m, k, node_names, gpus_per_node)
-            names = defaultdict(list)
-            for pname, wname in g:
-                names[pname].append(wname)
-            gpus.append(GpuLayout(f"{m}#{k}", m, node, idx, dict(Counter(x[0] for x in g)),
-                                  [{"profile": i.profile, "start": i.start, "size": i.size,
-                                    "workload": names[i.profile].pop()} for i in p.instances]))
+    per_model = Counter()
+    for gid, (m, g) in enumerate(zip(gpu_model, contents)):
+        k = per_model[m]
+        per_model[m] += 1
+        p = mig.place(m, [x[0] for x in g])
+        node, idx = _node_of(m, k, node_names, gpus_per_node)
+        names = defaultdict(list)
+        for pname, wname in g:
+            names[pname].append(wname)
+        gpus.append(GpuLayout(f"{m}#{k}", m, node, idx, dict(Counter(x[0] for x in g)),
+                              [{"profile": i.profile, "start": i.start, "size": i.size,
+                                "workload": names[i.profile].pop()} for i in p.instances]))
     return Plan(gpus, [], unplaced, sum(w.replicas for w in workloads), "first-fit-decreasing", False, float("nan"), "ffd")
 
 
@@ -362,6 +435,7 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
     fb = fb_summary[fb_summary["pod"].astype(str) != ""]
     piv = fb.pivot_table(index=["namespace", "pod"], columns="stat", values="value", aggfunc="max")
     meta = fb.drop_duplicates(["namespace", "pod"]).set_index(["namespace", "pod"])
+    n_gpus = fb.assign(_dev=fb["node"].astype(str) + "/" + fb["gpu"].astype(str)).groupby(["namespace", "pod"])["_dev"].nunique()
     act = None
     if activity_summary is not None and not activity_summary.empty:
         a = activity_summary[activity_summary["stat"].isin(["p95", "max"])]
@@ -379,7 +453,10 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
         pre = bool(cur_gib and (mx / 1024 >= overhead("preallocation_ratio") * cur_gib
                                 or (p95 >= mx * 0.99 and mx / 1024 > 0.5 * cur_gib)))
         prof = choose_profile(target, mx / 1024, slices, headroom) if target and mig.is_mig_capable(target) else None
+        cur_prof = str(meta.loc[(ns, pod)].get("gpu_i_profile") or "")
         rows.append({"namespace": ns, "pod": pod, "node": meta.loc[(ns, pod)].get("node"), "device": cur_model,
+                     "current_profile": "" if cur_prof == "nan" else cur_prof, "device_gib": cur_gib,
+                     "gpus": int(n_gpus.get((ns, pod), 1)),
                      "fb_p95_gib": p95 / 1024, "fb_max_gib": mx / 1024, "activity_p95": a95, "need_gib": need,
                      "compute_slices": slices, "profile": prof.name if prof else None,
                      "profile_memory_gib": prof.memory_gib if prof else None, "preallocated": pre})
@@ -407,12 +484,56 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
     return pd.DataFrame(rows), findings
 
 
-def workloads_from_sizing(sizing: pd.DataFrame) -> list[Workload]:
-    """Turn :func:`size_from_usage` rows (pre-allocated ones excluded) into planner workloads."""
+def workloads_from_sizing(sizing: pd.DataFrame, preallocated: str = "skip") -> list[Workload]:
+    """Turn :func:`size_from_usage` rows into planner workloads.
+
+    ``preallocated``: what to do with rows whose memory looks pre-allocated (their FB_USED says nothing about
+    need): ``"skip"`` leaves them out; ``"keep"`` keeps them at their current size (the same MIG profile, or a
+    whole GPU), so a plan never shrinks a workload it cannot size. Pods that span several GPUs (``gpus`` > 1:
+    tensor/data parallel) keep that many whole GPUs.
+    """
+    if preallocated not in ("skip", "keep"):
+        raise InvalidParameter(f"preallocated={preallocated!r}: use 'skip' or 'keep'")
     out = []
     for r in sizing.itertuples():
-        if r.preallocated:
+        name = f"{r.namespace}/{r.pod}"
+        gpus = int(getattr(r, "gpus", 1) or 1)
+        dev = getattr(r, "device_gib", None)
+        if gpus > 1 and dev is not None and not pd.isna(dev):  # multi-GPU job: keep its GPU count
+            out.append(Workload(name, gpus * float(dev), isolation="whole"))
             continue
-        out.append(Workload(f"{r.namespace}/{r.pod}", float(r.need_gib), int(r.compute_slices),
+        if r.preallocated:
+            if preallocated == "skip":
+                continue
+            cur = str(getattr(r, "current_profile", "") or "")
+            gib = getattr(r, "device_gib", None)
+            gib = float(gib) if gib is not None and not pd.isna(gib) else float(r.fb_max_gib)
+            out.append(Workload(name, gib, isolation="mig" if cur else "whole", profile=cur or None))
+            continue
+        out.append(Workload(name, float(r.need_gib), int(r.compute_slices),
                             isolation="mig" if r.profile else "whole"))
     return out
+
+
+def workloads_from_models(models: list[str] | str, *, max_model_len: int, concurrency: int, replicas: int = 1,
+                          dtype: str = "bfloat16", kv_cache_dtype: str = "auto") -> tuple[list[Workload], pd.DataFrame]:
+    """Planner workloads for catalog LLMs served by vLLM (``"Qwen2.5-7B,Llama-3.1-8B"`` or a list): memory per
+    replica from :func:`gpulib.vllm.memory_needed` (weights + KV for ``concurrency`` requests of
+    ``max_model_len`` tokens + activations + runtime). Returns the workloads and a table of the numbers."""
+    from .vllm import get_model, memory_needed
+
+    names = [m.strip() for m in (models.split(",") if isinstance(models, str) else models) if str(m).strip()]
+    if not names:
+        raise InvalidParameter("models is empty: give catalog model names such as 'Qwen2.5-7B,Llama-3.1-8B'")
+    if int(max_model_len) < 1 or int(concurrency) < 1 or int(replicas) < 1:
+        raise InvalidParameter(f"max_model_len, concurrency and replicas must be >= 1 "
+                               f"(got {max_model_len}, {concurrency}, {replicas})")
+    ws, rows = [], []
+    for n in names:
+        spec = get_model(n)
+        need = memory_needed(spec, max_model_len=int(max_model_len), concurrency=int(concurrency),
+                             dtype=dtype, kv_cache_dtype=kv_cache_dtype)
+        ws.append(Workload(spec.name, need, replicas=int(replicas)))
+        rows.append({"model": spec.name, "params_b": spec.params_b, "dtype": dtype, "max_model_len": int(max_model_len),
+                     "concurrency": int(concurrency), "memory_gib": need, "replicas": int(replicas)})
+    return ws, pd.DataFrame(rows)

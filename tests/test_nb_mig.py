@@ -1,0 +1,100 @@
+"""mig_sizing runbook: on the demo fleet and on live data (real Prometheus + Kubernetes API double) the proposed
+layout is valid per GPU, smaller than whole-GPU placement, and its mig-parted YAML validates; bad input renders.
+
+Expected numbers, worked out by hand from gpulib/data/demo_fleet.yaml and the A100 MIG tables (facts.md §2):
+node a100-40-mig-0 runs 4 GPU pods on MIG instances. FB_USED max: triton-bert x2 ~7.4 GiB (36 % of a 3g.20gb)
+-> x 1.2 headroom = 8.9 GiB -> 1g.10gb (9.62 GiB, 2 slots); whisper-api ~3.7 GiB -> 4.4 GiB -> 1g.5gb (4.75 GiB,
+1 slot); dev-bob ~2.6 GiB on a 1g.5gb, flat (p95 = max, > half the instance) -> flagged pre-allocated and kept
+at 1g.5gb. 2 + 2 + 1 + 1 = 6 of 8 memory slots and 4 of 7 compute slices -> ONE GPU, against 4 whole GPUs.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from gpulib import cli, mig
+
+pytestmark = pytest.mark.notebook
+
+
+def _run(tmp_path, params, monkeypatch=None, demo_end=None):
+    if monkeypatch is not None:
+        monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
+    return cli.execute(cli.find_notebook("mig_sizing"), params, tmp_path, progress=False)
+
+
+def _mig_parted_text(res) -> str:
+    nb = json.loads(res.notebook.read_text())
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", ""))
+            if text.startswith("version: v1"):
+                return text.split("\n\n")[0]
+    raise AssertionError("no mig-parted config printed")
+
+
+def _plan_finding(res):
+    hits = [f for f in res.findings if f.title.startswith("MIG plan:")]
+    assert len(hits) == 1, [f.title for f in res.findings]
+    return hits[0]
+
+
+def _check_plan(res, gpu_model, used, whole):
+    assert res.failed is None and res.errors == [], (res.failed, res.errors)
+    plan = _plan_finding(res)
+    m = re.match(r"MIG plan: (\d+) GPU\(s\) instead of (\d+)", plan.title)
+    assert (int(m.group(1)), int(m.group(2))) == (used, whole)
+    text = _mig_parted_text(res)
+    assert mig.validate_mig_parted_config(text, gpu_model) == []
+    for sels in yaml.safe_load(text)["mig-configs"].values():
+        for sel in sels:
+            assert mig.is_valid_layout(gpu_model, sel["mig-devices"]), sel
+    return text
+
+
+def test_demo_mig_node_packs_four_pods_onto_one_gpu(tmp_path, monkeypatch, demo_end):
+    res = _run(tmp_path, {}, monkeypatch, demo_end)
+    text = _check_plan(res, "A100-40GB", used=1, whole=4)
+    devices = yaml.safe_load(text)["mig-configs"]["gpuops-plan-1"][0]["mig-devices"]
+    assert devices == {"1g.10gb": 2, "1g.5gb": 2}
+    titles = [f.title for f in res.findings]
+    assert "notebooks/dev-bob-0: memory looks pre-allocated; size from the model, not FB_USED" in titles
+    assert "4 GPU pod(s) still running on a100-40-mig-0" in titles          # pre-check from live pods
+    sop = next(f for f in res.findings if f.title.startswith("Guided MIG change on a100-40-mig-0"))
+    assert "kubectl label node a100-40-mig-0 nvidia.com/mig.config=gpuops-plan-1 --overwrite" in sop.commands
+    html = res.html.read_text()
+    assert "Current layout on a100-40-mig-0" in html and "Proposed layout on A100-40GB: 1 GPU(s)" in html
+    assert "PLAN (no cluster; nothing sent): cordon a100-40-mig-0" in html  # dry-run remediation, nothing applied
+
+
+@pytest.mark.prometheus
+def test_live_source_gives_the_same_plan(live_env, tmp_path):
+    res = _run(tmp_path, {"source": "live"})
+    _check_plan(res, "A100-40GB", used=1, whole=4)
+    html = res.html.read_text()
+    assert "DRY RUN (server-side, nothing changed)" in html
+    patches = live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0")
+    assert len(patches) == 2 and all(r.param("dryRun") == "All" for r in patches)  # cordon + label, both dry runs
+    node = live_env.node("a100-40-mig-0")
+    assert not node["spec"].get("unschedulable") and node["metadata"]["labels"]["nvidia.com/mig.config"] != "gpuops-plan-1"
+
+
+def test_models_sized_with_vllm_memory_model(tmp_path, monkeypatch, demo_end):
+    # Qwen2.5-7B: 7.62e9 x 2 B = 14.2 GiB weights + 8 x 4096 tokens x 56 KiB KV (1.75 GiB) + runtime ~ 17 GiB;
+    # Llama-3.1-8B ~ 20 GiB. x 1.2 headroom > 19.5 GiB (2g.20gb) -> 3g.40gb each; two 3g.40gb share one A100-80GB.
+    res = _run(tmp_path, {"node": "a100-80-0", "models": "Qwen2.5-7B,Llama-3.1-8B"}, monkeypatch, demo_end)
+    text = _check_plan(res, "A100-80GB", used=1, whole=2)
+    assert yaml.safe_load(text)["mig-configs"]["gpuops-plan-1"][0]["mig-devices"] == {"3g.40gb": 2}
+
+
+def test_bad_gpu_model_renders_error_and_records_it(tmp_path, monkeypatch, demo_end):
+    res = _run(tmp_path, {"gpu_model": "Z100-999GB"}, monkeypatch, demo_end)
+    assert res.failed is None, res.failed                   # the notebook still completes
+    assert any("Z100-999GB" in e and "Current layout" in e for e in res.errors), res.errors
+    doc = json.loads((res.out_dir / "findings.json").read_text())
+    assert doc["errors"] and doc["findings"][0]["title"].startswith("Runbook incomplete")
+    html = res.html.read_text()
+    assert "could not run" in html and "What to check" in html
