@@ -99,7 +99,7 @@ class ReportData:
 
 def _try_series(src, fld: str, window: str, step: str, missing: list[str]) -> pd.DataFrame | None:
     try:
-        return src.series(fld, window, step=step)
+        return src.series(fld, window, step=step, agg=report_policy("series_agg") or None)
     except EmptyResult as exc:
         missing.append(f"{fld}: {str(exc).split(' (hint:')[0]}")
         return None

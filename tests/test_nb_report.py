@@ -111,7 +111,7 @@ def test_parse_namespaces():
 def test_step_and_bucket_from_policy():
     from gpulib.report import heatmap_bucket, series_step
 
-    assert series_step("7d") == "2m"               # report_policy.csv series_step
+    assert series_step("7d") == "5m"               # report_policy.csv series_step (with series_agg=max)
     assert series_step("1m") == "1m"               # never coarser than the window
     assert heatmap_bucket("7d", "2m") == "7200s"   # 604800 s / 84 columns = 7200 s, a whole number of 2m steps
     assert heatmap_bucket("6h", "2m") == "360s"    # 21600 / 84 = 257 s -> rounded up to 3 steps

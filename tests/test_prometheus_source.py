@@ -108,3 +108,26 @@ def test_unreachable_prometheus_names_url(demo_end):
     with pytest.raises(PrometheusUnreachable) as e:
         src.summary("DCGM_FI_DEV_GPU_UTIL", "1h", "avg")
     assert url in str(e.value) and "hint" in str(e.value)
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize("agg", ["max", "avg"])
+def test_step_aggregation_same_through_demo_and_prometheus(prometheus, demo, demo_end, agg):
+    """max_over_time(x[5m]) every 5m on the server equals the demo's client-side aggregation."""
+    kw = dict(node="a100-80-0", step="5m", agg=agg)
+    a = demo.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", **kw).sort_values(["gpu", "timestamp"]).reset_index(drop=True)
+    b = _prom(prometheus.url, demo_end).series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", **kw).sort_values(["gpu", "timestamp"]).reset_index(drop=True)
+    assert len(a) == 8 * 25 and a["timestamp"].tolist() == b["timestamp"].tolist()
+    np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-9, atol=1e-9)
+    plain = demo.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", node="a100-80-0", step="5m").sort_values(["gpu", "timestamp"]).reset_index(drop=True)
+    if agg == "max":  # a max over the step can never be below the single sample at its end
+        assert (a["value"].to_numpy() >= plain["value"].to_numpy() - 1e-12).all()
+        assert (a["value"].to_numpy() > plain["value"].to_numpy() + 1e-9).any()
+
+
+def test_agg_needs_a_step_and_a_known_function(demo):
+    from gpulib.errors import InvalidParameter
+    with pytest.raises(InvalidParameter):
+        demo.series("DCGM_FI_DEV_GPU_TEMP", "1h", agg="max")
+    with pytest.raises(InvalidParameter):
+        demo.series("DCGM_FI_DEV_GPU_TEMP", "1h", step="5m", agg="p99")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InvalidParameter, UnknownGPU, UnknownNode
@@ -19,6 +20,7 @@ from ..schema import SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from ..timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
+AGGS = ("avg", "max", "min")
 
 #: fields a runbook needs, the fallback used when missing, and what to enable (facts.md §3.2)
 IMPORTANT_FIELDS = {
@@ -131,12 +133,24 @@ class Source(ABC):
 
     # ---- public API ---------------------------------------------------------------------
     def series(self, field: str, window: str | timedelta = "6h", *, node: str | None = None,
-               gpu: str | int | None = None, step: str | float | None = None) -> pd.DataFrame:
-        """Range series of one DCGM field (``SERIES_COLUMNS``), optionally for one node / GPU."""
+               gpu: str | int | None = None, step: str | float | None = None, agg: str | None = None) -> pd.DataFrame:
+        """Range series of one DCGM field (``SERIES_COLUMNS``), optionally for one node / GPU.
+
+        ``step`` spaces the points. With ``agg`` ("avg", "max" or "min") each point summarises every
+        sample of the step before it, like PromQL ``max_over_time(x[step])`` evaluated every step, so a
+        coarse step loses no spike (plain points are single samples and can miss them).
+        """
         w = parse_window(window)
         step_s = parse_window(step, name="step").total_seconds() if step is not None else None
         node, gpu = self._check_target(node, gpu)
-        df = self._series(field, w, node, gpu, step_s)
+        if agg is None:
+            df = self._series(field, w, node, gpu, step_s)
+        else:
+            if agg not in AGGS:
+                raise InvalidParameter(f"agg={agg!r}; use one of {', '.join(AGGS)}")
+            if step_s is None:
+                raise InvalidParameter("agg needs a step (e.g. step='5m', agg='max')")
+            df = self._series_agg(field, w, node, gpu, step_s, agg)
         return conform(df, SERIES_COLUMNS)
 
     def summary(self, field: str, window: str | timedelta = "6h", stat: str = "avg", *, node: str | None = None,
@@ -217,6 +231,17 @@ class Source(ABC):
     @abstractmethod
     def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
 
+    def _native_step(self) -> float | None:
+        """Spacing of the raw samples, when the backend knows it (the demo's scrape interval)."""
+        return None
+
+    def _series_agg(self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float,
+                    agg: str) -> pd.DataFrame:
+        """Default: fetch raw samples and aggregate each step client-side (see :func:`aggregate_steps`)."""
+        raw = self._series(field, window + timedelta(seconds=step), node, gpu, self._native_step())
+        end = self.end.timestamp()
+        return aggregate_steps(raw, end - window.total_seconds(), end, step, agg)
+
     def _kernel_log(self, node: str) -> str | None:
         return None
 
@@ -246,6 +271,29 @@ def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:
     else:  # pragma: no cover - validated by caller
         raise InvalidParameter(stat)
     return out.reset_index()
+
+
+def aggregate_steps(raw: pd.DataFrame, start: float, end: float, step: float, agg: str) -> pd.DataFrame:
+    """Points every ``step`` in [start, end] (aligned to the step), each the ``agg`` of the samples in
+    [t - step, t] of its series: what PromQL's ``<agg>_over_time(x[step])`` returns on a range query."""
+    keys = [c for c in SERIES_COLUMNS if c not in ("timestamp", "value")]
+    grid = np.arange(np.ceil(start / step) * step, end + step / 2, step)
+    fn = {"avg": np.mean, "max": np.max, "min": np.min}[agg]
+    parts = []
+    for key, g in raw.sort_values("timestamp").groupby([k for k in keys if k in raw.columns], dropna=False, sort=False):
+        ts = g["timestamp"].map(pd.Timestamp.timestamp).to_numpy()
+        vals = g["value"].to_numpy(dtype=float)
+        lo = np.searchsorted(ts, grid - step - 1e-6, side="left")
+        hi = np.searchsorted(ts, grid + 1e-6, side="right")
+        ok = hi > lo
+        if not ok.any():
+            continue
+        out = np.array([fn(vals[a:b]) for a, b in zip(lo[ok], hi[ok])])
+        frame = pd.DataFrame({"timestamp": pd.to_datetime(grid[ok], unit="s", utc=True), "value": out})
+        for k, v in zip([k for k in keys if k in raw.columns], key if isinstance(key, tuple) else (key,)):
+            frame[k] = v
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True) if parts else raw.iloc[0:0]
 
 
 def _increase(v: pd.Series) -> float:

@@ -57,6 +57,9 @@ class DemoSource(Source):
             raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
         return df
 
+    def _native_step(self):
+        return self.sim.scrape_interval
+
     def _summary(self, field, window, stat, node, gpu):
         self._check_field(field)
         end = self.end.timestamp()

@@ -228,6 +228,18 @@ class PrometheusSource(Source):
         df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
         return df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value"]).sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
 
+    def _series_agg(self, field, window, node, gpu, step, agg):
+        """Server-side: ``<agg>_over_time(F[step])`` evaluated every step."""
+        end = self.end.timestamp()
+        start = math.ceil((end - window.total_seconds()) / step) * step
+        q = self._by_host(f"{agg}_over_time({{sel}}[{_fmt_duration(step)}])", field, node, gpu)
+        rows = self._rows(self.query_range(q, start, end, step), vector=False)
+        if not rows:
+            raise EmptyResult(f"no series for {q!r} at {self.settings.url} in the last {window}", query=q)
+        df = pd.DataFrame(rows)
+        df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
+        return df.sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
+
     def _summary(self, field, window, stat, node, gpu):
         q = self._by_host(_PROMQL_FN[stat].replace("{w}", _fmt_duration(window.total_seconds())), field, node, gpu)
         rows = self._rows(self.query(q), vector=True)
