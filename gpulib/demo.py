@@ -515,6 +515,10 @@ class FleetSimulator:
                 "kubernetes.io/hostname": spec["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                 "node.kubernetes.io/instance-type": spec.get("instance_type", ""),
                 "feature.node.kubernetes.io/pci-10de.present": "true",
+                # NFD system/kernel labels (the GPU Operator picks the driver image from them)
+                "feature.node.kubernetes.io/kernel-version.full": "5.15.0-1063-aws",
+                "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+                "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
                 "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": m["gfd_product"],
                 "nvidia.com/gpu.count": str(n), "nvidia.com/gpu.memory": str(int(m["memory_mib"])),
                 "nvidia.com/cuda.driver.major": self.driver_version.split(".")[0],
