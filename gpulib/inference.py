@@ -484,7 +484,8 @@ def _prometheus_rows(src, sel: str, w: str) -> list[dict]:
 
 
 def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p99_s: float | None = None,
-           dcgm: pd.DataFrame | None = None, workload: str = "vllm", replicas: int | None = None) -> list[Finding]:
+           dcgm: pd.DataFrame | None = None, workload: str = "vllm", replicas: int | None = None,
+           namespace: str = "<namespace>") -> list[Finding]:
     """Scale up / scale down / retune verdict for one vLLM deployment from :func:`vllm_metrics`.
 
     ``dcgm``: optional per-pod frame with ``pod``, ``fb_used_gib``, ``activity`` (p95) for the evidence.
@@ -499,7 +500,7 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
     queueing = (metrics["waiting_max"] > _f("hpa_waiting_target")).any()
     kv_full = (metrics["kv_usage_max"] >= _f("kv_usage_high")).any()
     preempting = (metrics["preemptions"] > 0).any()
-    scale = f"kubectl -n <namespace> scale deployment {workload} --replicas={n + max(1, n // 2)}"
+    scale = f"kubectl -n {namespace} scale deployment {workload} --replicas={n + max(1, n // 2)}"
     if queueing or over_latency or (kv_full and preempting):
         why = []
         if queueing:
@@ -515,7 +516,7 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
                         summary="The running batch is full: new requests wait and, with the KV cache full, running ones are preempted.",
                         sop_step="Add replicas (or let the HPA do it: check its metric and maxReplicas). If one replica's "
                                  "KV cache is the limit, re-size with a larger GPU, more TP or an FP8 KV cache.",
-                        commands=[scale, f"kubectl -n <namespace> get hpa {workload}"], runbook="vllm_deploy",
+                        commands=[scale, f"kubectl -n {namespace} get hpa {workload}"], runbook="vllm_deploy",
                         data={"verdict": "scale_up"})]
     run_ratio = metrics["running_avg"].mean() / max_num_seqs if max_num_seqs else None
     if (metrics["kv_usage_max"] < _f("kv_usage_low")).all() and (run_ratio is None or run_ratio < _f("running_low_ratio")) and n > 1:
@@ -523,7 +524,7 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
                         f"no queue)", category="vllm", evidence=ev,
                         summary="Replicas idle most of the window: fewer replicas (or a smaller GPU / MIG slice) would serve the load.",
                         sop_step="Lower the HPA minReplicas by one and watch waiting requests and p99 latency for a day.",
-                        commands=[f"kubectl -n <namespace> patch hpa {workload} -p '{{\"spec\":{{\"minReplicas\":{max(1, n - 1)}}}}}'"],
+                        commands=[f"kubectl -n {namespace} patch hpa {workload} -p '{{\"spec\":{{\"minReplicas\":{max(1, n - 1)}}}}}'"],
                         runbook="vllm_deploy", data={"verdict": "scale_down"})]
     if kv_full:
         return [Finding(Severity.WARNING, f"{workload}: retune (KV cache {metrics['kv_usage_max'].max():.0%} full, no queue yet)",

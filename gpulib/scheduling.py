@@ -255,3 +255,13 @@ def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iter
     if topologies:
         out += split_across_sockets(pods, topologies)
     return out
+
+
+def pod_specs_from(src) -> list[dict]:
+    """Raw Pod objects from a source when it has them (demo: simulated; live: the Kubernetes API), else []."""
+    if hasattr(src, "pods_json"):
+        return list(src.pods_json().get("items", []))
+    kube = getattr(src, "kube", None)
+    if kube is not None:
+        return list(kube.list_pods().get("items", []))
+    return []
