@@ -305,3 +305,28 @@ def test_dcgm_presence_against_real_prometheus(live_env):
     assert up is None
     fs = op.check_dcgm(last, src.nodes())
     assert [(f.node, f.data["gpus"]) for f in fs] == [("dgx-h100-1", "5")]
+
+
+# ------------------------------------------------------------------ Source.operator_state
+def test_snapshot_and_demo_operator_state(tmp_path):
+    import shutil
+
+    import gpulib
+    from gpulib.errors import SourceError
+
+    for src_name, dst in (("nodes.json", "nodes.json"), ("pods.json", "pods.json"),
+                          ("daemonsets-gpu-operator.json", "daemonsets.json"), ("clusterpolicies.json", "clusterpolicies.json")):
+        shutil.copy(K8SFIX / src_name, tmp_path / dst)
+    snap = gpulib.connect("snapshot", path=str(tmp_path))
+    st = snap.operator_state()
+    assert st["cluster_policy"]["metadata"]["name"] == "cluster-policy"
+    assert sorted(st["daemonsets"]["daemonset"])[0] == "gpu-feature-discovery" and len(st["daemonsets"]) == 7
+    assert {p["metadata"]["name"] for p in st["pods"]} == {"nvidia-dcgm-exporter-4xk9p", "nvidia-device-plugin-daemonset-q8k2m"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copy(K8SFIX / "nodes.json", empty / "nodes.json")
+    with pytest.raises(SourceError, match="not available"):
+        gpulib.connect("snapshot", path=str(empty)).operator_state()
+    demo = gpulib.connect("demo", operator_scenario="allocatable_zero")
+    fs = op.verify(demo.operator_state(), demo.nodes(), check_metrics=False)
+    assert checks(fs) == ["allocatable_zero"] and fs[0].node == "dgx-h100-0"
