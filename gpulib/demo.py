@@ -483,8 +483,24 @@ class FleetSimulator:
                         continue
                     lab = format_labels(self.labels(d))
                     fh.writelines(f"{name}{lab} {format_value(float(x))} {int(ts)}\n" for x, ts in zip(v[ok], t[ok]))
+            self._write_vllm_openmetrics(fh, t)
             fh.write("# EOF\n")
         return path
+
+    def _write_vllm_openmetrics(self, fh, t: np.ndarray) -> None:
+        """The demo vLLM pods' ``vllm:`` series (gpulib.inference.demo_vllm_series), one family per sample name
+        (counters and histogram buckets typed ``unknown``, like the DCGM counters above)."""
+        from .inference import demo_vllm_series
+
+        families: dict[str, list[tuple[dict, np.ndarray]]] = {}
+        for name, lab, v in demo_vllm_series(self, t):
+            families.setdefault(name, []).append((lab, v))
+        for name, series in families.items():
+            typ = "gauge" if name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc") else "unknown"
+            fh.write(f"# TYPE {name} {typ}\n")
+            for lab, v in series:
+                labs = format_labels(lab)
+                fh.writelines(f"{name}{labs} {format_value(float(x))} {int(ts)}\n" for x, ts in zip(v, t))
 
     # ------------------------------------------------------------------ Kubernetes objects
     def nodes_json(self) -> dict:
@@ -499,6 +515,10 @@ class FleetSimulator:
                 "kubernetes.io/hostname": spec["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                 "node.kubernetes.io/instance-type": spec.get("instance_type", ""),
                 "feature.node.kubernetes.io/pci-10de.present": "true",
+                # NFD system/kernel labels (the GPU Operator picks the driver image from them)
+                "feature.node.kubernetes.io/kernel-version.full": "5.15.0-1063-aws",
+                "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+                "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
                 "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": m["gfd_product"],
                 "nvidia.com/gpu.count": str(n), "nvidia.com/gpu.memory": str(int(m["memory_mib"])),
                 "nvidia.com/cuda.driver.major": self.driver_version.split(".")[0],

@@ -187,6 +187,12 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def operator_state(self, namespace: str = "gpu-operator") -> dict:
+        """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
+        objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
+        (see :func:`gpulib.operator.state_from_objects`). Raises SourceError where the source has none."""
+        return self._operator_state(namespace)
+
     def describe(self) -> str:
         return self.name
 
@@ -247,6 +253,11 @@ class Source(ABC):
 
     def _smi_query(self, node: str) -> str | None:
         return None
+
+    def _operator_state(self, namespace: str) -> dict:
+        from ..errors import SourceError
+        raise SourceError(f"GPU Operator state is not available from this source ({self.describe()})",
+                          hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json")
 
 
 def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:

@@ -21,8 +21,9 @@ class DemoSource(Source):
 
     def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | str | None = None, seed: int = 7,
                  label_style: str = "new", counters: str = "full",
-                 scrape_interval: str | None = None, **_ignored):
+                 scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
         super().__init__(end=end)
+        self.operator_scenario = operator_scenario  # gpulib.operator.SCENARIOS: a healthy or broken GPU Operator
         self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
                                   scrape_interval=scrape_interval)
         self._end = self.sim.end
@@ -44,6 +45,8 @@ class DemoSource(Source):
         return float(-(-raw // si) * si)  # a multiple of the scrape interval
 
     def _check_field(self, field: str) -> None:
+        if field.startswith("vllm:"):  # simulated vLLM server metrics (gpulib.inference)
+            return
         if field not in self.sim.metric_names():
             raise EmptyResult(f"{field} is not exported by the demo fleet" + (
                 " (off in dcgm-exporter's default counters)" if field in METRICS else ""), query=field)
@@ -52,6 +55,9 @@ class DemoSource(Source):
         self._check_field(field)
         end = self.end.timestamp()
         step = step or self._default_step(window)
+        if field.startswith("vllm:"):
+            from ..inference import demo_vllm_frame
+            return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
         df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
         if df.empty:
             raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
@@ -63,14 +69,28 @@ class DemoSource(Source):
     def _summary(self, field, window, stat, node, gpu):
         self._check_field(field)
         end = self.end.timestamp()
-        df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
+        if field.startswith("vllm:"):
+            from ..inference import demo_vllm_frame
+            df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
+        else:
+            df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
         if df.empty:
             raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
         return summarise_frame(df, stat)
 
     def _nodes(self):
         from ..k8s import nodes_frame
+        if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
+            return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
+
+    def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
+        from ..operator import demo_objects
+        return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
+
+    def _operator_state(self, namespace):
+        from ..operator import state_from_objects
+        return state_from_objects(self._operator_objects(namespace), namespace)
 
     def _pods(self):
         from ..k8s import pods_frame

@@ -267,6 +267,10 @@ class PrometheusSource(Source):
     def _pods(self):
         return self._require_kube().pods()
 
+    def _operator_state(self, namespace):
+        from ..operator import collect_state
+        return collect_state(self._require_kube(), namespace)
+
     def known_nodes(self):
         if self.kube is None:
             res = self.query('count by (hostname, Hostname) (DCGM_FI_DEV_GPU_TEMP)')

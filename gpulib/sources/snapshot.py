@@ -88,6 +88,14 @@ class SnapshotSource(Source):
         from ..k8s import pods_frame
         return pods_frame(self._json("pods.json"))
 
+    def _operator_state(self, namespace):
+        from ..operator import state_from_objects
+        if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
+            return super()._operator_state(namespace)
+        items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
+        return state_from_objects({"daemonsets": items("daemonsets.json"), "cluster_policies": items("clusterpolicies.json"),
+                                   "pods": items("pods.json"), "nodes": items("nodes.json")}, namespace)
+
     def known_nodes(self):
         if (self.path / "nodes.json").exists():
             return super().known_nodes()
