@@ -453,7 +453,7 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
     if len(z):
         zp = z.groupby(["namespace", "pod"], sort=True).agg(
             node=("node", "first"), gpu=("gpu", "first"), gpu_hours=("gpu_hours", "sum"), cost=("cost", "sum"),
-            duration_s=("duration_s", "sum"), fb=("fb_used_mean_mib", "mean"), act=("activity_max", "max")).reset_index()
+            duration_s=("duration_s", "max"), fb=("fb_used_mean_mib", "mean"), act=("activity_max", "max")).reset_index()
         zp = attach_workloads(zp.assign(container=""), _pods_of(rep))
         zsave = zp.groupby(["namespace", "workload"])["cost"].sum() * m
         parts.append(pd.DataFrame({
@@ -461,7 +461,7 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
             "owner_kind": zp["owner_kind"], "node": zp["node"], "pod": zp["pod"], "gpus": zp["gpu_hours"] / rep.window_hours,
             "monthly_cost": zp["cost"] * m, "monthly_saving": zp["cost"] * m, "confidence": 0.9,
             "detail": [f"zombie: FB_USED {fb / 1024:.1f} GiB held, activity max {a:.1%} for {format_duration(d)} (GPU {g})"
-                       for fb, a, d, g in zip(zp["fb"], zp["act"], zp["duration_s"], zp["gpu"])]}))
+                       for fb, a, d, g in zip(zp["fb"], zp["act"], zp["duration_s"].clip(upper=rep.window_hours * 3600), zp["gpu"])]}))
 
     w = workload_usage(rep)
     if len(w):
