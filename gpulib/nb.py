@@ -81,6 +81,19 @@ class Runbook:
             self.src = connect(source, **kwargs)
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 
+    def rerun_command(self) -> str:
+        """The ``gpuops run`` line that repeats this execution (parameters as given)."""
+        import shlex
+
+        src = self.params.get("source", "demo")
+        parts = ["gpuops", "run", self.name, "--source", src]
+        if src == "snapshot" and self.params.get("snapshot_dir"):
+            parts += ["--snapshot", str(self.params["snapshot_dir"])]
+        for k, v in self.params.items():
+            if k not in ("source", "snapshot_dir") and v not in ("", None):
+                parts += ["-p", k, str(v)]
+        return " ".join(shlex.quote(p) for p in parts)
+
     @property
     def ok(self) -> bool:
         return self.src is not None
@@ -113,7 +126,7 @@ class Runbook:
                 f"Runbook incomplete: {len(self.errors)} step(s) could not get data", category="data",
                 summary="The verdict below is based on partial data.", evidence=list(self.errors),
                 sop_step="Fix the data source (see each step's hint) and re-run the runbook.",
-                commands=[f"gpuops run {self.name} --source {self.params.get('source', 'demo')}"]))
+                commands=[self.rerun_command()]))
         top = fl[0] if fl else None
         if top is None:
             _display(html_text="<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>")

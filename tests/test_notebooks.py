@@ -74,3 +74,15 @@ def test_unreachable_prometheus_still_renders_and_exits_nonzero(tmp_path, monkey
     doc = json.loads((out_dir / "findings.json").read_text())
     assert doc["errors"] and doc["findings"][0]["title"].startswith("Runbook incomplete")
     assert "kubeconfig" in " ".join(doc["errors"]).lower() or url in " ".join(doc["errors"])
+
+
+def test_incomplete_runbook_names_the_exact_rerun_command(monkeypatch):
+    from gpulib import nb
+
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    rb = nb.Runbook("xid_ecc_triage", source="demo", node="gpu node 7", window="6h", gpu="")
+    with rb.step("Diagnosis"):
+        rb.src.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="gpu node 7")
+    fl = rb.finish()
+    assert fl[0].title.startswith("Runbook incomplete") and "gpu node 7" in fl[0].evidence[0]
+    assert fl[0].commands == ["gpuops run xid_ecc_triage --source demo -p node 'gpu node 7' -p window 6h"]
