@@ -13,6 +13,7 @@ from .errors import GpulibError  # noqa: F401  (cheap, no third-party imports)
 from .findings import Finding, FindingList, Severity  # noqa: F401
 
 __version__ = "0.1.0"
+__all__ = ["connect", "Finding", "FindingList", "Severity", "GpulibError", "__version__"]
 
 
 def connect(source: str = "demo", **kwargs):

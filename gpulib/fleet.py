@@ -5,7 +5,6 @@ Each check is a pure function over the source frames and points to the runbook t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import numpy as np
 import pandas as pd

@@ -20,10 +20,9 @@ import html
 import json
 import math
 import os
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -164,16 +163,11 @@ class Lesson:
     def ok(self) -> bool:
         return self.src is not None
 
-    @contextmanager
     def step(self, what: str):
-        """Run a block; a GpulibError becomes a rendered box instead of a traceback."""
-        try:
-            yield
-        except GpulibError as exc:
-            self.errors.append(f"{what}: {exc}")
-            hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if getattr(exc, "hint", "") else ""
-            _display_html(f"<div style='border-left:4px solid #b00020;padding:4px 10px'><b>{html.escape(what)} could "
-                          f"not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}</div>")
+        """Run a block; a GpulibError becomes a rendered box instead of a traceback (shared with runbooks)."""
+        from .nb import guarded_step
+
+        return guarded_step(what, self.errors)
 
     def figure(self, key: str, value: Any) -> Any:
         """Record a headline figure (saved to ``figures.json``) and return it."""

@@ -18,7 +18,6 @@ import html
 import json
 import os
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterable
 
 from .errors import GpulibError
@@ -66,6 +65,18 @@ def note(text: str, level: str = "info") -> None:
     _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
 
 
+@contextmanager
+def guarded_step(what: str, errors: list[str]):
+    """Run a block; a :class:`GpulibError` is appended to ``errors`` and rendered as a box saying what is
+    missing and what to check, instead of a traceback that stops the notebook."""
+    try:
+        yield
+    except GpulibError as exc:
+        errors.append(f"{what}: {exc}")
+        hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if exc.hint else ""
+        note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
+
+
 class Runbook:
     """State of one runbook execution: its source, the steps that failed, and its findings."""
 
@@ -98,15 +109,9 @@ class Runbook:
     def ok(self) -> bool:
         return self.src is not None
 
-    @contextmanager
     def step(self, what: str):
         """Run a block; a GpulibError becomes a rendered 'missing data' box instead of a traceback."""
-        try:
-            yield
-        except GpulibError as exc:
-            self.errors.append(f"{what}: {exc}")
-            hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if exc.hint else ""
-            note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
+        return guarded_step(what, self.errors)
 
     def add(self, findings: Iterable[Finding] | Finding | None) -> None:
         if findings is None:

@@ -9,6 +9,9 @@ from .base import Capabilities, Source, available, capabilities_from, get_source
 from . import demo, live, prometheus, snapshot  # noqa: F401  (register the backends)
 
 
+__all__ = ["connect", "Source", "Capabilities", "available", "capabilities_from", "get_source_class", "register"]
+
+
 def connect(source: str = "demo", **kwargs) -> Source:
     """Open a source by name; keyword arguments go to the backend's constructor."""
     if isinstance(source, Source):

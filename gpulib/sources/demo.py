@@ -4,7 +4,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import pandas as pd
 
 from ..demo import FleetSimulator, METRICS
 from ..errors import EmptyResult

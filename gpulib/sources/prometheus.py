@@ -18,7 +18,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,7 +27,7 @@ import pandas as pd
 from ..dcgm import normalise_labels
 from ..errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
                       PrometheusTimeout, PrometheusUnreachable)
-from ..schema import SERIES_COLUMNS, empty
+from ..schema import SERIES_COLUMNS
 from .base import Source, register
 
 #: Prometheus refuses range queries of more than 11,000 points per series
