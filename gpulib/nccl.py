@@ -937,7 +937,9 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     elif not result.complete and not result.errors:
         reasons.append("table incomplete (no 'Avg bus bandwidth' trailer): the run was cut or is still running")
     if n == 1:
-        reasons.append("single rank: busbw is 0 by definition; run on 2 or more GPUs")
+        reasons.append("single rank: busbw is 0 by definition, and NCCL only copies the send buffer into the receive "
+                       "buffer on one rank (out-of-place algbw is a device copy rate, in-place calls are no-ops); "
+                       "run on 2 or more GPUs")
         band = None
     if status != "broken" and measured is not None and n != 1:
         if size is not None and size < _thr("verdict_min_bytes"):
