@@ -25,7 +25,7 @@ __all__ = [
     "NcclTestResult", "parse_nccl_tests", "parse_nccl_tests_all", "Topology", "parse_topology",
     "LogSummary", "summarize_log", "diagnose_log", "bus_factor", "busbw_from_algbw", "check_busbw",
     "infer_nranks", "Band", "expected_busbw", "Verdict", "verdict", "check_environment",
-    "check_pod_spec", "collect_environment", "probe", "COLLECTIVES",
+    "check_pod_spec", "collect_environment", "probe", "COLLECTIVES", "job_manifest",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -1264,3 +1264,25 @@ def _visible_gpus() -> int:
             pynvml.nvmlShutdown()
     except Exception as exc:  # noqa: BLE001 - any NVML failure means "cannot count"
         raise ProbeError(f"cannot count GPUs with NVML: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# in-cluster probe manifests and the results history (separate modules, reachable from here)
+# --------------------------------------------------------------------------------------------
+
+
+def job_manifest(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The in-cluster probe as a Kubernetes ``batch/v1`` Job: :func:`gpulib.nccl_job.job_manifest` (a
+    multi-node Kubeflow PyTorchJob: :func:`gpulib.nccl_job.pytorchjob_manifest`)."""
+    from .nccl_job import job_manifest as _job_manifest
+
+    return _job_manifest(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``gpulib.nccl.history`` is :mod:`gpulib.nccl_history` (imported on first use)."""
+    if name == "history":
+        from . import nccl_history
+
+        return nccl_history
+    raise AttributeError(f"module 'gpulib.nccl' has no attribute {name!r}")
