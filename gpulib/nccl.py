@@ -25,7 +25,7 @@ __all__ = [
     "NcclTestResult", "parse_nccl_tests", "parse_nccl_tests_all", "Topology", "parse_topology",
     "LogSummary", "summarize_log", "diagnose_log", "bus_factor", "busbw_from_algbw", "check_busbw",
     "infer_nranks", "Band", "expected_busbw", "Verdict", "verdict", "check_environment",
-    "check_pod_spec", "collect_environment", "probe", "COLLECTIVES",
+    "check_pod_spec", "collect_environment", "probe", "COLLECTIVES", "job_manifest",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -937,7 +937,9 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     elif not result.complete and not result.errors:
         reasons.append("table incomplete (no 'Avg bus bandwidth' trailer): the run was cut or is still running")
     if n == 1:
-        reasons.append("single rank: busbw is 0 by definition; run on 2 or more GPUs")
+        reasons.append("single rank: busbw is 0 by definition, and NCCL only copies the send buffer into the receive "
+                       "buffer on one rank (out-of-place algbw is a device copy rate, in-place calls are no-ops); "
+                       "run on 2 or more GPUs")
         band = None
     if status != "broken" and measured is not None and n != 1:
         if size is not None and size < _thr("verdict_min_bytes"):
@@ -1262,3 +1264,25 @@ def _visible_gpus() -> int:
             pynvml.nvmlShutdown()
     except Exception as exc:  # noqa: BLE001 - any NVML failure means "cannot count"
         raise ProbeError(f"cannot count GPUs with NVML: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# in-cluster probe manifests and the results history (separate modules, reachable from here)
+# --------------------------------------------------------------------------------------------
+
+
+def job_manifest(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The in-cluster probe as a Kubernetes ``batch/v1`` Job: :func:`gpulib.nccl_job.job_manifest` (a
+    multi-node Kubeflow PyTorchJob: :func:`gpulib.nccl_job.pytorchjob_manifest`)."""
+    from .nccl_job import job_manifest as _job_manifest
+
+    return _job_manifest(*args, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    """``gpulib.nccl.history`` is :mod:`gpulib.nccl_history` (imported on first use)."""
+    if name == "history":
+        from . import nccl_history
+
+        return nccl_history
+    raise AttributeError(f"module 'gpulib.nccl' has no attribute {name!r}")

@@ -38,6 +38,13 @@ _PATTERN_PERIOD = 7  # element i of rank r holds (r + 1) * (i % 7 + 1): exact in
 _CHUNK = 1 << 26  # elements per chunk when filling/checking big buffers (256 MiB of float32)
 
 
+#: printed on stderr for a one-rank run (tests/fixtures/nccl/h200_1gpu/README.md shows why)
+SINGLE_RANK_NOTE = ("gpulib.nccl_probe: 1 rank: busbw is 0 by definition. NCCL communicates nothing on one rank: it "
+                    "copies the send buffer into the receive buffer (out-of-place all_gather/reduce_scatter algbw is a "
+                    "device-local copy rate) and in-place calls, all_reduce included, are no-ops (their algbw means "
+                    "nothing). Use 2 or more GPUs for a bus bandwidth.")
+
+
 def force_nvls_off() -> None:
     """NVLink SHARP must stay off for this probe (issue 5): set, not setdefault."""
     os.environ["NCCL_NVLS_ENABLE"] = "0"
@@ -414,12 +421,16 @@ def main(argv: list[str] | None = None) -> int:
         print("gpulib.nccl_probe: no CUDA device visible", file=sys.stderr)
         return 2
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun
+        if int(os.environ["WORLD_SIZE"]) == 1 and int(os.environ["RANK"]) == 0:
+            print(SINGLE_RANK_NOTE, file=sys.stderr)
         _worker(int(os.environ.get("LOCAL_RANK", 0)), int(os.environ["WORLD_SIZE"]), opts, None)
         return 0
     world = opts.nproc or torch.cuda.device_count()
-    if world < 2:
-        print(f"gpulib.nccl_probe: {world} GPU(s) visible; busbw needs 2 or more", file=sys.stderr)
+    if world < 1:
+        print(f"gpulib.nccl_probe: --nproc {world}: need at least 1 process (2 or more for a busbw)", file=sys.stderr)
         return 2
+    if world == 1:
+        print(SINGLE_RANK_NOTE, file=sys.stderr)
     import torch.multiprocessing as mp
 
     mp.spawn(_worker, args=(world, opts, _free_port()), nprocs=world, join=True)

@@ -179,3 +179,46 @@ def nvlink_series(src, node: str, window: str) -> pd.DataFrame:
     except EmptyResult as exc:
         raise EmptyResult(f"{NVLINK_FIELD} has no samples on {node}: the GPUs may have no NVLink, or the field "
                           "is not exported", query=NVLINK_FIELD) from exc
+
+
+# ------------------------------------------------------------------------------------ results history
+def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTestResult],
+                    verdicts: list[nccl.Verdict], record: bool = False, instance_type: str = "",
+                    default_input: bool = True) -> tuple[pd.DataFrame | None, str]:
+    """(history, where it came from) for the runbook, or (None, why not).
+
+    ``history_dir`` given: ``<history_dir>/<cluster>.csv``, after appending this run's verdicts when ``record``.
+    Empty: the demo history of :func:`gpulib.nccl_history.demo_history` when the runbook shows the packaged
+    capture (``default_input``); none for a user's own file (a demo history next to it would mislead)."""
+    from . import nccl_history as nh
+
+    if not history_dir:
+        if record:
+            raise InvalidParameter("record_history=True needs history_dir (the folder of the per-cluster CSVs)")
+        if not default_input:
+            return None, ("No results history: set history_dir (and record_history=True to add this run) to chart "
+                          "busbw over time.")
+        return nh.demo_history(), ("the demo history: the real 2xH200 capture and synthetic earlier runs "
+                                   "(gpulib/data/demo/nccl_history_scenario.csv)")
+    path = nh.default_path(cluster, history_dir)
+    if record:
+        judged = [(r, v) for r, v in zip(results, verdicts) if v.measured_busbw is not None]
+        if judged:
+            rs, vs = zip(*judged)
+            nh.append(nh.rows_from_run(list(rs), list(vs), cluster=cluster, instance_type=instance_type,
+                                       origin="runbook nccl_check"), path)
+    return nh.load(path), str(path)
+
+
+# ------------------------------------------------------------------------------------ in-cluster probe
+def runbook_probe_manifest(nodes: int, gpus: int, node: str = "") -> tuple[dict[str, Any], list[str]]:
+    """The in-cluster probe manifest for the runbook's parameters (a Job on ``node`` for one node, a PyTorchJob
+    for several) and what validation said (kubernetes-validate is a test extra: skipped with a line if absent)."""
+    from . import nccl_job
+
+    manifest = nccl_job.probe_manifest(nodes, gpus=gpus, node=node or None)
+    try:
+        checked = nccl_job.validate(manifest)
+    except ImportError:
+        checked = ["kubernetes-validate is not installed: schema validation skipped (pip install kubernetes-validate)"]
+    return manifest, checked

@@ -172,3 +172,30 @@ def test_real_probe_on_gpus(tmp_path):
         assert N.check_busbw(r)["ok"].all()
     doc = json.loads(out.read_text())
     assert doc["env"]["NCCL_NVLS_ENABLE"] == "0" and doc["world_size"] == 2
+
+
+def _fake_torch(tmp_path, ngpus: int) -> dict:
+    """A stand-in ``torch`` package: CUDA 'available' with ``ngpus`` devices; mp.spawn prints what it was asked."""
+    pkg = tmp_path / "torch"
+    (pkg / "multiprocessing").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "class cuda:\n"
+        "    @staticmethod\n    def is_available(): return True\n"
+        f"    @staticmethod\n    def device_count(): return {ngpus}\n")
+    (pkg / "multiprocessing" / "__init__.py").write_text(
+        "def spawn(fn, args=(), nprocs=1, join=True):\n    print(f'spawn nprocs={nprocs} fn={fn.__name__}')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{ROOT}"
+    return env
+
+
+def test_main_one_process_runs_with_a_note(tmp_path):
+    env = _fake_torch(tmp_path, ngpus=1)
+    p = subprocess.run([sys.executable, "-m", "gpulib.nccl_probe", "--max-bytes", "64"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "spawn nprocs=1 fn=_worker"
+    assert "1 rank: busbw is 0 by definition" in p.stderr and "device-local copy rate" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "gpulib.nccl_probe", "--nproc", "2"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    assert p.stdout.strip() == "spawn nprocs=2 fn=_worker" and "1 rank" not in p.stderr
