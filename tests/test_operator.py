@@ -263,10 +263,44 @@ def test_healthy_operator_through_the_client_is_verified(double_for):
     _, kube = double_for(nodes=objs["nodes"], pods=objs["pods"], daemonsets=objs["daemonsets"],
                          cluster_policies=objs["cluster_policies"])
     state = op.collect_state(kube)
-    assert state["namespace_labels"] is None  # the double serves no namespaces: 404 -> unknown
+    assert state["namespace_labels"]["pod-security.kubernetes.io/enforce"] == "privileged"  # namespaces.json
     assert state["runtimes"]["dgx-h100-0"].startswith("containerd://")
     fs = op.verify(state, kube.nodes(), check_metrics=False)
     assert [(f.severity, f.title) for f in fs] == [(Severity.OK, "GPU Operator verified")]
+
+
+def _ns(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}}
+
+
+def test_preflight_reads_namespace_labels_through_the_client(double_for):
+    """GET /api/v1/namespaces/{name} through the real client: the kubectl fixture's gpu-operator namespace is
+    privileged (no PodSecurity finding); a baseline one is flagged; a missing one is 'create it'."""
+    nodes = SIM.nodes_json()["items"]
+    double, kube = double_for(nodes=nodes)
+    obj = kube.core.read_namespace("gpu-operator")
+    assert obj.metadata.labels == {"kubernetes.io/metadata.name": "gpu-operator",
+                                   "pod-security.kubernetes.io/enforce": "privileged"}
+    assert [n.metadata.name for n in kube.core.list_namespace().items] == ["default", "gpu-operator", "kube-system", "notebooks"]
+    state = op.collect_state(kube)
+    assert double.requests_to("GET", "/api/v1/namespaces/gpu-operator")
+    assert not [f for f in op.preflight(kube.nodes(), namespace_labels=state["namespace_labels"])
+                if "PodSecurity" in f.title or "Namespace" in f.title]
+
+    _, kube = double_for(nodes=nodes, namespaces=[_ns("gpu-operator", **{"pod-security.kubernetes.io/enforce": "baseline"})])
+    fs = op.preflight(kube.nodes(), namespace_labels=op.collect_state(kube)["namespace_labels"])
+    ps = [f for f in fs if f.data.get("check") == "pod_security"]
+    assert len(ps) == 1 and ps[0].severity == Severity.CRITICAL and "'baseline'" in ps[0].title
+    assert ps[0].commands == ["kubectl label --overwrite namespace gpu-operator pod-security.kubernetes.io/enforce=privileged"]
+
+    _, kube = double_for(nodes=nodes, namespaces=[_ns("default")])
+    with pytest.raises(Exception) as e:
+        kube.core.read_namespace("gpu-operator")
+    assert getattr(e.value, "status", None) == 404
+    assert op.collect_state(kube)["namespace_labels"] is None
+    fs = op.preflight(kube.nodes(), namespace_labels=None)
+    assert any(f.title == "Namespace gpu-operator not found (or not readable): create it privileged" for f in fs)
 
 
 def test_operator_not_installed_crd_absent(double_for):
