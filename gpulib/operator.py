@@ -28,7 +28,7 @@ import pandas as pd
 
 from .errors import InvalidParameter, KubernetesError
 from .findings import Finding, Severity
-from .k8s import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
+from .k8s import cluster_policy_status, daemonsets_frame, gpu_resource_name, iter_gpu_nodes
 from .knowledge import data_path, load_table
 
 MIG_STRATEGIES = ("none", "single", "mixed")
@@ -525,7 +525,8 @@ def check_cluster_policy(policy: dict | None, *, namespace: str | None = None) -
 
 
 def expected_devices(row) -> dict[str, int]:
-    """Resource -> count the node should advertise, from GFD labels: ``nvidia.com/gpu`` = gpu.count x replicas;
+    """Resource -> count the node should advertise, from GFD labels: ``nvidia.com/gpu`` = gpu.count x replicas
+    (``nvidia.com/gpu.shared`` when the device plugin renames shared GPUs, :func:`gpulib.k8s.gpu_resource_name`);
     under the MIG mixed strategy each ``nvidia.com/mig-<profile>`` = its ``.count`` label."""
     labels = row.labels or {}
     out: dict[str, int] = {}
@@ -537,7 +538,7 @@ def expected_devices(row) -> dict[str, int]:
         return {k: out.get(k, v) for k, v in {**(row.mig_capacity or {}), **out}.items()}
     if pd.notna(row.gpu_count):
         reps = int(row.gpu_replicas) if pd.notna(row.gpu_replicas) and int(row.gpu_replicas) > 0 else 1
-        return {"nvidia.com/gpu": int(row.gpu_count) * reps}
+        return {gpu_resource_name(row): int(row.gpu_count) * reps}
     return {}
 
 
@@ -558,7 +559,7 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
                            evidence=[f"nvidia.com/mig.config={r.mig_config}", "nvidia.com/mig.config.state=failed"]))
         if not r.ready:
             continue  # allocatable of a NotReady node says nothing about the operator
-        alloc = {"nvidia.com/gpu": int(r.gpu_allocatable), **(r.mig_allocatable or {})}
+        alloc = {gpu_resource_name(r): int(r.gpu_allocatable), **(r.mig_allocatable or {})}
         for res, exp in expected_devices(r).items():
             have = alloc.get(res, 0)
             ev = [f"allocatable {res} = {have}", f"expected {exp} (GFD labels: gpu.count={r.gpu_count}, "

@@ -329,6 +329,30 @@ def test_cuda_test_pod_validates():
     assert mig["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": 1}
 
 
+def test_renamed_time_slicing_node_accepts_gpu_shared():
+    nodes = nodes_frame(read_list(K8SFIX / "nodes-timeslicing-renamed.json"))
+    row = next(nodes.itertuples(index=False))
+    assert op.expected_devices(row) == {"nvidia.com/gpu.shared": 16}        # gpu.count 4 x replicas 4
+    assert op.check_nodes(nodes) == []                                       # allocatable 16 of 16
+    doc = json.loads((K8SFIX / "nodes-timeslicing-renamed.json").read_text())
+    doc["items"][0]["status"]["allocatable"]["nvidia.com/gpu.shared"] = "12"  # one A10G's 4 replicas unhealthy
+    short = op.check_nodes(nodes_frame(doc))
+    assert checks(short) == ["allocatable_short"]
+    assert short[0].data["resource"] == "nvidia.com/gpu.shared" and short[0].data["alloc"] == 12
+    doc["items"][0]["status"]["allocatable"]["nvidia.com/gpu.shared"] = "0"
+    zero = op.check_nodes(nodes_frame(doc))
+    assert checks(zero) == ["allocatable_zero"] and zero[0].data["resource"] == "nvidia.com/gpu.shared"
+
+
+def test_renamed_time_slicing_node_through_the_client(double_for):
+    _, kube = double_for(nodes=read_list(K8SFIX / "nodes-timeslicing-renamed.json")["items"],
+                         pods=read_list(K8SFIX / "pods-gpu-shared.json")["items"], daemonsets=[], cluster_policies=[])
+    nodes = kube.nodes()
+    assert nodes[["gpu_allocatable", "gpu_replicas", "sharing_strategy"]].values.tolist() == [[16, 4, "time-slicing"]]
+    assert op.check_nodes(nodes) == []
+    assert kube.pods()["gpu_request"].tolist() == [1]
+
+
 def test_dcgm_up_targets_name_nodes_down_and_absent():
     nodes = nodes_frame(read_list(K8SFIX / "nodes.json"))
     last = pd.DataFrame({"node": ["ip-10-0-12-34.ec2.internal"] * 7 + ["gke-inference-l4-pool-7c9e2f1a-x2bd"] * 2,
