@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,10 @@ from .knowledge import data_path, load_table
 from .timeutil import parse_window
 
 DAY = 86400.0
+#: dcgm-exporter listens on :9400; the GPU Operator's service/DaemonSet is ``nvidia-dcgm-exporter`` (facts.md §3.1),
+#: which a ServiceMonitor turns into the scrape job name
+EXPORTER_PORT = 9400
+EXPORTER_JOB = "nvidia-dcgm-exporter"
 
 #: every DCGM metric the simulator emits: name -> (prometheus type, scope, help)
 #: scope: "gpu" = physical GPU only, "instance" = per MIG instance (or whole GPU when MIG is off)
@@ -123,7 +127,8 @@ class FleetSimulator:
     """Deterministic GPU fleet. ``end`` anchors the incident times (default: now, to the minute)."""
 
     def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | None = None, seed: int = 7,
-                 label_style: str = "new", counters: str = "full", scrape_interval: str | None = None):
+                 label_style: str = "new", counters: str = "full", scrape_interval: str | None = None,
+                 exporter_down: Iterable[str] = ()):
         if label_style not in ("new", "old"):
             raise InvalidParameter(f"label_style={label_style!r}: use 'new' (hostname, pod) or 'old' (Hostname, exported_pod)")
         if counters not in ("full", "default"):
@@ -149,6 +154,12 @@ class FleetSimulator:
         self.node_specs: list[dict] = list(scenario["nodes"])
         for spec in self.node_specs:
             self.devices.extend(self._build_node(spec))
+        names = {spec["name"] for spec in self.node_specs}
+        self.exporter_down = frozenset(exporter_down)
+        unknown = sorted(self.exporter_down - names)
+        if unknown:
+            from .errors import UnknownNode
+            raise UnknownNode(f"exporter_down names unknown node(s) {', '.join(unknown)}; nodes: {', '.join(sorted(names))}")
 
     # ------------------------------------------------------------------ fleet construction
     def _uuid(self, *parts: object) -> str:
@@ -379,7 +390,7 @@ class FleetSimulator:
         if name not in METRICS:
             raise InvalidParameter(f"metric {name!r} is not simulated; simulated: {', '.join(METRICS)}")
         t = np.asarray(t, dtype=float)
-        if not self.emits(name, d):
+        if not self.emits(name, d) or d.node in self.exporter_down:  # a down exporter is not scraped: no series
             return np.full_like(t, np.nan)
         v = self._value(name, d, t).astype(float)
         lost = self._lost_after(d)
@@ -405,9 +416,18 @@ class FleetSimulator:
         if self.label_style == "old":
             lab.update(container="nvidia-dcgm-exporter", namespace="gpu-operator",
                        pod=f"nvidia-dcgm-exporter-{zlib.crc32(d.node.encode()) % 100000:05d}",
-                       instance=f"10.0.{zlib.crc32(d.node.encode()) % 250}.{d.index + 10}:9400",
-                       job="nvidia-dcgm-exporter")
+                       instance=self.exporter_instance(d.node), job=EXPORTER_JOB)
         return lab
+
+    def exporter_instance(self, node: str) -> str:
+        """``instance`` of the node's dcgm-exporter scrape target (its pod IP and port 9400)."""
+        return f"10.0.{zlib.crc32(node.encode()) % 250}.10:{EXPORTER_PORT}"
+
+    def exporter_targets(self) -> list[dict[str, Any]]:
+        """One dcgm-exporter scrape target per node: the labels of its ``up`` series and the value
+        (1, or 0 for a node in ``exporter_down``)."""
+        return [{"labels": {"job": EXPORTER_JOB, "instance": self.exporter_instance(spec["name"]), "node": spec["name"]},
+                 "up": 0.0 if spec["name"] in self.exporter_down else 1.0} for spec in self.node_specs]
 
     def device_series(self) -> Iterator[Device]:
         yield from self.devices
@@ -467,7 +487,9 @@ class FleetSimulator:
         """Write the scenario's last ``window`` as OpenMetrics for ``promtool tsdb create-blocks-from openmetrics``.
 
         Counters are typed ``unknown`` because OpenMetrics requires counter samples to end in
-        ``_total``, which dcgm-exporter's names do not; queries are unaffected.
+        ``_total``, which dcgm-exporter's names do not; queries are unaffected. Each node's exporter
+        target also gets the ``up`` series Prometheus would record for its scrapes
+        (``up{job="nvidia-dcgm-exporter",instance="<ip>:9400",node="<node>"}``, 0 for ``exporter_down``).
         """
         path = Path(path)
         start = self.end_s - parse_window(window).total_seconds()
@@ -484,6 +506,10 @@ class FleetSimulator:
                     lab = format_labels(self.labels(d))
                     fh.writelines(f"{name}{lab} {format_value(float(x))} {int(ts)}\n" for x, ts in zip(v[ok], t[ok]))
             self._write_vllm_openmetrics(fh, t)
+            fh.write("# HELP up 1 if the target was scraped, 0 if the scrape failed.\n# TYPE up gauge\n")
+            for target in self.exporter_targets():
+                lab = format_labels(target["labels"])
+                fh.writelines(f"up{lab} {format_value(target['up'])} {int(ts)}\n" for ts in t)
             fh.write("# EOF\n")
         return path
 

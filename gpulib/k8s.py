@@ -31,6 +31,10 @@ from .schema import NODE_COLUMNS, POD_COLUMNS, empty
 
 # --- names published by NVIDIA's device plugin / GFD / GPU Operator (facts.md §2.5, §6.1-6.3) ---
 GPU_RESOURCE = "nvidia.com/gpu"
+#: what the device plugin advertises instead under time-slicing/MPS with ``renameByDefault: true`` (facts.md §6.4)
+GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
+#: GFD appends this to ``nvidia.com/gpu.product`` when GPUs are replicated and NOT renamed (facts.md §6.3)
+SHARED_PRODUCT_SUFFIX = "-SHARED"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 LABEL_PRODUCT = "nvidia.com/gpu.product"
 LABEL_COUNT = "nvidia.com/gpu.count"
@@ -134,9 +138,10 @@ def _timestamp(value: Any) -> pd.Timestamp:
 
 
 def _nvidia_resources(resources: dict | None, where: str) -> tuple[int, dict[str, int]]:
-    """(nvidia.com/gpu count, {nvidia.com/mig-*: count}) from a capacity/requests/limits map."""
+    """(GPU count, {nvidia.com/mig-*: count}) from a capacity/requests/limits map. The GPU count is
+    ``nvidia.com/gpu`` plus ``nvidia.com/gpu.shared`` (a renamed time-sliced/MPS replica is a GPU unit too)."""
     resources = resources or {}
-    gpu = _count(resources.get(GPU_RESOURCE), f"{where}[{GPU_RESOURCE}]")
+    gpu = sum(_count(resources.get(k), f"{where}[{k}]") for k in (GPU_RESOURCE, GPU_SHARED_RESOURCE))
     mig = {k: _count(v, f"{where}[{k}]") for k, v in sorted(resources.items()) if k.startswith(MIG_RESOURCE_PREFIX)}
     return gpu, mig
 
@@ -169,6 +174,31 @@ def _taints(spec: dict) -> list[dict]:
             for t in spec.get("taints") or [] if isinstance(t, dict)]
 
 
+def _sharing(labels: dict, capacity: dict, where: str) -> tuple[Any, str]:
+    """(replicas, sharing strategy): GFD's labels; when they are absent but the node advertises
+    ``nvidia.com/gpu.shared``, replicas = shared units / ``gpu.count`` and the strategy is taken to be
+    time-slicing (MPS renames the same way but is experimental: GFD's label, when present, says which)."""
+    replicas, strategy = _label_int(labels, LABEL_REPLICAS), labels.get(LABEL_SHARING, "")
+    shared = _count((capacity or {}).get(GPU_SHARED_RESOURCE), f"{where}[{GPU_SHARED_RESOURCE}]")
+    if shared > 0:
+        count = _label_int(labels, LABEL_COUNT)
+        if pd.isna(replicas) and not pd.isna(count) and count > 0 and shared % count == 0:
+            replicas = shared // count
+        strategy = strategy or "time-slicing"
+    return replicas, strategy
+
+
+def gpu_resource_name(row: Any) -> str:
+    """The resource a node's device plugin advertises for whole or shared GPUs: ``nvidia.com/gpu.shared``
+    when GPUs are replicated (``gpu_replicas`` > 1) and GFD's product has no ``-SHARED`` suffix (the plugin
+    renamed them, ``renameByDefault: true``), else ``nvidia.com/gpu``. ``row``: a NODE_COLUMNS row."""
+    reps = getattr(row, "gpu_replicas", pd.NA)
+    product = str(getattr(row, "gpu_product", "") or "")
+    if not pd.isna(reps) and int(reps) > 1 and product and not product.endswith(SHARED_PRODUCT_SUFFIX):
+        return GPU_SHARED_RESOURCE
+    return GPU_RESOURCE
+
+
 def node_row(node: dict) -> dict:
     """One ``NODE_COLUMNS`` row from a Node object."""
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
@@ -176,6 +206,7 @@ def node_row(node: dict) -> dict:
     labels = dict(meta.get("labels") or {})
     gpu_cap, mig_cap = _nvidia_resources(status.get("capacity"), f"node {name} capacity")
     gpu_alloc, mig_alloc = _nvidia_resources(status.get("allocatable"), f"node {name} allocatable")
+    replicas, strategy = _sharing(labels, status.get("capacity"), f"node {name} capacity")
     info = status.get("nodeInfo") or {}
     return {
         "node": name,
@@ -189,8 +220,8 @@ def node_row(node: dict) -> dict:
         "mig_strategy": labels.get(LABEL_MIG_STRATEGY, ""),
         "mig_config": labels.get(LABEL_MIG_CONFIG, ""),
         "mig_config_state": labels.get(LABEL_MIG_CONFIG_STATE, ""),
-        "gpu_replicas": _label_int(labels, LABEL_REPLICAS),
-        "sharing_strategy": labels.get(LABEL_SHARING, ""),
+        "gpu_replicas": replicas,
+        "sharing_strategy": strategy,
         "taints": _taints(spec),
         "schedulable": not bool(spec.get("unschedulable", False)),
         "ready": _node_ready(status),
@@ -238,7 +269,7 @@ def _container_resources(c: dict, where: str) -> dict:
     limits = res.get("limits") or {}
     requests = dict(res.get("requests") or {})
     for k, v in limits.items():
-        if (k == GPU_RESOURCE or k.startswith(MIG_RESOURCE_PREFIX)) and k not in requests:
+        if (k in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or k.startswith(MIG_RESOURCE_PREFIX)) and k not in requests:
             requests[k] = v
     gpu_req, mig_req = _nvidia_resources(requests, f"{where} requests")
     gpu_lim, mig_lim = _nvidia_resources(limits, f"{where} limits")

@@ -80,6 +80,9 @@ class Plan:
     mip_gap: float
     solver: str
     prices: dict[str, float] = field(default_factory=dict)
+    #: GPUs per node as the planner laid out the inventory (node -> count); GPUs of a node that get no MIG
+    #: layout stay whole and are listed with ``mig-enabled: false`` in the node's config
+    node_gpus: dict[str, int] = field(default_factory=dict)
 
     @property
     def gpus_used(self) -> int:
@@ -95,7 +98,11 @@ class Plan:
         return pd.DataFrame(rows, columns=["gpu", "model", "node", "index", "profile", "start", "size", "workload"])
 
     def node_configs(self) -> dict[str, tuple[str, list[dict]]]:
-        """node -> (config name, mig-parted selectors); identical node configs share one name."""
+        """node -> (config name, mig-parted selectors); identical node configs share one name.
+
+        On a partly-MIG node the GPUs that stay whole get a last selector ``{devices: [...], mig-enabled:
+        false}`` (facts.md §2.4), so applying the config also turns MIG off where the plan wants whole GPUs.
+        """
         by_node: dict[str, list[GpuLayout]] = defaultdict(list)
         for g in self.gpus:
             by_node[g.node].append(g)
@@ -106,6 +113,9 @@ class Plan:
             for g in gs:
                 groups[tuple(sorted(g.layout.items()))].append(g.index)
             sels = [mig.mig_parted_selector(dict(k), devices=sorted(v)) for k, v in sorted(groups.items(), key=lambda kv: kv[1])]
+            whole = sorted(set(range(self.node_gpus.get(node, 0))) - {g.index for g in gs})
+            if whole:
+                sels.append(mig.mig_parted_selector(None, devices=whole))
             key = repr(sels)
             if key not in names:
                 names[key] = f"gpuops-plan-{len(names) + 1}"
@@ -169,6 +179,15 @@ def _expand_inventory(inventory: dict[str, int], nodes: dict[str, list[str]] | N
         inv[mig.resolve_gpu_model(m)] = int(n)
     node_names = {mig.resolve_gpu_model(k): v for k, v in (nodes or {}).items()}
     return inv, node_names
+
+
+def _node_gpu_counts(inv: dict[str, int], models: list[str], node_names: dict, gpus_per_node: int) -> dict[str, int]:
+    """node -> GPUs it holds when the inventory of each MIG-capable model is laid out ``gpus_per_node`` per node."""
+    counts: Counter = Counter()
+    for m in models:
+        for k in range(inv[m]):
+            counts[_node_of(m, k, node_names, gpus_per_node)[0]] += 1
+    return dict(counts)
 
 
 def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: float = 0.0, time_limit: float = 30.0,
@@ -255,7 +274,8 @@ def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: floa
         unplaced += [f"{n} (no capacity)" for n in names[at:]]
     gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned)
     baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
-    best = Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}))
+    best = Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}),
+                _node_gpu_counts(inv, models, node_names, gpus_per_node))
     if groups and not optimal:  # time limit: keep the better of the incumbent and first-fit-decreasing
         ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
         if (len(ffd.unplaced), ffd.gpus_used) < (len(best.unplaced), len(best.gpus)):
@@ -394,7 +414,8 @@ def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: 
         gpus.append(GpuLayout(f"{m}#{k}", m, node, idx, dict(Counter(x[0] for x in g)),
                               [{"profile": i.profile, "start": i.start, "size": i.size,
                                 "workload": names[i.profile].pop()} for i in p.instances]))
-    return Plan(gpus, [], unplaced, sum(w.replicas for w in workloads), "first-fit-decreasing", False, float("nan"), "ffd")
+    return Plan(gpus, [], unplaced, sum(w.replicas for w in workloads), "first-fit-decreasing", False, float("nan"), "ffd",
+                node_gpus=_node_gpu_counts(inv, models, node_names, gpus_per_node))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -419,14 +440,27 @@ def _device_of(row) -> tuple[str | None, float | None, int]:
         return model, None, 7
 
 
+def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None, *,
+                       low_mib: float | None = None) -> bool:
+    """Whether FB_USED looks like a framework's pre-allocated pool rather than a need: near-constant
+    (p95, and ``low_mib`` = min when known, at or above ``preallocation_flat_ratio`` of the max) AND at a
+    high share of the device (max at or above ``preallocation_ratio`` of ``device_gib``). Both thresholds
+    live in ``data/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
+    if not device_gib or np.isnan(max_mib) or max_mib <= 0:
+        return False
+    flat = overhead("preallocation_flat_ratio") * max_mib
+    near_constant = p95_mib >= flat and (low_mib is None or np.isnan(low_mib) or low_mib >= flat)
+    return bool(near_constant and max_mib / 1024 >= overhead("preallocation_ratio") * device_gib)
+
+
 def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | None = None, *,
                     gpu_model: str | None = None, headroom: float | None = None) -> tuple[pd.DataFrame, list[Finding]]:
     """Recommend the smallest MIG profile per pod from observed memory (``DCGM_FI_DEV_FB_USED`` in MiB,
     SUMMARY frame with ``stat`` p95 and max) and activity (``PROF_GR_ENGINE_ACTIVE``/``SM_ACTIVE`` p95, 0..1).
 
-    Need = max FB_USED x (1 + headroom). Warns when memory looks pre-allocated (max at or above
-    ``preallocation_ratio`` of the device, or p95 equal to max at more than half the device): vLLM and
-    other frameworks take a fixed fraction regardless of load, so size those from the model instead.
+    Need = max FB_USED x (1 + headroom). Warns when memory looks pre-allocated (:func:`looks_preallocated`:
+    near-constant at a high share of the device): vLLM and other frameworks take a fixed fraction regardless
+    of load, so size those from the model instead.
     """
     headroom = overhead("sizing_headroom") if headroom is None else float(headroom)
     if fb_summary is None or fb_summary.empty:
@@ -450,8 +484,7 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
         need = mx / 1024 * (1 + headroom)
         a95 = float(act.get((ns, pod), np.nan)) if act is not None else np.nan
         slices = max(1, math.ceil(a95 * cur_compute - 1e-9)) if not np.isnan(a95) and cur_compute else 1
-        pre = bool(cur_gib and (mx / 1024 >= overhead("preallocation_ratio") * cur_gib
-                                or (p95 >= mx * 0.99 and mx / 1024 > 0.5 * cur_gib)))
+        pre = looks_preallocated(mx, p95, cur_gib, low_mib=float(r["min"]) if "min" in r.index else None)
         prof = choose_profile(target, mx / 1024, slices, headroom) if target and mig.is_mig_capable(target) else None
         cur_prof = str(meta.loc[(ns, pod)].get("gpu_i_profile") or "")
         rows.append({"namespace": ns, "pod": pod, "node": meta.loc[(ns, pod)].get("node"), "device": cur_model,

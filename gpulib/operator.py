@@ -28,7 +28,7 @@ import pandas as pd
 
 from .errors import InvalidParameter, KubernetesError
 from .findings import Finding, Severity
-from .k8s import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
+from .k8s import cluster_policy_status, daemonsets_frame, gpu_resource_name, iter_gpu_nodes
 from .knowledge import data_path, load_table
 
 MIG_STRATEGIES = ("none", "single", "mixed")
@@ -525,7 +525,8 @@ def check_cluster_policy(policy: dict | None, *, namespace: str | None = None) -
 
 
 def expected_devices(row) -> dict[str, int]:
-    """Resource -> count the node should advertise, from GFD labels: ``nvidia.com/gpu`` = gpu.count x replicas;
+    """Resource -> count the node should advertise, from GFD labels: ``nvidia.com/gpu`` = gpu.count x replicas
+    (``nvidia.com/gpu.shared`` when the device plugin renames shared GPUs, :func:`gpulib.k8s.gpu_resource_name`);
     under the MIG mixed strategy each ``nvidia.com/mig-<profile>`` = its ``.count`` label."""
     labels = row.labels or {}
     out: dict[str, int] = {}
@@ -537,7 +538,7 @@ def expected_devices(row) -> dict[str, int]:
         return {k: out.get(k, v) for k, v in {**(row.mig_capacity or {}), **out}.items()}
     if pd.notna(row.gpu_count):
         reps = int(row.gpu_replicas) if pd.notna(row.gpu_replicas) and int(row.gpu_replicas) > 0 else 1
-        return {"nvidia.com/gpu": int(row.gpu_count) * reps}
+        return {gpu_resource_name(row): int(row.gpu_count) * reps}
     return {}
 
 
@@ -558,7 +559,7 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
                            evidence=[f"nvidia.com/mig.config={r.mig_config}", "nvidia.com/mig.config.state=failed"]))
         if not r.ready:
             continue  # allocatable of a NotReady node says nothing about the operator
-        alloc = {"nvidia.com/gpu": int(r.gpu_allocatable), **(r.mig_allocatable or {})}
+        alloc = {gpu_resource_name(r): int(r.gpu_allocatable), **(r.mig_allocatable or {})}
         for res, exp in expected_devices(r).items():
             have = alloc.get(res, 0)
             ev = [f"allocatable {res} = {have}", f"expected {exp} (GFD labels: gpu.count={r.gpu_count}, "
@@ -570,23 +571,58 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
     return out
 
 
+EXPORTER_TARGET_COLUMNS = ["node", "instance", "job", "up"]
+
+
+def exporter_targets(up: list[dict] | None, node_names: Iterable[str] = ()) -> pd.DataFrame:
+    """dcgm-exporter scrape targets from Prometheus ``up`` samples, one row per target: ``node`` (from a
+    node label, see ``dcgm_target_node_labels``, else the instance's host when it is a node name; "" when
+    unknown), ``instance``, ``job``, ``up`` (float)."""
+    keys = setting("dcgm_target_node_labels").split(";")
+    names = set(node_names)
+    rows = []
+    for u in up or []:
+        metric = u.get("metric") or {}
+        inst = str(metric.get("instance", ""))
+        node = next((str(metric[k]) for k in keys if metric.get(k)), "")
+        host = inst.rsplit(":", 1)[0]
+        if not node and host in names:
+            node = host
+        rows.append({"node": node, "instance": inst or "?", "job": str(metric.get("job", "")),
+                     "up": float((u.get("value") or [0, "nan"])[1])})
+    return pd.DataFrame(rows, columns=EXPORTER_TARGET_COLUMNS)
+
+
 def check_dcgm(last: pd.DataFrame | None, nodes: pd.DataFrame, *, up: list[dict] | None = None,
                namespace: str | None = None, field: str | None = None) -> list[Finding]:
     """DCGM series present for every physical GPU of every GPU node; dcgm-exporter targets ``up``.
 
     ``last``: a SUMMARY frame (``src.summary(field, "5m", "last")``); ``up``: Prometheus ``up`` samples of the
-    exporter job (``[{"metric": {...}, "value": [t, "1"]}]``) when the backend has them.
+    exporter job (``[{"metric": {...}, "value": [t, "1"]}]``) when the backend has them (``None`` otherwise).
+    With ``up``: a target at 0 is reported once (its node's missing series follow from it); when the targets
+    name their nodes, a GPU node without any target is reported; a GPU missing while its node's target is up
+    is a GPU the exporter itself does not see.
     """
     ns = namespace or setting("namespace")
     field = field or setting("dcgm_presence_field")
     out = []
-    for u in up or []:
-        if float(u["value"][1]) == 0:
-            inst = u["metric"].get("instance", "?")
-            out.append(sop("dcgm_target_down", instance=inst, ns=ns, evidence=[f"up{{instance={inst!r}}} = 0"]))
+    targets = exporter_targets(up, nodes["node"].astype(str))
+    for t in targets[targets["up"] == 0].itertuples(index=False):
+        ev = [f"up{{instance={t.instance!r}}} = 0"]
+        if t.node:
+            ev.append(f"no DCGM series can arrive from {t.node} while its exporter is not scraped")
+        out.append(sop("dcgm_target_down", node=t.node or None, instance=t.instance, ns=ns, evidence=ev))
+    down = set(targets.loc[targets["up"] == 0, "node"]) - {""}
+    target_up = {t.node: t.instance for t in targets[targets["up"] > 0].itertuples(index=False) if t.node}
+    named = bool((targets["node"] != "").any())
     seen = last if last is not None else pd.DataFrame(columns=["node", "gpu"])
     for r in nodes.itertuples(index=False):
-        if r.node not in set(iter_gpu_nodes(nodes.loc[nodes["node"] == r.node])) or not r.ready:
+        if r.node not in set(iter_gpu_nodes(nodes.loc[nodes["node"] == r.node])) or not r.ready or r.node in down:
+            continue
+        if named and r.node not in target_up:
+            out.append(sop("dcgm_target_absent", node=r.node, ns=ns,
+                           evidence=[f"{len(targets)} dcgm-exporter target(s) in Prometheus "
+                                     f"({', '.join(sorted(set(targets['job']) - {''})) or 'no job label'}), none for {r.node}"]))
             continue
         have = set(seen.loc[seen["node"] == r.node, "gpu"].astype(str))
         single_mig = "-MIG-" in str(r.gpu_product)  # gpu.count counts MIG devices, not GPUs
@@ -595,9 +631,12 @@ def check_dcgm(last: pd.DataFrame | None, nodes: pd.DataFrame, *, up: list[dict]
         else:
             missing = [str(i) for i in range(int(r.gpu_count)) if str(i) not in have]
         if missing:
-            out.append(sop("dcgm_missing", node=r.node, ns=ns, gpus=", ".join(missing),
-                           evidence=[f"{field}: series for GPU(s) {', '.join(sorted(have, key=lambda x: (len(x), x))) or 'none'} "
-                                     f"of {r.gpu_count if pd.notna(r.gpu_count) else '?'}"]))
+            ev = [f"{field}: series for GPU(s) {', '.join(sorted(have, key=lambda x: (len(x), x))) or 'none'} "
+                  f"of {r.gpu_count if pd.notna(r.gpu_count) else '?'}"]
+            if r.node in target_up:
+                ev.append(f"dcgm-exporter target {target_up[r.node]} is up: the exporter is scraped but does not "
+                          "report these GPUs (check nvidia-smi on the node for a GPU that fell off the bus)")
+            out.append(sop("dcgm_missing", node=r.node, ns=ns, gpus=", ".join(missing), evidence=ev))
     return out
 
 

@@ -378,11 +378,26 @@ def _thermal_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None,
     return out
 
 
+def node_gpu_ids(node: str, *frames: pd.DataFrame | None) -> pd.DataFrame:
+    """GPU index <-> UUID <-> PCI bus id of ``node`` (:func:`gpulib.smi.gpu_id_map`) from nvidia-smi/NVML frames
+    (one node's, no ``node`` column) and SERIES/SUMMARY frames restricted to ``node``'s rows."""
+    own = []
+    for f in frames:
+        if f is None or len(f) == 0:
+            continue
+        own.append(f[f["node"] == node] if "node" in f.columns else f)
+    return gpu_id_map(*own)
+
+
 def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.DataFrame | None,
            dcgm: dict[str, pd.DataFrame]) -> dict[str, _GpuCase]:
-    """One case per GPU of the node, keyed by GPU index (or PCI id when the index is unknown)."""
-    idmap = gpu_id_map(smi, *[f for f in dcgm.values() if f is not None and "node" in f.columns and
-                               len(f) and (f["node"] == node).any()])
+    """One case per GPU of the node, keyed by GPU index (or PCI id when the index is unknown).
+
+    Kernel-log XIDs carry only the PCI bus id; it is joined to the GPU index and UUID through
+    nvidia-smi and the ``pci_bus_id`` label of this node's DCGM rows (bus ids repeat across nodes of
+    the same platform, so other nodes' rows never take part in the join).
+    """
+    idmap = node_gpu_ids(node, smi, *dcgm.values())
     cases: dict[str, _GpuCase] = {}
 
     def case_for(g: str | None = None, uuid: str | None = None, pci: str | None = None) -> _GpuCase:

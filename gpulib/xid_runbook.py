@@ -17,7 +17,7 @@ from . import triage
 from .errors import EmptyResult, InvalidParameter
 from .findings import Finding, Severity, sort_findings
 from .knowledge import threshold
-from .smi import gpu_id_map, parse_query
+from .smi import parse_query
 from .timeutil import parse_window
 from .xid import lookup, normalise_pci_bus_id, parse_kernel_log
 
@@ -132,28 +132,34 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
 
 
 def gpu_map(inp: TriageInputs) -> pd.DataFrame:
-    """GPU index <-> UUID <-> PCI bus id on the node, from nvidia-smi and DCGM frames."""
+    """GPU index <-> UUID <-> PCI bus id on the node, from nvidia-smi and the node's DCGM rows (``pci_bus_id``)."""
     frames = [inp.smi] + [f for f in list(inp.summaries.values()) + list(inp.series.values()) if f is not None]
-    return gpu_id_map(*frames)
+    return triage.node_gpu_ids(inp.node, *frames)
 
 
 def xid_timeline(inp: TriageInputs) -> pd.DataFrame:
-    """Every XID event on the node: kernel-log lines (GPU found by PCI bus id) and DCGM gauge changes.
+    """Every XID event on the node: kernel-log lines (GPU index and UUID found by PCI bus id through
+    nvidia-smi or DCGM's ``pci_bus_id`` label) and DCGM gauge changes (PCI bus id filled the same way).
 
-    Columns: timestamp, gpu (index as str, "" when unknown), pci_bus_id, xid, mnemonic, source, message.
+    Columns: timestamp, gpu (index as str, "" when unknown), uuid, pci_bus_id, xid, mnemonic, source, message.
     """
-    cols = ["timestamp", "gpu", "pci_bus_id", "xid", "mnemonic", "source", "message"]
-    ids = gpu_map(inp)
-    by_pci = {r["pci_bus_id"]: r["gpu"] for r in ids.to_dict("records") if r["pci_bus_id"] and r["gpu"]}
+    cols = ["timestamp", "gpu", "uuid", "pci_bus_id", "xid", "mnemonic", "source", "message"]
+    ids = gpu_map(inp).to_dict("records")
+    by_pci = {r["pci_bus_id"]: r for r in ids if r["pci_bus_id"]}
+    by_gpu = {r["gpu"]: r for r in ids if r["gpu"]}
     rows = []
     if inp.xid_events is not None:
         for r in inp.xid_events.to_dict("records"):
             pci = normalise_pci_bus_id(r.get("pci_bus_id"))
-            rows.append({"timestamp": r.get("timestamp"), "gpu": by_pci.get(pci, ""), "pci_bus_id": pci or "",
-                         "xid": int(r["xid"]), "source": "kernel log", "message": str(r.get("message") or "")})
+            hit = by_pci.get(pci, {})
+            rows.append({"timestamp": r.get("timestamp"), "gpu": hit.get("gpu") or "", "uuid": hit.get("uuid") or "",
+                         "pci_bus_id": pci or "", "xid": int(r["xid"]), "source": "kernel log",
+                         "message": str(r.get("message") or "")})
     ev = triage.xid_events_from_gauge(inp.series.get(triage.XID_GAUGE))
     for r in ev.to_dict("records"):
-        rows.append({"timestamp": r["timestamp"], "gpu": str(r["gpu"]), "pci_bus_id": "", "xid": int(r["xid"]),
+        hit = by_gpu.get(str(r["gpu"]), {})
+        rows.append({"timestamp": r["timestamp"], "gpu": str(r["gpu"]), "uuid": (r["uuid"] if isinstance(r.get("uuid"), str) and r["uuid"] else hit.get("uuid") or ""),
+                     "pci_bus_id": hit.get("pci_bus_id") or "", "xid": int(r["xid"]),
                      "source": triage.XID_GAUGE + (" (before the window)" if r["carried_over"] else ""),
                      "message": "gauge changed to this code"})
     df = pd.DataFrame(rows, columns=[c for c in cols if c != "mnemonic"])

@@ -6,6 +6,8 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
 * ``GET /api/v1/nodes``, ``/api/v1/nodes/{name}``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods``
   (``labelSelector`` with ``k=v,k!=v,k``; ``fieldSelector`` ``spec.nodeName=``, ``metadata.namespace=``)
 * ``GET /apis/apps/v1/namespaces/{ns}/daemonsets``, ``GET /apis/nvidia.com/v1/clusterpolicies``
+* ``GET /api/v1/namespaces`` and ``/api/v1/namespaces/{name}`` (Namespace objects with their labels, e.g.
+  ``gpu-operator`` with its PodSecurity ``enforce`` label; 404 ``NotFound`` for an unknown name)
 * every list honours ``limit`` and ``continue`` the way the API server does (items ordered by key,
   opaque base64 continue token holding the resourceVersion and the next key, ``remainingItemCount``;
   an expired token answers 410 ``Expired``)
@@ -115,6 +117,7 @@ class KubeApiDouble:
 
     def __init__(self, nodes: list[dict] | None = None, pods: list[dict] | None = None,
                  daemonsets: list[dict] | None = None, cluster_policies: list[dict] | None = None,
+                 namespaces: list[dict] | None = None,
                  *, token: str | None = DEFAULT_TOKEN, crd_installed: bool = True):
         self.nodes = copy.deepcopy(nodes if nodes is not None else load_items("nodes.json"))
         self.pods = copy.deepcopy(pods if pods is not None else load_items("pods.json"))
@@ -122,6 +125,7 @@ class KubeApiDouble:
                                         else load_items("daemonsets-gpu-operator.json"))
         self.cluster_policies = copy.deepcopy(cluster_policies if cluster_policies is not None
                                               else load_items("clusterpolicies.json"))
+        self.namespaces = copy.deepcopy(namespaces if namespaces is not None else load_items("namespaces.json"))
         self.token = token
         self.crd_installed = crd_installed
         self.resource_version = 48500000
@@ -161,6 +165,9 @@ class KubeApiDouble:
 
     def node(self, name: str) -> dict | None:
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
+
+    def namespace(self, name: str) -> dict | None:
+        return next((n for n in self.namespaces if n["metadata"]["name"] == name), None)
 
     def requests_to(self, method: str, pattern: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.method == method.upper() and fnmatch.fnmatch(r.path, pattern)]
@@ -254,6 +261,14 @@ class KubeApiDouble:
                 if node is None:
                     return 404, _status(404, "NotFound", f'nodes "{seg[3]}" not found', {"kind": "nodes", "name": seg[3]})
                 return 200, dict(node, apiVersion="v1", kind="Node")
+            if seg == ["api", "v1", "namespaces"]:
+                return self._list("NamespaceList", "v1", self.namespaces, query, builtin=True)
+            if seg[:3] == ["api", "v1", "namespaces"] and len(seg) == 4:
+                ns = self.namespace(seg[3])
+                if ns is None:
+                    return 404, _status(404, "NotFound", f'namespaces "{seg[3]}" not found',
+                                        {"kind": "namespaces", "name": seg[3]})
+                return 200, dict(ns, apiVersion="v1", kind="Namespace")
             if seg == ["api", "v1", "pods"]:
                 return self._list("PodList", "v1", self.pods, query, builtin=True)
             if len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import re
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,37 @@ def test_bad_options_are_rejected():
     with pytest.raises(InvalidParameter) as e:
         FleetSimulator("/nonexistent/scenario.yaml")
     assert "/nonexistent/scenario.yaml" in str(e.value)
+
+
+def _om_samples(path, name):
+    """{labels text: [values]} of metric ``name`` in an OpenMetrics file (``name{labels} value ts`` lines)."""
+    out: dict[str, list[float]] = {}
+    for ln in path.read_text().splitlines():
+        if ln.startswith(name + "{"):
+            head, value, _ts = ln.rsplit(" ", 2)
+            out.setdefault(head[len(name):], []).append(float(value))
+    return out
+
+
+def test_openmetrics_has_an_up_series_per_node_exporter(sim, tmp_path):
+    up = _om_samples(sim.write_openmetrics(tmp_path / "x.om", "10m", 60), "up")
+    nodes = [s["name"] for s in sim.node_specs]
+    assert len(up) == len(nodes) == 7                                      # demo_fleet.yaml has 7 nodes
+    for node in nodes:
+        (labels,) = [lab for lab in up if f'node="{node}"' in lab]
+        assert 'job="nvidia-dcgm-exporter"' in labels
+        assert re.search(r'instance="10\.\d+\.\d+\.\d+:9400"', labels)     # dcgm-exporter listens on :9400
+        assert up[labels] == [1.0] * 11                                     # every scrape of 10 min at 60 s
+
+
+def test_exporter_down_node_has_up_0_and_no_dcgm_series(tmp_path):
+    sim = FleetSimulator(end=END, exporter_down=["l4-spot-0"])
+    path = sim.write_openmetrics(tmp_path / "x.om", "10m", 60)
+    up = _om_samples(path, "up")
+    assert {lab: set(v) for lab, v in up.items() if 'node="l4-spot-0"' in lab}.popitem()[1] == {0.0}
+    assert all(set(v) == {1.0} for lab, v in up.items() if 'node="l4-spot-0"' not in lab)
+    text = path.read_text()
+    assert 'hostname="l4-spot-0"' not in text              # the failed scrapes stored nothing
+    assert 'hostname="a100-80-0"' in text
+    with pytest.raises(InvalidParameter, match="gpu-node-99"):
+        FleetSimulator(end=END, exporter_down=["gpu-node-99"])

@@ -65,6 +65,32 @@ def test_time_slicing_node_reports_replicas_and_shared_capacity(nodes):
     assert n.gpu_product.endswith("-SHARED")
 
 
+def test_renamed_time_slicing_node_counts_gpu_shared():
+    # device plugin with renameByDefault: true advertises nvidia.com/gpu.shared (facts.md §6.4) and GFD keeps the
+    # product name without the -SHARED suffix (§6.3): 4 A10G x 4 replicas = 16 shared units, no nvidia.com/gpu
+    n = k8s.nodes_frame(k8s.read_list(FIX / "nodes-timeslicing-renamed.json")).iloc[0]
+    assert (n.node, n.gpu_product, n.gpu_count) == ("ip-10-0-21-7.ec2.internal", "NVIDIA-A10G", 4)
+    assert (n.gpu_capacity, n.gpu_allocatable) == (16, 16)
+    assert (n.gpu_replicas, n.sharing_strategy) == (4, "time-slicing")
+    assert k8s.gpu_resource_name(n) == "nvidia.com/gpu.shared"
+    assert list(k8s.iter_gpu_nodes(k8s.nodes_frame(k8s.read_list(FIX / "nodes-timeslicing-renamed.json")))) == [n.node]
+
+
+def test_gpu_shared_without_gfd_sharing_labels_infers_replicas():
+    # no GFD replicas/strategy labels: replicas = shared units / gpu.count
+    node = _node("ts", {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "NVIDIA-L4"}, {"nvidia.com/gpu.shared": "8"})
+    n = k8s.nodes_frame({"items": [node]}).iloc[0]
+    assert (n.gpu_capacity, n.gpu_replicas, n.sharing_strategy) == (8, 4, "time-slicing")
+    plain = k8s.nodes_frame({"items": [_node("p", {"nvidia.com/gpu.count": "2"}, {"nvidia.com/gpu": "2"})]}).iloc[0]
+    assert k8s.gpu_resource_name(plain) == "nvidia.com/gpu"
+
+
+def test_pod_requesting_gpu_shared_counts_as_a_gpu_request():
+    pod = k8s.pods_frame(k8s.read_list(FIX / "pods-gpu-shared.json")).iloc[0]
+    assert (pod.pod, pod.node, pod.gpu_request, pod.gpu_limit) == ("jupyter-dev-7b9c4d5f6a-q2w3e", "ip-10-0-21-7.ec2.internal", 1, 1)
+    assert (pod.owner_kind, pod.owner_name) == ("Deployment", "jupyter-dev")
+
+
 def test_unhealthy_gpu_shows_as_allocatable_below_capacity(nodes):
     assert (nodes.loc[H100, "gpu_capacity"], nodes.loc[H100, "gpu_allocatable"]) == (8, 7)
 

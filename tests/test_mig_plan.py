@@ -80,6 +80,30 @@ def test_outputs_validate():
     assert p.pod_requests("mixed")["svc"]["limits"] == {"nvidia.com/mig-1g.10gb": 1}
 
 
+def test_partly_mig_node_lists_its_whole_gpus_with_mig_disabled():
+    # 7 x 9 GiB -> 7 x 1g.10gb fill ONE H100; the node has 4 GPUs (gpus_per_node=4), so GPUs 1-3 stay whole
+    # and the config must say so (facts.md §2.4: a selector with `mig-enabled: false`), or MIG Manager would
+    # leave them in whatever mode they were in.
+    p = mp.plan([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
+                gpus_per_node=4)
+    text = p.mig_parted_config()
+    assert mig.validate_mig_parted_config(text, "H100-80GB") == []
+    assert yaml.safe_load(text)["mig-configs"] == {"gpuops-plan-1": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+        {"devices": [1, 2, 3], "mig-enabled": False}]}
+    # first-fit-decreasing knows the node's GPUs too
+    f = mp.plan_ffd([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
+                    gpus_per_node=4)
+    assert f.node_configs()["gpu-node-a"][1][-1] == {"devices": [1, 2, 3], "mig-enabled": False}
+
+
+def test_fully_mig_node_has_no_disabled_selector():
+    # 4 x 30 GiB -> 3g.40gb (39.5 GiB), two per H100: both GPUs of the 2-GPU node are MIG
+    p = mp.plan([mp.Workload("big", 30, replicas=4)], {"H100-80GB": 2}, nodes={"H100-80GB": ["n"]}, gpus_per_node=2)
+    sels = yaml.safe_load(p.mig_parted_config())["mig-configs"]["gpuops-plan-1"]
+    assert sels == [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
+
+
 def test_whole_gpu_workloads_and_prices():
     p = mp.plan([mp.Workload("train", 70, isolation="whole", replicas=2), mp.Workload("s", 9)], {"H100-80GB": 4},
                 prices={"H100-80GB": 3.0})
@@ -112,6 +136,31 @@ def test_size_from_usage_picks_profile_and_flags_preallocation():
     assert any("pre-allocated" in f.title and f.severity is Severity.WARNING for f in fs)
     ws = mp.workloads_from_sizing(df)
     assert [w.name for w in ws] == ["ml/small"]
+
+
+def _fb(pod, profile, p95_mib, max_mib, model="NVIDIA A100-SXM4-40GB"):
+    return [{"model": model, "pod": pod, "namespace": "ml", "gpu_i_profile": profile, "stat": "p95", "value": p95_mib},
+            {"model": model, "pod": pod, "namespace": "ml", "gpu_i_profile": profile, "stat": "max", "value": max_mib}]
+
+
+def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
+    # dev-bob-0 of the demo: 2.6 GiB (2662 MiB), flat, on a 1g.5gb (4.75 GiB) = 55 % of the instance. Flat but
+    # below the 70 % pre-allocation share (JAX pools 75 %, vLLM 90 %): size it from usage (2.6 x 1.2 = 3.12 GiB -> 1g.5gb).
+    df, fs = mp.size_from_usage(_summary(_fb("dev-bob-0", "1g.5gb", 2662, 2662)), headroom=0.2)
+    row = df.set_index("pod").loc["dev-bob-0"]
+    assert not bool(row["preallocated"]) and row["profile"] == "1g.5gb"
+    assert not any("pre-allocated" in f.title for f in fs)
+    assert [w.name for w in mp.workloads_from_sizing(df)] == ["ml/dev-bob-0"]
+
+
+def test_preallocation_needs_flat_memory_at_a_high_share():
+    df, fs = mp.size_from_usage(_summary(
+        _fb("vllm-flat", "3g.20gb", 18000, 18010)        # 17.6 GiB of 19.5 GiB = 90 %, flat: vLLM-style
+        + _fb("train-peaky", "", 20480, 36864)           # peaks at 36 GiB of 40 GiB but p95 is 20 GiB: a real need
+        + _fb("flat-low", "", 16384, 16384)), headroom=0.2)  # flat at 16 GiB of 40 GiB: a real, steady need
+    pre = df.set_index("pod")["preallocated"].astype(bool).to_dict()
+    assert pre == {"vllm-flat": True, "train-peaky": False, "flat-low": False}
+    assert [f.title for f in fs if "pre-allocated" in f.title] == ["ml/vllm-flat: memory looks pre-allocated; size from the model, not FB_USED"]
 
 
 def test_size_from_usage_empty_frame():

@@ -263,10 +263,44 @@ def test_healthy_operator_through_the_client_is_verified(double_for):
     _, kube = double_for(nodes=objs["nodes"], pods=objs["pods"], daemonsets=objs["daemonsets"],
                          cluster_policies=objs["cluster_policies"])
     state = op.collect_state(kube)
-    assert state["namespace_labels"] is None  # the double serves no namespaces: 404 -> unknown
+    assert state["namespace_labels"]["pod-security.kubernetes.io/enforce"] == "privileged"  # namespaces.json
     assert state["runtimes"]["dgx-h100-0"].startswith("containerd://")
     fs = op.verify(state, kube.nodes(), check_metrics=False)
     assert [(f.severity, f.title) for f in fs] == [(Severity.OK, "GPU Operator verified")]
+
+
+def _ns(name: str, **labels: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}}
+
+
+def test_preflight_reads_namespace_labels_through_the_client(double_for):
+    """GET /api/v1/namespaces/{name} through the real client: the kubectl fixture's gpu-operator namespace is
+    privileged (no PodSecurity finding); a baseline one is flagged; a missing one is 'create it'."""
+    nodes = SIM.nodes_json()["items"]
+    double, kube = double_for(nodes=nodes)
+    obj = kube.core.read_namespace("gpu-operator")
+    assert obj.metadata.labels == {"kubernetes.io/metadata.name": "gpu-operator",
+                                   "pod-security.kubernetes.io/enforce": "privileged"}
+    assert [n.metadata.name for n in kube.core.list_namespace().items] == ["default", "gpu-operator", "kube-system", "notebooks"]
+    state = op.collect_state(kube)
+    assert double.requests_to("GET", "/api/v1/namespaces/gpu-operator")
+    assert not [f for f in op.preflight(kube.nodes(), namespace_labels=state["namespace_labels"])
+                if "PodSecurity" in f.title or "Namespace" in f.title]
+
+    _, kube = double_for(nodes=nodes, namespaces=[_ns("gpu-operator", **{"pod-security.kubernetes.io/enforce": "baseline"})])
+    fs = op.preflight(kube.nodes(), namespace_labels=op.collect_state(kube)["namespace_labels"])
+    ps = [f for f in fs if f.data.get("check") == "pod_security"]
+    assert len(ps) == 1 and ps[0].severity == Severity.CRITICAL and "'baseline'" in ps[0].title
+    assert ps[0].commands == ["kubectl label --overwrite namespace gpu-operator pod-security.kubernetes.io/enforce=privileged"]
+
+    _, kube = double_for(nodes=nodes, namespaces=[_ns("default")])
+    with pytest.raises(Exception) as e:
+        kube.core.read_namespace("gpu-operator")
+    assert getattr(e.value, "status", None) == 404
+    assert op.collect_state(kube)["namespace_labels"] is None
+    fs = op.preflight(kube.nodes(), namespace_labels=None)
+    assert any(f.title == "Namespace gpu-operator not found (or not readable): create it privileged" for f in fs)
 
 
 def test_operator_not_installed_crd_absent(double_for):
@@ -295,16 +329,90 @@ def test_cuda_test_pod_validates():
     assert mig["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": 1}
 
 
+def test_renamed_time_slicing_node_accepts_gpu_shared():
+    nodes = nodes_frame(read_list(K8SFIX / "nodes-timeslicing-renamed.json"))
+    row = next(nodes.itertuples(index=False))
+    assert op.expected_devices(row) == {"nvidia.com/gpu.shared": 16}        # gpu.count 4 x replicas 4
+    assert op.check_nodes(nodes) == []                                       # allocatable 16 of 16
+    doc = json.loads((K8SFIX / "nodes-timeslicing-renamed.json").read_text())
+    doc["items"][0]["status"]["allocatable"]["nvidia.com/gpu.shared"] = "12"  # one A10G's 4 replicas unhealthy
+    short = op.check_nodes(nodes_frame(doc))
+    assert checks(short) == ["allocatable_short"]
+    assert short[0].data["resource"] == "nvidia.com/gpu.shared" and short[0].data["alloc"] == 12
+    doc["items"][0]["status"]["allocatable"]["nvidia.com/gpu.shared"] = "0"
+    zero = op.check_nodes(nodes_frame(doc))
+    assert checks(zero) == ["allocatable_zero"] and zero[0].data["resource"] == "nvidia.com/gpu.shared"
+
+
+def test_renamed_time_slicing_node_through_the_client(double_for):
+    _, kube = double_for(nodes=read_list(K8SFIX / "nodes-timeslicing-renamed.json")["items"],
+                         pods=read_list(K8SFIX / "pods-gpu-shared.json")["items"], daemonsets=[], cluster_policies=[])
+    nodes = kube.nodes()
+    assert nodes[["gpu_allocatable", "gpu_replicas", "sharing_strategy"]].values.tolist() == [[16, 4, "time-slicing"]]
+    assert op.check_nodes(nodes) == []
+    assert kube.pods()["gpu_request"].tolist() == [1]
+
+
+def test_dcgm_up_targets_name_nodes_down_and_absent():
+    nodes = nodes_frame(read_list(K8SFIX / "nodes.json"))
+    last = pd.DataFrame({"node": ["ip-10-0-12-34.ec2.internal"] * 7 + ["gke-inference-l4-pool-7c9e2f1a-x2bd"] * 2,
+                         "gpu": ["0", "1", "2", "3", "4", "5", "6", "0", "1"]})
+    up = [{"metric": {"job": "nvidia-dcgm-exporter", "instance": "10.0.12.40:9400", "node": "ip-10-0-12-34.ec2.internal"},
+           "value": [0, "1"]},
+          # no node label: the instance's host is the node name
+          {"metric": {"job": "nvidia-dcgm-exporter", "instance": "gke-inference-l4-pool-7c9e2f1a-x2bd:9400"}, "value": [0, "1"]},
+          {"metric": {"job": "nvidia-dcgm-exporter", "instance": "10.0.7.10:9400", "nodename": "dgx-a100-07"}, "value": [0, "0"]}]
+    fs = op.check_dcgm(last, nodes, up=up)
+    down = by_check(fs, "dcgm_target_down")
+    assert [(f.node, f.title) for f in down] == [("dgx-a100-07", "dcgm-exporter target 10.0.7.10:9400 is down in Prometheus")]
+    # dgx-a100-07's missing series follow from its down target: not reported twice
+    miss = {f.node: f for f in by_check(fs, "dcgm_missing")}
+    assert set(miss) == {"ip-10-0-12-34.ec2.internal"} and miss["ip-10-0-12-34.ec2.internal"].data["gpus"] == "7"
+    assert any("10.0.12.40:9400 is up" in e for e in miss["ip-10-0-12-34.ec2.internal"].evidence)
+    # the other two Ready GPU nodes have no exporter target at all (the CPU node and NotReady nodes are skipped)
+    absent = sorted(f.node for f in by_check(fs, "dcgm_target_absent"))
+    assert absent == ["aks-a100spot-31415926-vmss000002", "ip-10-0-77-8.us-west-2.compute.internal"]
+    assert all(f.severity == Severity.WARNING for f in by_check(fs, "dcgm_target_absent"))
+
+
 @pytest.mark.prometheus
 def test_dcgm_presence_against_real_prometheus(live_env):
-    """The backfilled demo fleet: every GPU reports except dgx-h100-1 GPU 5, which fell off the bus (XID 79)
-    2 h before the end and stopped reporting 60 s later; the TSDB has no `up` series (backfill, no scrapes)."""
+    """The backfilled demo fleet: every node's exporter target is up; every GPU reports except dgx-h100-1 GPU 5,
+    which fell off the bus (XID 79) 2 h before the end and stopped reporting 60 s later."""
     import gpulib
     src = gpulib.connect("live")
     last, up = op.dcgm_presence(src)
-    assert up is None
-    fs = op.check_dcgm(last, src.nodes())
-    assert [(f.node, f.data["gpus"]) for f in fs] == [("dgx-h100-1", "5")]
+    nodes = src.nodes()
+    targets = op.exporter_targets(up, nodes["node"])
+    assert sorted(targets["node"]) == sorted(nodes["node"])            # one target per demo node
+    assert set(targets["up"]) == {1.0} and set(targets["job"]) == {"nvidia-dcgm-exporter"}
+    assert all(i.endswith(":9400") for i in targets["instance"])
+    fs = op.check_dcgm(last, nodes, up=up)
+    assert [(f.node, f.data["check"], f.data.get("gpus")) for f in fs] == [("dgx-h100-1", "dcgm_missing", "5")]
+    assert any("is up: the exporter is scraped" in e for e in fs[0].evidence)
+
+
+@pytest.mark.prometheus
+def test_exporter_down_against_real_prometheus(tmp_path):
+    """A scenario whose l4-spot-0 exporter is not scraped (up 0, no series) through a real Prometheus: one
+    target-down finding for that node and no separate missing-series finding for its GPUs."""
+    import gpulib
+    from conftest import DEMO_END, SCRAPE, _need_prometheus
+    from promharness import PrometheusServer, backfill
+
+    _need_prometheus()
+    sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE, exporter_down=["l4-spot-0"])
+    server = PrometheusServer(backfill(sim, "20m", tmp_path), tmp_path)
+    try:
+        src = gpulib.connect("prometheus", url=server.url, end=DEMO_END)
+        last, up = op.dcgm_presence(src)
+        fs = op.check_dcgm(last, nodes_frame(sim.nodes_json()), up=up)
+    finally:
+        server.stop()
+    assert sorted((f.node, f.data["check"]) for f in fs) == [("dgx-h100-1", "dcgm_missing"),
+                                                             ("l4-spot-0", "dcgm_target_down")]
+    down = by_check(fs, "dcgm_target_down")[0]
+    assert down.severity == Severity.CRITICAL and down.data["instance"].endswith(":9400")
 
 
 # ------------------------------------------------------------------ Source.operator_state

@@ -171,3 +171,71 @@ def test_every_catalog_bucket_has_an_sop():
     sops = set(load_table("xid_sop")["key"])
     assert set(load_table("xid_catalog")["immediate_action"]) <= sops
     assert set(load_table("xid_recovery_actions")["bucket"]) <= sops
+
+
+# ------------------------------------------------- kernel-log XIDs joined to DCGM frames by pci_bus_id
+def _fleet_summary(stat, values):
+    """A fleet-wide SUMMARY frame as Prometheus returns it: two DGX nodes with the SAME PCI layout
+    (bus 0x18 and 0x2a), dcgm-exporter's 8-digit-domain pci_bus_id; the other node comes first."""
+    rows = []
+    for node in ("gpu-node-8", NODE):
+        for gpu, bus in (("0", "00000000:18:00.0"), ("1", "00000000:2A:00.0")):
+            rows.append(dict(node=node, gpu=gpu, uuid=f"GPU-{node}-{gpu}", pci_bus_id=bus, model="NVIDIA H100 80GB HBM3",
+                             pod="vllm-7d9f-abc" if (node, gpu) == (NODE, "1") else "", namespace="infer" if (node, gpu) == (NODE, "1") else "",
+                             container="", gpu_i_profile="", gpu_i_id="", stat=stat, value=values.get((node, gpu), 0.0)))
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def test_kernel_log_xid_mapped_by_dcgm_pci_bus_id_to_this_nodes_gpu_and_uuid():
+    # no nvidia-smi: the only join from the kernel's "PCI:0000:2a:00" to an index/UUID is DCGM's pci_bus_id label
+    ev = parse_kernel_log("[Mon Nov 30 03:18:00 2026] NVRM: Xid (PCI:0000:2a:00): 79, pid='<unknown>', name=<unknown>, "
+                          "GPU has fallen off the bus.\n")
+    dcgm = {"DCGM_FI_DEV_GPU_TEMP": _fleet_summary("p95", {}),
+            triage.XID_GAUGE: _fleet_summary("last", {(NODE, "1"): 79.0})}
+    fs = triage.triage_node(NODE, xid_events=ev, dcgm=dcgm, pods=pods_frame())
+    top = fs[0]
+    assert top.data["bucket"] == "RESTART_BM" and top.gpu == "1"
+    # gpu-node-8 GPU 1 sits on the same bus number: the UUID must be this node's
+    assert top.data["uuid"] == f"GPU-{NODE}-1" and top.data["pci_bus_id"] == "0000:2a:00.0"
+    # the sticky gauge's 79 on the same GPU is the same event: counted once, from the kernel log
+    assert any(e.startswith("XID 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS x1") and "[kernel log]" in e
+               for e in top.evidence)
+    assert [f for f in fs if f.data.get("xids")] == [top]
+    assert [p["pod"] for p in top.data["pods"]] == ["vllm-7d9f-abc"]
+
+
+def test_demo_xid_timeline_puts_the_kernel_log_line_on_gpu_5_with_its_uuid():
+    import gpulib
+    from gpulib import xid_runbook as xr
+
+    src = gpulib.connect("demo")
+    inp = xr.collect(src, "dgx-h100-1", None, "6h")
+    inp.smi = None   # without nvidia-smi: only DCGM's pci_bus_id can place the line
+    dev = next(d for d in src.sim.devices if d.node == "dgx-h100-1" and d.index == 5 and not d.is_instance)
+    ev = xr.xid_timeline(inp)
+    kernel = ev[ev["source"] == "kernel log"]
+    assert kernel[["gpu", "uuid", "pci_bus_id", "xid"]].values.tolist() == [["5", dev.uuid, "0000:68:00.0", 79]]
+    gauge = ev[ev["source"].str.startswith(triage.XID_GAUGE)]
+    assert gauge[["gpu", "uuid", "pci_bus_id", "xid"]].values.tolist() == [["5", dev.uuid, "0000:68:00.0", 79]]
+    top = xr.findings(inp)[0]
+    assert top.gpu == "5" and top.data["uuid"] == dev.uuid and top.data["xids"] == [79]
+    assert any("x1" in e and "[kernel log]" in e for e in top.evidence)
+
+
+@pytest.mark.prometheus
+def test_live_kernel_log_file_lands_on_gpu_5_through_prometheus_pci_bus_id(live_env, tmp_path):
+    import gpulib
+    from gpulib import xid_runbook as xr
+    from gpulib.demo import FleetSimulator
+    from conftest import DEMO_END, SCRAPE
+
+    sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)
+    log = tmp_path / "dmesg-T.txt"
+    log.write_text(sim.kernel_log("dgx-h100-1"))
+    dev = next(d for d in sim.devices if d.node == "dgx-h100-1" and d.index == 5 and not d.is_instance)
+    inp = xr.collect(gpulib.connect("live"), "dgx-h100-1", None, "6h", kernel_log_file=str(log))
+    assert inp.smi is None                      # the live source has no nvidia-smi -q
+    ev = xr.xid_timeline(inp)
+    assert ev.loc[ev["source"] == "kernel log", ["gpu", "uuid"]].values.tolist() == [["5", dev.uuid]]
+    top = xr.findings(inp)[0]
+    assert top.gpu == "5" and top.data["bucket"] == "RESTART_BM" and top.data["uuid"] == dev.uuid
