@@ -150,7 +150,11 @@ class Source(ABC):
                 raise InvalidParameter(f"agg={agg!r}; use one of {', '.join(AGGS)}")
             if step_s is None:
                 raise InvalidParameter("agg needs a step (e.g. step='5m', agg='max')")
-            df = self._series_agg(field, w, node, gpu, step_s, agg)
+            native = self._native_step()
+            if native is not None and step_s <= native:  # one sample per step: nothing to aggregate
+                df = self._series(field, w, node, gpu, step_s)
+            else:
+                df = self._series_agg(field, w, node, gpu, step_s, agg)
         return conform(df, SERIES_COLUMNS)
 
     def summary(self, field: str, window: str | timedelta = "6h", stat: str = "avg", *, node: str | None = None,
