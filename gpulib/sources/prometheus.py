@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import numpy as np
 import pandas as pd
 
 from ..dcgm import normalise_labels
@@ -215,30 +216,58 @@ class PrometheusSource(Source):
                     rows.append({"timestamp": ts, **lab, "value": float(v)})
         return rows
 
+    @staticmethod
+    def _range_frame(result: list[dict], *, dedupe: bool) -> pd.DataFrame:
+        """Long SERIES frame of a range-query result, built column-wise: labels are normalised once per
+        series and the ``[ts, "value"]`` pairs become float arrays (no per-sample dict), then rows are
+        ordered by (node, gpu, gpu_i_id, timestamp). ``dedupe`` drops samples repeated under the same
+        normalised labels and timestamp (e.g. two raw series that differ only in a dropped label)."""
+        labels, ts_parts, val_parts = [], [], []
+        for r in result:
+            vals = r.get("values") or []
+            if not vals:
+                continue
+            arr = np.asarray(vals, dtype=float).reshape(-1, 2)
+            labels.append(normalise_labels(r["metric"]))
+            ts_parts.append(arr[:, 0])
+            val_parts.append(arr[:, 1])
+        if not labels:
+            return empty(SERIES_COLUMNS)
+        lab = pd.DataFrame(labels)
+        lengths = np.fromiter((len(t) for t in ts_parts), dtype=np.int64, count=len(ts_parts))
+        series_of_row = np.repeat(np.arange(len(lab)), lengths)
+        df = lab.take(series_of_row).reset_index(drop=True)
+        ts = np.concatenate(ts_parts)
+        df.insert(0, "timestamp", pd.to_datetime(ts, unit="s", utc=True))
+        df["value"] = np.concatenate(val_parts)
+        if dedupe and lab.duplicated().any():
+            df = df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value" and c in df.columns])
+            series_of_row, ts = series_of_row[df.index.to_numpy()], ts[df.index.to_numpy()]
+        device_rank = lab.groupby(["node", "gpu", "gpu_i_id"], sort=True).ngroup().to_numpy()
+        order = np.lexsort((ts, device_rank[series_of_row]))
+        cols = [c for c in SERIES_COLUMNS if c in df.columns] + [c for c in df.columns if c not in SERIES_COLUMNS]
+        return df[cols].take(order)
+
     # ---- Source hooks -------------------------------------------------------------------
     def _series(self, field, window, node, gpu, step):
         end = self.end.timestamp()
         step = step or max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
         start = math.ceil((end - window.total_seconds()) / step) * step
         q = self._by_host("{sel}", field, node, gpu)
-        rows = self._rows(self.query_range(q, start, end, step), vector=False)
-        if not rows:
+        df = self._range_frame(self.query_range(q, start, end, step), dedupe=True)
+        if df.empty:
             raise EmptyResult(f"no series for {q!r} at {self.settings.url} in the last {window}", query=q)
-        df = pd.DataFrame(rows)
-        df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
-        return df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value"]).sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
+        return df
 
     def _series_agg(self, field, window, node, gpu, step, agg):
         """Server-side: ``<agg>_over_time(F[step])`` evaluated every step."""
         end = self.end.timestamp()
         start = math.ceil((end - window.total_seconds()) / step) * step
         q = self._by_host(f"{agg}_over_time({{sel}}[{_fmt_duration(step)}])", field, node, gpu)
-        rows = self._rows(self.query_range(q, start, end, step), vector=False)
-        if not rows:
+        df = self._range_frame(self.query_range(q, start, end, step), dedupe=False)
+        if df.empty:
             raise EmptyResult(f"no series for {q!r} at {self.settings.url} in the last {window}", query=q)
-        df = pd.DataFrame(rows)
-        df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
-        return df.sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
+        return df
 
     def _summary(self, field, window, stat, node, gpu):
         q = self._by_host(_PROMQL_FN[stat].replace("{w}", _fmt_duration(window.total_seconds())), field, node, gpu)
