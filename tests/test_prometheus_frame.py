@@ -59,3 +59,37 @@ def test_without_dedupe_both_duplicate_samples_stay():
 def test_empty_result_gives_an_empty_series_frame():
     df = PrometheusSource._range_frame([{"metric": _metric("n", "0"), "values": []}], dedupe=True)
     assert df.empty and list(df.columns) == SERIES_COLUMNS
+
+
+# --- parse_matrix: Prometheus' own layout of a query_range answer (docs: HTTP API, range vectors) ---------
+from gpulib.sources.prometheus import parse_matrix  # noqa: E402
+
+BODY = (b'{"status":"success","data":{"resultType":"matrix","result":['
+        b'{"metric":{"UUID":"GPU-1","hostname":"n]]1","pod":"a\\"b"},"values":[[1795346400,"0.5"],[1795346700,"NaN"],'
+        b'[1795347000,"+Inf"],[1795347300,"1e-05"]]},'
+        b'{"metric":{},"values":[]},'
+        b'{"metric":{"hostname":"n2"},"values":[[1795346400.5,"-3"]]}]}}')
+
+
+def test_parse_matrix_reads_pairs_as_arrays_and_labels_with_brackets_and_quotes():
+    out = parse_matrix(BODY)
+    assert [r["metric"] for r in out] == [{"UUID": "GPU-1", "hostname": "n]]1", "pod": 'a"b'}, {}, {"hostname": "n2"}]
+    a = out[0]
+    assert a["ts"].tolist() == [1795346400, 1795346700, 1795347000, 1795347300]
+    assert a["v"][0] == 0.5 and math.isnan(a["v"][1]) and a["v"][2] == math.inf and a["v"][3] == 1e-05
+    assert len(out[1]["ts"]) == 0
+    assert out[2]["ts"].tolist() == [1795346400.5] and out[2]["v"].tolist() == [-3.0]
+
+
+def test_parse_matrix_declines_what_it_does_not_know():
+    vector = b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}'
+    histogram = (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+                 b'"histograms":[[1,{"count":"1","sum":"1"}]]}]}}')
+    truncated = BODY[:120]
+    assert parse_matrix(vector) is None and parse_matrix(histogram) is None and parse_matrix(truncated) is None
+    # and what it accepts equals json's reading, pair by pair
+    import json
+
+    ref = json.loads(BODY)["data"]["result"]
+    for mine, theirs in zip(parse_matrix(BODY), ref):
+        assert [[t, v] for t, v in zip(mine["ts"], mine["v"])][:1] == [[float(p[0]), float(p[1])] for p in theirs["values"]][:1]
