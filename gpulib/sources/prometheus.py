@@ -329,19 +329,32 @@ class PrometheusSource(Source):
         if not labels:
             return empty(SERIES_COLUMNS)
         lab = pd.DataFrame(labels)
-        lengths = np.fromiter((len(t) for t in ts_parts), dtype=np.int64, count=len(ts_parts))
+        # order the series by device, then by first sample, so the rows come out time-ordered per
+        # device without sorting (and copying) the long frame; a full sort only when series interleave
+        device_rank = lab.groupby(["node", "gpu", "gpu_i_id"], sort=True).ngroup().to_numpy()
+        first_ts = np.array([t[0] for t in ts_parts])
+        by_series = np.lexsort((first_ts, device_rank))
+        lab = lab.take(by_series).reset_index(drop=True)
+        device_rank = device_rank[by_series]
+        lengths = np.array([len(ts_parts[i]) for i in by_series], dtype=np.int64)
         series_of_row = np.repeat(np.arange(len(lab)), lengths)
-        df = lab.take(series_of_row).reset_index(drop=True)
-        ts = np.concatenate(ts_parts)
-        df.insert(0, "timestamp", pd.to_datetime(ts, unit="s", utc=True))
-        df["value"] = np.concatenate(val_parts)
+        ts = np.concatenate([ts_parts[i] for i in by_series])
+        values = np.concatenate([val_parts[i] for i in by_series])
+        del ts_parts, val_parts
+        cols = {"timestamp": pd.to_datetime(ts, unit="s", utc=True)}
+        cols.update({c: lab[c].take(series_of_row).reset_index(drop=True) for c in lab.columns})
+        cols["value"] = values
+        df = pd.DataFrame(cols, copy=False)
+        df = df[[c for c in SERIES_COLUMNS if c in df.columns] + [c for c in df.columns if c not in SERIES_COLUMNS]]
         if dedupe and lab.duplicated().any():
             df = df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value" and c in df.columns])
-            series_of_row, ts = series_of_row[df.index.to_numpy()], ts[df.index.to_numpy()]
-        device_rank = lab.groupby(["node", "gpu", "gpu_i_id"], sort=True).ngroup().to_numpy()
-        order = np.lexsort((ts, device_rank[series_of_row]))
-        cols = [c for c in SERIES_COLUMNS if c in df.columns] + [c for c in df.columns if c not in SERIES_COLUMNS]
-        return df[cols].take(order)
+            keep = df.index.to_numpy()
+            series_of_row, ts = series_of_row[keep], ts[keep]
+        row_rank = device_rank[series_of_row]
+        in_order = bool(np.all((np.diff(row_rank) > 0) | ((np.diff(row_rank) == 0) & (np.diff(ts) >= 0))))
+        if not in_order:  # series of one device overlap in time: stable sort by (device, time)
+            df = df.take(np.lexsort((ts, row_rank)))
+        return df
 
     # ---- Source hooks -------------------------------------------------------------------
     def _series(self, field, window, node, gpu, step):
