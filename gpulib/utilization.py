@@ -98,7 +98,7 @@ def normalise_activity(frame: pd.DataFrame, field: str) -> pd.DataFrame:
     if field not in ACTIVITY_SCALE:
         raise InvalidParameter(f"activity field {field!r} is not one of {sorted(ACTIVITY_SCALE)}")
     _require(frame, ["value"], "activity")
-    out = frame.copy()
+    out = frame.copy(deep=False)  # copy-on-write (pandas >= 3): the caller's frame is never changed
     out["value"] = (pd.to_numeric(out["value"], errors="coerce") * ACTIVITY_SCALE[field]).clip(0.0, 1.0)
     return out
 
@@ -142,7 +142,7 @@ def prepare_samples(activity: pd.DataFrame, fb_used: pd.DataFrame | None = None,
     sample duration only for series with a single sample.
     """
     _require(activity, ["timestamp", "value", *SERIES_KEYS], "activity")
-    s = activity.copy()
+    s = activity.copy(deep=False)  # copy-on-write: label columns are replaced below, not copied first
     for c in SERIES_KEYS + _LABELS:
         if c not in s.columns:
             s[c] = ""
