@@ -220,13 +220,17 @@ def price_table(prices: pd.DataFrame | None = None, *, provider: str | None = No
 # ----------------------------------------------------------------------------------------------
 # nodes and pods (small frames: per-row Python is fine here, never per sample)
 # ----------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1024)
+def _mig_profile_share(profile: str) -> float:
+    """:func:`mig_share` of one profile name, cached (called per pod and per node)."""
+    return float(mig_share(pd.Series([profile])).iloc[0])
+
+
 def _mig_equivalents(d: Any) -> float:
     """Sum of GPU shares of a {'nvidia.com/mig-3g.40gb': 2, ...} dict."""
     if not isinstance(d, Mapping) or not d:
         return 0.0
-    names = pd.Series([str(k).split("mig-")[-1] for k in d])
-    counts = pd.Series([float(v or 0) for v in d.values()])
-    return float((mig_share(names) * counts).sum())
+    return float(sum(_mig_profile_share(str(k).split("mig-")[-1]) * float(v or 0) for k, v in d.items()))
 
 
 def _truthy(col: pd.Series) -> pd.Series:

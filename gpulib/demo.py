@@ -483,8 +483,15 @@ class FleetSimulator:
                 lines += [f"# HELP {name} {help_}", f"# TYPE {name} {typ}", *body]
         return "\n".join(lines) + "\n"
 
-    def write_openmetrics(self, path: str | Path, window: str = "6h", step: float | None = None) -> Path:
+    def write_openmetrics(self, path: str | Path, window: str = "6h", step: float | None = None, *,
+                          start: float | datetime | None = None, end: float | datetime | None = None,
+                          metrics: Iterable[str] | None = None) -> Path:
         """Write the scenario's last ``window`` as OpenMetrics for ``promtool tsdb create-blocks-from openmetrics``.
+
+        ``start`` / ``end`` (epoch seconds or datetimes; both ends inclusive, like :meth:`grid`) write
+        one slice of time instead, so a long history can be generated and backfilled a block at a
+        time (``end`` defaults to the scenario end, ``start`` to ``end - window``). ``metrics`` limits
+        the file to those DCGM metric names (the demo vLLM series are then left out).
 
         Counters are typed ``unknown`` because OpenMetrics requires counter samples to end in
         ``_total``, which dcgm-exporter's names do not; queries are unaffected. Each node's exporter
@@ -492,10 +499,21 @@ class FleetSimulator:
         (``up{job="nvidia-dcgm-exporter",instance="<ip>:9400",node="<node>"}``, 0 for ``exporter_down``).
         """
         path = Path(path)
-        start = self.end_s - parse_window(window).total_seconds()
-        t = self.grid(start, self.end_s, step)
+        end_s = self._epoch(end, "end") if end is not None else self.end_s
+        start_s = (self._epoch(start, "start") if start is not None
+                   else end_s - parse_window(window).total_seconds())
+        if start_s > end_s:
+            raise InvalidParameter(f"start={start!r} is after end={end!r}")
+        names = self.metric_names()
+        if metrics is not None:
+            wanted = list(metrics)
+            unknown = [m for m in wanted if m not in names]
+            if unknown:
+                raise InvalidParameter(f"metrics={unknown}: not simulated here; simulated: {', '.join(names)}")
+            names = [m for m in names if m in wanted]
+        t = self.grid(start_s, end_s, step)
         with path.open("w") as fh:
-            for name in self.metric_names():
+            for name in names:
                 typ, _, help_ = METRICS[name]
                 fh.write(f"# HELP {name} {help_}\n# TYPE {name} {'gauge' if typ == 'gauge' else 'unknown'}\n")
                 for d in self.devices:
@@ -505,13 +523,23 @@ class FleetSimulator:
                         continue
                     lab = format_labels(self.labels(d))
                     fh.writelines(f"{name}{lab} {format_value(float(x))} {int(ts)}\n" for x, ts in zip(v[ok], t[ok]))
-            self._write_vllm_openmetrics(fh, t)
-            fh.write("# HELP up 1 if the target was scraped, 0 if the scrape failed.\n# TYPE up gauge\n")
-            for target in self.exporter_targets():
-                lab = format_labels(target["labels"])
-                fh.writelines(f"up{lab} {format_value(target['up'])} {int(ts)}\n" for ts in t)
+            if metrics is None:  # a metric-limited slice (fleet benchmark) leaves out vLLM and up
+                self._write_vllm_openmetrics(fh, t)
+                fh.write("# HELP up 1 if the target was scraped, 0 if the scrape failed.\n# TYPE up gauge\n")
+                for target in self.exporter_targets():
+                    lab = format_labels(target["labels"])
+                    fh.writelines(f"up{lab} {format_value(target['up'])} {int(ts)}\n" for ts in t)
             fh.write("# EOF\n")
         return path
+
+    @staticmethod
+    def _epoch(value: float | datetime, name: str) -> float:
+        if isinstance(value, datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise InvalidParameter(f"{name}={value!r}: use epoch seconds or a datetime") from None
 
     def _write_vllm_openmetrics(self, fh, t: np.ndarray) -> None:
         """The demo vLLM pods' ``vllm:`` series (gpulib.inference.demo_vllm_series), one family per sample name

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import lru_cache
@@ -123,12 +124,18 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
             raise InvalidParameter(f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
                                    f"namespaces with pods: {', '.join(sorted(known))}")
     missing: list[str] = []
-    gr = _try_series(src, GR_ENGINE_ACTIVE, window, step, missing)
-    util = None if gr is not None else _try_series(src, GPU_UTIL, window, step, missing)
+    fb_missing: list[str] = []
+    # activity and memory are independent queries: run them side by side, so the client reads one
+    # answer while the server still evaluates the other (at fleet scale each takes seconds)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fb_job = pool.submit(_try_series, src, FB_USED, window, step, fb_missing)
+        gr = _try_series(src, GR_ENGINE_ACTIVE, window, step, missing)
+        util = None if gr is not None else _try_series(src, GPU_UTIL, window, step, missing)
+        fb = fb_job.result()
     if gr is None and util is None:
         raise EmptyResult(f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}",
                           query=GR_ENGINE_ACTIVE)
-    fb = _try_series(src, FB_USED, window, step, missing)
+    missing += fb_missing
     return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
                       fb_used=fb, namespaces=namespaces, missing=missing)
 

@@ -1,7 +1,7 @@
 """The demo fleet simulator: deterministic, with the incidents the scenario injects."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import re
 
@@ -144,3 +144,33 @@ def test_exporter_down_node_has_up_0_and_no_dcgm_series(tmp_path):
     assert 'hostname="a100-80-0"' in text
     with pytest.raises(InvalidParameter, match="gpu-node-99"):
         FleetSimulator(end=END, exporter_down=["gpu-node-99"])
+
+
+def test_openmetrics_chunks_tile_the_window_with_only_the_named_metrics(sim, tmp_path):
+    """Two back-to-back slices (start/end inclusive) hold exactly the samples of the one-file window."""
+    names = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED"]
+    end = END.timestamp()
+
+    def samples(path):
+        lines = path.read_text().splitlines()
+        assert lines[-1] == "# EOF"
+        return [ln for ln in lines if not ln.startswith("#")]
+
+    whole = samples(sim.write_openmetrics(tmp_path / "w.om", "10m", 60, metrics=names))
+    a = samples(sim.write_openmetrics(tmp_path / "a.om", step=60, start=end - 600, end=end - 360, metrics=names))
+    b = samples(sim.write_openmetrics(tmp_path / "b.om", step=60, start=END - timedelta(minutes=5), end=END, metrics=names))
+    assert sorted(a + b) == sorted(whole)
+    # first slice: END-10m .. END-6m at 60 s = 5 timestamps, second: END-5m .. END = 6
+    assert {int(ln.rsplit(" ", 1)[1]) for ln in a} == {int(end) - 600 + 60 * k for k in range(5)}
+    assert {int(ln.rsplit(" ", 1)[1]) for ln in b} == {int(end) - 300 + 60 * k for k in range(6)}
+    assert {ln.split("{", 1)[0] for ln in whole} == set(names)  # no GPU_UTIL, no vllm: series
+    zombie = [ln for ln in b if ln.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") and 'pod="jupyter-alice-0"' in ln]
+    assert len(zombie) == 6 and all(ln.split(" ")[-2] == "0" for ln in zombie)  # zombie since -20h: 0 % active
+
+
+def test_openmetrics_slice_rejects_unknown_metric_and_reversed_range(sim, tmp_path):
+    with pytest.raises(InvalidParameter) as e:
+        sim.write_openmetrics(tmp_path / "x.om", metrics=["DCGM_FI_DEV_NOPE"])
+    assert "DCGM_FI_DEV_NOPE" in str(e.value)
+    with pytest.raises(InvalidParameter):
+        sim.write_openmetrics(tmp_path / "x.om", start=END.timestamp(), end=END.timestamp() - 60)

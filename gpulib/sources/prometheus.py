@@ -14,6 +14,7 @@ so no secret lands in an executed notebook:
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -22,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import numpy as np
 import pandas as pd
 
 from ..dcgm import normalise_labels
@@ -106,6 +108,66 @@ def _fmt_duration(seconds: float) -> str:
     return f"{int(math.ceil(seconds))}s"
 
 
+_MATRIX_HEAD = '{"status":"success","data":{"resultType":"matrix","result":['
+_DECODER = json.JSONDecoder()
+
+
+def parse_matrix(body: bytes | str) -> list[dict] | None:
+    """Parse a ``/api/v1/query_range`` answer into ``[{"metric": {...}, "ts": array, "v": array}]``.
+
+    A matrix is mostly ``[<unix s>,"<value>"]`` pairs; building a Python list and string per pair (what
+    ``json.loads`` does) dominates the client's time at fleet scale. Here each series' label object is
+    decoded with :mod:`json` and its pairs are read by numpy in one pass. Returns None for anything
+    that is not a plain successful float matrix in Prometheus' own layout (native histograms, another
+    key order), so the caller falls back to :func:`json.loads`.
+    """
+    s = body.decode() if isinstance(body, bytes) else body
+    if not s.startswith(_MATRIX_HEAD):
+        return None
+    pos, out = len(_MATRIX_HEAD), []
+    try:
+        while s[pos] != "]":
+            if not s.startswith('{"metric":', pos):
+                return None
+            metric, pos = _DECODER.raw_decode(s, pos + 10)
+            if not s.startswith(',"values":[', pos):
+                return None
+            pos += 10  # at the values' opening bracket
+            if s.startswith("[]", pos):
+                ts = v = np.empty(0)
+                pos += 2
+            else:
+                close = s.find("]]", pos)
+                if close < 0:
+                    return None
+                text = s[pos + 1:close + 1].replace("[", "").replace("]", "").replace('"', "")
+                nums = np.fromstring(text, sep=",") if text else np.empty(0)
+                if nums.size != text.count(",") + 1 or nums.size % 2:
+                    return None
+                ts, v = nums[0::2], nums[1::2]
+                pos = close + 2
+            if s[pos] != "}":
+                return None
+            out.append({"metric": metric, "ts": ts, "v": v})
+            pos += 1
+            if s[pos] == ",":
+                pos += 1
+    except (IndexError, ValueError):
+        return None
+    return out
+
+
+def _as_arrays(r: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(timestamps, values) of one range-result series, from ``ts``/``v`` arrays or JSON ``values`` pairs."""
+    if "ts" in r:
+        return r["ts"], r["v"]
+    vals = r.get("values") or []
+    if not vals:
+        return np.empty(0), np.empty(0)
+    arr = np.asarray(vals, dtype=float).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
+
+
 class PrometheusSource(Source):
     """DCGM series from Prometheus. ``nodes()``/``pods()`` come from a Kubernetes backend (``kube``)."""
 
@@ -142,6 +204,7 @@ class PrometheusSource(Source):
             self._prom = PrometheusConnect(url=s.url, headers=headers, disable_ssl=not s.verify, retry=retry,
                                            auth=(s.user, s.password) if s.user else None, session=session,
                                            timeout=s.timeout)
+            self._session, self._headers = session, headers  # the fast range path reuses them (retries mounted)
         return self._prom
 
     def _call(self, fn, query: str, *args, **kwargs):
@@ -195,6 +258,39 @@ class PrometheusSource(Source):
             t = t_end + step
         return list(results.values())
 
+    def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
+        """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback).
+        Same request as prometheus-api-client's ``custom_query_range`` (same session, auth, retries)."""
+        from prometheus_api_client.exceptions import PrometheusApiClientException
+
+        client, s = self.client, self.settings
+        resp = self._session.get(f"{client.url}/api/v1/query_range",
+                                 params={"query": promql, "start": round(start), "end": round(end), "step": step},
+                                 headers=self._headers, auth=(s.user, s.password) if s.user else None, timeout=s.timeout)
+        if resp.status_code != 200:
+            raise PrometheusApiClientException(f"HTTP Status Code {resp.status_code} ({resp.content!r})")
+        parsed = parse_matrix(resp.content)
+        if parsed is None:
+            parsed = [{"metric": r["metric"], "values": r.get("values", [])} for r in resp.json()["data"]["result"]]
+        return parsed
+
+    def _range_arrays(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """Like :meth:`query_range` (same chunking), but each series as ``{"metric", "ts", "v"}`` float arrays."""
+        results: dict[tuple, dict] = {}
+        span = step * (MAX_POINTS - 1)
+        t = start
+        while t <= end:
+            t_end = min(end, t + span)
+            for r in self._call(self._get_range, promql, t, t_end, _fmt_duration(step)):
+                ts, v = _as_arrays(r)
+                key = tuple(sorted(r["metric"].items()))
+                acc = results.setdefault(key, {"metric": r["metric"], "ts": [], "v": []})
+                acc["ts"].append(ts)
+                acc["v"].append(v)
+            t = t_end + step
+        return [{"metric": r["metric"], "ts": np.concatenate(r["ts"]), "v": np.concatenate(r["v"])}
+                for r in results.values()]
+
     # ---- helpers ------------------------------------------------------------------------
     def _by_host(self, template: str, field: str, node, gpu) -> str:
         """PromQL that matches either host label (``hostname`` or legacy ``Hostname``) when a node is given."""
@@ -215,30 +311,71 @@ class PrometheusSource(Source):
                     rows.append({"timestamp": ts, **lab, "value": float(v)})
         return rows
 
+    @staticmethod
+    def _range_frame(result: list[dict], *, dedupe: bool) -> pd.DataFrame:
+        """Long SERIES frame of a range-query result (series with ``values`` pairs as in the JSON, or
+        ``ts``/``v`` arrays from :meth:`_range_arrays`), built column-wise: labels are normalised once per
+        series and the ``[ts, "value"]`` pairs become float arrays (no per-sample dict), then rows are
+        ordered by (node, gpu, gpu_i_id, timestamp). ``dedupe`` drops samples repeated under the same
+        normalised labels and timestamp (e.g. two raw series that differ only in a dropped label)."""
+        labels, ts_parts, val_parts = [], [], []
+        for r in result:
+            ts, v = _as_arrays(r)
+            if not len(ts):
+                continue
+            labels.append(normalise_labels(r["metric"]))
+            ts_parts.append(ts)
+            val_parts.append(v)
+        if not labels:
+            return empty(SERIES_COLUMNS)
+        lab = pd.DataFrame(labels)
+        # order the series by device, then by first sample, so the rows come out time-ordered per
+        # device without sorting (and copying) the long frame; a full sort only when series interleave
+        device_rank = lab.groupby(["node", "gpu", "gpu_i_id"], sort=True).ngroup().to_numpy()
+        first_ts = np.array([t[0] for t in ts_parts])
+        by_series = np.lexsort((first_ts, device_rank))
+        lab = lab.take(by_series).reset_index(drop=True)
+        device_rank = device_rank[by_series]
+        lengths = np.array([len(ts_parts[i]) for i in by_series], dtype=np.int64)
+        series_of_row = np.repeat(np.arange(len(lab)), lengths)
+        ts = np.concatenate([ts_parts[i] for i in by_series])
+        values = np.concatenate([val_parts[i] for i in by_series])
+        del ts_parts, val_parts
+        cols = {"timestamp": pd.to_datetime(ts, unit="s", utc=True)}
+        cols.update({c: lab[c].take(series_of_row).reset_index(drop=True) for c in lab.columns})
+        cols["value"] = values
+        df = pd.DataFrame(cols, copy=False)
+        df = df[[c for c in SERIES_COLUMNS if c in df.columns] + [c for c in df.columns if c not in SERIES_COLUMNS]]
+        if dedupe and lab.duplicated().any():
+            df = df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value" and c in df.columns])
+            keep = df.index.to_numpy()
+            series_of_row, ts = series_of_row[keep], ts[keep]
+        row_rank = device_rank[series_of_row]
+        in_order = bool(np.all((np.diff(row_rank) > 0) | ((np.diff(row_rank) == 0) & (np.diff(ts) >= 0))))
+        if not in_order:  # series of one device overlap in time: stable sort by (device, time)
+            df = df.take(np.lexsort((ts, row_rank)))
+        return df
+
     # ---- Source hooks -------------------------------------------------------------------
     def _series(self, field, window, node, gpu, step):
         end = self.end.timestamp()
         step = step or max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
         start = math.ceil((end - window.total_seconds()) / step) * step
         q = self._by_host("{sel}", field, node, gpu)
-        rows = self._rows(self.query_range(q, start, end, step), vector=False)
-        if not rows:
+        df = self._range_frame(self._range_arrays(q, start, end, step), dedupe=True)
+        if df.empty:
             raise EmptyResult(f"no series for {q!r} at {self.settings.url} in the last {window}", query=q)
-        df = pd.DataFrame(rows)
-        df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
-        return df.drop_duplicates(subset=[c for c in SERIES_COLUMNS if c != "value"]).sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
+        return df
 
     def _series_agg(self, field, window, node, gpu, step, agg):
         """Server-side: ``<agg>_over_time(F[step])`` evaluated every step."""
         end = self.end.timestamp()
         start = math.ceil((end - window.total_seconds()) / step) * step
         q = self._by_host(f"{agg}_over_time({{sel}}[{_fmt_duration(step)}])", field, node, gpu)
-        rows = self._rows(self.query_range(q, start, end, step), vector=False)
-        if not rows:
+        df = self._range_frame(self._range_arrays(q, start, end, step), dedupe=False)
+        if df.empty:
             raise EmptyResult(f"no series for {q!r} at {self.settings.url} in the last {window}", query=q)
-        df = pd.DataFrame(rows)
-        df["timestamp"] = pd.to_datetime(df["timestamp"].astype(float), unit="s", utc=True)
-        return df.sort_values(["node", "gpu", "gpu_i_id", "timestamp"])
+        return df
 
     def _summary(self, field, window, stat, node, gpu):
         q = self._by_host(_PROMQL_FN[stat].replace("{w}", _fmt_duration(window.total_seconds())), field, node, gpu)
