@@ -29,7 +29,7 @@ import pandas as pd
 from ..dcgm import normalise_labels
 from ..errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
                       PrometheusTimeout, PrometheusUnreachable)
-from ..schema import SERIES_COLUMNS
+from ..schema import SERIES_COLUMNS, empty
 from .base import Source, register
 
 #: Prometheus refuses range queries of more than 11,000 points per series
