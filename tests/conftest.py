@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers (promharness, k8s_double)
+ROOT = Path(__file__).resolve().parents[1]
 
 from promharness import PrometheusServer, backfill, binaries  # noqa: E402
 
@@ -93,3 +94,29 @@ def live_env(prometheus, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
     yield double
     double.stop()
+
+
+@pytest.fixture
+def run_notebook(tmp_path, monkeypatch):
+    """Factory: ``run_notebook(path)(**params)`` executes a notebook with papermill against this checkout's
+    gpulib (PYTHONPATH), window end pinned to ``DEMO_END``; returns (findings JSON, executed notebook text)."""
+    import itertools
+    import json
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
+    counter = itertools.count()
+
+    def factory(notebook):
+        def run(**params):
+            import papermill as pm
+
+            n = next(counter)
+            findings = tmp_path / f"findings-{n}.json"
+            monkeypatch.setenv("GPUOPS_FINDINGS_PATH", str(findings))
+            out = tmp_path / f"out-{n}.ipynb"
+            pm.execute_notebook(str(notebook), str(out), parameters=params, kernel_name="python3",
+                                progress_bar=False, cwd=str(ROOT))
+            return json.loads(findings.read_text()), out.read_text()
+        return run
+    return factory

@@ -6,12 +6,10 @@ p2p-off run (120.00 GB/s, tests/fixtures/nb_nccl) is a drop to 35 %, below the 1
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_END
 from gpulib import nccl
 from gpulib import nccl_history as H
 from gpulib import nccl_runbook as nr
@@ -24,20 +22,8 @@ DEGRADED = Path(__file__).parent / "fixtures" / "nb_nccl" / "all_reduce_2xH200_p
 
 
 @pytest.fixture
-def run_nb(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
-
-    def run(**params):
-        import papermill as pm
-
-        findings = tmp_path / f"findings-{len(list(tmp_path.glob('findings-*')))}.json"
-        monkeypatch.setenv("GPUOPS_FINDINGS_PATH", str(findings))
-        out = tmp_path / f"out-{findings.stem}.ipynb"
-        pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, kernel_name="python3", progress_bar=False,
-                            cwd=str(ROOT))
-        return json.loads(findings.read_text()), out.read_text()
-    return run
+def run_nb(run_notebook):
+    return run_notebook(NOTEBOOK)
 
 
 def _seed(tmp_path) -> Path:

@@ -6,12 +6,10 @@ and a row-remap failure -> the row-remap-failure rule (drain, RMA).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import DEMO_END
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "runbooks" / "xid_ecc_triage.ipynb"
@@ -20,20 +18,8 @@ pytestmark = pytest.mark.notebook
 
 
 @pytest.fixture
-def run_nb(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
-
-    def run(**params):
-        import papermill as pm
-
-        findings = tmp_path / f"findings-{len(list(tmp_path.glob('findings-*')))}.json"
-        monkeypatch.setenv("GPUOPS_FINDINGS_PATH", str(findings))
-        out = tmp_path / f"out-{findings.stem}.ipynb"
-        pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, kernel_name="python3", progress_bar=False,
-                            cwd=str(ROOT))
-        return json.loads(findings.read_text()), out.read_text()
-    return run
+def run_nb(run_notebook):
+    return run_notebook(NOTEBOOK)
 
 
 def _check_xid79(doc):
