@@ -29,3 +29,17 @@ def test_live_rejects_unknown_node_and_gpu(live_env):
     with pytest.raises(UnknownGPU) as e2:
         live.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="l4-spot-0", gpu=7)
     assert "0..3" in str(e2.value)
+
+
+def test_live_without_kubeconfig_still_answers_dcgm_and_names_the_missing_config(prometheus, monkeypatch, tmp_path, demo_end):
+    from gpulib.errors import KubeconfigMissing
+
+    monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
+    monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    live = gpulib.connect("live")
+    fb = live.summary("DCGM_FI_DEV_FB_USED", "1h", "max", node="a100-80-0")
+    assert len(fb) == 8  # node validated against the DCGM host labels instead
+    with pytest.raises(KubeconfigMissing) as e:
+        live.nodes()
+    assert "no-such-kubeconfig" in str(e.value)

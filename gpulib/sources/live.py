@@ -18,13 +18,16 @@ class LiveSource(PrometheusSource):
     def __init__(self, prometheus_url: str | None = None, *, kubeconfig: str | Path | None = None,
                  context: str | None = None, in_cluster: bool | None = None, config: str | Path | None = None,
                  end: datetime | str | None = None, kube=None, **kwargs):
-        if kube is None:
-            from ..k8s import KubeCluster
+        super().__init__(prometheus_url or kwargs.pop("url", None), config=config, end=end, kube=kube)
+        if kube is None:  # built on first use: no client import or kubeconfig read for DCGM-only work
             if in_cluster is None:
                 in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not (kubeconfig or os.environ.get("KUBECONFIG"))
-            kube = KubeCluster(kubeconfig=kubeconfig, context=context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None,
-                               in_cluster=in_cluster)
-        super().__init__(prometheus_url or kwargs.pop("url", None), config=config, end=end, kube=kube)
+            context = context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None
+
+            def factory():
+                from ..k8s import KubeCluster
+                return KubeCluster(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
+            self._kube_factory = factory
 
     def describe(self) -> str:
         return f"live cluster (Prometheus at {self.settings.url})"

@@ -177,7 +177,9 @@ class PrometheusSource(Source):
                  kube=None, settings: PrometheusSettings | None = None, **_ignored):
         super().__init__(end=end)
         self.settings = settings or load_settings(url, config)
-        self.kube = kube
+        self._kube = kube
+        self._kube_factory = None   # set by LiveSource: the Kubernetes client is built on first use
+        self._kube_error = None
         self._prom = None
         self._host_labels = ("hostname", "Hostname")
 
@@ -243,20 +245,10 @@ class PrometheusSource(Source):
         return self._call(self.client.custom_query, promql, params={"time": self.end.timestamp()})
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
-        """Range query split into chunks of at most 11,000 points per series."""
-        results: dict[tuple, dict] = {}
-        span = step * (MAX_POINTS - 1)
-        t = start
-        while t <= end:
-            t_end = min(end, t + span)
-            chunk = self._call(self.client.custom_query_range, promql,
-                               datetime.fromtimestamp(t, tz=timezone.utc), datetime.fromtimestamp(t_end, tz=timezone.utc),
-                               _fmt_duration(step))
-            for r in chunk:
-                key = tuple(sorted(r["metric"].items()))
-                results.setdefault(key, {"metric": r["metric"], "values": []})["values"].extend(r.get("values", []))
-            t = t_end + step
-        return list(results.values())
+        """Range query split into chunks of at most 11,000 points per series; Prometheus' own result layout
+        (``[{"metric": {...}, "values": [[ts, value], ...]}]``)."""
+        return [{"metric": r["metric"], "values": [[float(t), str(v)] for t, v in zip(r["ts"], r["v"])]}
+                for r in self._range_arrays(promql, start, end, step)]
 
     def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback).
@@ -391,9 +383,23 @@ class PrometheusSource(Source):
         labels = [r["metric"] for r in self.query(f"last_over_time(DCGM_FI_DEV_FB_USED[{w}])")] if "DCGM_FI_DEV_FB_USED" in names else []
         return names, labels
 
+    @property
+    def kube(self):
+        """The Kubernetes backend, built on first use; None when there is none (or its config is missing,
+        in which case the DCGM queries still work and nodes()/pods() raise the kubeconfig error)."""
+        if self._kube is None and self._kube_factory is not None and self._kube_error is None:
+            from ..errors import KubeconfigMissing
+            try:
+                self._kube = self._kube_factory()
+            except KubeconfigMissing as exc:
+                self._kube_error = exc
+        return self._kube
+
     def _require_kube(self):
         if self.kube is None:
             from ..errors import KubeconfigMissing
+            if self._kube_error is not None:
+                raise self._kube_error
             raise KubeconfigMissing("this source has Prometheus only: nodes and pods need a Kubernetes API "
                                     "(set KUBECONFIG / GPUOPS_KUBE_CONTEXT or run in-cluster)")
         return self.kube
