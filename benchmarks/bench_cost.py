@@ -1,4 +1,4 @@
-"""Benchmark gpulib.cost at the fleet size issue #6 names (1,024 GPUs x 7 days at 60 s).
+"""Benchmark gpulib.cost.analysis at the fleet size issue #6 names (1,024 GPUs x 7 days at 60 s).
 
 Builds a synthetic fleet in-process (no Prometheus: this measures the analytics only), runs
 ``analyze_cost`` + the report frames, and times a naive baseline in the same run: a per-series
@@ -22,9 +22,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpulib import cost  # noqa: E402
-from gpulib.schema import NODE_COLUMNS, POD_COLUMNS  # noqa: E402
-from gpulib.utilization import Thresholds  # noqa: E402
+import gpulib.cost.analysis as cost  # noqa: E402
+from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS  # noqa: E402
+from gpulib.cost.usage import Thresholds  # noqa: E402
 
 GPUS_PER_NODE = 8
 

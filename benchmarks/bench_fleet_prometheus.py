@@ -68,7 +68,7 @@ GIB = 1024 ** 3
 # ----------------------------------------------------------------------------------------------
 def simulator():
     from fleet_scenario import make_scenario
-    from gpulib.demo import FleetSimulator
+    from gpulib.demo.simulator import FleetSimulator
 
     return FleetSimulator(make_scenario(scrape_interval=f"{SCRAPE_S}s"), end=END)
 
@@ -165,7 +165,8 @@ def _answer(rep, summary) -> dict:
 
 def _frames(rep, data_step: str) -> tuple[dict, float]:
     """The report's frames and figures (what the notebook cells after the data load build)."""
-    from gpulib import cost, report
+    import gpulib.cost.analysis as cost
+    import gpulib.cost.report as report
 
     t = time.perf_counter()
     summary = cost.executive_summary(rep, top_n=int(report.report_policy("top_actions")))
@@ -182,7 +183,8 @@ def path_report() -> dict:
     t0 = time.perf_counter()
     import gpulib
     import kubernetes  # noqa: F401  (connect("live") imports the official client: ~2.5 s, reported with imports)
-    from gpulib import cost, report
+    import gpulib.cost.analysis as cost
+    import gpulib.cost.report as report
     from gpulib.sources.prometheus import PrometheusSource
 
     t_import = time.perf_counter() - t0
@@ -218,10 +220,10 @@ def path_naive() -> dict:
 
     import kubernetes  # noqa: F401  (as in the report path: imports are reported apart)
 
-    from gpulib import cost
-    from gpulib.dcgm import normalise_labels
-    from gpulib.k8s import KubeCluster
-    from gpulib.schema import SERIES_COLUMNS
+    import gpulib.cost.analysis as cost
+    from gpulib.sources.dcgm import normalise_labels
+    from gpulib.kube.client import KubeCluster
+    from gpulib.core.schema import SERIES_COLUMNS
 
     t_import = time.perf_counter() - t0
     t1 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Benchmark the MIG planner (issue #4 item 7).
 
-1. Fleet scale: ``gpulib.mig_plan.plan`` (exact cutting-stock MILP, HiGHS) on ``--gpus`` GPUs (half A100-80GB, half
+1. Fleet scale: ``gpulib.mig.plan`` (exact cutting-stock MILP, HiGHS) on ``--gpus`` GPUs (half A100-80GB, half
    H100-80GB) and ``--workloads`` single-replica workloads, against first-fit-decreasing (``plan_ffd``) on the same
    input, timed in the same run: time, GPUs used, unplaced replicas, and the ratios.
 2. Optimality: on ``--random`` random instances of up to 8 GPUs (A100-40GB, A30-24GB, H100-80GB; 3-8 instances of
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpulib import mig  # noqa: E402
-from gpulib import mig_plan as mp  # noqa: E402
+import gpulib.mig.geometry as mig  # noqa: E402
+import gpulib.mig.plan as mp  # noqa: E402
 
 BANDS = [(0.80, 1, 9), (0.94, 10, 19), (0.99, 20, 38), (1.0, 45, 75)]
 
@@ -44,7 +44,7 @@ def brute_force_min_gpus(model: str, instances: list[str], max_gpus: int) -> int
 
     Branch and bound over set partitions (instance i joins an existing group or opens the next one),
     cutting a branch as soon as a group is invalid: validity is hereditary (a subset of a valid layout is valid),
-    so no valid partition is skipped. Validity itself is :func:`gpulib.mig.is_valid_layout` (exact placement search).
+    so no valid partition is skipped. Validity itself is :func:`gpulib.mig.geometry.is_valid_layout` (exact placement search).
     """
     valid_cache: dict[tuple, bool] = {}
 

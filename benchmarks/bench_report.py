@@ -39,8 +39,9 @@ DEMO_END = "2026-11-29T12:00:00+00:00"
 def one(step: str, window: str) -> dict:
     """Run the data path once at ``step`` ('raw' = scrape interval) and return timings and results."""
     import gpulib
-    from gpulib import cost, report
-    from gpulib.timeutil import format_duration
+    import gpulib.cost.analysis as cost
+    import gpulib.cost.report as report
+    from gpulib.core.timeutil import format_duration
 
     t0 = time.perf_counter()
     src = gpulib.connect("demo", end=DEMO_END)

@@ -1,4 +1,4 @@
-"""A fleet-scale scenario for :class:`gpulib.demo.FleetSimulator`: 128 nodes x 8 GPUs = 1,024 GPUs.
+"""A fleet-scale scenario for :class:`gpulib.demo.simulator.FleetSimulator`: 128 nodes x 8 GPUs = 1,024 GPUs.
 
 Deterministic (``seed``) mix of what a shared GPU cluster looks like, in the simulator's personas:
 

@@ -1,16 +1,16 @@
 """gpulib: GPU-on-Kubernetes analytics behind the gpu-runbooks notebooks.
 
 Flow (design.md §1): a *source* (demo | live | snapshot | nvml) gives tidy DataFrames, pure
-analysis functions turn them into :class:`~gpulib.findings.Finding` objects, and notebooks,
+analysis functions turn them into :class:`~gpulib.core.findings.Finding` objects, and notebooks,
 the ``gpuops`` CLI and the reports render them.
 
-Imports are lazy so the GPU-facing modules (``gpulib.nvml``, ``gpulib.nccl``) load on a GPU node
+Imports are lazy so the GPU-facing modules (``gpulib.nvidia.nvml``, ``gpulib.nccl.analysis``) load on a GPU node
 that has only numpy/pandas/nvidia-ml-py installed.
 """
 from __future__ import annotations
 
-from .errors import GpulibError  # noqa: F401  (cheap, no third-party imports)
-from .findings import Finding, FindingList, Severity  # noqa: F401
+from gpulib.core.errors import GpulibError  # noqa: F401  (cheap, no third-party imports)
+from gpulib.core.findings import Finding, FindingList, Severity  # noqa: F401
 
 __version__ = "0.1.0"
 __all__ = ["connect", "Finding", "FindingList", "Severity", "GpulibError", "__version__"]
@@ -21,6 +21,6 @@ def connect(source: str = "demo", **kwargs):
 
     See :mod:`gpulib.sources` for each backend's keyword arguments.
     """
-    from .sources import connect as _connect
+    from gpulib.sources import connect as _connect
 
     return _connect(source, **kwargs)

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import typer
 
-from .errors import GpulibError, InvalidParameter
+from gpulib.core.errors import GpulibError, InvalidParameter
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.")
@@ -132,7 +132,7 @@ def resolve_params(info: NotebookInfo, pairs: list[tuple[str, str]]) -> dict[str
             raise InvalidParameter(f"{info.name} has no parameter {key!r}; parameters: {', '.join(known) or 'none'}")
         out[key] = coerce(known[key], raw)
     if "window" in out:
-        from .timeutil import parse_window
+        from gpulib.core.timeutil import parse_window
         parse_window(out["window"])
     return out
 
@@ -150,7 +150,7 @@ class RunResult:
 
     @property
     def worst(self) -> str:
-        from .findings import worst_severity
+        from gpulib.core.findings import worst_severity
         return worst_severity(self.findings).value
 
 
@@ -170,7 +170,7 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     """Execute one notebook with papermill into ``out_root/<timestamp>-<name>/`` and export HTML."""
     import papermill as pm
 
-    from .findings import load_findings
+    from gpulib.core.findings import load_findings
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = out_root / f"{stamp}-{info.name}"
@@ -249,7 +249,7 @@ def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None)
 
 
 def _print_result(res: RunResult, limit: int = 5) -> None:
-    from .findings import sort_findings
+    from gpulib.core.findings import sort_findings
 
     status = "FAILED" if res.failed else ("INCOMPLETE" if res.errors else "done")
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
@@ -265,7 +265,7 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
 
 
 def _exit_code(results: list[RunResult], fail_on: str) -> int:
-    from .findings import Severity
+    from gpulib.core.findings import Severity
 
     if any(r.failed or r.errors for r in results):
         return EXIT_FAILED
@@ -389,7 +389,7 @@ def exporter_cmd(port: int = typer.Option(9400, help="listen port on 127.0.0.1")
     """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from .demo import FleetSimulator
+    from gpulib.demo.simulator import FleetSimulator
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -420,8 +420,8 @@ def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to writ
                  window: str = typer.Option("24h", help="how much history to write"),
                  step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)")):
     """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
-    from .demo import FleetSimulator
-    from .timeutil import parse_window
+    from gpulib.demo.simulator import FleetSimulator
+    from gpulib.core.timeutil import parse_window
 
     try:
         sim = FleetSimulator()

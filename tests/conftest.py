@@ -51,7 +51,7 @@ def prometheus_scenarios(tmp_path_factory):
         key = (label_style, counters)
         if key not in servers:
             _need_prometheus()
-            from gpulib.demo import FleetSimulator
+            from gpulib.demo.simulator import FleetSimulator
             work = tmp_path_factory.mktemp(f"prom-{label_style}-{counters}")
             sim = FleetSimulator(end=DEMO_END, label_style=label_style, counters=counters, scrape_interval=SCRAPE)
             tsdb = backfill(sim, BACKFILL_WINDOW, work)
@@ -82,7 +82,7 @@ def _isolated_env(monkeypatch, tmp_path):
 def live_env(prometheus, tmp_path, monkeypatch):
     """Environment for ``source="live"``: the real Prometheus above plus a Kubernetes API double serving
     the same scenario's nodes and pods, window end pinned to the scenario's end (GPUOPS_END)."""
-    from gpulib.demo import FleetSimulator
+    from gpulib.demo.simulator import FleetSimulator
     from k8s_double import start_k8s_double
 
     sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpulib.schema import NODE_COLUMNS, POD_COLUMNS, SERIES_COLUMNS
+from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, SERIES_COLUMNS
 
 T0 = pd.Timestamp("2026-01-05T00:00:00Z")
 H100 = "NVIDIA H100 80GB HBM3"

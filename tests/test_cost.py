@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from cost_frames import H100, T0, frames, node, pod, series
-from gpulib import cost
-from gpulib.errors import InvalidParameter, InvalidWindow
-from gpulib.findings import Finding, Severity
-from gpulib.utilization import GPU_UTIL, GR_ENGINE_ACTIVE, mig_share
+import gpulib.cost.analysis as cost
+from gpulib.core.errors import InvalidParameter, InvalidWindow
+from gpulib.core.findings import Finding, Severity
+from gpulib.cost.usage import GPU_UTIL, GR_ENGINE_ACTIVE, mig_share
 
 HPM = 730.0  # cost_policy.csv hours_per_month
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from cost_frames import frames, node, pod, series
-from gpulib import cost
-from gpulib.errors import InvalidParameter
-from gpulib.knowledge import load_table
+import gpulib.cost.analysis as cost
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.knowledge import load_table
 
 FIX = Path(__file__).parent / "fixtures" / "cost"
 

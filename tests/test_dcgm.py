@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.dcgm import normalise_labels, parse_scrape
+from gpulib.sources.dcgm import normalise_labels, parse_scrape
 
 FIX = Path(__file__).parent / "fixtures" / "dcgm"
 

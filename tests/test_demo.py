@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from gpulib.dcgm import parse_scrape
-from gpulib.demo import FleetSimulator
-from gpulib.errors import InvalidParameter
-from gpulib.xid import parse_kernel_log
+from gpulib.sources.dcgm import parse_scrape
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.core.errors import InvalidParameter
+from gpulib.xid.catalog import parse_kernel_log
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 

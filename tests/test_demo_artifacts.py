@@ -15,11 +15,11 @@ import pytest
 
 import gpulib
 from conftest import DEMO_END
-from gpulib.demo import FleetSimulator
-from gpulib.demo_artifacts import DEMO_NCCL_TESTS, DEMO_NVLINK_STATUS, DEMO_TOPOLOGY, demo_file, render_smi_query
-from gpulib.errors import InvalidParameter, UnknownNode
-from gpulib.nccl import parse_nccl_tests_all, parse_topology
-from gpulib.smi import parse_query
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_NVLINK_STATUS, DEMO_TOPOLOGY, demo_file, render_smi_query
+from gpulib.core.errors import InvalidParameter, UnknownNode
+from gpulib.nccl.analysis import parse_nccl_tests_all, parse_topology
+from gpulib.nvidia.smi import parse_query
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from gpulib.errors import InvalidWindow
-from gpulib.findings import Finding, FindingList, Severity, load_findings, save_findings, sort_findings, worst_severity
-from gpulib.timeutil import format_duration, parse_window
+from gpulib.core.errors import InvalidWindow
+from gpulib.core.findings import Finding, FindingList, Severity, load_findings, save_findings, sort_findings, worst_severity
+from gpulib.core.timeutil import format_duration, parse_window
 
 
 @pytest.mark.parametrize("text,seconds", [("30m", 1800), ("6h", 21600), ("7d", 604800), ("1h30m", 5400), ("90s", 90), ("2w", 1209600)])

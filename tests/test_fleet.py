@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from gpulib import fleet
+import gpulib.fleet.health as fleet
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import kubernetes_validate
 import pandas as pd
 import pytest
 
-from gpulib import inference as inf
-from gpulib import vllm
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
+import gpulib.vllm.deploy as inf
+import gpulib.vllm.memory as vllm
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.findings import Severity
 
 GIB = 2 ** 30
 # project estimates from gpulib/data/model_memory_overheads.csv (flagged inferred there)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulib import k8s
-from gpulib.errors import KubeconfigMissing, KubernetesError
+import gpulib.kube.client as k8s
+from gpulib.core.errors import KubeconfigMissing, KubernetesError
 
 try:
     from tests.k8s_double import KubeApiDouble, free_port, k8s_double  # noqa: F401  (fixture)

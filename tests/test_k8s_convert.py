@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulib import k8s
-from gpulib.schema import NODE_COLUMNS, POD_COLUMNS
+import gpulib.kube.client as k8s
+from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
 
 FIX = Path(__file__).parent / "fixtures" / "k8s"
 DGX, AKS, H100 = "dgx-a100-07", "aks-a100spot-31415926-vmss000002", "ip-10-0-12-34.ec2.internal"

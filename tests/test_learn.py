@@ -2,6 +2,7 @@
 (a changed data file or demo scenario changes what the executed lesson shows)."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -12,8 +13,10 @@ import pytest
 import yaml
 
 import gpulib
-from gpulib import cli, learn, nccl
-from gpulib.errors import InvalidParameter
+from gpulib import cli
+import gpulib.learn.lessons as learn
+import gpulib.nccl.analysis as nccl
+from gpulib.core.errors import InvalidParameter
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted(p.stem for p in (ROOT / "runbooks" / "learn").glob("*.ipynb"))
@@ -232,7 +235,7 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     assert mod["idle_cost"] < base["idle_cost"]
     assert mod["potential_monthly_saving"] < base["potential_monthly_saving"]
     assert f"{mod['gpus']} GPUs" in mod_html and f"{base['gpus']} GPUs" not in mod_html
-    # the rendered figure is what gpulib.cost computes on that scenario
+    # the rendered figure is what gpulib.cost.analysis computes on that scenario
     rep = learn.cost_report(gpulib.connect("demo", scenario=str(scen)), "24h")
     assert mod["idle_gpu_hours"] == pytest.approx(rep.usage["idle_allocated_gpu_hours"].sum(), abs=0.01)
 
@@ -240,6 +243,6 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
 def test_optional_module_names_the_gap(monkeypatch):
     shown: list[str] = []
     monkeypatch.setattr(learn, "_display_html", shown.append)
-    assert learn.optional_module("mig") is gpulib.mig and shown == []
+    assert learn.optional_module("mig") is importlib.import_module("gpulib.mig") and shown == []
     assert learn.optional_module("no_such_module_xyz") is None
     assert "gpulib.no_such_module_xyz is not in" in shown[0]

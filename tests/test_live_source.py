@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import gpulib
-from gpulib.errors import UnknownGPU, UnknownNode
+from gpulib.core.errors import UnknownGPU, UnknownNode
 
 
 @pytest.mark.prometheus
@@ -32,7 +32,7 @@ def test_live_rejects_unknown_node_and_gpu(live_env):
 
 
 def test_live_without_kubeconfig_still_answers_dcgm_and_names_the_missing_config(prometheus, monkeypatch, tmp_path, demo_end):
-    from gpulib.errors import KubeconfigMissing
+    from gpulib.core.errors import KubeconfigMissing
 
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())

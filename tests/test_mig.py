@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from gpulib import mig
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
+import gpulib.mig.geometry as mig
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.knowledge import data_path
+from gpulib.core.findings import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "mig"
 
@@ -125,7 +126,7 @@ def test_gpu_model_from_product_labels():
 
 
 def test_catalog_data_is_complete_and_consistent():
-    cat = pd.read_csv(Path(mig.__file__).parent / "data" / "mig_profiles.csv")
+    cat = pd.read_csv(data_path("mig_profiles.csv"))
     assert set(cat["gpu_model"]) == {"A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H100-96GB",
                                      "GH200-144GB", "H200-141GB", "B200"}
     assert cat["source"].str.len().gt(10).all() and set(cat["inferred"]) <= {"yes", "no"}

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from gpulib import mig
-from gpulib import mig_plan as mp
-from gpulib.findings import Severity
+import gpulib.mig.geometry as mig
+import gpulib.mig.plan as mp
+from gpulib.core.findings import Severity
 
 
 def brute_force_min_gpus(model, instances, max_gpus):

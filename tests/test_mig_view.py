@@ -11,9 +11,11 @@ import math
 import pandas as pd
 import pytest
 
-from gpulib import mig, mig_plan as mp, mig_view as mv
-from gpulib.errors import InvalidParameter, UnknownNode
-from gpulib.findings import Severity
+import gpulib.mig.geometry as mig
+import gpulib.mig.plan as mp
+import gpulib.mig.view as mv
+from gpulib.core.errors import InvalidParameter, UnknownNode
+from gpulib.core.findings import Severity
 
 
 def _node(name, product, count, mig_capacity=None):

@@ -16,7 +16,8 @@ import re
 import pytest
 import yaml
 
-from gpulib import cli, mig
+from gpulib import cli
+import gpulib.mig.geometry as mig
 
 pytestmark = pytest.mark.notebook
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpulib import nccl
-from gpulib import nccl_history as H
-from gpulib import nccl_runbook as nr
-from gpulib.demo_artifacts import DEMO_NCCL_TESTS, demo_file
-from gpulib.errors import InvalidParameter
+import gpulib.nccl.analysis as nccl
+import gpulib.nccl.history as H
+import gpulib.nccl.runbook as nr
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
+from gpulib.core.errors import InvalidParameter
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "runbooks" / "nccl_check.ipynb"

@@ -1,4 +1,4 @@
-"""The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its helpers (gpulib.report).
+"""The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its helpers (gpulib.cost.report).
 
 Notebook runs go through the CLI's papermill path (``gpulib.cli.execute``), which writes the executed
 notebook, the code-free HTML and findings.json, exactly as ``gpuops report`` does.
@@ -101,7 +101,7 @@ def test_bad_window_is_recorded_and_html_still_written(report_env, tmp_path):
 
 # ------------------------------------------------------------------------------ helpers (no kernel)
 def test_parse_namespaces():
-    from gpulib.report import parse_namespaces
+    from gpulib.cost.report import parse_namespaces
 
     assert parse_namespaces("") is None
     assert parse_namespaces(" ml , ads,,") == ["ml", "ads"]
@@ -109,21 +109,21 @@ def test_parse_namespaces():
 
 
 def test_step_and_bucket_from_policy():
-    from gpulib.report import heatmap_bucket, series_step
+    from gpulib.cost.report import heatmap_bucket, series_step
 
     assert series_step("7d") == "5m"               # report_policy.csv series_step (with series_agg=max)
     assert series_step("1m") == "1m"               # never coarser than the window
     assert heatmap_bucket("7d", "2m") == "7200s"   # 604800 s / 84 columns = 7200 s, a whole number of 2m steps
     assert heatmap_bucket("6h", "2m") == "360s"    # 21600 / 84 = 257 s -> rounded up to 3 steps
-    from gpulib.errors import InvalidWindow
+    from gpulib.core.errors import InvalidWindow
     with pytest.raises(InvalidWindow, match="7days"):
         series_step("7days")
 
 
 def test_unknown_namespace_names_the_known_ones():
     import gpulib
-    from gpulib.errors import InvalidParameter
-    from gpulib.report import load_report_data
+    from gpulib.core.errors import InvalidParameter
+    from gpulib.cost.report import load_report_data
 
     src = gpulib.connect("demo", end=DEMO_END)
     with pytest.raises(InvalidParameter, match=r"nosuchns.*notebooks"):
@@ -133,7 +133,8 @@ def test_unknown_namespace_names_the_known_ones():
 def test_namespace_filter_and_gpu_util_fallback():
     """Without GR_ENGINE_ACTIVE the report runs on GPU_UTIL and the method says so; namespaces restrict the rollups."""
     import gpulib
-    from gpulib import cost, report
+    import gpulib.cost.analysis as cost
+    import gpulib.cost.report as report
 
     src = gpulib.connect("demo", end=DEMO_END)
     data = report.load_report_data(src, "6h", namespaces=["notebooks"])
@@ -149,13 +150,13 @@ def test_namespace_filter_and_gpu_util_fallback():
 def test_idle_table_keeps_zombies_below_the_cut():
     from types import SimpleNamespace
 
-    from gpulib import report
+    import gpulib.cost.report as report
 
     full = pd.DataFrame({"namespace": ["a", "b", "c"], "workload": ["w1", "w2", "w3"], "owner_kind": ["Deployment"] * 3,
                          "allocated_gpu_hours": [10.0, 8.0, 2.0], "idle_allocated_gpu_hours": [9.0, 7.0, 1.5],
                          "active_pct": [2.0, 3.0, 1.0], "fb_used_max_mib": [2048.0, float("nan"), 4096.0],
                          "idle_cost": [90.0, 70.0, 15.0], "zombie": [False, False, True], "zombie_hours": [0.0, 0.0, 1.5]})
-    import gpulib.cost as cost_mod
+    import gpulib.cost.analysis as cost_mod
     orig = cost_mod.top_idle_workloads
     cost_mod.top_idle_workloads = lambda rep, n=10: full.head(n).reset_index(drop=True)
     try:
@@ -168,7 +169,7 @@ def test_idle_table_keeps_zombies_below_the_cut():
 
 
 def test_kpi_tiles_render_the_summary_numbers():
-    from gpulib.report import kpi_tiles_html, top_actions_html
+    from gpulib.cost.report import kpi_tiles_html, top_actions_html
 
     s = {"currency": "USD", "window_hours": 168.0, "gpu_hours": 1000.0, "allocated_pct": 75.4, "active_pct": 40.0,
          "activity_metric": "DCGM_FI_DEV_GPU_UTIL", "idle_gpu_hours": 123.4, "idle_cost": 456.0,

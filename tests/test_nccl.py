@@ -1,4 +1,4 @@
-"""Tests for gpulib.nccl: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
+"""Tests for gpulib.nccl.analysis: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
 
 Expected numbers are worked out by hand from the fixture text (see tests/fixtures/nccl/README.md)
 or from facts.md §4 (nccl-tests formulas and published figures), not copied from the code's output.
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpulib import nccl as N
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
-from gpulib.knowledge import load_table
+import gpulib.nccl.analysis as N
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.findings import Severity
+from gpulib.core.knowledge import load_table
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulib import nccl as N
-from gpulib.findings import Severity
+import gpulib.nccl.analysis as N
+from gpulib.core.findings import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
 ONE = FIX / "h200_1gpu"

@@ -1,4 +1,4 @@
-"""gpulib.nccl_history: history rows from judged runs, one CSV per cluster, drop findings, the demo history.
+"""gpulib.nccl.history: history rows from judged runs, one CSV per cluster, drop findings, the demo history.
 
 Expected numbers come from the 4 GiB rows of the real 2xH200 capture (gpulib/data/demo/nccl_probe_2xH200.txt):
 all_reduce 346.80 out-of-place, all_gather 303.57 in-place, reduce_scatter 295.92 in-place, and from the
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from gpulib import nccl
-from gpulib import nccl_history as H
-from gpulib.demo_artifacts import DEMO_NCCL_TESTS, demo_file
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
+import gpulib.nccl.analysis as nccl
+import gpulib.nccl.history as H
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.findings import Severity
 
 CAPTURE_TIME = "2026-11-30T04:30:33Z"
 

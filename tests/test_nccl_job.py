@@ -1,5 +1,5 @@
-"""gpulib.nccl_job: the in-cluster probe as a Job (kubernetes-validate strict) and a PyTorchJob (structural +
-pod templates strict), with the NCCL pod checks of gpulib.nccl.check_pod_spec finding nothing to fix."""
+"""gpulib.nccl.job: the in-cluster probe as a Job (kubernetes-validate strict) and a PyTorchJob (structural +
+pod templates strict), with the NCCL pod checks of gpulib.nccl.analysis.check_pod_spec finding nothing to fix."""
 from __future__ import annotations
 
 import shlex
@@ -8,11 +8,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gpulib import nccl
-from gpulib import nccl_job as J
-from gpulib import nccl_probe as P
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
+import gpulib.nccl.analysis as nccl
+import gpulib.nccl.job as J
+import gpulib.nccl.probe as P
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.findings import Severity
 
 
 def _env(container):
@@ -20,9 +20,9 @@ def _env(container):
 
 
 def _probe_argv(command: list[str]) -> list[str]:
-    """The arguments after ``-m gpulib.nccl_probe`` of a container command (list or ``sh -c`` string)."""
+    """The arguments after ``-m gpulib.nccl.probe`` of a container command (list or ``sh -c`` string)."""
     argv = shlex.split(command[-1]) if command[0] == "/bin/sh" else command
-    i = argv.index("gpulib.nccl_probe")
+    i = argv.index("gpulib.nccl.probe")
     assert argv[i - 1] == "-m"
     return argv[i + 1:]
 

@@ -1,4 +1,4 @@
-"""Tests for gpulib.nccl_probe: the pure parts on CPU, the real sweep on 2+ GPUs (marked ``gpu``)."""
+"""Tests for gpulib.nccl.probe: the pure parts on CPU, the real sweep on 2+ GPUs (marked ``gpu``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulib import nccl as N
-from gpulib import nccl_probe as P
+import gpulib.nccl.analysis as N
+import gpulib.nccl.probe as P
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,14 +128,14 @@ def test_parse_args():
 
 
 def test_module_imports_without_torch():
-    code = "import sys, gpulib.nccl_probe, gpulib.nccl; print('torch' in sys.modules)"
+    code = "import sys, gpulib.nccl.probe, gpulib.nccl.analysis; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed: the missing-torch path does not apply")
 def test_main_without_torch_says_so():
-    out = subprocess.run([sys.executable, "-m", "gpulib.nccl_probe", "--max-bytes", "64"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "gpulib.nccl.probe", "--max-bytes", "64"], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 2 and "needs PyTorch" in out.stderr
 
@@ -159,7 +159,7 @@ def test_real_probe_on_gpus(tmp_path):
         pytest.skip(reason)
     out = tmp_path / "probe.json"
     env = dict(os.environ, NCCL_NVLS_ENABLE="1")           # the probe must force it back to 0
-    p = subprocess.run([sys.executable, "-m", "gpulib.nccl_probe", "--collectives", "all_reduce,all_gather,reduce_scatter",
+    p = subprocess.run([sys.executable, "-m", "gpulib.nccl.probe", "--collectives", "all_reduce,all_gather,reduce_scatter",
                         "--min-bytes", "8", "--max-bytes", "64M", "--iters", "5", "--warmup", "2", "--nproc", "2",
                         "--out", str(out)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -191,11 +191,11 @@ def _fake_torch(tmp_path, ngpus: int) -> dict:
 
 def test_main_one_process_runs_with_a_note(tmp_path):
     env = _fake_torch(tmp_path, ngpus=1)
-    p = subprocess.run([sys.executable, "-m", "gpulib.nccl_probe", "--max-bytes", "64"], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "gpulib.nccl.probe", "--max-bytes", "64"], cwd=ROOT, env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "spawn nprocs=1 fn=_worker"
     assert "1 rank: busbw is 0 by definition" in p.stderr and "device-local copy rate" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "gpulib.nccl_probe", "--nproc", "2"], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "gpulib.nccl.probe", "--nproc", "2"], cwd=ROOT, env=env,
                        capture_output=True, text=True)
     assert p.stdout.strip() == "spawn nprocs=2 fn=_worker" and "1 rank" not in p.stderr

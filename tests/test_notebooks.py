@@ -77,7 +77,7 @@ def test_unreachable_prometheus_still_renders_and_exits_nonzero(tmp_path, monkey
 
 
 def test_incomplete_runbook_names_the_exact_rerun_command(monkeypatch):
-    from gpulib import nb
+    import gpulib.runbook as nb
 
     monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
     rb = nb.Runbook("xid_ecc_triage", source="demo", node="gpu node 7", window="6h", gpu="")

@@ -1,4 +1,4 @@
-"""gpulib.nvml decoding against a fake pynvml module (error / NOT_SUPPORTED paths), plus a live probe on a real GPU."""
+"""gpulib.nvidia.nvml decoding against a fake pynvml module (error / NOT_SUPPORTED paths), plus a live probe on a real GPU."""
 import json
 import math
 import shutil
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import gpulib.nvml as nvml
+import gpulib.nvidia.nvml as nvml
 
 FIX = Path(__file__).parent / "fixtures" / "nvml"
 
@@ -146,7 +146,7 @@ def test_cli_without_driver_exits_2(fake, capsys):
 
 
 def test_imports_with_only_numpy_pandas_pynvml():
-    code = ("import sys; import gpulib.nvml; bad = [m for m in ('kubernetes','plotly','prometheus_api_client','yaml','scipy')"
+    code = ("import sys; import gpulib.nvidia.nvml; bad = [m for m in ('kubernetes','plotly','prometheus_api_client','yaml','scipy')"
             " if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1]).returncode == 0
 
@@ -164,7 +164,7 @@ def _driver_present() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _driver_present(), reason="no NVIDIA driver/NVML on this machine (nvmlInit failed); "
-                    "run on a GPU node: python3 -m gpulib.nvml --json tests/fixtures/nvml/h200_probe.json")
+                    "run on a GPU node: python3 -m gpulib.nvidia.nvml --json tests/fixtures/nvml/h200_probe.json")
 def test_live_probe_on_real_gpu():
     df = nvml.probe()
     assert len(df) >= 1
@@ -174,10 +174,10 @@ def test_live_probe_on_real_gpu():
 
 
 @pytest.mark.skipif(not (FIX / "h200_probe.json").exists() or not (FIX / "h200_smi_q.txt").exists(),
-                    reason="H200 capture not committed yet: run `python3 -m gpulib.nvml --json tests/fixtures/nvml/"
+                    reason="H200 capture not committed yet: run `python3 -m gpulib.nvidia.nvml --json tests/fixtures/nvml/"
                            "h200_probe.json` and `nvidia-smi -q > tests/fixtures/nvml/h200_smi_q.txt` on the H200")
 def test_committed_h200_probe_agrees_with_its_nvidia_smi():
-    from gpulib.smi import parse_query
+    from gpulib.nvidia.smi import parse_query
 
     doc = json.loads((FIX / "h200_probe.json").read_text())
     smi_df = parse_query((FIX / "h200_smi_q.txt").read_text()).set_index("uuid")

@@ -10,11 +10,11 @@ import kubernetes_validate
 import pandas as pd
 import pytest
 
-from gpulib import operator as op
-from gpulib.demo import FleetSimulator
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
-from gpulib.k8s import KubeCluster, MalformedKubernetesObject, nodes_frame, read_list
+import gpulib.gpu_operator.analysis as op
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.findings import Severity
+from gpulib.kube.client import KubeCluster, MalformedKubernetesObject, nodes_frame, read_list
 
 from k8s_double import load_items, start_k8s_double
 
@@ -420,7 +420,7 @@ def test_snapshot_and_demo_operator_state(tmp_path):
     import shutil
 
     import gpulib
-    from gpulib.errors import SourceError
+    from gpulib.core.errors import SourceError
 
     for src_name, dst in (("nodes.json", "nodes.json"), ("pods.json", "pods.json"),
                           ("daemonsets-gpu-operator.json", "daemonsets.json"), ("clusterpolicies.json", "clusterpolicies.json")):

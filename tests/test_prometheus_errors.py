@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gpulib.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout
+from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource, load_settings
 
 OK_BODY = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -127,7 +127,7 @@ def test_demo_exporter_serves_metrics(tmp_path):
 
     import requests
 
-    from gpulib.dcgm import parse_scrape
+    from gpulib.sources.dcgm import parse_scrape
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from gpulib.schema import SERIES_COLUMNS
+from gpulib.core.schema import SERIES_COLUMNS
 from gpulib.sources.prometheus import PrometheusSource
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import gpulib
-from gpulib.errors import EmptyResult, InvalidQuery, PrometheusHTTPError, PrometheusUnreachable, PrometheusTimeout
+from gpulib.core.errors import EmptyResult, InvalidQuery, PrometheusHTTPError, PrometheusUnreachable, PrometheusTimeout
 from gpulib.sources.prometheus import PrometheusSource
 
 KEYS = ["node", "gpu", "gpu_i_id"]
@@ -126,7 +126,7 @@ def test_step_aggregation_same_through_demo_and_prometheus(prometheus, demo, dem
 
 
 def test_agg_needs_a_step_and_a_known_function(demo):
-    from gpulib.errors import InvalidParameter
+    from gpulib.core.errors import InvalidParameter
     with pytest.raises(InvalidParameter):
         demo.series("DCGM_FI_DEV_GPU_TEMP", "1h", agg="max")
     with pytest.raises(InvalidParameter):

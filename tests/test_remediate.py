@@ -12,8 +12,9 @@ import stat
 
 import pytest
 
-from gpulib import k8s, remediate
-from gpulib.errors import InvalidParameter, KubernetesError
+import gpulib.kube.client as k8s
+import gpulib.kube.remediate as remediate
+from gpulib.core.errors import InvalidParameter, KubernetesError
 
 try:
     from tests.k8s_double import k8s_double  # noqa: F401  (fixture)
@@ -219,7 +220,7 @@ def test_unwritable_audit_log_stops_before_acting(k8s_double, kc, tmp_path):
     (lambda: remediate.label(DGX, "bad key!", "v"), "label key 'bad key!'"),
     (lambda: remediate.label(DGX, "team", "has space"), "label value 'has space'"),
     (lambda: remediate.cordon("Bad_Node"), "node 'Bad_Node'"),
-    (lambda: remediate.cordon(DGX, cluster="prod"), "cluster must be a gpulib.k8s.KubeCluster"),
+    (lambda: remediate.cordon(DGX, cluster="prod"), "cluster must be a gpulib.kube.client.KubeCluster"),
 ])
 def test_bad_parameters(call, match, log, monkeypatch):
     monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(log))

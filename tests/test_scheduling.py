@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulib import scheduling as s
-from gpulib.findings import Severity
-from gpulib.k8s import nodes_frame, pods_frame, read_list
+import gpulib.fleet.scheduling as s
+from gpulib.core.findings import Severity
+from gpulib.kube.client import nodes_frame, pods_frame, read_list
 
 K8S = Path(__file__).parent / "fixtures" / "k8s"
 NCCL = Path(__file__).parent / "fixtures" / "nccl"

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpulib import sharing
-from gpulib.errors import InvalidParameter
+import gpulib.mig.sharing as sharing
+from gpulib.core.errors import InvalidParameter
 
 
 @pytest.mark.parametrize("kw,strategy", [

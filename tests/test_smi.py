@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gpulib import smi
+import gpulib.nvidia.smi as smi
 
 FIX = Path(__file__).parent / "fixtures" / "smi"
 

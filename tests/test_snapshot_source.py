@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import pytest
 
 import gpulib
-from gpulib.demo import FleetSimulator
-from gpulib.errors import EmptyResult, SnapshotError, UnknownNode
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.core.errors import EmptyResult, SnapshotError, UnknownNode
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 

@@ -4,11 +4,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpulib import triage
-from gpulib.findings import Severity
-from gpulib.schema import POD_COLUMNS, SUMMARY_COLUMNS
-from gpulib.smi import parse_query
-from gpulib.xid import parse_kernel_log
+import gpulib.xid.triage as triage
+from gpulib.core.findings import Severity
+from gpulib.core.schema import POD_COLUMNS, SUMMARY_COLUMNS
+from gpulib.nvidia.smi import parse_query
+from gpulib.xid.catalog import parse_kernel_log
 
 FIX = Path(__file__).parent / "fixtures"
 NODE = "gpu-node-7"
@@ -166,7 +166,7 @@ def test_pod_impact_falls_back_to_node_gpu_pods():
 
 
 def test_every_catalog_bucket_has_an_sop():
-    from gpulib.knowledge import load_table
+    from gpulib.core.knowledge import load_table
 
     sops = set(load_table("xid_sop")["key"])
     assert set(load_table("xid_catalog")["immediate_action"]) <= sops
@@ -206,7 +206,7 @@ def test_kernel_log_xid_mapped_by_dcgm_pci_bus_id_to_this_nodes_gpu_and_uuid():
 
 def test_demo_xid_timeline_puts_the_kernel_log_line_on_gpu_5_with_its_uuid():
     import gpulib
-    from gpulib import xid_runbook as xr
+    import gpulib.xid.runbook as xr
 
     src = gpulib.connect("demo")
     inp = xr.collect(src, "dgx-h100-1", None, "6h")
@@ -225,8 +225,8 @@ def test_demo_xid_timeline_puts_the_kernel_log_line_on_gpu_5_with_its_uuid():
 @pytest.mark.prometheus
 def test_live_kernel_log_file_lands_on_gpu_5_through_prometheus_pci_bus_id(live_env, tmp_path):
     import gpulib
-    from gpulib import xid_runbook as xr
-    from gpulib.demo import FleetSimulator
+    import gpulib.xid.runbook as xr
+    from gpulib.demo.simulator import FleetSimulator
     from conftest import DEMO_END, SCRAPE
 
     sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpulib import vllm
-from gpulib.errors import InvalidParameter
-from gpulib.findings import Severity
+import gpulib.vllm.memory as vllm
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.findings import Severity
 
 GIB = 1024 ** 3
 

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gpulib import xid
-from gpulib.knowledge import load_table
+import gpulib.xid.catalog as xid
+from gpulib.core.knowledge import load_table
 
 FIX = Path(__file__).parent / "fixtures" / "xid"
 FACTS_13 = [8, 13, 31, 32, 38, 43, 44, 45, 48, 56, 57, 58, 61, 62, 63, 64, 68, 69, 74, 79, 80, 81, 92, 94, 95, 109,

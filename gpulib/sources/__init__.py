@@ -5,8 +5,8 @@ and ``connect("prometheus", url=...)`` (Prometheus only, with an optional ``kube
 """
 from __future__ import annotations
 
-from .base import Capabilities, Source, available, capabilities_from, get_source_class, register  # noqa: F401
-from . import demo, live, prometheus, snapshot  # noqa: F401  (register the backends)
+from gpulib.sources.base import Capabilities, Source, capabilities_from  # noqa: F401
+from gpulib.sources.registry import available, get_source_class, register  # noqa: F401
 
 
 __all__ = ["connect", "Source", "Capabilities", "available", "capabilities_from", "get_source_class", "register"]

@@ -14,10 +14,10 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from ..errors import InvalidParameter, UnknownGPU, UnknownNode
-from ..findings import Finding, Severity
-from ..schema import SERIES_COLUMNS, SUMMARY_COLUMNS, conform
-from ..timeutil import parse_window, to_utc, utcnow
+from gpulib.core.errors import InvalidParameter, UnknownGPU, UnknownNode
+from gpulib.core.findings import Finding, Severity
+from gpulib.core.schema import SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
@@ -194,7 +194,7 @@ class Source(ABC):
     def operator_state(self, namespace: str = "gpu-operator") -> dict:
         """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
         objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
-        (see :func:`gpulib.operator.state_from_objects`). Raises SourceError where the source has none."""
+        (see :func:`gpulib.gpu_operator.analysis.state_from_objects`). Raises SourceError where the source has none."""
         return self._operator_state(namespace)
 
     def describe(self) -> str:
@@ -259,7 +259,7 @@ class Source(ABC):
         return None
 
     def _operator_state(self, namespace: str) -> dict:
-        from ..errors import SourceError
+        from gpulib.core.errors import SourceError
         raise SourceError(f"GPU Operator state is not available from this source ({self.describe()})",
                           hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json")
 
@@ -318,20 +318,3 @@ def _increase(v: pd.Series) -> float:
         return float("nan")
     d = x[1:] - x[:-1]
     return float(x[-1] - x[0] + x[:-1][d < 0].sum())
-
-
-_REGISTRY: dict[str, type[Source]] = {}
-
-
-def register(name: str, cls: type[Source]) -> None:
-    _REGISTRY[name] = cls
-
-
-def get_source_class(name: str) -> type[Source]:
-    if name not in _REGISTRY:
-        raise InvalidParameter(f"source={name!r}; use one of {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
-
-
-def available() -> list[str]:
-    return sorted(_REGISTRY)

@@ -5,8 +5,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from .base import register
-from .prometheus import PrometheusSource
+from gpulib.sources.prometheus import PrometheusSource
 
 
 class LiveSource(PrometheusSource):
@@ -25,12 +24,9 @@ class LiveSource(PrometheusSource):
             context = context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None
 
             def factory():
-                from ..k8s import KubeCluster
+                from gpulib.kube.client import KubeCluster
                 return KubeCluster(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
             self._kube_factory = factory
 
     def describe(self) -> str:
         return f"live cluster (Prometheus at {self.settings.url})"
-
-
-register("live", LiveSource)

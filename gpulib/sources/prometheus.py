@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
-from ..dcgm import normalise_labels
-from ..errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
+from gpulib.sources.dcgm import normalise_labels
+from gpulib.core.errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
                       PrometheusTimeout, PrometheusUnreachable)
-from ..schema import SERIES_COLUMNS, empty
-from .base import Source, register
+from gpulib.core.schema import SERIES_COLUMNS, empty
+from gpulib.sources.base import Source
 
 #: Prometheus refuses range queries of more than 11,000 points per series
 MAX_POINTS = 11000
@@ -388,7 +388,7 @@ class PrometheusSource(Source):
         """The Kubernetes backend, built on first use; None when there is none (or its config is missing,
         in which case the DCGM queries still work and nodes()/pods() raise the kubeconfig error)."""
         if self._kube is None and self._kube_factory is not None and self._kube_error is None:
-            from ..errors import KubeconfigMissing
+            from gpulib.core.errors import KubeconfigMissing
             try:
                 self._kube = self._kube_factory()
             except KubeconfigMissing as exc:
@@ -397,7 +397,7 @@ class PrometheusSource(Source):
 
     def _require_kube(self):
         if self.kube is None:
-            from ..errors import KubeconfigMissing
+            from gpulib.core.errors import KubeconfigMissing
             if self._kube_error is not None:
                 raise self._kube_error
             raise KubeconfigMissing("this source has Prometheus only: nodes and pods need a Kubernetes API "
@@ -411,7 +411,7 @@ class PrometheusSource(Source):
         return self._require_kube().pods()
 
     def _operator_state(self, namespace):
-        from ..operator import collect_state
+        from gpulib.gpu_operator.analysis import collect_state
         return collect_state(self._require_kube(), namespace)
 
     def known_nodes(self):
@@ -424,10 +424,7 @@ class PrometheusSource(Source):
         if self.kube is None and node:
             known = self.known_nodes()
             if known and node not in known:
-                from ..errors import UnknownNode
+                from gpulib.core.errors import UnknownNode
                 raise UnknownNode(f"node={node!r} has no DCGM series at {self.settings.url}; known: {', '.join(known[:20])}")
             return node, (None if gpu in (None, "") else str(gpu))
         return super()._check_target(node, gpu)
-
-
-register("prometheus", PrometheusSource)

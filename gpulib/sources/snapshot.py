@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..dcgm import parse_scrape
-from ..errors import EmptyResult, SnapshotError
-from .base import Source, register
+from gpulib.sources.dcgm import parse_scrape
+from gpulib.core.errors import EmptyResult, SnapshotError
+from gpulib.sources.base import Source
 
 
 class SnapshotSource(Source):
@@ -81,15 +81,15 @@ class SnapshotSource(Source):
         return df
 
     def _nodes(self):
-        from ..k8s import nodes_frame
+        from gpulib.kube.client import nodes_frame
         return nodes_frame(self._json("nodes.json"))
 
     def _pods(self):
-        from ..k8s import pods_frame
+        from gpulib.kube.client import pods_frame
         return pods_frame(self._json("pods.json"))
 
     def _operator_state(self, namespace):
-        from ..operator import state_from_objects
+        from gpulib.gpu_operator.analysis import state_from_objects
         if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
             return super()._operator_state(namespace)
         items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
@@ -117,6 +117,3 @@ class SnapshotSource(Source):
 
     def _smi_query(self, node):
         return self._node_file("nvidia-smi-q", node)
-
-
-register("snapshot", SnapshotSource)

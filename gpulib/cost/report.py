@@ -1,0 +1,322 @@
+"""The scheduled GPU utilization and cost report: data pull, KPI tiles, tables and charts.
+
+``reports/gpu_utilization_report.ipynb`` stays thin and calls these; the analysis itself is
+:func:`gpulib.cost.analysis.analyze_cost`. Everything here renders *plain HTML* (tiles, tables) or plotly
+figures with units, so the exported report reads without code and the tables survive an e-mail
+client that strips scripts.
+
+    data = load_report_data(src, "7d", namespaces=parse_namespaces("ml, ads"))
+    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used,
+                            gpu_util=data.gpu_util, window="7d", namespaces=data.namespaces)
+    kpi_tiles_html(cost.executive_summary(rep))
+
+Report settings (series step, heatmap resolution, table sizes) live in
+``gpulib/data/report_policy.csv``.
+"""
+from __future__ import annotations
+
+import html
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.knowledge import load_table
+from gpulib.core.timeutil import format_duration, parse_window
+from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
+
+__all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
+           "kpi_tiles_html", "top_actions_html", "idle_zombie_table", "idle_table_html", "heatmap_figure",
+           "namespace_figure", "waterfall_figure", "method_html"]
+
+
+@lru_cache(maxsize=1)
+def _policy() -> dict[str, str]:
+    t = load_table("report_policy")
+    return dict(zip(t["key"].astype(str), t["value"].astype(str)))
+
+
+def report_policy(key: str) -> str:
+    """A setting from ``gpulib/data/report_policy.csv`` (as text)."""
+    p = _policy()
+    if key not in p:
+        raise InvalidParameter(f"no report setting named {key!r}; known: {', '.join(sorted(p))}")
+    return p[key]
+
+
+def parse_namespaces(text: str | list[str] | None) -> list[str] | None:
+    """``"ml, ads"`` -> ``["ml", "ads"]``; ``""`` / None -> None (all namespaces)."""
+    if text is None:
+        return None
+    items = text if isinstance(text, list) else str(text).split(",")
+    out = [s.strip() for s in items if s and s.strip()]
+    return out or None
+
+
+def series_step(window: str | timedelta) -> str:
+    """The step the report pulls series at: the policy step, or the whole window when that is shorter."""
+    w = parse_window(window)
+    step = parse_window(report_policy("series_step"), name="series_step")
+    return format_duration(min(step, w))
+
+
+def heatmap_bucket(window: str | timedelta, step: str) -> str:
+    """Heatmap bucket: window / ``heatmap_columns`` rounded up to a whole number of steps (pandas freq)."""
+    w = parse_window(window).total_seconds()
+    s = parse_window(step, name="step").total_seconds()
+    cols = float(report_policy("heatmap_columns"))
+    seconds = max(s, math.ceil(w / cols / s) * s)
+    return f"{int(seconds)}s"
+
+
+@dataclass
+class ReportData:
+    """Frames the report analyses, and what was used or missing."""
+
+    window: str
+    step: str
+    nodes: pd.DataFrame
+    pods: pd.DataFrame
+    gr_engine_active: pd.DataFrame | None = None
+    gpu_util: pd.DataFrame | None = None
+    fb_used: pd.DataFrame | None = None
+    namespaces: list[str] | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def activity_field(self) -> str:
+        return GR_ENGINE_ACTIVE if self.gr_engine_active is not None else GPU_UTIL
+
+    @property
+    def samples(self) -> int:
+        return sum(len(f) for f in (self.gr_engine_active, self.gpu_util, self.fb_used) if f is not None)
+
+
+def _try_series(src, fld: str, window: str, step: str, missing: list[str]) -> pd.DataFrame | None:
+    try:
+        return src.series(fld, window, step=step, agg=report_policy("series_agg") or None)
+    except EmptyResult as exc:
+        missing.append(f"{fld}: {str(exc).split(' (hint:')[0]}")
+        return None
+
+
+def load_report_data(src, window: str, *, namespaces: list[str] | None = None, step: str | None = None) -> ReportData:
+    """Pull nodes, pods and the DCGM series the cost analysis needs, at the report's coarse step.
+
+    Activity is ``GR_ENGINE_ACTIVE`` when exported, else ``GPU_UTIL``; ``FB_USED`` is optional (no
+    zombie detection without it). Raises :class:`InvalidParameter` for a namespace the cluster does
+    not have, :class:`~gpulib.core.errors.InvalidWindow` for a bad window, :class:`EmptyResult` when no
+    activity field has data.
+    """
+    parse_window(window)
+    step = step or series_step(window)
+    nodes, pods = src.nodes(), src.pods()
+    if namespaces:
+        known = set(pods["namespace"].astype(str))
+        unknown = [n for n in namespaces if n not in known]
+        if unknown:
+            raise InvalidParameter(f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
+                                   f"namespaces with pods: {', '.join(sorted(known))}")
+    missing: list[str] = []
+    fb_missing: list[str] = []
+    # activity and memory are independent queries: run them side by side, so the client reads one
+    # answer while the server still evaluates the other (at fleet scale each takes seconds)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fb_job = pool.submit(_try_series, src, FB_USED, window, step, fb_missing)
+        gr = _try_series(src, GR_ENGINE_ACTIVE, window, step, missing)
+        util = None if gr is not None else _try_series(src, GPU_UTIL, window, step, missing)
+        fb = fb_job.result()
+    if gr is None and util is None:
+        raise EmptyResult(f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}",
+                          query=GR_ENGINE_ACTIVE)
+    missing += fb_missing
+    return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
+                      fb_used=fb, namespaces=namespaces, missing=missing)
+
+
+# ----------------------------------------------------------------------------------------------
+# HTML pieces (inline styles only: they survive nbconvert and most mail clients)
+# ----------------------------------------------------------------------------------------------
+_TILE = ("display:inline-block;vertical-align:top;min-width:150px;margin:4px 8px 4px 0;padding:8px 12px;"
+         "border:1px solid #d0d7de;border-radius:6px;background:#f6f8fa;font-family:sans-serif")
+
+
+def _money(x: float, cur: str) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0f} %"
+
+
+def _tile(label: str, value: str, sub: str = "", colour: str = "#24292f") -> str:
+    e = html.escape
+    return (f"<div class='kpi-tile' style='{_TILE}'><div style='font-size:12px;color:#57606a'>{e(label)}</div>"
+            f"<div style='font-size:24px;font-weight:600;color:{colour}'>{e(value)}</div>"
+            f"<div style='font-size:11px;color:#57606a'>{e(sub)}</div></div>")
+
+
+def kpi_tiles_html(summary: dict[str, Any]) -> str:
+    """Executive-summary tiles from :func:`gpulib.cost.analysis.executive_summary`."""
+    cur = summary["currency"]
+    hours = summary["window_hours"]
+    tiles = [
+        _tile("Allocated", _pct(summary["allocated_pct"]), f"of {summary['gpu_hours']:,.0f} GPU-h in {format_duration(hours * 3600)}"),
+        _tile("Active (of allocated)", _pct(summary["active_pct"]), summary["activity_metric"].replace("DCGM_FI_", "")),
+        _tile("Idle allocated GPU-hours", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{_money(summary['idle_cost'], cur)} in the window",
+              "#b36b00"),
+        _tile("Unallocated GPU-hours", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{_money(summary['unallocated_cost'], cur)} in the window"),
+        _tile("GPU spend", _money(summary["monthly_cost"], cur) + "/mo", f"{_money(summary['window_cost'], cur)} in the window"),
+        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur), "per month; top actions below",
+              "#1b7f3b"),
+        _tile("Zombie pods", str(summary["zombie_pods"]), "memory held, activity below threshold", "#b00020" if summary["zombie_pods"] else "#1b7f3b"),
+    ]
+    return "<div class='kpi-tiles'>" + "".join(tiles) + "</div>"
+
+
+def _table(head: list[str], rows: list[list[str]], table_id: str, align_right: set[int] = frozenset()) -> str:
+    th = "".join(f"<th style='text-align:{'right' if i in align_right else 'left'};padding:4px 8px;border-bottom:2px solid #d0d7de'>"
+                 f"{html.escape(h)}</th>" for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(
+        f"<td style='text-align:{'right' if i in align_right else 'left'};padding:3px 8px;border-bottom:1px solid #eaeef2'>{c}</td>"
+        for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return (f"<table id='{table_id}' style='border-collapse:collapse;font-family:sans-serif;font-size:13px'>"
+            f"<thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def top_actions_html(summary: dict[str, Any]) -> str:
+    """The top actions by monthly saving as an HTML table."""
+    cur = summary["currency"]
+    e = html.escape
+    if not summary["top_actions"]:
+        return "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
+    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(_money(a["monthly_saving"], cur)), e(a["detail"])]
+            for i, a in enumerate(summary["top_actions"], 1)]
+    return _table(["#", "action", "target", f"saving ({cur}/month)", "why"], rows, "top-actions", {0, 3})
+
+
+def idle_zombie_table(rep, n: int | None = None) -> pd.DataFrame:
+    """:func:`gpulib.cost.analysis.top_idle_workloads` top ``n`` by idle cost, plus every zombie workload below the cut."""
+    from gpulib.cost.analysis import top_idle_workloads
+
+    n = int(report_policy("idle_table_rows")) if n is None else n
+    full = top_idle_workloads(rep, n=10**9)
+    keep = (full.index < n) | full["zombie"]
+    return full[keep].reset_index(drop=True)
+
+
+def idle_table_html(table: pd.DataFrame, currency: str) -> str:
+    """The idle / zombie workloads table (zombie rows flagged)."""
+    if table.empty:
+        return "<p><b style='color:#1b7f3b'>No idle allocated GPU time in the window.</b></p>"
+    e = html.escape
+    rows = []
+    for r in table.itertuples():
+        flag = (f"<b style='color:#b00020'>zombie</b> {r.zombie_hours:.1f} GPU-h" if r.zombie else "idle")
+        fb = "n/a" if pd.isna(r.fb_used_max_mib) else f"{r.fb_used_max_mib / 1024:.1f}"
+        act = "n/a" if pd.isna(r.active_pct) else f"{r.active_pct:.1f}"
+        rows.append([e(str(r.namespace)), f"<code>{e(str(r.workload))}</code>", e(str(r.owner_kind or "pod")), flag,
+                     f"{r.allocated_gpu_hours:,.1f}", f"{r.idle_allocated_gpu_hours:,.1f}", act, fb,
+                     e(_money(float(r.idle_cost), currency))])
+    return _table(["namespace", "workload", "kind", "state", "allocated GPU-h", "idle GPU-h", "active %",
+                   "peak memory (GiB)", f"idle cost ({currency})"], rows, "idle-zombie-table", {4, 5, 6, 7, 8})
+
+
+# ----------------------------------------------------------------------------------------------
+# charts
+# ----------------------------------------------------------------------------------------------
+def heatmap_figure(matrix: pd.DataFrame, activity_field: str, bucket: str):
+    """Node x time heatmap of active % (tidy frame from :func:`gpulib.cost.usage.node_time_matrix`)."""
+    import plotly.graph_objects as go
+
+    piv = matrix.pivot(index="node", columns="time", values="active_pct").sort_index()
+    fig = go.Figure(go.Heatmap(z=piv.to_numpy(), x=list(piv.columns), y=list(piv.index), zmin=0, zmax=100,
+                               colorscale="Viridis", colorbar={"title": "active %"},
+                               hovertemplate="%{y}<br>%{x}<br>%{z:.0f} % active<extra></extra>"))
+    fig.update_layout(title=f"GPU activity per node ({activity_field.replace('DCGM_FI_', '')}, "
+                            f"mean per {format_duration(parse_window(bucket))}, % of all GPU time)",
+                      xaxis_title="time (UTC)", yaxis_title="node", height=120 + 28 * max(len(piv), 4),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 40})
+    return fig
+
+
+def namespace_figure(ns: pd.DataFrame):
+    """Grouped bars: allocated, active and idle GPU-hours per namespace."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for col, name, colour in (("allocated_gpu_hours", "allocated", "#8c959f"), ("active_gpu_hours", "active", "#1f5fa8"),
+                              ("idle_allocated_gpu_hours", "idle (allocated)", "#b36b00")):
+        fig.add_bar(x=ns["namespace"].astype(str), y=ns[col], name=name, marker_color=colour,
+                    hovertemplate="%{x}: %{y:,.1f} GPU-h<extra>" + name + "</extra>")
+    fig.update_layout(barmode="group", title="Allocation vs activity per namespace", xaxis_title="namespace",
+                      yaxis_title="GPU-hours in the window", height=420, legend={"orientation": "h", "y": -0.25},
+                      margin={"l": 10, "r": 10, "t": 50, "b": 40})
+    return fig
+
+
+def waterfall_figure(wf: pd.DataFrame, currency: str):
+    """Savings waterfall from :func:`gpulib.cost.analysis.savings_waterfall` (currency per month)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Waterfall(x=wf["step"], y=wf["value"], measure=wf["measure"],
+                                 text=[("-" if m == "relative" else "") + _money(abs(v), currency) for v, m in zip(wf["value"], wf["measure"])], textposition="outside",
+                                 decreasing={"marker": {"color": "#1b7f3b"}}, totals={"marker": {"color": "#1f5fa8"}},
+                                 increasing={"marker": {"color": "#b00020"}}))
+    top = float(wf["value"].abs().max()) if len(wf) else 0.0
+    fig.update_layout(title="Savings waterfall: monthly GPU spend after each action", yaxis_title=f"{currency} / month",
+                      xaxis_title="action", height=460, showlegend=False, yaxis_range=[0, top * 1.15 or 1],
+                      margin={"l": 10, "r": 10, "t": 50, "b": 40})
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# method
+# ----------------------------------------------------------------------------------------------
+def _price_rows(rep, price_file: str | None) -> pd.DataFrame:
+    from gpulib.cost.analysis import load_prices
+
+    prices = load_prices(price_file or None)
+    used = set(rep.usage["model_key"].dropna().astype(str))
+    sel = prices[(prices["provider"] == rep.provider) & (prices["currency"] == rep.currency) & prices["model"].isin(used)]
+    return sel.sort_values(["model", "pricing"])
+
+
+def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
+    """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source."""
+    e = html.escape
+    th = rep.thresholds
+    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field; facts.md 3.2)"
+                 if rep.activity_field == GR_ENGINE_ACTIVE else
+                 "GPU_UTIL: percent of time a kernel ran (coarse; GR_ENGINE_ACTIVE was not exported)")
+    items = [
+        f"<b>Activity metric:</b> <code>{e(rep.activity_field)}</code>, {e(util_note)}.",
+        f"<b>Memory held:</b> <code>{FB_USED}</code> (MiB)" + ("" if data.fb_used is not None else
+                                                               " <b>not available: zombie detection skipped</b>") + ".",
+        f"<b>Sampling:</b> one sample per series every {e(data.step)} over the last {e(data.window)} "
+        f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share (MIG g/7, time-sliced 1/replicas).",
+        f"<b>Idle:</b> allocated and activity &lt; {th.idle_activity_max:.0%}. <b>Zombie:</b> pod holds FB_USED &ge; "
+        f"{th.zombie_fb_used_min_mib:,.0f} MiB with activity &lt; {th.zombie_activity_max:.0%} for &ge; "
+        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/thresholds.csv).",
+        f"<b>Monthly figures:</b> window cost &times; {rep.month_factor:.2f} (730 h per month / window hours; "
+        "gpulib/data/cost_policy.csv).",
+        f"<b>Namespaces:</b> {e(', '.join(data.namespaces)) if data.namespaces else 'all'}.",
+    ]
+    if data.missing:
+        items.append("<b>Not available:</b> " + e("; ".join(data.missing)))
+    prices = _price_rows(rep, price_file)
+    src = e(price_file) if price_file else "gpulib/data/gpu_prices.csv (defaults; override with price_file)"
+    rows = [[e(str(r.model)), e(str(r.pricing)), f"{r.price_per_gpu_hour:.2f}", e(str(getattr(r, 'as_of', ''))),
+             e(str(getattr(r, 'inferred', ''))), f"<small>{e(str(r.source))}</small>"] for r in prices.itertuples()]
+    table = _table(["model", "pricing", f"{rep.currency}/GPU-h", "as of", "inferred", "source"], rows, "price-table", {2}) \
+        if rows else "<p>No price rows matched the GPU models in the window.</p>"
+    return ("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+            + f"<p><b>Prices</b> ({e(rep.provider)}, {e(rep.currency)}) from {src}:</p>" + table)

@@ -1,0 +1,116 @@
+"""``demo``: the embedded fleet simulator as a source (the default, so every runbook works offline)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+
+from gpulib.demo.simulator import FleetSimulator, METRICS
+from gpulib.core.errors import EmptyResult
+from gpulib.sources.base import Source, summarise_frame
+
+#: series per chart: the default step keeps a window at about this many points, like a Grafana panel
+TARGET_POINTS = 720
+
+
+class DemoSource(Source):
+    """Simulated fleet. ``scenario`` is a YAML path or dict (default: ``gpulib/data/demo_fleet.yaml``)."""
+
+    name = "demo"
+
+    def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | str | None = None, seed: int = 7,
+                 label_style: str = "new", counters: str = "full",
+                 scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
+        super().__init__(end=end)
+        self.operator_scenario = operator_scenario  # gpulib.gpu_operator.analysis.SCENARIOS: a healthy or broken GPU Operator
+        self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
+                                  scrape_interval=scrape_interval)
+        self._end = self.sim.end
+
+    def describe(self) -> str:
+        return f"demo fleet ({len(self.sim.node_specs)} nodes, {sum(1 for d in self.sim.devices if not d.is_instance)} GPUs)"
+
+    def _devices(self, node, gpu):
+        for d in self.sim.devices:
+            if node and d.node != node:
+                continue
+            if gpu is not None and not (str(d.index) == gpu or d.uuid == gpu):
+                continue
+            yield d
+
+    def _default_step(self, window: timedelta) -> float:
+        si = self.sim.scrape_interval
+        raw = max(si, window.total_seconds() / TARGET_POINTS)
+        return float(-(-raw // si) * si)  # a multiple of the scrape interval
+
+    def _check_field(self, field: str) -> None:
+        if field.startswith("vllm:"):  # simulated vLLM server metrics (gpulib.vllm.deploy)
+            return
+        if field not in self.sim.metric_names():
+            raise EmptyResult(f"{field} is not exported by the demo fleet" + (
+                " (off in dcgm-exporter's default counters)" if field in METRICS else ""), query=field)
+
+    def _series(self, field, window, node, gpu, step):
+        self._check_field(field)
+        end = self.end.timestamp()
+        step = step or self._default_step(window)
+        if field.startswith("vllm:"):
+            from gpulib.vllm.deploy import demo_vllm_frame
+            return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
+        df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
+        if df.empty:
+            raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
+        return df
+
+    def _native_step(self):
+        return self.sim.scrape_interval
+
+    def _summary(self, field, window, stat, node, gpu):
+        self._check_field(field)
+        end = self.end.timestamp()
+        if field.startswith("vllm:"):
+            from gpulib.vllm.deploy import demo_vllm_frame
+            df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
+        else:
+            df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
+        if df.empty:
+            raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
+        return summarise_frame(df, stat)
+
+    def _nodes(self):
+        from gpulib.kube.client import nodes_frame
+        if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
+            return nodes_frame({"items": self._operator_objects()["nodes"]})
+        return nodes_frame(self.sim.nodes_json())
+
+    def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
+        from gpulib.gpu_operator.analysis import demo_objects
+        return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
+
+    def _operator_state(self, namespace):
+        from gpulib.gpu_operator.analysis import state_from_objects
+        return state_from_objects(self._operator_objects(namespace), namespace)
+
+    def _pods(self):
+        from gpulib.kube.client import pods_frame
+        return pods_frame(self.sim.pods_json())
+
+    def _inventory(self, window):
+        devs = [d for d in self.sim.devices if self.sim.emits("DCGM_FI_DEV_FB_USED", d)]
+        return set(self.sim.metric_names()), [self.sim.labels(d) for d in devs]
+
+    def _kernel_log(self, node):
+        return self.sim.kernel_log(node)
+
+    def _smi_query(self, node):
+        from gpulib.demo.artifacts import render_smi_query
+        return render_smi_query(self.sim, node)
+
+    def known_nodes(self):
+        return sorted(s["name"] for s in self.sim.node_specs)
+
+    def nodes_json(self) -> dict:
+        return self.sim.nodes_json()
+
+    def pods_json(self) -> dict:
+        return self.sim.pods_json()

@@ -1,0 +1,50 @@
+"""Fleet domain: per-GPU health, idle/zombie and scheduling checks behind the fleet_overview runbook."""
+from __future__ import annotations
+
+import importlib
+
+#: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
+#: and a GPU node loads only what it calls
+_EXPORTS = {
+    'GPU_KEYS': 'health',
+    'HARD_EFFECTS': 'scheduling',
+    'HEALTH_FIELDS': 'health',
+    'HealthFrames': 'health',
+    'PRODUCT_LABEL': 'scheduling',
+    'activity': 'health',
+    'allocation_chart': 'health',
+    'check_scheduling': 'scheduling',
+    'health_findings': 'health',
+    'health_frames': 'health',
+    'heatmap': 'health',
+    'idle_findings': 'health',
+    'inventory': 'health',
+    'non_gpu_pods_on_gpu_nodes': 'scheduling',
+    'pod_specs_from': 'scheduling',
+    'request_limit_problems': 'scheduling',
+    'split_across_sockets': 'scheduling',
+    'stale_telemetry': 'health',
+    'temp_power_chart': 'health',
+    'tolerates': 'scheduling',
+    'unknown_product_affinity': 'scheduling',
+    'unrequested_gpu_use': 'health',
+    'untainted_gpu_nodes': 'scheduling',
+    'untolerated_gpu_pods': 'scheduling',
+    'utilisation_matrix': 'health',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,267 @@
+"""GPU scheduling checks over NODE / POD frames and raw pod specs (used by operator_install and fleet_overview).
+
+* :func:`untolerated_gpu_pods` — GPU pods that tolerate the taints of no GPU node offering their resource.
+* :func:`untainted_gpu_nodes` — GPU nodes without a NoSchedule/NoExecute taint, so CPU pods can land there.
+* :func:`non_gpu_pods_on_gpu_nodes` — pods that request no GPU running on GPU nodes (agents excluded).
+* :func:`unknown_product_affinity` — nodeSelector / required nodeAffinity on ``nvidia.com/gpu.product`` values
+  that no node has (the pod stays Pending).
+* :func:`request_limit_problems` — GPU requests different from limits or fractional values, which the API
+  server rejects for extended resources (kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/).
+* :func:`split_across_sockets` — multi-GPU pods on nodes whose ``nvidia-smi topo -m`` puts the GPUs they need on
+  different NUMA nodes joined only through the CPU interconnect (SYS).
+
+:func:`check_scheduling` runs them all.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from gpulib.core.findings import Finding, Severity
+from gpulib.kube.client import GPU_RESOURCE, MIG_RESOURCE_PREFIX, iter_gpu_nodes
+from gpulib.core.knowledge import load_table
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+HARD_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@lru_cache(maxsize=1)
+def _settings() -> dict[str, str]:
+    t = load_table("scheduling_settings")
+    return {str(k): str(v) for k, v in zip(t["key"], t["value"])}
+
+
+def _system_ns() -> set[str]:
+    return set(_settings()["system_namespaces"].split(";"))
+
+
+def tolerates(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, Any]]) -> bool:
+    """Kubernetes matching: Exists with empty key matches all; Equal needs key and value; empty effect matches all."""
+    for t in tolerations or []:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        op = t.get("operator") or "Equal"
+        if op == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
+            return True
+        if op == "Equal" and t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _hard_taints(taints: list[dict]) -> list[dict]:
+    # cordon (unschedulable) and node-condition taints are transient, not isolation
+    return [t for t in taints or [] if t.get("effect") in HARD_EFFECTS and not t.get("key", "").startswith("node.kubernetes.io/")]
+
+
+def _resources_of(pod) -> list[str]:
+    res = [GPU_RESOURCE] if pod.gpu_request > 0 or pod.gpu_limit > 0 else []
+    return res + sorted({*(pod.mig_requests or {}), *(pod.mig_limits or {})})
+
+
+def _offers(node, resource: str) -> bool:
+    if resource == GPU_RESOURCE:
+        return node.gpu_capacity > 0
+    return (node.mig_capacity or {}).get(resource, 0) > 0
+
+
+def _fmt_taint(t: dict) -> str:
+    return f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
+
+
+def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
+    """GPU pods that tolerate the hard taints of none of the nodes offering their GPU/MIG resource."""
+    out = []
+    for p in pods.itertuples(index=False):
+        if p.phase in ("Succeeded", "Failed"):
+            continue
+        for res in _resources_of(p):
+            offering = [n for n in nodes.itertuples(index=False) if _offers(n, res)]
+            if not offering:
+                continue
+            blocked = {n.node: [t for t in _hard_taints(n.taints) if not tolerates(t, p.tolerations)] for n in offering}
+            if all(blocked.values()):
+                pending = p.phase == "Pending"
+                taints = sorted({_fmt_taint(t) for ts in blocked.values() for t in ts})
+                out.append(Finding(
+                    Severity.CRITICAL if pending else Severity.WARNING,
+                    f"{p.namespace}/{p.pod} requests {res} but tolerates no GPU node's taint", category="scheduling",
+                    summary="Every node offering the resource is tainted and the pod has no matching toleration"
+                            + (": it stays Pending." if pending else " (it was placed before the taint, or bypassed the scheduler)."),
+                    evidence=[f"taints on the {len(offering)} node(s) offering {res}: {', '.join(taints)}",
+                              f"pod tolerations: {p.tolerations or 'none'}"],
+                    sop_step="Add a toleration for the GPU taint to the workload's pod template.",
+                    commands=[f"kubectl -n {p.namespace} get pod {p.pod} -o jsonpath='{{.spec.tolerations}}'",
+                              "# pod template: tolerations: [{key: " + taints[0].split(':')[0].split('=')[0] + ", operator: Exists, effect: NoSchedule}]"],
+                    data={"check": "untolerated", "pod": p.pod, "namespace": p.namespace}))
+                break
+    return out
+
+
+def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
+    """GPU nodes with no hard taint: CPU-only pods can fill them and block GPU pods."""
+    gpu = set(iter_gpu_nodes(nodes))
+    key, value = _settings()["gpu_taint_key"], _settings()["gpu_taint_value"]
+    bare = [n for n in nodes.itertuples(index=False) if n.node in gpu and not _hard_taints(n.taints)]
+    if not bare:
+        return []
+    return [Finding(Severity.WARNING, f"{len(bare)} GPU node(s) have no NoSchedule taint", category="scheduling",
+                    summary="Pods that need no GPU can be scheduled there and take the CPU and memory GPU pods need.",
+                    evidence=[f"{n.node}: {n.gpu_product or 'GPU'} x{n.gpu_count}, taints: "
+                              f"{', '.join(_fmt_taint(t) for t in n.taints) or 'none'}" for n in bare][:10],
+                    sop_step=f"Taint the GPU nodes ({key}={value}:NoSchedule) and give GPU workloads the toleration "
+                             "(the GPU Operator's operands already tolerate it).",
+                    commands=[f"kubectl taint nodes {n.node} {key}={value}:NoSchedule" for n in bare][:10],
+                    data={"check": "untainted", "nodes": [n.node for n in bare]})]
+
+
+def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
+    """Pods without any GPU/MIG request on GPU nodes, excluding DaemonSet pods and system namespaces."""
+    gpu = set(iter_gpu_nodes(nodes))
+    system = _system_ns()
+    hits = [p for p in pods.itertuples(index=False)
+            if p.node in gpu and not _resources_of(p) and p.owner_kind != "DaemonSet" and p.namespace not in system
+            and p.phase not in ("Succeeded", "Failed")]
+    if not hits:
+        return []
+    return [Finding(Severity.WARNING, f"{len(hits)} pod(s) without a GPU request run on GPU nodes", category="scheduling",
+                    summary="They use a GPU node's CPU/memory (and may use a GPU without requesting it).",
+                    evidence=[f"{p.namespace}/{p.pod} ({p.owner_kind or 'bare'} {p.owner_name}) on {p.node}" for p in hits][:12],
+                    sop_step="Taint the GPU nodes and move these workloads to CPU nodes (nodeSelector/affinity).",
+                    commands=[f"kubectl -n {p.namespace} get pod {p.pod} -o wide" for p in hits][:5],
+                    data={"check": "non_gpu_on_gpu", "pods": [f"{p.namespace}/{p.pod}" for p in hits]})]
+
+
+def _affinity_products(spec: Mapping[str, Any]) -> list[list[str]]:
+    """Required nodeAffinity terms on the product label: one list of allowed values per term (In only)."""
+    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    out = []
+    for term in req.get("nodeSelectorTerms") or []:
+        for e in term.get("matchExpressions") or []:
+            if e.get("key") == PRODUCT_LABEL and e.get("operator") == "In":
+                out.append(list(e.get("values") or []))
+    return out
+
+
+def unknown_product_affinity(nodes: pd.DataFrame, pods: pd.DataFrame,
+                             pod_specs: Iterable[Mapping[str, Any]] | None = None) -> list[Finding]:
+    """Pods whose nodeSelector or required nodeAffinity names ``nvidia.com/gpu.product`` values no node has."""
+    products = sorted({p for p in nodes["gpu_product"] if p})
+    wanted: dict[tuple[str, str], list[str]] = {}
+    for p in pods.itertuples(index=False):
+        v = (p.node_selector or {}).get(PRODUCT_LABEL)
+        if v:
+            wanted[(p.namespace, p.pod)] = [v]
+    for obj in pod_specs or []:
+        meta = obj.get("metadata") or {}
+        terms = _affinity_products(obj.get("spec") or {})
+        if terms:
+            wanted.setdefault((meta.get("namespace", ""), meta.get("name", "")), []).extend(v for t in terms for v in t)
+    out = []
+    for (ns, name), values in sorted(wanted.items()):
+        if values and not set(values) & set(products):
+            close = [p for p in products if any(v.split("-")[1:2] and v.split("-")[1] in p for v in values)]
+            out.append(Finding(Severity.CRITICAL, f"{ns}/{name} asks for GPU product {', '.join(sorted(set(values)))}, which no node has",
+                               category="scheduling", summary="The pod can never schedule; GFD writes products with "
+                               "spaces as '-' and adds -SHARED / -MIG-<profile> suffixes under sharing and MIG single.",
+                               evidence=[f"products on nodes: {', '.join(products) or 'none'}"]
+                               + ([f"similar: {', '.join(close)}"] if close else []),
+                               sop_step="Fix the nodeSelector / nodeAffinity value to an existing nvidia.com/gpu.product.",
+                               commands=["kubectl get nodes -L nvidia.com/gpu.product"],
+                               data={"check": "unknown_product", "pod": name, "namespace": ns}))
+    return out
+
+
+def _is_whole(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    return str(v).strip().isdigit()
+
+
+def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """Containers whose GPU/MIG request differs from the limit, or with a fractional value (API rejects both)."""
+    out = []
+    for obj in pod_specs:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or (obj.get("template") or {}).get("spec") or {}
+        where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            res = c.get("resources") or {}
+            req, lim = res.get("requests") or {}, res.get("limits") or {}
+            for key in sorted({*req, *lim}):
+                if not (key == GPU_RESOURCE or key.startswith(MIG_RESOURCE_PREFIX)):
+                    continue
+                r, l = req.get(key), lim.get(key)
+                bad = [f"{x}={v!r}" for x, v in (("request", r), ("limit", l)) if v is not None and not _is_whole(v)]
+                if bad:
+                    why = f"fractional {key} ({', '.join(bad)}): extended resources are whole numbers"
+                elif l is None:
+                    why = f"{key} requested ({r}) without a limit: extended resources are set in limits"
+                elif r is not None and str(r) != str(l):
+                    why = f"{key} request {r} != limit {l}: for extended resources they must be equal"
+                else:
+                    continue
+                out.append(Finding(Severity.CRITICAL, f"{where} container {c.get('name', '?')}: {why}", category="scheduling",
+                                   summary="The API server rejects this pod spec (Invalid).",
+                                   evidence=[f"requests: {req}", f"limits: {lim}"],
+                                   sop_step=f"Set only limits: {{{key}: <whole number>}} (requests default to the limit); "
+                                            "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
+                                   data={"check": "request_limit", "pod": meta.get("name", ""), "container": c.get("name", "")}))
+    return out
+
+
+def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> list[Finding]:
+    """Multi-GPU pods on nodes whose GPUs per NUMA node are fewer than the pod needs and whose cross-NUMA GPU
+    links go through the CPU interconnect (``SYS``): the pod's GPUs are split across sockets."""
+    from gpulib.nccl.analysis import Topology, parse_topology
+
+    out = []
+    for node, topo in topologies.items():
+        t = topo if isinstance(topo, Topology) else parse_topology(topo)
+        col = next((c for c in ("numa_affinity", "cpu_affinity")  # old nvidia-smi prints CPU affinity only
+                    if t.affinity[c].notna().any() and (t.affinity[c] != "N/A").any()), None)
+        if col is None:
+            continue
+        aff = t.affinity[t.affinity[col].notna() & (t.affinity[col] != "N/A")]
+        per_numa = aff.groupby(col)["gpu"].apply(list).to_dict()
+        most = max(len(g) for g in per_numa.values())
+        groups = list(per_numa.values())
+        cross = {t.link(a, b) for i, ga in enumerate(groups) for gb in groups[i + 1:] for a in ga for b in gb}
+        if not cross or not cross <= {"SYS"}:
+            continue
+        for p in pods[(pods["node"] == node) & (pods["gpu_request"] > most)].itertuples(index=False):
+            out.append(Finding(Severity.WARNING, f"{p.namespace}/{p.pod} needs {p.gpu_request} GPUs; {node} has at most {most} per socket",
+                               category="scheduling", node=node,
+                               summary="Its GPUs span NUMA nodes linked only through the CPU interconnect (SYS): "
+                                       "collectives and P2P copies between the halves are slow.",
+                               evidence=[f"{col.replace('_', ' ')} {k}: {', '.join(v)}" for k, v in sorted(per_numa.items())]
+                               + [f"cross-socket GPU link: {', '.join(sorted(cross))}"],
+                               sop_step=f"Request at most {most} GPUs per pod on this node type (split the job into ranks), "
+                                        "or enable topology-aware allocation (kubelet Topology Manager, single-numa-node).",
+                               commands=[f"kubectl debug node/{node} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi topo -m"],
+                               data={"check": "split_sockets", "pod": p.pod}))
+    return out
+
+
+def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iterable[Mapping[str, Any]] | None = None,
+                     topologies: Mapping[str, Any] | None = None) -> list[Finding]:
+    """All scheduling checks; ``pod_specs`` (raw Pod objects) add the affinity and request/limit checks."""
+    specs = list(pod_specs or [])
+    out = untolerated_gpu_pods(nodes, pods) + untainted_gpu_nodes(nodes) + non_gpu_pods_on_gpu_nodes(nodes, pods)
+    out += unknown_product_affinity(nodes, pods, specs) + request_limit_problems(specs)
+    if topologies:
+        out += split_across_sockets(pods, topologies)
+    return out
+
+
+def pod_specs_from(src) -> list[dict]:
+    """Raw Pod objects from a source when it has them (demo: simulated; live: the Kubernetes API), else []."""
+    if hasattr(src, "pods_json"):
+        return list(src.pods_json().get("items", []))
+    kube = getattr(src, "kube", None)
+    if kube is not None:
+        return list(kube.list_pods().get("items", []))
+    return []

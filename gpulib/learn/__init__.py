@@ -1,0 +1,54 @@
+"""Onboarding and interview-prep lessons computed from the same data files and analyses as the runbooks."""
+from __future__ import annotations
+
+import importlib
+
+#: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
+#: and a GPU node loads only what it calls
+_EXPORTS = {
+    'FINDINGS_ENV': 'lessons',
+    'GIB': 'lessons',
+    'Lesson': 'lessons',
+    'SelfCheck': 'lessons',
+    'alert_catalog': 'lessons',
+    'alerts_file_status': 'lessons',
+    'connect': 'lessons',
+    'cost_checklist': 'lessons',
+    'cost_report': 'lessons',
+    'data_table': 'lessons',
+    'dcgm_fields_frame': 'lessons',
+    'hpa_manifest': 'lessons',
+    'lesson_text': 'lessons',
+    'load_times': 'lessons',
+    'md_table': 'lessons',
+    'mig_fit_count': 'lessons',
+    'model_sizes': 'lessons',
+    'money': 'lessons',
+    'optional_module': 'lessons',
+    'pod_resources_outcome': 'lessons',
+    'pytorchjob_worker_spec': 'lessons',
+    'pytorchjob_yaml': 'lessons',
+    'question': 'lessons',
+    'runbook_ref': 'lessons',
+    'show_md': 'lessons',
+    'smi_section': 'lessons',
+    'storage_tiers': 'lessons',
+    'thresholds_frame': 'lessons',
+    'xid_sop': 'lessons',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

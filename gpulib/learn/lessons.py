@@ -1,0 +1,452 @@
+"""Helpers for the onboarding lessons (``runbooks/learn/``): every figure a lesson shows is computed here or
+read from a data file, so a lesson cannot disagree with the runbooks.
+
+A lesson stays thin::
+
+    lesson = learn.Lesson("learn_cost", source=source, scenario=scenario)
+    with lesson.step("Cost on the demo fleet"):
+        rep = learn.cost_report(lesson.src, window)
+        learn.show_md(learn.md_table(...))
+    learn.question("How much idle money?", answer=learn.money(x), why="...")
+    lesson.finish()
+
+Self-check questions render with the answer in a collapsed ``<details>`` block (open it after answering).
+``lesson.figure(key, value)`` records the headline numbers a lesson computed; ``finish()`` writes them to
+``figures.json`` beside the findings file the CLI asks for, so tests can check what the reader saw.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from gpulib.core.errors import GpulibError, InvalidParameter
+from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
+
+GIB = 1024 ** 3
+#: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
+FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+
+
+# ------------------------------------------------------------------------------------------- display
+def _display_html(text: str) -> None:
+    try:
+        from IPython.display import HTML, display
+    except ImportError:  # plain Python: print the text
+        print(text)
+        return
+    display(HTML(text))
+
+
+def show_md(text: str) -> None:
+    """Display Markdown (in Jupyter and in the exported HTML); print it outside IPython."""
+    try:
+        from IPython.display import Markdown, display
+    except ImportError:
+        print(text)
+        return
+    display(Markdown(text))
+
+
+def _cell(v: Any, floatfmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        text = format(v, floatfmt)
+    elif isinstance(v, (list, tuple, set)):
+        text = ", ".join(map(str, v))
+    else:
+        text = str(v)
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(df: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] | Mapping[str, str] | None = None,
+             *, floatfmt: str = ",.1f", max_rows: int | None = None) -> str:
+    """A Markdown table from a DataFrame (or list of dicts). ``columns``: names to keep, or {name: header}."""
+    if not isinstance(df, pd.DataFrame):
+        df = pd.DataFrame(list(df))
+    if columns is None:
+        columns = {c: c for c in df.columns}
+    elif not isinstance(columns, Mapping):
+        columns = {c: c for c in columns}
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InvalidParameter(f"md_table: columns {missing} not in the frame; it has {list(df.columns)}")
+    rows = df if max_rows is None else df.head(max_rows)
+    out = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
+    for rec in rows[list(columns)].itertuples(index=False):
+        out.append("| " + " | ".join(_cell(v, floatfmt) for v in rec) + " |")
+    if max_rows is not None and len(df) > max_rows:
+        out.append(f"\n_{len(df) - max_rows} more rows not shown._")
+    return "\n".join(out)
+
+
+def data_table(name: str, columns: Sequence[str] | Mapping[str, str], *, where: Mapping[str, Any] | None = None,
+               floatfmt: str = "g") -> str:
+    """A Markdown table of a ``gpulib/data`` CSV (optionally filtered ``{column: value or [values]}``)."""
+    df = load_table(name)
+    for col, val in (where or {}).items():
+        vals = val if isinstance(val, (list, tuple, set)) else [val]
+        df = df[df[col].isin(list(vals))]
+    return md_table(df, columns, floatfmt=floatfmt)
+
+
+def money(x: float, currency: str = "USD") -> str:
+    """``$12,345`` (USD) or ``12,345 EUR``."""
+    return f"${x:,.0f}" if currency.upper() == "USD" else f"{x:,.0f} {currency.upper()}"
+
+
+# ------------------------------------------------------------------------------------ self-check
+@dataclass
+class SelfCheck:
+    """One self-check question; the answer is computed by the lesson and shown collapsed."""
+
+    question: str
+    answer: str
+    why: str = ""
+
+    def _repr_html_(self) -> str:
+        why = f"<p>{html.escape(self.why)}</p>" if self.why else ""
+        return ("<div style='border-left:4px solid #6a3d9a;padding:4px 10px;margin:6px 0'>"
+                f"<p><b>Self-check.</b> {html.escape(self.question)}</p>"
+                f"<details><summary>Show the answer</summary><p><b>{html.escape(self.answer)}</b></p>{why}"
+                "</details></div>")
+
+    def __str__(self) -> str:
+        return f"Q: {self.question}\nA: {self.answer}" + (f"\n   {self.why}" if self.why else "")
+
+
+def question(q: str, answer: Any, why: str = "", *, show: bool = True) -> SelfCheck:
+    """Render a self-check question with its computed ``answer`` (and ``why``) in a collapsed block."""
+    sc = SelfCheck(q, answer if isinstance(answer, str) else _cell(answer, ",.2f"), why)
+    if show:
+        _display_html(sc._repr_html_())
+    return sc
+
+
+def runbook_ref(name: str, **params: Any) -> str:
+    """Markdown pointing at the operational runbook a lesson prepares for: its command and its notebook."""
+    cmd = "gpuops run " + name + "".join(f" -p {k} {v}" for k, v in params.items())
+    try:
+        from gpulib.cli import catalogue
+        info = catalogue().get(name)
+    except GpulibError:
+        info = None
+    if info is None:
+        return f"**Runbook:** `{cmd}` (not in this checkout yet)"
+    rel = f"{info.path.parent.name}/{info.path.name}"
+    return f"**Runbook:** `{cmd}` — {info.title} (`{rel}`)"
+
+
+# ------------------------------------------------------------------------------------------ lesson
+class Lesson:
+    """State of one lesson run: its source (demo scenario selectable), guarded steps, recorded figures."""
+
+    def __init__(self, name: str, *, source: str = "demo", scenario: str = "", **params: Any):
+        self.name = name
+        self.params = {"source": source, "scenario": scenario, **params}
+        self.errors: list[str] = []
+        self.figures: dict[str, Any] = {}
+        self.src = None
+        with self.step("Connect to the data source"):
+            self.src = connect(source, scenario)
+
+    @property
+    def ok(self) -> bool:
+        return self.src is not None
+
+    def step(self, what: str):
+        """Run a block; a GpulibError becomes a rendered box instead of a traceback (shared with runbooks)."""
+        from gpulib.runbook import guarded_step
+
+        return guarded_step(what, self.errors)
+
+    def figure(self, key: str, value: Any) -> Any:
+        """Record a headline figure (saved to ``figures.json``) and return it."""
+        self.figures[key] = value
+        return value
+
+    def finish(self) -> dict[str, Any]:
+        """Write findings JSON (errors only: lessons have no findings) and ``figures.json`` when the CLI asks."""
+        path = os.environ.get(FINDINGS_ENV)
+        if path:
+            from gpulib.core.findings import save_findings
+            save_findings([], path, runbook=self.name, parameters=self.params, errors=self.errors)
+            Path(path).with_name("figures.json").write_text(json.dumps(self.figures, indent=2, default=str))
+        return self.figures
+
+
+def connect(source: str = "demo", scenario: str = ""):
+    """Open a source; for ``demo`` an optional scenario YAML replaces the packaged demo fleet."""
+    from gpulib import connect as _connect
+    if source == "demo":
+        if scenario and not Path(scenario).is_file():
+            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo_fleet.yaml")
+        return _connect("demo", scenario=scenario or None)
+    return _connect(source)
+
+
+# --------------------------------------------------------------------------- packaged lesson inputs
+def lesson_text(name: str) -> str:
+    """A captured command output shipped for the lessons (``gpulib/data/learn/<name>``)."""
+    return data_path(f"learn/{name}").read_text()
+
+
+# ------------------------------------------------------------------ GPU resources in Kubernetes
+def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
+    """What the project's pod checks say about one container ``resources`` block (requests/limits).
+
+    Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.client`` reads it (with the API
+    server's defaulting of a missing request to the limit, and its refusal of fractional extended resources),
+    ``gpulib.cost.analysis.request_limit_issues``' verdict, and which nodes of ``nodes`` advertise enough of the resource.
+    """
+    from gpulib.cost.analysis import request_limit_issues
+    from gpulib.kube.client import MalformedKubernetesObject, pods_frame
+
+    pod = {"kind": "Pod", "metadata": {"name": "example", "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "cuda", "resources": dict(resources)}]},
+           "status": {"phase": "Pending"}}
+    try:
+        row = pods_frame(pod).iloc[0]
+    except MalformedKubernetesObject as exc:
+        return {"parsed": "rejected", "check": str(exc).split(" (hint:")[0], "schedulable_on": "none"}
+    req = {k: v for k, v in row["mig_requests"].items()}
+    if row["gpu_request"]:
+        req["nvidia.com/gpu"] = int(row["gpu_request"])
+    issues = request_limit_issues(pods_frame(pod))
+    check = "; ".join(issues["problem"]) if len(issues) else "ok: requests = limits, whole numbers"
+    where = "n/a"
+    if nodes is not None and req:
+        fit = [n.node for n in nodes.itertuples() if all(_allocatable(n, k) >= v for k, v in req.items())]
+        where = ", ".join(fit) if fit else "none (stays Pending: no node advertises " + ", ".join(sorted(req)) + ")"
+    parsed = ", ".join(f"{k}: {v}" for k, v in sorted(req.items())) or "no GPU resource"
+    return {"parsed": parsed, "check": check, "schedulable_on": where}
+
+
+def _allocatable(node, resource: str) -> int:
+    if resource == "nvidia.com/gpu":
+        return int(node.gpu_allocatable or 0)
+    return int((node.mig_allocatable or {}).get(resource, 0))
+
+
+# -------------------------------------------------------------------------------------- MIG
+def mig_fit_count(gpu_model: str, profile: str, alongside: Sequence[str] = ()) -> int:
+    """How many ``profile`` instances fit on one ``gpu_model`` next to ``alongside`` (by the MIG placer)."""
+    import gpulib.mig.geometry as mig
+
+    n = 0
+    while mig.place(gpu_model, list(alongside) + [profile] * (n + 1)).fits:
+        n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------ monitoring
+def thresholds_frame() -> pd.DataFrame:
+    """``thresholds.csv`` (the single source for alert rules, triage and this table)."""
+    return load_table("thresholds")[["key", "value", "unit", "meaning"]]
+
+
+def dcgm_fields_frame(enabled_by_default: bool | None = None) -> pd.DataFrame:
+    """``dcgm_fields.csv``, optionally only the fields on (True) or off (False) in dcgm-exporter's defaults."""
+    df = load_table("dcgm_fields")
+    if enabled_by_default is not None:
+        df = df[(df["enabled_by_default"] == "yes") == enabled_by_default]
+    return df.reset_index(drop=True)
+
+
+def alert_catalog() -> pd.DataFrame:
+    """The generated Prometheus alert rules (gpulib.xid.triage.alert_rules) with what each catches and the DCGM
+    fields it needs that dcgm-exporter does not export by default (so it would never fire)."""
+    import re
+
+    from gpulib.xid.triage import alert_rules
+
+    off = set(dcgm_fields_frame(False)["field"])
+    rows = []
+    for group in alert_rules()["groups"]:
+        for r in group["rules"]:
+            fields = sorted(set(re.findall(r"\b(DCGM_\w+)", r["expr"])))
+            rows.append({"alert": r["alert"], "severity": r["labels"]["severity"], "for": r.get("for", "0s"),
+                         "expr": r["expr"], "catches": r["annotations"]["description"],
+                         "needs_non_default_fields": ", ".join(f for f in fields if f in off)})
+    return pd.DataFrame(rows)
+
+
+def alerts_file_status(path: str | Path | None = None) -> str:
+    """Whether the committed ``deploy/prometheus/gpu-alerts.yaml`` equals what the data files generate now."""
+    from gpulib.xid.triage import alert_rules_yaml
+
+    if path is None:
+        try:
+            from gpulib.cli import project_root
+            path = project_root() / "deploy" / "prometheus" / "gpu-alerts.yaml"
+        except GpulibError:
+            return "no checkout found (deploy/prometheus/gpu-alerts.yaml is not part of the installed package)"
+    p = Path(path)
+    if not p.is_file():
+        return f"{p} not found"
+    same = p.read_text() == alert_rules_yaml()
+    return (f"`{p.name}` is in sync with the data files" if same else
+            f"`{p.name}` differs from what the data files generate now: regenerate it with "
+            "`python3 -c 'import gpulib.xid.triage as t; t.write_alert_rules()'`")
+
+
+# ------------------------------------------------------------------------------- troubleshooting
+def smi_section(text: str, command: str) -> str:
+    """The output of one command from a capture made of ``### nvidia-smi <args>`` sections (set -x noise dropped)."""
+    out, on = [], False
+    for line in text.splitlines():
+        if line.startswith("### "):
+            on = line[4:].strip() == command.strip()
+            continue
+        if on and not line.startswith("+ "):
+            out.append(line)
+    if not out:
+        raise InvalidParameter(f"no '### {command}' section in the capture")
+    return "\n".join(out).strip("\n") + "\n"
+
+
+def xid_sop(code: int) -> dict[str, Any]:
+    """NVIDIA's catalog entry for an XID with the project's SOP for its resolution bucket."""
+    import gpulib.xid.triage as triage
+    import gpulib.xid.catalog as xid
+
+    rec = xid.lookup(code)
+    bucket = triage._bucket_for(int(code))  # noqa: SLF001 - the same mapping triage_node uses
+    sop = triage.sop(bucket)
+    cmds = " ".join(sop["commands"])
+    recovery = "node reboot" if "reboot" in cmds else "GPU reset" if "nvidia-smi -r" in cmds else "restart the workload"
+    return {"recovery": recovery, "code": int(code), "mnemonic": rec.mnemonic, "description": rec.description, "bucket": bucket,
+            "takes_gpu_out": bucket in triage.DRAIN_BUCKETS, "verdict": sop["verdict"], "severity": sop["severity"],
+            "sop_step": sop["sop_step"], "commands": sop["commands"], "escalation": sop["escalation"]}
+
+
+# ----------------------------------------------------------------------------------------- storage
+def model_sizes(dtypes: Sequence[str] = ("bfloat16", "fp8", "int4"), models: Sequence[str] | None = None) -> pd.DataFrame:
+    """Checkpoint size per model and dtype: parameters (models.csv) x bytes per parameter (model_dtypes.csv)."""
+    m = load_table("models")[["model", "params_b"]]
+    if models is not None:
+        m = m[m["model"].isin(list(models))]
+    d = load_table("model_dtypes").set_index("dtype")
+    unknown = [x for x in dtypes if x not in d.index]
+    if unknown:
+        raise InvalidParameter(f"unknown dtype(s) {unknown}; model_dtypes.csv has {list(d.index)}")
+    rows = [{"model": r.model, "params_b": float(r.params_b), "dtype": dt, "bytes_per_param": float(d.loc[dt, "bytes"]),
+             "size_gb": float(r.params_b) * float(d.loc[dt, "bytes"]),
+             "size_gib": float(r.params_b) * 1e9 * float(d.loc[dt, "bytes"]) / GIB}
+            for r in m.itertuples() for dt in dtypes]
+    return pd.DataFrame(rows)
+
+
+def storage_tiers() -> pd.DataFrame:
+    """Read throughput per storage tier (``learn/storage_tiers.csv``; assumptions are flagged ``inferred``)."""
+    return load_table("learn/storage_tiers")
+
+
+def load_times(size_gb: float, tiers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Seconds to read ``size_gb`` (decimal GB) from each tier at its read throughput."""
+    if size_gb <= 0:
+        raise InvalidParameter(f"size_gb must be positive, got {size_gb}")
+    t = storage_tiers() if tiers is None else tiers
+    return t.assign(seconds=size_gb / t["read_gb_s"].astype(float))[["tier", "medium", "read_gb_s", "basis", "seconds"]]
+
+
+# -------------------------------------------------------------------------------------------- cost
+def cost_report(src, window: str = "24h"):
+    """``gpulib.cost.analysis.analyze_cost`` over a source's window (GR_ENGINE_ACTIVE when exported, else GPU_UTIL)."""
+    import gpulib.cost.analysis as cost
+    from gpulib.core.errors import EmptyResult
+
+    def _get(field):
+        try:
+            return src.series(field, window)
+        except EmptyResult:
+            return None
+
+    return cost.analyze_cost(src.nodes(), src.pods(), _get("DCGM_FI_PROF_GR_ENGINE_ACTIVE"), _get("DCGM_FI_DEV_FB_USED"),
+                             gpu_util=_get("DCGM_FI_DEV_GPU_UTIL"), window=window)
+
+
+def cost_checklist(rep) -> pd.DataFrame:
+    """The optimisation checklist: every action in gpulib.cost.analysis.ACTIONS with its targets and monthly saving."""
+    from gpulib.cost.analysis import ACTIONS
+
+    a = rep.actions
+    rows = []
+    for key, label in ACTIONS.items():
+        part = a[a["action"] == key] if len(a) else a
+        rows.append({"action": key, "checklist item": label, "targets": int(len(part)),
+                     "monthly_saving": float(part["monthly_saving"].sum()) if len(part) else 0.0})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------- manifests
+def _yaml(doc: Mapping[str, Any]) -> str:
+    import yaml
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def hpa_manifest(deployment: str, metric: str, target_average: float, *, min_replicas: int = 1,
+                 max_replicas: int = 4, namespace: str = "inference") -> str:
+    """An ``autoscaling/v2`` HPA scaling ``deployment`` on a per-pod custom metric (served by prometheus-adapter
+    or KEDA) with an average target per replica."""
+    if not 1 <= min_replicas <= max_replicas:
+        raise InvalidParameter(f"need 1 <= min_replicas <= max_replicas, got {min_replicas}..{max_replicas}")
+    if target_average <= 0:
+        raise InvalidParameter(f"target_average must be positive, got {target_average}")
+    return _yaml({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": deployment, "namespace": namespace},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+                 "minReplicas": int(min_replicas), "maxReplicas": int(max_replicas),
+                 "metrics": [{"type": "Pods", "pods": {"metric": {"name": metric},
+                                                        "target": {"type": "AverageValue", "averageValue": f"{target_average:g}"}}}]}})
+
+
+def pytorchjob_worker_spec(*, shm: bool = True, gpus: int = 8, shm_size: str = "16Gi") -> dict:
+    """A PyTorchJob worker pod template (``{"spec": ...}``) with or without a memory-backed /dev/shm."""
+    container = {"name": "pytorch", "image": "REGISTRY/TRAINING-IMAGE:TAG",
+                 "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
+                 "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                 "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}
+    spec: dict[str, Any] = {"containers": [container]}
+    if shm:
+        container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}]
+    return {"spec": spec}
+
+
+def pytorchjob_yaml(name: str, *, workers: int = 2, gpus_per_worker: int = 8, namespace: str = "research") -> str:
+    """A Kubeflow ``PyTorchJob`` (one Master + ``workers - 1`` Workers) with /dev/shm mounted for NCCL."""
+    if workers < 1 or gpus_per_worker < 1:
+        raise InvalidParameter(f"workers and gpus_per_worker must be >= 1, got {workers}, {gpus_per_worker}")
+    def tmpl() -> dict:
+        return pytorchjob_worker_spec(gpus=gpus_per_worker)
+
+    specs = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": tmpl()}}
+    if workers > 1:
+        specs["Worker"] = {"replicas": workers - 1, "restartPolicy": "OnFailure", "template": tmpl()}
+    return _yaml({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": namespace},
+                  "spec": {"pytorchReplicaSpecs": specs}})
+
+
+def optional_module(name: str):
+    """``gpulib.<name>`` if this checkout has it, else None after rendering a note that names the gap."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"gpulib.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"gpulib.{name}":
+            raise
+        _display_html(f"<div style='border-left:4px solid #b36b00;padding:4px 10px'><b>gpulib.{html.escape(name)} is not in "
+                      "this checkout</b>: the cells that need it are skipped.</div>")
+        return None

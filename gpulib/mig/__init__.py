@@ -1,0 +1,89 @@
+"""MIG and GPU-sharing domain: geometry and profiles, nvidia-smi mig parsers, the packing plan, sharing advice, views."""
+from __future__ import annotations
+
+import importlib
+
+#: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
+#: and a GPU node loads only what it calls
+_EXPORTS = {
+    'CATALOG_COLUMNS': 'geometry',
+    'CAVEATS': 'sharing',
+    'FRAGMENTATION_WEIGHT': 'plan',
+    'GpuLayout': 'plan',
+    'ISOLATION': 'sharing',
+    'LAYOUT_COLUMNS': 'view',
+    'MigParseError': 'geometry',
+    'PlacedInstance': 'geometry',
+    'Placement': 'geometry',
+    'Plan': 'plan',
+    'Profile': 'geometry',
+    'UnknownGPUModel': 'geometry',
+    'UnknownProfile': 'geometry',
+    'WORKLOADS': 'sharing',
+    'Workload': 'plan',
+    'catalog_from_smi': 'geometry',
+    'choose_profile': 'plan',
+    'clusterpolicy_patch': 'sharing',
+    'current_gpus_for': 'view',
+    'current_layout': 'view',
+    'device_plugin_configmap': 'sharing',
+    'geometry': 'geometry',
+    'get_profile': 'geometry',
+    'gpu_models': 'geometry',
+    'gpu_price': 'view',
+    'headroom_table': 'view',
+    'inventory_for': 'view',
+    'is_mig_capable': 'geometry',
+    'is_valid_layout': 'geometry',
+    'layout_findings': 'geometry',
+    'looks_preallocated': 'plan',
+    'mig_change_sop': 'geometry',
+    'mig_parted_config': 'geometry',
+    'mig_parted_selector': 'geometry',
+    'mps_config': 'sharing',
+    'outside_kubernetes_clients': 'geometry',
+    'parse_lgi': 'geometry',
+    'parse_lgip': 'geometry',
+    'parse_lgipp': 'geometry',
+    'place': 'geometry',
+    'plan': 'plan',
+    'plan_ffd': 'plan',
+    'pod_requests_table': 'view',
+    'pod_resources': 'geometry',
+    'profile_objects': 'geometry',
+    'profiles': 'geometry',
+    'proposed_layout': 'view',
+    'recommend': 'sharing',
+    'resolve_gpu_model': 'geometry',
+    'resource_name': 'geometry',
+    'savings': 'view',
+    'savings_chart': 'view',
+    'select_nodes': 'view',
+    'sharing_commands': 'sharing',
+    'single_strategy_ok': 'geometry',
+    'size_from_usage': 'plan',
+    'slot_diagram': 'view',
+    'stranded_slots': 'geometry',
+    'target_model': 'view',
+    'time_slicing_config': 'sharing',
+    'valid_layouts': 'geometry',
+    'validate_mig_parted_config': 'geometry',
+    'workloads_from_models': 'plan',
+    'workloads_from_sizing': 'plan',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

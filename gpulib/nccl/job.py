@@ -1,0 +1,410 @@
+"""The in-cluster NCCL probe as Kubernetes objects (issue 5, item 4).
+
+:func:`job_manifest` writes a ``batch/v1`` Job that runs :mod:`gpulib.nccl.probe` under ``torchrun`` on the
+GPUs of one node; :func:`pytorchjob_manifest` writes a Kubeflow ``kubeflow.org/v1`` PyTorchJob (one Master and
+``nodes - 1`` Workers, one pod per node, pods kept on different nodes) for a multi-node run. Both give the
+pods what NCCL needs: a memory-backed ``emptyDir`` at ``/dev/shm``, ``nvidia.com/gpu`` limits, a toleration
+for the GPU taint, ``NCCL_NVLS_ENABLE=0`` (explicit, although the probe forces it too) and
+``NCCL_DEBUG=INFO`` so the pod log holds both the nccl-tests table and the NCCL lines that
+``runbooks/nccl_check.ipynb`` reads from one file (``kubectl logs ... > probe.txt``).
+
+Defaults (image, sweep, /dev/shm size, deadlines) are in ``gpulib/data/nccl_job_defaults.csv``. Nothing here
+talks to a cluster: :func:`validate` checks a Job with kubernetes-validate (strict) and a PyTorchJob
+structurally plus each pod template as a core ``PodTemplate``; :func:`apply_commands` gives the kubectl lines.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.knowledge import load_table
+
+__all__ = ["job_manifest", "pytorchjob_manifest", "probe_manifest", "pod_templates", "validate",
+           "check_pytorchjob", "pod_findings", "to_yaml", "write_manifest", "apply_commands", "defaults"]
+
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL = "app.kubernetes.io/name"
+_PART_OF = "app.kubernetes.io/part-of"
+_GPU_RESOURCE = "nvidia.com/gpu"
+_SHM_VOLUME = "dshm"
+_PYTORCHJOB_API = "kubeflow.org/v1"
+_RESTART_POLICIES = {"Always", "OnFailure", "Never", "ExitCode"}
+
+
+def defaults() -> dict[str, str]:
+    """``gpulib/data/nccl_job_defaults.csv`` as ``{key: value}``."""
+    t = load_table("nccl_job_defaults")
+    return dict(zip(t["key"].astype(str), t["value"].astype(str)))
+
+
+def _gpu_taint_key() -> str:
+    t = load_table("scheduling_settings").set_index("key")
+    return str(t.loc["gpu_taint_key", "value"])
+
+
+# ------------------------------------------------------------------------------------ validation of inputs
+def _check_name(name: str, what: str = "name") -> str:
+    if not isinstance(name, str) or len(name) > 52 or not _DNS1123.match(name):
+        raise InvalidParameter(f"{what}={name!r} is not a valid name: lower-case letters, digits and '-', "
+                               "starting and ending with a letter or digit, at most 52 characters "
+                               "(Kubernetes appends pod suffixes)")
+    return name
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidParameter(f"{what}={value!r} must be a whole number >= 1")
+    return value
+
+
+def _collectives(value: Iterable[str] | str | None, d: Mapping[str, str]) -> list[str]:
+    from gpulib.nccl.probe import SUPPORTED
+
+    raw = d["collectives"].split(";") if value is None else (value.split(",") if isinstance(value, str) else list(value))
+    colls = [str(c).strip() for c in raw if str(c).strip()]
+    bad = [c for c in colls if c not in SUPPORTED]
+    if bad or not colls:
+        raise InvalidParameter(f"collectives={value!r}: the probe runs {', '.join(SUPPORTED)}; got {bad or 'none'}")
+    return colls
+
+
+def _sizes(min_bytes: str | int | None, max_bytes: str | int | None, d: Mapping[str, str]) -> tuple[str, str]:
+    from gpulib.nccl.probe import parse_size, size_sweep
+
+    lo = str(d["min_bytes"] if min_bytes is None else min_bytes)
+    hi = str(d["max_bytes"] if max_bytes is None else max_bytes)
+    try:
+        size_sweep(parse_size(lo), parse_size(hi))
+    except ValueError as exc:
+        raise InvalidParameter(f"min_bytes={lo!r} / max_bytes={hi!r}: {exc}") from exc
+    return lo, hi
+
+
+def _extra_env(extra_env: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    out = []
+    for k, v in (extra_env or {}).items():
+        if not _ENV_NAME.match(str(k)):
+            raise InvalidParameter(f"extra_env: {k!r} is not an environment variable name")
+        if k == "NCCL_NVLS_ENABLE" and str(v) != "0":
+            raise InvalidParameter(f"extra_env: NCCL_NVLS_ENABLE={v!r}: the probe keeps NVLink SHARP off "
+                                   "(gpulib.nccl.probe forces NCCL_NVLS_ENABLE=0)")
+        if k in ("NCCL_DEBUG", "NCCL_NVLS_ENABLE"):
+            continue  # already set by the generator
+        out.append({"name": str(k), "value": str(v)})
+    return out
+
+
+# ------------------------------------------------------------------------------------ the pod
+def _probe_args(colls: list[str], lo: str, hi: str, iters: int, warmup: int) -> list[str]:
+    return ["-m", "gpulib.nccl.probe", "--collectives", ",".join(colls), "--min-bytes", lo, "--max-bytes", hi,
+            "--iters", str(iters), "--warmup", str(warmup)]
+
+
+def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[str, str],
+               env: list[dict[str, str]], rdma_resource: str | None, ports: list[dict[str, Any]] | None) -> dict[str, Any]:
+    limits: dict[str, Any] = {_GPU_RESOURCE: gpus}
+    if rdma_resource:
+        limits[rdma_resource] = 1
+    c: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "env": [{"name": "NCCL_NVLS_ENABLE", "value": "0"},
+                {"name": "NCCL_DEBUG", "value": "INFO"},
+                {"name": "NCCL_DEBUG_SUBSYS", "value": d["nccl_debug_subsys"]},
+                {"name": "PYTHONUNBUFFERED", "value": "1"}] + env,
+        "resources": {"requests": {"cpu": d["cpu_request"], "memory": d["memory_request"], _GPU_RESOURCE: gpus},
+                      "limits": limits},
+        "volumeMounts": [{"name": _SHM_VOLUME, "mountPath": "/dev/shm"}],
+    }
+    if rdma_resource:  # registration of RDMA memory needs an unlimited memlock (facts.md 4.5)
+        c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    if ports:
+        c["ports"] = ports
+    return c
+
+
+def _pod_spec(container: dict[str, Any], d: Mapping[str, str], *, restart_policy: str,
+              node_selector: Mapping[str, str] | None, host_network: bool,
+              affinity: dict[str, Any] | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": restart_policy,
+        "containers": [container],
+        "volumes": [{"name": _SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": d["shm_size_limit"]}}],
+        "tolerations": [{"key": _gpu_taint_key(), "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if node_selector:
+        spec["nodeSelector"] = {str(k): str(v) for k, v in node_selector.items()}
+    if host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if affinity:
+        spec["affinity"] = affinity
+    return spec
+
+
+def _labels(name: str) -> dict[str, str]:
+    return {_LABEL: "nccl-probe", _PART_OF: "gpu-runbooks", "gpu-runbooks/probe": name}
+
+
+def _common(name, namespace, image, collectives, min_bytes, max_bytes, iters, warmup, extra_env):
+    d = defaults()
+    name = _check_name(name if name is not None else d["name"])
+    namespace = _check_name(namespace if namespace is not None else d["namespace"], "namespace")
+    image = image if image is not None else d["image"]
+    if not isinstance(image, str) or not image.strip() or any(ch.isspace() for ch in image):
+        raise InvalidParameter(f"image={image!r} is not an image reference")
+    colls = _collectives(collectives, d)
+    lo, hi = _sizes(min_bytes, max_bytes, d)
+    iters = _positive_int(int(d["iters"]) if iters is None else iters, "iters")
+    warmup = int(d["warmup"]) if warmup is None else warmup
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise InvalidParameter(f"warmup={warmup!r} must be a whole number >= 0")
+    return d, name, namespace, image, _probe_args(colls, lo, hi, iters, warmup), _extra_env(extra_env)
+
+
+def job_manifest(name: str | None = None, *, gpus: int = 8, node: str | None = None,
+                 node_selector: Mapping[str, str] | None = None, namespace: str | None = None,
+                 image: str | None = None, collectives: Iterable[str] | str | None = None,
+                 min_bytes: str | int | None = None, max_bytes: str | int | None = None, iters: int | None = None,
+                 warmup: int | None = None, extra_env: Mapping[str, Any] | None = None,
+                 host_network: bool = False) -> dict[str, Any]:
+    """A ``batch/v1`` Job running the probe on ``gpus`` GPUs of one node (one process per GPU, ``torchrun
+    --standalone``). ``node`` pins it to a node (``kubernetes.io/hostname``); ``node_selector`` adds labels such
+    as ``nvidia.com/gpu.product``. Read the result with ``kubectl logs job/<name>``."""
+    d, name, namespace, image, probe, env = _common(name, namespace, image, collectives, min_bytes, max_bytes,
+                                                    iters, warmup, extra_env)
+    gpus = _positive_int(gpus, "gpus")
+    selector = dict(node_selector or {})
+    if node:
+        selector["kubernetes.io/hostname"] = str(node)
+    command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}"] + probe
+    container = _container("nccl-probe", image, command, gpus, d, env, None, None)
+    labels = _labels(name)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "backoffLimit": int(d["backoff_limit"]),
+            "activeDeadlineSeconds": int(d["active_deadline_seconds"]),
+            "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"]),
+            "template": {"metadata": {"labels": dict(labels)},
+                         "spec": _pod_spec(container, d, restart_policy="Never", node_selector=selector,
+                                           host_network=host_network, affinity=None)},
+        },
+    }
+
+
+def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_node: int = 8,
+                        node_names: Sequence[str] | None = None, node_selector: Mapping[str, str] | None = None,
+                        namespace: str | None = None, image: str | None = None,
+                        collectives: Iterable[str] | str | None = None, min_bytes: str | int | None = None,
+                        max_bytes: str | int | None = None, iters: int | None = None, warmup: int | None = None,
+                        rdma_resource: str | None = None, host_network: bool = False,
+                        extra_env: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A Kubeflow PyTorchJob for a multi-node probe: one Master and ``nodes - 1`` Workers, one pod per node
+    (required pod anti-affinity on the hostname), each ``torchrun --nnodes=<nodes> --node_rank=$RANK`` with
+    ``gpus_per_node`` processes. The training operator sets ``MASTER_ADDR``/``MASTER_PORT`` and ``RANK`` (the
+    pod's index: Master 0, Worker i -> i + 1; kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go).
+    ``node_names`` restricts the pods to those nodes (e.g. the node pair to test); ``rdma_resource`` (e.g.
+    ``rdma/rdma_shared_device_a``) requests one RDMA device per pod and adds ``IPC_LOCK``; without it or
+    ``host_network`` NCCL talks TCP sockets between nodes, which :func:`pod_findings` reports."""
+    d, name, namespace, image, probe, env = _common(name, namespace, image, collectives, min_bytes, max_bytes,
+                                                    iters, warmup, extra_env)
+    nodes = _positive_int(nodes, "nodes")
+    if nodes < 2:
+        raise InvalidParameter(f"nodes={nodes}: a PyTorchJob probe is for 2 or more nodes; use job_manifest() on one node")
+    gpus = _positive_int(gpus_per_node, "gpus_per_node")
+    names = [str(n) for n in (node_names or [])]
+    if names and len(set(names)) < nodes:
+        raise InvalidParameter(f"node_names={names}: {nodes} pods need {nodes} distinct nodes, got {len(set(names))}")
+    if rdma_resource is not None and not re.fullmatch(r"[a-z0-9.\-]+/[A-Za-z0-9_.\-]+", rdma_resource):
+        raise InvalidParameter(f"rdma_resource={rdma_resource!r} is not an extended resource name like rdma/rdma_shared_device_a")
+    port = int(d["pytorchjob_port"])
+    launch = ("exec torchrun --nnodes={nnodes} --nproc_per_node={g} --node_rank=\"$RANK\" "
+              "--master_addr=\"$MASTER_ADDR\" --master_port=\"$MASTER_PORT\" {probe}").format(
+                  nnodes=nodes, g=gpus, probe=" ".join(probe))
+    labels = _labels(name)
+    affinity: dict[str, Any] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"gpu-runbooks/probe": name}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    if names:
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": names}]}]}}
+
+    def replica(count: int) -> dict[str, Any]:
+        c = _container(d["pytorchjob_container"], image, ["/bin/sh", "-c", launch], gpus, d, env, rdma_resource,
+                       [{"name": "pytorchjob-port", "containerPort": port, "protocol": "TCP"}])
+        return {"replicas": count, "restartPolicy": "Never",
+                "template": {"metadata": {"labels": dict(labels)},
+                             "spec": _pod_spec(c, d, restart_policy="Never", node_selector=node_selector,
+                                               host_network=host_network, affinity=copy.deepcopy(affinity))}}
+
+    return {
+        "apiVersion": _PYTORCHJOB_API,
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "runPolicy": {"backoffLimit": int(d["backoff_limit"]),
+                          "activeDeadlineSeconds": int(d["active_deadline_seconds"]),
+                          "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"])},
+            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(nodes - 1)},
+        },
+    }
+
+
+def probe_manifest(nodes: int = 1, **kwargs: Any) -> dict[str, Any]:
+    """:func:`job_manifest` for one node, :func:`pytorchjob_manifest` for several (``gpus`` or
+    ``gpus_per_node`` both accepted)."""
+    gpus = kwargs.pop("gpus", None)
+    if nodes == 1:
+        if "gpus_per_node" in kwargs:
+            gpus = kwargs.pop("gpus_per_node")
+        for k in ("node_names", "rdma_resource"):
+            if kwargs.get(k):
+                raise InvalidParameter(f"{k} applies to a multi-node probe (nodes >= 2)")
+            kwargs.pop(k, None)
+        return job_manifest(gpus=8 if gpus is None else gpus, **kwargs)
+    if gpus is not None:
+        kwargs.setdefault("gpus_per_node", gpus)
+    kwargs.pop("node", None)
+    return pytorchjob_manifest(nodes=nodes, **kwargs)
+
+
+# ------------------------------------------------------------------------------------ checks
+def pod_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The pod templates of a Job (``{"Job": template}``) or PyTorchJob (``{"Master": ..., "Worker": ...}``)."""
+    kind = manifest.get("kind")
+    spec = manifest.get("spec") or {}
+    if kind == "Job":
+        return {"Job": spec.get("template") or {}}
+    if kind == "PyTorchJob":
+        return {rt: (rs or {}).get("template") or {} for rt, rs in (spec.get("pytorchReplicaSpecs") or {}).items()}
+    raise InvalidParameter(f"kind={kind!r}: expected a Job or a PyTorchJob manifest")
+
+
+def pod_findings(manifest: Mapping[str, Any]) -> list:
+    """:func:`gpulib.nccl.analysis.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
+    from gpulib.nccl.analysis import check_pod_spec
+
+    multi = manifest.get("kind") == "PyTorchJob"
+    out = []
+    for rt, tpl in pod_templates(manifest).items():
+        named = {"metadata": {"name": f"{(manifest.get('metadata') or {}).get('name')}/{rt}"}, "spec": tpl.get("spec") or {}}
+        out.extend(check_pod_spec(named, multi_node=multi))
+    return out
+
+
+def check_pytorchjob(manifest: Mapping[str, Any]) -> list[str]:
+    """Structural problems of a PyTorchJob (it is a CRD, so kubernetes-validate has no schema for it); [] = none."""
+    probs: list[str] = []
+    if manifest.get("apiVersion") != _PYTORCHJOB_API:
+        probs.append(f"apiVersion is {manifest.get('apiVersion')!r}, expected {_PYTORCHJOB_API}")
+    if manifest.get("kind") != "PyTorchJob":
+        probs.append(f"kind is {manifest.get('kind')!r}, expected PyTorchJob")
+    name = (manifest.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not _DNS1123.match(name):
+        probs.append(f"metadata.name {name!r} is not a DNS-1123 label")
+    specs = (manifest.get("spec") or {}).get("pytorchReplicaSpecs")
+    if not isinstance(specs, Mapping) or "Master" not in specs:
+        return probs + ["spec.pytorchReplicaSpecs needs a Master replica spec"]
+    unknown = sorted(set(specs) - {"Master", "Worker"})
+    if unknown:
+        probs.append(f"unknown replica types {unknown} (Master, Worker)")
+    for rt, rs in specs.items():
+        rs = rs or {}
+        n = rs.get("replicas")
+        if rt == "Master" and n != 1:
+            probs.append(f"Master.replicas is {n!r}; the training operator expects exactly 1")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            probs.append(f"{rt}.replicas {n!r} must be an integer >= 1")
+        if rs.get("restartPolicy") not in _RESTART_POLICIES:
+            probs.append(f"{rt}.restartPolicy {rs.get('restartPolicy')!r} not in {sorted(_RESTART_POLICIES)}")
+        containers = ((rs.get("template") or {}).get("spec") or {}).get("containers") or []
+        main = [c for c in containers if c.get("name") == defaults()["pytorchjob_container"]]
+        if not main:
+            probs.append(f"{rt}: no container named {defaults()['pytorchjob_container']!r} (the operator injects "
+                         "MASTER_ADDR/RANK and looks up the port there)")
+        elif not any(p.get("name") == "pytorchjob-port" for p in main[0].get("ports") or []):
+            probs.append(f"{rt}: container has no port named 'pytorchjob-port'")
+    return probs
+
+
+def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[str]:
+    """Validate a probe manifest; returns what was checked, raises :class:`InvalidParameter` on the first problem.
+
+    A Job goes through kubernetes-validate (strict: unknown fields are errors) for ``version`` (default from
+    ``nccl_job_defaults.csv``). A PyTorchJob gets :func:`check_pytorchjob`, and each replica's pod template is
+    validated strictly as a core ``v1 PodTemplate``."""
+    import kubernetes_validate
+
+    version = str(version or defaults()["k8s_version"])
+    shipped = sorted(set(kubernetes_validate.utils.all_versions()), key=lambda v: tuple(int(x) for x in v.split(".")))
+    if ".".join(version.split(".")[:2]) not in {".".join(v.split(".")[:2]) for v in shipped}:
+        raise InvalidParameter(f"version={version!r}: kubernetes-validate has no schema for it",
+                               hint=f"use one it ships: {shipped[0]} ... {shipped[-1]}")
+    kind = manifest.get("kind")
+    name = (manifest.get("metadata") or {}).get("name")
+
+    def strict(obj: Mapping[str, Any], where: str) -> str:
+        try:
+            kubernetes_validate.validate(dict(obj), version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            raise InvalidParameter(f"{where} is not valid Kubernetes {version}: {str(exc).splitlines()[0]}") from exc
+        except kubernetes_validate.utils.SchemaNotFoundError as exc:
+            raise InvalidParameter(f"{where}: kubernetes-validate has no schema for {obj.get('apiVersion')}/"
+                                   f"{obj.get('kind')} in Kubernetes {version}") from exc
+        return f"{where}: valid for Kubernetes {version} (strict)"
+
+    if kind == "Job":
+        return [strict(manifest, f"Job/{name}")]
+    if kind == "PyTorchJob":
+        probs = check_pytorchjob(manifest)
+        if probs:
+            raise InvalidParameter(f"PyTorchJob/{name}: " + "; ".join(probs))
+        out = [f"PyTorchJob/{name}: structure ok (kubeflow.org/v1 CRD: Master/Worker, container, port)"]
+        for rt, tpl in pod_templates(manifest).items():
+            pt = {"apiVersion": "v1", "kind": "PodTemplate",
+                  "metadata": {"name": f"{name}-{rt.lower()}", "namespace": (manifest.get("metadata") or {}).get("namespace")},
+                  "template": tpl}
+            out.append(strict(pt, f"PyTorchJob/{name} {rt} pod template"))
+        return out
+    raise InvalidParameter(f"kind={kind!r}: expected a Job or a PyTorchJob manifest")
+
+
+# ------------------------------------------------------------------------------------ output
+def to_yaml(manifest: Mapping[str, Any]) -> str:
+    import yaml
+
+    class _NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data):  # noqa: D102 - plain YAML, no &id anchors
+            return True
+
+    return yaml.dump(dict(manifest), Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=120)
+
+
+def write_manifest(manifest: Mapping[str, Any], path: str | Path) -> Path:
+    """Write the manifest as YAML (creating the folder); returns the path."""
+    p = Path(path).expanduser()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(to_yaml(manifest))
+    return p
+
+
+def apply_commands(manifest: Mapping[str, Any], path: str | Path = "nccl-probe.yaml") -> list[str]:
+    """kubectl lines: server-side dry run, apply, wait, save the log for the runbook, clean up."""
+    md = manifest.get("metadata") or {}
+    ns, name = md.get("namespace", "default"), md.get("name")
+    if manifest.get("kind") == "Job":
+        ref, log = f"job/{name}", f"kubectl logs -n {ns} job/{name} > {name}.txt"
+        wait = f"kubectl wait -n {ns} --for=condition=complete --timeout=30m job/{name}"
+    else:
+        ref, log = f"pytorchjob/{name}", f"kubectl logs -n {ns} {name}-master-0 > {name}.txt"
+        wait = f"kubectl wait -n {ns} --for=condition=Succeeded --timeout=30m pytorchjob/{name}"
+    return [f"kubectl apply --dry-run=server -f {path}", f"kubectl apply -f {path}", wait, log,
+            f"gpuops run nccl_check -p nccl_tests_file {name}.txt", f"kubectl delete -n {ns} {ref}"]

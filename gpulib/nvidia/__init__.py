@@ -1,0 +1,44 @@
+"""NVIDIA node tools: NVML (pynvml) and nvidia-smi parsers. Importable with numpy, pandas and nvidia-ml-py only."""
+from __future__ import annotations
+
+import importlib
+
+#: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
+#: and a GPU node loads only what it calls
+_EXPORTS = {
+    'Device': 'nvml',
+    'MIB': 'nvml',
+    'NA_TOKENS': 'smi',
+    'NVML': 'nvml',
+    'NVMLUnavailable': 'nvml',
+    'NvLinkState': 'nvml',
+    'PROBE_COLUMNS': 'nvml',
+    'QUERY_COLUMNS': 'smi',
+    'SmiTable': 'smi',
+    'TABLE_GPU_COLUMNS': 'smi',
+    'TABLE_PROCESS_COLUMNS': 'smi',
+    'clock_event_table': 'smi',
+    'decode_clock_events': 'smi',
+    'gpu_id_map': 'smi',
+    'main': 'nvml',
+    'parse_query': 'smi',
+    'parse_table': 'smi',
+    'probe': 'nvml',
+    'probe_json': 'nvml',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

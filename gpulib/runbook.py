@@ -1,0 +1,146 @@
+"""Notebook plumbing shared by every runbook: connect, guarded steps, charts, the SOP cell, findings JSON.
+
+A runbook stays thin::
+
+    rb = nb.Runbook("fleet_overview", source=source, snapshot_dir=snapshot_dir, window=window)
+    with rb.step("Metric preflight"):
+        caps = rb.src.preflight(window)
+    ...
+    rb.finish(findings)          # renders the Recommended SOP step and writes findings JSON
+
+A step that hits a :class:`~gpulib.core.errors.GpulibError` (Prometheus down, unknown node, empty
+series...) does not stop the notebook: it renders what is missing and what to check, and the error
+is recorded so the CLI exits non-zero.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from contextlib import contextmanager
+from typing import Any, Iterable
+
+from gpulib.core.errors import GpulibError
+from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
+
+#: the CLI sets this so the executed notebook writes its findings beside itself
+FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+
+
+def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | None = None) -> None:
+    try:
+        from IPython.display import HTML, display
+    except ImportError:  # plain Python (tests, CLI): print text
+        if html_text is not None:
+            print(html_text)
+        elif obj is not None:
+            print(obj.as_text() if hasattr(obj, "as_text") else obj)
+        return
+    if bundle is not None:
+        display(bundle, raw=True)
+    elif html_text is not None:
+        display(HTML(html_text))
+    else:
+        display(obj)
+
+
+_PLOTLY_JS_SENT = False
+
+
+def show(fig) -> None:
+    """Display a plotly figure so that it renders in JupyterLab *and* in an offline HTML export.
+
+    The bundle carries plotly's own MIME type (JupyterLab) and self-contained HTML (nbconvert); plotly.js
+    is inlined once per kernel so an exported report needs no network.
+    """
+    global _PLOTLY_JS_SENT
+    spec = json.loads(fig.to_json())
+    html_text = fig.to_html(full_html=False, include_plotlyjs=not _PLOTLY_JS_SENT, config={"displaylogo": False})
+    _PLOTLY_JS_SENT = True
+    _display(bundle={"application/vnd.plotly.v1+json": spec, "text/html": html_text, "text/plain": f"<{fig.layout.title.text or 'figure'}>"})
+
+
+def note(text: str, level: str = "info") -> None:
+    colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
+    _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
+
+
+@contextmanager
+def guarded_step(what: str, errors: list[str]):
+    """Run a block; a :class:`GpulibError` is appended to ``errors`` and rendered as a box saying what is
+    missing and what to check, instead of a traceback that stops the notebook."""
+    try:
+        yield
+    except GpulibError as exc:
+        errors.append(f"{what}: {exc}")
+        hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if exc.hint else ""
+        note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
+
+
+class Runbook:
+    """State of one runbook execution: its source, the steps that failed, and its findings."""
+
+    def __init__(self, name: str, *, source: str = "demo", snapshot_dir: str = "", **params: Any):
+        self.name = name
+        self.params = {"source": source, "snapshot_dir": snapshot_dir, **params}
+        self.errors: list[str] = []
+        self.findings: list[Finding] = []
+        self.src = None
+        with self.step("Connect to the data source"):
+            from gpulib import connect
+            kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
+            self.src = connect(source, **kwargs)
+            note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
+
+    def rerun_command(self) -> str:
+        """The ``gpuops run`` line that repeats this execution (parameters as given)."""
+        import shlex
+
+        src = self.params.get("source", "demo")
+        parts = ["gpuops", "run", self.name, "--source", src]
+        if src == "snapshot" and self.params.get("snapshot_dir"):
+            parts += ["--snapshot", str(self.params["snapshot_dir"])]
+        for k, v in self.params.items():
+            if k not in ("source", "snapshot_dir") and v not in ("", None):
+                parts += ["-p", k, str(v)]
+        return " ".join(shlex.quote(p) for p in parts)
+
+    @property
+    def ok(self) -> bool:
+        return self.src is not None
+
+    def step(self, what: str):
+        """Run a block; a GpulibError becomes a rendered 'missing data' box instead of a traceback."""
+        return guarded_step(what, self.errors)
+
+    def add(self, findings: Iterable[Finding] | Finding | None) -> None:
+        if findings is None:
+            return
+        if isinstance(findings, Finding):
+            findings = [findings]
+        self.findings.extend(findings)
+
+    def finish(self, findings: Iterable[Finding] | None = None) -> FindingList:
+        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON."""
+        if findings is not None:
+            self.add(findings)
+        fl = FindingList(sort_findings(self.findings))
+        if self.errors:
+            fl.insert(0, Finding(
+                Severity.CRITICAL if self.src is None else Severity.WARNING,
+                f"Runbook incomplete: {len(self.errors)} step(s) could not get data", category="data",
+                summary="The verdict below is based on partial data.", evidence=list(self.errors),
+                sop_step="Fix the data source (see each step's hint) and re-run the runbook.",
+                commands=[self.rerun_command()]))
+        top = fl[0] if fl else None
+        if top is None:
+            _display(html_text="<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>")
+        else:
+            _display(html_text="<h3>Recommended SOP step</h3>" + top._repr_html_()
+                     + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else ""))
+            if len(fl) > 1:
+                _display(FindingList(fl[1:]))
+        path = os.environ.get(FINDINGS_ENV)
+        if path:
+            save_findings(fl, path, runbook=self.name, parameters=self.params, errors=self.errors)
+        return fl

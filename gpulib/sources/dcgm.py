@@ -1,0 +1,163 @@
+"""dcgm-exporter metrics: field catalogue, label normalisation and the ``/metrics`` scrape parser.
+
+dcgm-exporter's labels moved over time (facts.md §3.3): ``Hostname`` became ``hostname`` (PR #655),
+old-namespace mode writes ``pod_name``/``pod_namespace``/``container_name``, and a Prometheus scrape
+through a ServiceMonitor without ``honorLabels`` renames the workload labels to ``exported_pod``,
+``exported_namespace``, ``exported_container`` (the target's own ``pod`` is the exporter's pod).
+:func:`normalise_labels` maps all of them onto one vocabulary: ``node, gpu, uuid, model, pci_bus_id,
+pod, namespace, container, gpu_i_profile, gpu_i_id``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from gpulib.core.knowledge import load_table
+
+#: workload label candidates in order of preference (the first present and non-empty wins)
+_POD_KEYS = ("exported_pod", "pod", "pod_name")
+_NS_KEYS = ("exported_namespace", "namespace", "pod_namespace")
+_CONTAINER_KEYS = ("exported_container", "container", "container_name")
+_NODE_KEYS = ("hostname", "Hostname", "node", "kubernetes_node", "nodename")
+_EXPORTER_POD = re.compile(r"^(nvidia-)?dcgm-exporter", re.I)
+
+
+def fields() -> pd.DataFrame:
+    """The DCGM field table (``gpulib/data/dcgm_fields.csv``)."""
+    return load_table("dcgm_fields")
+
+
+def _first(labels: Mapping[str, str], keys: Iterable[str]) -> str:
+    for k in keys:
+        v = labels.get(k)
+        if v:
+            return str(v)
+    return ""
+
+
+def normalise_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Map raw dcgm-exporter / Prometheus labels to the project vocabulary (see module doc)."""
+    pod = _first(labels, _POD_KEYS)
+    ns = _first(labels, _NS_KEYS)
+    container = _first(labels, _CONTAINER_KEYS)
+    if "exported_pod" not in labels and _EXPORTER_POD.match(pod or ""):
+        # the target's pod label (the exporter itself), not a workload
+        pod = ns = container = ""
+    node = _first(labels, _NODE_KEYS)
+    if not node and labels.get("instance"):
+        node = str(labels["instance"]).rsplit(":", 1)[0]
+    return {
+        "node": node,
+        "gpu": str(labels.get("gpu", "")),
+        "uuid": _first(labels, ("UUID", "uuid", "gpu_uuid")),
+        "model": _first(labels, ("modelName", "model_name")),
+        "pci_bus_id": str(labels.get("pci_bus_id", "")),
+        "pod": pod,
+        "namespace": ns,
+        "container": container,
+        "gpu_i_profile": _first(labels, ("GPU_I_PROFILE", "gpu_i_profile")),
+        "gpu_i_id": _first(labels, ("GPU_I_ID", "gpu_i_id")),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Prometheus text exposition parser (what dcgm-exporter serves on :9400/metrics)
+# --------------------------------------------------------------------------------------------
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _unescape(v: str) -> str:
+    return v.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
+
+
+def _parse_labels(text: str) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _LABEL.match(text, pos)
+        if not m:
+            return None
+        out[m.group(1)] = _unescape(m.group(2))
+        pos = m.end()
+    return out
+
+
+def _float(v: str) -> float:
+    low = v.lower()
+    if low in ("nan",):
+        return math.nan
+    if low in ("+inf", "inf"):
+        return math.inf
+    if low == "-inf":
+        return -math.inf
+    return float(v)
+
+
+def parse_scrape(text: str) -> pd.DataFrame:
+    """Parse a dcgm-exporter ``/metrics`` scrape into one row per sample.
+
+    Columns: ``metric``, the normalised labels (``node, gpu, uuid, model, pci_bus_id, pod, namespace,
+    container, gpu_i_profile, gpu_i_id``), ``value``, ``timestamp`` (NaT unless the line had one),
+    ``labels`` (every raw label as a dict) and ``type`` (from ``# TYPE``, else ``untyped``).
+    ``# HELP``/``# TYPE`` comments and blank lines are skipped; a malformed line (e.g. a scrape cut
+    mid-line) is skipped and counted in ``df.attrs["skipped_lines"]``.
+    """
+    types: dict[str, str] = {}
+    rows = []
+    skipped = 0
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            parts = s.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                types[parts[2]] = parts[3].strip()
+            continue
+        m = _SAMPLE.match(s)
+        if not m:
+            skipped += 1
+            continue
+        labels = _parse_labels(m.group("labels") or "")
+        if labels is None:
+            skipped += 1
+            continue
+        try:
+            value = _float(m.group("value"))
+        except ValueError:
+            skipped += 1
+            continue
+        ts = m.group("ts")
+        row = {"metric": m.group("name"), **normalise_labels(labels), "value": value,
+               "timestamp": pd.to_datetime(int(ts), unit="ms", utc=True) if ts else pd.NaT,
+               "labels": labels, "type": types.get(m.group("name"), "untyped")}
+        rows.append(row)
+    cols = ["metric", "node", "gpu", "uuid", "model", "pci_bus_id", "pod", "namespace", "container",
+            "gpu_i_profile", "gpu_i_id", "value", "timestamp", "labels", "type"]
+    df = pd.DataFrame(rows, columns=cols)
+    df["value"] = df["value"].astype(float)
+    df.attrs["skipped_lines"] = skipped
+    return df
+
+
+def _escape(v: str) -> str:
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def format_labels(labels: Mapping[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def format_value(v: float) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return repr(round(v, 6))
+    return str(v)

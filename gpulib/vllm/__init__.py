@@ -1,0 +1,60 @@
+"""vLLM domain: the memory model, deployment plan, validated manifests and the live check from vllm: metrics."""
+from __future__ import annotations
+
+import importlib
+
+#: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
+#: and a GPU node loads only what it calls
+_EXPORTS = {
+    'DeploymentPlan': 'deploy',
+    'DoesNotFit': 'deploy',
+    'E2E_BUCKETS': 'deploy',
+    'GIB': 'memory',
+    'KV_DTYPES': 'deploy',
+    'MemoryBudget': 'memory',
+    'ModelSpec': 'memory',
+    'TP_SIZES': 'memory',
+    'TTFT_BUCKETS': 'deploy',
+    'UnknownModel': 'memory',
+    'activation_gib': 'memory',
+    'adapter_rules': 'deploy',
+    'assess': 'deploy',
+    'budget': 'memory',
+    'choose_tp': 'memory',
+    'dcgm_for_pods': 'deploy',
+    'default_batch': 'memory',
+    'demo_vllm_frame': 'deploy',
+    'demo_vllm_series': 'deploy',
+    'device_memory_gib': 'memory',
+    'dtype_bytes': 'memory',
+    'get_model': 'memory',
+    'gpu_memory_utilization_for': 'memory',
+    'histogram_quantile': 'deploy',
+    'kv_bytes_per_token': 'memory',
+    'manifests': 'deploy',
+    'max_fit': 'memory',
+    'memory_needed': 'memory',
+    'models': 'memory',
+    'overhead': 'memory',
+    'plan': 'deploy',
+    'setting': 'deploy',
+    'validate_manifests': 'deploy',
+    'vllm_metrics': 'deploy',
+    'weights_gib': 'memory',
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

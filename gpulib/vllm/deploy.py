@@ -1,0 +1,550 @@
+"""vLLM deployment sizing and checking (runbook ``vllm_deploy``), on top of :mod:`gpulib.vllm.memory`'s memory model.
+
+* :func:`plan` — choose tensor-parallel size, ``--gpu-memory-utilization``, ``--max-model-len``,
+  ``--max-num-seqs`` and KV-cache dtype for a model on a GPU model or MIG profile, with the memory arithmetic
+  (:meth:`DeploymentPlan.arithmetic`) and a clear "does not fit" (:class:`DoesNotFit` Finding, CRITICAL).
+* :func:`manifests` — Deployment (probes, model cache volume, /dev/shm), Service, PodDisruptionBudget and
+  HPA (autoscaling/v2 on a Prometheus-Adapter per-pod metric), plus :meth:`DeploymentPlan.tgi_args`.
+* :func:`vllm_metrics` / :func:`assess` — live check of a running deployment from vLLM's own ``vllm:``
+  metrics (running / waiting requests, KV-cache usage, TTFT and end-to-end p99, preemptions) joined with
+  the DCGM memory and activity of its pods, ending in a scale-up / scale-down / retune recommendation.
+
+The demo fleet's vLLM pods get simulated ``vllm:`` series from :func:`demo_vllm_series` (the demo source
+and the OpenMetrics backfill call it), so the live check runs on demo and on a backfilled Prometheus.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+import gpulib.vllm.memory as vllm
+from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import load_table
+
+KV_DTYPES = ("auto", "fp8")
+
+
+@lru_cache(maxsize=1)
+def _deploy() -> dict[str, str]:
+    t = load_table("vllm_deploy")
+    return {str(k): str(v) for k, v in zip(t["key"], t["value"])}
+
+
+def setting(key: str) -> str:
+    d = _deploy()
+    if key not in d:
+        raise InvalidParameter(f"no vLLM deploy setting {key!r}; known: {', '.join(sorted(d))}")
+    return d[key]
+
+
+def _f(key: str) -> float:
+    return float(setting(key))
+
+
+# --------------------------------------------------------------------------------------------
+# sizing
+# --------------------------------------------------------------------------------------------
+@dataclass
+class DeploymentPlan:
+    """A sized vLLM deployment: the flags, the memory budget behind them, and the verdict."""
+
+    model: vllm.ModelSpec
+    device: str
+    gpus: int
+    tp: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    dtype: str
+    concurrency: int
+    latency_p99_s: float | None
+    budget: vllm.MemoryBudget
+    fits: bool
+    tried: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def mig_resource(self) -> str | None:
+        return f"nvidia.com/mig-{self.device.split('/', 1)[1]}" if "/" in self.device else None
+
+    def vllm_args(self) -> list[str]:
+        """``vllm serve`` arguments (also the container args of the Deployment)."""
+        args = ["--model", self.model.hf_id or self.model.name, "--tensor-parallel-size", str(self.tp),
+                "--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}", "--max-model-len", str(self.max_model_len),
+                "--max-num-seqs", str(self.max_num_seqs), "--max-num-batched-tokens", str(self.max_num_batched_tokens),
+                "--dtype", self.dtype]
+        if self.kv_cache_dtype != "auto":
+            args += ["--kv-cache-dtype", self.kv_cache_dtype]
+        return args
+
+    def tgi_args(self, *, max_output_tokens: int | None = None) -> list[str]:
+        """Equivalent text-generation-launcher flags (``tgi_flags.csv``): same GPUs, context and memory share."""
+        out_budget = max_output_tokens if max_output_tokens is not None else max(1, self.max_model_len // 4)
+        if not 0 < out_budget < self.max_model_len:
+            raise InvalidParameter(f"max_output_tokens {out_budget} must be within 1..{self.max_model_len - 1}")
+        args = ["--model-id", self.model.hf_id or self.model.name, "--num-shard", str(self.tp),
+                "--max-total-tokens", str(self.max_model_len), "--max-input-tokens", str(self.max_model_len - out_budget),
+                "--max-batch-prefill-tokens", str(max(self.max_num_batched_tokens, self.max_model_len - out_budget)),
+                "--max-concurrent-requests", str(self.max_num_seqs),
+                "--cuda-memory-fraction", f"{self.gpu_memory_utilization:g}"]
+        if self.kv_cache_dtype.startswith("fp8"):
+            args += ["--kv-cache-dtype", "fp8_e4m3fn"]
+        return args
+
+    def arithmetic(self) -> pd.DataFrame:
+        """The memory arithmetic, per GPU, the way vLLM accounts it (facts.md §7.1)."""
+        b = self.budget
+        m = self.model
+        rows = [
+            ("GPU memory", b.total_gib, "GiB", f"{self.device}"),
+            ("requested by vLLM", b.requested_gib, "GiB", f"gpu_memory_utilization {b.gpu_memory_utilization:g} x total"),
+            ("weights", b.weights_gib, "GiB", f"{m.params_b:g} B params x {vllm.dtype_bytes(self.dtype):g} B / TP {b.tp}"),
+            ("activations (profiled peak, estimate)", b.activation_gib, "GiB",
+             f"{b.max_num_batched_tokens} batched tokens, {b.max_num_seqs} seqs"),
+            ("non-torch (CUDA ctx, NCCL; estimate)", b.non_torch_gib, "GiB", "model_memory_overheads.csv"),
+            ("KV cache", b.kv_gib, "GiB", "requested - weights - activations - non-torch"),
+            ("KV bytes per token per GPU", b.kv_bytes_per_token, "B",
+             f"2 x {m.layers} layers x {max(1, m.kv_heads // b.tp)} KV heads x {m.head_dim} x "
+             f"{vllm.dtype_bytes(self.kv_cache_dtype):g} B"),
+            ("tokens that fit", b.kv_tokens, "tokens", f"KV cache / bytes per token, in blocks of {int(vllm.overhead('block_size'))}"),
+            (f"concurrency at {b.max_model_len} tokens", b.max_concurrency, "requests", "tokens that fit / max_model_len"),
+        ]
+        df = pd.DataFrame(rows, columns=["quantity", "value", "unit", "how"])
+        df["value"] = [round(float(v), 3) for v in df["value"]]
+        return df
+
+
+class DoesNotFit(InvalidParameter):
+    """Raised by :func:`plan` with ``strict=True`` when no configuration fits."""
+
+
+def _check_device(device: str) -> tuple[str, bool]:
+    d = str(device).strip()
+    try:
+        vllm.device_memory_gib(d)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the parameter named
+        raise InvalidParameter(f"device={device!r}: {exc}",
+                               hint="a GPU model (H100-80GB, A100-40GB, H200) or GPU/MIG profile (A100-40GB/3g.20gb)") from exc
+    return d, "/" in d
+
+
+def plan(model: str | vllm.ModelSpec, device: str, *, gpus: int = 1, context_len: int | None = None,
+         concurrency: int = 8, latency_p99_s: float | None = None, tp: int | None = None,
+         kv_cache_dtype: str = "auto", dtype: str = "bfloat16", gpu_memory_utilization: float | None = None,
+         strict: bool = False) -> DeploymentPlan:
+    """Size a vLLM deployment of ``model`` on up to ``gpus`` x ``device`` for ``concurrency`` requests at
+    ``context_len`` tokens (default: the model's context).
+
+    Tries tensor-parallel sizes 1, 2, 4, 8 (dividing the attention heads, <= ``gpus``) or the given ``tp``; with
+    ``kv_cache_dtype="auto"`` it falls back to an FP8 KV cache before giving up. ``max_num_seqs`` is set to the
+    full-length requests the KV cache holds (capped at vLLM's default), so no request is preempted at full
+    context. The plan's ``findings`` say fits / does not fit with the arithmetic as evidence.
+    """
+    m = vllm.get_model(model)
+    device, is_mig = _check_device(device)
+    gpus = int(gpus)
+    if gpus < 1:
+        raise InvalidParameter(f"gpus={gpus}: need at least one GPU")
+    if is_mig and gpus != 1:
+        raise InvalidParameter(f"gpus={gpus} with MIG profile {device}: MIG instances have no NCCL/P2P between "
+                               "them, so vLLM runs on one instance (gpus=1)")
+    ctx = m.max_context if context_len is None else int(context_len)
+    if ctx > m.max_context:
+        raise InvalidParameter(f"context_len {ctx:,} is longer than {m.name} supports ({m.max_context:,} tokens, "
+                               "max_position_embeddings)", hint="lower context_len or pick a long-context variant "
+                               "(e.g. Llama-3.1 has 131,072)")
+    if ctx < 1 or int(concurrency) < 1:
+        raise InvalidParameter(f"context_len ({ctx}) and concurrency ({concurrency}) must be >= 1")
+    if kv_cache_dtype not in KV_DTYPES:
+        raise InvalidParameter(f"kv_cache_dtype={kv_cache_dtype!r}; use one of {', '.join(KV_DTYPES)}")
+    if tp is not None:
+        if int(tp) > gpus:
+            raise InvalidParameter(f"tensor_parallel_size {tp} is larger than the {gpus} GPU(s) available",
+                                   hint="raise gpus (GPUs per node) or lower tp")
+        candidates = [int(tp)]
+    else:
+        candidates = [t for t in vllm.TP_SIZES if t <= gpus and m.attn_heads % t == 0]
+    kv_options = [kv_cache_dtype] if kv_cache_dtype != "auto" else ["auto", "fp8"]
+    tried: list[str] = []
+    best = None
+    for kv in kv_options:
+        for t in candidates:
+            b = vllm.budget(m, device, tp=t, max_model_len=ctx, kv_cache_dtype=kv, dtype=dtype,
+                            gpu_memory_utilization=gpu_memory_utilization)
+            tried.append(f"TP={t}, KV {kv}: {b.kv_tokens:,} KV tokens = {b.max_concurrency:.2f}x at {ctx:,} tokens")
+            best = (t, kv, b)
+            if b.fits and b.max_concurrency >= concurrency:
+                return _finish(m, device, gpus, t, kv, dtype, ctx, int(concurrency), latency_p99_s, b, tried, True)
+    t, kv, b = best
+    p = _finish(m, device, gpus, t, kv, dtype, ctx, int(concurrency), latency_p99_s, b, tried, False)
+    if strict:
+        raise DoesNotFit(p.findings[0].title + ": " + p.findings[0].summary)
+    return p
+
+
+def _finish(m, device, gpus, tp, kv, dtype, ctx, concurrency, latency, b, tried, fits) -> DeploymentPlan:
+    default_seqs, tokens = vllm.default_batch(device, b.total_gib)
+    seqs = max(1, min(default_seqs, b.kv_tokens // ctx)) if fits else b.max_num_seqs
+    if fits and seqs != b.max_num_seqs:  # the profiled activations depend on max_num_seqs: recompute
+        b = vllm.budget(m, device, tp=tp, max_model_len=ctx, kv_cache_dtype=kv, dtype=dtype,
+                        gpu_memory_utilization=b.gpu_memory_utilization, max_num_seqs=seqs)
+    p = DeploymentPlan(m, device, gpus, tp, b.gpu_memory_utilization, ctx, seqs, b.max_num_batched_tokens, kv, dtype,
+                       concurrency, latency, b, fits, tried)
+    ev = tried + [f"{r.quantity}: {r.value:,} {r.unit}" for r in p.arithmetic().itertuples()]
+    if fits:
+        note = " (FP8 KV cache needed)" if kv == "fp8" else ""
+        p.findings = [Finding(Severity.OK, f"{m.name} on {tp} x {device}: {b.kv_tokens:,} KV tokens, "
+                              f"{b.max_concurrency:.1f} requests at {ctx:,} tokens{note}", category="vllm",
+                              summary=f"Holds the target {concurrency} concurrent full-length requests; --max-num-seqs "
+                                      f"{seqs} keeps every admitted request in the KV cache.",
+                              evidence=ev, sop_step="Deploy the generated manifests; compare vLLM's start-up line "
+                              "'GPU KV cache size: N tokens' with the tokens that fit here.",
+                              commands=["vllm serve " + " ".join(p.vllm_args()[1:])], data={"fits": True, "tp": tp})]
+    else:
+        why = b.reason if not b.fits else (f"the KV cache holds {b.max_concurrency:.2f} full-length requests, "
+                                           f"fewer than the {concurrency} wanted")
+        p.findings = [Finding(Severity.CRITICAL, f"{m.name} does not fit {concurrency} x {ctx:,}-token requests on "
+                              f"up to {gpus} x {device}", summary=why, category="vllm", evidence=ev,
+                              sop_step="Lower context_len or concurrency, use FP8 weights (a quantised checkpoint), "
+                                       "more GPUs (tensor parallel up to 8, pipeline parallel across nodes) or a larger GPU.",
+                              data={"fits": False})]
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# manifests
+# --------------------------------------------------------------------------------------------
+def _labels(name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "vllm"}
+
+
+def manifests(p: DeploymentPlan, *, name: str = "vllm", namespace: str = "inference", replicas: int = 1,
+              gpu_product: str | None = None, cache_pvc: str | None = None, hf_token_secret: str | None = "hf-token",
+              image: str | None = None) -> list[dict]:
+    """Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler for a plan.
+
+    ``gpu_product``: the GFD ``nvidia.com/gpu.product`` label to pin (nodeSelector). ``cache_pvc``: a PVC for
+    the model cache (else an emptyDir, re-downloaded on every start). ``hf_token_secret``: Secret with key
+    ``token`` for gated models (None: no token). The HPA scales on waiting requests, or on p99 end-to-end
+    latency when the plan has ``latency_p99_s`` (both served by Prometheus Adapter, see :func:`adapter_rules`).
+    """
+    if not p.fits:
+        raise InvalidParameter(f"no manifests for a plan that does not fit: {p.findings[0].title}")
+    if int(replicas) < 1:
+        raise InvalidParameter(f"replicas={replicas}: need at least 1")
+    port = int(setting("vllm_port"))
+    labels = _labels(name)
+    resource = p.mig_resource or "nvidia.com/gpu"
+    count = 1 if p.mig_resource else p.tp
+    probe = {"httpGet": {"path": setting("vllm_health_path"), "port": "http"}, "periodSeconds": int(_f("probe_period_s"))}
+    env = [{"name": "HF_HOME", "value": setting("model_cache_path")}]
+    if hf_token_secret:
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": hf_token_secret, "key": "token", "optional": True}}})
+    container = {
+        "name": "vllm", "image": image or setting("vllm_image"), "args": p.vllm_args() + ["--port", str(port)],
+        "ports": [{"name": "http", "containerPort": port}], "env": env,
+        "resources": {"limits": {resource: count}, "requests": {resource: count}},
+        "startupProbe": {**probe, "failureThreshold": int(_f("startup_failure_threshold"))},
+        "readinessProbe": probe, "livenessProbe": {**probe, "failureThreshold": int(_f("liveness_failure_threshold"))},
+        "volumeMounts": [{"name": "model-cache", "mountPath": setting("model_cache_path")},
+                         {"name": "dshm", "mountPath": "/dev/shm"}]}
+    cache = {"name": "model-cache", **({"persistentVolumeClaim": {"claimName": cache_pvc}} if cache_pvc else {"emptyDir": {}})}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [cache, {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": setting("shm_size")}}],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    if gpu_product:
+        pod_spec["nodeSelector"] = {"nvidia.com/gpu.product": gpu_product}
+    meta = lambda kind_suffix="": {"name": name + kind_suffix, "namespace": namespace, "labels": labels}  # noqa: E731
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(),
+                  "spec": {"replicas": int(replicas), "selector": {"matchLabels": labels},
+                           "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+                           "template": {"metadata": {"labels": labels, "annotations": {
+                               "prometheus.io/scrape": "true", "prometheus.io/port": str(port),
+                               "prometheus.io/path": setting("vllm_metrics_path")}}, "spec": pod_spec}}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": meta(),
+               "spec": {"selector": labels, "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(),
+           "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}}
+    if p.latency_p99_s:
+        metric = {"name": "vllm_e2e_request_latency_seconds_p99"}
+        target = {"type": "AverageValue", "averageValue": f"{int(round(p.latency_p99_s * 1000))}m"}
+    else:
+        metric = {"name": "vllm_num_requests_waiting"}
+        target = {"type": "AverageValue", "averageValue": str(int(_f("hpa_waiting_target")))}
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": meta(),
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                    "minReplicas": int(replicas), "maxReplicas": int(replicas * _f("hpa_max_replicas_factor")),
+                    "metrics": [{"type": "Pods", "pods": {"metric": metric, "target": target}}],
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}}}}
+    return [deployment, service, pdb, hpa]
+
+
+def adapter_rules() -> str:
+    """Prometheus Adapter rules exposing the HPA metrics per pod (``vllm_num_requests_waiting``,
+    ``vllm_e2e_request_latency_seconds_p99``)."""
+    return """rules:
+- seriesQuery: 'vllm:num_requests_waiting{namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {matches: "vllm:num_requests_waiting", as: "vllm_num_requests_waiting"}
+  metricsQuery: 'avg_over_time(vllm:num_requests_waiting{<<.LabelMatchers>>}[2m])'
+- seriesQuery: 'vllm:e2e_request_latency_seconds_bucket{namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {matches: "vllm:e2e_request_latency_seconds_bucket", as: "vllm_e2e_request_latency_seconds_p99"}
+  metricsQuery: 'histogram_quantile(0.99, sum by (le, <<.GroupBy>>) (rate(vllm:e2e_request_latency_seconds_bucket{<<.LabelMatchers>>}[5m])))'
+"""
+
+
+def validate_manifests(objs: Iterable[dict], version: str = "1.29") -> list[str]:
+    """Validate with kubernetes-validate (strict); returns ``["Deployment/vllm: ok", ...]`` or raises InvalidParameter."""
+    import kubernetes_validate
+
+    out = []
+    for o in objs:
+        where = f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}"
+        try:
+            kubernetes_validate.validate(o, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            raise InvalidParameter(f"{where} is not valid Kubernetes {version}: {str(exc).splitlines()[0]}") from exc
+        out.append(f"{where}: valid for Kubernetes {version}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# vLLM metrics: demo generator, fetch, assess
+# --------------------------------------------------------------------------------------------
+#: histogram bucket bounds (seconds) of the simulated vLLM histograms (subset of vLLM's own)
+TTFT_BUCKETS = (0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+#: demo load model per deployment persona: (capacity running, requests/s at full activity, median ttft s, median e2e s)
+_DEMO_LOAD = {"infer": (64, 12.0, 0.35, 6.0), "infer_small": (48, 6.0, 0.05, 1.2)}
+_LOGLOGISTIC_SHAPE = 4.0
+
+
+def _demo_pods(sim) -> list[dict]:
+    out = []
+    for d in sim.devices:
+        if d.pod.startswith("vllm-") and d.persona in _DEMO_LOAD and not any(o["pod"] == d.pod for o in out):
+            out.append({"pod": d.pod, "namespace": d.namespace, "node": d.node, "device": d,
+                        "workload": d.pod.rsplit("-", 2)[0], "persona": d.persona})
+    return out
+
+
+def _demo_load(sim, pod: dict, t: np.ndarray) -> dict[str, np.ndarray]:
+    cap, rps, ttft, e2e = _DEMO_LOAD[pod["persona"]]
+    act = sim.activity(pod["device"], t)
+    busy = np.clip((act - 0.45) / 0.3, 0, None)           # above 45 % activity the batch is full
+    return {"act": act, "running": np.round(np.minimum(act / 0.45, 1) * cap),
+            "waiting": np.round(busy * cap * 0.8), "kv": np.round(np.clip(act * 1.45, 0, 0.99), 4),
+            "rate": act * rps, "ttft": ttft * (1 + 4 * busy), "e2e": e2e * (1 + 1.5 * busy),
+            "preempt_rate": 0.2 * busy}
+
+
+def demo_vllm_series(sim, t: np.ndarray) -> list[tuple[str, dict[str, str], np.ndarray]]:
+    """Simulated ``vllm:`` samples of the demo fleet's vLLM pods at times ``t``: (metric, labels, values).
+
+    Gauges follow the pod's GPU activity; counters and histogram buckets accumulate from a fixed origin
+    so any window gives the same increase (values are a pure function of time, like the DCGM series).
+    """
+    t = np.asarray(t, dtype=float)
+    if not len(t):
+        return []
+    origin = sim.end_s - 2 * 86400
+    out = []
+    for pod in _demo_pods(sim):
+        # integrate on a fine fixed grid from the origin, then sample at t
+        grid = np.arange(origin, max(t.max(), origin) + 60, 60.0)
+        ld, lg = _demo_load(sim, pod, t), _demo_load(sim, pod, grid)
+        base = {"model_name": "meta-llama/Meta-Llama-3-70B-Instruct" if "70b" in pod["pod"] else "Qwen/Qwen2.5-7B-Instruct",
+                "namespace": pod["namespace"], "pod": pod["pod"], "job": "vllm"}
+        out += [("vllm:num_requests_running", base, ld["running"]), ("vllm:num_requests_waiting", base, ld["waiting"]),
+                ("vllm:kv_cache_usage_perc", base, ld["kv"])]
+
+        def cum(x: np.ndarray) -> np.ndarray:
+            c = np.concatenate([[0.0], np.cumsum(x * 60.0)])[:-1]
+            return np.round(np.interp(t, grid, c, left=0.0))
+        out.append(("vllm:num_preemptions_total", base, cum(lg["preempt_rate"])))
+        for metric, buckets, med in (("vllm:time_to_first_token_seconds", TTFT_BUCKETS, lg["ttft"]),
+                                     ("vllm:e2e_request_latency_seconds", E2E_BUCKETS, lg["e2e"])):
+            for le in buckets:
+                frac = 1.0 / (1.0 + (med / le) ** _LOGLOGISTIC_SHAPE)
+                out.append((f"{metric}_bucket", {**base, "le": f"{le:g}"}, cum(lg["rate"] * frac)))
+            total = cum(lg["rate"])
+            out.append((f"{metric}_bucket", {**base, "le": "+Inf"}, total))
+            out.append((f"{metric}_count", base, total))
+    return out
+
+
+def demo_vllm_frame(sim, metric: str, start: float, end: float, step: float | None = None) -> pd.DataFrame:
+    """One ``vllm:`` metric of the demo fleet as a long frame (timestamp, node, pod, namespace, model, value)."""
+    t = sim.grid(start, end, step)
+    node_of = {p["pod"]: p["node"] for p in _demo_pods(sim)}
+    parts = [pd.DataFrame({"timestamp": pd.to_datetime(t, unit="s", utc=True), "node": node_of.get(lab["pod"], ""),
+                           "pod": lab["pod"], "namespace": lab["namespace"], "model": lab["model_name"],
+                           **({"le": lab["le"]} if "le" in lab else {}), "value": v})
+             for name, lab, v in demo_vllm_series(sim, t) if name == metric]
+    if not parts:
+        raise EmptyResult(f"{metric} is not exported by the demo fleet's vLLM pods", query=metric)
+    return pd.concat(parts, ignore_index=True)
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float:
+    """Prometheus' ``histogram_quantile`` over cumulative bucket counts {upper bound: count} (+Inf included)."""
+    les = sorted(buckets)
+    if not les or not math.isinf(les[-1]):
+        raise InvalidParameter("histogram buckets need a +Inf bucket")
+    total = buckets[les[-1]]
+    if total <= 0:
+        return float("nan")
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le in les:
+        c = buckets[le]
+        if c >= rank:
+            if math.isinf(le):
+                return prev_le  # Prometheus returns the upper bound of the last finite bucket
+            return prev_le + (le - prev_le) * (rank - prev_c) / (c - prev_c) if c > prev_c else le
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def _selector(namespace: str, workload: str) -> str:
+    return f'namespace="{namespace}",pod=~"{workload}-.*"'
+
+
+def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:
+    """Per pod of ``workload``: running/waiting (avg, max), KV usage max, preemptions, TTFT and e2e p99 (s)."""
+    from gpulib.core.timeutil import parse_window
+
+    w = parse_window(window)
+    cols = ["pod", "running_avg", "running_max", "waiting_avg", "waiting_max", "kv_usage_max", "preemptions",
+            "ttft_p99_s", "e2e_p99_s"]
+    if hasattr(src, "query"):
+        rows = _prometheus_rows(src, _selector(namespace, workload), f"{int(w.total_seconds())}s")
+    elif hasattr(src, "sim"):
+        rows = _demo_rows(src.sim, src.end.timestamp(), w.total_seconds(), namespace, workload)
+    else:
+        raise InvalidParameter(f"source {src.describe()} has no vLLM metrics (needs Prometheus or the demo fleet)")
+    df = pd.DataFrame(rows, columns=cols)
+    if df.empty:
+        raise EmptyResult(f"no vllm: series for pods {workload}-* in namespace {namespace} in the last {window}",
+                          query=f"vllm:num_requests_running{{{_selector(namespace, workload)}}}")
+    return df.sort_values("pod").reset_index(drop=True)
+
+
+def _demo_rows(sim, end: float, window: float, namespace: str, workload: str) -> list[dict]:
+    t = sim.grid(end - window, end, sim.scrape_interval)
+    per: dict[str, dict] = {}
+    for name, lab, v in demo_vllm_series(sim, t):
+        if lab["namespace"] != namespace or not lab["pod"].startswith(workload + "-"):
+            continue
+        r = per.setdefault(lab["pod"], {"pod": lab["pod"], "_ttft": {}, "_e2e": {}})
+        if name == "vllm:num_requests_running":
+            r["running_avg"], r["running_max"] = float(v.mean()), float(v.max())
+        elif name == "vllm:num_requests_waiting":
+            r["waiting_avg"], r["waiting_max"] = float(v.mean()), float(v.max())
+        elif name == "vllm:kv_cache_usage_perc":
+            r["kv_usage_max"] = float(v.max())
+        elif name == "vllm:num_preemptions_total":
+            r["preemptions"] = float(v[-1] - v[0])
+        elif name.endswith("_bucket"):
+            key = "_ttft" if "first_token" in name else "_e2e"
+            r[key][float(lab["le"])] = float(v[-1] - v[0])
+    for r in per.values():
+        r["ttft_p99_s"] = histogram_quantile(0.99, r.pop("_ttft"))
+        r["e2e_p99_s"] = histogram_quantile(0.99, r.pop("_e2e"))
+    return list(per.values())
+
+
+def _prometheus_rows(src, sel: str, w: str) -> list[dict]:
+    queries = {
+        "running_avg": f"avg_over_time(vllm:num_requests_running{{{sel}}}[{w}])",
+        "running_max": f"max_over_time(vllm:num_requests_running{{{sel}}}[{w}])",
+        "waiting_avg": f"avg_over_time(vllm:num_requests_waiting{{{sel}}}[{w}])",
+        "waiting_max": f"max_over_time(vllm:num_requests_waiting{{{sel}}}[{w}])",
+        "kv_usage_max": f"max_over_time(vllm:kv_cache_usage_perc{{{sel}}}[{w}]) or max_over_time(vllm:gpu_cache_usage_perc{{{sel}}}[{w}])",
+        "preemptions": f"increase(vllm:num_preemptions_total{{{sel}}}[{w}])",
+        "ttft_p99_s": f"histogram_quantile(0.99, sum by (pod, le) (increase(vllm:time_to_first_token_seconds_bucket{{{sel}}}[{w}])))",
+        "e2e_p99_s": f"histogram_quantile(0.99, sum by (pod, le) (increase(vllm:e2e_request_latency_seconds_bucket{{{sel}}}[{w}])))",
+    }
+    per: dict[str, dict] = {}
+    for col, q in queries.items():
+        for r in src.query(q):
+            pod = r["metric"].get("pod", "")
+            per.setdefault(pod, {"pod": pod})[col] = float(r["value"][1])
+    return list(per.values())
+
+
+def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p99_s: float | None = None,
+           dcgm: pd.DataFrame | None = None, workload: str = "vllm", replicas: int | None = None,
+           namespace: str = "<namespace>") -> list[Finding]:
+    """Scale up / scale down / retune verdict for one vLLM deployment from :func:`vllm_metrics`.
+
+    ``dcgm``: optional per-pod frame with ``pod``, ``fb_used_gib``, ``activity`` (p95) for the evidence.
+    """
+    n = replicas or len(metrics)
+    ev = [f"{r.pod}: running avg {r.running_avg:.1f} (max {r.running_max:.0f}), waiting max {r.waiting_max:.0f}, "
+          f"KV max {r.kv_usage_max:.0%}, preemptions {r.preemptions:.0f}, TTFT p99 {r.ttft_p99_s:.2f} s, "
+          f"e2e p99 {r.e2e_p99_s:.2f} s" for r in metrics.itertuples()]
+    if dcgm is not None and len(dcgm):
+        ev += [f"{r.pod}: DCGM FB used {r.fb_used_gib:.1f} GiB, GR_ENGINE_ACTIVE p95 {r.activity:.0%}" for r in dcgm.itertuples()]
+    over_latency = latency_p99_s is not None and (metrics["e2e_p99_s"] > latency_p99_s).any()
+    queueing = (metrics["waiting_max"] > _f("hpa_waiting_target")).any()
+    kv_full = (metrics["kv_usage_max"] >= _f("kv_usage_high")).any()
+    preempting = (metrics["preemptions"] > 0).any()
+    scale = f"kubectl -n {namespace} scale deployment {workload} --replicas={n + max(1, n // 2)}"
+    if queueing or over_latency or (kv_full and preempting):
+        why = []
+        if queueing:
+            why.append(f"requests queue (waiting max {metrics['waiting_max'].max():.0f})")
+        if over_latency:
+            why.append(f"e2e p99 {metrics['e2e_p99_s'].max():.2f} s > target {latency_p99_s:g} s")
+        if kv_full:
+            why.append(f"KV cache {metrics['kv_usage_max'].max():.0%} full")
+        if preempting:
+            why.append(f"{metrics['preemptions'].sum():.0f} preemptions")
+        sev = Severity.CRITICAL if over_latency else Severity.WARNING
+        return [Finding(sev, f"{workload}: scale up ({'; '.join(why)})", category="vllm", evidence=ev,
+                        summary="The running batch is full: new requests wait and, with the KV cache full, running ones are preempted.",
+                        sop_step="Add replicas (or let the HPA do it: check its metric and maxReplicas). If one replica's "
+                                 "KV cache is the limit, re-size with a larger GPU, more TP or an FP8 KV cache.",
+                        commands=[scale, f"kubectl -n {namespace} get hpa {workload}"], runbook="vllm_deploy",
+                        data={"verdict": "scale_up"})]
+    run_ratio = metrics["running_avg"].mean() / max_num_seqs if max_num_seqs else None
+    if (metrics["kv_usage_max"] < _f("kv_usage_low")).all() and (run_ratio is None or run_ratio < _f("running_low_ratio")) and n > 1:
+        return [Finding(Severity.INFO, f"{workload}: scale down (KV cache at most {metrics['kv_usage_max'].max():.0%}, "
+                        f"no queue)", category="vllm", evidence=ev,
+                        summary="Replicas idle most of the window: fewer replicas (or a smaller GPU / MIG slice) would serve the load.",
+                        sop_step="Lower the HPA minReplicas by one and watch waiting requests and p99 latency for a day.",
+                        commands=[f"kubectl -n {namespace} patch hpa {workload} -p '{{\"spec\":{{\"minReplicas\":{max(1, n - 1)}}}}}'"],
+                        runbook="vllm_deploy", data={"verdict": "scale_down"})]
+    if kv_full:
+        return [Finding(Severity.WARNING, f"{workload}: retune (KV cache {metrics['kv_usage_max'].max():.0%} full, no queue yet)",
+                        category="vllm", evidence=ev, sop_step="Raise --gpu-memory-utilization a little or use "
+                        "--kv-cache-dtype fp8 before traffic grows.", runbook="vllm_deploy", data={"verdict": "retune"})]
+    return [Finding(Severity.OK, f"{workload}: sized right (no queue, KV cache at most {metrics['kv_usage_max'].max():.0%})",
+                    category="vllm", evidence=ev, runbook="vllm_deploy", data={"verdict": "ok"})]
+
+
+def dcgm_for_pods(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:
+    """DCGM FB used (GiB, max) and activity (p95) per pod of ``workload`` (empty frame when unavailable)."""
+    from gpulib.core.errors import SourceError
+
+    try:
+        fb = src.summary("DCGM_FI_DEV_FB_USED", window, "max")
+        act = src.summary("DCGM_FI_PROF_GR_ENGINE_ACTIVE", window, "p95")
+    except SourceError:
+        return pd.DataFrame(columns=["pod", "fb_used_gib", "activity"])
+    sel = lambda df: df[(df["namespace"] == namespace) & df["pod"].str.startswith(workload + "-")]  # noqa: E731
+    f = sel(fb).groupby("pod")["value"].sum() / 1024
+    a = sel(act).groupby("pod")["value"].mean()
+    return pd.DataFrame({"fb_used_gib": f, "activity": a}).reset_index().rename(columns={"index": "pod"})
+

@@ -1,0 +1,321 @@
+"""What ``runbooks/xid_ecc_triage.ipynb`` shows: inputs gathered from a source, tables and charts.
+
+The analysis itself is :func:`gpulib.xid.triage.triage_node`; this module fetches its inputs from any
+source (kernel log, ``nvidia-smi -q``, DCGM summaries and series), says what is missing and how to
+get it, builds the Meaning table from the XID catalog, draws the charts and plans the dry-run
+remediation (:mod:`gpulib.kube.remediate`) that follows from the verdict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import gpulib.xid.triage as triage
+from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.findings import Finding, Severity, sort_findings
+from gpulib.core.knowledge import threshold
+from gpulib.nvidia.smi import parse_query
+from gpulib.core.timeutil import parse_window
+from gpulib.xid.catalog import lookup, normalise_pci_bus_id, parse_kernel_log
+
+#: DCGM fields the triage reads as one value per GPU over the window, with the stat it needs
+SUMMARY_STATS = {
+    triage.DBE_VOL: "increase",
+    triage.SBE_VOL: "increase",
+    triage.UNC_REMAP: "increase",
+    triage.REMAP_FAILURE: "max",
+    triage.REMAP_PENDING: "max",
+    triage.RETIRED_PENDING: "max",
+    triage.GPU_TEMP: "p95",
+}
+#: DCGM fields drawn over time (the XID gauge is also read for its changes)
+SERIES_FIELDS = [triage.XID_GAUGE, triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE,
+                 triage.GPU_TEMP, "DCGM_FI_DEV_POWER_USAGE"]
+
+MEANING_COLUMNS = ["xid", "mnemonic", "category", "description", "immediate_action", "investigatory_action",
+                   "fatal", "dcgm_severity"]
+#: SOP rules of triage that take the GPU out of service (besides XID buckets in triage.DRAIN_BUCKETS)
+_DRAIN_RULES = {"ROW_REMAP_FAILURE", "DBE_ERRORS"}
+DEBUG_IMAGE = "ubuntu:22.04"
+
+
+def kernel_log_command(node: str) -> str:
+    """How to fetch a node's kernel log XID lines with ``kubectl debug`` (the host's root is at /host)."""
+    return f"kubectl debug node/{node} -it --image={DEBUG_IMAGE} -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"
+
+
+def smi_query_commands(node: str) -> list[str]:
+    """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
+    return [f"kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName={node}",
+            "kubectl -n gpu-operator exec <nvidia-driver-daemonset-pod-on-the-node> -- nvidia-smi -q > nvidia-smi-q.txt"]
+
+
+@dataclass
+class TriageInputs:
+    """Everything the triage of one node (and GPU) reads, and what could not be had."""
+
+    node: str
+    gpu: str | None
+    window: str
+    kernel_log: str | None = None
+    kernel_log_from: str = ""
+    xid_events: pd.DataFrame | None = None
+    smi_text: str | None = None
+    smi_from: str = ""
+    smi: pd.DataFrame | None = None
+    summaries: dict[str, pd.DataFrame] = field(default_factory=dict)
+    series: dict[str, pd.DataFrame] = field(default_factory=dict)
+    pods: pd.DataFrame | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def dcgm(self) -> dict[str, pd.DataFrame]:
+        """DCGM frames for :func:`gpulib.xid.triage.triage_node`: summaries plus the XID gauge series."""
+        out = dict(self.summaries)
+        if triage.XID_GAUGE in self.series:
+            out[triage.XID_GAUGE] = self.series[triage.XID_GAUGE]
+        return out
+
+
+def _read(path: str, what: str) -> str:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise InvalidParameter(f"{what}={path!r}: no such file", hint="give the path of a saved text capture, or leave it empty")
+    return p.read_text(errors="replace")
+
+
+def validate(src, node: str, gpu: Any, window: str) -> tuple[str, str | None]:
+    """Check the parameters against the source: UnknownNode, UnknownGPU, InvalidWindow name the bad value."""
+    parse_window(window)
+    if not node:
+        raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
+    return src._check_target(node, gpu)
+
+
+def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_file: str = "",
+            smi_file: str = "") -> TriageInputs:
+    """Gather the triage inputs for ``node`` (and ``gpu``) from ``src``; files given override the source's."""
+    node, g = validate(src, node, gpu, window)
+    inp = TriageInputs(node=node, gpu=g, window=window)
+    if kernel_log_file:
+        inp.kernel_log, inp.kernel_log_from = _read(kernel_log_file, "kernel_log_file"), kernel_log_file
+    else:
+        inp.kernel_log, inp.kernel_log_from = src.kernel_log(node), src.describe()
+    if inp.kernel_log is not None:
+        inp.xid_events = parse_kernel_log(inp.kernel_log)
+    else:
+        inp.missing.append("kernel log")
+    if smi_file:
+        inp.smi_text, inp.smi_from = _read(smi_file, "smi_file"), smi_file
+    else:
+        inp.smi_text, inp.smi_from = src.smi_query(node), src.describe()
+    if inp.smi_text is not None:
+        inp.smi = parse_query(inp.smi_text)
+    else:
+        inp.missing.append("nvidia-smi -q")
+    for f, stat in SUMMARY_STATS.items():
+        try:
+            inp.summaries[f] = src.summary(f, window, stat, node=node)
+        except EmptyResult:
+            inp.missing.append(f)
+    for f in SERIES_FIELDS:
+        try:
+            inp.series[f] = src.series(f, window, node=node)
+        except EmptyResult:
+            if f not in inp.missing:
+                inp.missing.append(f)
+    inp.pods = src.pods()
+    return inp
+
+
+def gpu_map(inp: TriageInputs) -> pd.DataFrame:
+    """GPU index <-> UUID <-> PCI bus id on the node, from nvidia-smi and the node's DCGM rows (``pci_bus_id``)."""
+    frames = [inp.smi] + [f for f in list(inp.summaries.values()) + list(inp.series.values()) if f is not None]
+    return triage.node_gpu_ids(inp.node, *frames)
+
+
+def xid_timeline(inp: TriageInputs) -> pd.DataFrame:
+    """Every XID event on the node: kernel-log lines (GPU index and UUID found by PCI bus id through
+    nvidia-smi or DCGM's ``pci_bus_id`` label) and DCGM gauge changes (PCI bus id filled the same way).
+
+    Columns: timestamp, gpu (index as str, "" when unknown), uuid, pci_bus_id, xid, mnemonic, source, message.
+    """
+    cols = ["timestamp", "gpu", "uuid", "pci_bus_id", "xid", "mnemonic", "source", "message"]
+    ids = gpu_map(inp).to_dict("records")
+    by_pci = {r["pci_bus_id"]: r for r in ids if r["pci_bus_id"]}
+    by_gpu = {r["gpu"]: r for r in ids if r["gpu"]}
+    rows = []
+    if inp.xid_events is not None:
+        for r in inp.xid_events.to_dict("records"):
+            pci = normalise_pci_bus_id(r.get("pci_bus_id"))
+            hit = by_pci.get(pci, {})
+            rows.append({"timestamp": r.get("timestamp"), "gpu": hit.get("gpu") or "", "uuid": hit.get("uuid") or "",
+                         "pci_bus_id": pci or "", "xid": int(r["xid"]), "source": "kernel log",
+                         "message": str(r.get("message") or "")})
+    ev = triage.xid_events_from_gauge(inp.series.get(triage.XID_GAUGE))
+    for r in ev.to_dict("records"):
+        hit = by_gpu.get(str(r["gpu"]), {})
+        rows.append({"timestamp": r["timestamp"], "gpu": str(r["gpu"]), "uuid": (r["uuid"] if isinstance(r.get("uuid"), str) and r["uuid"] else hit.get("uuid") or ""),
+                     "pci_bus_id": hit.get("pci_bus_id") or "", "xid": int(r["xid"]),
+                     "source": triage.XID_GAUGE + (" (before the window)" if r["carried_over"] else ""),
+                     "message": "gauge changed to this code"})
+    df = pd.DataFrame(rows, columns=[c for c in cols if c != "mnemonic"])
+    df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce")
+    df["mnemonic"] = [lookup(x).mnemonic for x in df["xid"]]
+    return df[cols].sort_values("timestamp", kind="stable").reset_index(drop=True)
+
+
+def for_gpu(events: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
+    """Events of one GPU (all when ``gpu`` is None; events whose GPU is unknown are kept)."""
+    if gpu is None or events.empty:
+        return events
+    return events[(events["gpu"] == str(gpu)) | (events["gpu"] == "")]
+
+
+def meaning_table(codes) -> pd.DataFrame:
+    """What each XID code means and NVIDIA's resolution buckets (``gpulib/data/xid_catalog.csv``)."""
+    rows = []
+    for c in sorted({int(x) for x in codes}):
+        rec = lookup(c)
+        rows.append({"xid": c, "mnemonic": rec.mnemonic, "category": rec.category, "description": rec.description,
+                     "immediate_action": rec.immediate_action, "investigatory_action": rec.investigatory_action,
+                     "fatal": "yes" if rec.fatal else "no", "dcgm_severity": rec.dcgm_severity or "-"})
+    return pd.DataFrame(rows, columns=MEANING_COLUMNS)
+
+
+def impact(inp: TriageInputs) -> pd.DataFrame:
+    """Pods on the affected GPU (or the node's GPU pods), with owners (:func:`gpulib.xid.triage.pod_impact`)."""
+    uuid = None
+    if inp.gpu is not None:
+        ids = gpu_map(inp)
+        hit = ids[ids["gpu"] == inp.gpu]
+        uuid = hit["uuid"].iloc[0] if len(hit) else None
+    return triage.pod_impact(inp.node, inp.gpu, pods=inp.pods, dcgm=inp.dcgm, uuid=uuid)
+
+
+def memory_summary(inp: TriageInputs) -> pd.DataFrame:
+    """One row per GPU: DBE/SBE increase, remapped rows, remap failure, p95 temperature (DCGM) and the
+    nvidia-smi view of the same counters when a report is available."""
+    keys = ["gpu"]
+    out: pd.DataFrame | None = None
+    names = {triage.DBE_VOL: "dbe_increase", triage.SBE_VOL: "sbe_increase", triage.UNC_REMAP: "uncorr_remapped_rows_increase",
+             triage.REMAP_FAILURE: "row_remap_failure_max", triage.GPU_TEMP: "temp_p95_c"}
+    for f, col in names.items():
+        s = inp.summaries.get(f)
+        if s is None or s.empty:
+            continue
+        part = s.groupby("gpu", as_index=False)["value"].max().rename(columns={"value": col})
+        out = part if out is None else out.merge(part, on=keys, how="outer")
+    if inp.smi is not None and len(inp.smi):
+        ids = gpu_map(inp)
+        smi = inp.smi.merge(ids[["uuid", "gpu"]], on="uuid", how="left")
+        smi = smi.assign(gpu=smi["gpu"].fillna(""))[["gpu", "pci_bus_id", "ecc_dbe_volatile", "ecc_dbe_aggregate",
+                                                    "remapped_rows_uncorrectable", "remapped_rows_pending",
+                                                    "remapped_rows_failure", "temperature_gpu_c"]]
+        smi = smi.rename(columns={c: f"smi_{c}" for c in smi.columns if c not in ("gpu", "pci_bus_id")})
+        out = smi if out is None else out.merge(smi, on="gpu", how="outer")
+    if out is None:
+        return pd.DataFrame(columns=["gpu"])
+    out["_k"] = pd.to_numeric(out["gpu"], errors="coerce")
+    return out.sort_values("_k").drop(columns="_k").reset_index(drop=True)
+
+
+def findings(inp: TriageInputs) -> list[Finding]:
+    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU."""
+    fs = triage.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,
+                            dcgm=inp.dcgm, pods=inp.pods)
+    if inp.gpu is not None:  # triage keeps cases it cannot pin to an index; show only this GPU's
+        fs = [f for f in fs if f.gpu in (None, "", inp.gpu)]
+    if not fs:
+        fs = [Finding(Severity.OK, f"No XID, ECC or thermal problem found on {inp.node} GPU {inp.gpu}", node=inp.node,
+                      gpu=inp.gpu, category="ok", runbook="xid_ecc_triage")]
+    return sort_findings(fs)
+
+
+def takes_gpu_out(f: Finding | None) -> bool:
+    """Whether a finding's SOP step drains the node (XID bucket or memory rule that takes the GPU out of service)."""
+    if f is None or f.severity not in (Severity.CRITICAL, Severity.WARNING):
+        return False
+    return f.data.get("bucket") in triage.DRAIN_BUCKETS or f.data.get("rule") in _DRAIN_RULES
+
+
+def remediation_plan(fs: list[Finding], node: str, cluster: Any = None):
+    """Dry-run remediation for the top finding: a drain (cordon + GPU pod evictions) when its SOP takes the
+    GPU out of service, nothing otherwise. ``cluster``: a KubeCluster for a server-side dry run, else a plan."""
+    import gpulib.kube.remediate as remediate
+
+    top = fs[0] if fs else None
+    if not takes_gpu_out(top):
+        return []
+    return [remediate.drain(node, cluster=cluster, apply=False, reason=f"xid_ecc_triage: {top.title}")]
+
+
+# ------------------------------------------------------------------------------------------ charts
+def timeline_chart(events: pd.DataFrame, node: str, window: str):
+    import plotly.express as px
+
+    df = events.assign(gpu_label=["GPU " + g if g else f"PCI {p}" for g, p in zip(events["gpu"], events["pci_bus_id"])],
+                       code=[f"XID {x} {m}" for x, m in zip(events["xid"], events["mnemonic"])])
+    fig = px.scatter(df, x="timestamp", y="gpu_label", color="code", symbol="source",
+                     hover_data=["message"], title=f"XID events on {node} (last {window})",
+                     labels={"timestamp": "time (UTC)", "gpu_label": "GPU", "code": "XID"})
+    fig.update_traces(marker={"size": 13})
+    fig.update_layout(height=320)
+    return fig
+
+
+def memory_chart(inp: TriageInputs):
+    """ECC and row-remap counters over time for the GPU (or the node), one panel per field."""
+    import plotly.express as px
+
+    parts = []
+    for f in (triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE):
+        s = inp.series.get(f)
+        if s is None or s.empty:
+            continue
+        s = s if inp.gpu is None else s[s["gpu"] == inp.gpu]
+        parts.append(s.assign(field=f.replace("DCGM_FI_DEV_", ""), gpu="GPU " + s["gpu"]))
+    if not parts:
+        return None
+    df = pd.concat(parts, ignore_index=True)
+    fig = px.line(df, x="timestamp", y="value", color="gpu", facet_row="field",
+                  title=f"ECC errors and remapped rows on {inp.node}" + (f" GPU {inp.gpu}" if inp.gpu else ""),
+                  labels={"timestamp": "time (UTC)", "value": "count"})
+    fig.update_yaxes(matches=None, title_text="count")
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    fig.update_layout(height=170 * len(parts) + 120)
+    return fig
+
+
+def thermal_chart(inp: TriageInputs):
+    """GPU temperature with the warn/critical lines and power draw with the power limit (nvidia-smi)."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    temp, power = inp.series.get(triage.GPU_TEMP), inp.series.get("DCGM_FI_DEV_POWER_USAGE")
+    if temp is None and power is None:
+        return None
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("GPU temperature", "Power draw"))
+    for row, df in ((1, temp), (2, power)):
+        if df is None:
+            continue
+        for g, s in df.groupby("gpu", sort=True):
+            focus = inp.gpu is None or g == inp.gpu
+            fig.add_trace(go.Scatter(x=s["timestamp"], y=s["value"], name=f"GPU {g}", legendgroup=g, showlegend=row == 1,
+                                     line={"width": 2.5 if focus and inp.gpu else 1}, opacity=1.0 if focus else 0.35),
+                          row=row, col=1)
+    warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
+    fig.add_hline(y=warn, line_dash="dot", line_color="#b36b00", annotation_text=f"warn {warn:.0f} °C", row=1, col=1)
+    fig.add_hline(y=crit, line_dash="dash", line_color="#b00020", annotation_text=f"critical {crit:.0f} °C", row=1, col=1)
+    if inp.smi is not None and len(inp.smi) and inp.smi["power_limit_w"].notna().any():
+        lim = float(inp.smi["power_limit_w"].max())
+        fig.add_hline(y=lim, line_dash="dot", line_color="#b00020", annotation_text=f"power limit {lim:.0f} W", row=2, col=1)
+    fig.update_yaxes(title_text="temperature (°C)", row=1, col=1)
+    fig.update_yaxes(title_text="power (W)", row=2, col=1)
+    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
+    fig.update_layout(title=f"Temperature and power on {inp.node} (last {inp.window})", height=560)
+    return fig

@@ -1,0 +1,598 @@
+"""XID / ECC triage: from XID events, nvidia-smi, DCGM summaries and the pod list to Findings.
+
+Pure functions over the tidy frames of :mod:`gpulib.core.schema` and the parsers in :mod:`gpulib.xid.catalog`
+and :mod:`gpulib.nvidia.smi`. The SOP step of every XID Finding follows NVIDIA's resolution bucket for that
+code (``gpulib/data/xid_catalog.csv`` -> ``gpulib/data/xid_sop.csv``); memory rules (DBE, row-remap
+pending/failure, retired pages) and thermal/clock-event rules use the same SOP table.
+
+DCGM_FI_DEV_XID_ERRORS is a *sticky gauge* holding the last XID code (facts §3.4): it is read for
+changes, never summed, and an XID already seen in the kernel log is not counted again from it.
+
+:func:`alert_rules` builds the Prometheus rules file from the same data files; the committed
+``deploy/prometheus/gpu-alerts.yaml`` must equal its output (a test checks it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from gpulib.core.findings import Finding, Severity, sort_findings
+from gpulib.core.knowledge import load_table, threshold
+from gpulib.nvidia.smi import gpu_id_map
+from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.xid.catalog import lookup
+
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
+DBE_VOL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+SBE_VOL = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"
+UNC_REMAP = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
+RETIRED_PENDING = "DCGM_FI_DEV_RETIRED_PENDING"
+GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+
+#: most drastic first: the bucket that wins when a GPU logged several XIDs.
+BUCKET_PRIORITY = ["RESTART_BM", "WORKFLOW_XID_48", "RESET_GPU", "WORKFLOW_NVLINK_ERR", "WORKFLOW_NVLINK5_ERR",
+                   "CHECK_MECHANICALS", "RESTART_VM", "DRAIN_P2P", "CONTACT_SUPPORT", "UPDATE_SWFW", "CHECK_UVM",
+                   "WORKFLOW_XID_13", "RESTART_APP", "WORKFLOW_XID_45", "XID_154", "IGNORE"]
+#: buckets whose SOP takes the GPU out of service.
+DRAIN_BUCKETS = {"RESTART_BM", "WORKFLOW_XID_48", "RESET_GPU", "WORKFLOW_NVLINK_ERR", "WORKFLOW_NVLINK5_ERR",
+                 "CHECK_MECHANICALS", "RESTART_VM", "DRAIN_P2P"}
+APP_BUCKETS = {"RESTART_APP", "WORKFLOW_XID_13", "CHECK_UVM"}
+#: buckets that only follow another XID (never the verdict while another XID is present).
+SYMPATHETIC_BUCKETS = {"WORKFLOW_XID_45", "XID_154", "IGNORE"}
+
+
+def _setting(key: str) -> float:
+    """A value from ``alert_settings.csv`` (project policy knobs that thresholds.csv does not carry)."""
+    t = load_table("alert_settings").set_index("key")
+    return float(t.loc[key, "value"])
+
+
+@lru_cache(maxsize=1)
+def _sop_table() -> dict[str, dict[str, Any]]:
+    t = load_table("xid_sop")
+    return {r["key"]: r for r in t.to_dict("records")}
+
+
+def sop(key: str) -> dict[str, Any]:
+    """The SOP row (verdict, severity, sop_step, commands list, escalation) for a bucket or memory rule."""
+    row = dict(_sop_table().get(key) or _sop_table()["CONTACT_SUPPORT"])
+    row["commands"] = [c.strip() for c in str(row["commands"]).split(";;") if c.strip()]
+    return row
+
+
+def _bucket_for(code: int, recovery_action: Any = None) -> str:
+    """NVIDIA's immediate bucket for an XID; XID 13 uses its workflow; XID 154 follows the announced action."""
+    rec = lookup(code)
+    if code == 13:
+        return "WORKFLOW_XID_13"
+    if code == 154 and recovery_action is not None and not pd.isna(recovery_action):
+        t = load_table("xid_recovery_actions").set_index("code")
+        if int(recovery_action) in t.index:
+            return str(t.loc[int(recovery_action), "bucket"])
+    return rec.immediate_action or "CONTACT_SUPPORT"
+
+
+def _worst_bucket(buckets: Iterable[str]) -> str:
+    bs = [b for b in buckets if b]
+    if not bs:
+        return "IGNORE"
+    rank = {b: i for i, b in enumerate(BUCKET_PRIORITY)}
+    return min(bs, key=lambda b: rank.get(b, rank["CONTACT_SUPPORT"]))
+
+
+# --------------------------------------------------------------------------- counters & gauges
+def counter_increase(values: Iterable[float]) -> float:
+    """Increase of a monotonic counter over ordered samples; a drop is a reset (the new value counts whole)."""
+    total, prev = 0.0, None
+    for v in values:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            continue
+        v = float(v)
+        if prev is not None:
+            total += v - prev if v >= prev else v
+        prev = v
+    return total
+
+
+def xid_events_from_gauge(series: pd.DataFrame | None) -> pd.DataFrame:
+    """XID events from a SERIES frame of the sticky ``DCGM_FI_DEV_XID_ERRORS`` gauge.
+
+    An event is a change of the gauge to a non-zero code. The first sample of each series can only
+    say "the last XID before the window was N" and is returned with ``carried_over=True``.
+    """
+    cols = ["timestamp", "node", "gpu", "uuid", "xid", "source", "carried_over"]
+    if series is None or len(series) == 0:
+        return pd.DataFrame(columns=cols)
+    out = []
+    df = series.sort_values("timestamp")
+    for (node, gpu, uuid), g in df.groupby(["node", "gpu", "uuid"], dropna=False, sort=False):
+        prev = None
+        for ts, v in zip(g["timestamp"], g["value"]):
+            if v is None or pd.isna(v):
+                continue
+            code = int(v)
+            if code != 0 and code != prev:
+                out.append({"timestamp": ts, "node": node, "gpu": str(gpu), "uuid": uuid, "xid": code,
+                            "source": XID_GAUGE, "carried_over": prev is None})
+            prev = code
+    return pd.DataFrame(out, columns=cols)
+
+
+def _summary_value(frames: dict[str, pd.DataFrame], field: str, node: str, gpu: str | None,
+                   uuid: str | None = None) -> tuple[float, str] | None:
+    """(value, stat) of a SUMMARY frame for one GPU (max over pods/MIG rows), or counter increase of a SERIES frame."""
+    df = frames.get(field)
+    if df is None or len(df) == 0:
+        return None
+    sel = df[df["node"] == node] if "node" in df.columns else df
+    if gpu is not None and "gpu" in sel.columns:
+        by_gpu = sel["gpu"].astype(str) == str(gpu)
+        if uuid and "uuid" in sel.columns:
+            by_gpu = by_gpu | (sel["uuid"] == uuid)
+        sel = sel[by_gpu]
+    if len(sel) == 0:
+        return None
+    if "timestamp" in sel.columns and "stat" not in sel.columns:
+        return counter_increase(sel.sort_values("timestamp")["value"]), "increase (resets handled)"
+    vals = pd.to_numeric(sel["value"], errors="coerce").dropna()
+    if vals.empty:
+        return None
+    return float(vals.max()), str(sel["stat"].iloc[0]) if "stat" in sel.columns else "value"
+
+
+# --------------------------------------------------------------------------------- pod impact
+POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by"]
+
+
+def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None = None,
+               dcgm: dict[str, pd.DataFrame] | None = None, uuid: str | None = None) -> pd.DataFrame:
+    """Pods that were on the affected GPU: first by DCGM's pod/namespace labels on that GPU (exact),
+    then every GPU pod of the node from the cluster's pod list (when the GPU is not known exactly)."""
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    owners = {}
+    if pods is not None and len(pods):
+        for r in pods.to_dict("records"):
+            owners[(str(r.get("namespace")), str(r.get("pod")))] = (r.get("owner_kind") or "", r.get("owner_name") or "")
+    for df in (dcgm or {}).values():
+        if df is None or len(df) == 0 or "pod" not in df.columns:
+            continue
+        sel = df[(df["node"] == node) & df["pod"].fillna("").astype(str).ne("")]
+        if gpu is not None:
+            m = sel["gpu"].astype(str) == str(gpu)
+            if uuid and "uuid" in sel.columns:
+                m = m | (sel["uuid"] == uuid)
+            sel = sel[m]
+        for r in sel[["namespace", "pod", "gpu"]].drop_duplicates().to_dict("records"):
+            key = (str(r["namespace"]), str(r["pod"]))
+            if key not in seen:
+                seen.add(key)
+                kind, name = owners.get(key, ("", ""))
+                rows.append({"namespace": key[0], "pod": key[1], "owner_kind": kind, "owner_name": name,
+                             "gpu": str(r["gpu"]), "matched_by": "DCGM pod label on the GPU"})
+    if pods is not None and len(pods) and not rows:
+        sel = pods[pods["node"] == node]
+        gpu_req = pd.to_numeric(sel.get("gpu_request", pd.Series(0, index=sel.index)), errors="coerce").fillna(0)
+        mig = sel.get("mig_requests", pd.Series([{}] * len(sel), index=sel.index)).map(lambda d: bool(d) if isinstance(d, dict) else False)
+        active = sel.get("phase", pd.Series("Running", index=sel.index)).isin(["Running", "Pending"])
+        for r in sel[((gpu_req > 0) | mig) & active].to_dict("records"):
+            rows.append({"namespace": r["namespace"], "pod": r["pod"], "owner_kind": r.get("owner_kind") or "",
+                         "owner_name": r.get("owner_name") or "", "gpu": "",
+                         "matched_by": "GPU pod on the node (pod list; GPU not pinned)"})
+    return pd.DataFrame(rows, columns=POD_IMPACT_COLUMNS)
+
+
+# ----------------------------------------------------------------------------------- findings
+@dataclass
+class _GpuCase:
+    gpu: str | None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+
+
+def _fill(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
+    out: list[str] = []
+    g = gpu if gpu not in (None, "") else "<gpu>"
+    for c in cmds:
+        if "{pod}" in c or "{namespace}" in c:
+            if len(impact):
+                for r in impact.head(5).to_dict("records"):
+                    out.append(c.format(node=node, gpu=g, namespace=r["namespace"], pod=r["pod"]))
+            else:
+                out.append(f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}")
+            continue
+        out.append(c.format(node=node, gpu=g))
+    return list(dict.fromkeys(out))
+
+
+def _impact_evidence(impact: pd.DataFrame) -> list[str]:
+    if not len(impact):
+        return ["no pod found on this GPU (pod list and DCGM pod labels checked)"]
+    names = [f"{r['namespace']}/{r['pod']}" + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
+             for r in impact.to_dict("records")]
+    return [f"pods hit ({impact['matched_by'].iloc[0]}): " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")]
+
+
+def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | None:
+    if not case.events:
+        return None
+    ev = pd.DataFrame(case.events)
+    codes = sorted(set(int(x) for x in ev["xid"]))
+    buckets = {c: _bucket_for(c, ev.loc[ev["xid"] == c, "recovery_action"].dropna().max()
+               if "recovery_action" in ev.columns else None) for c in codes}
+    driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
+    bucket = _worst_bucket(driving)
+    row = sop(bucket)
+    verdict, severity = row["verdict"], Severity(row["severity"])
+    evidence = []
+    for c in codes:
+        rec, sub = lookup(c), ev[ev["xid"] == c]
+        times = pd.to_datetime(sub["timestamp"], utc=True, errors="coerce").dropna() if "timestamp" in sub else pd.Series([], dtype="datetime64[ns, UTC]")
+        when = f", last {times.max():%Y-%m-%d %H:%M:%S} UTC" if len(times) else ""
+        srcs = ", ".join(sorted(set(sub["source"].astype(str))))
+        evidence.append(f"XID {c} {rec.mnemonic} x{len(sub)}{when} [{srcs}]: {rec.description}; NVIDIA bucket "
+                        f"{rec.immediate_action or '-'} / {rec.investigatory_action or '-'}; fatal={'yes' if rec.fatal else 'no'}")
+    if (ev["source"] == XID_GAUGE).any():
+        evidence.append(f"{XID_GAUGE} is a sticky gauge holding the last XID code, not a count: only changes are "
+                        "events, repeats of the same code are invisible, codes already in the kernel log are not recounted")
+    escalation = row["escalation"]
+    if bucket in APP_BUCKETS:
+        procs = set()
+        for col in ("pid", "process"):
+            if col in ev.columns:
+                procs |= {str(v) for v in ev[col].dropna() if str(v) not in ("", "<NA>")}
+        need = int(_setting("app_xid_distinct_workloads"))
+        workloads = max(len(set(ev["pid"].dropna())) if "pid" in ev.columns else 0, len(impact))
+        if workloads >= need and len(set(ev.get("pid", pd.Series(dtype=object)).dropna())) >= need:
+            bucket, verdict, severity = "RESET_GPU", "hardware", Severity.WARNING
+            row = dict(sop("RESET_GPU"), sop_step="Application-class XIDs from several different processes on the same "
+                       "GPU: treat the GPU as suspect, drain it and run dcgmi diag -r 3 before giving it back")
+            evidence.append(f"application XIDs came from {workloads} different processes on this GPU (>= {need})")
+    evidence += case.evidence + _impact_evidence(impact)
+    gpu_txt = f"GPU {case.gpu}" if case.gpu not in (None, "") else f"GPU {case.pci_bus_id or '?'}"
+    title = f"XID {', '.join(map(str, codes))} on {node} {gpu_txt}: {verdict} ({bucket})"
+    return Finding(
+        severity=severity, title=title, category=verdict, node=node, gpu=case.gpu,
+        summary=lookup(codes[0] if len(codes) == 1 else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c])
+                       if buckets[c] in BUCKET_PRIORITY else 99)).description,
+        sop_step=row["sop_step"], commands=_fill(row["commands"], node, case.gpu, impact), evidence=evidence,
+        escalation=escalation, runbook="xid_ecc_triage", confidence=0.9 if (ev["source"] == XID_GAUGE).all() else 1.0,
+        data={"xids": codes, "bucket": bucket, "verdict": verdict, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id,
+              "pods": impact.to_dict("records")})
+
+
+def _rule_finding(key: str, node: str, case: _GpuCase, impact: pd.DataFrame, evidence: list[str], title: str,
+                  severity: Severity | None = None) -> Finding:
+    row = sop(key)
+    return Finding(severity=severity or Severity(row["severity"]), title=f"{title} on {node} GPU {case.gpu}",
+                   category=row["verdict"], node=node, gpu=case.gpu, sop_step=row["sop_step"],
+                   commands=_fill(row["commands"], node, case.gpu, impact),
+                   evidence=evidence + _impact_evidence(impact), escalation=row["escalation"], runbook="xid_ecc_triage",
+                   data={"rule": key, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id, "pods": impact.to_dict("records")})
+
+
+def _smi_row(smi: pd.DataFrame | None, case: _GpuCase) -> dict[str, Any] | None:
+    if smi is None or len(smi) == 0:
+        return None
+    for col, val in (("uuid", case.uuid), ("pci_bus_id", case.pci_bus_id)):
+        if val and col in smi.columns and (smi[col] == val).any():
+            return smi[smi[col] == val].iloc[0].to_dict()
+    if case.gpu not in (None, "") and "index" in smi.columns:
+        m = pd.to_numeric(smi["index"], errors="coerce") == float(case.gpu)
+        if m.any():
+            return smi[m].iloc[0].to_dict()
+    return None
+
+
+def _pos(v: Any) -> bool:
+    return v is not None and not (isinstance(v, float) and np.isnan(v)) and float(v) > 0
+
+
+def _memory_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
+                     impact: pd.DataFrame, window: str, fold_into_xid: bool) -> list[Finding]:
+    """DBE / remap / retired-page rules. With ``fold_into_xid`` (the GPU's XID SOP already resets or
+    reboots it) DBE and pending-remap facts become evidence of the XID finding instead of extra findings."""
+    out: list[Finding] = []
+    s = smi_row or {}
+    fail_dcgm = _summary_value(dcgm, REMAP_FAILURE, node, case.gpu, case.uuid)
+    dbe = _summary_value(dcgm, DBE_VOL, node, case.gpu, case.uuid)
+    unc = _summary_value(dcgm, UNC_REMAP, node, case.gpu, case.uuid)
+    pend_dcgm = _summary_value(dcgm, REMAP_PENDING, node, case.gpu, case.uuid)
+    ret_pend = _summary_value(dcgm, RETIRED_PENDING, node, case.gpu, case.uuid)
+    sbe = _summary_value(dcgm, SBE_VOL, node, case.gpu, case.uuid)
+    ev_mem: list[str] = []
+    if dbe and _pos(dbe[0]):
+        ev_mem.append(f"{DBE_VOL} {dbe[1]} {dbe[0]:.0f} over {window or 'the window'}")
+    if _pos(s.get("ecc_dbe_volatile")):
+        ev_mem.append(f"nvidia-smi: {s['ecc_dbe_volatile']:.0f} uncorrectable ECC errors since the last reset "
+                      f"(aggregate {s.get('ecc_dbe_aggregate', float('nan')):.0f})")
+    if unc and _pos(unc[0]):
+        ev_mem.append(f"{UNC_REMAP} {unc[1]} {unc[0]:.0f}")
+    failed = (fail_dcgm and _pos(fail_dcgm[0])) or s.get("remapped_rows_failure") == 1.0
+    if failed:
+        ev = ([f"{REMAP_FAILURE} {fail_dcgm[1]} {fail_dcgm[0]:.0f}"] if fail_dcgm and _pos(fail_dcgm[0]) else []) + \
+             (["nvidia-smi: Remapping Failure Occurred: Yes"] if s.get("remapped_rows_failure") == 1.0 else [])
+        out.append(_rule_finding("ROW_REMAP_FAILURE", node, case, impact, ev + ev_mem, "Row-remap failure (RMA)"))
+    elif ev_mem and not fold_into_xid:
+        out.append(_rule_finding("DBE_ERRORS", node, case, impact, ev_mem, "Uncorrectable ECC (DBE) errors"))
+    elif ev_mem:
+        case.evidence.extend(ev_mem)
+    pending = (pend_dcgm and _pos(pend_dcgm[0])) or s.get("remapped_rows_pending") == 1.0
+    if pending and not failed and fold_into_xid:
+        case.evidence.append("row remap pending: the GPU reset / reboot of this SOP activates it")
+    elif pending and not failed:
+        ev = (["nvidia-smi: Remapped Rows Pending: Yes"] if s.get("remapped_rows_pending") == 1.0 else []) + \
+             ([f"{REMAP_PENDING} {pend_dcgm[1]} {pend_dcgm[0]:.0f}"] if pend_dcgm and _pos(pend_dcgm[0]) else [])
+        out.append(_rule_finding("ROW_REMAP_PENDING", node, case, impact, ev, "Row remap pending"))
+    if (ret_pend and _pos(ret_pend[0])) or s.get("retired_pages_pending") == 1.0:
+        out.append(_rule_finding("RETIRED_PAGES_PENDING", node, case, impact,
+                                 ["page retirement pending (nvidia-smi Pending Page Blacklist / DCGM_FI_DEV_RETIRED_PENDING)"],
+                                 "Page retirement pending"))
+    if sbe and window:
+        from gpulib.core.timeutil import parse_window
+
+        hours = parse_window(window).total_seconds() / 3600.0
+        rate, limit = sbe[0] / hours if hours else 0.0, threshold("ecc_sbe_rate_warn")
+        if rate >= limit:
+            out.append(_rule_finding("SBE_RATE", node, case, impact,
+                                     [f"{SBE_VOL} {sbe[1]} {sbe[0]:.0f} over {window} = {rate:.0f}/h >= {limit:.0f}/h"],
+                                     "Correctable ECC errors climbing"))
+    return out
+
+
+def _thermal_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
+                      impact: pd.DataFrame, window: str) -> list[Finding]:
+    out: list[Finding] = []
+    warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
+    s = smi_row or {}
+    ev: list[str] = []
+    sev = None
+    temp = _summary_value(dcgm, GPU_TEMP, node, case.gpu, case.uuid)
+    if temp and temp[1] != "increase (resets handled)" and temp[0] >= warn:
+        ev.append(f"{GPU_TEMP} {temp[1]} {temp[0]:.0f} C over {window or 'the window'} (warn {warn:.0f} C, critical {crit:.0f} C)")
+        sev = Severity.CRITICAL if temp[0] >= crit else Severity.WARNING
+    t_now = s.get("temperature_gpu_c")
+    if t_now is not None and not np.isnan(t_now) and t_now >= warn:
+        ev.append(f"nvidia-smi: GPU at {t_now:.0f} C (warn {warn:.0f} C, critical {crit:.0f} C)")
+        sev = Severity.CRITICAL if t_now >= crit else (sev or Severity.WARNING)
+    reasons = s.get("clock_event_reasons") or []
+    thermal = [r for r in reasons if r in ("SW_THERMAL", "HW_THERMAL", "HW_SLOWDOWN")]
+    if thermal:
+        ev.append("nvidia-smi clock-event reasons active: " + ", ".join(thermal))
+        sev = sev or Severity.WARNING
+    if ev:
+        out.append(_rule_finding("THERMAL", node, case, impact, ev, "GPU hot / thermally throttled", severity=sev))
+    power = [r for r in reasons if r in ("HW_POWER_BRAKE", "SW_POWER_CAP")]
+    if power:
+        sev_p = Severity.WARNING if "HW_POWER_BRAKE" in power else Severity.INFO
+        out.append(_rule_finding("POWER", node, case, impact, ["nvidia-smi clock-event reasons active: " + ", ".join(power)],
+                                 "Clocks limited by power", severity=sev_p))
+    return out
+
+
+def node_gpu_ids(node: str, *frames: pd.DataFrame | None) -> pd.DataFrame:
+    """GPU index <-> UUID <-> PCI bus id of ``node`` (:func:`gpulib.nvidia.smi.gpu_id_map`) from nvidia-smi/NVML frames
+    (one node's, no ``node`` column) and SERIES/SUMMARY frames restricted to ``node``'s rows."""
+    own = []
+    for f in frames:
+        if f is None or len(f) == 0:
+            continue
+        own.append(f[f["node"] == node] if "node" in f.columns else f)
+    return gpu_id_map(*own)
+
+
+def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.DataFrame | None,
+           dcgm: dict[str, pd.DataFrame]) -> dict[str, _GpuCase]:
+    """One case per GPU of the node, keyed by GPU index (or PCI id when the index is unknown).
+
+    Kernel-log XIDs carry only the PCI bus id; it is joined to the GPU index and UUID through
+    nvidia-smi and the ``pci_bus_id`` label of this node's DCGM rows (bus ids repeat across nodes of
+    the same platform, so other nodes' rows never take part in the join).
+    """
+    idmap = node_gpu_ids(node, smi, *dcgm.values())
+    cases: dict[str, _GpuCase] = {}
+
+    def case_for(g: str | None = None, uuid: str | None = None, pci: str | None = None) -> _GpuCase:
+        for r in idmap.to_dict("records"):
+            if (pci and r["pci_bus_id"] == pci) or (uuid and r["uuid"] == uuid) or (g not in (None, "") and r["gpu"] == g):
+                g, uuid, pci = r["gpu"] or g, r["uuid"] or uuid, r["pci_bus_id"] or pci
+                break
+        key = g if g not in (None, "") else (pci or uuid or "?")
+        c = cases.setdefault(key, _GpuCase(gpu=g if g not in (None, "") else None))
+        c.uuid, c.pci_bus_id = c.uuid or uuid, c.pci_bus_id or pci
+        return c
+
+    kernel_codes: dict[str, set[int]] = {}
+    if xid_events is not None and len(xid_events):
+        ev = xid_events
+        if "node" in ev.columns:
+            ev = ev[ev["node"].isna() | (ev["node"] == node)]
+        for r in ev.to_dict("records"):
+            c = case_for(str(r["gpu"]) if r.get("gpu") not in (None, "") and not pd.isna(r.get("gpu")) else None,
+                         r.get("uuid") if isinstance(r.get("uuid"), str) else None, normalise_pci_bus_id(r.get("pci_bus_id")))
+            r = dict(r, source=r.get("source") if isinstance(r.get("source"), str) else "kernel log")
+            c.events.append(r)
+            if r["source"] != XID_GAUGE:
+                kernel_codes.setdefault(id(c), set()).add(int(r["xid"]))
+    gauge = dcgm.get(XID_GAUGE)
+    if gauge is not None and len(gauge):
+        g = gauge[gauge["node"] == node]
+        events = xid_events_from_gauge(g) if "timestamp" in g.columns else g.assign(
+            xid=pd.to_numeric(g["value"], errors="coerce"), source=XID_GAUGE, carried_over=True)
+        for r in events.to_dict("records"):
+            if pd.isna(r["xid"]) or int(r["xid"]) == 0:
+                continue
+            c = case_for(str(r["gpu"]), r.get("uuid") or None)
+            if int(r["xid"]) in kernel_codes.get(id(c), set()):
+                continue  # already counted from the kernel log
+            c.events.append({"xid": int(r["xid"]), "timestamp": r.get("timestamp"), "source": XID_GAUGE})
+    if smi is not None and len(smi):
+        for r in smi.to_dict("records"):
+            case_for(None if pd.isna(r.get("index")) else str(int(r["index"])), r.get("uuid"), r.get("pci_bus_id"))
+    for f in dcgm.values():
+        if f is not None and len(f) and "node" in f.columns:
+            for r in f[f["node"] == node][["gpu", "uuid"]].drop_duplicates().to_dict("records"):
+                case_for(str(r["gpu"]), r["uuid"] or None)
+    if gpu is not None:
+        cases = {k: c for k, c in cases.items() if str(c.gpu) == str(gpu) or c.uuid == gpu
+                 or (c.pci_bus_id is not None and c.pci_bus_id == normalise_pci_bus_id(gpu))}
+    return cases
+
+
+def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_events: pd.DataFrame | None = None,
+                smi: pd.DataFrame | None = None, dcgm: dict[str, pd.DataFrame] | None = None,
+                pods: pd.DataFrame | None = None) -> list[Finding]:
+    """Triage one node (optionally one GPU) into Findings, most severe first.
+
+    * ``xid_events``: :func:`gpulib.xid.catalog.parse_kernel_log` output (``pci_bus_id``) and/or rows with
+      ``gpu``/``uuid`` columns; a ``node`` column, if present, is filtered to ``node``.
+    * ``smi``: :func:`gpulib.nvidia.smi.parse_query` output for the node (ECC, remap, temperature, clock events).
+    * ``dcgm``: DCGM field name -> SUMMARY frame (``XID_ERRORS`` last value, ``ECC_DBE_VOL_TOTAL`` increase,
+      ``ROW_REMAP_FAILURE`` max, ``GPU_TEMP`` p95 ...) or SERIES frame (gauge changes / counter increase).
+    * ``pods``: POD_COLUMNS frame; pods on the GPU come from DCGM's pod labels, else the node's GPU pods.
+    """
+    dcgm = {k: v for k, v in (dcgm or {}).items() if v is not None}
+    findings: list[Finding] = []
+    for case in _cases(node, gpu, xid_events, smi, dcgm).values():
+        impact = pod_impact(node, case.gpu, pods=pods, dcgm=dcgm, uuid=case.uuid)
+        smi_row = _smi_row(smi, case)
+        probe = _xid_finding(node, _GpuCase(case.gpu, case.uuid, case.pci_bus_id, case.events), impact)
+        fold = probe is not None and probe.data["bucket"] in DRAIN_BUCKETS
+        mem = _memory_findings(node, case, smi_row, dcgm, impact, window, fold)
+        xf = _xid_finding(node, case, impact)   # again, now with the folded memory evidence
+        findings += [f for f in (xf,) if f] + mem + _thermal_findings(node, case, smi_row, dcgm, impact, window)
+    if not findings:
+        findings.append(Finding(severity=Severity.OK, title=f"No XID, ECC or thermal problem found on {node}",
+                                node=node, gpu=gpu, category="ok", runbook="xid_ecc_triage",
+                                evidence=[f"inputs checked: {', '.join(k for k, v in (('kernel log', xid_events), ('nvidia-smi', smi)) if v is not None) or 'none'}"
+                                          + (f"; DCGM fields: {', '.join(sorted(dcgm))}" if dcgm else "")]))
+    return sort_findings(findings)
+
+
+# --------------------------------------------------------------------------------- alert rules
+def critical_xids() -> list[int]:
+    """XID codes whose NVIDIA immediate bucket takes the GPU out of service (the alert's critical set)."""
+    cat = load_table("xid_catalog")
+    m = cat["immediate_action"].isin(sorted(DRAIN_BUCKETS)) & (cat["unused_on_datacenter"] == "no")
+    return sorted(int(c) for c in cat.loc[m, "code"])
+
+
+def _dur(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h" if s % 3600 == 0 else (f"{s // 60}m" if s % 60 == 0 else f"{s}s")
+
+
+_HOST = "{{ $labels.Hostname }}{{ $labels.hostname }}"
+_RUN = "gpuops run xid_ecc_triage -p node " + _HOST + " -p gpu {{ $labels.gpu }}"
+_RUNBOOK = "runbooks/xid_ecc_triage.ipynb"
+
+
+def _alert(name: str, expr: str, for_s: float | None, severity: str, summary: str, description: str,
+           runbook: str = _RUNBOOK, command: str = _RUN) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_s:
+        rule["for"] = _dur(for_s)
+    rule["labels"] = {"severity": severity}
+    rule["annotations"] = {"summary": summary, "description": description, "runbook_url": runbook,
+                           "gpuops_command": command}
+    return rule
+
+
+def alert_rules() -> dict[str, Any]:
+    """The Prometheus rules document, every threshold read from thresholds.csv / alert_settings.csv / the XID catalog."""
+    crit = critical_xids()
+    crit_re = "|".join(map(str, crit))
+    crit_eq = " or ".join(f"{XID_GAUGE} == {c}" for c in crit)
+    win = _dur(_setting("xid_alert_window_s"))
+    ecc_win = _dur(_setting("ecc_increase_window_s"))
+    warn, critc, memw = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c"), threshold("memory_temp_warn_c")
+    fb_ratio = _setting("fb_used_ratio_warn")
+    z_act, z_fb, z_for = threshold("zombie_activity_max"), threshold("zombie_fb_used_min_mib"), threshold("zombie_min_duration_s")
+    where = "on " + _HOST + " GPU {{ $labels.gpu }}"
+    rules = [
+        _alert("DCGMExporterDown", 'up{job=~".*dcgm.*"} == 0', _setting("exporter_down_for_s"), "warning",
+               "dcgm-exporter target {{ $labels.instance }} is down",
+               "Prometheus cannot scrape dcgm-exporter, so no GPU metric (XID, ECC, temperature) arrives from this "
+               "target. Check the nvidia-dcgm-exporter pod on the node.",
+               command="kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide"),
+        _alert("GPUMetricsAbsent", f"absent({GPU_TEMP})", _setting("metrics_absent_for_s"), "warning",
+               f"No {GPU_TEMP} series at all",
+               "absent() returns one label-less series, so this alert cannot name the node; use DCGMExporterDown "
+               "for per-target detail. Check the dcgm-exporter DaemonSet and its ServiceMonitor.",
+               command="kubectl -n gpu-operator get ds nvidia-dcgm-exporter"),
+        _alert("GPUTemperatureHigh", f"{GPU_TEMP} >= {warn:g}", _setting("temp_warn_for_s"), "warning",
+               "GPU at {{ $value }} C " + where,
+               f"GPU temperature has stayed at or above {warn:g} C (thresholds.csv gpu_temp_warn_c). Check airflow, "
+               "fans and clock-event (thermal throttle) reasons."),
+        _alert("GPUTemperatureCritical", f"{GPU_TEMP} >= {critc:g}", _setting("temp_crit_for_s"), "critical",
+               "GPU at {{ $value }} C (hardware slowdown range) " + where,
+               f"GPU temperature at or above {critc:g} C (thresholds.csv gpu_temp_crit_c, HW slowdown on A100/H100)."),
+        _alert("GPUMemoryTemperatureHigh", f"DCGM_FI_DEV_MEMORY_TEMP >= {memw:g}", _setting("temp_warn_for_s"), "warning",
+               "HBM at {{ $value }} C " + where, f"HBM temperature at or above {memw:g} C (thresholds.csv memory_temp_warn_c)."),
+        _alert("GPUXidCritical", f"({crit_eq}) and changes({XID_GAUGE}[{win}]) > 0", None, "critical",
+               "XID {{ $value }} " + where + " needs the GPU taken out of service",
+               f"{XID_GAUGE} is a gauge holding the LAST XID code (sticky, not a count). It changed in the last {win} "
+               "to a code whose NVIDIA resolution bucket is reset GPU / reboot node / DBE / NVLink workflow "
+               f"(codes {', '.join(map(str, crit))}). A repeat of the same code does not show here: also check the "
+               "kernel log. Run the XID triage runbook for the SOP step."),
+        _alert("GPUXidError", f"{XID_GAUGE} > 0 unless ({crit_eq}) and changes({XID_GAUGE}[{win}]) > 0", None, "warning",
+               "XID {{ $value }} " + where,
+               f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
+               "(application XIDs such as 13/31/43/45): notify the pod owner; drain only if it repeats across "
+               "different workloads."),
+        _alert("GPUXidCriticalCount", f'{XID_COUNT}{{xid=~"{crit_re}"}} > 0', None, "critical",
+               "XID {{ $labels.xid }} seen {{ $value }} times " + where,
+               f"{XID_COUNT} counts XIDs per code in a sliding window. It is off by default: enable it in the "
+               "dcgm-exporter counters CSV."),
+        _alert("GPUEccUncorrectable", f"increase({DBE_VOL}[{ecc_win}]) > 0", None, "critical",
+               "Uncorrectable (DBE) ECC errors " + where,
+               f"{DBE_VOL} increased in the last {ecc_win}. ECC counters are commented out in dcgm-exporter's "
+               "default counters CSV: enable DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or this alert never fires. SOP: drain, "
+               "reset, dcgmi diag -r 3; repeated DBE is an RMA case."),
+        _alert("GPURowRemapFailure", f"{REMAP_FAILURE} > 0", None, "critical",
+               "Row remapping failed " + where + " (RMA)",
+               "The GPU could not remap a failing memory row: cordon, drain and open an RMA."),
+        _alert("GPUUncorrectableRemappedRows", f"increase({UNC_REMAP}[{ecc_win}]) > 0", None, "warning",
+               "New uncorrectable-error row remap " + where,
+               "A row was remapped after an uncorrectable error; reset the GPU at a convenient time so it takes effect."),
+        _alert("GPUMemoryHigh", f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}",
+               _setting("fb_used_for_s"), "warning", "GPU memory {{ $value | humanizePercentage }} used " + where,
+               f"Framebuffer use above {fb_ratio:.0%} (alert_settings.csv fb_used_ratio_warn); the next allocation may fail.",
+               runbook="runbooks/zombie_idle.ipynb", command="gpuops run zombie_idle -p node " + _HOST),
+        _alert("GPUMemoryHeldIdle",
+               f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and (DCGM_FI_PROF_GR_ENGINE_ACTIVE < {z_act:g})", z_for, "warning",
+               "GPU holds memory but is idle " + where + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",
+               f"FB_USED above {z_fb:g} MiB while GR_ENGINE_ACTIVE below {z_act:g} for {_dur(z_for)} "
+               "(thresholds.csv zombie_*): likely a zombie or idle reserved GPU.",
+               runbook="runbooks/zombie_idle.ipynb", command="gpuops run zombie_idle -p node " + _HOST),
+    ]
+    return {"groups": [{"name": "gpu-runbooks.gpu", "rules": rules}]}
+
+
+GENERATED_HEADER = ("# GENERATED by gpulib.xid.triage.alert_rules() from gpulib/data/thresholds.csv,\n"
+                    "# gpulib/data/alert_settings.csv and gpulib/data/xid_catalog.csv. Do not edit by hand:\n"
+                    "#   python3 -c 'import gpulib.xid.triage as t; t.write_alert_rules()'\n")
+
+
+def alert_rules_yaml() -> str:
+    import yaml
+
+    return GENERATED_HEADER + yaml.safe_dump(alert_rules(), sort_keys=False, width=1000, allow_unicode=True)
+
+
+def write_alert_rules(path: str = "deploy/prometheus/gpu-alerts.yaml") -> str:
+    from pathlib import Path
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(alert_rules_yaml())
+    return str(p)
