@@ -289,8 +289,8 @@ def pod_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def pod_findings(manifest: Mapping[str, Any]) -> list:
-    """:func:`gpulib.nccl.analysis.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
-    from gpulib.nccl.analysis import check_pod_spec
+    """:func:`gpulib.nccl.env.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
+    from gpulib.nccl.env import check_pod_spec
 
     multi = manifest.get("kind") == "PyTorchJob"
     out = []

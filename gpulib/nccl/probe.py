@@ -10,7 +10,7 @@ timed with CUDA events, the time averaged over ranks, ``algbw = size / time`` an
 counts wrong elements. Differences from nccl-tests: CUDA-event timing instead of a host timer,
 ``warmup`` iterations before every size, and all_reduce's out-of-place column is an in-place
 all_reduce on the separate send buffer (torch has no out-of-place all_reduce). It prints a nccl-tests-format table (readable by
-:func:`gpulib.nccl.analysis.parse_nccl_tests_all`) and writes JSON.
+:func:`gpulib.nccl.results.parse_nccl_tests_all`) and writes JSON.
 
 NVLink SHARP stays off: ``NCCL_NVLS_ENABLE`` is forced to ``0`` before NCCL initialises. The
 probe never changes GPU settings (clocks, persistence, MIG, NVLink). It imports with only
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gpulib.nccl.analysis import COLLECTIVES, bus_factor
+from gpulib.nccl.results import COLLECTIVES, bus_factor
 
 PROBE_VERSION = 1
 SUPPORTED = ("all_reduce", "all_gather", "reduce_scatter")
