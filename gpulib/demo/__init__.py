@@ -18,8 +18,10 @@ _EXPORTS = {
     'METRICS': 'simulator',
     'MIG_SLICES': 'simulator',
     'OFF_BY_DEFAULT': 'simulator',
+    'SCENARIOS': 'operator_objects',
     'TARGET_POINTS': 'source',
     'demo_file': 'artifacts',
+    'demo_objects': 'operator_objects',
     'render_smi_query': 'artifacts',
 }
 

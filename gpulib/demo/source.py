@@ -22,7 +22,7 @@ class DemoSource(Source):
                  label_style: str = "new", counters: str = "full",
                  scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
         super().__init__(end=end)
-        self.operator_scenario = operator_scenario  # gpulib.gpu_operator.analysis.SCENARIOS: a healthy or broken GPU Operator
+        self.operator_scenario = operator_scenario  # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
         self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
                                   scrape_interval=scrape_interval)
         self._end = self.sim.end
@@ -84,11 +84,11 @@ class DemoSource(Source):
         return nodes_frame(self.sim.nodes_json())
 
     def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
-        from gpulib.gpu_operator.analysis import demo_objects
+        from gpulib.demo.operator_objects import demo_objects
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
     def _operator_state(self, namespace):
-        from gpulib.gpu_operator.analysis import state_from_objects
+        from gpulib.gpu_operator.state import state_from_objects
         return state_from_objects(self._operator_objects(namespace), namespace)
 
     def _pods(self):

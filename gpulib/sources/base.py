@@ -194,7 +194,7 @@ class Source(ABC):
     def operator_state(self, namespace: str = "gpu-operator") -> dict:
         """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
         objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
-        (see :func:`gpulib.gpu_operator.analysis.state_from_objects`). Raises SourceError where the source has none."""
+        (see :func:`gpulib.gpu_operator.state.state_from_objects`). Raises SourceError where the source has none."""
         return self._operator_state(namespace)
 
     def describe(self) -> str:
