@@ -15,7 +15,8 @@ from gpulib.demo import demo_objects
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
-from gpulib.kube.client import KubeCluster, MalformedKubernetesObject, nodes_frame, read_list
+from gpulib.kube.client import KubeCluster
+from gpulib.kube.frames import MalformedKubernetesObject, nodes_frame, read_list
 
 from k8s_double import load_items, start_k8s_double
 

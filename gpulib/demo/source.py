@@ -78,7 +78,7 @@ class DemoSource(Source):
         return summarise_frame(df, stat)
 
     def _nodes(self):
-        from gpulib.kube.client import nodes_frame
+        from gpulib.kube.frames import nodes_frame
         if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
             return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
@@ -92,7 +92,7 @@ class DemoSource(Source):
         return state_from_objects(self._operator_objects(namespace), namespace)
 
     def _pods(self):
-        from gpulib.kube.client import pods_frame
+        from gpulib.kube.frames import pods_frame
         return pods_frame(self.sim.pods_json())
 
     def _inventory(self, window):

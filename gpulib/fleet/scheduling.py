@@ -20,7 +20,8 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
-from gpulib.kube.client import GPU_RESOURCE, MIG_RESOURCE_PREFIX, iter_gpu_nodes
+from gpulib.kube.frames import iter_gpu_nodes
+from gpulib.kube.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gpulib.core.knowledge import load_table
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -16,7 +16,8 @@ import pandas as pd
 from gpulib.core.findings import Finding, Severity
 from gpulib.gpu_operator.knowledge import _components, setting, sop
 from gpulib.gpu_operator.pre_install import _nfd_gpu
-from gpulib.kube.client import cluster_policy_status, daemonsets_frame, gpu_resource_name, iter_gpu_nodes
+from gpulib.kube.frames import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
+from gpulib.kube.labels import gpu_resource_name
 
 
 #: what to do for each ClusterPolicy condition reason (``NVIDIA/gpu-operator: internal/conditions/consts.go`` @ a22dbf67)
@@ -184,7 +185,7 @@ def check_cluster_policy(policy: dict | None, *, namespace: str | None = None) -
 
 def expected_devices(row) -> dict[str, int]:
     """Resource -> count the node should advertise, from GFD labels: ``nvidia.com/gpu`` = gpu.count x replicas
-    (``nvidia.com/gpu.shared`` when the device plugin renames shared GPUs, :func:`gpulib.kube.client.gpu_resource_name`);
+    (``nvidia.com/gpu.shared`` when the device plugin renames shared GPUs, :func:`gpulib.kube.labels.gpu_resource_name`);
     under the MIG mixed strategy each ``nvidia.com/mig-<profile>`` = its ``.count`` label."""
     labels = row.labels or {}
     out: dict[str, int] = {}

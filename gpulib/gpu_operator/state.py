@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpulib.core.errors import KubernetesError
 from gpulib.gpu_operator.knowledge import setting
-from gpulib.kube.client import daemonsets_frame
+from gpulib.kube.frames import daemonsets_frame
 
 
 # --------------------------------------------------------------------------------------------

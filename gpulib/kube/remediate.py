@@ -30,8 +30,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError
-from gpulib.kube.client import (ANNOTATION_MIRROR_POD, GPU_RESOURCE, LABEL_MIG_CONFIG, MIG_RESOURCE_PREFIX, KubeCluster,
-                  _policy, eviction_body, iter_gpu_nodes, nodes_frame, pod_row)
+from gpulib.kube.client import KubeCluster, _policy, eviction_body
+from gpulib.kube.frames import iter_gpu_nodes, nodes_frame, pod_row
+from gpulib.kube.labels import ANNOTATION_MIRROR_POD, GPU_RESOURCE, LABEL_MIG_CONFIG, MIG_RESOURCE_PREFIX
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 DEFAULT_AUDIT_LOG = "~/.gpuops/audit.jsonl"

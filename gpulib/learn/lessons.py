@@ -204,12 +204,12 @@ def lesson_text(name: str) -> str:
 def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
     """What the project's pod checks say about one container ``resources`` block (requests/limits).
 
-    Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.client`` reads it (with the API
+    Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.frames`` reads it (with the API
     server's defaulting of a missing request to the limit, and its refusal of fractional extended resources),
     ``gpulib.cost.analysis.request_limit_issues``' verdict, and which nodes of ``nodes`` advertise enough of the resource.
     """
     from gpulib.cost.analysis import request_limit_issues
-    from gpulib.kube.client import MalformedKubernetesObject, pods_frame
+    from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
 
     pod = {"kind": "Pod", "metadata": {"name": "example", "namespace": "default"},
            "spec": {"containers": [{"name": "main", "image": "cuda", "resources": dict(resources)}]},

@@ -81,11 +81,11 @@ class SnapshotSource(Source):
         return df
 
     def _nodes(self):
-        from gpulib.kube.client import nodes_frame
+        from gpulib.kube.frames import nodes_frame
         return nodes_frame(self._json("nodes.json"))
 
     def _pods(self):
-        from gpulib.kube.client import pods_frame
+        from gpulib.kube.frames import pods_frame
         return pods_frame(self._json("pods.json"))
 
     def _operator_state(self, namespace):
