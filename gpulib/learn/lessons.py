@@ -240,7 +240,7 @@ def _allocatable(node, resource: str) -> int:
 # -------------------------------------------------------------------------------------- MIG
 def mig_fit_count(gpu_model: str, profile: str, alongside: Sequence[str] = ()) -> int:
     """How many ``profile`` instances fit on one ``gpu_model`` next to ``alongside`` (by the MIG placer)."""
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     n = 0
     while mig.place(gpu_model, list(alongside) + [profile] * (n + 1)).fits:

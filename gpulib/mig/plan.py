@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
+import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.vllm.memory import device_memory_gib, overhead
@@ -159,7 +160,7 @@ class Plan:
             ev.append(f"cost of the MIG GPUs: ${sum(per_gpu):.2f}/h")
         sev = Severity.OK if not self.unplaced else Severity.WARNING
         fs = [Finding(sev, f"MIG plan: {self.gpus_used} GPU(s) instead of {self.baseline_gpus}",
-                      summary="apply each node's config with the guided MIG change (gpulib.mig.geometry.mig_change_sop)",
+                      summary="apply each node's config with the guided MIG change (gpulib.mig.findings.mig_change_sop)",
                       sop_step="create the mig-parted ConfigMap (key config.yaml), then label each node in turn",
                       commands=self.label_commands(), evidence=ev, category="mig",
                       confidence=1.0 if self.optimal else 0.8, data={"gpus_saved": self.gpus_saved})]
@@ -435,7 +436,7 @@ def _device_of(row) -> tuple[str | None, float | None, int]:
         except InvalidParameter:
             return model, None, 0
     try:
-        return model, device_memory_gib(model), (mig.geometry(model)[1] if mig.is_mig_capable(model) else 7)
+        return model, device_memory_gib(model), (mig_catalog.geometry(model)[1] if mig.is_mig_capable(model) else 7)
     except InvalidParameter:
         return model, None, 7
 

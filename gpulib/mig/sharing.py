@@ -41,7 +41,7 @@ def recommend(gpu_model: str, *, workload: str = "inference", isolation: str = "
     ``gpu_memory_gib``: the GPU's memory when the catalog has none (e.g. the node's nvidia.com/gpu.memory / 1024).
     Returns a Finding whose ``data["strategy"]`` is ``whole`` | ``mig`` | ``time-slicing`` | ``mps``.
     """
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     if workload not in WORKLOADS:
         raise InvalidParameter(f"workload must be one of {WORKLOADS}, got {workload!r}")

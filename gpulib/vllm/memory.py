@@ -93,7 +93,7 @@ def dtype_bytes(dtype: str) -> float:
 
 def device_memory_gib(device: str) -> float:
     """Memory CUDA sees on ``device``: a whole GPU (``H100-80GB``) or a MIG instance (``A100-40GB/3g.20gb``)."""
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     if "/" in str(device):
         gpu, prof = str(device).split("/", 1)
