@@ -5,7 +5,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 
-from gpulib.demo.simulator import FleetSimulator, METRICS
+from gpulib.demo.metrics import METRICS
+from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import EmptyResult
 from gpulib.sources.base import Source, summarise_frame
 
