@@ -67,7 +67,8 @@ _ERR_MSG = {0: "No Error", 13: "Graphics Engine Exception", 48: "DBE (Double Bit
 
 class FleetMetrics:
     """DCGM series of the simulated fleet, as a mixin of :class:`gpulib.demo.simulator.FleetSimulator` (it uses the
-    fleet's ``devices``, ``seed``, ``end_s``, ``counters``, ``label_style``, ``driver_version`` and ``scrape_interval``)."""
+    fleet's ``devices``, ``seed``, ``end_s``, ``counters``, ``label_style``, ``driver_version`` and
+    ``scrape_interval``)."""
 
     # ------------------------------------------------------------------ value model
     def _noise(self, d: Device, key: str, t: np.ndarray) -> np.ndarray:

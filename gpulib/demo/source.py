@@ -23,7 +23,8 @@ class DemoSource(Source):
                  label_style: str = "new", counters: str = "full",
                  scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
         super().__init__(end=end)
-        self.operator_scenario = operator_scenario  # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
+        # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
+        self.operator_scenario = operator_scenario
         self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
                                   scrape_interval=scrape_interval)
         self._end = self.sim.end

@@ -129,7 +129,8 @@ def install_plan(components: Iterable[str] = DEFAULT_COMPONENTS, *, driver_prein
         raise ContradictoryChoice(f"sharing={sharing!r} is a device-plugin setting but 'device_plugin' is not enabled")
     if sharing == "mps" and mig_strategy != "none":
         raise ContradictoryChoice(f"sharing='mps' with mig_strategy={mig_strategy!r}: MPS is not supported on "
-                                  "MIG-enabled devices (NVIDIA/k8s-device-plugin README.md @ 1b826acc); use time-slicing or no MIG")
+                                  "MIG-enabled devices (NVIDIA/k8s-device-plugin README.md @ 1b826acc); "
+                                  "use time-slicing or no MIG")
     if mig_strategy != "none" and not has("device_plugin"):
         raise ContradictoryChoice(f"mig_strategy={mig_strategy!r} is applied by the device plugin and GFD, "
                                   "but 'device_plugin' is not enabled")

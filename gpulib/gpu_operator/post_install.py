@@ -20,7 +20,8 @@ from gpulib.kube.frames import cluster_policy_status, daemonsets_frame, iter_gpu
 from gpulib.kube.labels import gpu_resource_name
 
 
-#: what to do for each ClusterPolicy condition reason (``NVIDIA/gpu-operator: internal/conditions/consts.go`` @ a22dbf67)
+#: what to do for each ClusterPolicy condition reason
+#: (``NVIDIA/gpu-operator: internal/conditions/consts.go`` @ a22dbf67)
 _REASON_ADVICE = {
     "OperandNotReady": "Each state named in the message maps to one operand DaemonSet (gpulib/data/operator_components.csv): fix its pods.",
     "DriverNotReady": "The driver DaemonSet is not ready on some node: see the driver pod findings.",
@@ -163,8 +164,8 @@ def check_validator(pods: list[dict], *, namespace: str | None = None) -> list[F
 
 
 def check_cluster_policy(policy: dict | None, *, namespace: str | None = None) -> list[Finding]:
-    """ClusterPolicy ``status.state`` and its Ready/Error conditions (``NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go``
-    @ a22dbf67)."""
+    """ClusterPolicy ``status.state`` and its Ready/Error conditions
+    (``NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go`` @ a22dbf67)."""
     ns = namespace or setting("namespace")
     st = cluster_policy_status(policy)
     if st["state"] == "absent":

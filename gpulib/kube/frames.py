@@ -17,7 +17,10 @@ import pandas as pd
 
 from gpulib.core.errors import SourceError
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
-from gpulib.kube.labels import GPU_RESOURCE, GPU_SHARED_RESOURCE, LABEL_COUNT, LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_MACHINE, LABEL_MEMORY, LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE, LABEL_MIG_STRATEGY, LABEL_POD_TEMPLATE_HASH, LABEL_PRODUCT, LABEL_REPLICAS, LABEL_SHARING, MIG_RESOURCE_PREFIX, is_spot
+from gpulib.kube.labels import (GPU_RESOURCE, GPU_SHARED_RESOURCE, LABEL_COUNT, LABEL_INSTANCE_TYPE,
+                                LABEL_INSTANCE_TYPE_BETA, LABEL_MACHINE, LABEL_MEMORY, LABEL_MIG_CONFIG,
+                                LABEL_MIG_CONFIG_STATE, LABEL_MIG_STRATEGY, LABEL_POD_TEMPLATE_HASH, LABEL_PRODUCT,
+                                LABEL_REPLICAS, LABEL_SHARING, MIG_RESOURCE_PREFIX, is_spot)
 
 
 #: a CronJob names its Jobs ``<cronjob>-<scheduled time in minutes since the epoch>``
@@ -182,8 +185,8 @@ def nodes_frame(node_list_json: dict) -> pd.DataFrame:
     """``kubectl get nodes -o json`` (or the API's NodeList) -> DataFrame with ``NODE_COLUMNS``.
 
     GPU product/count/memory come from GFD labels (under the MIG *single* strategy they describe the
-    MIG devices, ``NVIDIA/k8s-device-plugin: docs/gpu-feature-discovery/README.md`` @ 1b826acc); capacity/allocatable for ``nvidia.com/gpu`` and every
-    ``nvidia.com/mig-*``; ``ready`` is the Ready condition; ``spot`` follows ``data/spot_labels.csv``.
+    MIG devices, ``NVIDIA/k8s-device-plugin: docs/gpu-feature-discovery/README.md`` @ 1b826acc);
+    capacity/allocatable for ``nvidia.com/gpu`` and every ``nvidia.com/mig-*``; ``ready`` is the Ready condition; ``spot`` follows ``data/spot_labels.csv``.
     Missing labels give ``""`` / ``<NA>``, never a KeyError.
     """
     rows = [node_row(n) for n in _items(node_list_json, "Node")]

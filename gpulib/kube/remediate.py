@@ -1,4 +1,4 @@
-"""Guarded remediation: cordon, uncordon, drain, taint and label GPU nodes (design.md §4).
+"""Guarded remediation: cordon, uncordon, drain, taint and label GPU nodes (``docs/architecture.md``).
 
 Every action is **dry-run unless ``apply=True``**:
 
@@ -322,7 +322,8 @@ def set_mig_config(node: str, config: str, **kwargs) -> RemediationResult:
     """Ask the GPU Operator's MIG Manager for a mig-parted config: label ``nvidia.com/mig.config=<config>``.
 
     MIG Manager then reports progress in ``nvidia.com/mig.config.state`` (pending -> success | failed,
-    facts.md §2.4). Drain GPU workloads first: reconfiguration needs idle GPUs.
+    ``NVIDIA/mig-parted: deployments/container/reconfigure-mig.sh`` @ bd7160f4). Drain GPU workloads first:
+    reconfiguration needs idle GPUs.
     """
     return label(node, LABEL_MIG_CONFIG, config, **kwargs)
 

@@ -102,7 +102,8 @@ class Plan:
         """node -> (config name, mig-parted selectors); identical node configs share one name.
 
         On a partly-MIG node the GPUs that stay whole get a last selector ``{devices: [...], mig-enabled:
-        false}`` (facts.md §2.4), so applying the config also turns MIG off where the plan wants whole GPUs.
+        false}`` (``NVIDIA/mig-parted: deployments/systemd/config-default.yaml`` @ bd7160f4), so applying the config
+        also turns MIG off where the plan wants whole GPUs.
         """
         by_node: dict[str, list[GpuLayout]] = defaultdict(list)
         for g in self.gpus:

@@ -10,7 +10,8 @@ from gpulib.core.errors import InvalidParameter
 
 def resource_name(profile: str, strategy: str = "mixed") -> str:
     """Kubernetes extended resource that exposes a MIG device (``NVIDIA/k8s-device-plugin: README.md`` @ 1b826acc):
-    ``nvidia.com/gpu`` under the ``single`` strategy, ``nvidia.com/mig-<profile>`` under ``mixed`` (``+me`` advertised as ``.me``)."""
+    ``nvidia.com/gpu`` under the ``single`` strategy, ``nvidia.com/mig-<profile>`` under ``mixed`` (``+me`` advertised
+    as ``.me``)."""
     strategy = str(strategy).lower()
     if strategy == "single":
         return "nvidia.com/gpu"

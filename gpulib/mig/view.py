@@ -2,7 +2,8 @@
 (plotly shapes, memory slots x GPUs), memory headroom per instance, and GPUs/$ against whole-GPU placement.
 
 The decisions live in :mod:`gpulib.mig.catalog` and :mod:`gpulib.mig.geometry` (profiles, placement),
-:mod:`gpulib.mig.findings` (SOP) and :mod:`gpulib.mig.plan` (sizing, planner); this module only turns their results into tables and figures.
+:mod:`gpulib.mig.findings` (SOP) and :mod:`gpulib.mig.plan` (sizing, planner); this module only turns their results
+into tables and figures.
 
 Frames here share ``LAYOUT_COLUMNS``: one row per box on the diagram (a MIG instance, or a whole GPU).
 """

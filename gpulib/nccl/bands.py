@@ -1,7 +1,7 @@
 """Expected large-message busbw bands and the verdict on a run.
 
-Bands come from ``gpulib/data/nccl_expected_busbw.csv`` and the link peaks from ``gpulib/data/nccl_link_bandwidth.csv`` (each row cites
-its source); tolerances from ``gpulib/data/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
+Bands come from ``gpulib/data/nccl_expected_busbw.csv`` and the link peaks from
+``gpulib/data/nccl_link_bandwidth.csv`` (each row cites its source); tolerances from ``gpulib/data/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def expected_busbw(collective: str = "all_reduce", *, topology: Topology | None 
         nhigh = nics_per_node * per_nic * _thr("nic_efficiency_high") * _thr("multinode_nic_sum_high")
         if nlow < low or nhigh < high:
             basis += f"; capped by {nics_per_node} x {nic_gbit:g} Gb/s NICs per node x NIC efficiency"
-            source += "; nccl_thresholds.csv nic_efficiency_* and multinode_nic_sum_* (facts.md 4.3)"
+            source += "; nccl_thresholds.csv nic_efficiency_* and multinode_nic_sum_* (NVIDIA/nccl-tests#290, NVIDIA/nccl#412)"
         low, high = min(low, nlow), min(high, nhigh)
     return Band(coll, round(low, 1), round(high, 1), f"derived: {basis}", source, True, link_peak=peak)
 

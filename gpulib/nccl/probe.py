@@ -4,7 +4,8 @@
         --min-bytes 8 --max-bytes 4G --iters 20 --warmup 5 --out results.json
     python3 -m gpulib.nccl.probe ...        # not under torchrun: spawns one process per visible GPU
 
-It measures like nccl-tests (facts.md §4.1-4.2): for each size, ``iters`` back-to-back collectives
+It measures like nccl-tests (``NVIDIA/nccl-tests: src/util.cu``, ``doc/PERFORMANCE.md`` @ a0b82b22): for each size,
+``iters`` back-to-back collectives
 timed with CUDA events, the time averaged over ranks, ``algbw = size / time`` and
 ``busbw = algbw x factor(n)``; out-of-place and in-place; then one checked run on fresh data
 counts wrong elements. Differences from nccl-tests: CUDA-event timing instead of a host timer,
@@ -46,7 +47,7 @@ SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL c
 
 
 def force_nvls_off() -> None:
-    """NVLink SHARP must stay off for this probe (issue 5): set, not setdefault."""
+    """NVLink SHARP must stay off for this probe: set, not setdefault."""
     os.environ["NCCL_NVLS_ENABLE"] = "0"
 
 

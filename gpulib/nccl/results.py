@@ -50,7 +50,8 @@ def _canonical_collective(name: str) -> str:
 
 
 def bus_factor(collective: str, nranks: int) -> float:
-    """busbw / algbw for ``collective`` over ``nranks`` ranks (facts.md §4.2, nccl-tests GetBw)."""
+    """busbw / algbw for ``collective`` over ``nranks`` ranks (``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22,
+    ``src/*.cu`` GetBw)."""
     c = _canonical_collective(collective)
     table = _bus_factors()
     if c not in table.index:

@@ -1,7 +1,8 @@
 """What ``runbooks/nccl_check.ipynb`` shows: nccl-tests results against the expected band, the
 topology, the NCCL log diagnosis, environment checks and a node's NVLink traffic from DCGM.
 
-The parsers, bands and verdicts are :mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`; this module loads the runbook's inputs
+The parsers, bands and verdicts are :mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`;
+this module loads the runbook's inputs
 (a file given as a parameter, else the packaged 2xH200 capture of :mod:`gpulib.demo.artifacts`),
 applies the parameters (GPU model, interconnect, an ``expected`` override) and draws the charts.
 """
