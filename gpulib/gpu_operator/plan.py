@@ -147,7 +147,7 @@ def install_plan(components: Iterable[str] = DEFAULT_COMPONENTS, *, driver_prein
     notes: list[str] = []
     ns = namespace or setting("namespace")
     if sharing != "none":
-        import gpulib.mig.sharing as sh
+        import gpulib.mig as sh
         cfg = sh.time_slicing_config(replicas, mig_strategy=mig_strategy) if sharing == "time-slicing" \
             else sh.mps_config(replicas)
         name = f"{sharing}-config"

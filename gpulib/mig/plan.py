@@ -26,7 +26,7 @@ import gpulib.mig as mig
 import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
-from gpulib.vllm.memory import device_memory_gib, overhead
+from gpulib.vllm import device_memory_gib, overhead
 
 FRAGMENTATION_WEIGHT = 1e-3  # per stranded slot: breaks ties between equal GPU counts, never trades a GPU
 
@@ -555,7 +555,7 @@ def workloads_from_models(models: list[str] | str, *, max_model_len: int, concur
     """Planner workloads for catalog LLMs served by vLLM (``"Qwen2.5-7B,Llama-3.1-8B"`` or a list): memory per
     replica from :func:`gpulib.vllm.memory.memory_needed` (weights + KV for ``concurrency`` requests of
     ``max_model_len`` tokens + activations + runtime). Returns the workloads and a table of the numbers."""
-    from gpulib.vllm.memory import get_model, memory_needed
+    from gpulib.vllm import get_model, memory_needed
 
     names = [m.strip() for m in (models.split(",") if isinstance(models, str) else models) if str(m).strip()]
     if not names:

@@ -22,7 +22,7 @@ from gpulib.nvidia.topology import Topology
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY, demo_file
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
-from gpulib.fleet.health import HealthFrames, health_findings
+from gpulib.fleet import HealthFrames, health_findings
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
