@@ -89,6 +89,8 @@ class Runbook:
         with self.step("Connect to the data source"):
             from gpulib import connect
             kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
+            if source == "demo" and params.get("demo_operator_state"):   # gpulib.demo.operator_objects.SCENARIOS
+                kwargs["operator_scenario"] = params["demo_operator_state"]
             self.src = connect(source, **kwargs)
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 

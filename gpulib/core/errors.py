@@ -41,6 +41,12 @@ class SourceError(GpulibError):
     """A data source could not answer."""
 
 
+class NotProvided(SourceError):
+    """This source does not have the data asked for (a capability of other backends)."""
+
+    hint = "run the runbook with a source that has it (source='live' for the Kubernetes API and Prometheus)"
+
+
 class PrometheusError(SourceError):
     def __init__(self, message: str, *, url: str = "", query: str = "", hint: str | None = None):
         self.url = url
