@@ -128,7 +128,7 @@ def _profile_objects_cached(model: str) -> tuple[Profile, ...]:
     return tuple(_to_profile(r) for _, r in profiles(model).iterrows())
 
 
-def geometry(gpu_model: str, catalog: pd.DataFrame | None = None) -> tuple[int, int]:
+def slot_geometry(gpu_model: str, catalog: pd.DataFrame | None = None) -> tuple[int, int]:
     """(memory slots, compute slices) of the GPU, derived from its profiles (the full-GPU profile spans both)."""
     ps = profile_objects(gpu_model, catalog)
     return max(max(p.starts) + p.memory_slots for p in ps), max(p.compute_slices for p in ps)
@@ -160,3 +160,14 @@ def get_profile(gpu_model: str, name: str | int, catalog: pd.DataFrame | None = 
         if cands:
             return min(cands, key=lambda p: (p.memory_slots, p.memory_gib))
     raise UnknownProfile(f"profile {name!r} does not exist on {gpu_model}; known: {', '.join(p.name for p in ps)}")
+
+
+def device_memory_gib(device: str) -> float:
+    """Memory CUDA sees on ``device``: a whole GPU (``H100-80GB``) or a MIG instance (``A100-40GB/3g.20gb``)."""
+    if "/" in str(device):
+        gpu, prof = str(device).split("/", 1)
+        return get_profile(gpu, prof).memory_gib
+    m = gpu_models().set_index("gpu_model").loc[resolve_gpu_model(device)]
+    if str(m["whole_memory_mib"]) in ("", "nan"):
+        raise InvalidParameter(f"no memory size on record for {device}; pass total_gib= explicitly")
+    return float(m["whole_memory_mib"]) / 1024

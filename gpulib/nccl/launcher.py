@@ -18,7 +18,7 @@ class ProbeError(GpulibError):
     hint = "run `python3 -m gpulib.nccl.probe --help`; needs torch with CUDA and 2+ GPUs, or all_reduce_perf on PATH"
 
 
-def probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_bytes: str | int = "8",
+def run_probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_bytes: str | int = "8",
           max_bytes: str | int = "1G", iters: int = 20, warmup: int = 5, nproc: int | None = None,
           use_nccl_tests: bool = True, timeout_s: float = 900) -> list[NcclTestResult]:
     """Run a bus-bandwidth sweep on the local GPUs and return parsed results (one per collective).

@@ -32,7 +32,6 @@ _EXPORTS = {
     'alert_rules': 'alerts',
     'alert_rules_yaml': 'alerts',
     'annotate': 'catalog',
-    'catalog': 'catalog',
     'collect': 'runbook',
     'counter_increase': 'triage',
     'critical_xids': 'alerts',
@@ -62,6 +61,7 @@ _EXPORTS = {
     'write_alert_rules': 'alerts',
     'xid_events_from_gauge': 'triage',
     'xid_timeline': 'runbook',
+    'xid_catalog': 'catalog',
 }
 
 __all__ = sorted(_EXPORTS)
