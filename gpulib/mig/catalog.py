@@ -11,22 +11,12 @@ from itertools import product
 
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import InvalidParameter, UnknownGPUModel, UnknownProfile
 from gpulib.core.knowledge import load_table
 
 
 CATALOG_COLUMNS = ["gpu_model", "profile", "profile_id", "memory_gib", "compute_slices", "memory_slots",
                    "max_count", "placements", "media_ext", "inferred", "inferred_fields", "source"]
-
-
-class UnknownGPUModel(InvalidParameter):
-    hint = ("use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "
-            "H200-141GB, B200) or a node's nvidia.com/gpu.product label; for another GPU build a catalog with "
-            "gpulib.mig.smi_parsers.catalog_from_smi(lgip_text, lgipp_text)")
-
-
-class UnknownProfile(InvalidParameter):
-    hint = "list the GPU's profiles with gpulib.mig.catalog.profiles(gpu_model) or `nvidia-smi mig -lgip`"
 
 
 # --------------------------------------------------------------------------------------------------

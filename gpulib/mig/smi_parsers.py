@@ -7,12 +7,8 @@ import re
 
 import pandas as pd
 
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import MigParseError
 from gpulib.mig.catalog import CATALOG_COLUMNS
-
-
-class MigParseError(GpulibError):
-    hint = "pass the full text printed by `nvidia-smi mig -lgip` / `nvidia-smi mig -lgipp` (run on the GPU node)"
 
 
 # --------------------------------------------------------------------------------------------------

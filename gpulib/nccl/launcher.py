@@ -5,17 +5,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import ProbeError
 from gpulib.nccl.results import NcclTestResult, _canonical_collective, parse_nccl_tests, parse_nccl_tests_all
 
 
 # --------------------------------------------------------------------------------------------
 # probe
 # --------------------------------------------------------------------------------------------
-
-
-class ProbeError(GpulibError):
-    hint = "run `python3 -m gpulib.nccl.probe --help`; needs torch with CUDA and 2+ GPUs, or all_reduce_perf on PATH"
 
 
 def run_probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_bytes: str | int = "8",

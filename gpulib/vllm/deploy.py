@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 import gpulib.vllm.memory as vllm
-from gpulib.core.errors import EmptyResult, InvalidParameter, NotProvided
+from gpulib.core.errors import DoesNotFit, EmptyResult, InvalidParameter, NotProvided
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import load_table
 
@@ -120,10 +120,6 @@ class DeploymentPlan:
         df = pd.DataFrame(rows, columns=["quantity", "value", "unit", "how"])
         df["value"] = [round(float(v), 3) for v in df["value"]]
         return df
-
-
-class DoesNotFit(InvalidParameter):
-    """Raised by :func:`plan` with ``strict=True`` when no configuration fits."""
 
 
 def _check_device(device: str) -> tuple[str, bool]:

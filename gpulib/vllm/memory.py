@@ -19,17 +19,13 @@ import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import InvalidParameter, UnknownModel
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import load_table, overhead
 from gpulib.mig import device_memory_gib   # memory of a whole GPU or a MIG instance (the MIG catalog)
 
 GIB = 1024 ** 3
 TP_SIZES = (1, 2, 4, 8)
-
-
-class UnknownModel(InvalidParameter):
-    hint = "pick a catalog model (gpulib.vllm.memory.models()) or pass a ModelSpec with the config.json shape"
 
 
 @dataclass(frozen=True)
