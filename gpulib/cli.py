@@ -324,6 +324,56 @@ def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to writ
     typer.echo(f"wrote {path}; next: promtool tsdb create-blocks-from openmetrics {path} ./data")
 
 
+@app.command("alerts")
+def alerts_cmd(base_url: str = typer.Option(..., "--base-url", help="where gpuops serve is reached, e.g. https://gpuops.example.com; "
+                                            "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=..."),
+               out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files")):
+    """Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the promtool fixture."""
+    from gpulib.xid import write_alert_rules
+
+    try:
+        for p in write_alert_rules(out, base_url):
+            typer.echo(f"wrote {p}")
+    except GpulibError as exc:
+        _fail(exc)
+
+
+@app.command("serve")
+def serve_cmd(
+    host: str = typer.Option("127.0.0.1", help="listen address"),
+    port: int = typer.Option(8080, help="listen port"),
+    out: Path = typer.Option(Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"),
+    token_file: Optional[Path] = typer.Option(None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"),
+    source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, passed to every run"),
+    routes_file: Optional[Path] = typer.Option(None, help="alert -> runbook table (default deploy/prometheus/routes.yaml)"),
+    kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
+    queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
+    run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
+    dedupe_window: int = typer.Option(900, help="seconds in which one alert group, GPU and runbook give one run"),
+    fresh_for: int = typer.Option(900, help="GET /run/... reuses a run with the same parameters this recent (seconds)"),
+    public_url: Optional[str] = typer.Option(None, help="base URL put in notifications (default http://HOST:PORT)"),
+    notify_url: Optional[str] = typer.Option(None, help="webhook told each verdict (Slack-compatible or generic JSON)"),
+    notify_format: str = typer.Option("slack", help="slack | json"),
+    max_body: int = typer.Option(1_000_000, help="largest accepted request body in bytes"),
+):
+    """Serve runbooks over HTTP: Alertmanager's webhook runs the routed runbook; runbook_url links open the verdict.
+
+    POST /alertmanager needs `Authorization: Bearer <token>` (Alertmanager's http_config.authorization);
+    runs are dry runs (nothing is ever remediated) and every parameter is validated as `gpuops run` does.
+    """
+    from gpulib.serve import ServeConfig, run_server
+
+    try:
+        cfg = ServeConfig.build(host=host, port=port, out=out, token_file=token_file, source=source,
+                                routes_file=routes_file, kernels=kernels, queue_limit=queue_limit,
+                                run_timeout=run_timeout, dedupe_window=dedupe_window, fresh_for=fresh_for,
+                                public_url=public_url, notify_url=notify_url, notify_format=notify_format,
+                                max_body=max_body)
+    except GpulibError as exc:
+        _fail(exc)
+    run_server(cfg)
+
+
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:
     """Accept papermill's ``-p key value`` (two tokens) as well as ``-p key=value``."""
     out, i = [], 0
