@@ -57,16 +57,31 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     return html_path
 
 
+def new_run_dir(out_root: Path, name: str) -> Path:
+    """A run folder of its own: ``<out_root>/<UTC timestamp>-<name>-<random>``, created exclusively (``mkdir``
+    without ``exist_ok`` fails if it exists), so two runs started in the same second never share one."""
+    import secrets
+
+    out_root.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for _ in range(20):
+        d = out_root / f"{stamp}-{name}-{secrets.token_hex(3)}"
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise OSError(f"could not create a unique run folder under {out_root}")
+
+
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900) -> RunResult:
-    """Execute one notebook with papermill into ``out_root/<timestamp>-<name>/`` and export HTML."""
+            timeout: int = 900, out_dir: Path | None = None) -> RunResult:
+    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML."""
     import papermill as pm
 
     from gpulib.core.findings import load_findings
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = out_root / f"{stamp}-{info.name}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
@@ -198,7 +213,7 @@ def run_cmd(
     param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"),
-    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>/"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<random>/"),
     fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
