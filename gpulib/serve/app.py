@@ -198,34 +198,32 @@ class BodyLimit:
                     return await too_big(scope, receive, send)
             except ValueError:
                 return await JSONResponse({"detail": "bad Content-Length"}, status_code=400)(scope, receive, send)
-        seen = 0
-
-        async def limited():
-            nonlocal seen
+        if cl is not None or scope.get("method") in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)
+        # no Content-Length (chunked): read up to the limit here, then hand the body on
+        chunks, seen = [], 0
+        while True:
             msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.limit:
-                    raise _TooBig()
-            return msg
+            if msg["type"] != "http.request":
+                return
+            chunks.append(msg.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                return await too_big(scope, receive, send)
+            if not msg.get("more_body"):
+                break
+        body, done = b"".join(chunks), False
 
-        started = False
+        async def replay():
+            nonlocal done
+            if not done:
+                done = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
 
-        async def tracking_send(msg):
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
-        try:
-            await self.app(scope, limited, tracking_send)
-        except _TooBig:
-            if not started:
-                await too_big(scope, receive, send)
+        await self.app(scope, replay, send)
 
 
-class _TooBig(Exception):
-    pass
 
 
 # ------------------------------------------------------------------------------------- the app
