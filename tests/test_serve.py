@@ -315,3 +315,56 @@ def test_serve_fuzz_openapi_no_5xx(tmp_path):
         tried.append(f"{operation.method.upper()} {operation.path}")
     assert "POST /alertmanager" in tried and "GET /run/{runbook}" in tried
     assert failures == []
+
+
+def test_fuzz_check_can_fail(tmp_path):
+    """The fuzz above would see a 5xx: an endpoint planted to fail is reported."""
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+
+    app, _ = make(tmp_path)
+
+    @app.get("/planted")
+    def planted(n: int = 0):
+        raise RuntimeError("planted")
+
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    op = next(o.ok() for o in schema.get_all_operations() if o.ok().path == "/planted")
+    seen = []
+
+    @given(case=op.as_strategy())
+    @settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    def check(case):
+        try:
+            seen.append(case.call().status_code)
+        except RuntimeError:
+            seen.append(500)
+
+    check()
+    assert 500 in seen
+
+
+def test_run_folders_are_unique_under_a_burst(tmp_path):
+    from gpulib.cli import new_run_dir
+
+    with ThreadPoolExecutor(16) as ex:
+        dirs = list(ex.map(lambda _: new_run_dir(tmp_path, "xid_ecc_triage"), range(64)))
+    assert len(set(dirs)) == 64 and all(d.is_dir() and d.parent == tmp_path for d in dirs)
+
+
+def test_cli_alerts_and_serve_help(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from gpulib.cli import app as cli
+
+    r = CliRunner().invoke(cli, ["alerts", "--base-url", "http://10.0.0.5:8080/", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "gpu-alerts.yaml").read_text()
+    assert "runbook_url: http://10.0.0.5:8080/run/xid_ecc_triage?node=" in text and "8080//run" not in text
+    assert (tmp_path / "routes.yaml").is_file() and (tmp_path / "gpu-alerts.prometheusrule.yaml").is_file()
+    assert CliRunner().invoke(cli, ["alerts", "--base-url", "gpuops.example.com", "--out", str(tmp_path)]).exit_code == 2
+    h = CliRunner().invoke(cli, ["serve", "--help"], env={"COLUMNS": "200"})
+    assert h.exit_code == 0 and "--token-file" in h.output and "--queue-limit" in h.output and "Bearer" in h.output
+    monkeypatch.delenv("GPUOPS_SERVE_TOKEN", raising=False)
+    r = CliRunner().invoke(cli, ["serve", "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 2 and "GPUOPS_SERVE_TOKEN" in r.output

@@ -157,5 +157,11 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
         if f.is_file() and f.suffix in (".json", ".md", ".html", ".ipynb", ".log", ".jsonl"):
             assert TOKEN not in f.read_text(errors="ignore"), f
     assert urlsplit(url).path == "/run/xid_ecc_triage"
+    out = os.environ.get("GPUOPS_SERVE_E2E_FIGURES")
+    if out:
+        Path(out).write_text(json.dumps({"alert_active_at": alert["startsAt"], "run_created": run["created"],
+                                         "run_started": run["started"], "run_finished": run["finished"],
+                                         "webhook_to_verdict_s": round(run["finished"] - run["created"], 1),
+                                         "run_s": round(run["finished"] - run["started"], 1)}, indent=2))
     m = requests.get(f"{base}/metrics", timeout=5).text
     assert 'gpuops_serve_runs_total{outcome="critical",runbook="xid_ecc_triage"} 1.0' in m
