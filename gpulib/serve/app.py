@@ -22,7 +22,7 @@ from gpulib.core.errors import GpulibError
 from gpulib.serve import notify, pages
 from gpulib.serve.config import ServeConfig
 from gpulib.serve.pool import QueueFull, WorkerPool
-from gpulib.serve.routing import Deduper, check_params, load_routes, route_alert
+from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
 from gpulib.serve.runner import SubprocessRunner
 from gpulib.serve.store import RunStore
 from gpulib.serve.summary import verdict, write_summary
@@ -73,7 +73,8 @@ class Service:
 
         self.cfg = cfg
         self.store = RunStore(cfg.out)
-        self.routes = load_routes(cfg.routes_file)
+        self.catalogue = load_catalogue()
+        self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
         self.runner = runner or SubprocessRunner()
         self.registry = CollectorRegistry()
@@ -97,9 +98,7 @@ class Service:
         return f"{self.cfg.public_url}/runs/{run_id}"
 
     def _source_params(self, runbook: str) -> dict[str, Any]:
-        from gpulib.catalogue import find_notebook
-
-        names = {p.name for p in find_notebook(runbook).params}
+        names = {p.name for p in self.catalogue[runbook].params}
         src = self.cfg.source
         out: dict[str, Any] = {}
         if Path(src).is_dir():
@@ -156,7 +155,7 @@ class Service:
                 self.m_alerts.labels("resolved").inc()
                 continue
             try:
-                runbook, params = route_alert(alert.model_dump(), self.routes)
+                runbook, params = route_alert(alert.model_dump(), self.routes, self.catalogue)
             except GpulibError as exc:
                 rejected.append(f"{name}: {exc}")
                 self.store.log_alert({**entry, "action": "rejected", "reason": str(exc)})
@@ -258,7 +257,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
     @app.get("/run/{runbook}", response_class=HTMLResponse, responses={303: {}, 400: {}, 503: {}})
     def run(runbook: str, request: Request):
         try:
-            params = check_params(runbook, dict(request.query_params))
+            params = check_params(runbook, dict(request.query_params), svc.catalogue)
         except GpulibError as exc:
             raise HTTPException(400, str(exc)) from None
         rec = svc.store.newest(runbook, params, since=time.time() - cfg.fresh_for)

@@ -27,7 +27,17 @@ def server_only(name: str) -> bool:
     return name in SERVER_ONLY or name.endswith("_file") or name.endswith("_dir")
 
 
-def load_routes(path: Path | None = None) -> dict[str, dict[str, Any]]:
+def load_catalogue() -> dict[str, Any]:
+    """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` from several
+    threads at once can fail on CPython 3.11 ("AST constructor recursion depth mismatch")."""
+    with _CAT_LOCK:
+        return catalogue()
+
+
+_CAT_LOCK = threading.Lock()
+
+
+def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     if path is None:
         from gpulib.xid import alert_routes
         return alert_routes()["routes"]
@@ -35,16 +45,15 @@ def load_routes(path: Path | None = None) -> dict[str, dict[str, Any]]:
     routes = doc.get("routes")
     if not isinstance(routes, dict):
         raise InvalidParameter(f"{path}: no routes: mapping", hint="generate it with gpuops alerts --base-url URL")
-    cat = catalogue()
+    cat = cat if cat is not None else load_catalogue()
     for alert, r in routes.items():
         if r.get("runbook") not in cat:
             raise InvalidParameter(f"{path}: alert {alert} routes to {r.get('runbook')!r}, which is not in the catalogue")
     return routes
 
 
-def check_params(runbook: str, raw: dict[str, str]) -> dict[str, Any]:
-    """Validated, typed parameters for ``runbook`` (InvalidParameter / UnknownGPU on anything else)."""
-    cat = catalogue()
+def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict[str, Any]:
+    """Validated, typed parameters for ``runbook`` of ``cat`` (InvalidParameter / UnknownGPU on anything else)."""
     info = cat.get(runbook)
     if info is None or info.kind != "runbook":
         raise InvalidParameter(f"no runbook named {runbook!r}",
@@ -62,7 +71,8 @@ def check_params(runbook: str, raw: dict[str, str]) -> dict[str, Any]:
     return params
 
 
-def route_alert(alert: dict[str, Any], routes: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+def route_alert(alert: dict[str, Any], routes: dict[str, dict[str, Any]],
+                cat: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(runbook, params) for one Alertmanager alert; InvalidParameter when it has no route or a bad label."""
     labels = alert.get("labels") or {}
     name = labels.get("alertname", "")
@@ -75,7 +85,7 @@ def route_alert(alert: dict[str, Any], routes: dict[str, dict[str, Any]]) -> tup
         if val is None:
             raise InvalidParameter(f"alert {name}: none of the labels {spec.get('labels')} is set for {param}")
         raw[param] = val
-    return route["runbook"], check_params(route["runbook"], raw)
+    return route["runbook"], check_params(route["runbook"], raw, cat)
 
 
 class Deduper:
@@ -107,4 +117,4 @@ class Deduper:
                 del self._seen[key]
 
 
-__all__ = ["GpulibError", "Deduper", "check_params", "load_routes", "route_alert", "server_only"]
+__all__ = ["GpulibError", "Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]
