@@ -108,23 +108,48 @@ def test_a_planted_wrong_threshold_fails_a_case(tmp_path, old, new, case):
     assert out.returncode != 0 and "FAILED" in out.stdout + out.stderr
 
 
+#: the PrometheusRule v1 schema, transcribed from the CRD's openAPIV3Schema (prometheus-operator/prometheus-operator
+#: example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml @01fad0d6, operator 0.82.2);
+#: additionalProperties false where the API server would prune an unknown field silently
+_DUR = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_STRMAP = {"type": "object", "additionalProperties": {"type": "string"}}
+PROMETHEUSRULE_SCHEMA = {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
+        "metadata": {"type": "object"},
+        "spec": {"type": "object", "additionalProperties": False, "properties": {"groups": {"type": "array", "items": {
+            "type": "object", "required": ["name"], "additionalProperties": False,
+            "properties": {"name": {"type": "string", "minLength": 1}, "interval": {"type": "string", "pattern": _DUR},
+                           "labels": _STRMAP, "limit": {"type": "integer"},
+                           "rules": {"type": "array", "items": {
+                               "type": "object", "required": ["expr"], "additionalProperties": False,
+                               "properties": {"alert": {"type": "string"}, "record": {"type": "string"},
+                                              "expr": {"type": ["string", "integer"]},
+                                              "for": {"type": "string", "pattern": _DUR},
+                                              "keep_firing_for": {"type": "string", "pattern": _DUR, "minLength": 1},
+                                              "labels": _STRMAP, "annotations": _STRMAP}}}}}}}}}}
+
+
 def test_prometheusrule_validates():
+    import jsonschema
+
     doc = yaml.safe_load((PROM / "gpu-alerts.prometheusrule.yaml").read_text())
-    assert doc["apiVersion"] == "monitoring.coreos.com/v1" and doc["kind"] == "PrometheusRule"
-    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+    jsonschema.validate(doc, PROMETHEUSRULE_SCHEMA)
     assert doc["spec"] == yaml.safe_load((PROM / "gpu-alerts.yaml").read_text())
-    for g in doc["spec"]["groups"]:
-        assert set(g) <= {"name", "interval", "rules"}
-        for r in g["rules"]:
-            assert set(r) <= {"alert", "record", "expr", "for", "labels", "annotations"}
-            assert all(isinstance(v, str) for v in {**r.get("labels", {}), **r.get("annotations", {})}.values())
+    bad = yaml.safe_load(yaml.safe_dump(doc))
+    bad["spec"]["groups"][0]["rules"][0]["for"] = "5 minutes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, PROMETHEUSRULE_SCHEMA)
+    bad = yaml.safe_load(yaml.safe_dump(doc))
+    bad["spec"]["groups"][0]["rules"][0]["annotation"] = bad["spec"]["groups"][0]["rules"][0].pop("annotations")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, PROMETHEUSRULE_SCHEMA)
     kv = pytest.importorskip("kubernetes_validate")
-    # the CRD schema is not part of kubernetes-validate's built-in schemas: ObjectMeta is checked on its own
-    try:
+    # kubernetes-validate has no schema for custom resources: the object metadata is checked on a ConfigMap
+    kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"], "data": {}}, "1.30.0", strict=True)
+    with pytest.raises(kv.SchemaNotFoundError):
         kv.validate(doc, "1.30.0", strict=True)
-    except kv.SchemaNotFoundError:
-        meta = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"], "data": {}}
-        kv.validate(meta, "1.30.0", strict=True)
 
 
 @needs_promtool
