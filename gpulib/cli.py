@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,6 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 
+from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
 from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
                               notebook_info, project_root, resolve_params)
 
@@ -55,23 +55,6 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
     html_path.write_text(body)
     return html_path
-
-
-def new_run_dir(out_root: Path, name: str) -> Path:
-    """A run folder of its own: ``<out_root>/<UTC timestamp>-<name>-<random>``, created exclusively (``mkdir``
-    without ``exist_ok`` fails if it exists), so two runs started in the same second never share one."""
-    import secrets
-
-    out_root.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for _ in range(20):
-        d = out_root / f"{stamp}-{name}-{secrets.token_hex(3)}"
-        try:
-            d.mkdir()
-            return d
-        except FileExistsError:
-            continue
-    raise OSError(f"could not create a unique run folder under {out_root}")
 
 
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
@@ -217,6 +200,8 @@ def run_cmd(
     fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", hidden=True,
+                                           help="an existing empty folder for this run (gpuops serve creates it)"),
 ):
     """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
     if fail_on not in ("critical", "warning", "info", "never"):
@@ -227,7 +212,8 @@ def run_cmd(
         params.update(resolve_params(info, _pairs(param)))
     except GpulibError as exc:
         _fail(exc)
-    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
+    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
+                  out_dir=run_dir.resolve() if run_dir else None)
     _print_result(res)
     raise typer.Exit(_exit_code([res], fail_on))
 

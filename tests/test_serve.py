@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -368,3 +367,20 @@ def test_cli_alerts_and_serve_help(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUOPS_SERVE_TOKEN", raising=False)
     r = CliRunner().invoke(cli, ["serve", "--out", str(tmp_path / "runs")])
     assert r.exit_code == 2 and "GPUOPS_SERVE_TOKEN" in r.output
+
+
+def test_the_real_runner_runs_exactly_gpuops_run(tmp_path):
+    import typer.main
+
+    from gpulib.cli import _pairs, app as cli
+    from gpulib.serve.runner import default_argv
+
+    argv = default_argv(tmp_path / "run-1", "nccl_check", {"node": "dgx-h100-0", "record_history": False,
+                                                           "source": "demo", "probe_gpus": 8})
+    assert argv[1:4] == ["-m", "gpulib.cli", "run"]
+    cmd = typer.main.get_command(cli)
+    sub = cmd.get_command(cmd.make_context("gpuops", argv[3:]), "run")
+    ctx = sub.make_context("run", argv[4:])
+    assert ctx.params["run_dir"] == tmp_path / "run-1" and ctx.params["fail_on"] == "never"
+    assert _pairs(ctx.params["param"]) == [("node", "dgx-h100-0"), ("record_history", "false"), ("source", "demo"),
+                                           ("probe_gpus", "8")]

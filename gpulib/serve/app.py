@@ -223,8 +223,6 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-
-
 # ------------------------------------------------------------------------------------- the app
 def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
     svc = Service(cfg, runner)

@@ -17,10 +17,10 @@ import yaml
 
 from gpulib.catalogue import catalogue, resolve_params
 from gpulib.core import validate
-from gpulib.core.errors import GpulibError, InvalidParameter
+from gpulib.core.errors import InvalidParameter
 
 #: parameters a request may never set: the data source and anything that names a path on the server
-SERVER_ONLY = ("source", "snapshot_dir", "record_history")
+SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
 
 
 def server_only(name: str) -> bool:
@@ -117,4 +117,4 @@ class Deduper:
                 del self._seen[key]
 
 
-__all__ = ["GpulibError", "Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]
+__all__ = ["Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]

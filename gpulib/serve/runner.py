@@ -1,5 +1,5 @@
-"""One run in its own process (``python -m gpulib.serve.runner``), so a per-run timeout can kill it and the
-papermill kernel it started. jupyter_client starts the kernel in a new session
+"""One run in its own process: exactly ``gpuops run NAME -p ... --run-dir DIR`` (the CLI's validation, execution
+and exit codes), so a per-run timeout can kill it and the papermill kernel it started. jupyter_client starts the kernel in a new session
 (https://github.com/jupyter/jupyter_client/blob/main/jupyter_client/launcher.py), so killing our process
 group is not enough: every descendant is found through /proc and killed too."""
 from __future__ import annotations
@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
-
-RESULT_FILE = "result.json"
 
 
 def _children() -> dict[int, list[int]]:
@@ -53,8 +51,28 @@ def kill_tree(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def _word(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v))
+    return str(v)
+
+
 def default_argv(folder: Path, runbook: str, params: dict[str, Any]) -> list[str]:
-    return [sys.executable, "-m", "gpulib.serve.runner", str(folder), runbook, json.dumps(params)]
+    argv = [sys.executable, "-m", "gpulib.cli", "run", runbook, "--out", str(folder.parent), "--run-dir", str(folder),
+            "--quiet", "--fail-on", "never"]
+    for k, v in params.items():
+        argv += ["-p", f"{k}={_word(v)}"]
+    return argv
+
+
+def _tail(path: Path, n: int = 3) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " / ".join(lines[-n:])[-400:]
 
 
 class SubprocessRunner:
@@ -79,30 +97,13 @@ class SubprocessRunner:
             return {"status": "failed", "error": f"timed out after {timeout:g} s: the run and its kernel were killed"}
         finally:
             log.close()
-        res = folder / RESULT_FILE
-        if not res.is_file():
-            return {"status": "failed", "error": f"runner exited {rc} after {time.monotonic() - t0:.0f} s without a "
-                                                 "result (see run.log)"}
-        out = json.loads(res.read_text())
-        if out.get("failed"):
-            return {"status": "failed", "error": out["failed"]}
-        if out.get("errors"):
-            return {"status": "incomplete", "error": "; ".join(out["errors"])}
-        return {"status": "done", "error": None}
-
-
-def main(argv: list[str]) -> int:
-    """Child side: execute the notebook into ``folder`` (dry run: the server passes no remediation switch)."""
-    from gpulib.catalogue import find_notebook
-    from gpulib.cli import execute
-
-    folder, runbook, params = Path(argv[0]), argv[1], json.loads(argv[2])
-    info = find_notebook(runbook)
-    res = execute(info, params, folder.parent, progress=False, out_dir=folder)
-    (folder / RESULT_FILE).write_text(json.dumps({"failed": res.failed, "errors": res.errors, "worst": res.worst,
-                                                  "html": res.html.name if res.html else None}))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main(sys.argv[1:]))
+        # gpuops run: 0 = ran (--fail-on never), 2 = usage error, 3 = failed or a step lacked its data
+        fj = folder / "findings.json"
+        if rc == 0 and fj.is_file():
+            return {"status": "done", "error": None}
+        if rc == 3 and fj.is_file():
+            errors = json.loads(fj.read_text()).get("errors") or []
+            if errors:
+                return {"status": "incomplete", "error": "; ".join(map(str, errors))[:1000]}
+        return {"status": "failed", "error": f"gpuops run exited {rc} after {time.monotonic() - t0:.0f} s: "
+                                             f"{_tail(folder / 'run.log') or 'no output'}"}

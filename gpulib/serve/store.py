@@ -1,4 +1,4 @@
-"""Runs are folders on disk (:func:`gpulib.cli.new_run_dir`), each with ``run.json``; alert decisions are appended
+"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are appended
 to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a run
 that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging."""
 from __future__ import annotations
@@ -48,7 +48,7 @@ class RunStore:
         os.replace(tmp, d / RUN_FILE)
 
     def create(self, runbook: str, params: dict[str, Any], *, trigger: dict[str, Any]) -> dict[str, Any]:
-        from gpulib.cli import new_run_dir
+        from gpulib.core.rundir import new_run_dir
 
         d = new_run_dir(self.root, runbook)
         rec = {"id": d.name, "runbook": runbook, "params": params, "status": "queued", "created": time.time(),
