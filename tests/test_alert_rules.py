@@ -159,3 +159,37 @@ def test_prometheusrule_spec_passes_promtool(tmp_path):
     p.write_text(yaml.safe_dump(doc["spec"]))
     out = subprocess.run([PROMTOOL, "check", "rules", str(p)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_promtool
+def test_memory_high_stays_quiet_on_the_demo_fleets_busy_vllm_gpus(tmp_path, monkeypatch):
+    import re
+
+    from gpulib.demo.simulator import FleetSimulator
+
+    monkeypatch.setenv("GPUOPS_END", "2026-11-29T12:00:00Z")
+    fields = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    series = []
+    used: dict[str, float] = {}
+    free: dict[str, float] = {}
+    for line in FleetSimulator().scrape_text().splitlines():
+        m = re.match(r"(\w+)(\{.*\}) (\S+)$", line)
+        if m and m.group(1) in fields:
+            series.append({"series": m.group(1) + m.group(2), "values": f"{float(m.group(3)):g}x30"})
+            (used if m.group(1) == fields[0] else free if m.group(1) == fields[1] else {})[m.group(2)] = float(m.group(3))
+    full = {k for k in used if k in free and used[k] / (used[k] + free[k]) > 0.9}
+    assert len(full) >= 4       # the demo's vLLM replicas pre-allocate 90 % of their GPUs' memory
+    case = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "alert_rule_test": [{"eval_time": "20m", "alertname": "GPUMemoryHigh", "exp_alerts": []}]}]}
+    (tmp_path / "case.yaml").write_text(yaml.safe_dump(case))
+    rules = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()
+    (tmp_path / "rules.yaml").write_text(rules)
+    ok = subprocess.run([PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout[-3000:]
+    # the rule before this change (memory share alone) fires on them: the case can fail
+    old = re.sub(r"\) unless on\([^)]*\) DCGM_FI_PROF_GR_ENGINE_ACTIVE >= [0-9.]+", ")", rules)
+    assert old != rules
+    (tmp_path / "rules.yaml").write_text(old)
+    bad = subprocess.run([PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert bad.returncode != 0 and "GPUMemoryHigh" in bad.stdout + bad.stderr and "vllm-llama70b" in bad.stdout + bad.stderr
