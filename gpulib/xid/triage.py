@@ -1,14 +1,15 @@
 """XID / ECC triage: from XID events, nvidia-smi, DCGM summaries and the pod list to Findings.
 
-Pure functions over the tidy frames of :mod:`gpulib.core.schema` and the parsers in :mod:`gpulib.xid.catalog`
+Pure functions over the tidy frames of :mod:`gpulib.core.schema` and the parsers in :mod:`gpulib.xid.kernel_log`
 and :mod:`gpulib.nvidia.smi`. The SOP step of every XID Finding follows NVIDIA's resolution bucket for that
 code (``gpulib/data/xid_catalog.csv`` -> ``gpulib/data/xid_sop.csv``); memory rules (DBE, row-remap
 pending/failure, retired pages) and thermal/clock-event rules use the same SOP table.
 
-DCGM_FI_DEV_XID_ERRORS is a *sticky gauge* holding the last XID code (facts §3.4): it is read for
+DCGM_FI_DEV_XID_ERRORS is a *sticky gauge* holding the last XID code (``NVIDIA/dcgm-exporter:
+etc/default-counters.csv`` @ d5e5f510, https://github.com/NVIDIA/dcgm-exporter/issues/190): it is read for
 changes, never summed, and an XID already seen in the kernel log is not counted again from it.
 
-The Prometheus alert rules built from the same data files live in :mod:`gpulib.xid.alert_rules`.
+The Prometheus rules file built from the same data files is :mod:`gpulib.xid.alerts`.
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
+from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table, threshold
 from gpulib.nvidia.smi import gpu_id_map
-from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.xid.catalog import lookup
+
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -452,7 +454,7 @@ def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_even
                 pods: pd.DataFrame | None = None) -> list[Finding]:
     """Triage one node (optionally one GPU) into Findings, most severe first.
 
-    * ``xid_events``: :func:`gpulib.xid.catalog.parse_kernel_log` output (``pci_bus_id``) and/or rows with
+    * ``xid_events``: :func:`gpulib.xid.kernel_log.parse_kernel_log` output (``pci_bus_id``) and/or rows with
       ``gpu``/``uuid`` columns; a ``node`` column, if present, is filtered to ``node``.
     * ``smi``: :func:`gpulib.nvidia.smi.parse_query` output for the node (ECC, remap, temperature, clock events).
     * ``dcgm``: DCGM field name -> SUMMARY frame (``XID_ERRORS`` last value, ``ECC_DBE_VOL_TOTAL`` increase,
