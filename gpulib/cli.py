@@ -346,7 +346,7 @@ def serve_cmd(
     out: Path = typer.Option(Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"),
     token_file: Optional[Path] = typer.Option(None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"),
     source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, passed to every run"),
-    routes_file: Optional[Path] = typer.Option(None, help="alert -> runbook table (default deploy/prometheus/routes.yaml)"),
+    routes_file: Optional[Path] = typer.Option(None, help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)"),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
