@@ -1,7 +1,7 @@
 """Benchmark the utilization report's data path on the demo fleet: coarse step vs raw scrape-interval series.
 
 The report (``reports/gpu_utilization_report.ipynb``) pulls DCGM range series at the step in
-``gpulib/data/report_policy.csv`` (``series_step``) instead of every scrape. This times, in one run and
+``gpulib/data/cost/report_policy.csv`` (``series_step``) instead of every scrape. This times, in one run and
 each in a fresh subprocess (so peak RSS is per configuration), the report's whole data path:
 
     load_report_data (source .series pulls) -> analyze_cost -> executive_summary, node_time_matrix,

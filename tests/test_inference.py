@@ -14,7 +14,7 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
 
 GIB = 2 ** 30
-# project estimates from gpulib/data/model_memory_overheads.csv (flagged inferred there)
+# project estimates from gpulib/data/vllm/model_memory_overheads.csv (flagged inferred there)
 ACT_HIDDEN, ACT_INTER, LOGIT_B, NON_TORCH, NCCL, BLOCK = 4, 2, 4, 1.0, 0.5, 16
 
 

@@ -123,7 +123,7 @@ def test_alerts_file_status_detects_drift(tmp_path):
 
 
 def test_smi_section_from_the_h200_capture():
-    misc = learn.lesson_text("h200_smi_misc.txt")
+    misc = learn.lesson_text("2xh200_smi_misc.txt")
     topo = nccl.parse_topology(learn.smi_section(misc, "nvidia-smi topo -m"))
     assert topo.links.loc["GPU0", "GPU1"] == "NV18"              # the capture's topo -m line
     assert "GPU 1: NVIDIA H200" in learn.smi_section(misc, "nvidia-smi -L")
@@ -182,12 +182,12 @@ def _run(name: str, out: Path, params: dict | None = None):
 @pytest.mark.notebook
 def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path, monkeypatch, demo_end):
     pkg = _copy_package(tmp_path)
-    th = pkg / "gpulib" / "data" / "thresholds.csv"
+    th = pkg / "gpulib" / "data" / "core" / "thresholds.csv"
     df = pd.read_csv(th)
     assert df.set_index("key").loc["gpu_temp_warn_c", "value"] == 85          # the packaged value
     df.loc[df["key"] == "gpu_temp_warn_c", "value"] = 80
     df.to_csv(th, index=False)
-    prof = pkg / "gpulib" / "data" / "mig_profiles.csv"
+    prof = pkg / "gpulib" / "data" / "mig" / "mig_profiles.csv"
     mp = pd.read_csv(prof, keep_default_na=False)
     sel = (mp["gpu_model"] == "H100-80GB") & (mp["profile"] == "3g.40gb")
     assert list(mp.loc[sel, "compute_slices"]) == [3]
@@ -209,7 +209,7 @@ def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path,
 
 
 def _scenario_without(tmp_path: Path, node: str) -> tuple[Path, int]:
-    doc = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     doc["nodes"] = [n for n in doc["nodes"] if n["name"] != node]
     p = tmp_path / "fleet.yaml"
     p.write_text(yaml.safe_dump(doc))
@@ -221,7 +221,7 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
     # the kernel imports this checkout's gpulib (not another installed copy)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     _, base, base_html = _run("learn_interview_prep", tmp_path / "base")
     assert base["gpus"] == sum(n["gpus"] for n in full["nodes"])
     assert any("XID 79" in t and "dgx-h100-1" in t for t in base["critical_incidents"])   # the scenario's incident

@@ -14,6 +14,7 @@ from gpulib.core.knowledge import data_path
 from gpulib.core.findings import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "mig"
+CAP = Path(__file__).parents[1] / "gpulib" / "data" / "captures"   # real captures, one copy each
 
 # Independent oracle data, typed from facts.md §2.2/§2.3 (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
 A100_40 = {"1g.5gb": (1, 1, range(7), 7, False), "1g.5gb+me": (1, 1, range(7), 1, True),
@@ -149,7 +150,7 @@ def test_parse_lgipp_real_output():
 
 
 def test_parse_lgip_real_output_both_widths():
-    h = mig.parse_lgip((FIX / "h100_80gb_lgip.txt").read_text())
+    h = mig.parse_lgip((CAP / "h100_80gb_lgip.txt").read_text())
     assert len(h) == 7
     r = h.set_index("name").loc["7g.80gb"]
     assert (r.profile_id, r.total, r.memory_gib, r.sms, r.ce, r.ofa) == (0, 1, 79.25, 132, 8, 1)

@@ -196,8 +196,9 @@ def connect(source: str = "demo", scenario: str = ""):
 
 # --------------------------------------------------------------------------- packaged lesson inputs
 def lesson_text(name: str) -> str:
-    """A captured command output shipped for the lessons (``gpulib/data/learn/<name>``)."""
-    return data_path(f"learn/{name}").read_text()
+    """A command output shipped for the lessons: a real capture (``gpulib/data/captures/<name>``) or a lesson
+    input (``gpulib/data/learn/<name>``), found by file name."""
+    return data_path(name).read_text()
 
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
