@@ -49,8 +49,8 @@ def test_runbook_ref_names_the_command_and_notebook():
 
 # -------------------------------------------------------------------------------- computations
 def test_mig_fit_count_h100_beside_3g40gb():
-    # H100-80GB: 8 memory slots, 7 compute slices; 3g.40gb takes 4 slots and 3 slices (MIG user guide,
-    # facts.md 2.2) -> 4 slots and 4 slices left -> four 1g.10gb (1 slot, 1 slice each).
+    # H100-80GB: 8 memory slots, 7 compute slices; 3g.40gb takes 4 slots and 3 slices (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/,
+    # tests/fixtures/mig/h100_80gb_lgipp.txt) -> 4 slots and 4 slices left -> four 1g.10gb (1 slot, 1 slice each).
     assert learn.mig_fit_count("H100-80GB", "1g.10gb", ["3g.40gb"]) == 4
     # alone: seven 1g.10gb (max 7 per GPU)
     assert learn.mig_fit_count("H100-80GB", "1g.10gb") == 7
@@ -109,7 +109,7 @@ def test_alert_catalog_matches_committed_rules_and_flags_blind_alerts():
     cat = learn.alert_catalog()
     assert list(cat["alert"]) == names
     blind = cat.set_index("alert")["needs_non_default_fields"]
-    # ECC DBE counters are commented out in dcgm-exporter's default-counters.csv (facts.md 3.1)
+    # ECC DBE counters are commented out in dcgm-exporter's default-counters.csv
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in blind["GPUEccUncorrectable"]
     assert blind["GPUTemperatureHigh"] == ""
     assert "in sync" in learn.alerts_file_status(ROOT / "deploy" / "prometheus" / "gpu-alerts.yaml")
