@@ -157,3 +157,47 @@ def test_each_real_capture_exists_once_and_is_described():
             blobs.setdefault(b, n)
     dupes = [f"{p.relative_to(ROOT)} = captures/{blobs[p.read_bytes()]}" for p in others if p.read_bytes() in blobs]
     assert not dupes, "copies of a capture:\n" + "\n".join(dupes)
+
+
+def _doc_tree() -> set[str]:
+    """Paths named in the tree block of docs/architecture.md (indentation = depth, two spaces a level)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("<!-- tree:begin -->")[1].split("<!-- tree:end -->")[0]
+    stack: list[str] = []
+    out = set()
+    for line in block.splitlines():
+        if not line.strip() or line.startswith("```"):
+            continue
+        depth = (len(line) - len(line.lstrip())) // 2
+        name = line.split()[0]
+        stack = stack[:depth] + [name.rstrip("/")]
+        out.add("/".join(stack))
+    return out
+
+
+def _package_tree() -> set[str]:
+    pkg = ROOT / "gpulib"
+    out = {"gpulib"}
+    for p in pkg.rglob("*"):
+        rel = p.relative_to(ROOT)
+        if "__pycache__" in rel.parts or p.name == "__init__.py" and p.parent != pkg:
+            continue
+        if p.is_dir() and (p.parent.name != "data" or p.parent.parent == pkg) and len(rel.parts) <= 3:
+            out.add(str(rel))
+        elif p.suffix == ".py":
+            out.add(str(rel))
+    return out
+
+
+def test_the_architecture_tree_matches_the_package():
+    doc, real = _doc_tree(), _package_tree()
+    assert not real - doc, f"in gpulib/ but not in docs/architecture.md's tree: {sorted(real - doc)}"
+    assert not doc - real, f"in docs/architecture.md's tree but not in gpulib/: {sorted(doc - real)}"
+
+
+def test_the_readme_layout_names_every_package():
+    text = (ROOT / "README.md").read_text()
+    layout = text.split("## Layout")[1].split("\n## ")[0]
+    pkgs = [p.name for p in (ROOT / "gpulib").iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert not [p for p in pkgs if f"{p}/" not in layout], "README Layout misses a gpulib package"
+    assert "docs/architecture.md" in layout
