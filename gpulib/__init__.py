@@ -1,6 +1,6 @@
 """gpulib: GPU-on-Kubernetes analytics behind the gpu-runbooks notebooks.
 
-Flow (design.md §1): a *source* (demo | live | snapshot | nvml) gives tidy DataFrames, pure
+Flow (docs/architecture.md, "The flow"): a *source* (demo | live | snapshot | nvml) gives tidy DataFrames, pure
 analysis functions turn them into :class:`~gpulib.core.findings.Finding` objects, and notebooks,
 the ``gpuops`` CLI and the reports render them.
 

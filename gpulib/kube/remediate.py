@@ -1,4 +1,4 @@
-"""Guarded remediation: cordon, uncordon, drain, taint and label GPU nodes (design.md §4).
+"""Guarded remediation: cordon, uncordon, drain, taint and label GPU nodes (docs/architecture.md, "Layers and import rules": dry run by default).
 
 Every action is **dry-run unless ``apply=True``**:
 
@@ -11,7 +11,7 @@ Every call, dry-run or applied, successful, refused or failed, appends one JSON 
 log (argument ``audit_log``, else ``$GPUOPS_AUDIT_LOG``, else ``~/.gpuops/audit.jsonl``):
 who (OS user, kubeconfig context and user name, API server; never a credential), when, what,
 target, dry_run, result. A circuit breaker refuses a cordon/drain that would leave more than a
-share of the GPU nodes unschedulable (``data/remediation_policy.csv``).
+share of the GPU nodes unschedulable (``data/kube/remediation_policy.csv``).
 
 Each function returns a :class:`RemediationResult` with the equivalent kubectl commands.
 """
@@ -321,7 +321,7 @@ def set_mig_config(node: str, config: str, **kwargs) -> RemediationResult:
     """Ask the GPU Operator's MIG Manager for a mig-parted config: label ``nvidia.com/mig.config=<config>``.
 
     MIG Manager then reports progress in ``nvidia.com/mig.config.state`` (pending -> success | failed,
-    facts.md §2.4). Drain GPU workloads first: reconfiguration needs idle GPUs.
+    NVIDIA/mig-parted: deployments/container/reconfigure-mig.sh @ bd7160f4). Drain GPU workloads first: reconfiguration needs idle GPUs.
     """
     return label(node, LABEL_MIG_CONFIG, config, **kwargs)
 

@@ -189,7 +189,7 @@ def connect(source: str = "demo", scenario: str = ""):
     from gpulib import connect as _connect
     if source == "demo":
         if scenario and not Path(scenario).is_file():
-            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo_fleet.yaml")
+            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
         return _connect("demo", scenario=scenario or None)
     return _connect(source)
 

@@ -101,7 +101,7 @@ class Plan:
         """node -> (config name, mig-parted selectors); identical node configs share one name.
 
         On a partly-MIG node the GPUs that stay whole get a last selector ``{devices: [...], mig-enabled:
-        false}`` (facts.md §2.4), so applying the config also turns MIG off where the plan wants whole GPUs.
+        false}`` (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4), so applying the config also turns MIG off where the plan wants whole GPUs.
         """
         by_node: dict[str, list[GpuLayout]] = defaultdict(list)
         for g in self.gpus:
@@ -445,7 +445,7 @@ def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None,
     """Whether FB_USED looks like a framework's pre-allocated pool rather than a need: near-constant
     (p95, and ``low_mib`` = min when known, at or above ``preallocation_flat_ratio`` of the max) AND at a
     high share of the device (max at or above ``preallocation_ratio`` of ``device_gib``). Both thresholds
-    live in ``data/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
+    live in ``data/vllm/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
     if not device_gib or np.isnan(max_mib) or max_mib <= 0:
         return False
     flat = overhead("preallocation_flat_ratio") * max_mib

@@ -3,7 +3,7 @@
 Decision tree (seed runbook, made explicit): hard isolation or multi-tenant production on a MIG-capable GPU
 -> MIG; heavy inference or training that needs the whole memory -> whole GPU; dev/test or bursty small jobs
 -> time-slicing; cooperative small inference clients that need a guaranteed share without MIG -> MPS.
-Config format: facts.md §6.4 (``api/config/v1``).
+Config format: NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc (README "Shared Access to GPUs").
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""NCCL results history (issue 5, item 6): one CSV per cluster of judged runs, so busbw can be charted over
+"""NCCL results history: one CSV per cluster of judged runs, so busbw can be charted over
 time per node group (the hosts of a run: one node, or a node pair) and instance type.
 
 A row is one collective of one run: when, where (cluster, hosts, instance type, GPU model, ranks), the

@@ -4,7 +4,7 @@
         --min-bytes 8 --max-bytes 4G --iters 20 --warmup 5 --out results.json
     python3 -m gpulib.nccl.probe ...        # not under torchrun: spawns one process per visible GPU
 
-It measures like nccl-tests (facts.md §4.1-4.2): for each size, ``iters`` back-to-back collectives
+It measures like nccl-tests (NVIDIA/nccl-tests: src/util.cu and doc/PERFORMANCE.md @ a0b82b22): for each size, ``iters`` back-to-back collectives
 timed with CUDA events, the time averaged over ranks, ``algbw = size / time`` and
 ``busbw = algbw x factor(n)``; out-of-place and in-place; then one checked run on fresh data
 counts wrong elements. Differences from nccl-tests: CUDA-event timing instead of a host timer,
@@ -38,7 +38,7 @@ _PATTERN_PERIOD = 7  # element i of rank r holds (r + 1) * (i % 7 + 1): exact in
 _CHUNK = 1 << 26  # elements per chunk when filling/checking big buffers (256 MiB of float32)
 
 
-#: printed on stderr for a one-rank run (tests/fixtures/nccl/h200_1gpu/README.md shows why)
+#: printed on stderr for a one-rank run (gpulib/data/captures/README.md shows why)
 SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL communicates nothing on one rank: it "
                     "copies the send buffer into the receive buffer (out-of-place all_gather/reduce_scatter algbw is a "
                     "device-local copy rate) and in-place calls, all_reduce included, are no-ops (their algbw means "
@@ -46,7 +46,7 @@ SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL c
 
 
 def force_nvls_off() -> None:
-    """NVLink SHARP must stay off for this probe (issue 5): set, not setdefault."""
+    """NVLink SHARP must stay off for this probe (NVLS busbw is not comparable to the link bands: NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22): set, not setdefault."""
     os.environ["NCCL_NVLS_ENABLE"] = "0"
 
 

@@ -1,6 +1,6 @@
 """The source interface every backend implements, and the registry ``connect`` uses.
 
-Shaped like papermill's engines: a base class with a handful of methods and a tiny registry
+Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with a handful of methods and a tiny registry
 (:func:`register`, :func:`get_source_class`) so a new backend plugs in without touching callers.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gpulib.core.timeutil import parse_window, to_utc, utcnow
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
 
-#: fields a runbook needs, the fallback used when missing, and what to enable (facts.md §3.2)
+#: fields a runbook needs, the fallback used when missing, and what to enable (NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510)
 IMPORTANT_FIELDS = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)",
     "DCGM_FI_PROF_SM_ACTIVE": "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity",
