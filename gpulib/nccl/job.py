@@ -122,7 +122,8 @@ def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[
                       "limits": limits},
         "volumeMounts": [{"name": _SHM_VOLUME, "mountPath": "/dev/shm"}],
     }
-    if rdma_resource:  # registration of RDMA memory needs an unlimited memlock (NVIDIA/nccl: src/transport/net_ib/p2p.cc @ 5067397c)
+    # registration of RDMA memory needs an unlimited memlock (``NVIDIA/nccl: src/transport/net_ib`` @ 5067397c)
+    if rdma_resource:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     if ports:
         c["ports"] = ports
@@ -289,8 +290,8 @@ def pod_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def pod_findings(manifest: Mapping[str, Any]) -> list:
-    """:func:`gpulib.nccl.analysis.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
-    from gpulib.nccl.analysis import check_pod_spec
+    """:func:`gpulib.nccl.env.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
+    from gpulib.nccl.env import check_pod_spec
 
     multi = manifest.get("kind") == "PyTorchJob"
     out = []
