@@ -153,7 +153,7 @@ class ContradictoryChoice(InvalidParameter):
 
 class PriceFileError(InvalidParameter):
     hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
-            "currency, as_of, source; model is the canonical key from gpulib/data/gpu_specs.csv (e.g. H100-80GB)")
+            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
 
 
 class ProbeError(GpulibError):
