@@ -88,6 +88,8 @@ class ReportData:
     fb_used: pd.DataFrame | None = None
     namespaces: list[str] | None = None
     missing: list[str] = field(default_factory=list)
+    #: vLLM live-check verdict per serving workload (gpulib.cost.serving.serving_signals)
+    serving: pd.DataFrame | None = None
 
     @property
     def activity_field(self) -> str:
@@ -137,7 +139,19 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
                           query=GR_ENGINE_ACTIVE)
     missing += fb_missing
     return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
-                      fb_used=fb, namespaces=namespaces, missing=missing)
+                      fb_used=fb, namespaces=namespaces, missing=missing, serving=_serving(src, pods, namespaces))
+
+
+def _serving(src, pods: pd.DataFrame, namespaces: list[str] | None) -> pd.DataFrame:
+    """The vLLM live check for every serving workload (owner kinds in cost_policy.csv inference_owner_kinds)."""
+    from gpulib.cost.analysis import _policy_list
+    from gpulib.cost.serving import serving_signals
+
+    p = pods[pods["owner_kind"].astype("string").fillna("").isin(_policy_list("inference_owner_kinds"))]
+    p = p[pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0) > 0]
+    if namespaces:
+        p = p[p["namespace"].astype(str).isin(namespaces)]
+    return serving_signals(src, p[["namespace", "workload"]].astype(str))
 
 
 # ----------------------------------------------------------------------------------------------
