@@ -695,11 +695,13 @@ def executive_summary(rep: CostReport, top_n: int = 5) -> dict[str, Any]:
         "monthly_cost": float(u["cost"].sum(skipna=True)) * rep.month_factor,
         "potential_monthly_saving": float(a["monthly_saving"].sum()) if len(a) else 0.0,
         "spot_share_pct": 100.0 * float(u.loc[u["spot"], "gpu_hours"].sum()) / gh if gh else float("nan"),
+        "actions": int(len(a)),
         "zombie_pods": int(rep.zombies[["namespace", "pod"]].drop_duplicates().shape[0]) if len(rep.zombies) else 0,
         "thresholds": {k: getattr(rep.thresholds, k) for k in rep.thresholds.__dataclass_fields__},
         "top_actions": [
             {"action": r.action, "label": ACTIONS[r.action], "target": f"{r.namespace}/{r.pod or r.workload}" if r.namespace
-             else f"node {r.node}", "monthly_saving": round(float(r.monthly_saving), 2), "detail": r.detail}
+             else f"node {r.node}", "monthly_saving": round(float(r.monthly_saving), 2), "detail": r.detail,
+             "confidence": float(r.confidence), "signal": r.signal}
             for r in top.itertuples()],
     }
 
