@@ -263,6 +263,7 @@ def report_cmd(
     namespaces: Optional[str] = typer.Option(None, help="comma-separated namespaces to report on (default: all)"),
     provider: Optional[str] = typer.Option(None, help="price rows to use: aws, gcp or azure (default: the policy default)"),
     currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
+    charts: Optional[str] = typer.Option(None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
@@ -270,12 +271,23 @@ def report_cmd(
     try:
         info = find_notebook("gpu_utilization_report")
         params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)))
+        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
+                                          + _charts_option(charts)))
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet)
     _print_result(res)
     raise typer.Exit(_exit_code([res], "never"))
+
+
+def _charts_option(charts: str | None) -> list[tuple[str, str]]:
+    from gpulib.runbook import PLOTLY_JS_MODES
+
+    if charts is None:
+        return []
+    if charts not in PLOTLY_JS_MODES:
+        raise InvalidParameter(f"--charts {charts!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
+    return [("charts", charts)]
 
 
 def _report_options(price_file: Path | None, namespaces: str | None, provider: str | None,

@@ -93,9 +93,13 @@ def _nodes() -> pd.DataFrame:
 def test_pod_resources_outcome_applies_api_rules():
     ok = learn.pod_resources_outcome({"limits": {"nvidia.com/gpu": 1}}, _nodes())
     assert ok["parsed"] == "nvidia.com/gpu: 1" and ok["check"].startswith("ok") and ok["schedulable_on"] == "whole"
-    assert learn.pod_resources_outcome({"requests": {"nvidia.com/gpu": 1}})["check"] == "GPU request without a limit"
-    assert learn.pod_resources_outcome({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}})["check"] \
-        == "GPU request != limit"
+    # the API server rejects both (extended resources: a limit must be set and must equal the request), so the
+    # lesson must not show them as accepted and schedulable
+    for spec, problem in (({"requests": {"nvidia.com/gpu": 1}}, "GPU request without a limit"),
+                          ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "GPU request != limit")):
+        out = learn.pod_resources_outcome(spec, _nodes())
+        assert out["check"] == problem
+        assert out["parsed"].startswith("rejected") and out["schedulable_on"].startswith("none")
     half = learn.pod_resources_outcome({"limits": {"nvidia.com/gpu": "0.5"}})
     assert half["parsed"] == "rejected" and "fractional" in half["check"]
     mig = learn.pod_resources_outcome({"limits": {"nvidia.com/mig-1g.5gb": 3}}, _nodes())
@@ -246,3 +250,22 @@ def test_optional_module_names_the_gap(monkeypatch):
     assert learn.optional_module("mig") is importlib.import_module("gpulib.mig") and shown == []
     assert learn.optional_module("no_such_module_xyz") is None
     assert "gpulib.no_such_module_xyz is not in" in shown[0]
+
+
+def test_money_in_markdown_has_no_dollar_sign_that_starts_math():
+    """Two `$` on one Markdown line open a MathJax span and eat the bold markers between them."""
+    line = f"idle **{learn.money(1234.4)}** · spend **{learn.money(98765.0)}**"
+    assert "$" not in line and "1,234 USD" in line and "98,765 USD" in line
+    assert learn.money(10.0, "eur") == "10 EUR"
+
+
+def test_k8s_lesson_names_the_gpus_that_have_3g40gb():
+    import json
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("runbooks/learn/learn_k8s_gpu_resources.ipynb").read_text()
+    assert "H100/H200-80GB profile" not in text
+    prof = pd.read_csv(Path(__file__).resolve().parents[1] / "gpulib/data/mig_profiles.csv")
+    have = set(prof.loc[prof["profile"] == "3g.40gb", "gpu_model"])
+    assert have == {"A100-80GB", "H100-80GB"} and "H200-141GB" not in have
+    assert all(m.split("-")[0] in json.loads(text)["cells"][8]["source"][-1] for m in have)

@@ -100,8 +100,9 @@ def data_table(name: str, columns: Sequence[str] | Mapping[str, str], *, where: 
 
 
 def money(x: float, currency: str = "USD") -> str:
-    """``$12,345`` (USD) or ``12,345 EUR``."""
-    return f"${x:,.0f}" if currency.upper() == "USD" else f"{x:,.0f} {currency.upper()}"
+    """``12,345 USD``: the amount then the ISO code, never ``$`` (two ``$`` on one Markdown line open a
+    MathJax span in Jupyter and nbconvert and swallow the bold markers between them)."""
+    return f"{x:,.0f} {currency.upper()}"
 
 
 # ------------------------------------------------------------------------------------ self-check
@@ -223,6 +224,11 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
         req["nvidia.com/gpu"] = int(row["gpu_request"])
     issues = request_limit_issues(pods_frame(pod))
     check = "; ".join(issues["problem"]) if len(issues) else "ok: requests = limits, whole numbers"
+    if len(issues):
+        # kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements): a non-overcommitable
+        # (extended) resource needs a limit, and its request must equal that limit; the pod is never created
+        return {"parsed": "rejected by the API server (extended resources: limit required, request must equal it)",
+                "check": check, "schedulable_on": "none (the pod is never created)"}
     where = "n/a"
     if nodes is not None and req:
         fit = [n.node for n in nodes.itertuples() if all(_allocatable(n, k) >= v for k, v in req.items())]
