@@ -136,9 +136,9 @@ def test_catalog_data_is_complete_and_consistent():
         assert full["max_count"] == 1 and full["placements"] == "0"
         # the memory of each profile grows with its memory slots
         assert g.sort_values("memory_slots")["memory_gib"].is_monotonic_increasing, model
-    # unverified hardware values are flagged (facts.md §2.3: H200/B200 placements UNVERIFIED)
-    assert (cat[cat["gpu_model"].isin(["H200-141GB", "B200"])]["inferred"] == "yes").all()
-    assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "A30-24GB"])]["inferred"] == "no").all()
+    # unverified hardware values are flagged; H200 is measured (gpulib/data/captures/h200_smi_mig_lgip.txt)
+    assert (cat[cat["gpu_model"].isin(["B200"])]["inferred"] == "yes").all()
+    assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "A30-24GB", "H200-141GB"])]["inferred"] == "no").all()
 
 
 def test_parse_lgipp_real_output():
@@ -245,3 +245,30 @@ def test_mig_change_sop_prechecks_from_live_frames():
     done = mig.mig_change_sop("gpu-1", "plan-1", nodes=pd.DataFrame(
         [{"node": "gpu-1", "mig_config": "plan-1", "mig_config_state": "success"}]))
     assert [f.severity for f in done] == [Severity.OK]
+
+
+def test_h200_profiles_are_the_real_h200_capture():
+    """gpulib/data/captures/h200_smi_mig_lgip.txt / _lgipp.txt (driver 580.159.04): 7g.141gb is 140.00 GiB, not
+    the 131.32 that reading "141" as GB and converting to GiB gives."""
+    from gpulib.core.knowledge import data_path
+
+    lgip = mig.parse_lgip(data_path("captures/h200_smi_mig_lgip.txt").read_text())
+    lgipp = mig.parse_lgipp(data_path("captures/h200_smi_mig_lgipp.txt").read_text())
+    rows = mig.profiles("H200-141GB").set_index("profile")
+    assert set(rows.index) == set(lgip["name"])
+    for r in lgip.itertuples():
+        row = rows.loc[r.name]
+        assert row["memory_gib"] == pytest.approx(r.memory_gib) and int(row["profile_id"]) == r.profile_id
+        assert int(row["max_count"]) == r.total and row["inferred"] == "no"
+        pl = lgipp[lgipp["profile_id"] == r.profile_id].iloc[0]
+        assert [int(x) for x in str(row["placements"]).split(";")] == list(pl["starts"])
+        assert "captures/h200_smi_mig_lgip.txt" in row["source"]
+    assert rows.loc["7g.141gb", "memory_gib"] == pytest.approx(140.0)
+
+
+def test_gh200_b200_large_profiles_say_how_their_memory_was_inferred():
+    for model, name in (("GH200-144GB", "7g.144gb"), ("B200", "7g.180gb"), ("B200", "3g.90gb")):
+        row = mig.profiles(model).set_index("profile").loc[name]
+        assert row["inferred"] == "yes" and "memory_gib" in row["inferred_fields"]
+        assert "H200" in row["source"] and "ratio" in row["source"]
+        assert row["memory_gib"] > float(name.split(".")[1].removesuffix("gb")) * 0.95  # not the GB->GiB 0.93
