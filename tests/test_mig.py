@@ -121,8 +121,37 @@ def test_gpu_model_from_product_labels():
     assert mig.resolve_gpu_model("NVIDIA-H100-80GB-HBM3") == "H100-80GB"
     assert mig.resolve_gpu_model("NVIDIA H100 NVL") == "H100-94GB"
     assert mig.resolve_gpu_model("NVIDIA-H200") == "H200-141GB"
-    assert mig.resolve_gpu_model("NVIDIA-GH200-480GB") == "GH200-144GB"
     assert mig.is_mig_capable("NVIDIA-A100-SXM4-80GB") and not mig.is_mig_capable("Tesla-T4")
+
+
+@pytest.mark.parametrize("name,pci,want", [
+    # GH200 480GB is PCI device 0x2342, in mig-parted's H100-96GB group (config-default.yaml all-balanced)
+    ("NVIDIA-GH200-480GB", None, "H100-96GB"),
+    ("NVIDIA GH200 480GB", None, "H100-96GB"),
+    (None, "0x234210DE", "H100-96GB"),
+    ("NVIDIA GH200 144G HBM3e", None, "GH200-144GB"),
+    (None, "0x234810DE", "GH200-144GB"),
+    # mig-parted groups H800 with H100-80GB, A800 with A100, H100 SXM5 94GB / H800 NVL with H100 NVL
+    ("NVIDIA H800", None, "H100-80GB"),
+    ("NVIDIA-H800-80GB-HBM3", None, "H100-80GB"),
+    ("NVIDIA A800-SXM4-80GB", None, "A100-80GB"),
+    ("NVIDIA-A800-SXM4-40GB", None, "A100-40GB"),
+    ("NVIDIA H100 SXM5 94GB", None, "H100-94GB"),
+    ("NVIDIA H800 NVL", None, "H100-94GB"),
+    ("NVIDIA H200 NVL", None, "H200-141GB"),
+    # the PCI id decides even when the name would say otherwise
+    ("NVIDIA H200", "0x233510DE", "H200-141GB"),
+    ("something-else", "0x2335", "H200-141GB"),
+])
+def test_gpu_model_by_pci_id_or_exact_name(name, pci, want):
+    assert mig.resolve_gpu_model(name, pci_device_id=pci) == want
+
+
+@pytest.mark.parametrize("name", ["NVIDIA GB200", "NVIDIA-GB200", "NVIDIA B200 XYZ", "my-H200-cluster", "NVIDIA-H100"])
+def test_gpu_model_never_matches_by_substring(name):
+    """GB200 is not a B200 (its profiles differ: 0x294110DE in mig-parted); no name resolves by a substring."""
+    with pytest.raises(mig.UnknownGPUModel):
+        mig.resolve_gpu_model(name)
 
 
 def test_catalog_data_is_complete_and_consistent():
