@@ -18,7 +18,7 @@ import yaml
 
 from gpulib import cli
 import gpulib
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
 
 pytestmark = pytest.mark.notebook
 
