@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from cost_frames import frames, node, pod, series
 import gpulib
+import gpulib.vllm
 import gpulib.cost.analysis as cost
 import gpulib.cost.report as report
 from gpulib.core.findings import Severity
@@ -27,6 +28,7 @@ SHRINK = {"rightsize", "consolidate", "quantise"}
 def _demo(end: str, window: str = "7d", monkeypatch=None):
     src = gpulib.connect("demo", end=end)
     data = report.load_report_data(src, window)
+    data.serving = gpulib.vllm.serving_signals(src, report.serving_candidates(data.pods))
     rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
                             window=window, serving=data.serving)
     return data, rep

@@ -10,6 +10,7 @@ import pytest
 
 from cost_frames import frames, node, pod, series
 import gpulib
+import gpulib.vllm
 import gpulib.cost.analysis as cost
 import gpulib.cost.report as report
 from gpulib.cost.price_age import price_age
@@ -21,6 +22,7 @@ END = "2026-12-01T06:45:00Z"
 def demo():
     src = gpulib.connect("demo", end=END)
     data = report.load_report_data(src, "1d")
+    data.serving = gpulib.vllm.serving_signals(src, report.serving_candidates(data.pods))
     rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, window="1d",
                             serving=data.serving)
     return data, rep

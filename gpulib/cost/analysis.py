@@ -329,7 +329,7 @@ class CostReport:
     findings: list[Finding] = field(default_factory=list)
     #: candidate actions left out of the plan, each with its reason (gpulib.cost.plan)
     skipped: pd.DataFrame = field(default_factory=pd.DataFrame)
-    #: per serving workload: the vLLM live-check verdict (gpulib.cost.serving), or None
+    #: per serving workload: the vLLM live-check verdict (gpulib.vllm.serving_signals), or None
     serving: pd.DataFrame | None = None
     #: the nodes / pods frames analysed (taints, requests: the hygiene findings read them)
     cluster_nodes: pd.DataFrame | None = None
@@ -348,7 +348,7 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
     ``gr_engine_active`` / ``gpu_util``: SERIES_COLUMNS frames (GR_ENGINE_ACTIVE preferred, see
     :func:`gpulib.cost.usage.select_activity`); ``fb_used``: FB_USED series (MiB); ``nodes`` /
     ``pods``: NODE_COLUMNS / POD_COLUMNS. ``namespaces`` restricts pods and series to those namespaces
-    (unallocated GPU time is kept). ``serving``: :func:`gpulib.cost.serving.serving_signals` rows; a
+    (unallocated GPU time is kept). ``serving``: :func:`gpulib.vllm.serving_signals` rows; a
     serving workload they call overloaded is never shrunk. Returns a :class:`CostReport` with findings.
     """
     th = Thresholds.from_table(**dict(thresholds or {}))

@@ -12,7 +12,7 @@ plan (rules in ``gpulib/data/savings_rules.csv``, method in ``docs/cost-method.m
   skipped with the saving they would have had alone; inside a ``sum`` group (reclaim: distinct pods and the
   idle rest of the workload) they add up, capped at the remaining spend;
 * a shrinking action on a serving workload whose ``vllm:`` metrics say it is overloaded
-  (:mod:`gpulib.cost.serving`) is vetoed, and the report says which signal decided;
+  (:func:`gpulib.vllm.serving_signals`) is vetoed, and the report says which signal decided;
 * a zombie that still holds its GPU at the window's end is worth the GPU's whole price from now on
   (share x price x hours per month), not the zombie hours it happened to have in the window: both figures
   are kept (``window_cost`` = so far, ``monthly_saving`` = from now on) and actions rank by the second.

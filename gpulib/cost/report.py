@@ -32,7 +32,8 @@ from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
 
 __all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
-           "kpi_tiles_html", "actions_html", "top_actions_html", "idle_zombie_table", "idle_table_html", "heatmap_figure",
+           "kpi_tiles_html", "actions_html", "serving_candidates", "top_actions_html",
+           "idle_zombie_table", "idle_table_html", "heatmap_figure",
            "namespace_figure", "waterfall_figure", "method_html"]
 
 
@@ -88,7 +89,7 @@ class ReportData:
     fb_used: pd.DataFrame | None = None
     namespaces: list[str] | None = None
     missing: list[str] = field(default_factory=list)
-    #: vLLM live-check verdict per serving workload (gpulib.cost.serving.serving_signals)
+    #: vLLM live-check verdict per serving workload (gpulib.vllm.serving_signals over serving_candidates)
     serving: pd.DataFrame | None = None
 
     @property
@@ -139,19 +140,20 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
                           query=GR_ENGINE_ACTIVE)
     missing += fb_missing
     return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
-                      fb_used=fb, namespaces=namespaces, missing=missing, serving=_serving(src, pods, namespaces))
+                      fb_used=fb, namespaces=namespaces, missing=missing)
 
 
-def _serving(src, pods: pd.DataFrame, namespaces: list[str] | None) -> pd.DataFrame:
-    """The vLLM live check for every serving workload (owner kinds in cost_policy.csv inference_owner_kinds)."""
+def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:
+    """(namespace, workload) of the serving workloads whose vLLM live check the savings plan needs (owner kinds
+    in cost_policy.csv ``inference_owner_kinds`` with a GPU request); pass them to
+    :func:`gpulib.vllm.serving_signals` and its rows to ``analyze_cost(serving=...)``."""
     from gpulib.cost.analysis import _policy_list
-    from gpulib.cost.serving import serving_signals
 
     p = pods[pods["owner_kind"].astype("string").fillna("").isin(_policy_list("inference_owner_kinds"))]
     p = p[pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0) > 0]
     if namespaces:
         p = p[p["namespace"].astype(str).isin(namespaces)]
-    return serving_signals(src, p[["namespace", "workload"]].astype(str))
+    return p[["namespace", "workload"]].astype(str).drop_duplicates().reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------

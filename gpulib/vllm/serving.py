@@ -1,10 +1,10 @@
-"""Serving signals for the cost report: may a serving workload be shrunk, judged by its ``vllm:`` metrics?
+"""Serving signals: may a serving workload be shrunk, judged by its ``vllm:`` metrics?
 
-The report must not recommend fewer GPUs for a deployment that the ``vllm_deploy`` live check calls
-overloaded. This module asks the vLLM domain the same question the runbook asks
-(:func:`gpulib.vllm.vllm_metrics` then :func:`gpulib.vllm.assess`, with the runbook's default window and
-latency target from ``gpulib/data/report_policy.csv``) for each serving workload, and returns one row per
-workload::
+The cost report must not recommend fewer GPUs for a deployment that the ``vllm_deploy`` live check calls
+overloaded. This module asks the same question the runbook asks (:func:`gpulib.vllm.deploy.vllm_metrics`
+then :func:`gpulib.vllm.deploy.assess`, with the runbook's default window and latency target:
+``serving_window`` / ``serving_latency_p99_s`` in ``gpulib/data/vllm_deploy.csv``) for each serving workload,
+and returns one row per workload (:func:`gpulib.cost.plan.plan_actions` reads it)::
 
     namespace, workload, verdict (scale_up | retune | scale_down | ok | ""), overloaded (bool), signal
 
@@ -30,14 +30,13 @@ def serving_signals(src, workloads: pd.DataFrame, *, window: str | None = None,
     """One row per (namespace, workload) of ``workloads`` with the vLLM live-check verdict.
 
     ``window`` / ``latency_p99_s`` default to ``serving_window`` / ``serving_latency_p99_s`` in
-    ``gpulib/data/report_policy.csv`` (the ``vllm_deploy`` runbook's defaults).
+    ``gpulib/data/vllm_deploy.csv`` (the ``vllm_deploy`` runbook's defaults).
     """
-    from gpulib.cost.report import report_policy
-    from gpulib.vllm import assess, vllm_metrics
+    from gpulib.vllm.deploy import assess, setting, vllm_metrics
 
-    window = window or report_policy("serving_window")
+    window = window or setting("serving_window")
     if latency_p99_s is None:
-        latency_p99_s = float(report_policy("serving_latency_p99_s")) or None
+        latency_p99_s = float(setting("serving_latency_p99_s")) or None
     rows = []
     for ns, wl in workloads[["namespace", "workload"]].drop_duplicates().itertuples(index=False):
         try:
