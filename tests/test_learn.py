@@ -270,3 +270,14 @@ def test_k8s_lesson_names_the_gpus_that_have_3g40gb():
     have = set(prof.loc[prof["profile"] == "3g.40gb", "gpu_model"])
     assert have == {"A100-80GB", "H100-80GB"} and "H200-141GB" not in have
     assert all(m.split("-")[0] in json.loads(text)["cells"][8]["source"][-1] for m in have)
+
+
+def test_inference_lesson_command_follows_vllm_deploys_max_num_seqs_rule():
+    """vllm_deploy caps --max-num-seqs at the full-length requests the KV cache holds (no preemption at full
+    context); the lesson's command must not teach vLLM's default (1024 on H100) instead."""
+    import gpulib.vllm.memory as vmem
+
+    cmd = learn.vllm_serve_command("Llama-3-8B", "H100-80GB", 8192)
+    seqs = int(cmd.split("--max-num-seqs ")[1].split()[0])
+    fit = vmem.budget("Llama-3-8B", "H100-80GB", max_model_len=8192).kv_tokens // 8192
+    assert seqs <= fit < 1024 and cmd.startswith("vllm serve ")

@@ -202,6 +202,16 @@ def lesson_text(name: str) -> str:
 
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
+def vllm_serve_command(model: str, device: str, max_model_len: int) -> str:
+    """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.deploy.plan): its
+    ``--max-num-seqs`` is the full-length requests the KV cache holds, capped at vLLM's default."""
+    from gpulib.vllm import plan
+
+    p = plan(model, device, context_len=max_model_len)
+    args = p.vllm_args()
+    return "vllm serve " + " ".join(args[1:2] + args[2:])
+
+
 def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
     """What the project's pod checks say about one container ``resources`` block (requests/limits).
 
