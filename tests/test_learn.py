@@ -281,3 +281,10 @@ def test_inference_lesson_command_follows_vllm_deploys_max_num_seqs_rule():
     seqs = int(cmd.split("--max-num-seqs ")[1].split()[0])
     fit = vmem.budget("Llama-3-8B", "H100-80GB", max_model_len=8192).kv_tokens // 8192
     assert seqs <= fit < 1024 and cmd.startswith("vllm serve ")
+
+
+def test_violation_counters_are_microseconds():
+    """dcgm-exporter etc/default-counters.csv: 'Throttling duration due to power constraints (in us)'."""
+    f = learn.load_table("dcgm_fields").set_index(learn.load_table("dcgm_fields").columns[0])
+    for name in ("DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION"):
+        assert f.loc[name, "unit"] == "us"
