@@ -288,3 +288,26 @@ def test_violation_counters_are_microseconds():
     f = learn.load_table("dcgm_fields").set_index(learn.load_table("dcgm_fields").columns[0])
     for name in ("DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION"):
         assert f.loc[name, "unit"] == "us"
+
+
+def test_interview_prep_has_model_answers_from_the_demo_and_follow_ups_hidden(demo_end):
+    """Each of the four parts has a model answer built from the demo fleet's figures, and follow-up questions
+    (queueing, DRA, RDMA/GPUDirect, MIG vs time-slicing) whose answers sit in a closed <details> block."""
+    figs = {"gpus": 48, "allocated_pct_devices": 71.4, "llama70b_h200_tp2_concurrency": 3.2, "idle_gpu_hours": 1357.0,
+            "idle_cost": 6952.0, "potential_monthly_saving": 139042.0, "monthly_cost": 278487.0, "active_pct": 76.0,
+            "zombie_pods": 5, "currency": "USD", "critical_incidents": ["XID 79 on dgx-h100-1 GPU 5"]}
+    parts = ["resource_management", "inference_deployment", "monitoring_cost", "incident_experience"]
+    for part in parts:
+        text = learn.model_answer(part, figs)
+        assert text and "{" not in text
+    assert "48 GPUs" in learn.model_answer("resource_management", figs)
+    assert "139,042 USD" in learn.model_answer("monitoring_cost", figs) and "$" not in learn.model_answer("monitoring_cost", figs)
+    assert "XID 79" in learn.model_answer("incident_experience", figs)
+    ups = learn.follow_ups()
+    assert set(ups["part"]) == set(parts)
+    text = " ".join(ups["question"]) + " ".join(ups["answer"])
+    for topic in ("Kueue", "Volcano", "KAI", "DRA", "GPUDirect RDMA", "time-slicing"):
+        assert topic in text, topic
+    html = learn.follow_up_html("resource_management")
+    assert html.count("<details") == (ups["part"] == "resource_management").sum()
+    assert "<details open" not in html

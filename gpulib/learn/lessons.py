@@ -28,6 +28,7 @@ import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
+from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
 
 GIB = 1024 ** 3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
@@ -35,6 +36,11 @@ FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 
 
 # ------------------------------------------------------------------------------------------- display
+def show_html(text: str) -> None:
+    """Display trusted HTML built by the lessons (escaped inside), e.g. follow-up questions."""
+    _display_html(text)
+
+
 def _display_html(text: str) -> None:
     try:
         from IPython.display import HTML, display
