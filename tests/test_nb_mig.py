@@ -87,6 +87,7 @@ def test_live_source_gives_the_same_plan(live_env, tmp_path):
     # (the node's a100-40gb-mixed-3-2-1-1 label would dangle), with them (current_mig_config) it plans
     refused = _run(tmp_path / "no-base", {"source": "live"})
     assert any("refusing to emit" in e and "a100-40gb-mixed-3-2-1-1" in e for e in refused.errors), refused.errors
+    assert live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0") == []   # refused: nothing labelled
     current = tmp_path / "config.yaml"
     current.write_text(gpulib.connect("demo").mig_parted_configs())   # what the cluster's ConfigMap holds
     res = _run(tmp_path, {"source": "live", "current_mig_config": str(current)})
