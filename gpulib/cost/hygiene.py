@@ -31,7 +31,7 @@ def _sop() -> pd.DataFrame:
 
 
 def cost_sop(kind: str) -> tuple[str, list[str]]:
-    """(SOP step, command templates) for one kind of cost finding, from ``gpulib/data/cost_sop.csv``."""
+    """(SOP step, command templates) for one kind of cost finding, from ``gpulib/data/cost/cost_sop.csv``."""
     r = _sop().loc[kind]
     return str(r["sop_step"]), [c for c in str(r["commands"]).split("\n") if c.strip()]
 

@@ -3,7 +3,7 @@
 :func:`gpulib.cost.analysis.savings_actions` proposes every action that applies, each valued alone. On
 one workload those overlap: right-sizing, consolidating and quantising all cut the GPUs it holds, and
 moving it to spot lowers the price of whatever GPUs remain. :func:`plan_actions` turns candidates into a
-plan (rules in ``gpulib/data/savings_rules.csv``, method in ``docs/cost-method.md``):
+plan (rules in ``gpulib/data/cost/savings_rules.csv``, method in ``docs/cost-method.md``):
 
 * actions are grouped per workload (per node for ``scale_down``) and applied in the rules' ``order``;
   each saving is taken on what the previous ones left (a fraction of the workload's spend, applied to the
@@ -41,7 +41,7 @@ def _rules() -> pd.DataFrame:
 
 
 def savings_rules() -> pd.DataFrame:
-    """``gpulib/data/savings_rules.csv`` indexed by action: group, order, combine (best | sum), signal."""
+    """``gpulib/data/cost/savings_rules.csv`` indexed by action: group, order, combine (best | sum), signal."""
     return _rules().copy()
 
 

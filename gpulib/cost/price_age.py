@@ -2,7 +2,7 @@
 
 A price table ages (AWS cut its P4/P5 on-demand prices in June 2025, so a table dated before that
 over-states every saving); the report's Method section lists the rows this module flags. The age limit is
-``price_max_age_days`` in ``gpulib/data/report_policy.csv``.
+``price_max_age_days`` in ``gpulib/data/cost/report_policy.csv``.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ client that strips scripts.
     kpi_tiles_html(cost.executive_summary(rep))
 
 Report settings (series step, heatmap resolution, table sizes) live in
-``gpulib/data/report_policy.csv``.
+``gpulib/data/cost/report_policy.csv``.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _policy() -> dict[str, str]:
 
 
 def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/report_policy.csv`` (as text)."""
+    """A setting from ``gpulib/data/cost/report_policy.csv`` (as text)."""
     p = _policy()
     if key not in p:
         raise InvalidParameter(f"no report setting named {key!r}; known: {', '.join(sorted(p))}")
@@ -357,7 +357,7 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
     """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source."""
     e = html.escape
     th = rep.thresholds
-    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field, dcgm-exporter default-counters.csv)"
+    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
                  if rep.activity_field == GR_ENGINE_ACTIVE else
                  "GPU_UTIL: percent of time a kernel ran (coarse; GR_ENGINE_ACTIVE was not exported)")
     items = [
@@ -371,14 +371,14 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
         "<b>Savings plan:</b> actions on one workload are alternatives (right-size, consolidate, quantise: the largest "
         "is kept) or applied in sequence on what the earlier ones leave (reclaim, then shrink, then spot), so no "
         "workload saves more than it spends and the headline is the sum of the listed actions "
-        "(gpulib/data/savings_rules.csv, docs/cost-method.md). A serving workload is never shrunk while its vllm: "
+        "(gpulib/data/cost/savings_rules.csv, docs/cost-method.md). A serving workload is never shrunk while its vllm: "
         "metrics (queue, KV cache, preemptions, latency) say it is overloaded; a zombie still holding its GPU is "
         "worth the GPU's whole price per month from now on.",
         f"<b>Idle:</b> allocated and activity &lt; {th.idle_activity_max:.0%}. <b>Zombie:</b> pod holds FB_USED &ge; "
         f"{th.zombie_fb_used_min_mib:,.0f} MiB with activity &lt; {th.zombie_activity_max:.0%} for &ge; "
-        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/thresholds.csv).",
+        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/core/thresholds.csv).",
         f"<b>Monthly figures:</b> window cost &times; {rep.month_factor:.2f} (730 h per month / window hours; "
-        "gpulib/data/cost_policy.csv).",
+        "gpulib/data/cost/cost_policy.csv).",
         f"<b>Namespaces:</b> {e(', '.join(data.namespaces)) if data.namespaces else 'all'}.",
     ]
     if data.missing:
@@ -388,7 +388,7 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
     end = rep.samples["timestamp"].max() if len(rep.samples) else pd.Timestamp.now(tz="UTC")
     prices = price_age(_price_rows(rep, price_file), end)
     limit = float(report_policy("price_max_age_days"))
-    src = e(price_file) if price_file else "gpulib/data/gpu_prices.csv (defaults; override with price_file)"
+    src = e(price_file) if price_file else "gpulib/data/cost/gpu_prices.csv (defaults; override with price_file)"
     rows = [[e(str(r.model)), e(str(r.pricing)), f"{r.price_per_gpu_hour:.2f}",
              e(str(getattr(r, 'as_of', ''))) + (" <b style='color:#b00020'>(undated)</b>" if r.undated else
                                               f" <b style='color:#b36b00'>({r.age_days / 365.25:.1f} years old)</b>" if r.stale else ""),

@@ -1,4 +1,4 @@
-"""The MIG profile catalog (``gpulib/data/mig_profiles.csv``, each row citing its source) and GPU model resolution:
+"""The MIG profile catalog (``gpulib/data/mig/mig_profiles.csv``, each row citing its source) and GPU model resolution:
 a catalog name, an ``nvidia-smi`` name or a node's ``nvidia.com/gpu.product`` label -> the catalog's model, its
 profiles and their geometry (memory slots, compute slices, allowed start slots).
 """
@@ -49,7 +49,7 @@ def resolve_gpu_model(name: str | None, pci_device_id: str | int | None = None) 
         return by_id
     if not isinstance(name, str) or not name.strip():
         raise UnknownGPUModel(f"gpu_model must be a non-empty string, got {name!r}"
-                              + (f" (PCI device id {pci_device_id!r} is not in gpulib/data/gpu_model_names.csv)"
+                              + (f" (PCI device id {pci_device_id!r} is not in gpulib/data/mig/gpu_model_names.csv)"
                                  if pci_device_id is not None else ""))
     return _resolve_cached(name)
 
@@ -65,7 +65,7 @@ def _resolve_cached(name: str) -> str:
     best = model_by_pci_id(name) or model_by_name(name)
     if best is None:
         raise UnknownGPUModel(f"GPU model {name!r} is not in the catalog (matched by PCI device id or exact product "
-                              "name only: gpulib/data/gpu_model_names.csv)")
+                              "name only: gpulib/data/mig/gpu_model_names.csv)")
     return best
 
 

@@ -1,7 +1,7 @@
 """Which catalog GPU model a device is: by PCI device id where the label or NVML gives it, else by exact name.
 
 Never by substring: "NVIDIA GB200" is not a B200 (different MIG profiles), and "GH200 480GB" (PCI 0x2342) is in
-mig-parted's H100-96GB group, not GH200-144GB. Ids and names live in ``gpulib/data/gpu_model_names.csv``, whose
+mig-parted's H100-96GB group, not GH200-144GB. Ids and names live in ``gpulib/data/mig/gpu_model_names.csv``, whose
 id groups follow NVIDIA/mig-parted ``deployments/systemd/config-default.yaml`` (all-balanced device filters).
 
 A name is normalised before the exact lookup: upper case, ``-``/``_`` -> space, a leading ``NVIDIA``/``TESLA``

@@ -7,7 +7,7 @@ node labelled ``all-disabled`` (or with its current layout) pointing at a name t
 
 * :func:`merge_configs` starts from the configs in use (the cluster's ConfigMap via
   :meth:`gpulib.sources.base.Source.mig_parted_configs`, or mig-parted's default set shipped as
-  ``gpulib/data/mig_parted_default_config.yaml``) and adds the plan's configs;
+  ``gpulib/data/mig/mig_parted_default_config.yaml``) and adds the plan's configs;
 * :func:`schema_problems` checks the document against mig-parted's own parser rules
   (NVIDIA/mig-parted ``api/spec/v1/spec.go`` @bd7160f4: ``Spec.UnmarshalJSON`` and
   ``MigConfigSpec.UnmarshalJSON``);
@@ -190,6 +190,6 @@ def config_for_cluster(plan, src, current_config_path: str = "", namespace: str 
         try:
             base, where = src.mig_parted_configs(namespace), "the cluster's MIG Manager ConfigMap"
         except SourceError:
-            base, where = None, ("mig-parted's default config set (gpulib/data/mig_parted_default_config.yaml): the "
+            base, where = None, ("mig-parted's default config set (gpulib/data/mig/mig_parted_default_config.yaml): the "
                                  "source cannot read the cluster's ConfigMap")
     return plan.safe_mig_parted_config(src.nodes(), base), where

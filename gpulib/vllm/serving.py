@@ -3,7 +3,7 @@
 The cost report must not recommend fewer GPUs for a deployment that the ``vllm_deploy`` live check calls
 overloaded. This module asks the same question the runbook asks (:func:`gpulib.vllm.deploy.vllm_metrics`
 then :func:`gpulib.vllm.deploy.assess`, with the runbook's default window and latency target:
-``serving_window`` / ``serving_latency_p99_s`` in ``gpulib/data/vllm_deploy.csv``) for each serving workload,
+``serving_window`` / ``serving_latency_p99_s`` in ``gpulib/data/vllm/vllm_deploy.csv``) for each serving workload,
 and returns one row per workload (:func:`gpulib.cost.plan.plan_actions` reads it)::
 
     namespace, workload, verdict (scale_up | retune | scale_down | ok | ""), overloaded (bool), signal
@@ -30,7 +30,7 @@ def serving_signals(src, workloads: pd.DataFrame, *, window: str | None = None,
     """One row per (namespace, workload) of ``workloads`` with the vLLM live-check verdict.
 
     ``window`` / ``latency_p99_s`` default to ``serving_window`` / ``serving_latency_p99_s`` in
-    ``gpulib/data/vllm_deploy.csv`` (the ``vllm_deploy`` runbook's defaults).
+    ``gpulib/data/vllm/vllm_deploy.csv`` (the ``vllm_deploy`` runbook's defaults).
     """
     from gpulib.vllm.deploy import assess, setting, vllm_metrics
 
