@@ -69,7 +69,7 @@ class PodScript:
     """How pods created on the double behave (see the module docstring)."""
 
     phases: list = None  # type: ignore[assignment]
-    log: str = ""
+    log: str = ""               # "{token}" is replaced by the run token found in the pod's command
     log_mode: str = "full"      # "full" | "drop" (every read cut half-way) | "drop_once"
     waiting_reason: str | None = None
     waiting_message: str = ""
@@ -458,7 +458,12 @@ class KubeApiDouble:
     def _pod_log(self, ns, name) -> tuple[int, Any]:
         if self.pod(ns, name) is None:
             return 404, _status(404, "NotFound", f'pods "{name}" not found', {"kind": "pods", "name": name})
-        data = self.pod_script.log.encode()
+        log = self.pod_script.log
+        if "{token}" in log:  # the run token of the created pod's script (gpulib.kube.collect.script)
+            import re
+            found = re.search(r"@@gpuops:([0-9a-f]{16}):", " ".join(self.pod(ns, name)["spec"]["containers"][0]["command"]))
+            log = log.replace("{token}", found.group(1) if found else "")
+        data = log.encode()
         self._log_reads += 1
         mode = self.pod_script.log_mode
         if mode == "drop" or (mode == "drop_once" and self._log_reads == 1):
