@@ -76,3 +76,42 @@ def test_no_diagnostic_no_finding_and_unknown_tests_are_other():
     assert diag_findings(None, NODE) == [] and diag_findings(parse_dcgmi_diag(""), NODE) == []
     assert diag_test_class("GPU Memory") == "memory" and diag_test_class("Page Retirement/Row Remap") == "retirement"
     assert diag_test_class("some new plugin") == "other"
+
+
+def _snapshot_with_diag(tmp_path, monkeypatch, diag_text):
+    import gpulib
+
+    monkeypatch.setenv("GPUOPS_END", "2026-12-01T08:00:00Z")
+    src = gpulib.connect("demo")
+    d = tmp_path / "snap"
+    d.mkdir()
+    (d / f"dmesg-{NODE}.txt").write_text(src.kernel_log(NODE))
+    (d / f"nvidia-smi-q-{NODE}.txt").write_text(src.smi_query(NODE))
+    (d / "nodes.json").write_text(json.dumps(src.nodes_json()))
+    (d / "pods.json").write_text(json.dumps(src.pods_json()))
+    (d / f"dcgmi-diag-{NODE}.json").write_text(diag_text)
+    return gpulib.connect("snapshot", path=str(d))
+
+
+def test_runbook_all_pass_after_reset_tops_the_xid_with_return_to_service(tmp_path, monkeypatch):
+    import gpulib.xid.runbook as xr
+
+    snap = _snapshot_with_diag(tmp_path, monkeypatch, _doc({"software": "Pass", "memory": "Pass", "pcie": "Pass", "diagnostic": "Pass"}))
+    before = xr.findings(xr.collect(snap, NODE, "5", "6h"))
+    assert before[0].data.get("bucket") == "RESTART_BM"  # a pass without the reset does not clear the XID's step
+    assert any(f.data.get("rule") == "DIAG_PASS" for f in before)
+    after = xr.findings(xr.collect(snap, NODE, "5", "6h", after_reset=True))
+    assert all(f.severity in (Severity.INFO, Severity.OK) for f in after)
+    rts = next(f for f in after if f.data.get("rule") == "DIAG_RETURN_TO_SERVICE")
+    assert rts.commands == ["kubectl uncordon dgx-h100-1"]
+    assert xr.remediation_plan(after, NODE) == []  # nothing drains the node any more
+
+
+def test_runbook_failed_memory_test_stays_rma_after_reset(tmp_path, monkeypatch):
+    import gpulib.xid.runbook as xr
+
+    snap = _snapshot_with_diag(tmp_path, monkeypatch, _doc({"software": "Pass", "memory": "Fail", "pcie": "Pass"}))
+    fs = xr.findings(xr.collect(snap, NODE, "5", "6h", after_reset=True))
+    rules = [f.data.get("rule") or f.data.get("bucket") for f in fs if f.severity is Severity.CRITICAL]
+    assert "DIAG_RMA" in rules and "RESTART_BM" in rules
+    assert any("memory (GPU 5): Fail" in e for f in fs for e in f.evidence)
