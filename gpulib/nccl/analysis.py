@@ -232,6 +232,15 @@ def _parse_row(m: re.Match, lead: list[str] | None, side: list[str]) -> dict[str
             if len(rest) > 1 and re.fullmatch(r"-?\d+", rest[1]):
                 lead.append("root")
     extra = [c for c in lead[3:]]
+    # gather/broadcast/alltoall/sendrecv rows may leave the redop (and root) cells blank under a header that
+    # names them (nccl-tests prints an empty op name for collectives without a reduction): the blank cells
+    # are the leading ones, recognised by the first token not being an op name
+    blank = set()
+    if "redop" in extra and rest and rest[0].lower() not in _REDOPS:
+        blank.add("redop")
+        if "root" in extra and not re.fullmatch(r"-?\d+", rest[0]):
+            blank.add("root")
+    extra = [c for c in extra if c not in blank]
     if len(rest) < len(extra):
         return None
     for c in extra:
@@ -933,6 +942,9 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     if wrong > 0:
         status = "broken"
         reasons.append(f"{wrong:g} wrong element(s) reported: data corruption (check Xid/ECC, run dcgmi diag -r 3)")
+    if result.header.get("validation") == 0 and not result.table.empty:
+        reasons.append("results not validated (-c 0): the wrong-element check was not done, so data corruption "
+                       "cannot be ruled out; rerun with -c 1 to check")
     if result.out_of_bounds:
         status = "broken"
         reasons.append(f"{result.out_of_bounds} out-of-bounds value(s)")
