@@ -214,3 +214,30 @@ def test_split_sections_ignores_forged_markers_and_flags_cut_ones():
     got = kc.split_sections(log, TOKEN)
     assert got["kernel_log"].complete and "line" in got["kernel_log"].text and "ffff" in got["kernel_log"].text
     assert got["smi_q"].rc is None and got["smi_q"].text == "half\n"
+
+
+def test_the_pod_script_runs_under_sh_and_frames_every_section(tmp_path):
+    """The script itself, run by /bin/sh with stand-ins for chroot, dmesg, nvidia-smi and dcgmi on PATH."""
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stubs = {"chroot": 'shift; exec "$@"',  # chroot ROOT CMD...: run CMD here
+             "dmesg": 'echo "2026-12-01T08:20:48,832638+00:00 NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus."',
+             "nvidia-smi": 'if [ "$1" = "nvlink" ]; then exit 0; fi; if [ "$1" = "topo" ]; then echo "GPU0 X"; exit 0; fi; '
+                           'echo "nvidia-smi $*"; [ "$2" = "-d" ] && exit 9; exit 0',
+             "dcgmi": 'echo "{\\"DCGM Diagnostic\\": {}}"; exit 226'}
+    for name, body in stubs.items():
+        p = bin_dir / name
+        p.write_text(f"#!/bin/sh\n{body}\n")
+        p.chmod(0o755)
+    script = kc.script(TOKEN, diag_level=2)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = kc.split_sections(out.stdout, TOKEN)
+    assert sorted(got) == sorted(["kernel_log", "smi_q", "smi_ecc", "topo", "nvlink", "diag"])
+    assert all(s.complete for s in got.values())
+    assert "Xid" in got["kernel_log"].text and got["kernel_log"].rc == 0
+    assert got["smi_q"].text == "nvidia-smi -q\n" and got["smi_ecc"].rc == 9  # a failing command's rc is kept
+    assert got["nvlink"].text == "" and got["diag"].rc == 226 and "DCGM Diagnostic" in got["diag"].text

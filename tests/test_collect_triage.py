@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import gpulib
@@ -100,3 +101,20 @@ def test_live_collect_reaches_the_same_verdict_as_a_snapshot_of_the_same_evidenc
     # without collect the live path has no kernel log (and says so), so the collect is what carries the verdict
     plain = xr.collect(gpulib.connect("live"), NODE, GPU, "6h")
     assert plain.kernel_log is None and "kernel log" in plain.missing
+
+
+def test_the_collected_kernel_log_format_is_read():
+    """`dmesg --time-format iso` (what the collection pod runs) puts NVRM right after the timestamp, no host."""
+    from gpulib.core.knowledge import data_path
+    from gpulib.xid import parse_kernel_log
+
+    real = data_path("captures/h200_dmesg_iso.txt").read_text()  # real H200, driver 580.159.04: NVRM lines, no Xid
+    assert "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04" in real
+    assert parse_kernel_log(real).empty
+    line = "2026-12-01T08:20:48,832638+00:00 NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+    ev = parse_kernel_log(real + line + "\n")
+    assert len(ev) == 1 and int(ev["xid"].iloc[0]) == 79 and ev["pci_bus_id"].iloc[0] == "0000:18:00.0"
+    assert ev["timestamp"].iloc[0] == pd.Timestamp("2026-12-01T08:20:48.832638Z") and ev["host"].isna().iloc[0]
+    # syslog / journalctl -o short-iso keep their host
+    j = parse_kernel_log("2026-12-01T08:20:48+0000 dgx-h100-1 kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=1, DBE\n")
+    assert j["host"].iloc[0] == "dgx-h100-1" and int(j["xid"].iloc[0]) == 48
