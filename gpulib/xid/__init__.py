@@ -34,6 +34,7 @@ _EXPORTS = {
     'annotate': 'catalog',
     'catalog': 'catalog',
     'collect': 'runbook',
+    'collect_command': 'runbook',
     'counter_increase': 'triage',
     'critical_xids': 'triage',
     'diag_findings': 'diag',

@@ -48,6 +48,13 @@ def kernel_log_command(node: str) -> str:
     return f"kubectl debug node/{node} -it --image={DEBUG_IMAGE} -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"
 
 
+def collect_command(node: str) -> str:
+    """The ``gpuops collect`` line that fetches the node's kernel log and nvidia-smi reports (:mod:`gpulib.kube.collect`)."""
+    from gpulib.core.validate import command, node_name
+
+    return command("gpuops", "collect", node_name(node), "--apply")
+
+
 def smi_query_commands(node: str) -> list[str]:
     """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
     return [f"kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName={node}",
