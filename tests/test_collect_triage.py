@@ -118,3 +118,20 @@ def test_the_collected_kernel_log_format_is_read():
     # syslog / journalctl -o short-iso keep their host
     j = parse_kernel_log("2026-12-01T08:20:48+0000 dgx-h100-1 kernel: NVRM: Xid (PCI:0000:18:00): 48, pid=1, DBE\n")
     assert j["host"].iloc[0] == "dgx-h100-1" and int(j["xid"].iloc[0]) == 48
+
+
+def test_live_collect_failure_makes_the_gather_step_fail_not_a_verdict(tmp_path, demo_src, monkeypatch):
+    """A collection that fails (image cannot be pulled) raises its named error out of the triage's input
+    gathering (the runbook renders it and the run is INCOMPLETE), and leaves no pod."""
+    from gpulib.core.errors import CollectError
+
+    double = _start_double(tmp_path, demo_src, monkeypatch)
+    double.pod_script.waiting_reason = "ImagePullBackOff"
+    monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", "http://127.0.0.1:9")  # never reached: the collection fails first
+    try:
+        live = gpulib.connect("live", collect=True)
+        with pytest.raises(CollectError, match="ImagePullFailed"):
+            xr.collect(live, NODE, GPU, "6h")
+        assert double.created and double.pods_in("gpuops-collect") == []
+    finally:
+        double.stop()
