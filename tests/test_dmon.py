@@ -97,3 +97,16 @@ def test_linear_on_a_long_single_line():
     t = time.perf_counter(); parse_dmon("# gpu pwr\n" + "0 1 " * 200_000); small = time.perf_counter() - t
     t = time.perf_counter(); parse_dmon("# gpu pwr\n" + "0 1 " * 800_000); big = time.perf_counter() - t
     assert big < 12 * max(small, 0.01)
+
+
+def test_every_mapped_dmon_column_names_a_known_dcgm_field_with_the_same_unit():
+    from gpulib.core.knowledge import load_table
+
+    cols = load_table("dmon_columns").fillna({"field": ""})
+    fields = load_table("dcgm_fields").set_index("field")
+    same = {"W": "W", "C": "degC", "%": "%", "MHz": "MHz", "MB": "MiB", "errs": "count"}  # dmon unit -> dcgm_fields unit
+    mapped = cols[cols["field"] != ""]
+    assert len(mapped) >= 12
+    for r in mapped.itertuples():
+        assert r.field in fields.index, r.field
+        assert str(fields.loc[r.field, "unit"]) == same[r.unit], (r.column, r.unit, fields.loc[r.field, "unit"])
