@@ -236,7 +236,7 @@ class CollectResult:
 # ---------------------------------------------------------------------------------------- the run
 def gpu_pods_on(cluster, node: str) -> list[str]:
     """``namespace/pod`` of the running or pending pods on ``node`` that request GPUs."""
-    from gpulib.kube.client import pods_frame
+    from gpulib.kube.frames import pods_frame
 
     pods = pods_frame(cluster.list_pods(field_selector=f"spec.nodeName={node}"))
     live = pods[~pods["phase"].isin(["Succeeded", "Failed"]) & (pods["gpu_request"] > 0)]

@@ -19,6 +19,7 @@ _EXPORTS = {
     'SmiTable': 'smi',
     'TABLE_GPU_COLUMNS': 'smi',
     'TABLE_PROCESS_COLUMNS': 'smi',
+    'Topology': 'topology',
     'clock_event_table': 'smi',
     'decode_clock_events': 'smi',
     'gpu_id_map': 'smi',
@@ -29,6 +30,7 @@ _EXPORTS = {
     'parse_dmon': 'dmon',
     'parse_query': 'smi',
     'parse_table': 'smi',
+    'parse_topology': 'topology',
     'probe': 'nvml',
     'probe_json': 'nvml',
 }
