@@ -6,7 +6,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from gpulib.core.knowledge import data_path
-from gpulib.nccl import parse_topology
+from gpulib.nvidia import parse_topology
 
 FULL = (Path(__file__).parent / "fixtures" / "nccl" / "topo_8xH100_tabs_nics.txt").read_text()
 LINES = FULL.splitlines()
@@ -83,7 +83,8 @@ def test_legend_naming_more_nics_than_the_header():
 def test_any_cut_is_whole_or_refused_never_a_smaller_machine(a, b):
     lo, hi = sorted((a, b))
     t = parse_topology(FULL[:lo] + FULL[hi:])
-    assert len(t.gpus) in (0, 8) or t.warnings == []
+    assert len(t.gpus) in (0, 8)
+    assert t.gpus == [] or t.gpu_links.equals(parse_topology(FULL).gpu_links)
 
 
 @settings(max_examples=100, deadline=None)
