@@ -11,8 +11,8 @@ from gpulib.core.knowledge import data_path
 from gpulib.core.schema import SERIES_COLUMNS
 from gpulib.nvidia import DMON_COLUMNS, dmon_series, parse_dmon
 
-PUCVMET = data_path("captures/h200_dmon_pucvmet.txt").read_text()
-DEFAULT = data_path("captures/h200_dmon_default.txt").read_text()
+PUCVMET = data_path("captures/h200_smi_dmon_pucvmet.txt").read_text()
+DEFAULT = data_path("captures/h200_smi_dmon_default.txt").read_text()
 
 
 def test_h200_pucvmet_every_column_and_sample():

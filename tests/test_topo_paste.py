@@ -23,7 +23,7 @@ def test_the_whole_paste_needs_no_repair():
 
 
 def test_real_h200_capture_one_gpu():
-    t = parse_topology(data_path("captures/h200_topo_m.txt").read_text())
+    t = parse_topology(data_path("captures/h200_smi_topo_m.txt").read_text())
     assert t.gpus == ["GPU0"] and t.warnings == [] and t.interconnect == "single"
     assert t.affinity.iloc[0]["cpu_affinity"] == "0-15"
 

@@ -103,7 +103,7 @@ class CollectError(KubernetesError):
     ``CleanupFailed``, ``CollectRefused``); ``result`` holds what was collected before it failed, if anything."""
 
     reason = "CollectFailed"
-    hint = "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings (gpulib/data/collect_settings.csv)"
+    hint = "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings (gpulib/data/kube/collect_settings.csv)"
 
     def __init__(self, message: str, *, reason: str | None = None, status: int | None = None, hint: str | None = None,
                  result=None):

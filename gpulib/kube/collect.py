@@ -5,7 +5,7 @@ and no taint keeps it off: it also tolerates every taint), shares the host PID n
 host root read-only at ``/host`` and is privileged (``dmesg`` needs CAP_SYSLOG and ``nvidia-smi`` the
 GPU device nodes, as with ``kubectl debug node --profile=sysadmin``:
 https://kubernetes.io/docs/tasks/debug/debug-cluster/kubectl-node-debug/). It runs the commands of
-``gpulib/data/collect_commands.csv`` under ``chroot`` (the host root, or the GPU Operator's driver
+``gpulib/data/kube/collect_commands.csv`` under ``chroot`` (the host root, or the GPU Operator's driver
 root ``/run/nvidia/driver`` when the host has no ``nvidia-smi``), each section framed by marker lines
 carrying a per-run random token (so no line of the node's own logs can forge one), and exits.
 :func:`collect_node` reads its output through the pod log API (streamed, ``follow=True``), splits
@@ -13,7 +13,7 @@ the sections, writes a snapshot folder in the layout :mod:`gpulib.sources.snapsh
 deletes the pod in every case: success, timeout, error, interrupt.
 
 Dry run by default: without ``apply=True`` nothing is created and the result carries the pod spec.
-Settings (image, namespace, timeouts) come from ``gpulib/data/collect_settings.csv``. The RBAC the
+Settings (image, namespace, timeouts) come from ``gpulib/data/kube/collect_settings.csv``. The RBAC the
 collection needs is ``deploy/collect/rbac.yaml``. Failures raise :class:`gpulib.core.errors.CollectError`
 with a ``reason`` naming them.
 """
@@ -321,7 +321,7 @@ def _wait_started(cluster, ns, name, s, clock, sleep, res: CollectResult) -> Non
             if waiting.get("reason") in IMAGE_PULL_REASONS:
                 raise CollectError(f"image {cs.get('image') or res.spec['spec']['containers'][0]['image']!r} cannot be pulled "
                                    f"on {res.node} ({waiting['reason']}: {waiting.get('message', '')})", reason="ImagePullFailed",
-                                   hint="set another image in gpulib/data/collect_settings.csv (or --image) that the node can "
+                                   hint="set another image in gpulib/data/kube/collect_settings.csv (or --image) that the node can "
                                         "pull, e.g. from the cluster's mirror registry")
         if phase in ("Running", "Succeeded", "Failed"):
             return

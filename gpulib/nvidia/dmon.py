@@ -3,8 +3,8 @@
 
 ``dmon`` prints two ``#`` header lines, the column names and their units, then one line per GPU per
 sampling interval (``nvidia-smi dmon -h``, copied from a real H200 in
-``gpulib/data/captures/h200_dmon_h.txt``; real outputs beside it: ``h200_dmon_pucvmet.txt`` for
-``-s pucvmet -c 5`` and ``h200_dmon_default.txt`` for the default ``-s puc``). Any ``-s`` selection
+``gpulib/data/captures/h200_smi_dmon_h.txt``; real outputs beside it: ``h200_smi_dmon_pucvmet.txt`` for
+``-s pucvmet -c 5`` and ``h200_smi_dmon_default.txt`` for the default ``-s puc``). Any ``-s`` selection
 works because the columns are read from the header, never assumed. ``-`` and ``N/A`` cells become
 NaN. ``-o D``/``-o T`` add ``Date`` (YYYYMMDD) and ``Time`` (HH:MM:SS) columns, which give the
 timestamps; without them, pass ``start=`` (and ``interval_s=``, dmon's ``-d``, default 1 s) or the
@@ -12,7 +12,7 @@ timestamps stay NaT. ``--format csv`` (comma-separated cells) and ``nounit`` (no
 come from the data file) are read too; ``noheader`` output has no column names and gives an empty
 frame with a warning.
 
-Columns map to DCGM field names through ``gpulib/data/dmon_columns.csv`` (each row cites its source);
+Columns map to DCGM field names through ``gpulib/data/nvidia/dmon_columns.csv`` (each row cites its source);
 a column without a same-unit DCGM field keeps ``field == ""``. Never raises on text or bytes; one pass
 over the lines. Problems are listed in ``df.attrs["warnings"]``.
 """

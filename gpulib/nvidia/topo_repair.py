@@ -1,7 +1,7 @@
 """Repair ``nvidia-smi topo -m`` as engineers paste it, before the matrix is read; say what was repaired or lost.
 
 Pastes from tickets and terminals arrive damaged in three ways (layouts: the project's captures
-``tests/fixtures/nccl/topo_8xH100_tabs_nics.txt`` and ``gpulib/data/captures/h200_topo_m.txt``):
+``tests/fixtures/nccl/topo_8xH100_tabs_nics.txt`` and ``gpulib/data/captures/h200_smi_topo_m.txt``):
 
 * **NIC rows cut off** (the paste stops after the GPU rows): the matrix is symmetric, so each NIC's
   row is rebuilt from the GPU rows' NIC columns; NIC-to-NIC links are then unknown (``N/A``).

@@ -1,8 +1,8 @@
 """DCGM diagnostic results -> the triage's next step: RMA, reset and re-run, fix the deployment, or return to service.
 
 Input: :func:`gpulib.nvidia.dcgmi.parse_dcgmi_diag` rows. Each test name is classed by
-``gpulib/data/dcgm_diag_tests.csv`` (memory, pcie, diagnostic, retirement, stress, deployment); the
-SOP text and commands are the ``DIAG_*`` rows of ``gpulib/data/xid_sop.csv``:
+``gpulib/data/xid/dcgm_diag_tests.csv`` (memory, pcie, diagnostic, retirement, stress, deployment); the
+SOP text and commands are the ``DIAG_*`` rows of ``gpulib/data/xid/xid_sop.csv``:
 
 * a failed memory, PCIe or diagnostic test -> ``DIAG_RMA`` (critical, the GPU stays out of service);
 * a failed page-retirement / row-remap check -> ``DIAG_RESET_RERUN`` (the reset applies pending remaps);
