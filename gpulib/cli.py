@@ -312,6 +312,8 @@ def collect_cmd(
     from gpulib.core.errors import CollectError
     from gpulib.kube.client import KubeCluster
 
+    from datetime import datetime, timezone
+
     folder = out or Path(f"collect-{node}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
     try:
         cluster = KubeCluster(kubeconfig=kubeconfig, context=context)

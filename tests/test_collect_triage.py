@@ -76,7 +76,7 @@ def test_gpuops_collect_then_snapshot_triage_reaches_the_demo_verdict(tmp_path, 
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     r = CliRunner().invoke(app, ["run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(snap), "-q",
                                  "--out", str(tmp_path / "out"), "-p", "node=dgx-h100-1", "-p", "gpu=5"])
-    found = json.loads(next((tmp_path / "out").glob("*-xid_ecc_triage/findings.json")).read_text())
+    found = json.loads(next((tmp_path / "out").glob("*xid_ecc_triage*/findings.json")).read_text())
     demo = xr.findings(xr.collect(demo_src, NODE, GPU, "6h"))
     top = sorted(found["findings"], key=lambda f: ["critical", "warning", "info", "ok"].index(f["severity"]))
     hw = [f for f in top if f.get("category") != "preflight" and "could not run" not in f["title"]]
