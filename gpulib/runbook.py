@@ -103,6 +103,8 @@ class Runbook:
         with self.step("Connect to the data source"):
             from gpulib import connect
             kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
+            if source == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
+                kwargs["collect"] = True  # node evidence from a short-lived pod (gpulib.kube.collect)
             self.src = connect(source, **kwargs)
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 

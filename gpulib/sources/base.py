@@ -192,6 +192,11 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def diag_report(self, node: str) -> str | None:
+        """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
+        self._check_target(node, None)
+        return self._diag_report(node)
+
     def operator_state(self, namespace: str = "gpu-operator") -> dict:
         """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
         objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
@@ -270,6 +275,9 @@ class Source(ABC):
                           hint="pass its config.yaml as current_mig_config (kubectl -n gpu-operator get cm "
                                "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), or plan from "
                                "mig-parted's default set")
+
+    def _diag_report(self, node: str) -> str | None:
+        return None
 
     def _operator_state(self, namespace: str) -> dict:
         from gpulib.core.errors import SourceError
