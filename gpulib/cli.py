@@ -261,6 +261,10 @@ def report_cmd(
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot"),
     price_file: Optional[Path] = typer.Option(None, help="CSV of GPU prices overriding the shipped table"),
+    namespaces: Optional[str] = typer.Option(None, help="comma-separated namespaces to report on (default: all)"),
+    provider: Optional[str] = typer.Option(None, help="price rows to use: aws, gcp or azure (default: the policy default)"),
+    currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
+    charts: Optional[str] = typer.Option(None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
@@ -268,12 +272,53 @@ def report_cmd(
     try:
         info = find_notebook("gpu_utilization_report")
         params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, [("window", window)] + ([("price_file", str(price_file.resolve()))] if price_file else [])))
+        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
+                                          + _charts_option(charts)))
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet)
     _print_result(res)
     raise typer.Exit(_exit_code([res], "never"))
+
+
+def _charts_option(charts: str | None) -> list[tuple[str, str]]:
+    from gpulib.runbook import PLOTLY_JS_MODES
+
+    if charts is None:
+        return []
+    if charts not in PLOTLY_JS_MODES:
+        raise InvalidParameter(f"--charts {charts!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
+    return [("charts", charts)]
+
+
+def _report_options(price_file: Path | None, namespaces: str | None, provider: str | None,
+                    currency: str | None) -> list[tuple[str, str]]:
+    """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
+    import re
+
+    from gpulib.cost.analysis import load_prices
+
+    pairs: list[tuple[str, str]] = []
+    if price_file is not None:
+        load_prices(price_file)  # PriceFileError (usage) names the bad column or row
+        pairs.append(("price_file", str(price_file.resolve())))
+    if namespaces is not None:
+        from gpulib.cost.report import parse_namespaces
+
+        bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
+        if bad:
+            raise InvalidParameter(f"--namespaces {namespaces!r}: {bad} are not Kubernetes namespace names")
+        pairs.append(("namespaces", namespaces))
+    if provider is not None:
+        known = sorted(set(load_prices(price_file)["provider"].astype(str)))
+        if provider.lower() not in known:
+            raise InvalidParameter(f"--provider {provider!r}: the price table has {known}")
+        pairs.append(("provider", provider.lower()))
+    if currency is not None:
+        if not re.fullmatch(r"[A-Za-z]{3}", currency):
+            raise InvalidParameter(f"--currency {currency!r}: give a 3-letter ISO 4217 code such as USD")
+        pairs.append(("currency", currency.upper()))
+    return pairs
 
 
 @app.command("collect")
