@@ -192,6 +192,16 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def diag_report(self, node: str) -> str | None:
+        """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
+        self._check_target(node, None)
+        return self._diag_report(node)
+
+    def mig_parted_configs(self, namespace: str = "gpu-operator") -> str:
+        """The mig-parted ``config.yaml`` MIG Manager uses now (its ConfigMap). Raises SourceError where the
+        source cannot read it (then start from mig-parted's default set, gpulib.mig.parted_merge)."""
+        return self._mig_parted_configs(namespace)
+
     def describe(self) -> str:
         return self.name
 
@@ -251,6 +261,16 @@ class Source(ABC):
         return None
 
     def _smi_query(self, node: str) -> str | None:
+        return None
+
+    def _mig_parted_configs(self, namespace: str) -> str:
+        from gpulib.core.errors import SourceError
+        raise SourceError(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
+                          hint="pass its config.yaml as current_mig_config (kubectl -n gpu-operator get cm "
+                               "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), or plan from "
+                               "mig-parted's default set")
+
+    def _diag_report(self, node: str) -> str | None:
         return None
 
     # ---- what only some backends have ---------------------------------------------------------
