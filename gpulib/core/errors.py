@@ -146,6 +146,14 @@ class UnknownProfile(InvalidParameter):
     hint = "list the GPU's profiles with gpulib.mig.catalog.profiles(gpu_model) or `nvidia-smi mig -lgip`"
 
 
+class MigConfigRefused(InvalidParameter):
+    """A MIG Manager config change that would drop configs in use (:mod:`gpulib.mig.parted_merge`)."""
+
+    hint = ("include the configs in use: pass the cluster's MIG Manager ConfigMap (kubectl -n gpu-operator get cm "
+            "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}') or keep mig-parted's default set, and relabel "
+            "nodes only to names the file contains")
+
+
 class MigParseError(GpulibError):
     hint = "pass the full text printed by `nvidia-smi mig -lgip` / `nvidia-smi mig -lgipp` (run on the GPU node)"
 
