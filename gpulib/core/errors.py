@@ -12,9 +12,10 @@ class GpulibError(Exception):
     hint: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        super().__init__(message)
+        from gpulib.core.redact import redact  # no secret in any message, whatever its origin
+        super().__init__(redact(message))
         if hint is not None:
-            self.hint = hint
+            self.hint = redact(hint)
 
     def __str__(self) -> str:  # message plus hint, so CLI users see both
         base = super().__str__()
@@ -67,6 +68,11 @@ class PrometheusHTTPError(PrometheusError):
             else:
                 hint = "check the URL path (Thanos/Mimir may need a prefix such as /prometheus)"
         super().__init__(message, url=url, query=query, hint=hint)
+
+
+class PrometheusBadResponse(PrometheusError):
+    hint = ("the URL answered, but not like the Prometheus HTTP API: check that GPUOPS_PROMETHEUS_URL points at "
+            "Prometheus (not a login page or proxy) and try curl \"$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up\"")
 
 
 class InvalidQuery(PrometheusError):
