@@ -140,6 +140,15 @@ def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None)
     return out
 
 
+def _check_backend(info: NotebookInfo, params: dict[str, Any]) -> None:
+    """Settings of a live backend (URL, timeout, retries, token) checked before any notebook runs, so a
+    mistyped variable is a usage error (exit 2), not a failed run."""
+    default = next((p.default for p in info.params if p.name == "source"), None)
+    if params.get("source", default) == "live":
+        from gpulib.sources.prometheus import load_settings
+        load_settings()
+
+
 def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
 
@@ -210,6 +219,7 @@ def run_cmd(
         info = find_notebook(name)
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, _pairs(param)))
+        _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
@@ -268,6 +278,7 @@ def report_cmd(
         info = find_notebook("gpu_utilization_report")
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, [("window", window)] + ([("price_file", str(price_file.resolve()))] if price_file else [])))
+        _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet)

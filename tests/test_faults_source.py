@@ -66,3 +66,22 @@ def test_after_a_backend_failure_later_calls_fail_fast_with_the_same_cause(mode)
             assert str(first.value).split(" for query")[0] in str(later.value)
         assert time.monotonic() - t0 < 0.5
         assert fs.requests == seen
+
+
+EVIL_GPU = 'x"} or vector(42) or DCGM_FI_DEV_GPU_TEMP{UUID="x'
+
+
+def test_gpu_and_node_values_never_reach_promql_unvalidated():
+    from gpulib.core.errors import UnknownGPU
+    with FaultServer("500") as fs:
+        src = _src(fs.url)
+        with pytest.raises(UnknownGPU):
+            src.summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max", gpu=EVIL_GPU)
+        with pytest.raises(InvalidParameter):
+            src.series("DCGM_FI_DEV_GPU_TEMP", "1h", node='n1"} or vector(1) or up{a="')
+        assert fs.requests == 0
+
+
+def test_selector_escapes_label_values():
+    from gpulib.sources.prometheus import _selector
+    assert _selector("F", 'a"b\\', None, "hostname") == 'F{hostname="a\\"b\\\\"}'

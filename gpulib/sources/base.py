@@ -205,9 +205,11 @@ class Source(ABC):
         return sorted(self.nodes()["node"].astype(str))
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
+        from gpulib.core import validate
         if node in ("", None):
             node = None
         else:
+            node = validate.node_name(node)
             known = self.known_nodes()
             if known and node not in known:
                 close = [n for n in known if node.lower() in n.lower() or n.lower() in node.lower()]
@@ -218,6 +220,7 @@ class Source(ABC):
         g = str(gpu).strip()
         if not (g.isdigit() or g.startswith("GPU-") or g.startswith("MIG-")):
             raise UnknownGPU(f"gpu={gpu!r} is neither an index nor a UUID")
+        validate.gpu_ref(g)
         if node is not None and g.isdigit():
             n = self.nodes().set_index("node")
             count = n.loc[node, "gpu_count"] if node in n.index else None

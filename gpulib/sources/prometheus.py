@@ -127,9 +127,11 @@ def _number(raw, key: str, kind, lo: float, hi: float):
 
 
 def _selector(field: str, node: str | None, gpu: str | None, host_label: str) -> str:
-    m = [f'{host_label}="{node}"'] if node else []
+    """``field{host="node",gpu|UUID="gpu"}`` with every label value escaped (validate.promql_string)."""
+    from gpulib.core.validate import promql_string
+    m = [f'{host_label}={promql_string(node)}'] if node else []
     if gpu is not None:
-        m.append(f'UUID="{gpu}"' if not gpu.isdigit() else f'gpu="{gpu}"')
+        m.append(f'UUID={promql_string(gpu)}' if not gpu.isdigit() else f'gpu={promql_string(gpu)}')
     return f"{field}{{{','.join(m)}}}"
 
 
@@ -408,6 +410,11 @@ class PrometheusSource(Source):
         return super().known_nodes()
 
     def _check_target(self, node, gpu):
+        from gpulib.core import validate
+        if node:
+            validate.node_name(node)
+        if gpu not in (None, ""):
+            validate.gpu_ref(gpu)
         if self.kube is None and node:
             known = self.known_nodes()
             if known and node not in known:
