@@ -249,6 +249,10 @@ def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> l
 def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iterable[Mapping[str, Any]] | None = None,
                      topologies: Mapping[str, Any] | None = None) -> list[Finding]:
     """All scheduling checks; ``pod_specs`` (raw Pod objects) add the affinity and request/limit checks."""
+    if nodes is None or pods is None:
+        from gpulib.core.errors import SourceError
+        raise SourceError(f"the scheduling checks need the {'nodes' if nodes is None else 'pods'}, which could not be read",
+                          hint="see the step that read them (Inventory and allocation) for what is missing")
     specs = list(pod_specs or [])
     out = untolerated_gpu_pods(nodes, pods) + untainted_gpu_nodes(nodes) + non_gpu_pods_on_gpu_nodes(nodes, pods)
     out += unknown_product_affinity(nodes, pods, specs) + request_limit_problems(specs)
