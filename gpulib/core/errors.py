@@ -89,6 +89,13 @@ class EmptyResult(SourceError):
             "(up{job=~\".*dcgm.*\"}) and the label filters"))
 
 
+class NoInput(SourceError):
+    """A verdict was asked for but none of its inputs could be read: the run is INCOMPLETE, never OK."""
+
+    hint = ("check that dcgm-exporter runs and is scraped for this node in the window (up{job=~\".*dcgm.*\"}), "
+            "or pass a saved kernel log / nvidia-smi -q")
+
+
 class KubernetesError(SourceError):
     def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
         self.status = status

@@ -5,6 +5,7 @@ Shaped like papermill's engines: a base class with a handful of methods and a ti
 """
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -112,6 +113,11 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
             Severity.INFO, "Host label is 'Hostname' (dcgm-exporter before PR #655)", category="preflight",
             summary="Newer exporters write 'hostname'; queries here accept both."))
     return caps
+
+
+def default_step(window: timedelta) -> float:
+    """The point spacing of a range over ``window``: about 720 points, a multiple of 30 s (at least 30 s)."""
+    return max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
 
 
 class Source(ABC):

@@ -31,7 +31,7 @@ from gpulib.sources.dcgm import normalise_labels
 from gpulib.core.errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
                       PrometheusTimeout, PrometheusUnreachable)
 from gpulib.core.schema import SERIES_COLUMNS, empty
-from gpulib.sources.base import Source
+from gpulib.sources.base import Source, default_step
 
 #: Prometheus refuses range queries of more than 11,000 points per series
 MAX_POINTS = 11000
@@ -340,7 +340,7 @@ class PrometheusSource(Source):
     # ---- Source hooks -------------------------------------------------------------------
     def _series(self, field, window, node, gpu, step):
         end = self.end.timestamp()
-        step = step or max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
+        step = step or default_step(window)
         start = math.ceil((end - window.total_seconds()) / step) * step
         q = self._by_host("{sel}", field, node, gpu)
         df = self._range_frame(self._range_arrays(q, start, end, step), dedupe=True)

@@ -14,7 +14,8 @@ from typing import Any
 import pandas as pd
 
 import gpulib.xid.triage as triage
-from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
+from gpulib.sources.base import default_step
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.smi import parse_query
@@ -31,6 +32,9 @@ SUMMARY_STATS = {
     triage.RETIRED_PENDING: "max",
     triage.GPU_TEMP: "p95",
 }
+#: gauges read as the max over each step, so an event shorter than a step is never missed (a plain range
+#: query returns one sample per step: https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries)
+EVENT_GAUGES = (triage.XID_GAUGE, triage.REMAP_FAILURE)
 #: DCGM fields drawn over time (the XID gauge is also read for its changes)
 SERIES_FIELDS = [triage.XID_GAUGE, triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE,
                  triage.GPU_TEMP, "DCGM_FI_DEV_POWER_USAGE"]
@@ -121,9 +125,13 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
             inp.summaries[f] = src.summary(f, window, stat, node=node)
         except EmptyResult:
             inp.missing.append(f)
+    step = default_step(parse_window(window))
     for f in SERIES_FIELDS:
         try:
-            inp.series[f] = src.series(f, window, node=node)
+            if f in EVENT_GAUGES:
+                inp.series[f] = src.series(f, window, node=node, step=step, agg="max")
+            else:
+                inp.series[f] = src.series(f, window, node=node)
         except EmptyResult:
             if f not in inp.missing:
                 inp.missing.append(f)
@@ -223,8 +231,18 @@ def memory_summary(inp: TriageInputs) -> pd.DataFrame:
     return out.sort_values("_k").drop(columns="_k").reset_index(drop=True)
 
 
+def has_input(inp: TriageInputs) -> bool:
+    """Whether anything the triage reads was there: a kernel log, nvidia-smi -q, or a DCGM frame with rows."""
+    frames = list(inp.summaries.values()) + list(inp.series.values())
+    return inp.kernel_log is not None or inp.smi is not None or any(f is not None and len(f) for f in frames)
+
+
 def findings(inp: TriageInputs) -> list[Finding]:
-    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU."""
+    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU.
+    NoInput (the run is INCOMPLETE) when none of the inputs could be read: no input, no verdict."""
+    if not has_input(inp):
+        raise NoInput(f"no input to triage {inp.node}: no kernel log, no nvidia-smi -q and no DCGM series for the node "
+                      f"in the last {inp.window} (missing: {', '.join(inp.missing)})")
     fs = triage.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,
                             dcgm=inp.dcgm, pods=inp.pods)
     if inp.gpu is not None:  # triage keeps cases it cannot pin to an index; show only this GPU's
