@@ -200,11 +200,19 @@ def _nvlink_findings(hf: HealthFrames) -> list[Finding]:
     return out
 
 
-def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5m") -> list[Finding]:
-    """GPUs whose series stopped before the window end (a GPU off the bus stops reporting)."""
+def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5m",
+                    last_seen: pd.DataFrame | None = None) -> list[Finding]:
+    """GPUs whose series stopped before the window end (a GPU off the bus stops reporting).
+
+    ``last_seen`` (``Source.last_seen``: the newest sample of each series, from an instant query) is what
+    decides: the last point of a range query lies on its step grid, up to one step before the end, so on a
+    7-day window every GPU would look stale. Without it the range's last point is used."""
     if series.empty:
         return []
     last = series.groupby(GPU_KEYS)["timestamp"].max()
+    if last_seen is not None and len(last_seen):
+        fresh = last_seen.groupby(GPU_KEYS)["timestamp"].max()
+        last = pd.concat([last, fresh]).groupby(level=[0, 1]).max().reindex(last.index)
     cutoff = pd.Timestamp(end) - parse_window(tolerance)
     out = []
     for (node, gpu), ts in last[last < cutoff].items():

@@ -115,6 +115,11 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     return caps
 
 
+#: how far back an instant query looks for a sample: Prometheus' default --query.lookback-delta
+#: (https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness)
+LOOKBACK = timedelta(minutes=5)
+
+
 def default_step(window: timedelta) -> float:
     """The point spacing of a range over ``window``: about 720 points, a multiple of 30 s (at least 30 s)."""
     return max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
@@ -173,6 +178,17 @@ class Source(ABC):
         df = self._summary(field, w, stat, node, gpu)
         df = df.assign(stat=stat)
         return conform(df, SUMMARY_COLUMNS)
+
+    def last_seen(self, field: str, *, node: str | None = None) -> pd.DataFrame:
+        """When each series of ``field`` last reported: ``node, gpu, uuid, gpu_i_id, timestamp`` (UTC), one row per
+        series with a sample within the lookback (:data:`LOOKBACK`) before the window end. A series missing here
+        has stopped; its last sample is older. Exact, unlike the last point of a coarse range grid."""
+        node, _ = self._check_target(node, None)
+        df = self._last_seen(field, node)
+        cols = ["node", "gpu", "uuid", "gpu_i_id", "timestamp"]
+        if df.empty:
+            return pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols})
+        return df[cols].reset_index(drop=True)
 
     def nodes(self) -> pd.DataFrame:
         if self._nodes_cache is None:
@@ -249,6 +265,19 @@ class Source(ABC):
 
     @abstractmethod
     def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
+
+    def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
+        """Default: the newest raw sample of each series within the lookback."""
+        from gpulib.core.errors import EmptyResult
+        try:
+            df = self._series(field, LOOKBACK, node, None, self._native_step())
+        except EmptyResult:
+            return pd.DataFrame()
+        if df.empty:
+            return df
+        df = df.assign(timestamp=pd.to_datetime(df["timestamp"], utc=True))
+        df = df[df["timestamp"] <= pd.Timestamp(self.end)]
+        return df.groupby(["node", "gpu", "uuid", "gpu_i_id"], as_index=False, dropna=False)["timestamp"].max()
 
     def _native_step(self) -> float | None:
         """Spacing of the raw samples, when the backend knows it (the demo's scrape interval)."""

@@ -365,6 +365,16 @@ class PrometheusSource(Source):
             raise EmptyResult(f"no series for {q!r} at {self.settings.url}", query=q)
         return pd.DataFrame(rows)
 
+    def _last_seen(self, field, node):
+        """``timestamp(F)`` at the window end: the time of each series' newest sample within the lookback."""
+        q = self._by_host("timestamp({sel})", field, node, None)
+        rows = self._rows(self.query(q), vector=True)
+        if not rows:
+            return pd.DataFrame()
+        df = pd.DataFrame(rows)
+        df["timestamp"] = pd.to_datetime(df["value"].astype(float), unit="s", utc=True)
+        return df
+
     def _inventory(self, window):
         w = _fmt_duration(window.total_seconds())
         names = {r["metric"].get("__name__") for r in self.query('count by (__name__) ({__name__=~"DCGM_.+"})')}
