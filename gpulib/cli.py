@@ -57,36 +57,60 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     return html_path
 
 
+def new_run_dir(out_root: Path, name: str) -> Path:
+    """A folder of its own for one run: ``<UTC second>-<name>-<random suffix>``, created exclusively, so two
+    runs started in the same second (or racing processes) never share one (``mkdir`` without ``exist_ok``)."""
+    import secrets
+
+    out_root.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    while True:
+        d = out_root / f"{stamp}-{name}-{secrets.token_hex(3)}"
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:  # pragma: no cover - 1 in 16M per pair of runs
+            continue
+
+
+def _kernel_manager(env: dict[str, str]):
+    """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
+    one process (threads) each tell their own kernel where to write findings (no shared os.environ)."""
+    from jupyter_client.manager import KernelManager
+
+    class RunKernelManager(KernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            kw["env"] = {**(kw.get("env") or os.environ), **env}
+            return await super()._async_pre_start_kernel(**kw)
+
+    km = RunKernelManager(kernel_name="python3")
+    km.run_env = dict(env)
+    return km
+
+
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
             timeout: int = 900) -> RunResult:
-    """Execute one notebook with papermill into ``out_root/<timestamp>-<name>/`` and export HTML."""
+    """Execute one notebook with papermill into its own ``out_root/<timestamp>-<name>-<suffix>/`` and export HTML."""
     import papermill as pm
 
     from gpulib.core.findings import load_findings
+    from gpulib.core.redact import redact
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = out_root / f"{stamp}-{info.name}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = new_run_dir(out_root, info.name)
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
-    old = os.environ.get("GPUOPS_FINDINGS_PATH")
-    os.environ["GPUOPS_FINDINGS_PATH"] = str(findings_path)
     try:
         pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
-                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout)
+                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
+                            km=_kernel_manager({"GPUOPS_FINDINGS_PATH": str(findings_path)}))
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-        res.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
-    finally:
-        if old is None:
-            os.environ.pop("GPUOPS_FINDINGS_PATH", None)
-        else:
-            os.environ["GPUOPS_FINDINGS_PATH"] = old
+        res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     if out_nb.exists():
         try:
             res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
         except Exception as exc:  # an HTML failure must not hide the run's result
-            res.errors.append(f"HTML export failed: {exc}")
+            res.errors.append(redact(f"HTML export failed: {exc}"))
     if findings_path.exists():
         res.findings, doc = load_findings(findings_path)
         res.errors += doc.get("errors", [])
@@ -96,8 +120,23 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     return res
 
 
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (atomic on POSIX), so a
+    reader never sees a half-written file and concurrent writers leave one whole version."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_index(out_root: Path) -> Path:
-    """``index.html`` listing every generated report, newest first, with its worst severity."""
+    """``index.html`` listing every generated report, newest first, with its worst severity (written atomically)."""
     import html
 
     rows = []
@@ -111,7 +150,7 @@ def write_index(out_root: Path) -> Path:
             try:
                 doc = json.loads(fj.read_text())
                 worst, n = doc.get("worst", ""), len(doc.get("findings", []))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, OSError, UnicodeDecodeError):
                 worst = "unreadable"
         rows.append(f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
                     f"<td>{html.escape(worst)}</td><td>{n}</td></tr>")
@@ -119,7 +158,7 @@ def write_index(out_root: Path) -> Path:
             "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
             f"<th>findings</th></tr>{''.join(rows)}</table></body></html>")
     idx = out_root / "index.html"
-    idx.write_text(page)
+    _atomic_write(idx, page)
     return idx
 
 
@@ -207,7 +246,7 @@ def run_cmd(
     param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"),
-    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>/"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<suffix>/"),
     fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
