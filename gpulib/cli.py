@@ -53,7 +53,8 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
 
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
-    html_path.write_text(body)
+    from gpulib.core.redact import redact
+    html_path.write_text(redact(body))
     return html_path
 
 
@@ -107,6 +108,7 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
         res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     if out_nb.exists():
+        _redact_file(out_nb)
         try:
             res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
         except Exception as exc:  # an HTML failure must not hide the run's result
@@ -118,6 +120,19 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
         res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
     write_index(out_root)
     return res
+
+
+def _redact_file(path: Path) -> None:
+    """Mask configured secrets in an output file (the executed notebook), whatever cell printed them."""
+    from gpulib.core.redact import redact
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact(text)
+    if clean != text:
+        _atomic_write(path, clean)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -190,13 +205,14 @@ def _check_backend(info: NotebookInfo, params: dict[str, Any]) -> None:
 
 def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
+    from gpulib.core.redact import redact
 
     status = "FAILED" if res.failed else ("INCOMPLETE" if res.errors else "done")
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
     if res.failed:
-        typer.echo(f"   error: {res.failed}", err=True)
+        typer.echo(f"   error: {redact(res.failed)}", err=True)
     for e in res.errors:
-        typer.echo(f"   missing data: {e}", err=True)
+        typer.echo(f"   missing data: {redact(e)}", err=True)
     for f in sort_findings(res.findings)[:limit]:
         typer.echo("   " + f.as_text().replace("\n", "\n   "))
     if len(res.findings) > limit:
@@ -218,7 +234,8 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    typer.echo(f"error: {exc}", err=True)
+    from gpulib.core.redact import redact
+    typer.echo(redact(f"error: {exc}"), err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
