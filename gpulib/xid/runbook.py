@@ -16,6 +16,7 @@ import pandas as pd
 import gpulib.xid.triage as triage
 from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
 from gpulib.sources.base import default_step
+from gpulib.core.validate import command
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.smi import parse_query
@@ -48,12 +49,13 @@ DEBUG_IMAGE = "ubuntu:22.04"
 
 def kernel_log_command(node: str) -> str:
     """How to fetch a node's kernel log XID lines with ``kubectl debug`` (the host's root is at /host)."""
-    return f"kubectl debug node/{node} -it --image={DEBUG_IMAGE} -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"
+    return (command("kubectl", "debug", f"node/{node}", "-it", f"--image={DEBUG_IMAGE}", "--", "chroot", "/host", "dmesg", "-T")
+            + " | grep -i 'NVRM: Xid'")
 
 
 def smi_query_commands(node: str) -> list[str]:
     """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
-    return [f"kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName={node}",
+    return [command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", "--field-selector", f"spec.nodeName={node}"),
             "kubectl -n gpu-operator exec <nvidia-driver-daemonset-pod-on-the-node> -- nvidia-smi -q > nvidia-smi-q.txt"]
 
 
