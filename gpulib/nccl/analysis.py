@@ -17,6 +17,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from gpulib.core.textio import clip
+
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity
 from gpulib.core.knowledge import load_table
@@ -110,7 +112,8 @@ def _clean_line(line: str) -> str:
 
 
 def _lines(text: str) -> list[str]:
-    return [_clean_line(ln) for ln in _to_text(text).split("\n")]
+    """Cleaned lines, each cut at gpulib.core.textio.MAX_LINE first (bounded regex work per line)."""
+    return [_clean_line(clip(ln)) for ln in _to_text(text).split("\n")]
 
 
 def _num(tok: str) -> float:
@@ -653,8 +656,8 @@ def summarize_log(text: str | bytes) -> LogSummary:
             nvls = True
         if (m := _ENVSET.search(ln)):
             env[m.group(1)] = m.group(2)
-        if (m := _NETWORK.search(ln)) and "NCCL INFO" in ln:
-            network = m.group(1)
+        if "NCCL INFO" in ln and (at := ln.find("Using network ")) >= 0 and ln[at + 14:].strip():
+            network = ln[at + 14:].strip()
         if "NCCL WARN" in ln:
             warns.append(ln.strip())
     if nvls and "NVLS" not in transports:
@@ -690,7 +693,7 @@ def diagnose_log(text: str | bytes, *, node: str | None = None) -> FindingList:
     multi_node = bool(s.nnodes and s.nnodes > 1)
     for _, sig in _signatures().iterrows():
         rx = re.compile(sig["pattern"], re.I)
-        hits = [i for i, ln in enumerate(lines) if rx.search(ln)]
+        hits = [i for i, ln in enumerate(lines) if rx.search(clip(ln))]
         if not hits:
             continue
         matched_lines.update(hits)

@@ -67,6 +67,9 @@ def normalise_labels(labels: Mapping[str, str]) -> dict[str, str]:
 # Prometheus text exposition parser (what dcgm-exporter serves on :9400/metrics)
 # --------------------------------------------------------------------------------------------
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+#: a sample with more labels is malformed (dcgm-exporter writes about 15; inferred bound, keeps a crafted
+#: line of millions of labels from costing seconds)
+MAX_LABELS = 256
 _LABEL_HEAD = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"')
 _TS = re.compile(r"-?\d+")
 
@@ -96,13 +99,15 @@ def _parse_labels_at(text: str, pos: int) -> tuple[dict[str, str], int] | None:
     No regex runs over a value, so time and memory stay linear in the line (tests/test_parser_limits.py)."""
     out: dict[str, str] = {}
     n = len(text)
+    count = 0
     while True:
         while pos < n and text[pos] in " \t":
             pos += 1
         if pos < n and text[pos] == "}":
             return out, pos + 1
         m = _LABEL_HEAD.match(text, pos)
-        if not m:
+        count += 1
+        if not m or count > MAX_LABELS:
             return None
         end = _closing_quote(text, m.end())
         if end < 0:
