@@ -90,8 +90,9 @@ def _kernel_manager(env: dict[str, str]):
 
 
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900) -> RunResult:
-    """Execute one notebook with papermill into its own ``out_root/<timestamp>-<name>-<suffix>/`` and export HTML."""
+            timeout: int = 900, env: dict[str, str] | None = None) -> RunResult:
+    """Execute one notebook with papermill into its own ``out_root/<timestamp>-<name>-<suffix>/`` and export HTML.
+    ``env``: extra environment for this run's kernel only (e.g. another GPUOPS_PROMETHEUS_URL)."""
     import papermill as pm
 
     from gpulib.core.findings import load_findings
@@ -104,7 +105,7 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     try:
         pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
                             progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
-                            km=_kernel_manager({"GPUOPS_FINDINGS_PATH": str(findings_path)}))
+                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}))
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
         res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     if out_nb.exists():
