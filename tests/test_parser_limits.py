@@ -7,11 +7,11 @@ import tracemalloc
 
 import pytest
 
-from gpulib.mig.geometry import MigParseError, parse_lgi, parse_lgip, parse_lgipp
-from gpulib.nccl.analysis import parse_nccl_tests, parse_topology, diagnose_log
+from gpulib.mig import MigParseError, parse_lgi, parse_lgip, parse_lgipp
+from gpulib.nccl import diagnose_log, parse_nccl_tests, parse_topology
 from gpulib.nvidia.smi import parse_query, parse_table
 from gpulib.sources.dcgm import parse_scrape
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid import parse_kernel_log
 
 MB10 = 10 * 1024 * 1024
 #: generous: each parser at 10 MB finishes in well under a second on one core; a quadratic one takes hours
