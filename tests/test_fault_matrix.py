@@ -47,7 +47,7 @@ PARAMS = {
     "fleet_overview": {"window": "1h"},
     "xid_ecc_triage": {"node": "dgx-h100-1", "gpu": "5", "window": "1h"},
     "nccl_check": {"node": "dgx-h100-0", "window": "1h"},
-    "mig_sizing": {"node": "", "window": "1h"},
+    "mig_sizing": {"node": "", "gpu_model": "A100-40GB", "window": "1h"},
     "operator_install": {},
     "vllm_deploy": {"window": "1h"},
     "gpu_utilization_report": {"window": "1d"},
@@ -58,6 +58,35 @@ ALL = list(PARAMS)
 KUBE_FIRST = ("mig_sizing", "operator_install", "gpu_utilization_report")
 CELLS = ([(rb, f) for rb in ("fleet_overview", "xid_ecc_triage") for f in PROM_FAULTS + K8S_FAULTS]
          + [(rb, f) for rb in ALL if rb not in ("fleet_overview", "xid_ecc_triage") for f in ("closed", "hang", "no_data")])
+
+
+def _execute(info, params, out_root, env):
+    """``cli.execute`` with a per-run kernel environment. For measuring the code before ``execute(env=...)``
+    existed (the "before" column of benchmarks/RESULTS.md), the environment is handed to papermill's kernel
+    manager directly, with the findings path next to the output notebook."""
+    import inspect
+    if "env" in inspect.signature(cli.execute).parameters:
+        return cli.execute(info, params, out_root, progress=False, timeout=120, env=env)
+    import papermill as pm
+    from jupyter_client.manager import KernelManager
+
+    real = pm.execute_notebook
+
+    class KM(KernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            kw["env"] = {**os.environ, **self.run_env}
+            return await super()._async_pre_start_kernel(**kw)
+
+    def patched(inp, out, **kw):
+        km = KM(kernel_name="python3")
+        km.run_env = {**env, "GPUOPS_FINDINGS_PATH": str(Path(out).parent / "findings.json")}
+        return real(inp, out, km=km, **kw)
+
+    pm.execute_notebook = patched
+    try:
+        return cli.execute(info, params, out_root, progress=False, timeout=120)
+    finally:
+        pm.execute_notebook = real
 
 
 def _run_cell(root: Path, runbook: str, fault: str) -> dict:
@@ -84,8 +113,7 @@ def _run_cell(root: Path, runbook: str, fault: str) -> dict:
                 env["KUBECONFIG"] = str(double.kubeconfig)
         info = find_notebook(runbook)
         t0 = time.monotonic()
-        res = cli.execute(info, {"source": "live", **PARAMS[runbook]}, cell_dir / "out", progress=False, timeout=120,
-                          env=env)
+        res = _execute(info, {"source": "live", **PARAMS[runbook]}, cell_dir / "out", env)
         wall = time.monotonic() - t0
     finally:
         for s in servers:
