@@ -152,7 +152,20 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_index(out_root: Path) -> Path:
-    """``index.html`` listing every generated report, newest first, with its worst severity (written atomically)."""
+    """``index.html`` listing every generated report, newest first, with its worst severity. Written atomically
+    (tmp + rename) under an exclusive lock on ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing
+    together the last writer lists them all (each run writes its HTML before taking the lock)."""
+    import fcntl
+
+    with open(out_root / ".index.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _write_index(out_root)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _write_index(out_root: Path) -> Path:
     import html
 
     rows = []
