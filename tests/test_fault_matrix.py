@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,16 +61,27 @@ CELLS = ([(rb, f) for rb in ("fleet_overview", "xid_ecc_triage") for f in PROM_F
          + [(rb, f) for rb in ALL if rb not in ("fleet_overview", "xid_ecc_triage") for f in ("closed", "hang", "no_data")])
 
 
+_LOCAL = threading.local()
+
+
 def _execute(info, params, out_root, env):
     """``cli.execute`` with a per-run kernel environment. For measuring the code before ``execute(env=...)``
-    existed (the "before" column of benchmarks/RESULTS.md), the environment is handed to papermill's kernel
-    manager directly, with the findings path next to the output notebook."""
+    existed (the "before" column of benchmarks/RESULTS.md), papermill is wrapped once so each thread's kernel
+    manager gets that thread's environment, with the findings path next to the output notebook."""
     import inspect
     if "env" in inspect.signature(cli.execute).parameters:
         return cli.execute(info, params, out_root, progress=False, timeout=120, env=env)
+    _wrap_papermill()
+    _LOCAL.env = env
+    return cli.execute(info, params, out_root, progress=False, timeout=120)
+
+
+def _wrap_papermill():
     import papermill as pm
     from jupyter_client.manager import KernelManager
 
+    if getattr(pm.execute_notebook, "_matrix", False):
+        return
     real = pm.execute_notebook
 
     class KM(KernelManager):
@@ -79,14 +91,11 @@ def _execute(info, params, out_root, env):
 
     def patched(inp, out, **kw):
         km = KM(kernel_name="python3")
-        km.run_env = {**env, "GPUOPS_FINDINGS_PATH": str(Path(out).parent / "findings.json")}
+        km.run_env = {**_LOCAL.env, "GPUOPS_FINDINGS_PATH": str(Path(out).parent / "findings.json")}
         return real(inp, out, km=km, **kw)
 
+    patched._matrix = True
     pm.execute_notebook = patched
-    try:
-        return cli.execute(info, params, out_root, progress=False, timeout=120)
-    finally:
-        pm.execute_notebook = real
 
 
 def _run_cell(root: Path, runbook: str, fault: str) -> dict:
