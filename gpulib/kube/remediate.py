@@ -244,7 +244,7 @@ def _placement_taints() -> set[str]:
 
 def _tainted_out(node_list: dict) -> set[str]:
     """Nodes a NoSchedule/NoExecute taint keeps new pods off, other than placement taints GPU workloads
-    tolerate (``data/placement_taints.csv``): the cap counts them like cordoned nodes."""
+    tolerate (``data/kube/placement_taints.csv``): the cap counts them like cordoned nodes."""
     keep = _placement_taints()
     out = set()
     for n in node_list.get("items") or []:
