@@ -8,7 +8,8 @@ import tracemalloc
 import pytest
 
 from gpulib.mig import MigParseError, parse_lgi, parse_lgip, parse_lgipp
-from gpulib.nccl import diagnose_log, parse_nccl_tests, parse_topology
+from gpulib.nccl import diagnose_log, parse_nccl_tests
+from gpulib.nvidia.topology import parse_topology
 from gpulib.nvidia.smi import parse_query, parse_table
 from gpulib.sources.dcgm import parse_scrape
 from gpulib.xid import parse_kernel_log
