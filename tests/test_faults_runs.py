@@ -24,11 +24,17 @@ def _stub_execute(input_path, output_path, parameters=None, km=None, **kw):
                   runbook="xid_ecc_triage")
 
 
-def _run_one(out_root: str, node: str, barrier=None) -> tuple[str, str, str]:
-    import papermill
+def _stub_html(nb, html, title):
+    Path(html).write_text("<html></html>")
+    return Path(html)
 
-    papermill.execute_notebook = _stub_execute
-    cli.export_html = lambda nb, html, title: Path(html).write_text("<html></html>") or Path(html)
+
+def _run_one(out_root: str, node: str, barrier=None, patch: bool = True) -> tuple[str, str, str]:
+    if patch:  # in a forked child: patch its own copy of the modules
+        import papermill
+
+        papermill.execute_notebook = _stub_execute
+        cli.export_html = _stub_html
     if barrier is not None:
         barrier.wait()
     res = cli.execute(find_notebook("xid_ecc_triage"), {"node": node}, Path(out_root))
@@ -49,11 +55,15 @@ def test_new_run_dirs_in_one_second_are_distinct(tmp_path):
     assert len(set(dirs)) == 16 and all(d.is_dir() for d in dirs)
 
 
-def test_concurrent_runs_in_threads_keep_their_own_verdict(tmp_path):
+def test_concurrent_runs_in_threads_keep_their_own_verdict(tmp_path, monkeypatch):
+    import papermill
+
+    monkeypatch.setattr(papermill, "execute_notebook", _stub_execute)
+    monkeypatch.setattr(cli, "export_html", _stub_html)
     barrier = threading.Barrier(8)
     out = []
     nodes = [f"node-{i}" for i in range(8)]
-    ts = [threading.Thread(target=lambda n=n: out.append(_run_one(str(tmp_path), n, barrier))) for n in nodes]
+    ts = [threading.Thread(target=lambda n=n: out.append(_run_one(str(tmp_path), n, barrier, patch=False))) for n in nodes]
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert sorted(o[0] for o in out) == nodes
@@ -85,9 +95,10 @@ def test_two_real_runs_at_once_in_threads(tmp_path, monkeypatch):
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert res["dgx-h100-1"].out_dir != res["h200-infer-0"].out_dir
-    assert any("79" in f.title for f in res["dgx-h100-1"].findings)
-    assert not any("79" in f.title for f in res["h200-infer-0"].findings)
+    assert any("XID 79" in f.title for f in res["dgx-h100-1"].findings)
+    assert not any("XID 79" in f.title for f in res["h200-infer-0"].findings), [f.title for f in res["h200-infer-0"].findings]
     for node, r in res.items():
         assert r.failed is None and r.findings, (r.failed, r.errors)
-        assert str(r.out_dir / "findings.json") != "" and (r.out_dir / "findings.json").exists()
+        assert (r.out_dir / "findings.json").exists()
+        assert all(f.node in (None, "", node) for f in r.findings), [(f.node, f.title) for f in r.findings]
         assert all(f.node in (None, node) for f in r.findings), [f.as_text() for f in r.findings]
