@@ -75,6 +75,8 @@ def show(fig) -> None:
 
 
 def note(text: str, level: str = "info") -> None:
+    from gpulib.core.redact import redact
+    text = redact(text)
     colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
     _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
 
@@ -86,7 +88,8 @@ def guarded_step(what: str, errors: list[str]):
     try:
         yield
     except GpulibError as exc:
-        errors.append(f"{what}: {exc}")
+        from gpulib.core.redact import redact
+        errors.append(redact(f"{what}: {exc}"))
         hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if exc.hint else ""
         note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
 

@@ -13,6 +13,8 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
+from gpulib.core.textio import as_text, clip
+
 from gpulib.core.ids import normalise_pci_bus_id
 
 
@@ -31,8 +33,8 @@ _UPTIME = re.compile(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
 _THREAD = re.compile(r"^\[\s*[TC]\d+\]\s*")
 
 # ---------------------------------------------------------------------------------- XID body
-_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+),(?P<rest>.*)$")
-_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d+),(?P<rest>.*)$")
+_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d{1,6}),(?P<rest>.*)$")  # XID codes are small integers
+_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d{1,6}),(?P<rest>.*)$")
 _PID = re.compile(r"^\s*pid=(?P<pid>'<unknown>'|<unknown>|\d+)?,?")
 _NAME = re.compile(r"^\s*name=(?P<name>[^,]*),?")
 _RECOVERY = re.compile(r"recovery action changed (?:from 0x[0-9a-fA-F]+(?: \([^)]*\))? )?to (?P<code>0x[0-9a-fA-F]+|\d+)", re.I)
@@ -87,12 +89,15 @@ def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, f
 
 
 def _parse_body(rest: str) -> dict[str, Any] | None:
-    m = _XID.search(rest)
+    at = rest.find("NVRM: Xid ")  # one anchored match at the first marker: linear in the line
+    if at < 0:
+        return None
+    m = _XID.match(rest, at)
     pci = None
     if m:
         pci = normalise_pci_bus_id(m.group("pci"))
     else:
-        m = _XID_NO_PCI.search(rest)
+        m = _XID_NO_PCI.match(rest, at)
         if not m:
             return None
     tail = m.group("rest")
@@ -149,16 +154,17 @@ def _lines(source: Any) -> Iterable[str]:
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
                                      and os.path.isfile(source)):
         return _file_lines(Path(source))
-    if isinstance(source, bytes):
-        source = source.decode("utf-8", errors="replace")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = as_text(source)
     if isinstance(source, str):
-        return io.StringIO(source)
-    return source  # an open file or any iterable of lines
+        return (clip(ln) for ln in io.StringIO(source))
+    return (clip(as_text(ln)) for ln in source)  # an open file or any iterable of lines
 
 
 def _file_lines(path: Path) -> Iterator[str]:
     with open(path, encoding="utf-8", errors="replace") as fh:
-        yield from fh
+        for ln in fh:
+            yield clip(ln)
 
 
 def parse_kernel_log(text: Any, *, year: int | None = None, tz: str = "UTC") -> pd.DataFrame:

@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 
 import gpulib.xid.triage as triage
-from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
+from gpulib.sources.base import default_step
+from gpulib.core.validate import command
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.dcgmi import parse_dcgmi_diag
@@ -34,6 +36,9 @@ SUMMARY_STATS = {
     triage.RETIRED_PENDING: "max",
     triage.GPU_TEMP: "p95",
 }
+#: gauges read as the max over each step, so an event shorter than a step is never missed (a plain range
+#: query returns one sample per step: https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries)
+EVENT_GAUGES = (triage.XID_GAUGE, triage.REMAP_FAILURE)
 #: DCGM fields drawn over time (the XID gauge is also read for its changes)
 SERIES_FIELDS = [triage.XID_GAUGE, triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE,
                  triage.GPU_TEMP, "DCGM_FI_DEV_POWER_USAGE"]
@@ -47,7 +52,8 @@ DEBUG_IMAGE = "ubuntu:22.04"
 
 def kernel_log_command(node: str) -> str:
     """How to fetch a node's kernel log XID lines with ``kubectl debug`` (the host's root is at /host)."""
-    return f"kubectl debug node/{node} -it --image={DEBUG_IMAGE} -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"
+    return (command("kubectl", "debug", f"node/{node}", "-it", f"--image={DEBUG_IMAGE}", "--", "chroot", "/host", "dmesg", "-T")
+            + " | grep -i 'NVRM: Xid'")
 
 
 def collect_command(node: str) -> str:
@@ -59,7 +65,7 @@ def collect_command(node: str) -> str:
 
 def smi_query_commands(node: str) -> list[str]:
     """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
-    return [f"kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName={node}",
+    return [command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", "--field-selector", f"spec.nodeName={node}"),
             "kubectl -n gpu-operator exec <nvidia-driver-daemonset-pod-on-the-node> -- nvidia-smi -q > nvidia-smi-q.txt"]
 
 
@@ -144,9 +150,13 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
             inp.summaries[f] = src.summary(f, window, stat, node=node)
         except EmptyResult:
             inp.missing.append(f)
+    step = default_step(parse_window(window))
     for f in SERIES_FIELDS:
         try:
-            inp.series[f] = src.series(f, window, node=node)
+            if f in EVENT_GAUGES:
+                inp.series[f] = src.series(f, window, node=node, step=step, agg="max")
+            else:
+                inp.series[f] = src.series(f, window, node=node)
         except EmptyResult:
             if f not in inp.missing:
                 inp.missing.append(f)
@@ -246,8 +256,20 @@ def memory_summary(inp: TriageInputs) -> pd.DataFrame:
     return out.sort_values("_k").drop(columns="_k").reset_index(drop=True)
 
 
+def has_input(inp: TriageInputs) -> bool:
+    """Whether anything the triage reads was there: a kernel log, nvidia-smi -q, or a DCGM frame with rows."""
+    frames = list(inp.summaries.values()) + list(inp.series.values())
+    diag = getattr(inp, "diag", None)
+    return (inp.kernel_log is not None or inp.smi is not None or (diag is not None and len(diag) > 0)
+            or any(f is not None and len(f) for f in frames))
+
+
 def findings(inp: TriageInputs) -> list[Finding]:
-    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU."""
+    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU.
+    NoInput (the run is INCOMPLETE) when none of the inputs could be read: no input, no verdict."""
+    if not has_input(inp):
+        raise NoInput(f"no input to triage {inp.node}: no kernel log, no nvidia-smi -q and no DCGM series for the node "
+                      f"in the last {inp.window} (missing: {', '.join(inp.missing)})")
     from gpulib.xid.diag import diag_findings
 
     fs = triage.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,

@@ -13,6 +13,8 @@ The Prometheus rules file built from the same data files is :mod:`gpulib.xid.ale
 """
 from __future__ import annotations
 
+import shlex
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -209,7 +211,7 @@ def _fill(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> 
                 for r in impact.head(5).to_dict("records"):
                     out.append(c.format(node=node, gpu=g, namespace=r["namespace"], pod=r["pod"]))
             else:
-                out.append(f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}")
+                out.append("kubectl get pods -A -o wide --field-selector " + shlex.quote(f"spec.nodeName={node}"))
             continue
         out.append(c.format(node=node, gpu=g))
     return list(dict.fromkeys(out))
