@@ -19,6 +19,8 @@ from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.smi import parse_query
 from gpulib.core.timeutil import parse_window
+from gpulib.core.validate import node_name
+from gpulib.xid.target import Target, resolve
 from gpulib.xid.catalog import lookup, normalise_pci_bus_id, parse_kernel_log
 
 #: DCGM fields the triage reads as one value per GPU over the window, with the stat it needs
@@ -70,6 +72,7 @@ class TriageInputs:
     series: dict[str, pd.DataFrame] = field(default_factory=dict)
     pods: pd.DataFrame | None = None
     missing: list[str] = field(default_factory=list)
+    target: Target | None = None
 
     @property
     def dcgm(self) -> dict[str, pd.DataFrame]:
@@ -88,18 +91,37 @@ def _read(path: str, what: str) -> str:
 
 
 def validate(src, node: str, gpu: Any, window: str) -> tuple[str, str | None]:
-    """Check the parameters against the source: UnknownNode, UnknownGPU, InvalidWindow name the bad value."""
+    """Check the parameters against the source: UnknownNode, UnknownGPU, InvalidWindow name the bad value.
+    Returns (node, GPU index or None); a UUID or MIG UUID is resolved to its GPU's index (:mod:`gpulib.xid.target`)."""
+    t = _target(src, node, gpu, window)
+    return t.node, t.gpu
+
+
+def _target(src, node: str, gpu: Any, window: str, smi: pd.DataFrame | None = None) -> Target:
     parse_window(window)
     if not node:
         raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
-    return src._check_target(node, gpu)
+    node = node_name(node)
+    if gpu in (None, ""):
+        src.gpus(node, window)  # UnknownNode for a node the source does not have
+    return resolve(src, node, gpu, window, smi)
 
 
 def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_file: str = "",
             smi_file: str = "") -> TriageInputs:
-    """Gather the triage inputs for ``node`` (and ``gpu``) from ``src``; files given override the source's."""
-    node, g = validate(src, node, gpu, window)
-    inp = TriageInputs(node=node, gpu=g, window=window)
+    """Gather the triage inputs for ``node`` (and ``gpu``: index, GPU UUID or MIG UUID) from ``src``; files
+    given override the source's. A ``gpu`` matching none of the node's GPUs raises UnknownGPU."""
+    parse_window(window)
+    if not node:
+        raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
+    node = node_name(node)
+    if smi_file:
+        smi_text, smi_from = _read(smi_file, "smi_file"), smi_file
+    else:
+        smi_text, smi_from = src.smi_query(node), src.describe()
+    smi = parse_query(smi_text) if smi_text is not None else None
+    target = _target(src, node, gpu, window, smi)
+    inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target)
     if kernel_log_file:
         inp.kernel_log, inp.kernel_log_from = _read(kernel_log_file, "kernel_log_file"), kernel_log_file
     else:
@@ -108,13 +130,8 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
         inp.xid_events = parse_kernel_log(inp.kernel_log)
     else:
         inp.missing.append("kernel log")
-    if smi_file:
-        inp.smi_text, inp.smi_from = _read(smi_file, "smi_file"), smi_file
-    else:
-        inp.smi_text, inp.smi_from = src.smi_query(node), src.describe()
-    if inp.smi_text is not None:
-        inp.smi = parse_query(inp.smi_text)
-    else:
+    inp.smi_text, inp.smi_from, inp.smi = smi_text, smi_from, smi
+    if smi is None:
         inp.missing.append("nvidia-smi -q")
     for f, stat in SUMMARY_STATS.items():
         try:
