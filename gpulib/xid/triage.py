@@ -24,6 +24,8 @@ from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import load_table, threshold
 from gpulib.nvidia.smi import gpu_id_map
 from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.core.validate import command, shell_quote
+from gpulib.xid import nvlink5
 from gpulib.xid.catalog import lookup
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
@@ -67,9 +69,18 @@ def sop(key: str) -> dict[str, Any]:
     return row
 
 
-def _bucket_for(code: int, recovery_action: Any = None) -> str:
-    """NVIDIA's immediate bucket for an XID; XID 13 uses its workflow; XID 154 follows the announced action."""
+def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | None = None) -> str:
+    """NVIDIA's immediate bucket for an XID; XID 13 uses its workflow; XID 154 follows the announced action;
+    NVLink5 XIDs 144-150 follow the decode of their status words (:mod:`gpulib.xid.nvlink5`), the worst one
+    when several events of the code decode differently."""
     rec = lookup(code)
+    if code in nvlink5.CODES and events is not None and "detail_words" in events.columns:
+        decoded = [nvlink5.bucket(code, w, str(m) if isinstance(m, str) else "")
+                   for w, m in zip(events["detail_words"], events.get("message", pd.Series([""] * len(events))))
+                   if isinstance(w, tuple)]
+        decoded = [b for b in decoded if b]
+        if decoded and len(decoded) == sum(isinstance(w, tuple) for w in events["detail_words"]):
+            return _worst_bucket(decoded)
     if code == 13:
         return "WORKFLOW_XID_13"
     if code == 154 and recovery_action is not None and not pd.isna(recovery_action):
@@ -148,7 +159,7 @@ def _summary_value(frames: dict[str, pd.DataFrame], field: str, node: str, gpu: 
 
 
 # --------------------------------------------------------------------------------- pod impact
-POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by"]
+POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by", "owner_pods"]
 
 
 def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None = None,
@@ -186,6 +197,13 @@ def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None =
             rows.append({"namespace": r["namespace"], "pod": r["pod"], "owner_kind": r.get("owner_kind") or "",
                          "owner_name": r.get("owner_name") or "", "gpu": "",
                          "matched_by": "GPU pod on the node (pod list; GPU not pinned)"})
+    counts: dict[tuple[str, str, str], int] = {}
+    if pods is not None and len(pods):
+        for r in pods.to_dict("records"):
+            k = (str(r.get("namespace")), str(r.get("owner_kind") or ""), str(r.get("owner_name") or ""))
+            counts[k] = counts.get(k, 0) + 1
+    for r in rows:  # pods the owner runs now (all nodes): what scaling it back restores
+        r["owner_pods"] = counts.get((r["namespace"], r["owner_kind"], r["owner_name"]), 1) if r["owner_name"] else 1
     return pd.DataFrame(rows, columns=POD_IMPACT_COLUMNS)
 
 
@@ -199,18 +217,58 @@ class _GpuCase:
     evidence: list[str] = field(default_factory=list)
 
 
-def _fill(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
+#: owner kinds whose pods come back when deleted: stop them by scaling the owner (kubectl resource name)
+_SCALABLE = {"Deployment": "deployment", "StatefulSet": "statefulset", "ReplicaSet": "replicaset"}
+
+
+def _workload_commands(key: str, impact: pd.DataFrame, node: str) -> list[str]:
+    """``{stop_workload}`` / ``{resume_workload}`` / ``{restart_workload}`` for the pods on the GPU.
+
+    A Deployment/StatefulSet pod that is deleted is re-created at once and can land on the same GPU again, so it
+    is stopped by scaling its owner to 0 (and scaled back to the pods it runs now) and restarted with
+    ``kubectl rollout restart``; pods of other owners (Jobs, training operators) or bare pods are deleted.
+    """
+    if not len(impact):
+        return [command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}")]
     out: list[str] = []
-    g = gpu if gpu not in (None, "") else "<gpu>"
+    for r in impact.head(5).to_dict("records"):
+        ns, pod, kind, name = r["namespace"], r["pod"], r.get("owner_kind") or "", r.get("owner_name") or ""
+        res = _SCALABLE.get(kind)
+        if res and name:
+            obj = f"{res}/{name}"
+            if key == "stop_workload":
+                out.append(command("kubectl", "-n", ns, "scale", obj, "--replicas=0")
+                           + f"   # {kind} {name} would re-create a deleted pod; it runs {int(r.get('owner_pods') or 1)} pod(s) now")
+            elif key == "resume_workload":
+                out.append(command("kubectl", "-n", ns, "scale", obj, f"--replicas={int(r.get('owner_pods') or 1)}"))
+            else:
+                out.append(command("kubectl", "-n", ns, "rollout", "restart", obj))
+        elif key != "resume_workload":
+            note = f"   # its {kind} {name} starts a new pod" if kind and name else "   # a bare pod: re-create it from its manifest"
+            out.append(command("kubectl", "-n", ns, "delete", "pod", pod) + note)
+    return out
+
+
+def _fill(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
+    """Commands of an SOP row with the node, GPU and pods filled in; every value is shell-quoted
+    (:func:`gpulib.core.validate.shell_quote`). ``{reset_gpu}`` expands to the GPU_RESET_STEPS procedure."""
+    out: list[str] = []
+    g = shell_quote(gpu) if gpu not in (None, "") else "<gpu>"
+    n = shell_quote(node)
     for c in cmds:
-        if "{pod}" in c or "{namespace}" in c:
+        key = c.strip().strip("{}")
+        if c.strip() == "{reset_gpu}":
+            out += [x.format(node=n, gpu=g) for x in sop("GPU_RESET_STEPS")["commands"]]
+        elif c.strip() in ("{stop_workload}", "{resume_workload}", "{restart_workload}"):
+            out += _workload_commands(key, impact, node)
+        elif "{pod}" in c or "{namespace}" in c:
             if len(impact):
                 for r in impact.head(5).to_dict("records"):
-                    out.append(c.format(node=node, gpu=g, namespace=r["namespace"], pod=r["pod"]))
+                    out.append(c.format(node=n, gpu=g, namespace=shell_quote(r["namespace"]), pod=shell_quote(r["pod"])))
             else:
-                out.append(f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}")
-            continue
-        out.append(c.format(node=node, gpu=g))
+                out.append(command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}"))
+        else:
+            out.append(c.format(node=n, gpu=g))
     return list(dict.fromkeys(out))
 
 
@@ -228,7 +286,7 @@ def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | N
     ev = pd.DataFrame(case.events)
     codes = sorted(set(int(x) for x in ev["xid"]))
     buckets = {c: _bucket_for(c, ev.loc[ev["xid"] == c, "recovery_action"].dropna().max()
-               if "recovery_action" in ev.columns else None) for c in codes}
+               if "recovery_action" in ev.columns else None, ev[ev["xid"] == c]) for c in codes}
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
     bucket = _worst_bucket(driving)
     row = sop(bucket)
