@@ -19,7 +19,7 @@ from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.smi import parse_query
 from gpulib.core.timeutil import parse_window
-from gpulib.core.validate import node_name
+from gpulib.core.validate import command, node_name, shell_quote
 from gpulib.xid.target import Target, resolve
 from gpulib.xid.catalog import lookup, normalise_pci_bus_id, parse_kernel_log
 
@@ -45,14 +45,19 @@ DEBUG_IMAGE = "ubuntu:22.04"
 
 
 def kernel_log_command(node: str) -> str:
-    """How to fetch a node's kernel log XID lines with ``kubectl debug`` (the host's root is at /host)."""
-    return f"kubectl debug node/{node} -it --image={DEBUG_IMAGE} -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"
+    """How to fetch a node's NVRM lines with ``kubectl debug`` (the host's root is at /host): the Xid lines and
+    the "fallen off the bus" messages the driver prints without an Xid (:func:`gpulib.xid.catalog.parse_kernel_log`).
+    ``-i`` without ``-t``: the output goes through a pipe; ``--profile=sysadmin`` lets dmesg read the kernel ring."""
+    return (command("kubectl", "debug", f"node/{node}", "-i", "--quiet", "--profile=sysadmin", f"--image={DEBUG_IMAGE}",
+                    "--", "chroot", "/host", "dmesg", "-T") + " | grep -i -E 'NVRM: Xid|fallen off the bus'")
 
 
 def smi_query_commands(node: str) -> list[str]:
     """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
-    return [f"kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName={node}",
-            "kubectl -n gpu-operator exec <nvidia-driver-daemonset-pod-on-the-node> -- nvidia-smi -q > nvidia-smi-q.txt"]
+    pod = ("$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+           f"--field-selector spec.nodeName={shell_quote(node)} -o name)")
+    return [command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", f"--field-selector=spec.nodeName={node}"),
+            f"kubectl -n gpu-operator exec {pod} -- nvidia-smi -q > nvidia-smi-q.txt"]
 
 
 @dataclass

@@ -65,7 +65,11 @@ def _sop_table() -> dict[str, dict[str, Any]]:
 def sop(key: str) -> dict[str, Any]:
     """The SOP row (verdict, severity, sop_step, commands list, escalation) for a bucket or memory rule."""
     row = dict(_sop_table().get(key) or _sop_table()["CONTACT_SUPPORT"])
-    row["commands"] = [c.strip() for c in str(row["commands"]).split(";;") if c.strip()]
+    cmds = [c.strip() for c in str(row["commands"]).split(";;") if c.strip()]
+    if key != "GPU_RESET_STEPS" and "{reset_gpu}" in cmds:  # the shared reset procedure, expanded in place
+        i = cmds.index("{reset_gpu}")
+        cmds[i:i + 1] = sop("GPU_RESET_STEPS")["commands"]
+    row["commands"] = cmds
     return row
 
 
@@ -251,15 +255,13 @@ def _workload_commands(key: str, impact: pd.DataFrame, node: str) -> list[str]:
 
 def _fill(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
     """Commands of an SOP row with the node, GPU and pods filled in; every value is shell-quoted
-    (:func:`gpulib.core.validate.shell_quote`). ``{reset_gpu}`` expands to the GPU_RESET_STEPS procedure."""
+    (:func:`gpulib.core.validate.shell_quote`); :func:`sop` has already expanded ``{reset_gpu}``."""
     out: list[str] = []
     g = shell_quote(gpu) if gpu not in (None, "") else "<gpu>"
     n = shell_quote(node)
     for c in cmds:
         key = c.strip().strip("{}")
-        if c.strip() == "{reset_gpu}":
-            out += [x.format(node=n, gpu=g) for x in sop("GPU_RESET_STEPS")["commands"]]
-        elif c.strip() in ("{stop_workload}", "{resume_workload}", "{restart_workload}"):
+        if c.strip() in ("{stop_workload}", "{resume_workload}", "{restart_workload}"):
             out += _workload_commands(key, impact, node)
         elif "{pod}" in c or "{namespace}" in c:
             if len(impact):
