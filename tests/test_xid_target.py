@@ -94,3 +94,28 @@ def test_cli_gpu_by_uuid_is_the_incident_and_an_unknown_one_exits_2(gpu, code, n
     assert p.returncode == code, p.stdout + p.stderr
     assert needle in p.stdout + p.stderr
     assert "[OK]" not in p.stdout
+
+
+def test_gpu_silent_for_longer_than_the_window_is_still_a_gpu_of_the_node():
+    """A GPU that fell off the bus stops reporting DCGM series; hours later the alert still names it. Through a
+    DCGM-only source (the base inventory from DCGM labels) it must resolve, never be a usage error."""
+    import pandas as pd
+    from gpulib.core.schema import GPU_COLUMNS
+    from gpulib.demo.source import DemoSource
+
+    class DcgmOnly(DemoSource):   # the demo fleet seen through the default, DCGM-label inventory
+        def _gpus(self, node, window):
+            from gpulib.sources.base import Source
+            return Source._gpus(self, node, window)
+
+    src = DcgmOnly(end=DEMO_END)
+    dead = _dev(src, "dgx-h100-1", 5)      # XID 79 two hours before the end: silent for the last ~2 h
+    inv = src.gpus("dgx-h100-1", "1h")
+    assert set(inv.columns) == set(GPU_COLUMNS)
+    row = inv[inv["gpu"] == "5"]
+    assert len(row) == 1                    # listed: by a longer lookback, or at least from the node's GPU count
+    t = xr.collect(src, "dgx-h100-1", "5", "1h").target
+    assert t.gpu == "5"
+    t = xr.collect(src, "dgx-h100-1", dead.uuid, "1h").target   # the UUID DCGM reported before it went silent
+    assert t.gpu == "5"
+    assert pd.notna(t.uuid)
