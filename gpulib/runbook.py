@@ -132,7 +132,8 @@ class Runbook:
         fl = FindingList(sort_findings(self.findings))
         if self.usage_errors:
             fl.insert(0, Finding(
-                Severity.CRITICAL, "Bad parameter: " + self.usage_errors[0].split(" (hint:")[0], category="usage",
+                Severity.CRITICAL, "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
+                category="usage",
                 summary="No verdict: a parameter names something the source does not have.",
                 evidence=list(self.usage_errors), sop_step="Correct the parameter (see the hint) and re-run the runbook.",
                 runbook=self.name))
