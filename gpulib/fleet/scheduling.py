@@ -20,7 +20,8 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
-from gpulib.kube.client import GPU_RESOURCE, MIG_RESOURCE_PREFIX, iter_gpu_nodes
+from gpulib.kube.frames import iter_gpu_nodes
+from gpulib.kube.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gpulib.core.knowledge import load_table
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -216,7 +217,7 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> list[Findi
 def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> list[Finding]:
     """Multi-GPU pods on nodes whose GPUs per NUMA node are fewer than the pod needs and whose cross-NUMA GPU
     links go through the CPU interconnect (``SYS``): the pod's GPUs are split across sockets."""
-    from gpulib.nccl.analysis import Topology, parse_topology
+    from gpulib.nvidia.topology import Topology, parse_topology
 
     out = []
     for node, topo in topologies.items():
