@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid.kernel_log import parse_kernel_log
 
 CAPTURES = Path(__file__).resolve().parents[1] / "gpulib" / "data" / "captures"
 

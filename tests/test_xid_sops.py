@@ -17,7 +17,7 @@ import gpulib
 import gpulib.xid.runbook as xr
 import gpulib.xid.triage as triage
 from gpulib.core.schema import POD_COLUMNS
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid.kernel_log import parse_kernel_log
 
 from conftest import DEMO_END
 
