@@ -1,6 +1,6 @@
 """GPU cost analytics: idle and zombie money, savings per action, executive summary, chart frames.
 
-Flow (design.md §1)::
+Flow (docs/architecture.md, "The flow")::
 
     rep = analyze_cost(nodes, pods, gr_engine_active=act, fb_used=fb, gpu_util=util, window="7d")
     rep.findings              # Findings with the action and estimated monthly saving in .data
@@ -8,11 +8,11 @@ Flow (design.md §1)::
     namespace_allocation(rep), top_idle_workloads(rep), savings_waterfall(rep),
     node_time_matrix(rep.samples)   # tidy frames for the charts
 
-Prices come from ``gpulib/data/gpu_prices.csv`` (model x provider x on_demand/spot, $/GPU-hour,
-with date and source; facts.md §8) and are defaults a user overrides with ``price_file=`` (a CSV
+Prices come from ``gpulib/data/cost/gpu_prices.csv`` (model x provider x on_demand/spot, $/GPU-hour,
+with date and source in each row) and are defaults a user overrides with ``price_file=`` (a CSV
 with the same columns) or ``price_overrides={"H100-80GB": 3.9}`` / ``{"H100-80GB": {"spot": 1.2}}``.
 Policy numbers (hours per month, right-size target, consolidation limits) live in
-``gpulib/data/cost_policy.csv``; idle/zombie thresholds in ``thresholds.csv``.
+``gpulib/data/cost/cost_policy.csv``; idle/zombie thresholds in ``thresholds.csv``.
 
 Monthly figures extrapolate the window: ``window cost x hours_per_month / window hours``.
 """
@@ -72,7 +72,7 @@ ACTIONS = {
 
 class PriceFileError(InvalidParameter):
     hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
-            "currency, as_of, source; model is the canonical key from gpulib/data/gpu_specs.csv (e.g. H100-80GB)")
+            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def _policy() -> dict[str, str]:
 
 
 def cost_policy(key: str) -> float:
-    """A numeric policy value from ``gpulib/data/cost_policy.csv``."""
+    """A numeric policy value from ``gpulib/data/cost/cost_policy.csv``."""
     p = _policy()
     if key not in p:
         raise GpulibError(f"no cost policy named {key!r}; known: {', '.join(sorted(p))}")
@@ -146,7 +146,7 @@ def load_prices(path: str | Path | None = None) -> pd.DataFrame:
     """
     if path is None:
         df = load_table("gpu_prices")
-        where = "gpulib/data/gpu_prices.csv"
+        where = "gpulib/data/cost/gpu_prices.csv"
     else:
         p = Path(path)
         if not p.is_file():
@@ -681,7 +681,7 @@ def cost_findings(rep: CostReport) -> list[Finding]:
         out.append(Finding(
             severity=Severity.INFO, title="GPU models without a price",
             summary=f"{unpriced['gpu_hours'].sum():.1f} GPU-h are not costed: no {rep.provider}/{cur} price for {models}.",
-            sop_step="Add rows for these models to a price file (same columns as gpulib/data/gpu_prices.csv) and pass price_file=.",
+            sop_step="Add rows for these models to a price file (same columns as gpulib/data/cost/gpu_prices.csv) and pass price_file=.",
             evidence=[f"models {models}"], confidence=1.0, category="cost",
             data={"action": "", "monthly_saving": 0.0, "currency": cur, "models": models}))
     return sort_findings(out)

@@ -189,15 +189,16 @@ def connect(source: str = "demo", scenario: str = ""):
     from gpulib import connect as _connect
     if source == "demo":
         if scenario and not Path(scenario).is_file():
-            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo_fleet.yaml")
+            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
         return _connect("demo", scenario=scenario or None)
     return _connect(source)
 
 
 # --------------------------------------------------------------------------- packaged lesson inputs
 def lesson_text(name: str) -> str:
-    """A captured command output shipped for the lessons (``gpulib/data/learn/<name>``)."""
-    return data_path(f"learn/{name}").read_text()
+    """A command output shipped for the lessons: a real capture (``gpulib/data/captures/<name>``) or a lesson
+    input (``gpulib/data/learn/<name>``), found by file name."""
+    return data_path(name).read_text()
 
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
