@@ -267,6 +267,10 @@ def report_cmd(
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot"),
     price_file: Optional[Path] = typer.Option(None, help="CSV of GPU prices overriding the shipped table"),
+    namespaces: Optional[str] = typer.Option(None, help="comma-separated namespaces to report on (default: all)"),
+    provider: Optional[str] = typer.Option(None, help="price rows to use: aws, gcp or azure (default: the policy default)"),
+    currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
+    charts: Optional[str] = typer.Option(None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
@@ -274,12 +278,117 @@ def report_cmd(
     try:
         info = find_notebook("gpu_utilization_report")
         params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, [("window", window)] + ([("price_file", str(price_file.resolve()))] if price_file else [])))
+        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
+                                          + _charts_option(charts)))
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet)
     _print_result(res)
     raise typer.Exit(_exit_code([res], "never"))
+
+
+def _charts_option(charts: str | None) -> list[tuple[str, str]]:
+    from gpulib.runbook import PLOTLY_JS_MODES
+
+    if charts is None:
+        return []
+    if charts not in PLOTLY_JS_MODES:
+        raise InvalidParameter(f"--charts {charts!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
+    return [("charts", charts)]
+
+
+def _report_options(price_file: Path | None, namespaces: str | None, provider: str | None,
+                    currency: str | None) -> list[tuple[str, str]]:
+    """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
+    import re
+
+    from gpulib.cost.analysis import load_prices
+
+    pairs: list[tuple[str, str]] = []
+    if price_file is not None:
+        load_prices(price_file)  # PriceFileError (usage) names the bad column or row
+        pairs.append(("price_file", str(price_file.resolve())))
+    if namespaces is not None:
+        from gpulib.cost.report import parse_namespaces
+
+        bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
+        if bad:
+            raise InvalidParameter(f"--namespaces {namespaces!r}: {bad} are not Kubernetes namespace names")
+        pairs.append(("namespaces", namespaces))
+    if provider is not None:
+        known = sorted(set(load_prices(price_file)["provider"].astype(str)))
+        if provider.lower() not in known:
+            raise InvalidParameter(f"--provider {provider!r}: the price table has {known}")
+        pairs.append(("provider", provider.lower()))
+    if currency is not None:
+        if not re.fullmatch(r"[A-Za-z]{3}", currency):
+            raise InvalidParameter(f"--currency {currency!r}: give a 3-letter ISO 4217 code such as USD")
+        pairs.append(("currency", currency.upper()))
+    return pairs
+
+
+@app.command("collect")
+def collect_cmd(
+    node: str = typer.Argument(..., help="the GPU node to collect evidence from"),
+    apply: bool = typer.Option(False, "--apply", help="create the pod (default: dry run, print the pod spec)"),
+    diag: Optional[int] = typer.Option(None, "--diag", help="also run `dcgmi diag -r LEVEL -j` (1-4): it LOADS the GPUs"),
+    force: bool = typer.Option(False, "--force", help="run --diag even though GPU pods run on the node"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="snapshot folder to write (default: collect-<node>-<UTC time>)"),
+    image: Optional[str] = typer.Option(None, help="collection image (default: collect_settings.csv)"),
+    namespace: Optional[str] = typer.Option(None, help="namespace of the pod (default: collect_settings.csv)"),
+    timeout: Optional[float] = typer.Option(None, help="seconds the pod may run (default: collect_settings.csv)"),
+    kubeconfig: Optional[Path] = typer.Option(None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"),
+    context: Optional[str] = typer.Option(None, help="kubeconfig context (default: current)"),
+):
+    """Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a snapshot folder."""
+    import yaml
+
+    from gpulib.kube import collect as kc
+
+    over = {"namespace": namespace, "timeout_s": timeout, "diag_timeout_s": timeout,
+            "image": image if diag is None else None, "diag_image": image if diag is not None else None}
+    try:
+        spec = kc.pod_spec(node, diag_level=diag, **over)
+        kc.validate_spec(spec)
+    except GpulibError as exc:
+        _fail(exc)
+    if diag is not None:
+        typer.echo(f"note: dcgmi diag -r {diag} loads every GPU of {node} for minutes (level 3: about 15 min); it is "
+                   "refused while GPU pods run there unless --force")
+    if not apply:
+        typer.echo(f"dry run: the pod below would run on {node}; add --apply to create it "
+                   f"(RBAC: deploy/collect/rbac.yaml)\n---")
+        typer.echo(yaml.safe_dump(spec, sort_keys=False).rstrip())
+        return
+    from gpulib.core.errors import CollectError
+    from gpulib.kube.client import KubeCluster
+
+    from datetime import datetime, timezone
+
+    folder = out or Path(f"collect-{node}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
+    try:
+        cluster = KubeCluster(kubeconfig=kubeconfig, context=context)
+        res = kc.collect_node(cluster, node, apply=True, diag_level=diag, force=force, out_dir=folder, **over)
+    except CollectError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        partial = exc.result
+        if partial is not None and partial.files:
+            typer.echo(f"kept what finished in {folder}: {', '.join(p.name for p in partial.files)}", err=True)
+        for p in (partial.problems if partial is not None else []):
+            typer.echo(f"   {p}", err=True)
+        raise typer.Exit(EXIT_FAILED)
+    except InvalidParameter as exc:
+        _fail(exc)
+    except GpulibError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_FAILED)
+    typer.echo(f"collected {node} with pod {res.namespace}/{res.pod} (deleted): {folder}")
+    for f in res.files:
+        typer.echo(f"   {f.name}")
+    for p in res.problems:
+        typer.echo(f"   note: {p}")
+    from gpulib.core.validate import command
+    typer.echo("next: " + command("gpuops", "run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(folder), "-p", "node", node))
 
 
 @app.command("exporter")

@@ -45,6 +45,19 @@ def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | No
 
 
 _PLOTLY_JS_SENT = False
+#: how exported HTML gets plotly.js: "inline" (once per report, opens offline, ~5 MB) or "cdn" (a <script>
+#: from cdn.plot.ly at the package's plotly.js version: the report stays small enough to e-mail)
+PLOTLY_JS_MODES = ("inline", "cdn")
+_PLOTLY_JS_MODE = "inline"
+
+
+def plotly_js(mode: str) -> None:
+    """Choose how :func:`show` ships plotly.js in the exported HTML (see :data:`PLOTLY_JS_MODES`)."""
+    global _PLOTLY_JS_MODE
+    if mode not in PLOTLY_JS_MODES:
+        from gpulib.core.errors import InvalidParameter
+        raise InvalidParameter(f"charts={mode!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
+    _PLOTLY_JS_MODE = mode
 
 
 def show(fig) -> None:
@@ -55,7 +68,8 @@ def show(fig) -> None:
     """
     global _PLOTLY_JS_SENT
     spec = json.loads(fig.to_json())
-    html_text = fig.to_html(full_html=False, include_plotlyjs=not _PLOTLY_JS_SENT, config={"displaylogo": False})
+    include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
+    html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
     _PLOTLY_JS_SENT = True
     _display(bundle={"application/vnd.plotly.v1+json": spec, "text/html": html_text, "text/plain": f"<{fig.layout.title.text or 'figure'}>"})
 
@@ -94,6 +108,8 @@ class Runbook:
         with self.step("Connect to the data source"):
             from gpulib import connect
             kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
+            if source == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
+                kwargs["collect"] = True  # node evidence from a short-lived pod (gpulib.kube.collect)
             self.src = connect(source, **kwargs)
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 

@@ -95,3 +95,19 @@ class KubeconfigMissing(KubernetesError):
 
 class SnapshotError(SourceError):
     hint = "a snapshot folder holds nodes.json (kubectl get nodes -o json), pods.json (kubectl get pods -A -o json) and metrics.txt (curl <dcgm-exporter>:9400/metrics)"
+
+
+class CollectError(KubernetesError):
+    """Node evidence collection (``gpuops collect``, :mod:`gpulib.kube.collect`) failed. ``reason`` names the
+    failure (``PodStuckPending``, ``ImagePullFailed``, ``PodFailed``, ``LogStreamCut``, ``CollectTimeout``,
+    ``CleanupFailed``, ``CollectRefused``); ``result`` holds what was collected before it failed, if anything."""
+
+    reason = "CollectFailed"
+    hint = "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings (gpulib/data/kube/collect_settings.csv)"
+
+    def __init__(self, message: str, *, reason: str | None = None, status: int | None = None, hint: str | None = None,
+                 result=None):
+        if reason:
+            self.reason = reason
+        self.result = result
+        super().__init__(f"{self.reason}: {message}", status=status, hint=hint)

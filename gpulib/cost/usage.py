@@ -283,8 +283,9 @@ def series_usage(samples: pd.DataFrame, thresholds: Thresholds | None = None) ->
     """One row per series (device x pod) with GPU-hours, activity and memory over the window.
 
     Columns: SERIES_KEYS, uuid, model, ``gpu_hours`` (share-weighted), ``allocated_gpu_hours``,
-    ``active_gpu_hours`` (activity x allocated GPU-hours), ``idle_allocated_gpu_hours`` (allocated
-    samples below ``idle_activity_max``), ``unallocated_gpu_hours``, ``activity_mean``,
+    ``active_gpu_hours`` (allocated samples at or above ``idle_activity_max``), ``idle_allocated_gpu_hours``
+    (allocated samples below it: active + idle = allocated), ``busy_gpu_hours`` (activity x allocated
+    GPU-hours, for sizing), ``unallocated_gpu_hours``, ``activity_mean``,
     ``activity_p95``, ``fb_used_mean_mib``, ``fb_used_max_mib``, ``share``, ``samples``.
     """
     th = thresholds or Thresholds.from_table()
@@ -294,15 +295,18 @@ def series_usage(samples: pd.DataFrame, thresholds: Thresholds | None = None) ->
         "sid": samples["sid"],
         "gpu_hours": w,
         "allocated_gpu_hours": w * alloc,
-        "active_gpu_hours": w * alloc * samples["activity"],
+        # active + idle = allocated: a sample is idle below idle_activity_max, active otherwise
+        "active_gpu_hours": w * alloc * (samples["activity"] >= th.idle_activity_max),
         "idle_allocated_gpu_hours": w * alloc * (samples["activity"] < th.idle_activity_max),
+        # activity-weighted allocated time (mean activity x hours): what sizing needs
+        "busy_gpu_hours": w * alloc * samples["activity"],
         "unallocated_gpu_hours": w * ~alloc,
         "activity_sum": samples["activity"] * w,
         "fb": samples["fb_used_mib"],
         "activity": samples["activity"],
     })
     g = cols.groupby("sid", sort=True)
-    out = g[["gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours",
+    out = g[["gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours",
              "unallocated_gpu_hours", "activity_sum"]].sum()
     out["activity_mean"] = (out.pop("activity_sum") / out["gpu_hours"]).where(out["gpu_hours"] > 0)
     out["activity_p95"] = g["activity"].quantile(0.95)
@@ -355,7 +359,7 @@ def rollup(usage: pd.DataFrame, level: str, *, allocated_only: bool | None = Non
     u = usage[usage["pod"] != ""] if allocated_only else usage
     if level == "workload" and "workload" not in u.columns:
         u = attach_workloads(u, None)
-    sums = [c for c in ("gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours",
+    sums = [c for c in ("gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours",
                         "unallocated_gpu_hours", "cost", "allocated_cost", "idle_cost", "unallocated_cost")
             if c in u.columns]
     g = u.groupby(keys, sort=True, dropna=False)

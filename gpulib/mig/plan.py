@@ -128,6 +128,16 @@ class Plan:
         cfgs = {name: sels for name, sels in self.node_configs().values()}
         return mig.mig_parted_config(cfgs)
 
+    def safe_mig_parted_config(self, nodes: pd.DataFrame | None, base: str | dict | None = None) -> str:
+        """The plan's configs merged into the configs in use (``base``: the cluster's config.yaml; None:
+        mig-parted's default set), schema-checked; refuses (MigConfigRefused, with the reason) to drop a
+        config name a node label references (gpulib.mig.parted_merge)."""
+        from gpulib.mig.parted_merge import safe_config
+
+        cfgs = {name: sels for name, sels in self.node_configs().values()}
+        labels = {node: name for node, (name, _) in self.node_configs().items()}
+        return safe_config(cfgs, nodes, base, labels)
+
     def label_commands(self) -> list[str]:
         return [f"kubectl label node {node} nvidia.com/mig.config={name} --overwrite"
                 for node, (name, _) in self.node_configs().items()]

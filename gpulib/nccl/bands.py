@@ -210,6 +210,9 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     if wrong > 0:
         status = "broken"
         reasons.append(f"{wrong:g} wrong element(s) reported: data corruption (check Xid/ECC, run dcgmi diag -r 3)")
+    if result.header.get("validation") == 0 and not result.table.empty:
+        reasons.append("results not validated (-c 0): the wrong-element check was not done, so data corruption "
+                       "cannot be ruled out; rerun with -c 1 to check")
     if result.out_of_bounds:
         status = "broken"
         reasons.append(f"{result.out_of_bounds} out-of-bounds value(s)")

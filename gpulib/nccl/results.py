@@ -186,6 +186,15 @@ def _parse_row(m: re.Match, lead: list[str] | None, side: list[str]) -> dict[str
             if len(rest) > 1 and re.fullmatch(r"-?\d+", rest[1]):
                 lead.append("root")
     extra = [c for c in lead[3:]]
+    # gather/broadcast/alltoall/sendrecv rows may leave the redop (and root) cells blank under a header that
+    # names them (nccl-tests prints an empty op name for collectives without a reduction): the blank cells
+    # are the leading ones, recognised by the first token not being an op name
+    blank = set()
+    if "redop" in extra and rest and rest[0].lower() not in _REDOPS:
+        blank.add("redop")
+        if "root" in extra and not re.fullmatch(r"-?\d+", rest[0]):
+            blank.add("root")
+    extra = [c for c in extra if c not in blank]
     if len(rest) < len(extra):
         return None
     for c in extra:

@@ -227,11 +227,21 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def diag_report(self, node: str) -> str | None:
+        """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
+        self._check_target(node, None)
+        return self._diag_report(node)
+
     def operator_state(self, namespace: str = "gpu-operator") -> dict:
         """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
         objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
         (see :func:`gpulib.gpu_operator.state.state_from_objects`). Raises SourceError where the source has none."""
         return self._operator_state(namespace)
+
+    def mig_parted_configs(self, namespace: str = "gpu-operator") -> str:
+        """The mig-parted ``config.yaml`` MIG Manager uses now (its ConfigMap). Raises SourceError where the
+        source cannot read it (then start from mig-parted's default set, gpulib.mig.parted_merge)."""
+        return self._mig_parted_configs(namespace)
 
     def describe(self) -> str:
         return self.name
@@ -307,6 +317,16 @@ class Source(ABC):
         return None
 
     def _smi_query(self, node: str) -> str | None:
+        return None
+
+    def _mig_parted_configs(self, namespace: str) -> str:
+        from gpulib.core.errors import SourceError
+        raise SourceError(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
+                          hint="pass its config.yaml as current_mig_config (kubectl -n gpu-operator get cm "
+                               "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), or plan from "
+                               "mig-parted's default set")
+
+    def _diag_report(self, node: str) -> str | None:
         return None
 
     def _operator_state(self, namespace: str) -> dict:

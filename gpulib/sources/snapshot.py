@@ -6,6 +6,9 @@ A folder holding any of:
 * ``metrics*.txt`` / ``*.prom`` — dcgm-exporter scrapes (``curl <pod-ip>:9400/metrics``), one per node or merged
 * ``dmesg-<node>.txt`` (or ``dmesg.txt`` for a single node) — ``dmesg -T`` / ``journalctl -k``
 * ``nvidia-smi-q-<node>.txt`` (or ``nvidia-smi-q.txt``) — ``nvidia-smi -q``
+* ``dcgmi-diag-<node>.json`` (or ``.txt``, or without ``-<node>``) — ``dcgmi diag -r N -j`` (or its table)
+
+``gpuops collect NODE --apply`` (:mod:`gpulib.kube.collect`) writes these files for one node.
 
 A scrape is one instant, so ``series`` has one point per GPU and every ``summary`` stat is that
 value (``increase`` is NaN: a counter needs two samples).
@@ -105,8 +108,8 @@ class SnapshotSource(Source):
         fb = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_FB_USED"]
         return set(self.scrape["metric"]), list(fb["labels"])
 
-    def _node_file(self, prefix: str, node: str) -> str | None:
-        for name in (f"{prefix}-{node}.txt", f"{prefix}.txt"):
+    def _node_file(self, prefix: str, node: str, exts: tuple[str, ...] = (".txt",)) -> str | None:
+        for name in [f"{prefix}-{node}{e}" for e in exts] + [f"{prefix}{e}" for e in exts]:
             f = self.path / name
             if f.exists():
                 return f.read_text(errors="replace")
@@ -117,3 +120,6 @@ class SnapshotSource(Source):
 
     def _smi_query(self, node):
         return self._node_file("nvidia-smi-q", node)
+
+    def _diag_report(self, node):
+        return self._node_file("dcgmi-diag", node, (".json", ".txt"))

@@ -81,7 +81,10 @@ def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, f
     m = _ISO.match(rest)
     if m:
         ts = _naive_utc(pd.Timestamp(m.group("ts").replace(",", ".")), tz)
-        host, rest = m.group("host"), rest[m.end():]
+        if m.group("host").endswith(":"):  # `dmesg --time-format iso`: the message (NVRM: ...) follows, no host
+            rest = rest[m.start("host"):]
+        else:
+            host, rest = m.group("host"), rest[m.end():]
     else:
         m = _BSD.match(rest)
         if m and m.group("mon") in _MONTHS:

@@ -376,8 +376,8 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
         if f is not None and len(f) and "node" in f.columns:
             for r in f[f["node"] == node][["gpu", "uuid"]].drop_duplicates().to_dict("records"):
                 case_for(str(r["gpu"]), r["uuid"] or None)
-    if gpu is not None:
-        cases = {k: c for k, c in cases.items() if str(c.gpu) == str(gpu) or c.uuid == gpu
+    if gpu is not None:  # a case whose index could not be found (e.g. XID 79: no nvidia-smi block) may be this GPU: kept
+        cases = {k: c for k, c in cases.items() if c.gpu is None or str(c.gpu) == str(gpu) or c.uuid == gpu
                  or (c.pci_bus_id is not None and c.pci_bus_id == normalise_pci_bus_id(gpu))}
     return cases
 
