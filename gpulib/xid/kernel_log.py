@@ -81,10 +81,7 @@ def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, f
     m = _ISO.match(rest)
     if m:
         ts = _naive_utc(pd.Timestamp(m.group("ts").replace(",", ".")), tz)
-        if m.group("host").endswith(":"):  # `dmesg --time-format iso`: the message (NVRM: ...) follows, no host
-            rest = rest[m.start("host"):]
-        else:
-            host, rest = m.group("host"), rest[m.end():]
+        host, rest = m.group("host"), rest[m.end():]   # no host for `dmesg --time-format iso` (see _ISO)
     else:
         m = _BSD.match(rest)
         if m and m.group("mon") in _MONTHS:
