@@ -39,6 +39,7 @@ class RunResult:
     findings: list = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     failed: str | None = None
+    usage_errors: list[str] = field(default_factory=list)
 
     @property
     def worst(self) -> str:
@@ -101,6 +102,7 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     if findings_path.exists():
         res.findings, doc = load_findings(findings_path)
         res.errors += doc.get("errors", [])
+        res.usage_errors += doc.get("usage_errors", [])
     elif res.failed is None and info.kind != "learn":
         res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
     write_index(out_root)
@@ -205,10 +207,12 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
     from gpulib.core.redact import redact
 
-    status = "FAILED" if res.failed else ("INCOMPLETE" if res.errors else "done")
+    status = "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
     if res.failed:
         typer.echo(f"   error: {redact(res.failed)}", err=True)
+    for e in res.usage_errors:
+        typer.echo(f"   error: {redact(e)}", err=True)
     for e in res.errors:
         typer.echo(f"   missing data: {redact(e)}", err=True)
     for f in sort_findings(res.findings)[:limit]:
@@ -221,6 +225,8 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
 def _exit_code(results: list[RunResult], fail_on: str) -> int:
     from gpulib.core.findings import Severity
 
+    if any(r.usage_errors for r in results):
+        return EXIT_USAGE
     if any(r.failed or r.errors for r in results):
         return EXIT_FAILED
     if fail_on == "never":

@@ -159,8 +159,9 @@ FINDINGS_SCHEMA_VERSION = 1
 
 
 def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str = "", parameters: dict | None = None,
-                  errors: list[str] | None = None) -> Path:
-    """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``."""
+                  errors: list[str] | None = None, usage_errors: list[str] | None = None) -> Path:
+    """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``;
+    ``usage_errors`` (parameters that matched nothing) are written when there are any."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -171,6 +172,8 @@ def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str
         "findings": [f.to_dict() for f in sort_findings(findings)],
         "errors": list(errors or []),
     }
+    if usage_errors:
+        doc["usage_errors"] = list(usage_errors)
     from gpulib.core.redact import redact, redact_obj
     path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path

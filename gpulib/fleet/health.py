@@ -129,7 +129,7 @@ def _memory_findings(hf: HealthFrames) -> list[Finding]:
                 evidence=[f"DCGM_FI_DEV_ROW_REMAP_FAILURE = {int(r.value)} in the last {hf.window}"],
                 sop_step="Cordon the node, drain GPU workloads, run the triage runbook and open an RMA case.",
                 commands=[f"kubectl cordon {_q(r.node)}", f"gpuops run xid_ecc_triage {_run(r.node, r.gpu)}"],
-                escalation="RMA: collect nvidia-bug-report.sh and the GPU serial number (nvidia-smi -q -d SERIAL... or -q)"))
+                escalation=f"RMA: collect nvidia-bug-report.sh and the board serial (nvidia-smi --query-gpu=serial --format=csv -i {_q(r.gpu)} on the node)"))
     dbe = hf.get("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
     if dbe is not None:
         seen = {(f.node, f.gpu) for f in out}
@@ -226,7 +226,8 @@ def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5
             evidence=[f"last sample {ts:%Y-%m-%d %H:%M} UTC, {format_duration((pd.Timestamp(end) - ts).total_seconds())} before the window end"],
             sop_step="Check the kernel log for XIDs and whether nvidia-smi still sees the GPU.",
             commands=[f"gpuops run xid_ecc_triage {_run(node, gpu)}",
-                      f"kubectl -n gpu-operator logs -l app=nvidia-dcgm-exporter --field-selector {_q('spec.nodeName=' + str(node))} --tail=50"]))
+                      f"kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
+                      f"--field-selector {_q('spec.nodeName=' + str(node))} -o name)"]))
     return out
 
 

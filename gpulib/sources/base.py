@@ -17,7 +17,7 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.schema import SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
@@ -199,6 +199,41 @@ class Source(ABC):
     def pods(self) -> pd.DataFrame:
         return self._pods()
 
+    def gpus(self, node: str, window: str | timedelta = "6h") -> pd.DataFrame:
+        """The node's GPUs (``GPU_COLUMNS``): index, UUID, PCI bus id and model of each physical GPU, plus one
+        row per MIG instance (``gpu_i_id``; ``mig_uuid`` where the source knows it). Sources that only see
+        DCGM series list the GPUs that reported within ``window`` or the inventory lookback
+        (``alert_settings.csv`` gpu_inventory_lookback_s), whichever is longer; a GPU the node's capacity
+        (``nvidia.com/gpu.count``) counts but no series names is listed with its index only. An empty frame
+        means the source cannot tell."""
+        if node in ("", None):
+            raise InvalidParameter("gpus() needs a node name")
+        node, _ = self._check_target(node, None)
+        from gpulib.core.knowledge import load_table
+        look = timedelta(seconds=float(load_table("alert_settings").set_index("key").loc["gpu_inventory_lookback_s", "value"]))
+        df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
+        for c in GPU_COLUMNS:
+            df[c] = df[c].fillna("").astype(str)
+        df = df[GPU_COLUMNS].drop_duplicates().reset_index(drop=True)
+        return pd.concat([df, self._uncounted_gpus(node, df)], ignore_index=True)
+
+    def _uncounted_gpus(self, node: str, df: pd.DataFrame) -> pd.DataFrame:
+        """Index-only rows for the GPUs the node's capacity counts that ``df`` does not name (not with the MIG
+        single strategy, whose gpu.count counts MIG devices)."""
+        from gpulib.core.errors import GpulibError
+        try:
+            n = self.nodes().set_index("node")
+        except GpulibError:  # no Kubernetes API: the DCGM rows are all there is
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        if node not in n.index or str(n.loc[node].get("mig_strategy") or "") == "single":
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        count = pd.to_numeric(pd.Series([n.loc[node, "gpu_count"]]), errors="coerce").iloc[0]
+        if pd.isna(count):
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        have = set(df.loc[df["gpu_i_id"] == "", "gpu"])
+        rows = [dict({c: "" for c in GPU_COLUMNS}, node=node, gpu=str(i)) for i in range(int(count)) if str(i) not in have]
+        return pd.DataFrame(rows, columns=GPU_COLUMNS)
+
     def preflight(self, window: str | timedelta = "1h") -> Capabilities:
         """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
         names, label_sets = self._inventory(parse_window(window))
@@ -300,6 +335,21 @@ class Source(ABC):
         raw = self._series(field, window + timedelta(seconds=step), node, gpu, self._native_step())
         end = self.end.timestamp()
         return aggregate_steps(raw, end - window.total_seconds(), end, step, agg)
+
+    def _gpus(self, node: str, window: timedelta) -> pd.DataFrame:
+        """Default inventory: the labels of the node's DCGM temperature and framebuffer series (every
+        physical GPU reports DCGM_FI_DEV_GPU_TEMP; MIG instances report FB_USED with GPU_I_ID). DCGM labels
+        carry no MIG device UUID, so ``mig_uuid`` stays empty."""
+        from gpulib.core.errors import EmptyResult
+        parts = []
+        for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED"):
+            try:
+                parts.append(self.summary(f, window, "last", node=node))
+            except EmptyResult:
+                continue
+        if not parts:
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        return pd.concat(parts, ignore_index=True)[[c for c in GPU_COLUMNS if c != "mig_uuid"]]
 
     def _kernel_log(self, node: str) -> str | None:
         return None
