@@ -39,6 +39,7 @@ class RunResult:
     findings: list = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     failed: str | None = None
+    usage_errors: list[str] = field(default_factory=list)
 
     @property
     def worst(self) -> str:
@@ -53,49 +54,104 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
 
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
-    html_path.write_text(body)
+    from gpulib.core.redact import redact
+    html_path.write_text(redact(body))
     return html_path
 
 
+def _kernel_manager(env: dict[str, str]):
+    """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
+    one process (threads) each tell their own kernel where to write findings (no shared os.environ)."""
+    from jupyter_client.manager import KernelManager
+
+    class RunKernelManager(KernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            kw["env"] = {**(kw.get("env") or os.environ), **env}
+            return await super()._async_pre_start_kernel(**kw)
+
+    km = RunKernelManager(kernel_name="python3")
+    km.run_env = dict(env)
+    return km
+
+
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900, out_dir: Path | None = None) -> RunResult:
-    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML."""
+            timeout: int = 900, out_dir: Path | None = None, env: dict[str, str] | None = None) -> RunResult:
+    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML.
+    ``env``: extra environment for this run's kernel only (e.g. another GPUOPS_PROMETHEUS_URL)."""
     import papermill as pm
 
     from gpulib.core.findings import load_findings
+    from gpulib.core.redact import redact
 
     out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
-    old = os.environ.get("GPUOPS_FINDINGS_PATH")
-    os.environ["GPUOPS_FINDINGS_PATH"] = str(findings_path)
     try:
         pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
-                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout)
+                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
+                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}))
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-        res.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
-    finally:
-        if old is None:
-            os.environ.pop("GPUOPS_FINDINGS_PATH", None)
-        else:
-            os.environ["GPUOPS_FINDINGS_PATH"] = old
+        res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     if out_nb.exists():
+        _redact_file(out_nb)
         try:
             res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
         except Exception as exc:  # an HTML failure must not hide the run's result
-            res.errors.append(f"HTML export failed: {exc}")
+            res.errors.append(redact(f"HTML export failed: {exc}"))
     if findings_path.exists():
         res.findings, doc = load_findings(findings_path)
         res.errors += doc.get("errors", [])
+        res.usage_errors += doc.get("usage_errors", [])
     elif res.failed is None and info.kind != "learn":
         res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
     write_index(out_root)
     return res
 
 
+def _redact_file(path: Path) -> None:
+    """Mask configured secrets in an output file (the executed notebook), whatever cell printed them."""
+    from gpulib.core.redact import redact
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact(text)
+    if clean != text:
+        _atomic_write(path, clean)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (atomic on POSIX), so a
+    reader never sees a half-written file and concurrent writers leave one whole version."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_index(out_root: Path) -> Path:
-    """``index.html`` listing every generated report, newest first, with its worst severity."""
+    """``index.html`` listing every generated report, newest first, with its worst severity. Written atomically
+    (tmp + rename) under an exclusive lock on ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing
+    together the last writer lists them all (each run writes its HTML before taking the lock)."""
+    import fcntl
+
+    with open(out_root / ".index.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _write_index(out_root)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _write_index(out_root: Path) -> Path:
     import html
 
     rows = []
@@ -109,7 +165,7 @@ def write_index(out_root: Path) -> Path:
             try:
                 doc = json.loads(fj.read_text())
                 worst, n = doc.get("worst", ""), len(doc.get("findings", []))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, OSError, UnicodeDecodeError):
                 worst = "unreadable"
         rows.append(f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
                     f"<td>{html.escape(worst)}</td><td>{n}</td></tr>")
@@ -117,7 +173,7 @@ def write_index(out_root: Path) -> Path:
             "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
             f"<th>findings</th></tr>{''.join(rows)}</table></body></html>")
     idx = out_root / "index.html"
-    idx.write_text(page)
+    _atomic_write(idx, page)
     return idx
 
 
@@ -138,15 +194,27 @@ def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None)
     return out
 
 
+def _check_backend(info: NotebookInfo, params: dict[str, Any]) -> None:
+    """Settings of a live backend (URL, timeout, retries, token) checked before any notebook runs, so a
+    mistyped variable is a usage error (exit 2), not a failed run."""
+    default = next((p.default for p in info.params if p.name == "source"), None)
+    if params.get("source", default) == "live":
+        from gpulib.sources.prometheus import load_settings
+        load_settings()
+
+
 def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
+    from gpulib.core.redact import redact
 
-    status = "FAILED" if res.failed else ("INCOMPLETE" if res.errors else "done")
+    status = "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
     if res.failed:
-        typer.echo(f"   error: {res.failed}", err=True)
+        typer.echo(f"   error: {redact(res.failed)}", err=True)
+    for e in res.usage_errors:
+        typer.echo(f"   error: {redact(e)}", err=True)
     for e in res.errors:
-        typer.echo(f"   missing data: {e}", err=True)
+        typer.echo(f"   missing data: {redact(e)}", err=True)
     for f in sort_findings(res.findings)[:limit]:
         typer.echo("   " + f.as_text().replace("\n", "\n   "))
     if len(res.findings) > limit:
@@ -157,6 +225,8 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
 def _exit_code(results: list[RunResult], fail_on: str) -> int:
     from gpulib.core.findings import Severity
 
+    if any(r.usage_errors for r in results):
+        return EXIT_USAGE
     if any(r.failed or r.errors for r in results):
         return EXIT_FAILED
     if fail_on == "never":
@@ -168,7 +238,8 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    typer.echo(f"error: {exc}", err=True)
+    from gpulib.core.redact import redact
+    typer.echo(redact(f"error: {exc}"), err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -210,6 +281,7 @@ def run_cmd(
         info = find_notebook(name)
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, _pairs(param)))
+        _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
@@ -274,6 +346,7 @@ def report_cmd(
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
                                           + _charts_option(charts)))
+        _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet)

@@ -20,7 +20,7 @@ import os
 from contextlib import contextmanager
 from typing import Any, Iterable
 
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
 
 #: the CLI sets this so the executed notebook writes its findings beside itself
@@ -75,18 +75,25 @@ def show(fig) -> None:
 
 
 def note(text: str, level: str = "info") -> None:
+    from gpulib.core.redact import redact
+    text = redact(text)
     colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
     _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
 
 
 @contextmanager
-def guarded_step(what: str, errors: list[str]):
+def guarded_step(what: str, errors: list[str], usage: list[str] | None = None):
     """Run a block; a :class:`GpulibError` is appended to ``errors`` and rendered as a box saying what is
-    missing and what to check, instead of a traceback that stops the notebook."""
+    missing and what to check, instead of a traceback that stops the notebook. An
+    :class:`~gpulib.core.errors.InvalidParameter` (a parameter that matches nothing) also goes to ``usage``,
+    so the CLI exits 2 (bad usage) rather than 3 (data missing)."""
     try:
         yield
     except GpulibError as exc:
-        errors.append(f"{what}: {exc}")
+        from gpulib.core.redact import redact
+        errors.append(redact(f"{what}: {exc}"))
+        if usage is not None and isinstance(exc, InvalidParameter):
+            usage.append(redact(str(exc)))
         hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if exc.hint else ""
         note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
 
@@ -98,6 +105,7 @@ class Runbook:
         self.name = name
         self.params = {"source": source, "snapshot_dir": snapshot_dir, **params}
         self.errors: list[str] = []
+        self.usage_errors: list[str] = []
         self.findings: list[Finding] = []
         self.src = None
         with self.step("Connect to the data source"):
@@ -129,7 +137,7 @@ class Runbook:
 
     def step(self, what: str):
         """Run a block; a GpulibError becomes a rendered 'missing data' box instead of a traceback."""
-        return guarded_step(what, self.errors)
+        return guarded_step(what, self.errors, self.usage_errors)
 
     def add(self, findings: Iterable[Finding] | Finding | None) -> None:
         if findings is None:
@@ -143,7 +151,14 @@ class Runbook:
         if findings is not None:
             self.add(findings)
         fl = FindingList(sort_findings(self.findings))
-        if self.errors:
+        if self.usage_errors:
+            fl.insert(0, Finding(
+                Severity.CRITICAL, "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
+                category="usage",
+                summary="No verdict: a parameter names something the source does not have.",
+                evidence=list(self.usage_errors), sop_step="Correct the parameter (see the hint) and re-run the runbook.",
+                runbook=self.name))
+        elif self.errors:
             fl.insert(0, Finding(
                 Severity.CRITICAL if self.src is None else Severity.WARNING,
                 f"Runbook incomplete: {len(self.errors)} step(s) could not get data", category="data",
@@ -160,5 +175,6 @@ class Runbook:
                 _display(FindingList(fl[1:]))
         path = os.environ.get(FINDINGS_ENV)
         if path:
-            save_findings(fl, path, runbook=self.name, parameters=self.params, errors=self.errors)
+            save_findings(fl, path, runbook=self.name, parameters=self.params, errors=self.errors,
+                          usage_errors=self.usage_errors)
         return fl

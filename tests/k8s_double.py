@@ -15,6 +15,9 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
   ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``, both honouring ``dryRun=All``
   (nothing changes) and recorded; an eviction of a pod marked with :meth:`block_eviction` answers
   429 like a PodDisruptionBudget would
+* ``coordination.k8s.io/v1`` Leases (``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]``): POST
+  (409 AlreadyExists for an existing name), GET, PUT (409 Conflict unless ``metadata.resourceVersion`` is
+  the current one), DELETE (409 Conflict when ``preconditions.resourceVersion`` does not match)
 * bearer-token authentication (401 without it), and :meth:`fail` to answer 403/5xx for a path.
 * pods of one run: ``POST /api/v1/namespaces/{ns}/pods`` (``dryRun=All`` honoured), ``GET .../pods/{name}``
   (the phase moves along :attr:`pod_script` ``phases``, one step per read; ``waiting_reason`` puts the
@@ -164,6 +167,7 @@ class KubeApiDouble:
         self.requests: list[RecordedRequest] = []
         self._rules: list[_FailRule] = []
         self._blocked: dict[tuple[str, str], str] = {}
+        self.leases: dict[tuple[str, str], dict] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -327,6 +331,9 @@ class KubeApiDouble:
                 if not self.crd_installed:
                     return 404, _status(404, "NotFound", "the server could not find the requested resource")
                 return self._list("ClusterPolicyList", "nvidia.com/v1", self.cluster_policies, query, builtin=False)
+        if seg[:3] == ["apis", "coordination.k8s.io", "v1"] and len(seg) in (6, 7) and seg[3] == "namespaces" \
+                and seg[5] == "leases":
+            return self._lease(method, seg[4], seg[6] if len(seg) == 7 else None, body)
         if method == "POST" and len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
             return self._create_pod(seg[3], query, body)
         if method == "DELETE" and len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
@@ -397,6 +404,44 @@ class KubeApiDouble:
         if bad:
             return False, f'Invalid value: "{bad[0]}": supported values: "All"'
         return bool(values), None
+
+    def _lease(self, method, ns, name, body) -> tuple[int, dict]:
+        def out(obj):
+            return dict(copy.deepcopy(obj), apiVersion="coordination.k8s.io/v1", kind="Lease")
+
+        if method == "POST" and name is None:
+            name = ((body or {}).get("metadata") or {}).get("name", "")
+            if (ns, name) in self.leases:
+                return 409, _status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists',
+                                    {"group": "coordination.k8s.io", "kind": "leases", "name": name})
+            self.resource_version += 1
+            obj = copy.deepcopy(body)
+            obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
+            self.leases[(ns, name)] = obj
+            return 201, out(obj)
+        cur = self.leases.get((ns, name))
+        if cur is None:
+            return 404, _status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found',
+                                {"group": "coordination.k8s.io", "kind": "leases", "name": name})
+        if method == "GET":
+            return 200, out(cur)
+        if method == "PUT":
+            rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if rv != cur["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+                                    "the object has been modified; please apply your changes to the latest version and try again")
+            self.resource_version += 1
+            obj = copy.deepcopy(body)
+            obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
+            self.leases[(ns, name)] = obj
+            return 200, out(obj)
+        if method == "DELETE":
+            want = ((body or {}).get("preconditions") or {}).get("resourceVersion")
+            if want is not None and want != cur["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", "Precondition failed: ResourceVersion in precondition does not match")
+            del self.leases[(ns, name)]
+            return 200, _status(200, "Success", "deleted")
+        return 405, _status(405, "MethodNotAllowed", "method not allowed")
 
     def _patch_node(self, name, query, body, ctype) -> tuple[int, dict]:
         node = self.node(name)

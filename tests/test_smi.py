@@ -26,7 +26,9 @@ def test_h200_full_report():
     assert np.isnan(r["retired_pages_sbe"]) and np.isnan(r["retired_pages_pending"])  # N/A on Hopper
     assert (r["remapped_rows_pending"], r["remapped_rows_failure"], r["remap_banks_max"]) == (0.0, 0.0, 3072.0)
     assert (r["temperature_gpu_c"], r["temperature_memory_c"], r["temperature_tlimit_margin_c"]) == (28, 25, 59)
-    assert np.isnan(r["temperature_slowdown_c"])  # H200 reports T.Limit offsets instead
+    # H200 prints T.Limit margins (-2 / -8 C): slowdown = T.Limit (28 + 59) + 2, shutdown = T.Limit + 8
+    assert (r["temperature_slowdown_c"], r["temperature_shutdown_c"]) == (89, 95)
+    assert r["temperature_thresholds_from"] == "T.Limit margins"
     assert (r["power_draw_w"], r["power_limit_w"], r["power_max_limit_w"]) == (74.58, 700.0, 700.0)
     assert r["clock_event_reasons"] == ["GPU_IDLE"] and r["clock_event_mask"] == 1
     assert (r["mig_mode_current"], r["ecc_mode_current"]) == ("Disabled", "Enabled")

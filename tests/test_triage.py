@@ -109,8 +109,9 @@ def test_pending_remap_leads_to_reset_at_convenient_time():
     fs = triage.triage_node(NODE, smi=smi, gpu="0")
     assert [f.data.get("rule") for f in fs] == ["ROW_REMAP_PENDING"]
     assert fs[0].severity == Severity.WARNING and "convenient time" in fs[0].sop_step
-    assert "nvidia-smi -r -i 0   # on gpu-node-7, no process may hold the GPU" not in fs[0].commands
-    assert any(c.startswith("nvidia-smi -r -i 0") for c in fs[0].commands)
+    reset = next(i for i, c in enumerate(fs[0].commands) if c.startswith("sudo nvidia-smi -r -i 0"))
+    # the GPU Operator's GPU clients are stopped before the reset (nvidia-smi -r needs the GPU free)
+    assert any("nvidia.com/gpu.deploy.dcgm=false" in c for c in fs[0].commands[:reset])
 
 
 def test_dcgm_dbe_increase_and_sticky_xid48_not_double_counted():

@@ -135,9 +135,10 @@ def test_kmsg_records():
 
 def test_truncated_lines_are_skipped_not_fatal():
     df = xid.parse_kernel_log(FIX / "truncated.txt")
-    # line 2 is cut inside the PCI id, line 3 inside the code (no comma): both dropped;
-    # the last line (no newline) has its code and pid complete and is kept
-    assert list(df["xid"]) == [79, 31]
+    # line 2 is cut inside the PCI id: dropped (no code); line 3 is cut after its code (no comma): kept, and
+    # its message says the line was cut; the last line (no newline) has its code and pid complete and is kept
+    assert list(df["xid"]) == [79, 7, 31]
+    assert "line cut after the XID code" in df["message"].iloc[1]
 
 
 def test_non_xid_and_empty_inputs():

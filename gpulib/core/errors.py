@@ -12,9 +12,10 @@ class GpulibError(Exception):
     hint: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        super().__init__(message)
+        from gpulib.core.redact import redact  # no secret in any message, whatever its origin
+        super().__init__(redact(message))
         if hint is not None:
-            self.hint = hint
+            self.hint = redact(hint)
 
     def __str__(self) -> str:  # message plus hint, so CLI users see both
         base = super().__str__()
@@ -83,6 +84,11 @@ class PrometheusHTTPError(PrometheusError):
         super().__init__(message, url=url, query=query, hint=hint)
 
 
+class PrometheusBadResponse(PrometheusError):
+    hint = ("the URL answered, but not like the Prometheus HTTP API: check that GPUOPS_PROMETHEUS_URL points at "
+            "Prometheus (not a login page or proxy) and try curl \"$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up\"")
+
+
 class InvalidQuery(PrometheusError):
     hint = "the PromQL did not parse; check metric and label names"
 
@@ -96,6 +102,13 @@ class EmptyResult(SourceError):
     def __init__(self, message: str, *, query: str = "", hint: str | None = None):
         self.query = query
         super().__init__(message, hint=hint or None)
+
+
+class NoInput(SourceError):
+    """A verdict was asked for but none of its inputs could be read: the run is INCOMPLETE, never OK."""
+
+    hint = ("check that dcgm-exporter runs and is scraped for this node in the window (up{job=~\".*dcgm.*\"}), "
+            "or pass a saved kernel log / nvidia-smi -q")
 
 
 class KubernetesError(SourceError):

@@ -77,6 +77,10 @@ class Finding:
         return ", ".join(parts)
 
     def as_text(self) -> str:
+        from gpulib.core.redact import redact
+        return redact(self._text())
+
+    def _text(self) -> str:
         head = f"[{self.severity.value.upper()}] {self.title}"
         if self.where:
             head += f" ({self.where})"
@@ -96,6 +100,10 @@ class Finding:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        from gpulib.core.redact import redact
+        return redact(self._html())
+
+    def _html(self) -> str:
         e = html.escape
         ev = "".join(f"<li>{e(x)}</li>" for x in self.evidence)
         cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in self.commands)
@@ -151,8 +159,9 @@ FINDINGS_SCHEMA_VERSION = 1
 
 
 def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str = "", parameters: dict | None = None,
-                  errors: list[str] | None = None) -> Path:
-    """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``."""
+                  errors: list[str] | None = None, usage_errors: list[str] | None = None) -> Path:
+    """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``;
+    ``usage_errors`` (parameters that matched nothing) are written when there are any."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -163,7 +172,10 @@ def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str
         "findings": [f.to_dict() for f in sort_findings(findings)],
         "errors": list(errors or []),
     }
-    path.write_text(json.dumps(doc, indent=2, default=str))
+    if usage_errors:
+        doc["usage_errors"] = list(usage_errors)
+    from gpulib.core.redact import redact, redact_obj
+    path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 
 

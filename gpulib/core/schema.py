@@ -16,6 +16,11 @@ SERIES_COLUMNS = ["timestamp", "node", "gpu", "uuid", "pci_bus_id", "model", "po
 SUMMARY_COLUMNS = ["node", "gpu", "uuid", "pci_bus_id", "model", "pod", "namespace", "container", "gpu_i_profile",
                    "gpu_i_id", "stat", "value"]
 
+#: a node's GPUs (:meth:`gpulib.sources.base.Source.gpus`): one row per physical GPU (``gpu_i_id`` empty) and one
+#: per MIG instance (``gpu_i_id`` set, ``uuid`` = its parent GPU's UUID, ``mig_uuid`` the instance's own ``MIG-...``
+#: UUID as ``nvidia-smi -L`` prints it, empty where the source cannot know it).
+GPU_COLUMNS = ["node", "gpu", "uuid", "pci_bus_id", "model", "gpu_i_id", "gpu_i_profile", "mig_uuid"]
+
 #: one row per Kubernetes node.
 #: ``mig_capacity``/``mig_allocatable``: dict resource name (``nvidia.com/mig-1g.10gb``) -> int.
 #: ``taints``: list of {"key","value","effect"}; ``labels``: dict.

@@ -36,6 +36,7 @@ class Device:
     container: str = ""
     gi_profile: str = ""
     gi_id: str = ""
+    mig_uuid: str = ""  # a MIG instance's own UUID (``nvidia-smi -L`` prints ``MIG-<uuid>``)
     mig_enabled: bool = False
     slices: int = 7
     incidents: list[dict] = field(default_factory=list)

@@ -99,6 +99,7 @@ class FleetSimulator(FleetMetrics, FleetObjects):
                 for j, prof in enumerate(layout):
                     w = next((x for x in by_gpu.get(i, []) if int(x.get("mig", -1)) == j), None)
                     devs.append(Device(uuid=uuid, memory_mib=_mig_memory_mib(prof), gi_profile=prof, gi_id=str(j + 1),
+                                       mig_uuid="MIG-" + self._uuid(spec["name"], i, "mig", j + 1),
                                        slices=MIG_SLICES[prof.split(".")[0]], mig_enabled=True,
                                        **self._workload_fields(w), **base))
             else:

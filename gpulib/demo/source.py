@@ -116,6 +116,14 @@ class DemoSource(Source):
         devs = [d for d in self.sim.devices if self.sim.emits("DCGM_FI_DEV_FB_USED", d)]
         return set(self.sim.metric_names()), [self.sim.labels(d) for d in devs]
 
+    def _gpus(self, node, window):
+        """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L would)."""
+        import pandas as pd
+        from gpulib.core.schema import GPU_COLUMNS
+        return pd.DataFrame([{"node": d.node, "gpu": str(d.index), "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
+                              "model": d.model_name, "gpu_i_id": d.gi_id, "gpu_i_profile": d.gi_profile,
+                              "mig_uuid": d.mig_uuid} for d in self.sim.devices if d.node == node], columns=GPU_COLUMNS)
+
     def _kernel_log(self, node):
         return self.sim.kernel_log(node)
 

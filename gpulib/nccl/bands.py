@@ -24,7 +24,7 @@ from gpulib.nvidia.topology import Topology
 # --------------------------------------------------------------------------------------------
 
 #: families in matching order (GH200 before H200, GB200 before B200)
-_FAMILIES = ["GH200", "GB200", "H200", "H100", "H800", "A100", "A800", "B200", "B100"]
+_FAMILIES = ["GH200", "GB200", "H200", "H100", "H800", "A100", "A800", "B200", "B100", "V100"]
 
 
 def gpu_family(model: str | None) -> str | None:

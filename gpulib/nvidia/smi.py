@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpulib.core.textio import as_text, clip
+
 from gpulib.core.knowledge import load_table
 from gpulib.core.ids import normalise_pci_bus_id
 
@@ -26,6 +28,14 @@ NA_TOKENS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown er
              "[requested functionality has been deprecated]", "gpu is lost", "[gpu is lost]", "unknown", "none"}
 
 #: columns of :func:`parse_query`, in order (extra columns may follow in later versions).
+#: Temperatures: ``temperature_*_tlimit_c`` are MARGINS in degrees C relative to the GPU's T.Limit, as R570+ drivers
+#: print them (``GPU Slowdown T.Limit Temp : -2 C`` = HW slowdown 2 C past the T.Limit; negative = hotter than
+#: the limit); ``temperature_tlimit_margin_c`` is the current distance to the T.Limit (NVML
+#: nvmlDeviceGetMarginTemperature: "distance to nearest slowdown threshold"). ``temperature_shutdown_c`` /
+#: ``_slowdown_c`` / ``_max_operating_c`` are absolute: printed by older drivers, derived from the margins on
+#: R570+ (T.Limit = current temperature + current margin; threshold = T.Limit - its margin), which gives the
+#: thresholds NVML's nvmlDeviceGetTemperatureThreshold reports on the same GPU (tests/test_smi_tlimit.py).
+#: ``temperature_thresholds_from`` says which: "absolute", "T.Limit margins" or "".
 QUERY_COLUMNS = [
     "pci_bus_id", "index", "minor_number", "uuid", "name", "serial", "vbios_version", "driver_version", "cuda_version",
     "timestamp", "persistence_mode", "performance_state", "mig_mode_current", "mig_mode_pending", "ecc_mode_current",
@@ -34,7 +44,9 @@ QUERY_COLUMNS = [
     "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure",
     "remap_banks_max", "remap_banks_none",
     "temperature_gpu_c", "temperature_memory_c", "temperature_shutdown_c", "temperature_slowdown_c",
-    "temperature_max_operating_c", "temperature_tlimit_margin_c",
+    "temperature_max_operating_c", "temperature_tlimit_margin_c", "temperature_shutdown_tlimit_c",
+    "temperature_slowdown_tlimit_c", "temperature_max_operating_tlimit_c", "temperature_memory_max_operating_tlimit_c",
+    "temperature_thresholds_from",
     "power_draw_w", "power_limit_w", "power_default_limit_w", "power_max_limit_w",
     "clock_event_mask", "clock_event_reasons", "sm_clock_mhz", "max_sm_clock_mhz", "memory_clock_mhz",
     "utilization_gpu_pct", "utilization_memory_pct", "fb_total_mib", "fb_used_mib", "fb_free_mib",
@@ -87,6 +99,33 @@ def _first_num(d: dict[str, str], *paths: str) -> float:
     return _num(_first(d, *paths))
 
 
+def _temperatures(d: dict[str, str]) -> dict[str, Any]:
+    """Temperature fields in both layouts (see the note above :data:`QUERY_COLUMNS`)."""
+    t = "Temperature/"
+    out: dict[str, Any] = {
+        "temperature_gpu_c": _first_num(d, t + "GPU Current Temp"),
+        "temperature_memory_c": _first_num(d, t + "Memory Current Temp"),
+        "temperature_tlimit_margin_c": _first_num(d, t + "GPU T.Limit Temp"),
+        "temperature_shutdown_tlimit_c": _first_num(d, t + "GPU Shutdown T.Limit Temp"),
+        "temperature_slowdown_tlimit_c": _first_num(d, t + "GPU Slowdown T.Limit Temp"),
+        "temperature_max_operating_tlimit_c": _first_num(d, t + "GPU Max Operating T.Limit Temp"),
+        "temperature_memory_max_operating_tlimit_c": _first_num(d, t + "Memory Max Operating T.Limit Temp"),
+    }
+    absolute = {"temperature_shutdown_c": _first_num(d, t + "GPU Shutdown Temp"),
+                "temperature_slowdown_c": _first_num(d, t + "GPU Slowdown Temp"),
+                "temperature_max_operating_c": _first_num(d, t + "GPU Max Operating Temp")}
+    source = "absolute" if any(not np.isnan(v) for v in absolute.values()) else ""
+    tlimit = out["temperature_gpu_c"] + out["temperature_tlimit_margin_c"]  # NaN unless both were printed
+    if not source and not np.isnan(tlimit):
+        for col, margin in (("temperature_shutdown_c", "temperature_shutdown_tlimit_c"),
+                            ("temperature_slowdown_c", "temperature_slowdown_tlimit_c"),
+                            ("temperature_max_operating_c", "temperature_max_operating_tlimit_c")):
+            absolute[col] = tlimit - out[margin]
+        if any(not np.isnan(v) for v in absolute.values()):
+            source = "T.Limit margins"
+    return {**out, **absolute, "temperature_thresholds_from": source}
+
+
 def _sum_if_complete(d: dict[str, str], parts: list[str]) -> float:
     """Sum of the parts when every part was printed (N/A counts as printed); NaN if any is missing."""
     if not all(p in d for p in parts):
@@ -117,7 +156,7 @@ def decode_clock_events(mask: Any) -> list[str]:
 def _lines(text: str) -> list[str]:
     if not text:
         return []
-    lines = text.splitlines()
+    lines = [clip(ln) for ln in text.splitlines()]  # bounded work per line (gpulib.core.textio)
     if not text.endswith(("\n", "\r")) and lines:
         lines = lines[:-1]  # the last line was cut mid-way: keep only complete lines
     return lines
@@ -217,10 +256,7 @@ def _gpu_row(pci: str, d: dict[str, str]) -> dict[str, Any]:
         "remap_banks_none": _first_num(d, "Remapped Rows/Bank Remap Availability Histogram/None"),
         "temperature_gpu_c": _first_num(d, "Temperature/GPU Current Temp"),
         "temperature_memory_c": _first_num(d, "Temperature/Memory Current Temp"),
-        "temperature_shutdown_c": _first_num(d, "Temperature/GPU Shutdown Temp"),
-        "temperature_slowdown_c": _first_num(d, "Temperature/GPU Slowdown Temp"),
-        "temperature_max_operating_c": _first_num(d, "Temperature/GPU Max Operating Temp"),
-        "temperature_tlimit_margin_c": _first_num(d, "Temperature/GPU T.Limit Temp"),
+        **_temperatures(d),
         "power_draw_w": _first_num(d, f"{pr}/Power Draw", f"{pr}/Instantaneous Power Draw", f"{pr}/Average Power Draw",
                                    "Power Readings/Power Draw"),
         "power_limit_w": _first_num(d, f"{pr}/Current Power Limit", f"{pr}/Enforced Power Limit",
@@ -252,10 +288,7 @@ def parse_query(text: str | bytes | None) -> pd.DataFrame:
     ``index`` is the GPU's position when the report lists all attached GPUs (NaN after ``-i N``).
     A capture that ends mid-line loses that last line; its GPU row carries ``truncated=True``.
     """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        return pd.DataFrame(columns=QUERY_COLUMNS)
+    text = as_text(text)
     try:
         header, blocks, truncated = _split(text)
     except (ValueError, TypeError):  # defensive: the tree walk only slices strings
@@ -304,8 +337,7 @@ _T_PROC = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)
 
 def parse_table(text: str | bytes | None) -> SmiTable:
     """Parse the plain ``nvidia-smi`` table (driver 390 through 565 layouts) into GPU and process frames."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
+    text = as_text(text)
     gpus: list[dict[str, Any]] = []
     procs: list[dict[str, Any]] = []
     drv = cuda = None

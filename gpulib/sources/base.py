@@ -5,6 +5,7 @@ Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/
 """
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.schema import SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
@@ -115,6 +116,16 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     return caps
 
 
+#: how far back an instant query looks for a sample: Prometheus' default --query.lookback-delta
+#: (https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness)
+LOOKBACK = timedelta(minutes=5)
+
+
+def default_step(window: timedelta) -> float:
+    """The point spacing of a range over ``window``: about 720 points, a multiple of 30 s (at least 30 s)."""
+    return max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
+
+
 class Source(ABC):
     """A fleet data backend. Subclasses implement the ``_`` methods; the public ones validate input."""
 
@@ -169,6 +180,17 @@ class Source(ABC):
         df = df.assign(stat=stat)
         return conform(df, SUMMARY_COLUMNS)
 
+    def last_seen(self, field: str, *, node: str | None = None) -> pd.DataFrame:
+        """When each series of ``field`` last reported: ``node, gpu, uuid, gpu_i_id, timestamp`` (UTC), one row per
+        series with a sample within the lookback (:data:`LOOKBACK`) before the window end. A series missing here
+        has stopped; its last sample is older. Exact, unlike the last point of a coarse range grid."""
+        node, _ = self._check_target(node, None)
+        df = self._last_seen(field, node)
+        cols = ["node", "gpu", "uuid", "gpu_i_id", "timestamp"]
+        if df.empty:
+            return pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols})
+        return df[cols].reset_index(drop=True)
+
     def nodes(self) -> pd.DataFrame:
         if self._nodes_cache is None:
             self._nodes_cache = self._nodes()
@@ -176,6 +198,41 @@ class Source(ABC):
 
     def pods(self) -> pd.DataFrame:
         return self._pods()
+
+    def gpus(self, node: str, window: str | timedelta = "6h") -> pd.DataFrame:
+        """The node's GPUs (``GPU_COLUMNS``): index, UUID, PCI bus id and model of each physical GPU, plus one
+        row per MIG instance (``gpu_i_id``; ``mig_uuid`` where the source knows it). Sources that only see
+        DCGM series list the GPUs that reported within ``window`` or the inventory lookback
+        (``alert_settings.csv`` gpu_inventory_lookback_s), whichever is longer; a GPU the node's capacity
+        (``nvidia.com/gpu.count``) counts but no series names is listed with its index only. An empty frame
+        means the source cannot tell."""
+        if node in ("", None):
+            raise InvalidParameter("gpus() needs a node name")
+        node, _ = self._check_target(node, None)
+        from gpulib.core.knowledge import load_table
+        look = timedelta(seconds=float(load_table("alert_settings").set_index("key").loc["gpu_inventory_lookback_s", "value"]))
+        df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
+        for c in GPU_COLUMNS:
+            df[c] = df[c].fillna("").astype(str)
+        df = df[GPU_COLUMNS].drop_duplicates().reset_index(drop=True)
+        return pd.concat([df, self._uncounted_gpus(node, df)], ignore_index=True)
+
+    def _uncounted_gpus(self, node: str, df: pd.DataFrame) -> pd.DataFrame:
+        """Index-only rows for the GPUs the node's capacity counts that ``df`` does not name (not with the MIG
+        single strategy, whose gpu.count counts MIG devices)."""
+        from gpulib.core.errors import GpulibError
+        try:
+            n = self.nodes().set_index("node")
+        except GpulibError:  # no Kubernetes API: the DCGM rows are all there is
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        if node not in n.index or str(n.loc[node].get("mig_strategy") or "") == "single":
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        count = pd.to_numeric(pd.Series([n.loc[node, "gpu_count"]]), errors="coerce").iloc[0]
+        if pd.isna(count):
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        have = set(df.loc[df["gpu_i_id"] == "", "gpu"])
+        rows = [dict({c: "" for c in GPU_COLUMNS}, node=node, gpu=str(i)) for i in range(int(count)) if str(i) not in have]
+        return pd.DataFrame(rows, columns=GPU_COLUMNS)
 
     def preflight(self, window: str | timedelta = "1h") -> Capabilities:
         """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
@@ -210,9 +267,11 @@ class Source(ABC):
         return sorted(self.nodes()["node"].astype(str))
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
+        from gpulib.core import validate
         if node in ("", None):
             node = None
         else:
+            node = validate.node_name(node)
             known = self.known_nodes()
             if known and node not in known:
                 close = [n for n in known if node.lower() in n.lower() or n.lower() in node.lower()]
@@ -223,6 +282,7 @@ class Source(ABC):
         g = str(gpu).strip()
         if not (g.isdigit() or g.startswith("GPU-") or g.startswith("MIG-")):
             raise UnknownGPU(f"gpu={gpu!r} is neither an index nor a UUID")
+        validate.gpu_ref(g)
         if node is not None and g.isdigit():
             n = self.nodes().set_index("node")
             count = n.loc[node, "gpu_count"] if node in n.index else None
@@ -246,6 +306,19 @@ class Source(ABC):
     @abstractmethod
     def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
 
+    def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
+        """Default: the newest raw sample of each series within the lookback."""
+        from gpulib.core.errors import EmptyResult
+        try:
+            df = self._series(field, LOOKBACK, node, None, self._native_step())
+        except EmptyResult:
+            return pd.DataFrame()
+        if df.empty:
+            return df
+        df = df.assign(timestamp=pd.to_datetime(df["timestamp"], utc=True))
+        df = df[df["timestamp"] <= pd.Timestamp(self.end)]
+        return df.groupby(["node", "gpu", "uuid", "gpu_i_id"], as_index=False, dropna=False)["timestamp"].max()
+
     def _native_step(self) -> float | None:
         """Spacing of the raw samples, when the backend knows it (the demo's scrape interval)."""
         return None
@@ -256,6 +329,21 @@ class Source(ABC):
         raw = self._series(field, window + timedelta(seconds=step), node, gpu, self._native_step())
         end = self.end.timestamp()
         return aggregate_steps(raw, end - window.total_seconds(), end, step, agg)
+
+    def _gpus(self, node: str, window: timedelta) -> pd.DataFrame:
+        """Default inventory: the labels of the node's DCGM temperature and framebuffer series (every
+        physical GPU reports DCGM_FI_DEV_GPU_TEMP; MIG instances report FB_USED with GPU_I_ID). DCGM labels
+        carry no MIG device UUID, so ``mig_uuid`` stays empty."""
+        from gpulib.core.errors import EmptyResult
+        parts = []
+        for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED"):
+            try:
+                parts.append(self.summary(f, window, "last", node=node))
+            except EmptyResult:
+                continue
+        if not parts:
+            return pd.DataFrame(columns=GPU_COLUMNS)
+        return pd.concat(parts, ignore_index=True)[[c for c in GPU_COLUMNS if c != "mig_uuid"]]
 
     def _kernel_log(self, node: str) -> str | None:
         return None

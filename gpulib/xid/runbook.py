@@ -14,15 +14,19 @@ from typing import Any
 import pandas as pd
 
 import gpulib.xid.triage as triage
-from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
+from gpulib.sources.base import default_step
+from gpulib.core.validate import command
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.dcgmi import parse_dcgmi_diag
 from gpulib.nvidia.smi import parse_query
 from gpulib.core.timeutil import parse_window
 from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.core.validate import command, node_name, shell_quote
 from gpulib.xid.catalog import lookup
 from gpulib.xid.kernel_log import parse_kernel_log
+from gpulib.xid.target import Target, resolve
 
 #: DCGM fields the triage reads as one value per GPU over the window, with the stat it needs
 SUMMARY_STATS = {
@@ -34,6 +38,9 @@ SUMMARY_STATS = {
     triage.RETIRED_PENDING: "max",
     triage.GPU_TEMP: "p95",
 }
+#: gauges read as the max over each step, so an event shorter than a step is never missed (a plain range
+#: query returns one sample per step: https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries)
+EVENT_GAUGES = (triage.XID_GAUGE, triage.REMAP_FAILURE)
 #: DCGM fields drawn over time (the XID gauge is also read for its changes)
 SERIES_FIELDS = [triage.XID_GAUGE, triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE,
                  triage.GPU_TEMP, "DCGM_FI_DEV_POWER_USAGE"]
@@ -46,8 +53,11 @@ DEBUG_IMAGE = "ubuntu:22.04"
 
 
 def kernel_log_command(node: str) -> str:
-    """How to fetch a node's kernel log XID lines with ``kubectl debug`` (the host's root is at /host)."""
-    return f"kubectl debug node/{node} -it --image={DEBUG_IMAGE} -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"
+    """How to fetch a node's NVRM lines with ``kubectl debug`` (the host's root is at /host): the Xid lines and
+    the "fallen off the bus" messages the driver prints without an Xid (:func:`gpulib.xid.catalog.parse_kernel_log`).
+    ``-i`` without ``-t``: the output goes through a pipe; ``--profile=sysadmin`` lets dmesg read the kernel ring."""
+    return (command("kubectl", "debug", f"node/{node}", "-i", "--quiet", "--profile=sysadmin", f"--image={DEBUG_IMAGE}",
+                    "--", "chroot", "/host", "dmesg", "-T") + " | grep -i -E 'NVRM: Xid|fallen off the bus'")
 
 
 def collect_command(node: str) -> str:
@@ -59,8 +69,10 @@ def collect_command(node: str) -> str:
 
 def smi_query_commands(node: str) -> list[str]:
     """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
-    return [f"kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName={node}",
-            "kubectl -n gpu-operator exec <nvidia-driver-daemonset-pod-on-the-node> -- nvidia-smi -q > nvidia-smi-q.txt"]
+    pod = ("$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+           f"--field-selector spec.nodeName={shell_quote(node)} -o name)")
+    return [command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", f"--field-selector=spec.nodeName={node}"),
+            f"kubectl -n gpu-operator exec {pod} -- nvidia-smi -q > nvidia-smi-q.txt"]
 
 
 @dataclass
@@ -84,6 +96,7 @@ class TriageInputs:
     diag: pd.DataFrame | None = None
     after_reset: bool = False
     missing: list[str] = field(default_factory=list)
+    target: Target | None = None
 
     @property
     def dcgm(self) -> dict[str, pd.DataFrame]:
@@ -102,21 +115,40 @@ def _read(path: str, what: str) -> str:
 
 
 def validate(src, node: str, gpu: Any, window: str) -> tuple[str, str | None]:
-    """Check the parameters against the source: UnknownNode, UnknownGPU, InvalidWindow name the bad value."""
+    """Check the parameters against the source: UnknownNode, UnknownGPU, InvalidWindow name the bad value.
+    Returns (node, GPU index or None); a UUID or MIG UUID is resolved to its GPU's index (:mod:`gpulib.xid.target`)."""
+    t = _target(src, node, gpu, window)
+    return t.node, t.gpu
+
+
+def _target(src, node: str, gpu: Any, window: str, smi: pd.DataFrame | None = None) -> Target:
     parse_window(window)
     if not node:
         raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
-    return src._check_target(node, gpu)
+    node = node_name(node)
+    if gpu in (None, ""):
+        src.gpus(node, window)  # UnknownNode for a node the source does not have
+    return resolve(src, node, gpu, window, smi)
 
 
 def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_file: str = "",
             smi_file: str = "", diag_file: str = "", after_reset: bool = False) -> TriageInputs:
-    """Gather the triage inputs for ``node`` (and ``gpu``) from ``src``; files given override the source's.
+    """Gather the triage inputs for ``node`` (and ``gpu``: index, GPU UUID or MIG UUID) from ``src``; files
+    given override the source's. A ``gpu`` matching none of the node's GPUs raises UnknownGPU.
 
     ``diag_file`` / the source's ``diag_report``: a ``dcgmi diag`` result (JSON or table) read by
     :func:`gpulib.xid.diag.diag_findings`; ``after_reset``: the SOP's reset or reboot was done before it ran."""
-    node, g = validate(src, node, gpu, window)
-    inp = TriageInputs(node=node, gpu=g, window=window, after_reset=bool(after_reset))
+    parse_window(window)
+    if not node:
+        raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
+    node = node_name(node)
+    if smi_file:
+        smi_text, smi_from = _read(smi_file, "smi_file"), smi_file
+    else:
+        smi_text, smi_from = src.smi_query(node), src.describe()
+    smi = parse_query(smi_text) if smi_text is not None else None
+    target = _target(src, node, gpu, window, smi)
+    inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target, after_reset=bool(after_reset))
     if diag_file:
         inp.diag_text, inp.diag_from = _read(diag_file, "diag_file"), diag_file
     else:
@@ -131,22 +163,21 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
         inp.xid_events = parse_kernel_log(inp.kernel_log)
     else:
         inp.missing.append("kernel log")
-    if smi_file:
-        inp.smi_text, inp.smi_from = _read(smi_file, "smi_file"), smi_file
-    else:
-        inp.smi_text, inp.smi_from = src.smi_query(node), src.describe()
-    if inp.smi_text is not None:
-        inp.smi = parse_query(inp.smi_text)
-    else:
+    inp.smi_text, inp.smi_from, inp.smi = smi_text, smi_from, smi
+    if smi is None:
         inp.missing.append("nvidia-smi -q")
     for f, stat in SUMMARY_STATS.items():
         try:
             inp.summaries[f] = src.summary(f, window, stat, node=node)
         except EmptyResult:
             inp.missing.append(f)
+    step = default_step(parse_window(window))
     for f in SERIES_FIELDS:
         try:
-            inp.series[f] = src.series(f, window, node=node)
+            if f in EVENT_GAUGES:
+                inp.series[f] = src.series(f, window, node=node, step=step, agg="max")
+            else:
+                inp.series[f] = src.series(f, window, node=node)
         except EmptyResult:
             if f not in inp.missing:
                 inp.missing.append(f)
@@ -246,8 +277,20 @@ def memory_summary(inp: TriageInputs) -> pd.DataFrame:
     return out.sort_values("_k").drop(columns="_k").reset_index(drop=True)
 
 
+def has_input(inp: TriageInputs) -> bool:
+    """Whether anything the triage reads was there: a kernel log, nvidia-smi -q, or a DCGM frame with rows."""
+    frames = list(inp.summaries.values()) + list(inp.series.values())
+    diag = getattr(inp, "diag", None)
+    return (inp.kernel_log is not None or inp.smi is not None or (diag is not None and len(diag) > 0)
+            or any(f is not None and len(f) for f in frames))
+
+
 def findings(inp: TriageInputs) -> list[Finding]:
-    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU."""
+    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU.
+    NoInput (the run is INCOMPLETE) when none of the inputs could be read: no input, no verdict."""
+    if not has_input(inp):
+        raise NoInput(f"no input to triage {inp.node}: no kernel log, no nvidia-smi -q and no DCGM series for the node "
+                      f"in the last {inp.window} (missing: {', '.join(inp.missing)})")
     from gpulib.xid.diag import diag_findings
 
     fs = triage.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,

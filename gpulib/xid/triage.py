@@ -13,8 +13,9 @@ The Prometheus rules file built from the same data files is :mod:`gpulib.xid.ale
 """
 from __future__ import annotations
 
+import shlex
+
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
@@ -24,6 +25,9 @@ from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table, threshold
 from gpulib.nvidia.smi import gpu_id_map
+from gpulib.xid import nvlink5
+from gpulib.xid.sops import POD_IMPACT_COLUMNS, _sop_table, pod_impact, sop  # noqa: F401  (re-exported)
+from gpulib.xid.sops import fill_commands as _fill, impact_evidence as _impact_evidence
 from gpulib.xid.catalog import lookup
 
 
@@ -55,22 +59,18 @@ def _setting(key: str) -> float:
     return float(t.loc[key, "value"])
 
 
-@lru_cache(maxsize=1)
-def _sop_table() -> dict[str, dict[str, Any]]:
-    t = load_table("xid_sop")
-    return {r["key"]: r for r in t.to_dict("records")}
-
-
-def sop(key: str) -> dict[str, Any]:
-    """The SOP row (verdict, severity, sop_step, commands list, escalation) for a bucket or memory rule."""
-    row = dict(_sop_table().get(key) or _sop_table()["CONTACT_SUPPORT"])
-    row["commands"] = [c.strip() for c in str(row["commands"]).split(";;") if c.strip()]
-    return row
-
-
-def _bucket_for(code: int, recovery_action: Any = None) -> str:
-    """NVIDIA's immediate bucket for an XID; XID 13 uses its workflow; XID 154 follows the announced action."""
+def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | None = None) -> str:
+    """NVIDIA's immediate bucket for an XID; XID 13 uses its workflow; XID 154 follows the announced action;
+    NVLink5 XIDs 144-150 follow the decode of their status words (:mod:`gpulib.xid.nvlink5`), the worst one
+    when several events of the code decode differently."""
     rec = lookup(code)
+    if code in nvlink5.CODES and events is not None and "detail_words" in events.columns:
+        decoded = [nvlink5.bucket(code, w, str(m) if isinstance(m, str) else "")
+                   for w, m in zip(events["detail_words"], events.get("message", pd.Series([""] * len(events))))
+                   if isinstance(w, tuple)]
+        decoded = [b for b in decoded if b]
+        if decoded and len(decoded) == sum(isinstance(w, tuple) for w in events["detail_words"]):
+            return _worst_bucket(decoded)
     if code == 13:
         return "WORKFLOW_XID_13"
     if code == 154 and recovery_action is not None and not pd.isna(recovery_action):
@@ -148,48 +148,6 @@ def _summary_value(frames: dict[str, pd.DataFrame], field: str, node: str, gpu: 
     return float(vals.max()), str(sel["stat"].iloc[0]) if "stat" in sel.columns else "value"
 
 
-# --------------------------------------------------------------------------------- pod impact
-POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by"]
-
-
-def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None = None,
-               dcgm: dict[str, pd.DataFrame] | None = None, uuid: str | None = None) -> pd.DataFrame:
-    """Pods that were on the affected GPU: first by DCGM's pod/namespace labels on that GPU (exact),
-    then every GPU pod of the node from the cluster's pod list (when the GPU is not known exactly)."""
-    rows: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
-    owners = {}
-    if pods is not None and len(pods):
-        for r in pods.to_dict("records"):
-            owners[(str(r.get("namespace")), str(r.get("pod")))] = (r.get("owner_kind") or "", r.get("owner_name") or "")
-    for df in (dcgm or {}).values():
-        if df is None or len(df) == 0 or "pod" not in df.columns:
-            continue
-        sel = df[(df["node"] == node) & df["pod"].fillna("").astype(str).ne("")]
-        if gpu is not None:
-            m = sel["gpu"].astype(str) == str(gpu)
-            if uuid and "uuid" in sel.columns:
-                m = m | (sel["uuid"] == uuid)
-            sel = sel[m]
-        for r in sel[["namespace", "pod", "gpu"]].drop_duplicates().to_dict("records"):
-            key = (str(r["namespace"]), str(r["pod"]))
-            if key not in seen:
-                seen.add(key)
-                kind, name = owners.get(key, ("", ""))
-                rows.append({"namespace": key[0], "pod": key[1], "owner_kind": kind, "owner_name": name,
-                             "gpu": str(r["gpu"]), "matched_by": "DCGM pod label on the GPU"})
-    if pods is not None and len(pods) and not rows:
-        sel = pods[pods["node"] == node]
-        gpu_req = pd.to_numeric(sel.get("gpu_request", pd.Series(0, index=sel.index)), errors="coerce").fillna(0)
-        mig = sel.get("mig_requests", pd.Series([{}] * len(sel), index=sel.index)).map(lambda d: bool(d) if isinstance(d, dict) else False)
-        active = sel.get("phase", pd.Series("Running", index=sel.index)).isin(["Running", "Pending"])
-        for r in sel[((gpu_req > 0) | mig) & active].to_dict("records"):
-            rows.append({"namespace": r["namespace"], "pod": r["pod"], "owner_kind": r.get("owner_kind") or "",
-                         "owner_name": r.get("owner_name") or "", "gpu": "",
-                         "matched_by": "GPU pod on the node (pod list; GPU not pinned)"})
-    return pd.DataFrame(rows, columns=POD_IMPACT_COLUMNS)
-
-
 # ----------------------------------------------------------------------------------- findings
 @dataclass
 class _GpuCase:
@@ -200,36 +158,13 @@ class _GpuCase:
     evidence: list[str] = field(default_factory=list)
 
 
-def _fill(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
-    out: list[str] = []
-    g = gpu if gpu not in (None, "") else "<gpu>"
-    for c in cmds:
-        if "{pod}" in c or "{namespace}" in c:
-            if len(impact):
-                for r in impact.head(5).to_dict("records"):
-                    out.append(c.format(node=node, gpu=g, namespace=r["namespace"], pod=r["pod"]))
-            else:
-                out.append(f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}")
-            continue
-        out.append(c.format(node=node, gpu=g))
-    return list(dict.fromkeys(out))
-
-
-def _impact_evidence(impact: pd.DataFrame) -> list[str]:
-    if not len(impact):
-        return ["no pod found on this GPU (pod list and DCGM pod labels checked)"]
-    names = [f"{r['namespace']}/{r['pod']}" + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
-             for r in impact.to_dict("records")]
-    return [f"pods hit ({impact['matched_by'].iloc[0]}): " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")]
-
-
 def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | None:
     if not case.events:
         return None
     ev = pd.DataFrame(case.events)
     codes = sorted(set(int(x) for x in ev["xid"]))
     buckets = {c: _bucket_for(c, ev.loc[ev["xid"] == c, "recovery_action"].dropna().max()
-               if "recovery_action" in ev.columns else None) for c in codes}
+               if "recovery_action" in ev.columns else None, ev[ev["xid"] == c]) for c in codes}
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
     bucket = _worst_bucket(driving)
     row = sop(bucket)

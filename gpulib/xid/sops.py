@@ -1,0 +1,142 @@
+"""SOP rows and the commands printed from them: ``gpulib/data/xid_sop.csv`` rows filled with the node, the GPU
+and the pods on it (who was hit, from DCGM's pod labels or the pod list, with their owners).
+
+Every value that lands in a printed command is shell-quoted (:func:`gpulib.core.validate.shell_quote`). Pods of a
+Deployment/StatefulSet are stopped by scaling the owner (a deleted pod is re-created at once by its controller and
+can take the GPU again: https://kubernetes.io/docs/concepts/workloads/controllers/deployment/), other pods deleted.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+from gpulib.core.knowledge import load_table
+from gpulib.core.validate import command, shell_quote
+
+
+@lru_cache(maxsize=1)
+def _sop_table() -> dict[str, dict[str, Any]]:
+    t = load_table("xid_sop")
+    return {r["key"]: r for r in t.to_dict("records")}
+
+
+def sop(key: str) -> dict[str, Any]:
+    """The SOP row (verdict, severity, sop_step, commands list, escalation) for a bucket or memory rule."""
+    row = dict(_sop_table().get(key) or _sop_table()["CONTACT_SUPPORT"])
+    cmds = [c.strip() for c in str(row["commands"]).split(";;") if c.strip()]
+    if key != "GPU_RESET_STEPS" and "{reset_gpu}" in cmds:  # the shared reset procedure, expanded in place
+        i = cmds.index("{reset_gpu}")
+        cmds[i:i + 1] = sop("GPU_RESET_STEPS")["commands"]
+    row["commands"] = cmds
+    return row
+
+
+POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by", "owner_pods"]
+
+
+def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None = None,
+               dcgm: dict[str, pd.DataFrame] | None = None, uuid: str | None = None) -> pd.DataFrame:
+    """Pods that were on the affected GPU: first by DCGM's pod/namespace labels on that GPU (exact),
+    then every GPU pod of the node from the cluster's pod list (when the GPU is not known exactly)."""
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    owners = {}
+    if pods is not None and len(pods):
+        for r in pods.to_dict("records"):
+            owners[(str(r.get("namespace")), str(r.get("pod")))] = (r.get("owner_kind") or "", r.get("owner_name") or "")
+    for df in (dcgm or {}).values():
+        if df is None or len(df) == 0 or "pod" not in df.columns:
+            continue
+        sel = df[(df["node"] == node) & df["pod"].fillna("").astype(str).ne("")]
+        if gpu is not None:
+            m = sel["gpu"].astype(str) == str(gpu)
+            if uuid and "uuid" in sel.columns:
+                m = m | (sel["uuid"] == uuid)
+            sel = sel[m]
+        for r in sel[["namespace", "pod", "gpu"]].drop_duplicates().to_dict("records"):
+            key = (str(r["namespace"]), str(r["pod"]))
+            if key not in seen:
+                seen.add(key)
+                kind, name = owners.get(key, ("", ""))
+                rows.append({"namespace": key[0], "pod": key[1], "owner_kind": kind, "owner_name": name,
+                             "gpu": str(r["gpu"]), "matched_by": "DCGM pod label on the GPU"})
+    if pods is not None and len(pods) and not rows:
+        sel = pods[pods["node"] == node]
+        gpu_req = pd.to_numeric(sel.get("gpu_request", pd.Series(0, index=sel.index)), errors="coerce").fillna(0)
+        mig = sel.get("mig_requests", pd.Series([{}] * len(sel), index=sel.index)).map(lambda d: bool(d) if isinstance(d, dict) else False)
+        active = sel.get("phase", pd.Series("Running", index=sel.index)).isin(["Running", "Pending"])
+        for r in sel[((gpu_req > 0) | mig) & active].to_dict("records"):
+            rows.append({"namespace": r["namespace"], "pod": r["pod"], "owner_kind": r.get("owner_kind") or "",
+                         "owner_name": r.get("owner_name") or "", "gpu": "",
+                         "matched_by": "GPU pod on the node (pod list; GPU not pinned)"})
+    counts: dict[tuple[str, str, str], int] = {}
+    if pods is not None and len(pods):
+        for r in pods.to_dict("records"):
+            k = (str(r.get("namespace")), str(r.get("owner_kind") or ""), str(r.get("owner_name") or ""))
+            counts[k] = counts.get(k, 0) + 1
+    for r in rows:  # pods the owner runs now (all nodes): what scaling it back restores
+        r["owner_pods"] = counts.get((r["namespace"], r["owner_kind"], r["owner_name"]), 1) if r["owner_name"] else 1
+    return pd.DataFrame(rows, columns=POD_IMPACT_COLUMNS)
+
+
+#: owner kinds whose pods come back when deleted: stop them by scaling the owner (kubectl resource name)
+_SCALABLE = {"Deployment": "deployment", "StatefulSet": "statefulset", "ReplicaSet": "replicaset"}
+
+
+def _workload_commands(key: str, impact: pd.DataFrame, node: str) -> list[str]:
+    """``{stop_workload}`` / ``{resume_workload}`` / ``{restart_workload}`` for the pods on the GPU.
+
+    A Deployment/StatefulSet pod that is deleted is re-created at once and can land on the same GPU again, so it
+    is stopped by scaling its owner to 0 (and scaled back to the pods it runs now) and restarted with
+    ``kubectl rollout restart``; pods of other owners (Jobs, training operators) or bare pods are deleted.
+    """
+    if not len(impact):
+        return [command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}")]
+    out: list[str] = []
+    for r in impact.head(5).to_dict("records"):
+        ns, pod, kind, name = r["namespace"], r["pod"], r.get("owner_kind") or "", r.get("owner_name") or ""
+        res = _SCALABLE.get(kind)
+        if res and name:
+            obj = f"{res}/{name}"
+            if key == "stop_workload":
+                out.append(command("kubectl", "-n", ns, "scale", obj, "--replicas=0")
+                           + f"   # {kind} {name} would re-create a deleted pod; it runs {int(r.get('owner_pods') or 1)} pod(s) now")
+            elif key == "resume_workload":
+                out.append(command("kubectl", "-n", ns, "scale", obj, f"--replicas={int(r.get('owner_pods') or 1)}"))
+            else:
+                out.append(command("kubectl", "-n", ns, "rollout", "restart", obj))
+        elif key != "resume_workload":
+            note = f"   # its {kind} {name} starts a new pod" if kind and name else "   # a bare pod: re-create it from its manifest"
+            out.append(command("kubectl", "-n", ns, "delete", "pod", pod) + note)
+    return out
+
+
+def fill_commands(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
+    """Commands of an SOP row with the node, GPU and pods filled in; every value is shell-quoted
+    (:func:`gpulib.core.validate.shell_quote`); :func:`sop` has already expanded ``{reset_gpu}``."""
+    out: list[str] = []
+    g = shell_quote(gpu) if gpu not in (None, "") else "<gpu>"
+    n = shell_quote(node)
+    for c in cmds:
+        key = c.strip().strip("{}")
+        if c.strip() in ("{stop_workload}", "{resume_workload}", "{restart_workload}"):
+            out += _workload_commands(key, impact, node)
+        elif "{pod}" in c or "{namespace}" in c:
+            if len(impact):
+                for r in impact.head(5).to_dict("records"):
+                    out.append(c.format(node=n, gpu=g, namespace=shell_quote(r["namespace"]), pod=shell_quote(r["pod"])))
+            else:
+                out.append(command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}"))
+        else:
+            out.append(c.format(node=n, gpu=g))
+    return list(dict.fromkeys(out))
+
+
+def impact_evidence(impact: pd.DataFrame) -> list[str]:
+    if not len(impact):
+        return ["no pod found on this GPU (pod list and DCGM pod labels checked)"]
+    names = [f"{r['namespace']}/{r['pod']}" + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
+             for r in impact.to_dict("records")]
+    return [f"pods hit ({impact['matched_by'].iloc[0]}): " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")]
