@@ -210,6 +210,13 @@ class NVMLUnavailable(SourceError):
     hint = "run on a GPU node with the NVIDIA driver loaded (nvidia-smi works) and nvidia-ml-py installed"
 
 
+class LockBusy(GpulibError):
+    """Another remediation holds the cluster-wide lock (:mod:`gpulib.kube.lease`)."""
+
+    hint = ("another remediation holds the lock (Lease gpuops-remediation): wait for it to finish, or check "
+            "`kubectl get lease gpuops-remediation -o yaml` for its holder")
+
+
 class RemediationRefused(GpulibError):
     """The circuit breaker (or another guard) refused an action."""
 
