@@ -20,14 +20,14 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from gpulib.core.errors import EmptyResult, InvalidParameter
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import settings
+from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
 
@@ -36,18 +36,9 @@ __all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "he
            "namespace_figure", "waterfall_figure", "method_html"]
 
 
-@lru_cache(maxsize=1)
-def _policy() -> dict[str, str]:
-    t = load_table("report_policy")
-    return dict(zip(t["key"].astype(str), t["value"].astype(str)))
-
-
 def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/report_policy.csv`` (as text)."""
-    p = _policy()
-    if key not in p:
-        raise InvalidParameter(f"no report setting named {key!r}; known: {', '.join(sorted(p))}")
-    return p[key]
+    """A setting from ``gpulib/data/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("report_policy").text(key)
 
 
 def parse_namespaces(text: str | list[str] | None) -> list[str] | None:
@@ -70,7 +61,7 @@ def heatmap_bucket(window: str | timedelta, step: str) -> str:
     """Heatmap bucket: window / ``heatmap_columns`` rounded up to a whole number of steps (pandas freq)."""
     w = parse_window(window).total_seconds()
     s = parse_window(step, name="step").total_seconds()
-    cols = float(report_policy("heatmap_columns"))
+    cols = settings("report_policy").number("heatmap_columns")
     seconds = max(s, math.ceil(w / cols / s) * s)
     return f"{int(seconds)}s"
 
@@ -147,12 +138,6 @@ _TILE = ("display:inline-block;vertical-align:top;min-width:150px;margin:4px 8px
          "border:1px solid #d0d7de;border-radius:6px;background:#f6f8fa;font-family:sans-serif")
 
 
-def _money(x: float, cur: str) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
-
-
 def _pct(x: float) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0f} %"
 
@@ -171,11 +156,11 @@ def kpi_tiles_html(summary: dict[str, Any]) -> str:
     tiles = [
         _tile("Allocated", _pct(summary["allocated_pct"]), f"of {summary['gpu_hours']:,.0f} GPU-h in {format_duration(hours * 3600)}"),
         _tile("Active (of allocated)", _pct(summary["active_pct"]), summary["activity_metric"].replace("DCGM_FI_", "")),
-        _tile("Idle allocated GPU-hours", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{_money(summary['idle_cost'], cur)} in the window",
+        _tile("Idle allocated GPU-hours", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{money(summary['idle_cost'], cur)} in the window",
               "#b36b00"),
-        _tile("Unallocated GPU-hours", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{_money(summary['unallocated_cost'], cur)} in the window"),
-        _tile("GPU spend", _money(summary["monthly_cost"], cur) + "/mo", f"{_money(summary['window_cost'], cur)} in the window"),
-        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur), "per month; top actions below",
+        _tile("Unallocated GPU-hours", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{money(summary['unallocated_cost'], cur)} in the window"),
+        _tile("GPU spend", money(summary["monthly_cost"], cur) + "/mo", f"{money(summary['window_cost'], cur)} in the window"),
+        _tile("Potential monthly saving", money(summary["potential_monthly_saving"], cur), "per month; top actions below",
               "#1b7f3b"),
         _tile("Zombie pods", str(summary["zombie_pods"]), "memory held, activity below threshold", "#b00020" if summary["zombie_pods"] else "#1b7f3b"),
     ]
@@ -198,7 +183,7 @@ def top_actions_html(summary: dict[str, Any]) -> str:
     e = html.escape
     if not summary["top_actions"]:
         return "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
-    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(_money(a["monthly_saving"], cur)), e(a["detail"])]
+    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(money(a["monthly_saving"], cur)), e(a["detail"])]
             for i, a in enumerate(summary["top_actions"], 1)]
     return _table(["#", "action", "target", f"saving ({cur}/month)", "why"], rows, "top-actions", {0, 3})
 
@@ -207,7 +192,7 @@ def idle_zombie_table(rep, n: int | None = None) -> pd.DataFrame:
     """:func:`gpulib.cost.analysis.top_idle_workloads` top ``n`` by idle cost, plus every zombie workload below the cut."""
     from gpulib.cost.analysis import top_idle_workloads
 
-    n = int(report_policy("idle_table_rows")) if n is None else n
+    n = int(settings("report_policy")["idle_table_rows"]) if n is None else n
     full = top_idle_workloads(rep, n=10**9)
     keep = (full.index < n) | full["zombie"]
     return full[keep].reset_index(drop=True)
@@ -225,7 +210,7 @@ def idle_table_html(table: pd.DataFrame, currency: str) -> str:
         act = "n/a" if pd.isna(r.active_pct) else f"{r.active_pct:.1f}"
         rows.append([e(str(r.namespace)), f"<code>{e(str(r.workload))}</code>", e(str(r.owner_kind or "pod")), flag,
                      f"{r.allocated_gpu_hours:,.1f}", f"{r.idle_allocated_gpu_hours:,.1f}", act, fb,
-                     e(_money(float(r.idle_cost), currency))])
+                     e(money(float(r.idle_cost), currency))])
     return _table(["namespace", "workload", "kind", "state", "allocated GPU-h", "idle GPU-h", "active %",
                    "peak memory (GiB)", f"idle cost ({currency})"], rows, "idle-zombie-table", {4, 5, 6, 7, 8})
 
@@ -268,7 +253,7 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Waterfall(x=wf["step"], y=wf["value"], measure=wf["measure"],
-                                 text=[("-" if m == "relative" else "") + _money(abs(v), currency) for v, m in zip(wf["value"], wf["measure"])], textposition="outside",
+                                 text=[("-" if m == "relative" else "") + money(abs(v), currency) for v, m in zip(wf["value"], wf["measure"])], textposition="outside",
                                  decreasing={"marker": {"color": "#1b7f3b"}}, totals={"marker": {"color": "#1f5fa8"}},
                                  increasing={"marker": {"color": "#b00020"}}))
     top = float(wf["value"].abs().max()) if len(wf) else 0.0

@@ -1,0 +1,150 @@
+"""One rule per concept: the fleet overview and the utilization report call the same pods idle/zombie, the
+scheduling checks and the cost report agree on request/limit problems, one settings loader and one money text.
+
+Before the rules were unified (two idle/zombie rules, two request/limit checks) these disagreed on the demo
+fleet with the window ending 2026-12-01T06:45:00Z:
+
+* 24h window: ``notebooks/jupyter-alice-0`` was "Idle" in the fleet overview (it became a zombie during the
+  window, so its window mean stayed above 5 %) and a zombie in the report (a held-idle run of hours);
+* 1h window: ``media/legacy-transcoder-0`` was a "Zombie" in the fleet overview (its *mean* activity was below
+  5 %) although its activity reached 35 %, so the report's rule (below 5 % on every sample for 30 min) never
+  called it one;
+* a pod whose containers ask 2 GPUs/limit 1 and 1 GPU/limit 2 was invalid for the scheduling check and fine
+  for the cost check (which compared the pod's sums).
+"""
+from __future__ import annotations
+
+import pytest
+
+from gpulib.core.errors import InvalidParameter, UnknownSetting
+from gpulib.core.findings import Severity
+from gpulib.core.knowledge import settings
+from gpulib.core.money import money
+
+END = "2026-12-01T06:45:00Z"
+
+
+@pytest.fixture(scope="module")
+def demo_0645():
+    from gpulib.sources import connect
+
+    return connect("demo", end=END)
+
+
+def _fleet_verdicts(src, window):
+    import gpulib.fleet.health as fleet
+
+    act = fleet.activity(src, window, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    fs = fleet.idle_findings(act, fleet.memory_series(src, window), window, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    return {f.title.split()[-1]: f for f in fs}
+
+
+def _report_zombies(src, window):
+    from gpulib.cost import analyze_cost
+
+    rep = analyze_cost(src.nodes(), src.pods(), src.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", window),
+                       src.series("DCGM_FI_DEV_FB_USED", window), window=window)
+    z = rep.zombies
+    zombie_titles = {f.title for f in rep.findings if f.title.startswith("Zombie pod ")}
+    return set(z["namespace"] + "/" + z["pod"]), zombie_titles
+
+
+@pytest.mark.parametrize("window", ["1h", "24h"])
+def test_fleet_overview_and_report_call_the_same_pods_zombies(demo_0645, window):
+    fleet = _fleet_verdicts(demo_0645, window)
+    fleet_zombies = {pod for pod, f in fleet.items() if f.title.startswith("Zombie")}
+    report_zombies, titles = _report_zombies(demo_0645, window)
+    assert fleet_zombies == report_zombies
+    assert titles == {f"Zombie pod {p} holds GPU memory while idle" for p in report_zombies}
+    assert all(fleet[p].severity == Severity.WARNING for p in fleet_zombies)
+
+
+def test_the_pods_the_two_rules_disagreed_on(demo_0645):
+    day = _fleet_verdicts(demo_0645, "24h")
+    assert day["notebooks/jupyter-alice-0"].title == "Zombie GPU workload notebooks/jupyter-alice-0"
+    assert "for " in day["notebooks/jupyter-alice-0"].evidence[2]  # how long it held memory idle
+    hour = _fleet_verdicts(demo_0645, "1h")
+    assert "media/legacy-transcoder-0" not in hour or hour["media/legacy-transcoder-0"].title.startswith("Idle")
+
+
+def test_classify_idle_rule_on_a_handmade_series():
+    import pandas as pd
+
+    from gpulib.cost import Thresholds, classify_idle, prepare_samples
+
+    ts = pd.date_range("2026-12-01T00:00Z", periods=80, freq="30s")
+
+    def rows(pod, act, fb):
+        return pd.DataFrame({"timestamp": ts, "value": act, "node": "n1", "gpu": pod[-1], "gpu_i_profile": "",
+                             "gpu_i_id": "", "pod": pod, "namespace": "ml", "container": "c"}), \
+            pd.DataFrame({"timestamp": ts, "value": fb, "node": "n1", "gpu": pod[-1], "gpu_i_id": ""})
+
+    parts = [rows("held0", [0.01] * 80, [4096] * 80),                 # 40 min held idle: zombie
+             rows("spiky1", [0.01] * 40 + [0.5] + [0.01] * 39, [4096] * 80),  # spike breaks the run: 20 min each
+             rows("light2", [0.08] * 80, [100] * 80),                  # below 10 % mean, little memory: idle
+             rows("busy3", [0.7] * 80, [9000] * 80)]
+    act = pd.concat([p[0] for p in parts], ignore_index=True)
+    fb = pd.concat([p[1] for p in parts], ignore_index=True)
+    th = Thresholds.from_table()
+    v = classify_idle(prepare_samples(act, fb), th).set_index("pod")["state"].to_dict()
+    assert v == {"held0": "zombie", "spiky1": "idle", "light2": "idle", "busy3": "busy"}
+
+
+# ------------------------------------------------------------------------------------- request/limit
+_SPLIT = {"kind": "Pod", "metadata": {"name": "split", "namespace": "ml"},
+          "spec": {"nodeName": "n1", "containers": [
+              {"name": "a", "resources": {"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 1}}},
+              {"name": "b", "resources": {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}}]},
+          "status": {"phase": "Running"}}
+
+
+def test_scheduling_and_cost_report_the_same_request_limit_problems():
+    import gpulib.fleet.scheduling as scheduling
+    from gpulib.kube.client import pods_frame
+    from gpulib.kube.requests import request_limit_issues
+
+    sched = scheduling.request_limit_problems([_SPLIT])
+    cost = request_limit_issues(pods_frame({"items": [_SPLIT]}))
+    assert [f.data["container"] for f in sched] == ["a", "b"]
+    assert list(cost["container"]) == ["a", "b"] and set(cost["problem"]) == {"GPU request != limit"}
+    from gpulib.kube.requests import request_limit_findings
+
+    assert [f.title for f in request_limit_findings(cost)] == [f.title for f in sched]
+    assert {f.severity for f in sched} == {Severity.CRITICAL}
+
+
+def test_lesson_uses_the_same_check():
+    from gpulib.learn.lessons import pod_resources_outcome
+
+    out = pod_resources_outcome({"requests": {"nvidia.com/mig-1g.5gb": 2}, "limits": {"nvidia.com/mig-1g.5gb": 1}})
+    assert out["check"] == "MIG request != limit"
+
+
+# ------------------------------------------------------------------------------------- settings and money
+@pytest.mark.parametrize("table", ["cost_policy", "report_policy", "scheduling_settings", "operator_settings",
+                                   "remediation_policy", "alert_settings", "nccl_thresholds", "nccl_job_defaults",
+                                   "vllm_deploy", "model_memory_overheads", "thresholds"])
+def test_one_error_text_for_every_settings_table(table):
+    s = settings(table)
+    with pytest.raises(UnknownSetting) as exc:
+        s["no_such_key"]
+    text = str(exc.value)
+    assert text.startswith(f"gpulib/data/{table}.csv has no key 'no_such_key'; known keys: ")
+    assert sorted(s)[0] in text and isinstance(exc.value, InvalidParameter) and isinstance(exc.value, KeyError)
+
+
+def test_settings_are_typed():
+    assert settings("cost_policy")["hours_per_month"] == 730 and isinstance(settings("cost_policy")["hours_per_month"], int)
+    assert settings("thresholds")["idle_activity_max"] == pytest.approx(0.10)
+    assert settings("report_policy").text("series_step") == "5m"
+    assert "kube-system" in settings("cost_policy").items_list("system_namespaces")
+    with pytest.raises(Exception, match="not a number"):
+        settings("cost_policy").number("default_pricing_provider")
+
+
+@pytest.mark.parametrize("amount, currency, text", [
+    (1234.5, "USD", "1,234 USD"), (1235.5, "usd", "1,236 USD"), (12.345, "EUR", "12.35 EUR"),
+    (-250, "USD", "-250 USD"), (float("nan"), "USD", "n/a"), (None, "USD", "n/a"), (1_000_000, "JPY", "1,000,000 JPY")])
+def test_money_text(amount, currency, text):
+    assert money(amount, currency) == text
+    assert "$" not in money(amount, currency)
