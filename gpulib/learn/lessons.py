@@ -132,7 +132,7 @@ def runbook_ref(name: str, **params: Any) -> str:
     """Markdown pointing at the operational runbook a lesson prepares for: its command and its notebook."""
     cmd = "gpuops run " + name + "".join(f" -p {k} {v}" for k, v in params.items())
     try:
-        from gpulib.cli import catalogue
+        from gpulib.catalogue import catalogue
         info = catalogue().get(name)
     except GpulibError:
         info = None
@@ -287,7 +287,7 @@ def alerts_file_status(path: str | Path | None = None) -> str:
 
     if path is None:
         try:
-            from gpulib.cli import project_root
+            from gpulib.catalogue import project_root
             path = project_root() / "deploy" / "prometheus" / "gpu-alerts.yaml"
         except GpulibError:
             return "no checkout found (deploy/prometheus/gpu-alerts.yaml is not part of the installed package)"

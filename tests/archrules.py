@@ -1,0 +1,135 @@
+"""The layering rules of docs/architecture.md, checked by walking every import of a package tree.
+
+Every ``import``/``from ... import`` statement is read from the source with :mod:`ast`, including the lazy
+ones inside functions and ``importlib.import_module("...")`` calls with a literal name, and the
+``_EXPORTS`` tables of the lazy package ``__init__`` files. Nothing is imported, so a planted violation in a
+copy of the tree is found without executing it.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+#: layer of each top-level part of gpulib; an import may point to the same layer or a lower one
+LAYERS = {
+    "core": 0,
+    "sources": 1, "kube": 1, "nvidia": 1,
+    "fleet": 2, "xid": 2, "nccl": 2, "mig": 2, "gpu_operator": 2, "vllm": 2, "cost": 2,
+    "demo": 3,
+    "runbook": 4, "catalogue": 4, "learn": 4, "cli": 5, "serve": 5,
+}
+DOMAINS = {k for k, v in LAYERS.items() if v == 2}
+MAX_LINES = 600
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str      # importing module, dotted
+    dst: str      # imported module, dotted
+    line: int
+    lazy: bool
+
+
+def module_name(root: Path, path: Path) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _resolve(mod: str, is_pkg: bool, level: int, name: str | None) -> str:
+    if level == 0:
+        return name or ""
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def edges(root: Path) -> list[Edge]:
+    """Every gpulib-internal import edge of the tree under ``root`` (the ``gpulib`` folder)."""
+    pkg = root.name
+    out: list[Edge] = []
+    for path in sorted(root.rglob("*.py")):
+        mod = module_name(root, path)
+        is_pkg = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            lazy = id(node) not in top
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(mod, is_pkg, node.level, node.module)
+                for a in node.names:
+                    # `from gpulib.x import y` may name a submodule y: count both the package and the name
+                    targets.append(base)
+                    if (root.parent / (base.replace(".", "/") + "/" + a.name)).with_suffix(".py").exists() or \
+                            (root.parent / base.replace(".", "/") / a.name / "__init__.py").exists():
+                        targets.append(f"{base}.{a.name}")
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+                if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                    targets = [node.args[0].value]
+                lazy = True
+            elif isinstance(node, ast.Assign) and is_pkg and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets):
+                if isinstance(node.value, ast.Dict):
+                    targets = [f"{mod}.{v.value}" for v in node.value.values if isinstance(v, ast.Constant)]
+                lazy = True
+            for t in targets:
+                if t == pkg or t.startswith(pkg + "."):
+                    out.append(Edge(mod, t, getattr(node, "lineno", 0), lazy))
+    return out
+
+
+def part(dotted: str) -> str | None:
+    bits = dotted.split(".")
+    return bits[1] if len(bits) > 1 else None
+
+
+def violations(root: Path) -> list[str]:
+    """Human-readable rule violations of the tree under ``root``."""
+    bad: list[str] = []
+    es = edges(root)
+    graph: dict[str, set[str]] = {}
+    for e in es:
+        a, b = part(e.src), part(e.dst)
+        if a is None or b is None or a == b:
+            continue
+        la, lb = LAYERS.get(a), LAYERS.get(b)
+        where = f"{e.src}:{e.line}{' (lazy)' if e.lazy else ''}"
+        if la is None:
+            bad.append(f"{where}: {a} is not in the layer table")
+            continue
+        if lb is None:
+            bad.append(f"{where}: imports {e.dst}, which is not in the layer table")
+            continue
+        if lb > la:
+            bad.append(f"{where}: upward import of {e.dst} ({a} is layer {la}, {b} is layer {lb})")
+        if a in DOMAINS and b in DOMAINS and e.dst.count(".") > 1:
+            bad.append(f"{where}: domain {a} reaches into {e.dst}; use the names of gpulib.{b}")
+        graph.setdefault(a, set()).add(b)
+    # cycles between parts
+    seen: set[tuple[str, ...]] = set()
+
+    def dfs(node: str, stack: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in stack:
+                cyc = stack[stack.index(nxt):] + [nxt]
+                key = tuple(sorted(set(cyc)))
+                if key not in seen:
+                    seen.add(key)
+                    bad.append("import cycle: " + " -> ".join(cyc))
+            elif len(stack) < len(LAYERS):
+                dfs(nxt, stack + [nxt])
+
+    for n in sorted(graph):
+        dfs(n, [n])
+    return list(dict.fromkeys(bad))
+
+
+def long_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
+    return [f"{p.relative_to(root.parent)}: {n} lines" for p in sorted(root.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > limit]
