@@ -93,7 +93,7 @@ def utilisation_matrix(act: pd.DataFrame, bucket: str = "15min") -> pd.DataFrame
 
 # ---------------------------------------------------------------------------------- health checks
 def _xid_findings(hf: HealthFrames) -> list[Finding]:
-    from gpulib.xid.catalog import lookup
+    from gpulib.xid import lookup
 
     df = hf.get("DCGM_FI_DEV_XID_ERRORS")
     if df is None:

@@ -177,7 +177,7 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> list[Findi
 def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> list[Finding]:
     """Multi-GPU pods on nodes whose GPUs per NUMA node are fewer than the pod needs and whose cross-NUMA GPU
     links go through the CPU interconnect (``SYS``): the pod's GPUs are split across sockets."""
-    from gpulib.nccl.analysis import Topology, parse_topology
+    from gpulib.nccl import Topology, parse_topology
 
     out = []
     for node, topo in topologies.items():

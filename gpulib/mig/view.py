@@ -191,7 +191,7 @@ def headroom_table(layout: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------
 def gpu_price(gpu_model: str, pricing: str = "on_demand") -> float:
     """$/GPU-hour of a MIG catalog model from :func:`gpulib.cost.analysis.price_table` (NaN when not priced)."""
-    from gpulib.cost.analysis import canonical_model, price_table
+    from gpulib.cost import canonical_model, price_table
 
     key = canonical_model(gpu_model) or gpu_model
     table = price_table()
@@ -201,7 +201,7 @@ def gpu_price(gpu_model: str, pricing: str = "on_demand") -> float:
 def savings(plan: Plan, gpu_model: str, current_gpus: int | None = None) -> pd.DataFrame:
     """GPUs and on-demand $ per hour / month for: whole-GPU placement (one GPU per replica), the current state
     (GPUs holding the sized workloads now, when known) and the proposed MIG plan."""
-    from gpulib.cost.analysis import cost_policy
+    from gpulib.cost import cost_policy
 
     price = gpu_price(gpu_model)
     month = cost_policy("hours_per_month")
