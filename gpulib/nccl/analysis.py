@@ -19,7 +19,7 @@ import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import load_table, settings
 
 __all__ = [
     "NcclTestResult", "parse_nccl_tests", "parse_nccl_tests_all", "Topology", "parse_topology",
@@ -35,10 +35,7 @@ __all__ = [
 
 def _thr(key: str) -> float:
     """One number from ``nccl_thresholds.csv``."""
-    t = load_table("nccl_thresholds").set_index("key")
-    if key not in t.index:
-        raise GpulibError(f"no NCCL threshold named {key!r}; known: {', '.join(sorted(t.index))}")
-    return float(t.loc[key, "value"])
+    return settings("nccl_thresholds").number(key)
 
 
 def _bus_factors() -> pd.DataFrame:

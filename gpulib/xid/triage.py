@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
-from gpulib.core.knowledge import load_table, threshold
+from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.nvidia.smi import gpu_id_map
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.xid.catalog import lookup
@@ -50,8 +50,7 @@ SYMPATHETIC_BUCKETS = {"WORKFLOW_XID_45", "XID_154", "IGNORE"}
 
 def _setting(key: str) -> float:
     """A value from ``alert_settings.csv`` (project policy knobs that thresholds.csv does not carry)."""
-    t = load_table("alert_settings").set_index("key")
-    return float(t.loc[key, "value"])
+    return settings("alert_settings").number(key)
 
 
 @lru_cache(maxsize=1)
@@ -516,7 +515,10 @@ def alert_rules() -> dict[str, Any]:
     ecc_win = _dur(_setting("ecc_increase_window_s"))
     warn, critc, memw = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c"), threshold("memory_temp_warn_c")
     fb_ratio = _setting("fb_used_ratio_warn")
-    z_act, z_fb, z_for = threshold("zombie_activity_max"), threshold("zombie_fb_used_min_mib"), threshold("zombie_min_duration_s")
+    from gpulib.cost import Thresholds  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
+
+    zt = Thresholds.from_table()
+    z_act, z_fb, z_for = zt.zombie_activity_max, zt.zombie_fb_used_min_mib, zt.zombie_min_duration_s
     where = "on " + _HOST + " GPU {{ $labels.gpu }}"
     rules = [
         _alert("DCGMExporterDown", 'up{job=~".*dcgm.*"} == 0', _setting("exporter_down_for_s"), "warning",
@@ -567,13 +569,13 @@ def alert_rules() -> dict[str, Any]:
         _alert("GPUMemoryHigh", f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}",
                _setting("fb_used_for_s"), "warning", "GPU memory {{ $value | humanizePercentage }} used " + where,
                f"Framebuffer use above {fb_ratio:.0%} (alert_settings.csv fb_used_ratio_warn); the next allocation may fail.",
-               runbook="runbooks/zombie_idle.ipynb", command="gpuops run zombie_idle -p node " + _HOST),
+               runbook="runbooks/fleet_overview.ipynb", command="gpuops run fleet_overview"),
         _alert("GPUMemoryHeldIdle",
                f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and (DCGM_FI_PROF_GR_ENGINE_ACTIVE < {z_act:g})", z_for, "warning",
                "GPU holds memory but is idle " + where + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",
                f"FB_USED above {z_fb:g} MiB while GR_ENGINE_ACTIVE below {z_act:g} for {_dur(z_for)} "
-               "(thresholds.csv zombie_*): likely a zombie or idle reserved GPU.",
-               runbook="runbooks/zombie_idle.ipynb", command="gpuops run zombie_idle -p node " + _HOST),
+               "(thresholds.csv zombie_*, the rule of gpulib.cost.usage.classify_idle): likely a zombie or idle reserved GPU.",
+               runbook="runbooks/fleet_overview.ipynb", command="gpuops run fleet_overview"),
     ]
     return {"groups": [{"name": "gpu-runbooks.gpu", "rules": rules}]}
 
