@@ -539,3 +539,9 @@ def dcgm_for_pods(src, namespace: str, workload: str, window: str = "1h") -> pd.
     a = sel(act).groupby("pod")["value"].mean()
     return pd.DataFrame({"fb_used_gib": f, "activity": a}).reset_index().rename(columns={"index": "pod"})
 
+
+
+def waiting_requests(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:
+    """``vllm:num_requests_waiting`` series of the pods of ``workload`` in ``namespace`` (the live check's chart)."""
+    s = src.series("vllm:num_requests_waiting", window)
+    return s[(s["namespace"] == namespace) & s["pod"].str.startswith(workload + "-")].reset_index(drop=True)
