@@ -34,6 +34,7 @@ _EXPORTS = {
     'executive_summary': 'analysis',
     'gpu_specs': 'prices',
     'gpu_utilization': 'analysis',
+    'headline_html': 'report',
     'heatmap_bucket': 'report',
     'heatmap_figure': 'report',
     'idle_table_html': 'report',

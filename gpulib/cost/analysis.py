@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core.findings import Finding
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import load_table, settings
 from gpulib.core.timeutil import format_duration
 from gpulib.cost.findings import ACTIONS, cost_findings
 from gpulib.cost.prices import (  # noqa: F401  (PRICE_COLUMNS, PriceFileError, canonical_model, load_prices: kept importable here)
@@ -404,8 +404,10 @@ def _consolidation_target(w: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 # ----------------------------------------------------------------------------------------------
 # report frames
 # ----------------------------------------------------------------------------------------------
-def executive_summary(rep: CostReport, top_n: int = 5) -> dict[str, Any]:
-    """Headline numbers: allocated %, active %, idle GPU-hours and money, top actions by saving."""
+def executive_summary(rep: CostReport, top_n: int | None = None) -> dict[str, Any]:
+    """Headline numbers: allocated %, active %, idle GPU-hours and money, top actions by saving
+    (``top_n`` of them; default ``top_actions`` of ``gpulib/data/report_policy.csv``)."""
+    top_n = int(settings("report_policy")["top_actions"]) if top_n is None else int(top_n)
     u = rep.usage
     gh = float(u["gpu_hours"].sum())
     alloc = float(u["allocated_gpu_hours"].sum())

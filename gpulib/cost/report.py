@@ -32,7 +32,7 @@ from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
 
 __all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
-           "kpi_tiles_html", "top_actions_html", "idle_zombie_table", "idle_table_html", "heatmap_figure",
+           "kpi_tiles_html", "top_actions_html", "headline_html", "idle_zombie_table", "idle_table_html", "heatmap_figure",
            "namespace_figure", "waterfall_figure", "method_html"]
 
 
@@ -186,6 +186,12 @@ def top_actions_html(summary: dict[str, Any]) -> str:
     rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(money(a["monthly_saving"], cur)), e(a["detail"])]
             for i, a in enumerate(summary["top_actions"], 1)]
     return _table(["#", "action", "target", f"saving ({cur}/month)", "why"], rows, "top-actions", {0, 3})
+
+
+def headline_html(summary: dict[str, Any]) -> str:
+    """The report's headline: the KPI tiles, then the top actions table under its heading."""
+    return (kpi_tiles_html(summary) + f"<h3>Top {len(summary['top_actions'])} actions</h3>"
+            + top_actions_html(summary))
 
 
 def idle_zombie_table(rep, n: int | None = None) -> pd.DataFrame:
