@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 import gpulib.mig.geometry as mig
-from gpulib.core.money import money
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.money import money
 from gpulib.vllm.memory import device_memory_gib, overhead
 
 FRAGMENTATION_WEIGHT = 1e-3  # per stranded slot: breaks ties between equal GPU counts, never trades a GPU
