@@ -137,7 +137,7 @@ def test_settings_are_typed():
     assert settings("cost_policy")["hours_per_month"] == 730 and isinstance(settings("cost_policy")["hours_per_month"], int)
     assert settings("thresholds")["idle_activity_max"] == pytest.approx(0.10)
     assert settings("report_policy").text("series_step") == "5m"
-    assert "kube-system" in settings("cost_policy").items_list("system_namespaces")
+    assert "kube-system" in settings("scheduling_settings").items_list("system_namespaces")
     with pytest.raises(Exception, match="not a number"):
         settings("cost_policy").number("default_pricing_provider")
 
@@ -148,3 +148,24 @@ def test_settings_are_typed():
 def test_money_text(amount, currency, text):
     assert money(amount, currency) == text
     assert "$" not in money(amount, currency)
+
+
+def test_scheduling_and_cost_agree_on_non_gpu_pods_on_gpu_nodes():
+    """Before: the cost report exempted nvidia-device-plugin but not logging and counted only Running pods; the
+    scheduling check exempted logging but not nvidia-device-plugin and counted Pending pods bound to a node."""
+    import pandas as pd
+
+    import gpulib.fleet.scheduling as scheduling
+    from gpulib.cost.analysis import non_gpu_pods_on_gpu_nodes
+
+    def pod(ns, name, phase="Running", gpu=0):
+        return {"namespace": ns, "pod": name, "node": "g1", "phase": phase, "gpu_request": gpu, "gpu_limit": gpu,
+                "mig_requests": {}, "mig_limits": {}, "owner_kind": "Deployment", "owner_name": name}
+
+    pods = pd.DataFrame([pod("logging", "fluentd"), pod("nvidia-device-plugin", "nvdp-helper"),
+                         pod("web", "pending-api", phase="Pending"), pod("web", "api"), pod("ml", "train", gpu=1)])
+    nodes = pd.DataFrame([{"node": "g1", "gpu_capacity": 8, "gpu_allocatable": 8, "mig_capacity": {},
+                           "mig_allocatable": {}, "gpu_product": "NVIDIA-H100-80GB-HBM3", "taints": []}])
+    cost = non_gpu_pods_on_gpu_nodes(pods, pd.Series(["g1"]))
+    sched = scheduling.non_gpu_pods_on_gpu_nodes(nodes, pods)
+    assert sorted(cost["namespace"] + "/" + cost["pod"]) == sorted(sched[0].data["pods"]) == ["web/api", "web/pending-api"]

@@ -54,7 +54,7 @@ from gpulib.cost.usage import (
     window_hours,
     zombie_runs,
 )
-from gpulib.kube.requests import request_limit_issues
+from gpulib.kube.requests import non_gpu_pods, request_limit_issues
 
 __all__ = [
     "CostReport", "analyze_cost", "executive_summary", "namespace_allocation", "top_idle_workloads",
@@ -116,17 +116,8 @@ def node_inventory(nodes: pd.DataFrame, pods: pd.DataFrame | None, prices: pd.Da
 
 
 def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.DataFrame:
-    """Running pods without GPU/MIG requests on GPU nodes (DaemonSets and system namespaces exempt)."""
-    if pods is None or len(pods) == 0:
-        return pd.DataFrame(columns=["node", "namespace", "pod", "owner_kind"])
-    req = pd.to_numeric(pods["gpu_request"], errors="coerce").fillna(0.0)
-    mig = pods["mig_requests"].map(_mig_equivalents)
-    on_gpu = pods["node"].astype("string").fillna("").isin(set(gpu_nodes.astype(str)))
-    exempt = (pods["owner_kind"].astype("string").fillna("") == "DaemonSet") | \
-        pods["namespace"].astype("string").fillna("").isin(cost_policy_list("system_namespaces"))
-    running = pods["phase"].astype("string").fillna("") == "Running"
-    sel = pods[on_gpu & running & (req == 0) & (mig == 0) & ~exempt]
-    return sel[["node", "namespace", "pod", "owner_kind"]].reset_index(drop=True)
+    """Pods without GPU/MIG requests on GPU nodes (the rule: :func:`gpulib.kube.requests.non_gpu_pods`)."""
+    return non_gpu_pods(pods, gpu_nodes.astype(str))
 
 
 # ----------------------------------------------------------------------------------------------

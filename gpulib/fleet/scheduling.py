@@ -21,15 +21,11 @@ import pandas as pd
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
 from gpulib.kube.client import GPU_RESOURCE, iter_gpu_nodes
-from gpulib.kube.requests import request_limit_findings
+from gpulib.kube.requests import non_gpu_pods, request_limit_findings
 from gpulib.kube.requests import request_limit_problems as _request_limit_frame
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def _system_ns() -> set[str]:
-    return set(settings("scheduling_settings").items_list("system_namespaces"))
 
 
 def tolerates(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, Any]]) -> bool:
@@ -112,12 +108,8 @@ def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
 
 
 def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
-    """Pods without any GPU/MIG request on GPU nodes, excluding DaemonSet pods and system namespaces."""
-    gpu = set(iter_gpu_nodes(nodes))
-    system = _system_ns()
-    hits = [p for p in pods.itertuples(index=False)
-            if p.node in gpu and not _resources_of(p) and p.owner_kind != "DaemonSet" and p.namespace not in system
-            and p.phase not in ("Succeeded", "Failed")]
+    """Pods without any GPU/MIG request on GPU nodes (the rule: :func:`gpulib.kube.requests.non_gpu_pods`)."""
+    hits = list(non_gpu_pods(pods, iter_gpu_nodes(nodes)).itertuples(index=False))
     if not hits:
         return []
     return [Finding(Severity.WARNING, f"{len(hits)} pod(s) without a GPU request run on GPU nodes", category="scheduling",

@@ -26,6 +26,7 @@ _EXPORTS = {
     'LABEL_SHARING': 'client',
     'MIG_RESOURCE_PREFIX': 'client',
     'MalformedKubernetesObject': 'client',
+    'NON_GPU_POD_COLUMNS': 'requests',
     'REQUEST_LIMIT_COLUMNS': 'requests',
     'RemediationRefused': 'remediate',
     'RemediationResult': 'remediate',
@@ -45,6 +46,7 @@ _EXPORTS = {
     'label': 'remediate',
     'node_row': 'client',
     'nodes_frame': 'client',
+    'non_gpu_pods': 'requests',
     'pod_row': 'client',
     'pods_frame': 'client',
     'read_list': 'client',
@@ -54,6 +56,7 @@ _EXPORTS = {
     'resolve_owner': 'client',
     'resource_problems': 'requests',
     'set_mig_config': 'remediate',
+    'system_namespaces': 'requests',
     'taint': 'remediate',
     'uncordon': 'remediate',
 }

@@ -12,6 +12,10 @@ the containers come from: raw Pod objects or pod templates (:func:`request_limit
 scheduling checks) and the pods frame of :func:`gpulib.kube.client.pods_frame`
 (:func:`request_limit_issues`, used by the cost report and the Kubernetes lesson). Both return the same
 columns (:data:`REQUEST_LIMIT_COLUMNS`) and :func:`request_limit_findings` turns either into findings.
+
+:func:`non_gpu_pods` is the one rule for the opposite case, pods that request no NVIDIA resource but sit on a
+GPU node (the scheduling checks and the cost report both read it); agents are exempt: DaemonSet pods and the
+``system_namespaces`` of ``gpulib/data/scheduling_settings.csv``.
 """
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
 
-__all__ = ["REQUEST_LIMIT_COLUMNS", "is_extended_gpu_resource", "resource_problems", "request_limit_problems",
-           "request_limit_issues", "request_limit_findings"]
+__all__ = ["REQUEST_LIMIT_COLUMNS", "NON_GPU_POD_COLUMNS", "is_extended_gpu_resource", "resource_problems",
+           "request_limit_problems", "request_limit_issues", "request_limit_findings", "system_namespaces",
+           "non_gpu_pods"]
 
 #: one row per (pod, container, resource) that breaks a rule
 REQUEST_LIMIT_COLUMNS = ["namespace", "pod", "node", "workload", "container", "resource", "request", "limit",
@@ -157,3 +162,36 @@ def request_limit_findings(problems: pd.DataFrame, *, evidence: Mapping[tuple[st
             data={"check": "request_limit", "action": "fix_limits", "namespace": ns, "pod": pod, "container": c,
                   "workload": r["workload"], "resource": r["resource"], **dict((data or {}).get(key, {}))}))
     return out
+
+
+NON_GPU_POD_COLUMNS = ["node", "namespace", "pod", "owner_kind", "owner_name"]
+
+
+def system_namespaces() -> set[str]:
+    """Namespaces whose pods on GPU nodes are expected agents (``scheduling_settings.csv`` system_namespaces)."""
+    from gpulib.core.knowledge import settings
+
+    return set(settings("scheduling_settings").items_list("system_namespaces"))
+
+
+def _requests_nvidia(row: Mapping[str, Any]) -> bool:
+    for k in ("gpu_request", "gpu_limit"):
+        v = pd.to_numeric(pd.Series([row.get(k)]), errors="coerce").iloc[0]
+        if pd.notna(v) and v > 0:
+            return True
+    return any(bool(row.get(k)) and any((v or 0) > 0 for v in dict(row.get(k)).values())
+               for k in ("mig_requests", "mig_limits") if isinstance(row.get(k), Mapping))
+
+
+def non_gpu_pods(pods: pd.DataFrame | None, gpu_nodes: Iterable[str]) -> pd.DataFrame:
+    """Pods on ``gpu_nodes`` that request no ``nvidia.com/gpu`` or MIG resource (requests or limits), are not done
+    (phase other than Succeeded/Failed), and are neither DaemonSet pods nor in :func:`system_namespaces`.
+    Columns :data:`NON_GPU_POD_COLUMNS`, in the pods frame's order."""
+    if pods is None or len(pods) == 0:
+        return pd.DataFrame(columns=NON_GPU_POD_COLUMNS)
+    gpu, system = {str(n) for n in gpu_nodes}, system_namespaces()
+    rows = [{c: (r.get(c) or "") for c in NON_GPU_POD_COLUMNS} for r in pods.to_dict("records")
+            if str(r.get("node") or "") in gpu and str(r.get("phase") or "") not in ("Succeeded", "Failed")
+            and str(r.get("owner_kind") or "") != "DaemonSet" and str(r.get("namespace") or "") not in system
+            and not _requests_nvidia(r)]
+    return pd.DataFrame(rows, columns=NON_GPU_POD_COLUMNS)
