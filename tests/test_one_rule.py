@@ -169,3 +169,18 @@ def test_scheduling_and_cost_agree_on_non_gpu_pods_on_gpu_nodes():
     cost = non_gpu_pods_on_gpu_nodes(pods, pd.Series(["g1"]))
     sched = scheduling.non_gpu_pods_on_gpu_nodes(nodes, pods)
     assert sorted(cost["namespace"] + "/" + cost["pod"]) == sorted(sched[0].data["pods"]) == ["web/api", "web/pending-api"]
+
+
+def test_no_module_loads_a_settings_table_itself():
+    """Every key/value table is read through core.knowledge.settings(): no module builds its own dict from one."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "gpulib"
+    tables = [p.stem for p in (root / "data").glob("*.csv") if p.read_text().startswith("key,value")]
+    assert {"cost_policy", "report_policy", "thresholds", "operator_settings"} <= set(tables)
+    pattern = re.compile(r"load_table\(\s*[\"'](" + "|".join(map(re.escape, tables)) + r")(\.csv)?[\"']")
+    hits = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p.name != "knowledge.py"
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)
+            and "thresholds_frame" not in p.read_text().splitlines()[i - 2]]  # a lesson shows the whole table
+    assert hits == [], hits
