@@ -37,6 +37,7 @@ _EXPORTS = {
     'headline_html': 'report',
     'heatmap_bucket': 'report',
     'heatmap_figure': 'report',
+    'idle_samples': 'report',
     'idle_table_html': 'report',
     'idle_zombie_table': 'report',
     'kpi_tiles_html': 'report',

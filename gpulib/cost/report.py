@@ -31,7 +31,7 @@ from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
 
-__all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
+__all__ = ["ReportData", "report_policy", "idle_samples", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
            "kpi_tiles_html", "top_actions_html", "headline_html", "idle_zombie_table", "idle_table_html", "heatmap_figure",
            "namespace_figure", "waterfall_figure", "method_html"]
 
@@ -129,6 +129,17 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
     missing += fb_missing
     return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
                       fb_used=fb, namespaces=namespaces, missing=missing)
+
+
+def idle_samples(src, window: str) -> tuple[pd.DataFrame, str]:
+    """The samples the one idle/zombie rule (:func:`gpulib.cost.usage.classify_idle`) runs on, pulled exactly as
+    the report pulls them (:func:`load_report_data`: ``series_step``, ``series_agg``), so the fleet overview and
+    the report give a pod the same verdict. Returns (samples, activity field used)."""
+    from gpulib.cost.usage import prepare_samples, select_activity
+
+    data = load_report_data(src, window)
+    act, field_used = select_activity(data.gr_engine_active, data.gpu_util)
+    return prepare_samples(act, data.fb_used, nodes=data.nodes, window=window), field_used
 
 
 # ----------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ _EXPORTS = {
     'heatmap': 'health',
     'idle_findings': 'health',
     'inventory': 'health',
-    'memory_series': 'health',
     'non_gpu_pods_on_gpu_nodes': 'scheduling',
     'pod_specs_from': 'scheduling',
     'request_limit_problems': 'scheduling',

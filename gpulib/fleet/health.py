@@ -220,27 +220,14 @@ def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5
     return out
 
 
-def memory_series(src, window: str) -> pd.DataFrame | None:
-    """``DCGM_FI_DEV_FB_USED`` series (MiB) for the idle/zombie rule; None when the source does not export it
-    (then no pod can be called a zombie, only idle)."""
-    try:
-        return src.series("DCGM_FI_DEV_FB_USED", window)
-    except EmptyResult:
-        return None
+def idle_findings(src, window: str) -> list[Finding]:
+    """Allocated pods that the one idle/zombie rule (:func:`gpulib.cost.classify_idle`) calls zombie or idle, on
+    the samples the utilization report uses (:func:`gpulib.cost.idle_samples`), so both give the same verdict."""
+    from gpulib.cost import Thresholds, classify_idle, idle_samples
 
-
-def idle_findings(act: pd.DataFrame, fb_used: pd.DataFrame | None, window: str, metric: str) -> list[Finding]:
-    """Allocated pods that the one idle/zombie rule (:func:`gpulib.cost.classify_idle`) calls zombie or idle.
-
-    ``act``: :func:`activity` series; ``fb_used``: the FB_USED *series* (:func:`memory_series`) or None.
-    """
-    from gpulib.cost import Thresholds, classify_idle, normalise_activity, prepare_samples
-
-    if act.empty:
-        return []
+    samples, metric = idle_samples(src, window)
     th = Thresholds.from_table()
-    fb = fb_used if fb_used is not None and len(fb_used) and "timestamp" in fb_used.columns else None
-    samples = prepare_samples(normalise_activity(act.drop(columns=["pct"], errors="ignore"), metric), fb, window=window)
+    has_fb = bool(samples["fb_used_mib"].notna().any())
     verdicts = classify_idle(samples, th)
     out = []
     for r in verdicts[verdicts["state"] != "busy"].itertuples(index=False):
@@ -249,7 +236,7 @@ def idle_findings(act: pd.DataFrame, fb_used: pd.DataFrame | None, window: str, 
         held = 0.0 if pd.isna(r.fb_used_max_mib) else float(r.fb_used_max_mib)
         evidence = [f"mean activity {100 * r.activity_mean:.1f} % over {window} (idle below {100 * th.idle_activity_max:.0f} %) "
                     f"on {', '.join(r.devices)}",
-                    f"max memory held {held / 1024:.1f} GiB" if fb is not None else "FB_USED not exported: zombie check skipped"]
+                    f"max memory held {held / 1024:.1f} GiB" if has_fb else "FB_USED not exported: zombie check skipped"]
         if zombie:
             evidence.append(f"held >= {th.zombie_fb_used_min_mib:,.0f} MiB with activity below {th.zombie_activity_max:.0%} "
                             f"for {format_duration(r.zombie_s)} (zombie from {format_duration(th.zombie_min_duration_s)}; "
