@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gpulib.mig.geometry as mig  # noqa: E402
+import gpulib.mig as mig  # noqa: E402
 import gpulib.mig.plan as mp  # noqa: E402
 
 BANDS = [(0.80, 1, 9), (0.94, 10, 19), (0.99, 20, 38), (1.0, 45, 75)]

@@ -1,10 +1,10 @@
 """gpulib: GPU-on-Kubernetes analytics behind the gpu-runbooks notebooks.
 
-Flow (design.md §1): a *source* (demo | live | snapshot | nvml) gives tidy DataFrames, pure
+Flow (``docs/architecture.md``): a *source* (demo | live | snapshot | nvml) gives tidy DataFrames, pure
 analysis functions turn them into :class:`~gpulib.core.findings.Finding` objects, and notebooks,
 the ``gpuops`` CLI and the reports render them.
 
-Imports are lazy so the GPU-facing modules (``gpulib.nvidia.nvml``, ``gpulib.nccl.analysis``) load on a GPU node
+Imports are lazy so the GPU-facing modules (``gpulib.nvidia.nvml``, ``gpulib.nccl.results``) load on a GPU node
 that has only numpy/pandas/nvidia-ml-py installed.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from gpulib.sources.dcgm import parse_scrape
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import InvalidParameter
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid.kernel_log import parse_kernel_log
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 

@@ -18,7 +18,8 @@ from conftest import DEMO_END
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_NVLINK_STATUS, DEMO_TOPOLOGY, demo_file, render_smi_query
 from gpulib.core.errors import InvalidParameter, UnknownNode
-from gpulib.nccl.analysis import parse_nccl_tests_all, parse_topology
+from gpulib.nccl.results import parse_nccl_tests_all
+from gpulib.nvidia.topology import parse_topology
 from gpulib.nvidia.smi import parse_query
 
 FIX = Path(__file__).parent / "fixtures"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import gpulib.kube.client as k8s
+import gpulib.kube as k8s
 from gpulib.core.errors import KubeconfigMissing, KubernetesError
 
 try:

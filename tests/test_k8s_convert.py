@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import gpulib.kube.client as k8s
+import gpulib.kube as k8s
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
 
 FIX = Path(__file__).parent / "fixtures" / "k8s"

@@ -15,7 +15,8 @@ import yaml
 import gpulib
 from gpulib import cli
 import gpulib.learn.lessons as learn
-import gpulib.nccl.analysis as nccl
+import gpulib.nccl as nccl
+import gpulib.nvidia as nvidia
 from gpulib.core.errors import InvalidParameter
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +125,7 @@ def test_alerts_file_status_detects_drift(tmp_path):
 
 def test_smi_section_from_the_h200_capture():
     misc = learn.lesson_text("h200_smi_misc.txt")
-    topo = nccl.parse_topology(learn.smi_section(misc, "nvidia-smi topo -m"))
+    topo = nvidia.parse_topology(learn.smi_section(misc, "nvidia-smi topo -m"))
     assert topo.links.loc["GPU0", "GPU1"] == "NV18"              # the capture's topo -m line
     assert "GPU 1: NVIDIA H200" in learn.smi_section(misc, "nvidia-smi -L")
     with pytest.raises(InvalidParameter, match="dmon"):

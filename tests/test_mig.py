@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
+import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import data_path
 from gpulib.core.findings import Severity
@@ -171,7 +172,7 @@ def test_truncated_and_malformed_outputs():
 
 def test_catalog_from_smi_checks_a_gpu_we_do_not_ship():
     cat = mig.catalog_from_smi((FIX / "a30_lgip.txt").read_text(), (FIX / "a30_lgipp.txt").read_text(), "my-a30")
-    assert mig.geometry("my-a30", cat) == (4, 4)
+    assert mig_catalog.geometry("my-a30", cat) == (4, 4)
     assert mig.is_valid_layout("my-a30", ["2g.12gb", "1g.6gb", "1g.6gb"], catalog=cat)
     assert not mig.is_valid_layout("my-a30", ["2g.12gb", "2g.12gb", "1g.6gb"], catalog=cat)
     # the parsed catalog agrees with the shipped A30 rows

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
 import gpulib.mig.plan as mp
 from gpulib.core.findings import Severity
 

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import pytest
 
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
 import gpulib.mig.plan as mp
 import gpulib.mig.view as mv
 from gpulib.core.errors import InvalidParameter, UnknownNode

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gpulib import cli
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
 
 pytestmark = pytest.mark.notebook
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import gpulib.nccl.analysis as nccl
+import gpulib.nccl as nccl
 import gpulib.nccl.runbook as nr
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 from gpulib.core.errors import InvalidParameter

@@ -1,4 +1,4 @@
-"""Tests for gpulib.nccl.analysis: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
+"""Tests for gpulib.nccl (results, bands, log, env) and gpulib.nvidia.topology: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
 
 Expected numbers are worked out by hand from the fixture text (see tests/fixtures/nccl/README.md)
 or from facts.md §4 (nccl-tests formulas and published figures), not copied from the code's output.
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gpulib.nccl.analysis as N
+import gpulib.nccl as N
+import gpulib.nvidia as nvidia
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
 from gpulib.core.knowledge import load_table
@@ -184,7 +185,7 @@ def test_parsers_never_raise_on_arbitrary_text(text):
     r = N.parse_nccl_tests(text)
     assert isinstance(r.table, pd.DataFrame)
     N.parse_nccl_tests_all(text)
-    N.parse_topology(text)
+    nvidia.parse_topology(text)
     N.diagnose_log(text)
 
 
@@ -196,7 +197,7 @@ def test_parsers_never_raise_on_cut_or_spliced_fixtures(name, cut, junk_at):
     r = N.parse_nccl_tests(cut_text)
     N.check_busbw(r)
     N.verdict(r)
-    N.parse_topology(cut_text)
+    nvidia.parse_topology(cut_text)
     N.diagnose_log(cut_text)
 
 
@@ -223,7 +224,7 @@ def test_check_busbw_flags_edited_table():
 # ------------------------------------------------------------------ topology
 
 def test_topology_tabs_ansi_nic_legend():
-    t = N.parse_topology(read("topo_8xH100_tabs_nics.txt"))
+    t = nvidia.parse_topology(read("topo_8xH100_tabs_nics.txt"))
     assert t.gpus == [f"GPU{i}" for i in range(8)]
     assert t.nics["nic"].tolist() == [f"NIC{i}" for i in range(10)]
     assert t.nics["name"].tolist()[4] == "mlx5_4"
@@ -239,7 +240,7 @@ def test_topology_tabs_ansi_nic_legend():
 
 
 def test_topology_spaces_without_gpu_numa_id():
-    t = N.parse_topology(read("topo_8xA100_spaces.txt"))
+    t = nvidia.parse_topology(read("topo_8xA100_spaces.txt"))
     assert len(t.gpus) == 8 and t.min_nvlinks == 12
     assert t.link("GPU6", "NIC3") == "PXB"
     assert t.affinity["gpu_numa_id"].isna().all()
@@ -248,7 +249,7 @@ def test_topology_spaces_without_gpu_numa_id():
 
 
 def test_topology_old_pcie_named_nic():
-    t = N.parse_topology(read("topo_old_pcie_mlx4.txt"))
+    t = nvidia.parse_topology(read("topo_old_pcie_mlx4.txt"))
     assert t.gpus == ["GPU0", "GPU1", "GPU2", "GPU3"]
     assert t.nics["nic"].tolist() == ["mlx4_0"]
     assert t.link(0, 1) == "PIX" and t.link(0, 3) == "SYS"
@@ -257,9 +258,9 @@ def test_topology_old_pcie_named_nic():
 
 
 def test_topology_no_matrix_and_unknown_device():
-    t = N.parse_topology("nvidia-smi: command not found\n")
+    t = nvidia.parse_topology("nvidia-smi: command not found\n")
     assert t.gpus == [] and t.links.empty and t.interconnect == "single"
-    t2 = N.parse_topology(read("topo_2xH200_synthetic.txt"))
+    t2 = nvidia.parse_topology(read("topo_2xH200_synthetic.txt"))
     with pytest.raises(InvalidParameter, match="GPU5"):
         t2.link(0, 5)
 
@@ -279,7 +280,7 @@ def test_nvls_band_only_for_all_reduce_above_4_gpus():
 
 
 def test_derived_band_from_topology_2xH200():
-    t = N.parse_topology(read("topo_2xH200_synthetic.txt"))
+    t = nvidia.parse_topology(read("topo_2xH200_synthetic.txt"))
     # 2 x H200 now has a measured band (nccl_expected_busbw.csv); an H100 pair on NV18 has none -> derived
     b = N.expected_busbw("all_reduce", topology=t, gpu_model="NVIDIA H100 80GB HBM3")
     # NV18 x 25 GB/s = 450 GB/s; x 0.78 .. 0.82 (facts §5) = 351 .. 369
@@ -288,7 +289,7 @@ def test_derived_band_from_topology_2xH200():
 
 
 def test_derived_band_pcie_and_multinode():
-    t = N.parse_topology(read("topo_old_pcie_mlx4.txt"))
+    t = nvidia.parse_topology(read("topo_old_pcie_mlx4.txt"))
     b = N.expected_busbw("all_reduce", topology=t, gpu_model="A100")
     assert b.link_peak == 31 and b.low == pytest.approx(13.6, abs=0.05)    # 31 x 0.44
     m = N.expected_busbw("all_reduce", gpu_model="A100", gpus_per_node=8, nodes=2, nic_gbit=200, nics_per_node=4)
@@ -303,7 +304,7 @@ def test_derived_band_pcie_and_multinode():
 
 def test_verdict_issue_example_23gbs_on_8xA100_is_degraded():
     r = N.parse_nccl_tests(read("all_reduce_8xA100_degraded_legacy.txt"))
-    t = N.parse_topology(read("topo_8xA100_spaces.txt"))
+    t = nvidia.parse_topology(read("topo_8xA100_spaces.txt"))
     v = N.verdict(r, topology=t, gpu_model="A100")
     assert v.status == "degraded" and v.measured_busbw == 23.00 and v.size_bytes == 8589934592
     text = " ".join(v.reasons)

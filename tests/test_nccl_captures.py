@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import gpulib.nccl.analysis as N
+import gpulib.nccl as N
+import gpulib.nvidia as nvidia
 from gpulib.core.findings import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
@@ -77,7 +78,7 @@ def test_1xh200_verdict_is_unknown_single_rank(one_gpu):
 
 
 def test_1xh200_topology_and_empty_nvlink_status():
-    t = N.parse_topology((ONE / "topo_1xH200.txt").read_text())
+    t = nvidia.parse_topology((ONE / "topo_1xH200.txt").read_text())
     assert t.gpus == ["GPU0"] and t.nics.empty
     assert t.links.loc["GPU0", "GPU0"] == "X"
     assert t.affinity.iloc[0][["cpu_affinity", "numa_affinity"]].tolist() == ["0-15", "0"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import gpulib.nccl.analysis as nccl
+import gpulib.nccl as nccl
 import gpulib.nccl.history as H
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 from gpulib.core.errors import InvalidParameter

@@ -1,5 +1,5 @@
 """gpulib.nccl.job: the in-cluster probe as a Job (kubernetes-validate strict) and a PyTorchJob (structural +
-pod templates strict), with the NCCL pod checks of gpulib.nccl.analysis.check_pod_spec finding nothing to fix."""
+pod templates strict), with the NCCL pod checks of gpulib.nccl.env.check_pod_spec finding nothing to fix."""
 from __future__ import annotations
 
 import shlex
@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-import gpulib.nccl.analysis as nccl
+import gpulib.nccl as nccl
 import gpulib.nccl.job as J
 import gpulib.nccl.probe as P
 from gpulib.core.errors import InvalidParameter

@@ -100,7 +100,7 @@ _SPLIT = {"kind": "Pod", "metadata": {"name": "split", "namespace": "ml"},
 
 def test_scheduling_and_cost_report_the_same_request_limit_problems():
     import gpulib.fleet.scheduling as scheduling
-    from gpulib.kube.client import pods_frame
+    from gpulib.kube.frames import pods_frame
     from gpulib.kube.requests import request_limit_issues
 
     sched = scheduling.request_limit_problems([_SPLIT])

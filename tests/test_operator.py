@@ -10,11 +10,13 @@ import kubernetes_validate
 import pandas as pd
 import pytest
 
-import gpulib.gpu_operator.analysis as op
+import gpulib.gpu_operator as op
+from gpulib.demo import demo_objects
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
-from gpulib.kube.client import KubeCluster, MalformedKubernetesObject, nodes_frame, read_list
+from gpulib.kube.client import KubeCluster
+from gpulib.kube.frames import MalformedKubernetesObject, nodes_frame, read_list
 
 from k8s_double import load_items, start_k8s_double
 
@@ -234,7 +236,7 @@ SIM = FleetSimulator()
     ("mig_failed", "mig_config_failed", "a100-40-mig-0", ["mig-manager"]),
 ])
 def test_broken_operator_states_through_the_client(double_for, scenario, check, node, words):
-    objs = op.demo_objects(SIM.nodes_json(), scenario)
+    objs = demo_objects(SIM.nodes_json(), scenario)
     double, kube = double_for(nodes=objs["nodes"], pods=objs["pods"], daemonsets=objs["daemonsets"],
                               cluster_policies=objs["cluster_policies"])
     state = op.collect_state(kube)
@@ -251,7 +253,7 @@ def test_broken_operator_states_through_the_client(double_for, scenario, check, 
 
 
 def test_gfd_missing_also_flags_every_gpu_node_without_labels(double_for):
-    objs = op.demo_objects(SIM.nodes_json(), "gfd_missing")
+    objs = demo_objects(SIM.nodes_json(), "gfd_missing")
     _, kube = double_for(nodes=objs["nodes"], pods=objs["pods"], daemonsets=objs["daemonsets"],
                          cluster_policies=objs["cluster_policies"])
     fs = op.verify(op.collect_state(kube), kube.nodes(), check_metrics=False)
@@ -259,7 +261,7 @@ def test_gfd_missing_also_flags_every_gpu_node_without_labels(double_for):
 
 
 def test_healthy_operator_through_the_client_is_verified(double_for):
-    objs = op.demo_objects(SIM.nodes_json(), "healthy")
+    objs = demo_objects(SIM.nodes_json(), "healthy")
     _, kube = double_for(nodes=objs["nodes"], pods=objs["pods"], daemonsets=objs["daemonsets"],
                          cluster_policies=objs["cluster_policies"])
     state = op.collect_state(kube)
@@ -315,7 +317,7 @@ def test_operator_not_installed_crd_absent(double_for):
 
 def test_unknown_scenario_and_sop_errors():
     with pytest.raises(InvalidParameter, match="operator scenario 'melted'"):
-        op.demo_objects(SIM.nodes_json(), "melted")
+        demo_objects(SIM.nodes_json(), "melted")
     with pytest.raises(InvalidParameter, match="no SOP for check"):
         op.sop("nope")
     assert all(str(e["source"]).strip() for e in op.sop_table().values())

@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-import gpulib.kube.client as k8s
+import gpulib.kube as k8s
 import gpulib.kube.remediate as remediate
 from gpulib.core.errors import InvalidParameter, KubernetesError
 

@@ -9,7 +9,7 @@ import pytest
 
 import gpulib.fleet.scheduling as s
 from gpulib.core.findings import Severity
-from gpulib.kube.client import nodes_frame, pods_frame, read_list
+from gpulib.kube.frames import nodes_frame, pods_frame, read_list
 
 K8S = Path(__file__).parent / "fixtures" / "k8s"
 NCCL = Path(__file__).parent / "fixtures" / "nccl"

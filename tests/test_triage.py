@@ -8,7 +8,7 @@ import gpulib.xid.triage as triage
 from gpulib.core.findings import Severity
 from gpulib.core.schema import POD_COLUMNS, SUMMARY_COLUMNS
 from gpulib.nvidia.smi import parse_query
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid.kernel_log import parse_kernel_log
 
 FIX = Path(__file__).parent / "fixtures"
 NODE = "gpu-node-7"

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import gpulib.xid.catalog as xid
+import gpulib.xid as xid
+from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table
 
 FIX = Path(__file__).parent / "fixtures" / "xid"
@@ -74,7 +75,7 @@ def test_lookup_accepts_string_codes():
     ("0000:10:1c", "0000:10:1c.0"), ("3b:00.0", "0000:3b:00.0"), ("garbage", None), (None, None),
 ])
 def test_normalise_pci_bus_id(raw, expected):
-    assert xid.normalise_pci_bus_id(raw) == expected
+    assert normalise_pci_bus_id(raw) == expected
 
 
 def test_dmesg_plain_uptime_and_unknown_pid():

@@ -16,7 +16,7 @@ from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration
 from gpulib.cost.prices import cost_policy
 from gpulib.cost.usage import GR_ENGINE_ACTIVE
-from gpulib.kube.client import GPU_RESOURCE
+from gpulib.kube.labels import GPU_RESOURCE
 from gpulib.kube.requests import request_limit_findings
 
 if TYPE_CHECKING:

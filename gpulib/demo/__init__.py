@@ -6,20 +6,24 @@ import importlib
 #: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
 #: and a GPU node loads only what it calls
 _EXPORTS = {
-    'DAY': 'simulator',
+    'DAY': 'scenario',
     'DEMO_NCCL_TESTS': 'artifacts',
     'DEMO_NVLINK_STATUS': 'artifacts',
     'DEMO_TOPOLOGY': 'artifacts',
     'DemoSource': 'source',
-    'Device': 'simulator',
-    'EXPORTER_JOB': 'simulator',
-    'EXPORTER_PORT': 'simulator',
+    'Device': 'scenario',
+    'EXPORTER_JOB': 'metrics',
+    'EXPORTER_PORT': 'metrics',
+    'FleetMetrics': 'metrics',
+    'FleetObjects': 'cluster_objects',
     'FleetSimulator': 'simulator',
-    'METRICS': 'simulator',
-    'MIG_SLICES': 'simulator',
-    'OFF_BY_DEFAULT': 'simulator',
+    'METRICS': 'metrics',
+    'MIG_SLICES': 'scenario',
+    'OFF_BY_DEFAULT': 'metrics',
+    'SCENARIOS': 'operator_objects',
     'TARGET_POINTS': 'source',
     'demo_file': 'artifacts',
+    'demo_objects': 'operator_objects',
     'render_smi_query': 'artifacts',
 }
 

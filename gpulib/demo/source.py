@@ -5,7 +5,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 
-from gpulib.demo.simulator import FleetSimulator, METRICS
+from gpulib.demo.metrics import METRICS
+from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import EmptyResult
 from gpulib.sources.base import Source, summarise_frame
 
@@ -22,7 +23,8 @@ class DemoSource(Source):
                  label_style: str = "new", counters: str = "full",
                  scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
         super().__init__(end=end)
-        self.operator_scenario = operator_scenario  # gpulib.gpu_operator.analysis.SCENARIOS: a healthy or broken GPU Operator
+        # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
+        self.operator_scenario = operator_scenario
         self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
                                   scrape_interval=scrape_interval)
         self._end = self.sim.end
@@ -78,21 +80,21 @@ class DemoSource(Source):
         return summarise_frame(df, stat)
 
     def _nodes(self):
-        from gpulib.kube.client import nodes_frame
+        from gpulib.kube.frames import nodes_frame
         if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
             return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
 
     def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
-        from gpulib.gpu_operator.analysis import demo_objects
+        from gpulib.demo.operator_objects import demo_objects
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
     def _operator_state(self, namespace):
-        from gpulib.gpu_operator.analysis import state_from_objects
+        from gpulib.gpu_operator.state import state_from_objects
         return state_from_objects(self._operator_objects(namespace), namespace)
 
     def _pods(self):
-        from gpulib.kube.client import pods_frame
+        from gpulib.kube.frames import pods_frame
         return pods_frame(self.sim.pods_json())
 
     def _inventory(self, window):

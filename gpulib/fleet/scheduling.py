@@ -20,7 +20,8 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
-from gpulib.kube.client import GPU_RESOURCE, iter_gpu_nodes
+from gpulib.kube.frames import iter_gpu_nodes
+from gpulib.kube.labels import GPU_RESOURCE
 from gpulib.kube.requests import non_gpu_pods, request_limit_findings
 from gpulib.kube.requests import request_limit_problems as _request_limit_frame
 
@@ -169,7 +170,7 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> list[Findi
 def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> list[Finding]:
     """Multi-GPU pods on nodes whose GPUs per NUMA node are fewer than the pod needs and whose cross-NUMA GPU
     links go through the CPU interconnect (``SYS``): the pod's GPUs are split across sockets."""
-    from gpulib.nccl import Topology, parse_topology
+    from gpulib.nvidia.topology import Topology, parse_topology
 
     out = []
     for node, topo in topologies.items():

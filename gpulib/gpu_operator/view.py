@@ -1,5 +1,5 @@
 """Tables, text and charts of the operator_install runbook (no decisions here: the plan, the pre-flight and the
-verification are :mod:`gpulib.gpu_operator.analysis`). Axes carry their units."""
+verification are :mod:`gpulib.gpu_operator.plan`, :mod:`gpulib.gpu_operator.pre_install` and :mod:`gpulib.gpu_operator.post_install`). Axes carry their units."""
 from __future__ import annotations
 
 from typing import Any
@@ -20,7 +20,7 @@ def manifest_text(obj: dict[str, Any] | list[dict[str, Any]]) -> str:
 
 
 def plan_text(plan) -> str:
-    """An :class:`~gpulib.gpu_operator.analysis.InstallPlan` as the text an operator copies: the commands, the
+    """An :class:`~gpulib.gpu_operator.plan.InstallPlan` as the text an operator copies: the commands, the
     ``values.yaml`` and each extra object (e.g. the device-plugin sharing ConfigMap)."""
     parts = ["\n\n".join(plan.commands()), "\n# values.yaml\n" + plan.values_yaml()]
     parts += ["---\n" + manifest_text(obj) for obj in plan.objects]

@@ -1,4 +1,4 @@
-"""Guarded remediation: cordon, uncordon, drain, taint and label GPU nodes (design.md §4).
+"""Guarded remediation: cordon, uncordon, drain, taint and label GPU nodes (``docs/architecture.md``).
 
 Every action is **dry-run unless ``apply=True``**:
 
@@ -30,8 +30,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError
-from gpulib.kube.client import (ANNOTATION_MIRROR_POD, GPU_RESOURCE, LABEL_MIG_CONFIG, MIG_RESOURCE_PREFIX, KubeCluster,
-                  _policy, eviction_body, iter_gpu_nodes, nodes_frame, pod_row)
+from gpulib.kube.client import KubeCluster, _policy, eviction_body
+from gpulib.kube.frames import iter_gpu_nodes, nodes_frame, pod_row
+from gpulib.kube.labels import ANNOTATION_MIRROR_POD, GPU_RESOURCE, LABEL_MIG_CONFIG, MIG_RESOURCE_PREFIX
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 DEFAULT_AUDIT_LOG = "~/.gpuops/audit.jsonl"
@@ -321,7 +322,8 @@ def set_mig_config(node: str, config: str, **kwargs) -> RemediationResult:
     """Ask the GPU Operator's MIG Manager for a mig-parted config: label ``nvidia.com/mig.config=<config>``.
 
     MIG Manager then reports progress in ``nvidia.com/mig.config.state`` (pending -> success | failed,
-    facts.md §2.4). Drain GPU workloads first: reconfiguration needs idle GPUs.
+    ``NVIDIA/mig-parted: deployments/container/reconfigure-mig.sh`` @ bd7160f4). Drain GPU workloads first:
+    reconfiguration needs idle GPUs.
     """
     return label(node, LABEL_MIG_CONFIG, config, **kwargs)
 

@@ -200,12 +200,12 @@ def lesson_text(name: str) -> str:
 def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
     """What the project's pod checks say about one container ``resources`` block (requests/limits).
 
-    Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.client`` reads it (with the API
+    Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.frames`` reads it (with the API
     server's defaulting of a missing request to the limit, and its refusal of fractional extended resources),
     the verdict of the one request/limit check (:func:`gpulib.kube.requests.resource_problems`, which the cost
     report and the scheduling checks use too), and which nodes of ``nodes`` advertise enough of the resource.
     """
-    from gpulib.kube.client import MalformedKubernetesObject, pods_frame
+    from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
     from gpulib.kube.requests import resource_problems
 
     pod = {"kind": "Pod", "metadata": {"name": "example", "namespace": "default"},
@@ -241,7 +241,7 @@ def _allocatable(node, resource: str) -> int:
 # -------------------------------------------------------------------------------------- MIG
 def mig_fit_count(gpu_model: str, profile: str, alongside: Sequence[str] = ()) -> int:
     """How many ``profile`` instances fit on one ``gpu_model`` next to ``alongside`` (by the MIG placer)."""
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     n = 0
     while mig.place(gpu_model, list(alongside) + [profile] * (n + 1)).fits:
@@ -264,11 +264,11 @@ def dcgm_fields_frame(enabled_by_default: bool | None = None) -> pd.DataFrame:
 
 
 def alert_catalog() -> pd.DataFrame:
-    """The generated Prometheus alert rules (gpulib.xid.triage.alert_rules) with what each catches and the DCGM
+    """The generated Prometheus alert rules (gpulib.xid.alerts.alert_rules) with what each catches and the DCGM
     fields it needs that dcgm-exporter does not export by default (so it would never fire)."""
     import re
 
-    from gpulib.xid.triage import alert_rules
+    from gpulib.xid.alerts import alert_rules
 
     off = set(dcgm_fields_frame(False)["field"])
     rows = []
@@ -283,7 +283,7 @@ def alert_catalog() -> pd.DataFrame:
 
 def alerts_file_status(path: str | Path | None = None) -> str:
     """Whether the committed ``deploy/prometheus/gpu-alerts.yaml`` equals what the data files generate now."""
-    from gpulib.xid.triage import alert_rules_yaml
+    from gpulib.xid.alerts import alert_rules_yaml
 
     if path is None:
         try:
@@ -297,7 +297,7 @@ def alerts_file_status(path: str | Path | None = None) -> str:
     same = p.read_text() == alert_rules_yaml()
     return (f"`{p.name}` is in sync with the data files" if same else
             f"`{p.name}` differs from what the data files generate now: regenerate it with "
-            "`python3 -c 'import gpulib.xid.triage as t; t.write_alert_rules()'`")
+            "`python3 -c 'import gpulib.xid.alerts as a; a.write_alert_rules()'`")
 
 
 # ------------------------------------------------------------------------------- troubleshooting
@@ -318,7 +318,7 @@ def smi_section(text: str, command: str) -> str:
 def xid_sop(code: int) -> dict[str, Any]:
     """NVIDIA's catalog entry for an XID with the project's SOP for its resolution bucket."""
     import gpulib.xid.triage as triage
-    import gpulib.xid.catalog as xid
+    import gpulib.xid as xid
 
     rec = xid.lookup(code)
     bucket = triage._bucket_for(int(code))  # noqa: SLF001 - the same mapping triage_node uses

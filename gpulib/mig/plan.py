@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
+import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.money import money
-from gpulib.vllm.memory import device_memory_gib, overhead
+from gpulib.vllm import device_memory_gib, overhead
 
 FRAGMENTATION_WEIGHT = 1e-3  # per stranded slot: breaks ties between equal GPU counts, never trades a GPU
 
@@ -102,7 +103,8 @@ class Plan:
         """node -> (config name, mig-parted selectors); identical node configs share one name.
 
         On a partly-MIG node the GPUs that stay whole get a last selector ``{devices: [...], mig-enabled:
-        false}`` (facts.md §2.4), so applying the config also turns MIG off where the plan wants whole GPUs.
+        false}`` (``NVIDIA/mig-parted: deployments/systemd/config-default.yaml`` @ bd7160f4), so applying the config
+        also turns MIG off where the plan wants whole GPUs.
         """
         by_node: dict[str, list[GpuLayout]] = defaultdict(list)
         for g in self.gpus:
@@ -160,7 +162,7 @@ class Plan:
             ev.append(f"cost of the MIG GPUs: {money(sum(per_gpu), 'USD')}/h")
         sev = Severity.OK if not self.unplaced else Severity.WARNING
         fs = [Finding(sev, f"MIG plan: {self.gpus_used} GPU(s) instead of {self.baseline_gpus}",
-                      summary="apply each node's config with the guided MIG change (gpulib.mig.geometry.mig_change_sop)",
+                      summary="apply each node's config with the guided MIG change (gpulib.mig.findings.mig_change_sop)",
                       sop_step="create the mig-parted ConfigMap (key config.yaml), then label each node in turn",
                       commands=self.label_commands(), evidence=ev, category="mig",
                       confidence=1.0 if self.optimal else 0.8, data={"gpus_saved": self.gpus_saved})]
@@ -436,7 +438,7 @@ def _device_of(row) -> tuple[str | None, float | None, int]:
         except InvalidParameter:
             return model, None, 0
     try:
-        return model, device_memory_gib(model), (mig.geometry(model)[1] if mig.is_mig_capable(model) else 7)
+        return model, device_memory_gib(model), (mig_catalog.geometry(model)[1] if mig.is_mig_capable(model) else 7)
     except InvalidParameter:
         return model, None, 7
 
@@ -554,7 +556,7 @@ def workloads_from_models(models: list[str] | str, *, max_model_len: int, concur
     """Planner workloads for catalog LLMs served by vLLM (``"Qwen2.5-7B,Llama-3.1-8B"`` or a list): memory per
     replica from :func:`gpulib.vllm.memory.memory_needed` (weights + KV for ``concurrency`` requests of
     ``max_model_len`` tokens + activations + runtime). Returns the workloads and a table of the numbers."""
-    from gpulib.vllm.memory import get_model, memory_needed
+    from gpulib.vllm import get_model, memory_needed
 
     names = [m.strip() for m in (models.split(",") if isinstance(models, str) else models) if str(m).strip()]
     if not names:

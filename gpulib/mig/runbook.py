@@ -1,6 +1,6 @@
 """The steps of the mig_sizing runbook, one call per notebook step: parameter checks, the data each step pulls
 from the source, and the tables it shows. The sizing, packing and SOP are :mod:`gpulib.mig.plan`,
-:mod:`gpulib.mig.geometry` and :mod:`gpulib.mig.view`; this module only wires them to a source."""
+:mod:`gpulib.mig.findings` and :mod:`gpulib.mig.view`; this module only wires them to a source."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -115,7 +115,7 @@ def change_step(src, plan, layout: Layout, *, cluster=None, reason: str = "MIG c
     """Per node of ``plan``: the MIG change SOP, then a cordon and the ``nvidia.com/mig.config`` label change
     (dry-run plans unless ``cluster`` is a live source, see :mod:`gpulib.kube.remediate`)."""
     import gpulib.kube.remediate as remediate
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     out = Change()
     pods, nodes = src.pods(), src.nodes()

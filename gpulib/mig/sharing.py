@@ -3,7 +3,7 @@
 Decision tree (seed runbook, made explicit): hard isolation or multi-tenant production on a MIG-capable GPU
 -> MIG; heavy inference or training that needs the whole memory -> whole GPU; dev/test or bursty small jobs
 -> time-slicing; cooperative small inference clients that need a guaranteed share without MIG -> MPS.
-Config format: facts.md §6.4 (``api/config/v1``).
+Config format: ``NVIDIA/k8s-device-plugin: api/config/v1`` @ 1b826acc.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def recommend(gpu_model: str, *, workload: str = "inference", isolation: str = "
     ``gpu_memory_gib``: the GPU's memory when the catalog has none (e.g. the node's nvidia.com/gpu.memory / 1024).
     Returns a Finding whose ``data["strategy"]`` is ``whole`` | ``mig`` | ``time-slicing`` | ``mps``.
     """
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     if workload not in WORKLOADS:
         raise InvalidParameter(f"workload must be one of {WORKLOADS}, got {workload!r}")
@@ -58,7 +58,7 @@ def recommend(gpu_model: str, *, workload: str = "inference", isolation: str = "
     half = sorted({p.memory_gib for p in mig.profile_objects(model)})[-2] if mig_ok else 0.0
     per_gpu_share = None
     if memory_gib is not None:
-        from gpulib.vllm.memory import device_memory_gib
+        from gpulib.vllm import device_memory_gib
 
         try:
             total = gpu_memory_gib or device_memory_gib(model)

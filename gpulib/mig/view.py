@@ -1,8 +1,9 @@
 """What the MIG sizing runbook shows: per-GPU instance frames (current and proposed), slot diagrams
 (plotly shapes, memory slots x GPUs), memory headroom per instance, and GPUs/$ against whole-GPU placement.
 
-The decisions live in :mod:`gpulib.mig.geometry` (geometry, SOP) and :mod:`gpulib.mig.plan` (sizing, planner); this
-module only turns their results into tables and figures.
+The decisions live in :mod:`gpulib.mig.catalog` and :mod:`gpulib.mig.geometry` (profiles, placement),
+:mod:`gpulib.mig.findings` (SOP) and :mod:`gpulib.mig.plan` (sizing, planner); this module only turns their results
+into tables and figures.
 
 Frames here share ``LAYOUT_COLUMNS``: one row per box on the diagram (a MIG instance, or a whole GPU).
 """
@@ -14,7 +15,8 @@ from collections import defaultdict
 
 import pandas as pd
 
-import gpulib.mig.geometry as mig
+import gpulib.mig as mig
+import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter, UnknownNode
 from gpulib.core.money import money
 from gpulib.mig.plan import Plan
@@ -66,7 +68,7 @@ def _mig_capable_product(product) -> bool:
 
 def target_model(gpu_model: str, nodes: pd.DataFrame) -> str:
     """Catalog GPU model to plan for: ``gpu_model`` when given, else the (single) model of ``nodes``.
-    Raises :class:`gpulib.mig.geometry.UnknownGPUModel` for an unknown or non-MIG model."""
+    Raises :class:`gpulib.mig.catalog.UnknownGPUModel` for an unknown or non-MIG model."""
     if gpu_model:
         model = mig.resolve_gpu_model(gpu_model)
     else:
@@ -113,7 +115,7 @@ def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame
         except InvalidParameter:
             model = str(nrow["gpu_product"])
         capable = _mig_capable_product(model)
-        slots = mig.geometry(model)[0] if capable else 8
+        slots = mig_catalog.geometry(model)[0] if capable else 8
         whole_gib = float(nrow.get("gpu_memory_mib") or 0) / 1024
         on = fb[fb["node"] == name]
         by_label = _node_layout_from_resources(nrow) if capable else {}
@@ -164,7 +166,7 @@ def proposed_layout(plan: Plan, needs: dict[str, float] | None = None) -> pd.Dat
     needs = needs or {}
     rows = []
     for g in plan.gpus:
-        slots = mig.geometry(g.model)[0]
+        slots = mig_catalog.geometry(g.model)[0]
         for i in g.instances:
             mem = mig.get_profile(g.model, i["profile"]).memory_gib
             need = float(needs.get(i["workload"], float("nan")))

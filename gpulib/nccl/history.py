@@ -1,4 +1,4 @@
-"""NCCL results history (issue 5, item 6): one CSV per cluster of judged runs, so busbw can be charted over
+"""NCCL results history: one CSV per cluster of judged runs, so busbw can be charted over
 time per node group (the hosts of a run: one node, or a node pair) and instance type.
 
 A row is one collective of one run: when, where (cluster, hosts, instance type, GPU model, ranks), the
@@ -9,7 +9,7 @@ parsed results and their verdicts, :func:`append` adds them to ``<root>/<cluster
 
 :func:`demo_history` generates a small history for the runbook's demo from the real 2xH200 capture: the
 capture itself plus earlier runs that are that capture's table scaled by the factors of
-``gpulib/data/demo/nccl_history_scenario.csv`` and judged by :func:`gpulib.nccl.analysis.verdict` like a real run. Those
+``gpulib/data/demo/nccl_history_scenario.csv`` and judged by :func:`gpulib.nccl.bands.verdict` like a real run. Those
 rows say ``synthetic`` in their ``origin`` column.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-import gpulib.nccl.analysis as nccl
+import gpulib.nccl as nccl
+from gpulib.nccl.results import _thr
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import load_table
@@ -200,8 +201,8 @@ def history_findings(df: pd.DataFrame) -> list[Finding]:
     than ``history_drop_tolerance`` (``nccl_thresholds.csv``) is a WARNING; otherwise one OK finding."""
     if df is None or df.empty:
         return []
-    tol = nccl._thr("history_drop_tolerance")
-    min_runs = int(nccl._thr("history_min_runs"))
+    tol = _thr("history_drop_tolerance")
+    min_runs = int(_thr("history_min_runs"))
     d = df.assign(group=group_label(df)).dropna(subset=["busbw_gbs"]).sort_values("timestamp")
     out: list[Finding] = []
     judged = 0
@@ -233,7 +234,7 @@ def history_findings(df: pd.DataFrame) -> list[Finding]:
 def demo_history(cluster: str = "demo", instance_type: str = "2x H200 NV18 (lent VM)") -> pd.DataFrame:
     """A history for the demo: the real 2xH200 capture at its capture time, and earlier synthetic runs (the
     capture's tables scaled by ``busbw_factor`` of ``gpulib/data/demo/nccl_history_scenario.csv``, times
-    divided by it), each judged by :func:`gpulib.nccl.analysis.verdict`. ``origin`` says which rows are synthetic."""
+    divided by it), each judged by :func:`gpulib.nccl.bands.verdict`. ``origin`` says which rows are synthetic."""
     from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 
     results = [r for r in nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text()) if len(r.table)]

@@ -1,4 +1,4 @@
-"""The in-cluster NCCL probe as Kubernetes objects (issue 5, item 4).
+"""The in-cluster NCCL probe as Kubernetes objects.
 
 :func:`job_manifest` writes a ``batch/v1`` Job that runs :mod:`gpulib.nccl.probe` under ``torchrun`` on the
 GPUs of one node; :func:`pytorchjob_manifest` writes a Kubeflow ``kubeflow.org/v1`` PyTorchJob (one Master and
@@ -121,7 +121,8 @@ def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[
                       "limits": limits},
         "volumeMounts": [{"name": _SHM_VOLUME, "mountPath": "/dev/shm"}],
     }
-    if rdma_resource:  # registration of RDMA memory needs an unlimited memlock (facts.md 4.5)
+    # registration of RDMA memory needs an unlimited memlock (``NVIDIA/nccl: src/transport/net_ib`` @ 5067397c)
+    if rdma_resource:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     if ports:
         c["ports"] = ports
@@ -288,8 +289,8 @@ def pod_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def pod_findings(manifest: Mapping[str, Any]) -> list:
-    """:func:`gpulib.nccl.analysis.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
-    from gpulib.nccl.analysis import check_pod_spec
+    """:func:`gpulib.nccl.env.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
+    from gpulib.nccl.env import check_pod_spec
 
     multi = manifest.get("kind") == "PyTorchJob"
     out = []

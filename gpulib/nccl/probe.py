@@ -4,13 +4,14 @@
         --min-bytes 8 --max-bytes 4G --iters 20 --warmup 5 --out results.json
     python3 -m gpulib.nccl.probe ...        # not under torchrun: spawns one process per visible GPU
 
-It measures like nccl-tests (facts.md §4.1-4.2): for each size, ``iters`` back-to-back collectives
+It measures like nccl-tests (``NVIDIA/nccl-tests: src/util.cu``, ``doc/PERFORMANCE.md`` @ a0b82b22): for each size,
+``iters`` back-to-back collectives
 timed with CUDA events, the time averaged over ranks, ``algbw = size / time`` and
 ``busbw = algbw x factor(n)``; out-of-place and in-place; then one checked run on fresh data
 counts wrong elements. Differences from nccl-tests: CUDA-event timing instead of a host timer,
 ``warmup`` iterations before every size, and all_reduce's out-of-place column is an in-place
 all_reduce on the separate send buffer (torch has no out-of-place all_reduce). It prints a nccl-tests-format table (readable by
-:func:`gpulib.nccl.analysis.parse_nccl_tests_all`) and writes JSON.
+:func:`gpulib.nccl.results.parse_nccl_tests_all`) and writes JSON.
 
 NVLink SHARP stays off: ``NCCL_NVLS_ENABLE`` is forced to ``0`` before NCCL initialises. The
 probe never changes GPU settings (clocks, persistence, MIG, NVLink). It imports with only
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gpulib.nccl.analysis import COLLECTIVES, bus_factor
+from gpulib.nccl.results import COLLECTIVES, bus_factor
 
 PROBE_VERSION = 1
 SUPPORTED = ("all_reduce", "all_gather", "reduce_scatter")
@@ -46,7 +47,7 @@ SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL c
 
 
 def force_nvls_off() -> None:
-    """NVLink SHARP must stay off for this probe (issue 5): set, not setdefault."""
+    """NVLink SHARP must stay off for this probe: set, not setdefault."""
     os.environ["NCCL_NVLS_ENABLE"] = "0"
 
 

@@ -1,7 +1,8 @@
 """What ``runbooks/nccl_check.ipynb`` shows: nccl-tests results against the expected band, the
 topology, the NCCL log diagnosis, environment checks and a node's NVLink traffic from DCGM.
 
-The parsers, bands and verdicts are :mod:`gpulib.nccl.analysis`; this module loads the runbook's inputs
+The parsers, bands and verdicts are :mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`;
+this module loads the runbook's inputs
 (a file given as a parameter, else the packaged 2xH200 capture of :mod:`gpulib.demo.artifacts`),
 applies the parameters (GPU model, interconnect, an ``expected`` override) and draws the charts.
 """
@@ -15,11 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import gpulib.nccl.analysis as nccl
+import gpulib.nccl as nccl
+from gpulib.nccl.findings import _fmt_bytes
+from gpulib.nvidia.topology import Topology
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY, demo_file
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
-from gpulib.fleet.health import HealthFrames, health_findings
+from gpulib.fleet import HealthFrames, health_findings
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
@@ -52,8 +55,8 @@ def parse_expected(expected: str | float | None, collective: str) -> nccl.Band |
     return nccl.Band(collective, low, high, "override: runbook parameter expected", "runbook parameter", True)
 
 
-def model_kwargs(*, topology: nccl.Topology | None = None, gpu_model: str = "", interconnect: str = "") -> dict[str, Any]:
-    """Keywords for :func:`gpulib.nccl.analysis.verdict` from the runbook parameters (empty ones left out, so the
+def model_kwargs(*, topology: Topology | None = None, gpu_model: str = "", interconnect: str = "") -> dict[str, Any]:
+    """Keywords for :func:`gpulib.nccl.bands.verdict` from the runbook parameters (empty ones left out, so the
     verdict still reads the GPU model from the run's rank lines)."""
     kw: dict[str, Any] = {}
     if topology is not None and topology.gpus:
@@ -82,7 +85,7 @@ def verdicts(results: list[nccl.NcclTestResult], *, expected: str = "", node: st
 
 def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:
     rows = [{"collective": v.collective, "status": v.status, "best busbw (GB/s)": v.measured_busbw,
-             "at size": nccl._fmt_bytes(v.size_bytes) if v.size_bytes else "",
+             "at size": _fmt_bytes(v.size_bytes) if v.size_bytes else "",
              "expected (GB/s)": f"{v.band.low:g}-{v.band.high:g}" if v.band else "no band",
              "link peak (GB/s)": v.band.link_peak if v.band else None,
              "basis": v.band.basis if v.band else ""} for v in vs]
@@ -92,7 +95,7 @@ def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:
 def _size_ticks(sizes: pd.Series) -> tuple[list[float], list[str]]:
     lo, hi = int(math.log2(max(sizes.min(), 1))), int(math.ceil(math.log2(max(sizes.max(), 1))))
     vals = [2.0 ** k for k in range(lo, hi + 1, 2)]
-    return vals, [nccl._fmt_bytes(int(v)) for v in vals]
+    return vals, [_fmt_bytes(int(v)) for v in vals]
 
 
 def busbw_chart(result: nccl.NcclTestResult, verdict: nccl.Verdict | None = None):
@@ -120,7 +123,7 @@ def busbw_chart(result: nccl.NcclTestResult, verdict: nccl.Verdict | None = None
     return fig
 
 
-def topology_chart(topo: nccl.Topology):
+def topology_chart(topo: Topology):
     """Device x device heatmap of ``nvidia-smi topo -m`` link codes (NV# = number of bonded NVLinks)."""
     import plotly.graph_objects as go
 
@@ -137,7 +140,7 @@ def topology_chart(topo: nccl.Topology):
 
 
 def environment_findings(log_text: str, node: str | None = None) -> list[Finding]:
-    """:func:`gpulib.nccl.analysis.check_environment` on the NCCL_* variables the log says were set by environment."""
+    """:func:`gpulib.nccl.env.check_environment` on the NCCL_* variables the log says were set by environment."""
     return list(nccl.check_environment(nccl.summarize_log(log_text).env, node=node))
 
 

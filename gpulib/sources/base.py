@@ -22,7 +22,8 @@ from gpulib.core.timeutil import parse_window, to_utc, utcnow
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
 
-#: fields a runbook needs, the fallback used when missing, and what to enable (facts.md §3.2)
+#: fields a runbook needs, the fallback used when missing, and what to enable
+#: (``NVIDIA/dcgm-exporter: etc/default-counters.csv`` @ d5e5f510)
 IMPORTANT_FIELDS = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)",
     "DCGM_FI_PROF_SM_ACTIVE": "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity",
@@ -194,7 +195,7 @@ class Source(ABC):
     def operator_state(self, namespace: str = "gpu-operator") -> dict:
         """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
         objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
-        (see :func:`gpulib.gpu_operator.analysis.state_from_objects`). Raises SourceError where the source has none."""
+        (see :func:`gpulib.gpu_operator.state.state_from_objects`). Raises SourceError where the source has none."""
         return self._operator_state(namespace)
 
     def describe(self) -> str:

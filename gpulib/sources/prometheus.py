@@ -411,7 +411,7 @@ class PrometheusSource(Source):
         return self._require_kube().pods()
 
     def _operator_state(self, namespace):
-        from gpulib.gpu_operator.analysis import collect_state
+        from gpulib.gpu_operator.state import collect_state
         return collect_state(self._require_kube(), namespace)
 
     def known_nodes(self):

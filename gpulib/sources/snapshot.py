@@ -81,15 +81,15 @@ class SnapshotSource(Source):
         return df
 
     def _nodes(self):
-        from gpulib.kube.client import nodes_frame
+        from gpulib.kube.frames import nodes_frame
         return nodes_frame(self._json("nodes.json"))
 
     def _pods(self):
-        from gpulib.kube.client import pods_frame
+        from gpulib.kube.frames import pods_frame
         return pods_frame(self._json("pods.json"))
 
     def _operator_state(self, namespace):
-        from gpulib.gpu_operator.analysis import state_from_objects
+        from gpulib.gpu_operator.state import state_from_objects
         if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
             return super()._operator_state(namespace)
         items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731

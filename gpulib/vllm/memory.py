@@ -1,4 +1,5 @@
-"""vLLM GPU-memory model (facts.md §7) and the model catalog.
+"""vLLM GPU-memory model (``vllm-project/vllm: vllm/config/cache.py`` @ 002f10e0, ``vllm/v1/worker/gpu_worker.py``)
+and the model catalog.
 
 vLLM's accounting (V1): it claims ``gpu_memory_utilization x total`` of the device, loads the weights,
 profiles one forward pass of ``max_num_batched_tokens`` tokens over ``min(tokens, max_num_seqs)`` dummy
@@ -84,7 +85,7 @@ def dtype_bytes(dtype: str) -> float:
 
 def device_memory_gib(device: str) -> float:
     """Memory CUDA sees on ``device``: a whole GPU (``H100-80GB``) or a MIG instance (``A100-40GB/3g.20gb``)."""
-    import gpulib.mig.geometry as mig
+    import gpulib.mig as mig
 
     if "/" in str(device):
         gpu, prof = str(device).split("/", 1)
@@ -96,7 +97,8 @@ def device_memory_gib(device: str) -> float:
 
 
 def default_batch(device: str, total_gib: float | None = None) -> tuple[int, int]:
-    """vLLM OpenAI-server defaults (max_num_seqs, max_num_batched_tokens), facts.md §7.1: GPUs with >= 70 GiB
+    """vLLM OpenAI-server defaults (max_num_seqs, max_num_batched_tokens), ``vllm-project/vllm: vllm/engine/arg_utils.py``
+    get_batch_defaults: GPUs with >= 70 GiB
     that are not A100 get 1024 / 8192, otherwise 256 / 2048."""
     total = total_gib if total_gib is not None else device_memory_gib(device)
     big = total >= 70 and "A100" not in str(device).upper()

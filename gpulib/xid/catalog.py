@@ -1,33 +1,21 @@
-"""NVIDIA XID errors: the catalog as data, and a kernel-log parser.
+"""NVIDIA XID errors: the catalog as data.
 
 ``lookup(code)`` answers "what does XID N mean and what do I do": mnemonic, our-words description,
 category, NVIDIA's immediate and investigatory resolution buckets, fatal or not, DCGM's health
 severity. The catalog is ``gpulib/data/xid_catalog.csv`` (codes 1-172, each row citing its source);
-unknown codes get an explicit ``unknown`` record, never an exception.
-
-``parse_kernel_log(text)`` turns ``dmesg``, ``dmesg -T``, ``journalctl -k`` (short, short-iso,
-short-precise), syslog files and raw ``/dev/kmsg`` records into one row per ``NVRM: Xid`` line.
-It streams: pass a path or an open file and a multi-GB log is read line by line.
+unknown codes get an explicit ``unknown`` record, never an exception. :func:`annotate` adds the catalog's columns to
+the events of :func:`gpulib.xid.kernel_log.parse_kernel_log`.
 """
 from __future__ import annotations
 
-import io
-import os
-import re
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from functools import lru_cache
-from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 
-from gpulib.core.ids import normalise_pci_bus_id  # noqa: F401  (re-exported)
 from gpulib.core.knowledge import load_table
 
-#: columns of :func:`parse_kernel_log`'s DataFrame, in order.
-EVENT_COLUMNS = ["timestamp", "uptime_s", "host", "pci_bus_id", "xid", "pid", "process", "message",
-                 "recovery_action", "link", "detail_words", "raw"]
 
 CATEGORIES = ("application", "driver", "memory", "NVLink", "hardware-PCIe", "thermal-power", "meta")
 
@@ -111,170 +99,6 @@ def lookup(code: Any) -> XidRecord:
 def recovery_actions() -> pd.DataFrame:
     """NVML recovery-action enum announced by XID 154 (code, name, bucket)."""
     return load_table("xid_recovery_actions")
-
-
-# ------------------------------------------------------------------------------ line prefixes
-_MONTHS = {m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
-_KMSG = re.compile(r"^<?\d+>?,(?P<seq>\d+),(?P<usec>\d+),[^;]*;")                    # /dev/kmsg record
-_ISO = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+(?P<host>\S+)\s+")
-_BSD = re.compile(r"^(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?P<host>\S+)\s+")
-_DMESG_T = re.compile(r"^\[(?:[A-Z][a-z]{2}\s+)?(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<year>\d{4})\]\s*")
-_UPTIME = re.compile(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
-_THREAD = re.compile(r"^\[\s*[TC]\d+\]\s*")
-
-# ---------------------------------------------------------------------------------- XID body
-_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+),(?P<rest>.*)$")
-_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d+),(?P<rest>.*)$")
-_PID = re.compile(r"^\s*pid=(?P<pid>'<unknown>'|<unknown>|\d+)?,?")
-_NAME = re.compile(r"^\s*name=(?P<name>[^,]*),?")
-_RECOVERY = re.compile(r"recovery action changed (?:from 0x[0-9a-fA-F]+(?: \([^)]*\))? )?to (?P<code>0x[0-9a-fA-F]+|\d+)", re.I)
-_LINK = re.compile(r"\blink\s+(?P<link>-?\d+)", re.I)
-_WORDS = re.compile(r"\((?P<words>(?:0x[0-9a-fA-F]+(?:,\s*|\s+))+0x[0-9a-fA-F]+)\)")
-
-
-def _naive_utc(ts: pd.Timestamp | None, tz: str) -> pd.Timestamp | None:
-    if ts is None or pd.isna(ts):
-        return None
-    if ts.tzinfo is None:
-        ts = ts.tz_localize(tz)
-    return ts.tz_convert("UTC")
-
-
-def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, float | None, str | None, str]:
-    """Strip syslog/journal/dmesg prefixes. Returns (timestamp, uptime seconds, host, rest)."""
-    ts: pd.Timestamp | None = None
-    uptime: float | None = None
-    host: str | None = None
-    rest = line.lstrip("\ufeff")
-    m = _KMSG.match(rest)
-    if m:
-        uptime = int(m.group("usec")) / 1e6
-        rest = rest[m.end():]
-    m = _ISO.match(rest)
-    if m:
-        ts = _naive_utc(pd.Timestamp(m.group("ts").replace(",", ".")), tz)
-        host, rest = m.group("host"), rest[m.end():]
-    else:
-        m = _BSD.match(rest)
-        if m and m.group("mon") in _MONTHS:
-            ts = _naive_utc(pd.Timestamp(f"{year}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d} {m.group('time')}"), tz)
-            host, rest = m.group("host"), rest[m.end():]
-    if rest.startswith("kernel:"):
-        rest = rest[len("kernel:"):].lstrip()
-    m = _DMESG_T.match(rest)
-    if m and m.group("mon") in _MONTHS:
-        ts = _naive_utc(pd.Timestamp(f"{m.group('year')}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d} {m.group('time')}"), tz)
-        rest = rest[m.end():]
-    m = _UPTIME.match(rest)
-    if m:
-        uptime = float(m.group("up"))
-        rest = rest[m.end():]
-    m = _THREAD.match(rest)
-    if m:
-        rest = rest[m.end():]
-    return ts, uptime, host, rest
-
-
-def _parse_body(rest: str) -> dict[str, Any] | None:
-    m = _XID.search(rest)
-    pci = None
-    if m:
-        pci = normalise_pci_bus_id(m.group("pci"))
-    else:
-        m = _XID_NO_PCI.search(rest)
-        if not m:
-            return None
-    tail = m.group("rest")
-    pid: int | None = None
-    process: str | None = None
-    pm = _PID.match(tail)
-    if pm:
-        if pm.group("pid") and pm.group("pid").isdigit():
-            pid = int(pm.group("pid"))
-        tail = tail[pm.end():]
-        nm = _NAME.match(tail)
-        if nm:
-            name = nm.group("name").strip()
-            process = None if name in ("", "<unknown>") else name
-            tail = tail[nm.end():]
-    message = tail.strip()
-    rec = _RECOVERY.search(message)
-    link = _LINK.search(message)
-    words = _WORDS.search(message)
-    return {
-        "pci_bus_id": pci, "xid": int(m.group("xid")), "pid": pid, "process": process, "message": message,
-        "recovery_action": int(rec.group("code"), 0) if rec else None,
-        "link": int(link.group("link")) if link else None,
-        "detail_words": tuple(int(w, 16) for w in re.findall(r"0x[0-9a-fA-F]+", words.group("words"))) if words else None,
-    }
-
-
-def parse_line(line: str, *, year: int | None = None, tz: str = "UTC") -> dict[str, Any] | None:
-    """Parse one log line; a dict with :data:`EVENT_COLUMNS` for an XID line, else None. Never raises."""
-    if "Xid" not in line:
-        return None
-    try:
-        raw = line.rstrip("\r\n")
-        ts, uptime, host, rest = _split_prefix(raw, year or datetime.now(timezone.utc).year, tz)
-        body = _parse_body(rest)
-    except (ValueError, OverflowError, TypeError):  # impossible dates, absurd numbers: keep going
-        return None
-    if body is None:
-        return None
-    return {"timestamp": ts, "uptime_s": uptime, "host": host, **body, "raw": raw}
-
-
-def iter_kernel_log(lines: Iterable[str], *, year: int | None = None, tz: str = "UTC") -> Iterator[dict[str, Any]]:
-    """Yield one dict per XID line of ``lines`` (streaming; memory stays flat for any log size)."""
-    for line in lines:
-        ev = parse_line(line, year=year, tz=tz)
-        if ev is not None:
-            yield ev
-
-
-def _lines(source: Any) -> Iterable[str]:
-    if source is None:
-        return []
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
-                                     and os.path.isfile(source)):
-        return _file_lines(Path(source))
-    if isinstance(source, bytes):
-        source = source.decode("utf-8", errors="replace")
-    if isinstance(source, str):
-        return io.StringIO(source)
-    return source  # an open file or any iterable of lines
-
-
-def _file_lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        yield from fh
-
-
-def parse_kernel_log(text: Any, *, year: int | None = None, tz: str = "UTC") -> pd.DataFrame:
-    """XID events from a kernel log, one row per ``NVRM: Xid`` line.
-
-    ``text`` is the log as a string, a path to a log file, an open file or any iterable of lines.
-    Columns (:data:`EVENT_COLUMNS`): ``timestamp`` (UTC; NaT for plain ``dmesg`` lines that only carry
-    seconds since boot, which go to ``uptime_s``), ``host``, ``pci_bus_id`` (``0000:3b:00.0`` form),
-    ``xid`` (int), ``pid`` (Int64, NA when ``<unknown>``/absent), ``process``, ``message`` (text after
-    ``name=``), ``recovery_action`` (XID 154's new NVML recovery action, 0-5), ``link`` (NVLink index
-    when the message names one), ``detail_words`` (tuple of the hex words in parentheses), ``raw``.
-
-    Syslog-style stamps without a year (``Sep 19 10:30:06 host kernel: ...``) take ``year``
-    (default: the current UTC year); stamps without a zone are read in ``tz``. Lines that are not
-    XIDs, and XID lines cut before the code's trailing comma, are skipped.
-    """
-    rows = list(iter_kernel_log(_lines(text), year=year, tz=tz))
-    df = pd.DataFrame(rows, columns=EVENT_COLUMNS)
-    df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
-    for col in ("xid",):
-        df[col] = df[col].astype("int64")
-    for col in ("pid", "recovery_action", "link"):
-        df[col] = pd.array(df[col].tolist(), dtype="Int64")
-    df["uptime_s"] = pd.to_numeric(df["uptime_s"], errors="coerce").astype("float64")
-    for col in ("host", "pci_bus_id", "process", "message", "raw"):
-        df[col] = df[col].astype("string")
-    return df
 
 
 def annotate(events: pd.DataFrame) -> pd.DataFrame:

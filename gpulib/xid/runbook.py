@@ -19,7 +19,9 @@ from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
 from gpulib.nvidia.smi import parse_query
 from gpulib.core.timeutil import parse_window
-from gpulib.xid.catalog import lookup, normalise_pci_bus_id, parse_kernel_log
+from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.xid.catalog import lookup
+from gpulib.xid.kernel_log import parse_kernel_log
 
 #: DCGM fields the triage reads as one value per GPU over the window, with the stat it needs
 SUMMARY_STATS = {
