@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,6 +27,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 
+from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
 from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
                               notebook_info, project_root, resolve_params)
 
@@ -61,15 +61,13 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
 
 
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900) -> RunResult:
-    """Execute one notebook with papermill into ``out_root/<timestamp>-<name>/`` and export HTML."""
+            timeout: int = 900, out_dir: Path | None = None) -> RunResult:
+    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML."""
     import papermill as pm
 
     from gpulib.core.findings import load_findings
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = out_root / f"{stamp}-{info.name}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
@@ -201,10 +199,12 @@ def run_cmd(
     param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"),
-    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>/"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<random>/"),
     fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", hidden=True,
+                                           help="an existing empty folder for this run (gpuops serve creates it)"),
 ):
     """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
     if fail_on not in ("critical", "warning", "info", "never"):
@@ -215,7 +215,8 @@ def run_cmd(
         params.update(resolve_params(info, _pairs(param)))
     except GpulibError as exc:
         _fail(exc)
-    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
+    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
+                  out_dir=run_dir.resolve() if run_dir else None)
     _print_result(res)
     raise typer.Exit(_exit_code([res], fail_on))
 
@@ -325,6 +326,56 @@ def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to writ
     except GpulibError as exc:
         _fail(exc)
     typer.echo(f"wrote {path}; next: promtool tsdb create-blocks-from openmetrics {path} ./data")
+
+
+@app.command("alerts")
+def alerts_cmd(base_url: str = typer.Option(..., "--base-url", help="where gpuops serve is reached, e.g. https://gpuops.example.com; "
+                                            "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=..."),
+               out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files")):
+    """Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the promtool fixture."""
+    from gpulib.xid import write_alert_rules
+
+    try:
+        for p in write_alert_rules(out, base_url):
+            typer.echo(f"wrote {p}")
+    except GpulibError as exc:
+        _fail(exc)
+
+
+@app.command("serve")
+def serve_cmd(
+    host: str = typer.Option("127.0.0.1", help="listen address"),
+    port: int = typer.Option(8080, help="listen port"),
+    out: Path = typer.Option(Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"),
+    token_file: Optional[Path] = typer.Option(None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"),
+    source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, passed to every run"),
+    routes_file: Optional[Path] = typer.Option(None, help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)"),
+    kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
+    queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
+    run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
+    dedupe_window: int = typer.Option(900, help="seconds in which one alert group, GPU and runbook give one run"),
+    fresh_for: int = typer.Option(900, help="GET /run/... reuses a run with the same parameters this recent (seconds)"),
+    public_url: Optional[str] = typer.Option(None, help="base URL put in notifications (default http://HOST:PORT)"),
+    notify_url: Optional[str] = typer.Option(None, help="webhook told each verdict (Slack-compatible or generic JSON)"),
+    notify_format: str = typer.Option("slack", help="slack | json"),
+    max_body: int = typer.Option(1_000_000, help="largest accepted request body in bytes"),
+):
+    """Serve runbooks over HTTP: Alertmanager's webhook runs the routed runbook; runbook_url links open the verdict.
+
+    POST /alertmanager needs `Authorization: Bearer <token>` (Alertmanager's http_config.authorization);
+    runs are dry runs (nothing is ever remediated) and every parameter is validated as `gpuops run` does.
+    """
+    from gpulib.serve import ServeConfig, run_server
+
+    try:
+        cfg = ServeConfig.build(host=host, port=port, out=out, token_file=token_file, source=source,
+                                routes_file=routes_file, kernels=kernels, queue_limit=queue_limit,
+                                run_timeout=run_timeout, dedupe_window=dedupe_window, fresh_for=fresh_for,
+                                public_url=public_url, notify_url=notify_url, notify_format=notify_format,
+                                max_body=max_body)
+    except GpulibError as exc:
+        _fail(exc)
+    run_server(cfg)
 
 
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:

@@ -52,7 +52,7 @@ def test_run_writes_notebook_html_findings_and_index(tmp_path, demo_end):
                         "-o", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == cli.EXIT_FINDING, p.stderr  # the demo fleet has critical findings
     assert "[CRITICAL]" in p.stdout and "gpuops run xid_ecc_triage" in p.stdout
-    d = next(tmp_path.glob("*-fleet_overview"))
+    d = next(tmp_path.glob("*-fleet_overview-*"))
     doc = json.loads((d / "findings.json").read_text())
     assert doc["parameters"]["window"] == "2h" and doc["worst"] == "critical"
     nb = json.loads((d / "fleet_overview.ipynb").read_text())

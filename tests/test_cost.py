@@ -187,7 +187,7 @@ def test_time_sliced_replica_costed_by_one_over_replicas():
 # savings actions
 # ---------------------------------------------------------------------------------------------
 def test_spot_saving_uses_on_demand_minus_spot_from_the_aws_table():
-    # facts.md 8.1: p5 H100 $12.29/GPU-h on demand; spot midpoint (14.4+30.3)/2/8 = $2.79
+    # skypilot-org/skypilot-catalog: catalogs/v7/aws/vms.csv @ 001367d2: p5 H100 $12.29/GPU-h on demand; spot midpoint (14.4+30.3)/2/8 = $2.79
     act = series("n1", "0", [0.8] * 6, pod="train-0", ns="ml")
     nodes, pods = frames([node("n1")], [pod("ml", "train-0", "n1", kind="Job", workload="train")])
     rep = run(act, None, nodes, pods)

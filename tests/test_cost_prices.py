@@ -43,7 +43,7 @@ def test_shipped_tables_have_sources_and_cover_price_models():
 
 def test_default_aws_prices_match_facts_per_gpu():
     t = cost.price_table()
-    # facts.md 8.1: p5.48xlarge $98.32/h for 8 H100; p4d.24xlarge $32.77/h for 8 A100-40GB; g6.xlarge L4 $0.8048
+    # skypilot-org/skypilot-catalog: catalogs/v7/aws/vms.csv @ 001367d2: p5.48xlarge $98.32/h for 8 H100; p4d.24xlarge $32.77/h for 8 A100-40GB; g6.xlarge L4 $0.8048
     assert t.loc["H100-80GB", "on_demand"] == pytest.approx(98.32 / 8, abs=0.01)
     assert t.loc["A100-40GB", "on_demand"] == pytest.approx(32.77 / 8, abs=0.01)
     assert t.loc["L4", "on_demand"] == pytest.approx(0.8048, abs=0.01)

@@ -50,8 +50,8 @@ def test_runbook_ref_names_the_command_and_notebook():
 
 # -------------------------------------------------------------------------------- computations
 def test_mig_fit_count_h100_beside_3g40gb():
-    # H100-80GB: 8 memory slots, 7 compute slices; 3g.40gb takes 4 slots and 3 slices (MIG user guide,
-    # facts.md 2.2) -> 4 slots and 4 slices left -> four 1g.10gb (1 slot, 1 slice each).
+    # H100-80GB: 8 memory slots, 7 compute slices; 3g.40gb takes 4 slots and 3 slices (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/,
+    # tests/fixtures/mig/h100_80gb_lgipp.txt) -> 4 slots and 4 slices left -> four 1g.10gb (1 slot, 1 slice each).
     assert learn.mig_fit_count("H100-80GB", "1g.10gb", ["3g.40gb"]) == 4
     # alone: seven 1g.10gb (max 7 per GPU)
     assert learn.mig_fit_count("H100-80GB", "1g.10gb") == 7
@@ -110,7 +110,7 @@ def test_alert_catalog_matches_committed_rules_and_flags_blind_alerts():
     cat = learn.alert_catalog()
     assert list(cat["alert"]) == names
     blind = cat.set_index("alert")["needs_non_default_fields"]
-    # ECC DBE counters are commented out in dcgm-exporter's default-counters.csv (facts.md 3.1)
+    # ECC DBE counters are commented out in dcgm-exporter's default-counters.csv
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in blind["GPUEccUncorrectable"]
     assert blind["GPUTemperatureHigh"] == ""
     assert "in sync" in learn.alerts_file_status(ROOT / "deploy" / "prometheus" / "gpu-alerts.yaml")
@@ -124,7 +124,7 @@ def test_alerts_file_status_detects_drift(tmp_path):
 
 
 def test_smi_section_from_the_h200_capture():
-    misc = learn.lesson_text("h200_smi_misc.txt")
+    misc = learn.lesson_text("2xh200_smi_misc.txt")
     topo = nvidia.parse_topology(learn.smi_section(misc, "nvidia-smi topo -m"))
     assert topo.links.loc["GPU0", "GPU1"] == "NV18"              # the capture's topo -m line
     assert "GPU 1: NVIDIA H200" in learn.smi_section(misc, "nvidia-smi -L")
@@ -183,12 +183,12 @@ def _run(name: str, out: Path, params: dict | None = None):
 @pytest.mark.notebook
 def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path, monkeypatch, demo_end):
     pkg = _copy_package(tmp_path)
-    th = pkg / "gpulib" / "data" / "thresholds.csv"
+    th = pkg / "gpulib" / "data" / "core" / "thresholds.csv"
     df = pd.read_csv(th)
     assert df.set_index("key").loc["gpu_temp_warn_c", "value"] == 85          # the packaged value
     df.loc[df["key"] == "gpu_temp_warn_c", "value"] = 80
     df.to_csv(th, index=False)
-    prof = pkg / "gpulib" / "data" / "mig_profiles.csv"
+    prof = pkg / "gpulib" / "data" / "mig" / "mig_profiles.csv"
     mp = pd.read_csv(prof, keep_default_na=False)
     sel = (mp["gpu_model"] == "H100-80GB") & (mp["profile"] == "3g.40gb")
     assert list(mp.loc[sel, "compute_slices"]) == [3]
@@ -210,7 +210,7 @@ def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path,
 
 
 def _scenario_without(tmp_path: Path, node: str) -> tuple[Path, int]:
-    doc = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     doc["nodes"] = [n for n in doc["nodes"] if n["name"] != node]
     p = tmp_path / "fleet.yaml"
     p.write_text(yaml.safe_dump(doc))
@@ -222,7 +222,7 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
     # the kernel imports this checkout's gpulib (not another installed copy)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     _, base, base_html = _run("learn_interview_prep", tmp_path / "base")
     assert base["gpus"] == sum(n["gpus"] for n in full["nodes"])
     assert any("XID 79" in t and "dgx-h100-1" in t for t in base["critical_incidents"])   # the scenario's incident

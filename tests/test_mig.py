@@ -15,8 +15,9 @@ from gpulib.core.knowledge import data_path
 from gpulib.core.findings import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "mig"
+CAP = Path(__file__).parents[1] / "gpulib" / "data" / "captures"   # real captures, one copy each
 
-# Independent oracle data, typed from facts.md §2.2/§2.3 (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
+# Independent oracle data, typed from https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html and the -lgipp captures in tests/fixtures/mig/ (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
 A100_40 = {"1g.5gb": (1, 1, range(7), 7, False), "1g.5gb+me": (1, 1, range(7), 1, True),
            "1g.10gb": (1, 2, (0, 2, 4, 6), 4, False), "2g.10gb": (2, 2, (0, 2, 4), 3, False),
            "3g.20gb": (3, 4, (0, 4), 2, False), "4g.20gb": (4, 4, (0,), 1, False), "7g.40gb": (7, 8, (0,), 1, False)}
@@ -137,7 +138,7 @@ def test_catalog_data_is_complete_and_consistent():
         assert full["max_count"] == 1 and full["placements"] == "0"
         # the memory of each profile grows with its memory slots
         assert g.sort_values("memory_slots")["memory_gib"].is_monotonic_increasing, model
-    # unverified hardware values are flagged (facts.md §2.3: H200/B200 placements UNVERIFIED)
+    # unverified hardware values are flagged (the inferred column of gpulib/data/mig/mig_profiles.csv: H200 and B200 placements assumed)
     assert (cat[cat["gpu_model"].isin(["H200-141GB", "B200"])]["inferred"] == "yes").all()
     assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "A30-24GB"])]["inferred"] == "no").all()
 
@@ -150,7 +151,7 @@ def test_parse_lgipp_real_output():
 
 
 def test_parse_lgip_real_output_both_widths():
-    h = mig.parse_lgip((FIX / "h100_80gb_lgip.txt").read_text())
+    h = mig.parse_lgip((CAP / "h100_80gb_lgip.txt").read_text())
     assert len(h) == 7
     r = h.set_index("name").loc["7g.80gb"]
     assert (r.profile_id, r.total, r.memory_gib, r.sms, r.ce, r.ofa) == (0, 1, 79.25, 132, 8, 1)

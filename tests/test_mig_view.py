@@ -1,8 +1,8 @@
 """mig_view frames and figures, and the planner/SOP glue the MIG sizing runbook needs (mig_plan, mig).
 
-Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables (facts.md §2: A100-40GB 1g.5gb = 4.75 GiB
+Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: A100-40GB 1g.5gb = 4.75 GiB
 on 1 of 8 memory slots, 1g.10gb = 9.62 GiB on 2, 2g.10gb = 9.62 GiB on 2, 3g.20gb = 19.5 GiB on 4; 7g.40gb = 39.5 GiB)
-and from gpulib/data/gpu_prices.csv (A100-40GB on-demand $4.10/GPU-hour) and cost_policy.csv (730 h/month).
+and from gpulib/data/cost/gpu_prices.csv (A100-40GB on-demand $4.10/GPU-hour) and cost_policy.csv (730 h/month).
 """
 from __future__ import annotations
 

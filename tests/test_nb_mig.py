@@ -1,7 +1,7 @@
 """mig_sizing runbook: on the demo fleet and on live data (real Prometheus + Kubernetes API double) the proposed
 layout is valid per GPU, smaller than whole-GPU placement, and its mig-parted YAML validates; bad input renders.
 
-Expected numbers, worked out by hand from gpulib/data/demo_fleet.yaml and the A100 MIG tables (facts.md §2):
+Expected numbers, worked out by hand from gpulib/data/demo/demo_fleet.yaml and the A100 MIG tables (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html):
 node a100-40-mig-0 runs 4 GPU pods on MIG instances. FB_USED max: triton-bert x2 ~7.4 GiB (36 % of a 3g.20gb)
 -> x 1.2 headroom = 8.9 GiB -> 1g.10gb (9.62 GiB, 2 slots); whisper-api ~3.7 GiB -> 4.4 GiB -> 1g.5gb (4.75 GiB,
 1 slot); dev-bob ~2.6 GiB on a 1g.5gb, flat but only 55 % of the instance (an idle pod, not a pre-allocated

@@ -3,8 +3,8 @@
 Notebook runs go through the CLI's papermill path (``gpulib.cli.execute``), which writes the executed
 notebook, the code-free HTML and findings.json, exactly as ``gpuops report`` does.
 
-Expected money is worked out from the demo scenario (gpulib/data/demo_fleet.yaml) and the price table by hand:
-jupyter-alice-0 runs on a100-80-0 (A100-80GB, on-demand, aws 5.12 USD/GPU-h in gpulib/data/gpu_prices.csv),
+Expected money is worked out from the demo scenario (gpulib/data/demo/demo_fleet.yaml) and the price table by hand:
+jupyter-alice-0 runs on a100-80-0 (A100-80GB, on-demand, aws 5.12 USD/GPU-h in gpulib/data/cost/gpu_prices.csv),
 one GPU, zombie since 20 h before the window end; a month is 730 h (cost_policy.csv).
 """
 from __future__ import annotations

@@ -68,7 +68,7 @@ def test_unreachable_prometheus_still_renders_and_exits_nonzero(tmp_path, monkey
     with pytest.raises(SystemExit) as e:
         cli.main(["run", "fleet_overview", "--source", "live", "-q", "-o", str(tmp_path / "out")])
     assert e.value.code == cli.EXIT_FAILED
-    out_dir = next((tmp_path / "out").glob("*-fleet_overview"))
+    out_dir = next((tmp_path / "out").glob("*-fleet_overview-*"))
     html = (out_dir / "fleet_overview.html").read_text()
     assert "could not run" in html and "What to check" in html
     doc = json.loads((out_dir / "findings.json").read_text())

@@ -28,10 +28,10 @@ class InvalidParameter(GpulibError, ValueError):
 class UnknownSetting(InvalidParameter, KeyError):
     """A key that a ``gpulib/data/<name>.csv`` settings table does not have (one text for every table)."""
 
-    def __init__(self, table: str, key: str, known: list[str]):
-        self.table, self.key, self.known = table, key, list(known)
-        super().__init__(f"gpulib/data/{table}.csv has no key {key!r}; known keys: {', '.join(self.known)}",
-                         hint=f"use one of the known keys, or add a row (with a source) to gpulib/data/{table}.csv")
+    def __init__(self, where: str, key: str, known: list[str]):
+        self.where, self.key, self.known = where, key, list(known)
+        super().__init__(f"{where} has no key {key!r}; known keys: {', '.join(self.known)}",
+                         hint=f"use one of the known keys, or add a row (with a source) to {where}")
 
     def __str__(self) -> str:  # the message plus hint, not KeyError's quoted repr
         return f"{self.args[0]} (hint: {self.hint})"

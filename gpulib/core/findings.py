@@ -1,6 +1,6 @@
 """The Findings model: what is wrong, how sure we are, the evidence, and the next step.
 
-One model for every runbook, the CLI and the reports (design.md §4). A Finding renders as
+One model for every runbook, the CLI and the reports (docs/architecture.md, "The flow"). A Finding renders as
 notebook HTML (``_repr_html_``), as CLI text (:meth:`Finding.as_text`) and as JSON
 (:func:`save_findings`), so a scheduled job or a pager can read what a notebook concluded.
 """

@@ -1,8 +1,10 @@
-"""Knowledge as data: every table lives in ``gpulib/data`` with a ``source`` column.
+"""Knowledge as data: every table lives in ``gpulib/data/<domain>/`` with a ``source`` column.
 
-Code reads tables through :func:`load_table` and key/value tables through :func:`settings` (the one
-settings loader, one error text for an unknown key), so the alert rules, the triage code and the
-onboarding notebooks all see the same numbers.
+Code reads tables through :func:`load_table` by bare name (``load_table("xid_catalog")``) and key/value
+tables through :func:`settings` (the one settings loader, one error text for an unknown key), so the
+alert rules, the triage code and the onboarding lessons all see the same numbers, and a table can move
+between domain folders without touching its readers. ``docs/architecture.md`` ("Where knowledge
+lives") lists the folders; ``gpulib/data/captures/README.md`` describes the real captures.
 """
 from __future__ import annotations
 
@@ -18,12 +20,41 @@ import pandas as pd
 from gpulib.core.errors import GpulibError, UnknownSetting
 
 
+def _root() -> Path:
+    return Path(str(resources.files("gpulib") / "data"))
+
+
+@lru_cache(maxsize=None)
+def _index() -> dict[str, tuple[Path, ...]]:
+    """File name -> every path under ``gpulib/data/*/`` with that name (one folder level)."""
+    found: dict[str, list[Path]] = {}
+    for p in sorted(_root().glob("*/*")):
+        if p.is_file():
+            found.setdefault(p.name, []).append(p)
+    return {k: tuple(v) for k, v in found.items()}
+
+
 def data_path(name: str) -> Path:
-    """Path of a file shipped in ``gpulib/data``."""
-    p = Path(str(resources.files("gpulib") / "data" / name))
-    if not p.exists():
-        raise GpulibError(f"data file {name!r} is not shipped in gpulib/data", hint="reinstall the package")
-    return p
+    """Path of a file shipped in ``gpulib/data``.
+
+    ``name`` is either a path relative to ``gpulib/data`` (``"captures/h200_smi_h.txt"``) or a bare file
+    name (``"operator_sop.yaml"``) that is looked up in every domain folder; a bare name found in two
+    folders is an error (rename one), never a silent pick.
+    """
+    if "/" in name:
+        p = _root() / name
+        if not p.is_file():
+            raise GpulibError(f"data file {name!r} is not shipped in gpulib/data", hint="reinstall the package")
+        return p
+    hits = _index().get(name, ())
+    if not hits:
+        raise GpulibError(f"data file {name!r} is not shipped in gpulib/data/<domain>/",
+                          hint="reinstall the package, or give the folder: data_path('<domain>/<file>')")
+    if len(hits) > 1:
+        where = ", ".join(str(h.relative_to(_root())) for h in hits)
+        raise GpulibError(f"data file name {name!r} is ambiguous: {where}",
+                          hint="a table name must be unique across gpulib/data/<domain>/; rename one of them")
+    return hits[0]
 
 
 @lru_cache(maxsize=None)
@@ -38,7 +69,10 @@ def _load_csv(name: str) -> pd.DataFrame:
 
 
 def load_table(name: str) -> pd.DataFrame:
-    """Load ``gpulib/data/<name>.csv`` (a copy; callers may modify it)."""
+    """Load the table ``<name>.csv`` from its ``gpulib/data/<domain>/`` folder (a copy; callers may modify it).
+
+    ``name`` is the bare table name (``"xid_catalog"``) or ``"<domain>/<name>"``.
+    """
     if not name.endswith(".csv"):
         name += ".csv"
     return _load_csv(name).copy()
@@ -59,14 +93,15 @@ def _typed(text: str) -> int | float | str:
 
 
 class Settings(Mapping[str, Any]):
-    """The ``key``/``value`` rows of one ``gpulib/data/<name>.csv``, values typed (see :func:`settings`).
+    """The ``key``/``value`` rows of one ``gpulib/data/<domain>/<name>.csv``, values typed (see :func:`settings`).
 
     Reading an unknown key raises :class:`UnknownSetting` with one text for every table: the file,
     the key and the known keys.
     """
 
-    def __init__(self, name: str, values: dict[str, Any], texts: dict[str, str]):
+    def __init__(self, name: str, values: dict[str, Any], texts: dict[str, str], where: str = ""):
         self.name = name
+        self.where = where or f"gpulib/data/{name}.csv"
         self._values = values
         self._text = texts
 
@@ -74,7 +109,7 @@ class Settings(Mapping[str, Any]):
         try:
             return self._values[key]
         except KeyError:
-            raise UnknownSetting(self.name, key, sorted(self._values)) from None
+            raise UnknownSetting(self.where, key, sorted(self._values)) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -86,8 +121,8 @@ class Settings(Mapping[str, Any]):
         """The value as a float; a non-numeric cell is a data error naming the file and the key."""
         v = self[key]
         if isinstance(v, str):
-            raise GpulibError(f"gpulib/data/{self.name}.csv: setting {key!r} is {v!r}, not a number",
-                              hint=f"fix the value column of gpulib/data/{self.name}.csv")
+            raise GpulibError(f"{self.where}: setting {key!r} is {v!r}, not a number",
+                              hint=f"fix the value column of {self.where}")
         return float(v)
 
     def text(self, key: str) -> str:
@@ -102,26 +137,27 @@ class Settings(Mapping[str, Any]):
 
 @lru_cache(maxsize=None)
 def settings(name: str) -> Settings:
-    """The one settings loader: ``gpulib/data/<name>.csv`` (columns ``key``, ``value``, ``source``, ...) as a
+    """The one settings loader: ``gpulib/data/<domain>/<name>.csv`` (columns ``key``, ``value``, ``source``, ...) as a
     read-only mapping ``key -> value``, whole numbers as ``int``, decimals as ``float``, other cells as text.
 
-    ``settings("cost_policy")["hours_per_month"]`` -> ``730``; ``settings("report_policy").text("series_step")``
+    ``settings("cost_policy")["hours_per_month"]`` -> ``730`` (the table is found in any ``gpulib/data/<domain>/``); ``settings("report_policy").text("series_step")``
     -> ``"5m"``. An unknown key raises :class:`UnknownSetting` (the file, the key and the known keys).
     """
     name = name[:-4] if name.endswith(".csv") else name
     t = _load_csv(name + ".csv")
+    where = "gpulib/data/" + data_path(name + ".csv").relative_to(_root()).as_posix()
     if "key" not in t.columns or "value" not in t.columns:
-        raise GpulibError(f"gpulib/data/{name}.csv is not a settings table (it needs 'key' and 'value' columns)",
+        raise GpulibError(f"{where} is not a settings table (it needs 'key' and 'value' columns)",
                           hint="use load_table() for other tables")
     keys = t["key"].astype(str).str.strip()
     dup = keys[keys.duplicated()]
     if len(dup):
-        raise GpulibError(f"gpulib/data/{name}.csv: key(s) {sorted(set(dup))} appear more than once",
-                          hint=f"keep one row per key in gpulib/data/{name}.csv")
+        raise GpulibError(f"{where}: key(s) {sorted(set(dup))} appear more than once",
+                          hint=f"keep one row per key in {where}")
     texts = ["" if pd.isna(v) else str(v) for v in t["value"]]
-    return Settings(name, {k: _typed(v) for k, v in zip(keys, texts)}, dict(zip(keys, (v.strip() for v in texts))))
+    return Settings(name, {k: _typed(v) for k, v in zip(keys, texts)}, dict(zip(keys, (v.strip() for v in texts))), where)
 
 
 def threshold(key: str) -> float:
-    """One health threshold from ``thresholds.csv`` (the single source of truth for alerting and triage)."""
+    """One health threshold from ``core/thresholds.csv`` (the single source of truth for alerting and triage)."""
     return settings("thresholds").number(key)

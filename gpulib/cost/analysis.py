@@ -1,6 +1,6 @@
 """GPU cost analysis: idle and zombie money, savings per action, executive summary, chart frames.
 
-Flow::
+Flow (docs/architecture.md, "The flow")::
 
     rep = analyze_cost(nodes, pods, gr_engine_active=act, fb_used=fb, gpu_util=util, window="7d")
     rep.findings              # Findings with the action and estimated monthly saving in .data
@@ -10,7 +10,7 @@ Flow::
 
 Prices are :mod:`gpulib.cost.prices` (``price_file=`` / ``price_overrides=`` override the shipped table);
 the findings are built by :mod:`gpulib.cost.findings`. Policy numbers (hours per month, right-size
-target, consolidation limits) live in ``gpulib/data/cost_policy.csv``; idle/zombie thresholds in
+target, consolidation limits) live in ``gpulib/data/cost/cost_policy.csv``; idle/zombie thresholds in
 ``thresholds.csv`` (the one idle/zombie rule is :mod:`gpulib.cost.usage`).
 
 Monthly figures extrapolate the window: ``window cost x hours_per_month / window hours``.
@@ -397,7 +397,7 @@ def _consolidation_target(w: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 # ----------------------------------------------------------------------------------------------
 def executive_summary(rep: CostReport, top_n: int | None = None) -> dict[str, Any]:
     """Headline numbers: allocated %, active %, idle GPU-hours and money, top actions by saving
-    (``top_n`` of them; default ``top_actions`` of ``gpulib/data/report_policy.csv``)."""
+    (``top_n`` of them; default ``top_actions`` of ``gpulib/data/cost/report_policy.csv``)."""
     top_n = int(settings("report_policy")["top_actions"]) if top_n is None else int(top_n)
     u = rep.usage
     gh = float(u["gpu_hours"].sum())

@@ -136,7 +136,7 @@ def cost_findings(rep: CostReport) -> list[Finding]:
         out.append(Finding(
             severity=Severity.INFO, title="GPU models without a price",
             summary=f"{unpriced['gpu_hours'].sum():.1f} GPU-h are not costed: no {rep.provider}/{cur} price for {models}.",
-            sop_step="Add rows for these models to a price file (same columns as gpulib/data/gpu_prices.csv) and pass price_file=.",
+            sop_step="Add rows for these models to a price file (same columns as gpulib/data/cost/gpu_prices.csv) and pass price_file=.",
             evidence=[f"models {models}"], confidence=1.0, category="cost",
             data={"action": "", "monthly_saving": 0.0, "currency": cur, "models": models}))
     return sort_findings(out)

@@ -1,11 +1,11 @@
 """GPU price table: the shipped prices, a user price file, canonical model keys and the cost policy values.
 
-Prices come from ``gpulib/data/gpu_prices.csv`` (model x provider x on_demand/spot, price per GPU-hour,
+Prices come from ``gpulib/data/cost/gpu_prices.csv`` (model x provider x on_demand/spot, price per GPU-hour,
 each row with its date and source) and are defaults a user overrides with a price file (a CSV with
 :data:`PRICE_COLUMNS`) or ``overrides={"H100-80GB": 3.9}`` / ``{"H100-80GB": {"spot": 1.2}}``.
 Model names from dcgm-exporter (``modelName``) and GPU Feature Discovery (``nvidia.com/gpu.product``)
-map to the keys of ``gpulib/data/gpu_specs.csv`` through :func:`canonical_model`. Policy numbers
-(hours per month, the default provider, consolidation limits) are ``gpulib/data/cost_policy.csv``,
+map to the keys of ``gpulib/data/nvidia/gpu_specs.csv`` through :func:`canonical_model`. Policy numbers
+(hours per month, the default provider, consolidation limits) are ``gpulib/data/cost/cost_policy.csv``,
 read through :func:`gpulib.core.knowledge.settings`.
 """
 from __future__ import annotations
@@ -32,17 +32,17 @@ PRICINGS = ("on_demand", "spot")
 
 class PriceFileError(InvalidParameter):
     hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
-            "currency, as_of, source; model is the canonical key from gpulib/data/gpu_specs.csv (e.g. H100-80GB)")
+            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
 
 
 
 def cost_policy(key: str) -> float:
-    """A number from ``gpulib/data/cost_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    """A number from ``gpulib/data/cost/cost_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
     return settings("cost_policy").number(key)
 
 
 def cost_policy_list(key: str) -> list[str]:
-    """A ``;``-separated list from ``gpulib/data/cost_policy.csv`` (owner kinds, namespaces)."""
+    """A ``;``-separated list from ``gpulib/data/cost/cost_policy.csv`` (owner kinds, namespaces)."""
     return settings("cost_policy").items_list(key)
 
 
@@ -101,7 +101,7 @@ def load_prices(path: str | Path | None = None) -> pd.DataFrame:
     """
     if path is None:
         df = load_table("gpu_prices")
-        where = "gpulib/data/gpu_prices.csv"
+        where = "gpulib/data/cost/gpu_prices.csv"
     else:
         p = Path(path)
         if not p.is_file():

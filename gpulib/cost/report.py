@@ -11,7 +11,7 @@ client that strips scripts.
     kpi_tiles_html(cost.executive_summary(rep))
 
 Report settings (series step, heatmap resolution, table sizes) live in
-``gpulib/data/report_policy.csv``.
+``gpulib/data/cost/report_policy.csv``.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ __all__ = ["ReportData", "report_policy", "idle_samples", "parse_namespaces", "s
 
 
 def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    """A setting from ``gpulib/data/cost/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
     return settings("report_policy").text(key)
 
 
@@ -296,7 +296,7 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
     """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source."""
     e = html.escape
     th = rep.thresholds
-    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field; facts.md 3.2)"
+    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
                  if rep.activity_field == GR_ENGINE_ACTIVE else
                  "GPU_UTIL: percent of time a kernel ran (coarse; GR_ENGINE_ACTIVE was not exported)")
     items = [
@@ -307,15 +307,15 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
         f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share (MIG g/7, time-sliced 1/replicas).",
         f"<b>Idle:</b> allocated and activity &lt; {th.idle_activity_max:.0%}. <b>Zombie:</b> pod holds FB_USED &ge; "
         f"{th.zombie_fb_used_min_mib:,.0f} MiB with activity &lt; {th.zombie_activity_max:.0%} for &ge; "
-        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/thresholds.csv).",
+        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/core/thresholds.csv).",
         f"<b>Monthly figures:</b> window cost &times; {rep.month_factor:.2f} (730 h per month / window hours; "
-        "gpulib/data/cost_policy.csv).",
+        "gpulib/data/cost/cost_policy.csv).",
         f"<b>Namespaces:</b> {e(', '.join(data.namespaces)) if data.namespaces else 'all'}.",
     ]
     if data.missing:
         items.append("<b>Not available:</b> " + e("; ".join(data.missing)))
     prices = _price_rows(rep, price_file)
-    src = e(price_file) if price_file else "gpulib/data/gpu_prices.csv (defaults; override with price_file)"
+    src = e(price_file) if price_file else "gpulib/data/cost/gpu_prices.csv (defaults; override with price_file)"
     rows = [[e(str(r.model)), e(str(r.pricing)), f"{r.price_per_gpu_hour:.2f}", e(str(getattr(r, 'as_of', ''))),
              e(str(getattr(r, 'inferred', ''))), f"<small>{e(str(r.source))}</small>"] for r in prices.itertuples()]
     table = _table(["model", "pricing", f"{rep.currency}/GPU-h", "as of", "inferred", "source"], rows, "price-table", {2}) \

@@ -5,7 +5,7 @@ Pure, vectorised pandas over the schema frames (:mod:`gpulib.core.schema`):
 * activity comes from ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0..1) when present, else from
   ``DCGM_FI_DEV_GPU_UTIL`` (percent 0..100, the coarse "a kernel was running" figure) divided
   by 100; :func:`select_activity` returns which field was used so reports can say so
-  (facts.md §3.2).
+  (NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510).
 * memory held comes from ``DCGM_FI_DEV_FB_USED`` (MiB).
 * :func:`classify_idle` is the one idle/zombie verdict per pod (the fleet overview, the report and the
   ``GPUMemoryHeldIdle`` alert rule use it or its thresholds).
@@ -13,13 +13,13 @@ Pure, vectorised pandas over the schema frames (:mod:`gpulib.core.schema`):
   mapping on: samples with an empty ``pod`` label are GPU time nobody was allocated.
 
 Each sample stands for ``step_s`` seconds (the median spacing of its series) of ``share`` of a
-GPU: 1 for a whole GPU, ``g/7`` for a MIG ``<g>g.*`` instance (facts.md §2.1: 7 compute
-slices), ``1/replicas`` for a pod on a time-sliced or MPS-shared GPU (facts.md §6.4). Summing
+GPU: 1 for a whole GPU, ``g/7`` for a MIG ``<g>g.*`` instance (7 compute
+slices: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), ``1/replicas`` for a pod on a time-sliced or MPS-shared GPU (NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc). Summing
 ``step_s * share / 3600`` gives GPU-hours, so MIG instances and shared replicas are costed by
 their share of the physical GPU.
 
 All per-sample work is column arithmetic plus ``groupby`` on an integer series id; nothing
-loops over samples in Python (issue #6: 1,024 GPUs x 7 days at 60 s is ~10 M samples).
+loops over samples in Python (1,024 GPUs x 7 days at 60 s is ~10 M samples: benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 
-#: multiply the raw value by this to get a 0..1 ratio (facts.md §3.2 units).
+#: multiply the raw value by this to get a 0..1 ratio (units: NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510).
 ACTIVITY_SCALE = {GR_ENGINE_ACTIVE: 1.0, GPU_UTIL: 0.01}
 
 #: labels that identify one physical GPU / MIG instance, and one series (device + pod).
@@ -54,7 +54,7 @@ _MIG_CLASS = re.compile(r"(?:^|\.)(\d+)g\.", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Idle / zombie thresholds, defaulting to ``gpulib/data/thresholds.csv``."""
+    """Idle / zombie thresholds, defaulting to ``gpulib/data/core/thresholds.csv``."""
 
     idle_activity_max: float
     zombie_activity_max: float
@@ -92,7 +92,7 @@ def select_activity(gr_engine_active: pd.DataFrame | None = None,
     raise InvalidParameter(
         f"no activity data: neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples",
         hint="check that dcgm-exporter runs on the GPU nodes and its counters CSV enables one of them "
-             "(facts.md 3.2: both are on in default-counters.csv)")
+             "(both are on in dcgm-exporter's etc/default-counters.csv)")
 
 
 def normalise_activity(frame: pd.DataFrame, field: str) -> pd.DataFrame:
@@ -111,7 +111,7 @@ def normalise_activity(frame: pd.DataFrame, field: str) -> pd.DataFrame:
 def mig_share(profile: pd.Series, compute_slices: pd.Series | float = 7.0) -> pd.Series:
     """Share of the physical GPU for MIG profile names (``"3g.40gb"`` -> 3/7); 1.0 for non-MIG rows.
 
-    ``compute_slices`` is the GPU's compute slice count (7 on A100/H100/H200/B200, facts.md §2.1).
+    ``compute_slices`` is the GPU's compute slice count (7 on A100/H100/H200/B200: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/).
     Compute-instance names (``1c.3g.20gb``) are costed by their GPU instance (3g).
     """
     g = profile.astype("string").fillna("").str.extract(_MIG_CLASS, expand=False)
@@ -432,7 +432,7 @@ def classify_idle(samples: pd.DataFrame, thresholds: Thresholds | None = None) -
     * ``idle``: not a zombie, and the pod's mean activity is ``< idle_activity_max``;
     * ``busy``: the rest.
 
-    Thresholds default to ``gpulib/data/thresholds.csv``. Without FB_USED (``fb_used_mib`` all NaN) no pod
+    Thresholds default to ``gpulib/data/core/thresholds.csv``. Without FB_USED (``fb_used_mib`` all NaN) no pod
     can be a zombie. Columns: :data:`IDLE_COLUMNS` (``devices``: ``node/GPU g`` [``MIG i``] the pod used;
     ``zombie_s``: its longest zombie run; activity as a 0..1 ratio).
     """

@@ -15,7 +15,7 @@ TARGET_POINTS = 720
 
 
 class DemoSource(Source):
-    """Simulated fleet. ``scenario`` is a YAML path or dict (default: ``gpulib/data/demo_fleet.yaml``)."""
+    """Simulated fleet. ``scenario`` is a YAML path or dict (default: ``gpulib/data/demo/demo_fleet.yaml``)."""
 
     name = "demo"
 

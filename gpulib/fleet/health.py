@@ -240,7 +240,7 @@ def idle_findings(src, window: str) -> list[Finding]:
         if zombie:
             evidence.append(f"held >= {th.zombie_fb_used_min_mib:,.0f} MiB with activity below {th.zombie_activity_max:.0%} "
                             f"for {format_duration(r.zombie_s)} (zombie from {format_duration(th.zombie_min_duration_s)}; "
-                            "gpulib/data/thresholds.csv)")
+                            "gpulib/data/core/thresholds.csv)")
         out.append(Finding(
             Severity.WARNING if zombie else Severity.INFO,
             f"{'Zombie' if zombie else 'Idle'} GPU workload {ns}/{pod}", node=r.node, category="cost",

@@ -11,7 +11,7 @@ Every call, dry-run or applied, successful, refused or failed, appends one JSON 
 log (argument ``audit_log``, else ``$GPUOPS_AUDIT_LOG``, else ``~/.gpuops/audit.jsonl``):
 who (OS user, kubeconfig context and user name, API server; never a credential), when, what,
 target, dry_run, result. A circuit breaker refuses a cordon/drain that would leave more than a
-share of the GPU nodes unschedulable (``data/remediation_policy.csv``).
+share of the GPU nodes unschedulable (``data/kube/remediation_policy.csv``).
 
 Each function returns a :class:`RemediationResult` with the equivalent kubectl commands.
 """

@@ -15,7 +15,7 @@ columns (:data:`REQUEST_LIMIT_COLUMNS`) and :func:`request_limit_findings` turns
 
 :func:`non_gpu_pods` is the one rule for the opposite case, pods that request no NVIDIA resource but sit on a
 GPU node (the scheduling checks and the cost report both read it); agents are exempt: DaemonSet pods and the
-``system_namespaces`` of ``gpulib/data/scheduling_settings.csv``.
+``system_namespaces`` of ``gpulib/data/fleet/scheduling_settings.csv``.
 """
 from __future__ import annotations
 

@@ -185,15 +185,16 @@ def connect(source: str = "demo", scenario: str = ""):
     from gpulib import connect as _connect
     if source == "demo":
         if scenario and not Path(scenario).is_file():
-            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo_fleet.yaml")
+            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
         return _connect("demo", scenario=scenario or None)
     return _connect(source)
 
 
 # --------------------------------------------------------------------------- packaged lesson inputs
 def lesson_text(name: str) -> str:
-    """A captured command output shipped for the lessons (``gpulib/data/learn/<name>``)."""
-    return data_path(f"learn/{name}").read_text()
+    """A command output shipped for the lessons: a real capture (``gpulib/data/captures/<name>``) or a lesson
+    input (``gpulib/data/learn/<name>``), found by file name."""
+    return data_path(name).read_text()
 
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
@@ -264,11 +265,11 @@ def dcgm_fields_frame(enabled_by_default: bool | None = None) -> pd.DataFrame:
 
 
 def alert_catalog() -> pd.DataFrame:
-    """The generated Prometheus alert rules (gpulib.xid.alerts.alert_rules) with what each catches and the DCGM
+    """The generated Prometheus alert rules (gpulib.xid.alerts) with what each catches and the DCGM
     fields it needs that dcgm-exporter does not export by default (so it would never fire)."""
     import re
 
-    from gpulib.xid.alerts import alert_rules
+    from gpulib.xid import alert_rules
 
     off = set(dcgm_fields_frame(False)["field"])
     rows = []
@@ -283,7 +284,7 @@ def alert_catalog() -> pd.DataFrame:
 
 def alerts_file_status(path: str | Path | None = None) -> str:
     """Whether the committed ``deploy/prometheus/gpu-alerts.yaml`` equals what the data files generate now."""
-    from gpulib.xid.alerts import alert_rules_yaml
+    from gpulib.xid import alert_rules_yaml
 
     if path is None:
         try:
@@ -297,7 +298,7 @@ def alerts_file_status(path: str | Path | None = None) -> str:
     same = p.read_text() == alert_rules_yaml()
     return (f"`{p.name}` is in sync with the data files" if same else
             f"`{p.name}` differs from what the data files generate now: regenerate it with "
-            "`python3 -c 'import gpulib.xid.alerts as a; a.write_alert_rules()'`")
+            "`gpuops alerts --base-url URL`")
 
 
 # ------------------------------------------------------------------------------- troubleshooting

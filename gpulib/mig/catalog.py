@@ -1,4 +1,4 @@
-"""The MIG profile catalog (``gpulib/data/mig_profiles.csv``, each row citing its source) and GPU model resolution:
+"""The MIG profile catalog (``gpulib/data/mig/mig_profiles.csv``, each row citing its source) and GPU model resolution:
 a catalog name, an ``nvidia-smi`` name or a node's ``nvidia.com/gpu.product`` label -> the catalog's model, its
 profiles and their geometry (memory slots, compute slices, allowed start slots).
 """

@@ -448,7 +448,7 @@ def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None,
     """Whether FB_USED looks like a framework's pre-allocated pool rather than a need: near-constant
     (p95, and ``low_mib`` = min when known, at or above ``preallocation_flat_ratio`` of the max) AND at a
     high share of the device (max at or above ``preallocation_ratio`` of ``device_gib``). Both thresholds
-    live in ``data/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
+    live in ``data/vllm/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
     if not device_gib or np.isnan(max_mib) or max_mib <= 0:
         return False
     flat = overhead("preallocation_flat_ratio") * max_mib

@@ -1,5 +1,5 @@
 """``NCCL_DEBUG=INFO`` logs: what NCCL set up (version, ranks, nodes, transports, variables set by environment)
-and which known failure signature a log shows (``gpulib/data/nccl_signatures.csv``, each row with its source).
+and which known failure signature a log shows (``gpulib/data/nccl/nccl_signatures.csv``, each row with its source).
 """
 from __future__ import annotations
 

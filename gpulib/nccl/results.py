@@ -1,7 +1,7 @@
 """nccl-tests output as data, and busbw recomputed from algbw.
 
 The table is the one ``writeResultHeader`` prints (``NVIDIA/nccl-tests: src/util.cu`` @ a0b82b22); the bus factors
-are those of ``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22, kept in ``gpulib/data/nccl_bus_factors.csv``.
+are those of ``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22, kept in ``gpulib/data/nccl/nccl_bus_factors.csv``.
 The parsers never raise on text. Units: GB/s with GB = 1e9 bytes, as nccl-tests prints them; times in microseconds.
 """
 from __future__ import annotations

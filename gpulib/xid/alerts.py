@@ -1,21 +1,66 @@
-"""Prometheus alert rules generated from the same data files as the triage (``gpulib/data/thresholds.csv``,
-``gpulib/data/alert_settings.csv``, ``gpulib/data/xid_catalog.csv``); the committed
-``deploy/prometheus/gpu-alerts.yaml`` must equal :func:`alert_rules_yaml` (a test checks it).
+"""The Prometheus alert rules, their routes table (alert -> runbook + parameters) and the PrometheusRule object.
+
+One generator, from the data files (``thresholds.csv``, ``alert_settings.csv``, ``xid_catalog.csv``):
+``deploy/prometheus/gpu-alerts.yaml`` (rules), ``deploy/prometheus/routes.yaml`` (what ``gpuops serve`` runs
+for each alert), ``deploy/prometheus/gpu-alerts.prometheusrule.yaml`` (the same rules as a prometheus-operator
+``PrometheusRule``: https://prometheus-operator.dev/docs/api-reference/api/#monitoring.coreos.com/v1.PrometheusRule)
+and ``deploy/prometheus/tests/gpu-alerts.labels-only.yaml`` (the rules without annotations, which the
+``promtool test rules`` cases load so a case states labels only). The lessons read :func:`alert_rules` too.
+
+Template notes (alert templates are Go text/template with Prometheus' functions:
+https://prometheus.io/docs/prometheus/latest/configuration/template_reference/):
+``or`` returns its first non-empty argument, so ``{{ or $labels.Hostname $labels.hostname }}`` takes either
+spelling of dcgm-exporter's host label (``Hostname`` up to 4.x, ``hostname`` after NVIDIA/dcgm-exporter
+commit d5e5f510); ``urlquery`` escapes a value for a URL; ``reReplaceAll`` strips every character a node
+name or GPU id cannot hold, so a printed command never carries a shell metacharacter from a label.
+
+DCGM_FI_DEV_XID_ERRORS holds only the *last* XID code ("Value of the last XID error encountered",
+NVIDIA/dcgm-exporter etc/default-counters.csv). NVIDIA's double-bit-ECC sequence is XID 48 followed by
+63/64 (row remap / page retirement) or 45 (contexts killed):
+https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html . So the critical alert looks for a
+critical code anywhere in its window with a subquery (``max_over_time((...)[W:step])``), not at the
+current value; a series is *fresh* when the gauge changed in the window or the GPU had no series a window
+ago, so a sticky old code does not fire again while a new GPU series already holding one does.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table, threshold
-from gpulib.xid.triage import DBE_VOL, DRAIN_BUCKETS, GPU_TEMP, REMAP_FAILURE, UNC_REMAP, XID_COUNT, XID_GAUGE, _setting
+
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
+DBE_VOL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+UNC_REMAP = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+NVLINK_BW = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+NVLINK_COUNTERS = ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+                   "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL")
+NVLINK_RECOVERY = "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"
+
+#: labels naming one GPU in dcgm-exporter's output (both host spellings; pod labels change, these do not)
+GPU_ID = "UUID, gpu, Hostname, hostname"
+HOST_ID = "Hostname, hostname"
+#: alert label -> template expression giving it (route parameter sources)
+NODE_TMPL = "or $labels.Hostname $labels.hostname"
+GPU_TMPL = "$labels.gpu"
+_NODE_SAFE = '{{ ' + NODE_TMPL + ' | reReplaceAll "[^a-z0-9.-]" "" }}'
+_GPU_SAFE = '{{ ' + GPU_TMPL + ' | reReplaceAll "[^A-Za-z0-9/-]" "" }}'
+WHERE = "on {{ " + NODE_TMPL + " }} GPU {{ $labels.gpu }}"
+
+DEFAULT_BASE_URL = "https://gpuops.example.com"
+DEPLOY_DIR = Path("deploy/prometheus")
 
 
-# --------------------------------------------------------------------------------- alert rules
-def critical_xids() -> list[int]:
-    """XID codes whose NVIDIA immediate bucket takes the GPU out of service (the alert's critical set)."""
-    cat = load_table("xid_catalog")
-    m = cat["immediate_action"].isin(sorted(DRAIN_BUCKETS)) & (cat["unused_on_datacenter"] == "no")
-    return sorted(int(c) for c in cat.loc[m, "code"])
+def _setting(key: str) -> float:
+    t = load_table("alert_settings").set_index("key")
+    return float(t.loc[key, "value"])
 
 
 def _dur(seconds: float) -> str:
@@ -23,111 +68,238 @@ def _dur(seconds: float) -> str:
     return f"{s // 3600}h" if s % 3600 == 0 else (f"{s // 60}m" if s % 60 == 0 else f"{s}s")
 
 
-_HOST = "{{ $labels.Hostname }}{{ $labels.hostname }}"
-_RUN = "gpuops run xid_ecc_triage -p node " + _HOST + " -p gpu {{ $labels.gpu }}"
-_RUNBOOK = "runbooks/xid_ecc_triage.ipynb"
+def critical_xids() -> list[int]:
+    """XID codes whose NVIDIA immediate bucket takes the GPU out of service (the alert's critical set)."""
+    from gpulib.xid.triage import DRAIN_BUCKETS
+
+    cat = load_table("xid_catalog")
+    m = cat["immediate_action"].isin(sorted(DRAIN_BUCKETS)) & (cat["unused_on_datacenter"] == "no")
+    return sorted(int(c) for c in cat.loc[m, "code"])
 
 
-def _alert(name: str, expr: str, for_s: float | None, severity: str, summary: str, description: str,
-           runbook: str = _RUNBOOK, command: str = _RUN) -> dict[str, Any]:
-    rule: dict[str, Any] = {"alert": name, "expr": expr}
-    if for_s:
-        rule["for"] = _dur(for_s)
-    rule["labels"] = {"severity": severity}
-    rule["annotations"] = {"summary": summary, "description": description, "runbook_url": runbook,
-                           "gpuops_command": command}
-    return rule
+@dataclass
+class AlertSpec:
+    """One alert: the rule plus the runbook it routes to and which alert labels fill which parameters."""
+
+    name: str
+    expr: str
+    for_s: float | None
+    severity: str
+    summary: str
+    description: str
+    runbook: str = "xid_ecc_triage"
+    #: runbook parameter -> template expression over the alert's labels
+    params: dict[str, str] = field(default_factory=lambda: {"node": NODE_TMPL, "gpu": GPU_TMPL})
+
+    def runbook_url(self, base: str) -> str:
+        q = "&".join(f"{k}={{{{ {v} | urlquery }}}}" for k, v in self.params.items())
+        return f"{base}/run/{self.runbook}" + (f"?{q}" if q else "")
+
+    def command(self) -> str:
+        safe = {"node": _NODE_SAFE, "gpu": _GPU_SAFE}
+        return " ".join(["gpuops run", self.runbook] + [f"-p {k} {safe[k]}" for k in self.params])
+
+    def rule(self, base: str, annotations: bool = True) -> dict[str, Any]:
+        r: dict[str, Any] = {"alert": self.name, "expr": self.expr}
+        if self.for_s:
+            r["for"] = _dur(self.for_s)
+        r["labels"] = {"severity": self.severity, "runbook": self.runbook}
+        if annotations:
+            r["annotations"] = {"summary": self.summary, "description": self.description,
+                                "runbook_url": self.runbook_url(base), "gpuops_command": self.command()}
+        return r
 
 
-def alert_rules() -> dict[str, Any]:
-    """The Prometheus rules document, every threshold read from thresholds.csv / alert_settings.csv / the XID catalog."""
+def _node_params() -> dict[str, str]:
+    return {"node": NODE_TMPL}
+
+
+def specs() -> list[AlertSpec]:
+    """Every alert, each threshold read from the data files."""
     crit = critical_xids()
     crit_re = "|".join(map(str, crit))
-    crit_eq = " or ".join(f"{XID_GAUGE} == {c}" for c in crit)
+    crit_any = " or ".join(f"{XID_GAUGE} == {c}" for c in crit)
     win = _dur(_setting("xid_alert_window_s"))
+    step = _dur(_setting("xid_subquery_step_s"))
     ecc_win = _dur(_setting("ecc_increase_window_s"))
+    nv_win = _dur(_setting("nvlink_error_window_s"))
+    nv_n = _setting("nvlink_crc_errors_warn")
+    busy = _setting("nvlink_degraded_busy_min")
     warn, critc, memw = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c"), threshold("memory_temp_warn_c")
-    fb_ratio = _setting("fb_used_ratio_warn")
+    fb_ratio, idle = _setting("fb_used_ratio_warn"), threshold("idle_activity_max")
     from gpulib.cost import Thresholds  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
 
     zt = Thresholds.from_table()
     z_act, z_fb, z_for = zt.zombie_activity_max, zt.zombie_fb_used_min_mib, zt.zombie_min_duration_s
-    where = "on " + _HOST + " GPU {{ $labels.gpu }}"
-    rules = [
-        _alert("DCGMExporterDown", 'up{job=~".*dcgm.*"} == 0', _setting("exporter_down_for_s"), "warning",
-               "dcgm-exporter target {{ $labels.instance }} is down",
-               "Prometheus cannot scrape dcgm-exporter, so no GPU metric (XID, ECC, temperature) arrives from this "
-               "target. Check the nvidia-dcgm-exporter pod on the node.",
-               command="kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide"),
-        _alert("GPUMetricsAbsent", f"absent({GPU_TEMP})", _setting("metrics_absent_for_s"), "warning",
-               f"No {GPU_TEMP} series at all",
-               "absent() returns one label-less series, so this alert cannot name the node; use DCGMExporterDown "
-               "for per-target detail. Check the dcgm-exporter DaemonSet and its ServiceMonitor.",
-               command="kubectl -n gpu-operator get ds nvidia-dcgm-exporter"),
-        _alert("GPUTemperatureHigh", f"{GPU_TEMP} >= {warn:g}", _setting("temp_warn_for_s"), "warning",
-               "GPU at {{ $value }} C " + where,
-               f"GPU temperature has stayed at or above {warn:g} C (thresholds.csv gpu_temp_warn_c). Check airflow, "
-               "fans and clock-event (thermal throttle) reasons."),
-        _alert("GPUTemperatureCritical", f"{GPU_TEMP} >= {critc:g}", _setting("temp_crit_for_s"), "critical",
-               "GPU at {{ $value }} C (hardware slowdown range) " + where,
-               f"GPU temperature at or above {critc:g} C (thresholds.csv gpu_temp_crit_c, HW slowdown on A100/H100)."),
-        _alert("GPUMemoryTemperatureHigh", f"DCGM_FI_DEV_MEMORY_TEMP >= {memw:g}", _setting("temp_warn_for_s"), "warning",
-               "HBM at {{ $value }} C " + where, f"HBM temperature at or above {memw:g} C (thresholds.csv memory_temp_warn_c)."),
-        _alert("GPUXidCritical", f"({crit_eq}) and changes({XID_GAUGE}[{win}]) > 0", None, "critical",
-               "XID {{ $value }} " + where + " needs the GPU taken out of service",
-               f"{XID_GAUGE} is a gauge holding the LAST XID code (sticky, not a count). It changed in the last {win} "
-               "to a code whose NVIDIA resolution bucket is reset GPU / reboot node / DBE / NVLink workflow "
-               f"(codes {', '.join(map(str, crit))}). A repeat of the same code does not show here: also check the "
-               "kernel log. Run the XID triage runbook for the SOP step."),
-        _alert("GPUXidError", f"{XID_GAUGE} > 0 unless ({crit_eq}) and changes({XID_GAUGE}[{win}]) > 0", None, "warning",
-               "XID {{ $value }} " + where,
-               f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
-               "(application XIDs such as 13/31/43/45): notify the pod owner; drain only if it repeats across "
-               "different workloads."),
-        _alert("GPUXidCriticalCount", f'{XID_COUNT}{{xid=~"{crit_re}"}} > 0', None, "critical",
-               "XID {{ $labels.xid }} seen {{ $value }} times " + where,
-               f"{XID_COUNT} counts XIDs per code in a sliding window. It is off by default: enable it in the "
-               "dcgm-exporter counters CSV."),
-        _alert("GPUEccUncorrectable", f"increase({DBE_VOL}[{ecc_win}]) > 0", None, "critical",
-               "Uncorrectable (DBE) ECC errors " + where,
-               f"{DBE_VOL} increased in the last {ecc_win}. ECC counters are commented out in dcgm-exporter's "
-               "default counters CSV: enable DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or this alert never fires. SOP: drain, "
-               "reset, dcgmi diag -r 3; repeated DBE is an RMA case."),
-        _alert("GPURowRemapFailure", f"{REMAP_FAILURE} > 0", None, "critical",
-               "Row remapping failed " + where + " (RMA)",
-               "The GPU could not remap a failing memory row: cordon, drain and open an RMA."),
-        _alert("GPUUncorrectableRemappedRows", f"increase({UNC_REMAP}[{ecc_win}]) > 0", None, "warning",
-               "New uncorrectable-error row remap " + where,
-               "A row was remapped after an uncorrectable error; reset the GPU at a convenient time so it takes effect."),
-        _alert("GPUMemoryHigh", f"DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}",
-               _setting("fb_used_for_s"), "warning", "GPU memory {{ $value | humanizePercentage }} used " + where,
-               f"Framebuffer use above {fb_ratio:.0%} (alert_settings.csv fb_used_ratio_warn); the next allocation may fail.",
-               runbook="runbooks/fleet_overview.ipynb", command="gpuops run fleet_overview"),
-        _alert("GPUMemoryHeldIdle",
-               f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and (DCGM_FI_PROF_GR_ENGINE_ACTIVE < {z_act:g})", z_for, "warning",
-               "GPU holds memory but is idle " + where + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",
-               f"FB_USED above {z_fb:g} MiB while GR_ENGINE_ACTIVE below {z_act:g} for {_dur(z_for)} "
-               "(thresholds.csv zombie_*, the rule of gpulib.cost.usage.classify_idle): likely a zombie or idle reserved GPU.",
-               runbook="runbooks/fleet_overview.ipynb", command="gpuops run fleet_overview"),
+    seen_crit = f"max_over_time(({crit_any})[{win}:{step}])"
+    fresh = f"(changes({XID_GAUGE}[{win}]) > 0 or ({XID_GAUGE} unless on({GPU_ID}) ({XID_GAUGE} offset {win})))"
+    nvlink_err = " or ".join([f"increase({NVLINK_RECOVERY}[{nv_win}]) > 0"]
+                             + [f"increase({c}[{nv_win}]) > {nv_n:g}" for c in NVLINK_COUNTERS])
+    nvlink_rate = f"rate({NVLINK_BW}[{nv_win}])"
+    fleet: dict[str, str] = {}
+    return [
+        AlertSpec("DCGMExporterDown", 'up{job=~".*dcgm.*"} == 0', _setting("exporter_down_for_s"), "warning",
+                  "dcgm-exporter target {{ $labels.instance }} is down",
+                  "Prometheus cannot scrape dcgm-exporter, so no GPU metric (XID, ECC, temperature) arrives from this "
+                  "target. Check the nvidia-dcgm-exporter pod on the node.", runbook="fleet_overview", params=fleet),
+        AlertSpec("GPUMetricsAbsent", f"absent({GPU_TEMP})", _setting("metrics_absent_for_s"), "warning",
+                  f"No {GPU_TEMP} series at all",
+                  "absent() returns one label-less series, so this alert cannot name the node; use DCGMExporterDown "
+                  "for per-target detail. Check the dcgm-exporter DaemonSet and its ServiceMonitor.",
+                  runbook="fleet_overview", params=fleet),
+        AlertSpec("GPUTemperatureHigh", f"{GPU_TEMP} >= {warn:g}", _setting("temp_warn_for_s"), "warning",
+                  "GPU at {{ $value }} C " + WHERE,
+                  f"GPU temperature has stayed at or above {warn:g} C (thresholds.csv gpu_temp_warn_c). Check airflow, "
+                  "fans and clock-event (thermal throttle) reasons."),
+        AlertSpec("GPUTemperatureCritical", f"{GPU_TEMP} >= {critc:g}", _setting("temp_crit_for_s"), "critical",
+                  "GPU at {{ $value }} C (hardware slowdown range) " + WHERE,
+                  f"GPU temperature at or above {critc:g} C (thresholds.csv gpu_temp_crit_c, HW slowdown on A100/H100)."),
+        AlertSpec("GPUMemoryTemperatureHigh", f"DCGM_FI_DEV_MEMORY_TEMP >= {memw:g}", _setting("temp_warn_for_s"),
+                  "warning", "HBM at {{ $value }} C " + WHERE,
+                  f"HBM temperature at or above {memw:g} C (thresholds.csv memory_temp_warn_c)."),
+        AlertSpec("GPUXidCritical", f"{seen_crit} and {fresh}", None, "critical",
+                  "XID {{ $value }} " + WHERE + " needs the GPU taken out of service",
+                  f"A code whose NVIDIA resolution bucket is reset GPU / reboot node / DBE / NVLink workflow (codes "
+                  f"{', '.join(map(str, crit))}) was in {XID_GAUGE} at some point of the last {win}, even if a later XID "
+                  "(63/64/45 after a double-bit ECC 48) overwrote it. The gauge holds only the last code and a repeat "
+                  "of the same code is invisible: also check the kernel log. Run the XID triage runbook for the SOP step."),
+        AlertSpec("GPUXidError",
+                  f"(({XID_GAUGE} > 0 unless ({crit_any})) and {fresh}) unless on({GPU_ID}) {seen_crit}", None, "warning",
+                  "XID {{ $value }} " + WHERE,
+                  f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
+                  "(application XIDs such as 13/31/43/45) and no critical code was seen in that window: notify the "
+                  "pod owner; drain only if it repeats across different workloads."),
+        AlertSpec("GPUXidCriticalCount", f'{XID_COUNT}{{xid=~"{crit_re}"}} > 0', None, "critical",
+                  "XID {{ $labels.xid }} seen {{ $value }} times " + WHERE,
+                  f"{XID_COUNT} counts XIDs per code in a sliding window, so it also sees a code overwritten between "
+                  "two scrapes. It is off by default: enable it in the dcgm-exporter counters CSV."),
+        AlertSpec("GPUEccUncorrectable",
+                  f"increase({DBE_VOL}[{ecc_win}]) > 0 or ({DBE_VOL} > 0 unless on({GPU_ID}) ({DBE_VOL} offset {ecc_win}))",
+                  None, "critical", "Uncorrectable (DBE) ECC errors " + WHERE,
+                  f"{DBE_VOL} increased in the last {ecc_win}, or a new GPU series already counts DBEs (the volatile "
+                  "counter restarts at driver load, so a non-zero first value happened since then). ECC counters are "
+                  "commented out in dcgm-exporter's default counters CSV: enable DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or this "
+                  "alert never fires. SOP: drain, reset, dcgmi diag -r 3; repeated DBE is an RMA case."),
+        AlertSpec("GPURowRemapFailure", f"{REMAP_FAILURE} > 0", None, "critical",
+                  "Row remapping failed " + WHERE + " (RMA)",
+                  "The GPU could not remap a failing memory row: cordon, drain and open an RMA."),
+        AlertSpec("GPUUncorrectableRemappedRows", f"increase({UNC_REMAP}[{ecc_win}]) > 0", None, "warning",
+                  "New uncorrectable-error row remap " + WHERE,
+                  "A row was remapped after an uncorrectable error; reset the GPU at a convenient time so it takes effect."),
+        AlertSpec("GPUNVLinkErrors", nvlink_err, None, "warning", "NVLink errors " + WHERE,
+                  f"NVLink recovery errors, or more than {nv_n:g} CRC/replay errors, in the last {nv_win} "
+                  "(alert_settings.csv nvlink_*): a marginal link; NCCL bandwidth drops first. These counters are "
+                  "commented out in dcgm-exporter's default counters CSV. Run the NCCL check on the node.",
+                  runbook="nccl_check", params=_node_params()),
+        AlertSpec("GPUNVLinkDegraded",
+                  f"({nvlink_rate} == 0 and on({GPU_ID}) {ACTIVE} > {busy:g}) and on({HOST_ID}) "
+                  f"(max by ({HOST_ID}) ({nvlink_rate}) > 0)", _setting("nvlink_degraded_for_s"), "warning",
+                  "Busy GPU moves no NVLink traffic " + WHERE,
+                  f"The GPU is busy (GR_ENGINE_ACTIVE above {busy:g}) and its NVLink counter has not moved in "
+                  f"{nv_win} while another GPU of the node does move traffic: a link or peer path is down and "
+                  "collectives fall back to PCIe. Run the NCCL check on the node.",
+                  runbook="nccl_check", params=_node_params()),
+        AlertSpec("GPUMemoryHigh",
+                  f"(DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}) "
+                  f"unless on({GPU_ID}) {ACTIVE} >= {idle:g}",
+                  _setting("fb_used_for_s"), "warning", "GPU memory {{ $value | humanizePercentage }} used " + WHERE,
+                  f"Framebuffer use above {fb_ratio:.0%} (alert_settings.csv fb_used_ratio_warn) on a GPU that is not "
+                  f"busy (GR_ENGINE_ACTIVE below {idle:g}, thresholds.csv idle_activity_max): vLLM pre-allocates most "
+                  "of the memory by design, so a busy GPU with full memory is not alerted.",
+                  runbook="fleet_overview", params=fleet),
+        AlertSpec("GPUMemoryHeldIdle",
+                  f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and ({ACTIVE} < {z_act:g})", z_for, "warning",
+                  "GPU holds memory but is idle " + WHERE + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",
+                  f"FB_USED above {z_fb:g} MiB while GR_ENGINE_ACTIVE below {z_act:g} for {_dur(z_for)} "
+                  "(thresholds.csv zombie_*): likely a zombie or idle reserved GPU.",
+                  runbook="fleet_overview", params=fleet),
     ]
-    return {"groups": [{"name": "gpu-runbooks.gpu", "rules": rules}]}
 
 
-GENERATED_HEADER = ("# GENERATED by gpulib.xid.alerts.alert_rules() from gpulib/data/thresholds.csv,\n"
-                    "# gpulib/data/alert_settings.csv and gpulib/data/xid_catalog.csv. Do not edit by hand:\n"
-                    "#   python3 -c 'import gpulib.xid.alerts as a; a.write_alert_rules()'\n")
+def check_base_url(base: str) -> str:
+    """An absolute http(s) URL without query or fragment (what ``runbook_url`` is built from)."""
+    parts = urlsplit(base or "")
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment \
+            or any(c in base for c in " \"'<>{}"):
+        raise InvalidParameter(f"--base-url {base!r} is not an absolute http(s) URL",
+                               hint="give the address gpuops serve is reached at, e.g. https://gpuops.example.com")
+    return base.rstrip("/")
 
 
-def alert_rules_yaml() -> str:
+GROUP = "gpu-runbooks.gpu"
+
+
+def alert_rules(base_url: str = DEFAULT_BASE_URL, *, annotations: bool = True) -> dict[str, Any]:
+    """The Prometheus rules document."""
+    base = check_base_url(base_url)
+    return {"groups": [{"name": GROUP, "rules": [s.rule(base, annotations) for s in specs()]}]}
+
+
+def routes() -> dict[str, Any]:
+    """alert -> runbook and parameter sources, for ``gpuops serve`` (``deploy/prometheus/routes.yaml``).
+
+    A parameter's ``labels`` are tried in order; the first non-empty one fills the parameter.
+    """
+    out = {}
+    for s in specs():
+        out[s.name] = {"runbook": s.runbook, "params": {
+            k: {"labels": ["Hostname", "hostname"] if v == NODE_TMPL else [v.split(".")[-1]]}
+            for k, v in s.params.items()}}
+    return {"routes": out}
+
+
+def prometheus_rule(base_url: str = DEFAULT_BASE_URL, namespace: str = "monitoring") -> dict[str, Any]:
+    """The rules as a prometheus-operator PrometheusRule (kube-prometheus selects rules by these labels)."""
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": {"name": "gpu-runbooks", "namespace": namespace,
+                         "labels": {"app.kubernetes.io/name": "gpu-runbooks", "prometheus": "k8s", "role": "alert-rules"}},
+            "spec": alert_rules(base_url)}
+
+
+def _header(what: str, base: str) -> str:
+    return (f"# GENERATED by gpulib.xid.alerts ({what}) from gpulib/data/core/thresholds.csv,\n"
+            "# gpulib/data/xid/alert_settings.csv and gpulib/data/xid/xid_catalog.csv. Do not edit by hand:\n"
+            f"#   gpuops alerts --base-url {base}\n")
+
+
+GENERATED_HEADER = _header("rules", DEFAULT_BASE_URL)
+
+
+def _dump(doc: Any) -> str:
     import yaml
 
-    return GENERATED_HEADER + yaml.safe_dump(alert_rules(), sort_keys=False, width=1000, allow_unicode=True)
+    return yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
 
 
-def write_alert_rules(path: str = "deploy/prometheus/gpu-alerts.yaml") -> str:
-    from pathlib import Path
+def generated_files(base_url: str = DEFAULT_BASE_URL) -> dict[str, str]:
+    """relative path -> text of every generated file."""
+    base = check_base_url(base_url)
+    return {
+        "gpu-alerts.yaml": _header("rules", base) + _dump(alert_rules(base)),
+        "routes.yaml": _header("routes", base) + _dump(routes()),
+        "gpu-alerts.prometheusrule.yaml": _header("PrometheusRule", base) + _dump(prometheus_rule(base)),
+        "tests/gpu-alerts.labels-only.yaml": _header("rules without annotations, for promtool tests", base)
+        + _dump(alert_rules(base, annotations=False)),
+    }
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(alert_rules_yaml())
-    return str(p)
+
+def alert_rules_yaml(base_url: str = DEFAULT_BASE_URL) -> str:
+    return generated_files(base_url)["gpu-alerts.yaml"]
+
+
+def write_alert_rules(out: str | Path = DEPLOY_DIR, base_url: str = DEFAULT_BASE_URL) -> list[str]:
+    """Write every generated file under ``out``; returns their paths."""
+    root = Path(out)
+    written = []
+    for rel, text in generated_files(base_url).items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        written.append(str(p))
+    return written
+
+
+#: names the package exports (``from gpulib.xid import alert_routes``)
+alert_routes = routes
+alert_specs = specs
+alert_generated_files = generated_files

@@ -183,7 +183,7 @@ def for_gpu(events: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
 
 
 def meaning_table(codes) -> pd.DataFrame:
-    """What each XID code means and NVIDIA's resolution buckets (``gpulib/data/xid_catalog.csv``)."""
+    """What each XID code means and NVIDIA's resolution buckets (``gpulib/data/xid/xid_catalog.csv``)."""
     rows = []
     for c in sorted({int(x) for x in codes}):
         rec = lookup(c)

@@ -2,7 +2,7 @@
 
 Pure functions over the tidy frames of :mod:`gpulib.core.schema` and the parsers in :mod:`gpulib.xid.kernel_log`
 and :mod:`gpulib.nvidia.smi`. The SOP step of every XID Finding follows NVIDIA's resolution bucket for that
-code (``gpulib/data/xid_catalog.csv`` -> ``gpulib/data/xid_sop.csv``); memory rules (DBE, row-remap
+code (``gpulib/data/xid/xid_catalog.csv`` -> ``gpulib/data/xid/xid_sop.csv``); memory rules (DBE, row-remap
 pending/failure, retired pages) and thermal/clock-event rules use the same SOP table.
 
 DCGM_FI_DEV_XID_ERRORS is a *sticky gauge* holding the last XID code (``NVIDIA/dcgm-exporter:

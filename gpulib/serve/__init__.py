@@ -1,0 +1,21 @@
+"""``gpuops serve``: Alertmanager's webhook and runbook_url links run the catalogue's runbooks in a bounded pool.
+
+Modules: config (settings, token), routing (alert -> runbook + validated parameters, dedupe), store (run
+folders on disk, the index rebuilt from them), pool (bounded worker pool, per-run timeout), runner (a run
+in its own process group), summary (summary.md), notify (Slack-compatible / generic JSON), pages (HTML),
+app (the FastAPI application).
+"""
+from __future__ import annotations
+
+from gpulib.serve.config import ServeConfig
+
+
+def run_server(cfg: ServeConfig) -> None:
+    import uvicorn
+
+    from gpulib.serve.app import create_app
+
+    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+
+
+__all__ = ["ServeConfig", "run_server"]

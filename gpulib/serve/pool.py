@@ -1,0 +1,68 @@
+"""A bounded worker pool: ``kernels`` runs at once, at most ``queue_limit`` waiting; :class:`QueueFull` otherwise
+(the webhook answers 503 with Retry-After, so Alertmanager retries rather than a run being dropped silently)."""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+
+class QueueFull(Exception):
+    pass
+
+
+class WorkerPool:
+    def __init__(self, work: Callable[[str], None], kernels: int, queue_limit: int):
+        self._work = work
+        self._q: queue.Queue[str | None] = queue.Queue(maxsize=queue_limit)
+        self._lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+        self._threads = [threading.Thread(target=self._loop, name=f"gpuops-run-{i}", daemon=True) for i in range(kernels)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, run_id: str) -> None:
+        try:
+            self._q.put_nowait(run_id)
+        except queue.Full:
+            raise QueueFull(run_id) from None
+
+    @property
+    def depth(self) -> int:
+        return self._q.qsize()
+
+    def _loop(self) -> None:
+        while True:
+            run_id = self._q.get()
+            if run_id is None:
+                return
+            with self._lock:
+                self.active += 1
+                self.peak = max(self.peak, self.active)
+            try:
+                self._work(run_id)
+            finally:
+                with self._lock:
+                    self.active -= 1
+                self._q.task_done()
+
+    def join(self, timeout: float = 60) -> bool:
+        """Wait until the queue is empty and no run is active (tests and shutdown)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self._q.unfinished_tasks == 0:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            try:
+                self._q.put_nowait(None)
+            except queue.Full:
+                break
+
+    def stats(self) -> dict[str, Any]:
+        return {"active": self.active, "peak": self.peak, "queued": self.depth}

@@ -1,0 +1,120 @@
+"""Alert -> runbook + parameters, by the routes table generated beside the rules
+(``deploy/prometheus/routes.yaml``, :func:`gpulib.xid.alert_routes`), and the checks every parameter passes.
+
+Only runbooks of the catalogue and their parameters are accepted; values are converted as ``gpuops run -p``
+converts them (:func:`gpulib.catalogue.resolve_params`) and node names / GPU ids are checked by
+:mod:`gpulib.core.validate`, so a label value from an alert never reaches PromQL or a shell unchecked.
+Parameters that name files or folders, or pick the data source, are the server's to set, never a caller's.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpulib.catalogue import catalogue, resolve_params
+from gpulib.core import validate
+from gpulib.core.errors import InvalidParameter
+
+#: parameters a request may never set: the data source and anything that names a path on the server
+SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
+
+
+def server_only(name: str) -> bool:
+    return name in SERVER_ONLY or name.endswith("_file") or name.endswith("_dir")
+
+
+def load_catalogue() -> dict[str, Any]:
+    """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` from several
+    threads at once can fail on CPython 3.11 ("AST constructor recursion depth mismatch")."""
+    with _CAT_LOCK:
+        return catalogue()
+
+
+_CAT_LOCK = threading.Lock()
+
+
+def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    if path is None:
+        from gpulib.xid import alert_routes
+        return alert_routes()["routes"]
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    routes = doc.get("routes")
+    if not isinstance(routes, dict):
+        raise InvalidParameter(f"{path}: no routes: mapping", hint="generate it with gpuops alerts --base-url URL")
+    cat = cat if cat is not None else load_catalogue()
+    for alert, r in routes.items():
+        if r.get("runbook") not in cat:
+            raise InvalidParameter(f"{path}: alert {alert} routes to {r.get('runbook')!r}, which is not in the catalogue")
+    return routes
+
+
+def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict[str, Any]:
+    """Validated, typed parameters for ``runbook`` of ``cat`` (InvalidParameter / UnknownGPU on anything else)."""
+    info = cat.get(runbook)
+    if info is None or info.kind != "runbook":
+        raise InvalidParameter(f"no runbook named {runbook!r}",
+                               hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"))
+    for k in raw:
+        if server_only(k):
+            raise InvalidParameter(f"parameter {k!r} is set by the server, not by a request")
+    params = resolve_params(info, [(k, str(v)) for k, v in raw.items()])
+    if "node" in params:
+        params["node"] = validate.node_name(params["node"])
+    if "gpu" in params:
+        params["gpu"] = validate.gpu_ref(params["gpu"]).value
+    if "namespace" in params and params["namespace"]:
+        params["namespace"] = validate.namespace(params["namespace"])
+    return params
+
+
+def route_alert(alert: dict[str, Any], routes: dict[str, dict[str, Any]],
+                cat: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(runbook, params) for one Alertmanager alert; InvalidParameter when it has no route or a bad label."""
+    labels = alert.get("labels") or {}
+    name = labels.get("alertname", "")
+    route = routes.get(name)
+    if route is None:
+        raise InvalidParameter(f"alert {name!r} has no route", hint="routes come from deploy/prometheus/routes.yaml")
+    raw = {}
+    for param, spec in (route.get("params") or {}).items():
+        val = next((labels[lb] for lb in spec.get("labels", []) if labels.get(lb)), None)
+        if val is None:
+            raise InvalidParameter(f"alert {name}: none of the labels {spec.get('labels')} is set for {param}")
+        raw[param] = val
+    return route["runbook"], check_params(route["runbook"], raw, cat)
+
+
+class Deduper:
+    """One run per (alert group, runbook, parameters) within ``window`` seconds."""
+
+    def __init__(self, window: float):
+        self.window = window
+        self._seen: dict[tuple, tuple[float, str]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(group: str, runbook: str, params: dict[str, Any]) -> tuple:
+        return (group, runbook, tuple(sorted((k, str(v)) for k, v in params.items())))
+
+    def claim(self, key: tuple, run_id_factory) -> tuple[str, bool]:
+        """(run id, new?) -- the existing run within the window, else a new one from ``run_id_factory()``."""
+        now = time.time()
+        with self._lock:
+            hit = self._seen.get(key)
+            if hit and now - hit[0] < self.window:
+                return hit[1], False
+            run_id = run_id_factory()
+            self._seen[key] = (now, run_id)
+            return run_id, True
+
+    def release(self, key: tuple, run_id: str) -> None:
+        with self._lock:
+            if self._seen.get(key, (0, None))[1] == run_id:
+                del self._seen[key]
+
+
+__all__ = ["Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]
