@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NODE_DEPS = {"numpy", "pandas", "nvidia-ml-py"}
 #: imports a GPU-node module must never pull in (they are behind extras)
 HEAVY = ["plotly", "kubernetes", "kubernetes_validate", "scipy", "papermill", "nbconvert", "nbformat", "IPython",
-         "typer", "prometheus_api_client", "requests", "yaml"]
+         "typer", "prometheus_api_client", "requests", "yaml", "fastapi", "uvicorn", "prometheus_client"]
 NODE_MODULES = ["gpulib.nvidia.nvml", "gpulib.nvidia.smi", "gpulib.nccl.probe"]
 
 
@@ -36,12 +36,13 @@ def test_base_install_is_the_gpu_node_set_and_the_rest_is_behind_extras():
     proj = _project()
     assert {_name(r) for r in proj["dependencies"]} == NODE_DEPS
     extras = proj["optional-dependencies"]
-    assert {"node", "k8s", "prometheus", "runbooks", "all", "test"} <= set(extras)
-    everything = {_name(r) for r in extras["runbooks"] + extras["k8s"] + extras["prometheus"]}
+    assert {"node", "k8s", "prometheus", "runbooks", "serve", "all", "test"} <= set(extras)
+    everything = {_name(r) for r in extras["runbooks"] + extras["k8s"] + extras["prometheus"] + extras["serve"]}
     for lib in ("kubernetes", "kubernetes-validate", "plotly", "scipy", "papermill", "nbconvert", "ipykernel",
-                "jupyterlab", "typer", "prometheus-api-client", "pyyaml", "requests"):
+                "jupyterlab", "typer", "prometheus-api-client", "pyyaml", "requests", "fastapi", "uvicorn",
+                "prometheus-client"):
         assert lib in everything, lib
-    assert "gpu-runbooks[runbooks,k8s,prometheus]" in extras["all"]
+    assert "gpu-runbooks[runbooks,k8s,prometheus,serve]" in extras["all"]
     assert '".[all,test]"' in (ROOT / "Makefile").read_text()
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.knowledge import load_table, threshold
+from gpulib.core.knowledge import load_table, settings, threshold
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -59,8 +59,8 @@ DEPLOY_DIR = Path("deploy/prometheus")
 
 
 def _setting(key: str) -> float:
-    t = load_table("alert_settings").set_index("key")
-    return float(t.loc[key, "value"])
+    """A number of ``alert_settings.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("alert_settings").number(key)
 
 
 def _dur(seconds: float) -> str:
