@@ -72,6 +72,7 @@ _EXPORTS = {
     'probe_manifest': 'job',
     'pytorchjob_manifest': 'job',
     'read_input': 'runbook',
+    'read_results': 'runbook',
     'rows_from_run': 'history',
     'run_sweep': 'probe',
     'runbook_history': 'runbook',

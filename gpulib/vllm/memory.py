@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import load_table, settings
 
 GIB = 1024 ** 3
 TP_SIZES = (1, 2, 4, 8)
@@ -70,17 +69,9 @@ def get_model(name: str | ModelSpec) -> ModelSpec:
                      max_context=int(r["max_context"]), experts=int(r["experts"]), hf_id=str(r["hf_id"]))
 
 
-@lru_cache(maxsize=1)
-def _overheads() -> dict[str, float]:
-    t = load_table("model_memory_overheads")
-    return {k: float(v) for k, v in zip(t["key"], t["value"])}
-
-
 def overhead(key: str) -> float:
-    o = _overheads()
-    if key not in o:
-        raise InvalidParameter(f"no overhead named {key!r}; known: {', '.join(sorted(o))}")
-    return o[key]
+    """A number of ``gpulib/data/model_memory_overheads.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("model_memory_overheads").number(key)
 
 
 def dtype_bytes(dtype: str) -> float:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.ids import normalise_pci_bus_id
-from gpulib.core.knowledge import load_table, threshold
+from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.nvidia.smi import gpu_id_map
 from gpulib.xid.catalog import lookup
 
@@ -51,8 +51,7 @@ SYMPATHETIC_BUCKETS = {"WORKFLOW_XID_45", "XID_154", "IGNORE"}
 
 def _setting(key: str) -> float:
     """A value from ``alert_settings.csv`` (project policy knobs that thresholds.csv does not carry)."""
-    t = load_table("alert_settings").set_index("key")
-    return float(t.loc[key, "value"])
+    return settings("alert_settings").number(key)
 
 
 @lru_cache(maxsize=1)
