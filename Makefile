@@ -10,7 +10,7 @@ system-deps:
 	@bash .ci/system-deps
 
 setup: system-deps
-	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[test]"
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
 
 demo: setup
 	gpuops demo --out reports/out

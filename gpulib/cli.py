@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import typer
+try:
+    import typer
+except ImportError as exc:  # the base (GPU-node) install has no CLI stack: see the README's install section
+    raise SystemExit("gpuops needs the runbooks extra: pip install 'gpu-runbooks[runbooks]' (or '[all]')") from exc
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 

@@ -64,9 +64,12 @@ def show(fig) -> None:
     """Display a plotly figure so that it renders in JupyterLab *and* in an offline HTML export.
 
     The bundle carries plotly's own MIME type (JupyterLab) and self-contained HTML (nbconvert); plotly.js
-    is inlined once per kernel so an exported report needs no network.
+    is inlined once per kernel so an exported report needs no network. ``None`` (a chart function with
+    nothing to draw) shows nothing, so a cell stays one call.
     """
     global _PLOTLY_JS_SENT
+    if fig is None:
+        return
     spec = json.loads(fig.to_json())
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
     html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})

@@ -284,8 +284,9 @@ def test_request_limit_issues():
     got = dict(zip(rep.request_limit["pod"], rep.request_limit["problem"]))
     assert got == {"nolimit": "GPU request without a limit", "differs": "GPU request != limit",
                    "mig": "MIG request != limit"}
-    f = [f for f in rep.findings if f.title == "GPU request without a limit: ml/nolimit"][0]
-    assert f.severity == Severity.WARNING
+    # the one request/limit check (gpulib.kube.requests): the API server rejects such a spec, so CRITICAL
+    f = [f for f in rep.findings if f.title == "GPU request without a limit: ml/nolimit (nvidia.com/gpu request 1, no limit)"][0]
+    assert f.severity == Severity.CRITICAL
     assert f.data["monthly_cost"] == pytest.approx(1 * 2.0 * HPM)
 
 

@@ -257,7 +257,8 @@ def test_money_in_markdown_has_no_dollar_sign_that_starts_math():
     """Two `$` on one Markdown line open a MathJax span and eat the bold markers between them."""
     line = f"idle **{learn.money(1234.4)}** · spend **{learn.money(98765.0)}**"
     assert "$" not in line and "1,234 USD" in line and "98,765 USD" in line
-    assert learn.money(10.0, "eur") == "10 EUR"
+    # learn.money is the one formatter (gpulib.core.money): cents below 100, the ISO code upper-cased
+    assert learn.money(10.0, "eur") == "10.00 EUR"
 
 
 def test_k8s_lesson_names_the_gpus_that_have_3g40gb():

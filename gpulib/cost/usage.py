@@ -7,6 +7,8 @@ Pure, vectorised pandas over the schema frames (:mod:`gpulib.core.schema`):
   by 100; :func:`select_activity` returns which field was used so reports can say so
   (NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510).
 * memory held comes from ``DCGM_FI_DEV_FB_USED`` (MiB).
+* :func:`classify_idle` is the one idle/zombie verdict per pod (the fleet overview, the report and the
+  ``GPUMemoryHeldIdle`` alert rule use it or its thresholds).
 * one *series* is one (node, GPU, MIG instance, pod) as dcgm-exporter labels it with Kubernetes
   mapping on: samples with an empty ``pod`` label are GPU time nobody was allocated.
 
@@ -417,6 +419,56 @@ def zombie_runs(samples: pd.DataFrame, thresholds: Thresholds | None = None) -> 
     runs = runs.join(labels, on="sid")
     runs["gpu_hours"] = runs["n"] * runs["step_s"] * runs["share"] / _SECONDS_PER_HOUR
     return runs[empty_cols].reset_index(drop=True)
+
+
+#: the verdicts of :func:`classify_idle`
+IDLE_STATES = ("zombie", "idle", "busy")
+IDLE_COLUMNS = ["namespace", "pod", "node", "devices", "activity_mean", "activity_max", "fb_used_max_mib",
+                "zombie_s", "zombie_gpu_hours", "state"]
+
+
+def classify_idle(samples: pd.DataFrame, thresholds: Thresholds | None = None) -> pd.DataFrame:
+    """The one idle/zombie rule: one verdict per allocated pod over the window of ``samples``
+    (:func:`prepare_samples`), used by the fleet overview, the utilization report and the alert rules.
+
+    * ``zombie``: the pod has a :func:`zombie_runs` run: memory held (``FB_USED >= zombie_fb_used_min_mib``)
+      with activity ``< zombie_activity_max`` on every sample for ``>= zombie_min_duration_s``;
+    * ``idle``: not a zombie, and the pod's mean activity is ``< idle_activity_max``;
+    * ``busy``: the rest.
+
+    Thresholds default to ``gpulib/data/core/thresholds.csv``. Without FB_USED (``fb_used_mib`` all NaN) no pod
+    can be a zombie. Columns: :data:`IDLE_COLUMNS` (``devices``: ``node/GPU g`` [``MIG i``] the pod used;
+    ``zombie_s``: its longest zombie run; activity as a 0..1 ratio).
+    """
+    th = thresholds or Thresholds.from_table()
+    a = samples[samples["allocated"]]
+    if a.empty:
+        return pd.DataFrame(columns=IDLE_COLUMNS)
+    keys = ["namespace", "pod"]
+    lab = a[keys + DEVICE_KEYS].astype(str)
+    dev = lab["node"] + "/GPU " + lab["gpu"] + np.where(lab["gpu_i_id"] != "", " MIG " + lab["gpu_i_id"], "")
+    f = pd.DataFrame({"namespace": lab["namespace"], "pod": lab["pod"], "node": lab["node"], "device": dev,
+                      "activity": a["activity"], "fb": a["fb_used_mib"]})
+    g = f.groupby(keys, sort=True)
+    out = pd.DataFrame({
+        "node": g["node"].first(),
+        "devices": g["device"].agg(lambda d: sorted(set(d))),
+        "activity_mean": g["activity"].mean(),
+        "activity_max": g["activity"].max(),
+        "fb_used_max_mib": g["fb"].max(),
+    })
+    z = zombie_runs(samples, th)
+    if len(z):
+        zg = z.assign(namespace=z["namespace"].astype(str), pod=z["pod"].astype(str)).groupby(keys)
+        out["zombie_s"] = zg["duration_s"].max().reindex(out.index).fillna(0.0)
+        out["zombie_gpu_hours"] = zg["gpu_hours"].sum().reindex(out.index).fillna(0.0)
+    else:
+        out["zombie_s"] = 0.0
+        out["zombie_gpu_hours"] = 0.0
+    zombie = out["zombie_s"] > 0
+    idle = out["activity_mean"] < th.idle_activity_max
+    out["state"] = np.select([zombie, idle], ["zombie", "idle"], "busy")
+    return out.reset_index()[IDLE_COLUMNS]
 
 
 # ----------------------------------------------------------------------------------------------

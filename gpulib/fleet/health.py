@@ -4,6 +4,7 @@ Each check is a pure function over the source frames and points to the runbook t
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -231,29 +232,34 @@ def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5
     return out
 
 
-def idle_findings(act: pd.DataFrame, fb: pd.DataFrame | None, window: str, metric: str) -> list[Finding]:
-    """Allocated GPUs (a pod label on the series) whose mean activity stayed below the idle threshold."""
-    if act.empty:
-        return []
-    idle_max = threshold("idle_activity_max") * 100
-    held_min = threshold("zombie_fb_used_min_mib")
-    keys = ["node", "gpu", "gpu_i_id", "namespace", "pod"]
-    mean = act[act["pod"] != ""].groupby(keys)["pct"].mean().reset_index()
-    fbmax = fb.set_index(["node", "gpu", "gpu_i_id"])["value"] if fb is not None else pd.Series(dtype=float)
+def idle_findings(src, window: str) -> list[Finding]:
+    """Allocated pods that the one idle/zombie rule (:func:`gpulib.cost.classify_idle`) calls zombie or idle, on
+    the samples the utilization report uses (:func:`gpulib.cost.idle_samples`), so both give the same verdict."""
+    from gpulib.cost import Thresholds, classify_idle, idle_samples
+
+    samples, metric = idle_samples(src, window)
+    th = Thresholds.from_table()
+    has_fb = bool(samples["fb_used_mib"].notna().any())
+    verdicts = classify_idle(samples, th)
     out = []
-    for (ns, pod), g in mean[mean["pct"] < idle_max].groupby(["namespace", "pod"]):
-        held = [fbmax.get((r.node, r.gpu, r.gpu_i_id)) for r in g.itertuples()]
-        held_mib = max([h for h in held if h is not None and pd.notna(h)] or [0])
-        zombie = held_mib >= held_min and g["pct"].max() < threshold("zombie_activity_max") * 100
-        where = ", ".join(f"{r.node}/GPU {r.gpu}" + (f" MIG {r.gpu_i_id}" if r.gpu_i_id else "") for r in g.itertuples())
+    for r in verdicts[verdicts["state"] != "busy"].itertuples(index=False):
+        zombie = r.state == "zombie"
+        ns, pod = r.namespace, r.pod
+        held = 0.0 if pd.isna(r.fb_used_max_mib) else float(r.fb_used_max_mib)
+        evidence = [f"mean activity {100 * r.activity_mean:.1f} % over {window} (idle below {100 * th.idle_activity_max:.0f} %) "
+                    f"on {', '.join(r.devices)}",
+                    f"max memory held {held / 1024:.1f} GiB" if has_fb else "FB_USED not exported: zombie check skipped"]
+        if zombie:
+            evidence.append(f"held >= {th.zombie_fb_used_min_mib:,.0f} MiB with activity below {th.zombie_activity_max:.0%} "
+                            f"for {format_duration(r.zombie_s)} (zombie from {format_duration(th.zombie_min_duration_s)}; "
+                            "gpulib/data/core/thresholds.csv)")
         out.append(Finding(
             Severity.WARNING if zombie else Severity.INFO,
-            f"{'Zombie' if zombie else 'Idle'} GPU workload {ns}/{pod}", node=g["node"].iloc[0], category="cost",
+            f"{'Zombie' if zombie else 'Idle'} GPU workload {ns}/{pod}", node=r.node, category="cost",
             runbook="gpu_utilization_report", confidence=0.8 if metric != "DCGM_FI_DEV_GPU_UTIL" else 0.6,
             summary=("Holds GPU memory while doing no work." if zombie else "Allocated GPU(s) almost unused.")
             + f" Activity from {metric.replace('DCGM_FI_', '')}.",
-            evidence=[f"mean activity {g['pct'].mean():.1f} % over {window} (idle below {idle_max:.0f} %) on {where}",
-                      f"max memory held {held_mib / 1024:.1f} GiB"],
+            evidence=evidence,
             sop_step="Ask the owner to release the GPU (scale to zero or delete the pod); reclaim per the idle policy.",
             commands=[f"kubectl -n {_q(ns)} get pod {_q(pod)} -o jsonpath='{{.metadata.ownerReferences[0].kind}}/{{.metadata.ownerReferences[0].name}}'",
                       "gpuops report --window 7d"]))

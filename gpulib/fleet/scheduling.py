@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -23,22 +22,14 @@ from gpulib.core.errors import NotProvided
 from gpulib.core.validate import shell_quote as _q
 
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import settings
 from gpulib.kube.frames import iter_gpu_nodes
-from gpulib.kube.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
-from gpulib.core.knowledge import load_table
+from gpulib.kube.labels import GPU_RESOURCE
+from gpulib.kube.requests import non_gpu_pods, request_limit_findings
+from gpulib.kube.requests import request_limit_problems as _request_limit_frame
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-@lru_cache(maxsize=1)
-def _settings() -> dict[str, str]:
-    t = load_table("scheduling_settings")
-    return {str(k): str(v) for k, v in zip(t["key"], t["value"])}
-
-
-def _system_ns() -> set[str]:
-    return set(_settings()["system_namespaces"].split(";"))
 
 
 def tolerates(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, Any]]) -> bool:
@@ -106,7 +97,7 @@ def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Findin
 def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
     """GPU nodes with no hard taint: CPU-only pods can fill them and block GPU pods."""
     gpu = set(iter_gpu_nodes(nodes))
-    key, value = _settings()["gpu_taint_key"], _settings()["gpu_taint_value"]
+    key, value = settings("scheduling_settings").text("gpu_taint_key"), settings("scheduling_settings").text("gpu_taint_value")
     bare = [n for n in nodes.itertuples(index=False) if n.node in gpu and not _hard_taints(n.taints)]
     if not bare:
         return []
@@ -121,12 +112,8 @@ def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
 
 
 def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
-    """Pods without any GPU/MIG request on GPU nodes, excluding DaemonSet pods and system namespaces."""
-    gpu = set(iter_gpu_nodes(nodes))
-    system = _system_ns()
-    hits = [p for p in pods.itertuples(index=False)
-            if p.node in gpu and not _resources_of(p) and p.owner_kind != "DaemonSet" and p.namespace not in system
-            and p.phase not in ("Succeeded", "Failed")]
+    """Pods without any GPU/MIG request on GPU nodes (the rule: :func:`gpulib.kube.requests.non_gpu_pods`)."""
+    hits = list(non_gpu_pods(pods, iter_gpu_nodes(nodes)).itertuples(index=False))
     if not hits:
         return []
     return [Finding(Severity.WARNING, f"{len(hits)} pod(s) without a GPU request run on GPU nodes", category="scheduling",
@@ -177,44 +164,10 @@ def unknown_product_affinity(nodes: pd.DataFrame, pods: pd.DataFrame,
     return out
 
 
-def _is_whole(v: Any) -> bool:
-    if isinstance(v, bool):
-        return False
-    if isinstance(v, int):
-        return True
-    return str(v).strip().isdigit()
-
-
 def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> list[Finding]:
-    """Containers whose GPU/MIG request differs from the limit, or with a fractional value (API rejects both)."""
-    out = []
-    for obj in pod_specs:
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or (obj.get("template") or {}).get("spec") or {}
-        where = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-            res = c.get("resources") or {}
-            req, lim = res.get("requests") or {}, res.get("limits") or {}
-            for key in sorted({*req, *lim}):
-                if not (key == GPU_RESOURCE or key.startswith(MIG_RESOURCE_PREFIX)):
-                    continue
-                r, l = req.get(key), lim.get(key)
-                bad = [f"{x}={v!r}" for x, v in (("request", r), ("limit", l)) if v is not None and not _is_whole(v)]
-                if bad:
-                    why = f"fractional {key} ({', '.join(bad)}): extended resources are whole numbers"
-                elif l is None:
-                    why = f"{key} requested ({r}) without a limit: extended resources are set in limits"
-                elif r is not None and str(r) != str(l):
-                    why = f"{key} request {r} != limit {l}: for extended resources they must be equal"
-                else:
-                    continue
-                out.append(Finding(Severity.CRITICAL, f"{where} container {c.get('name', '?')}: {why}", category="scheduling",
-                                   summary="The API server rejects this pod spec (Invalid).",
-                                   evidence=[f"requests: {req}", f"limits: {lim}"],
-                                   sop_step=f"Set only limits: {{{key}: <whole number>}} (requests default to the limit); "
-                                            "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
-                                   data={"check": "request_limit", "pod": meta.get("name", ""), "container": c.get("name", "")}))
-    return out
+    """Containers whose GPU/MIG request differs from the limit, lacks one, or is fractional (the API rejects all
+    three): :func:`gpulib.kube.requests.request_limit_problems` as findings."""
+    return request_limit_findings(_request_limit_frame(pod_specs))
 
 
 def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> list[Finding]:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import data_path, load_table
+from gpulib.core.knowledge import data_path, load_table, settings
 
 
 # --------------------------------------------------------------------------------------------
@@ -26,17 +26,9 @@ def components() -> pd.DataFrame:
     return _components().reset_index()
 
 
-@lru_cache(maxsize=1)
-def _settings() -> dict[str, str]:
-    t = load_table("operator_settings")
-    return {str(k): str(v) for k, v in zip(t["key"], t["value"])}
-
-
 def setting(key: str) -> str:
-    s = _settings()
-    if key not in s:
-        raise InvalidParameter(f"no operator setting {key!r}; known: {', '.join(sorted(s))}")
-    return s[key]
+    """A value of ``gpulib/data/operator_settings.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("operator_settings").text(key)
 
 
 @lru_cache(maxsize=1)

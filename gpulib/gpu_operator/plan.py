@@ -85,7 +85,7 @@ def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     return v
 
 
-def install_plan(components: Iterable[str] = DEFAULT_COMPONENTS, *, driver_preinstalled: bool = False,
+def install_plan(components: Iterable[str] | str = DEFAULT_COMPONENTS, *, driver_preinstalled: bool = False,
                  toolkit_preinstalled: bool = False, mig_strategy: str = "none", sharing: str = "none",
                  replicas: int = 4, nodes: pd.DataFrame | None = None, namespace: str | None = None,
                  release: str | None = None, version: str | None = None) -> InstallPlan:
@@ -94,8 +94,11 @@ def install_plan(components: Iterable[str] = DEFAULT_COMPONENTS, *, driver_prein
     ``driver_preinstalled`` / ``toolkit_preinstalled``: the nodes already run the NVIDIA driver / container
     toolkit on the host. ``mig_strategy``: none | single | mixed. ``sharing``: none | time-slicing | mps
     with ``replicas`` per GPU. ``nodes`` (NODE frame, optional) lets the plan check NFD labels.
-    Raises :class:`ContradictoryChoice` naming the two choices that conflict.
+    ``components`` may be a comma-separated string (the runbook parameter). Raises :class:`ContradictoryChoice`
+    naming the two choices that conflict.
     """
+    if isinstance(components, str):
+        components = [c for c in components.split(",") if c.strip()]
     comps = tuple(dict.fromkeys(str(c).strip().lower().replace("-", "_") for c in components))
     unknown = [c for c in comps if c not in TOGGLES]
     if unknown:

@@ -27,10 +27,10 @@ from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTE
 # the live client
 # --------------------------------------------------------------------------------------------
 def _policy(key: str) -> float:
-    from gpulib.core.knowledge import load_table
+    """A number of ``gpulib/data/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    from gpulib.core.knowledge import settings
 
-    t = load_table("remediation_policy").set_index("key")
-    return float(t.loc[key, "value"])
+    return settings("remediation_policy").number(key)
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,10 @@ _SECTION = re.compile(r"^@@gpuops:(?P<token>[0-9a-f]{16}):(?P<what>begin|end):(?
 
 @lru_cache(maxsize=1)
 def _settings_table() -> dict[str, str]:
-    from gpulib.core.knowledge import load_table
+    from gpulib.core.knowledge import settings as settings_table
 
-    return {str(r.key): str(r.value) for r in load_table("collect_settings").itertuples()}
+    t = settings_table("collect_settings")
+    return {key: t.text(key) for key in t}
 
 
 def settings(**overrides: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
+from gpulib.core.money import money as _money
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
 
 GIB = 1024 ** 3
@@ -103,12 +104,6 @@ def data_table(name: str, columns: Sequence[str] | Mapping[str, str], *, where: 
         vals = val if isinstance(val, (list, tuple, set)) else [val]
         df = df[df[col].isin(list(vals))]
     return md_table(df, columns, floatfmt=floatfmt)
-
-
-def money(x: float, currency: str = "USD") -> str:
-    """``12,345 USD``: the amount then the ISO code, never ``$`` (two ``$`` on one Markdown line open a
-    MathJax span in Jupyter and nbconvert and swallow the bold markers between them)."""
-    return f"{x:,.0f} {currency.upper()}"
 
 
 # ------------------------------------------------------------------------------------ self-check
@@ -223,10 +218,11 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
 
     Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.frames`` reads it (with the API
     server's defaulting of a missing request to the limit, and its refusal of fractional extended resources),
-    ``gpulib.cost.analysis.request_limit_issues``' verdict, and which nodes of ``nodes`` advertise enough of the resource.
+    the verdict of the one request/limit check (:func:`gpulib.kube.requests.resource_problems`, which the cost
+    report and the scheduling checks use too), and which nodes of ``nodes`` advertise enough of the resource.
     """
-    from gpulib.cost.analysis import request_limit_issues
     from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
+    from gpulib.kube.requests import resource_problems
 
     pod = {"kind": "Pod", "metadata": {"name": "example", "namespace": "default"},
            "spec": {"containers": [{"name": "main", "image": "cuda", "resources": dict(resources)}]},
@@ -238,9 +234,9 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
     req = {k: v for k, v in row["mig_requests"].items()}
     if row["gpu_request"]:
         req["nvidia.com/gpu"] = int(row["gpu_request"])
-    issues = request_limit_issues(pods_frame(pod))
-    check = "; ".join(issues["problem"]) if len(issues) else "ok: requests = limits, whole numbers"
-    if len(issues):
+    issues = resource_problems(resources.get("requests"), resources.get("limits"))
+    check = "; ".join(i["problem"] for i in issues) if issues else "ok: requests = limits, whole numbers"
+    if issues:
         # kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements): a non-overcommitable
         # (extended) resource needs a limit, and its request must equal that limit; the pod is never created
         return {"parsed": "rejected by the API server (extended resources: limit required, request must equal it)",
@@ -251,6 +247,10 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
         where = ", ".join(fit) if fit else "none (stays Pending: no node advertises " + ", ".join(sorted(req)) + ")"
     parsed = ", ".join(f"{k}: {v}" for k, v in sorted(req.items())) or "no GPU resource"
     return {"parsed": parsed, "check": check, "schedulable_on": where}
+
+
+#: the one money formatter (:func:`gpulib.core.money.money`), for lessons as ``learn.money``
+money = _money
 
 
 def _allocatable(node, resource: str) -> int:

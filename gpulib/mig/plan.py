@@ -27,6 +27,7 @@ import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import overhead
+from gpulib.core.money import money
 from gpulib.mig.catalog import device_memory_gib
 
 FRAGMENTATION_WEIGHT = 1e-3  # per stranded slot: breaks ties between equal GPU counts, never trades a GPU
@@ -169,7 +170,7 @@ class Plan:
               f"(saved {self.gpus_saved})", f"solver {self.solver}: {self.status}, gap {self.mip_gap:.2%}"]
         if self.prices:
             per_gpu = [self.prices.get(g.model, 0.0) for g in self.gpus]
-            ev.append(f"cost of the MIG GPUs: ${sum(per_gpu):.2f}/h")
+            ev.append(f"cost of the MIG GPUs: {money(sum(per_gpu), 'USD')}/h")
         sev = Severity.OK if not self.unplaced else Severity.WARNING
         fs = [Finding(sev, f"MIG plan: {self.gpus_used} GPU(s) instead of {self.baseline_gpus}",
                       summary="apply each node's config with the guided MIG change (gpulib.mig.findings.mig_change_sop)",

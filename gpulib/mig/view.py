@@ -18,6 +18,7 @@ import pandas as pd
 import gpulib.mig as mig
 import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter, UnknownNode
+from gpulib.core.money import money
 from gpulib.mig.plan import Plan
 
 LAYOUT_COLUMNS = ["node", "gpu", "row", "model", "profile", "start", "size", "slots", "memory_gib", "workload",
@@ -291,14 +292,14 @@ def slot_diagram(layout: pd.DataFrame, title: str):
 
 
 def savings_chart(sv: pd.DataFrame):
-    """Bar chart of GPUs per placement, $/month in the hover."""
+    """Bar chart of GPUs per placement, USD/month in the hover."""
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Bar(x=sv["placement"], y=sv["gpus"], text=sv["gpus"], textposition="auto",
-                           hovertext=[f"${v:,.0f}/month" if not _blank(v) else "no price" for v in sv["usd_per_month"]],
+                           hovertext=[f"{money(v, 'USD')}/month" if not _blank(v) else "no price" for v in sv["usd_per_month"]],
                            marker_color=["#999", "#f58518", "#4c78a8"][-len(sv):] if len(sv) <= 3 else None))
     price = sv.attrs.get("price_per_gpu_hour", float("nan"))
-    sub = f" (on-demand ${price:.2f}/GPU-hour)" if not _blank(price) else " (no price for this GPU in the price table)"
+    sub = f" (on-demand {money(price, 'USD')}/GPU-hour)" if not _blank(price) else " (no price for this GPU in the price table)"
     fig.update_layout(title="GPUs needed for the sized workloads" + sub, height=360)
     fig.update_xaxes(title="placement")
     fig.update_yaxes(title="GPUs (count)")

@@ -69,6 +69,7 @@ _EXPORTS = {
     'probe_manifest': 'job',
     'pytorchjob_manifest': 'job',
     'read_input': 'runbook',
+    'read_results': 'runbook',
     'rows_from_run': 'history',
     'run_probe': 'launcher',
     'run_sweep': 'probe',

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import settings
 
 __all__ = ["job_manifest", "pytorchjob_manifest", "probe_manifest", "pod_templates", "validate",
            "check_pytorchjob", "pod_findings", "to_yaml", "write_manifest", "apply_commands", "defaults"]
@@ -37,13 +37,12 @@ _RESTART_POLICIES = {"Always", "OnFailure", "Never", "ExitCode"}
 
 def defaults() -> dict[str, str]:
     """``gpulib/data/nccl/nccl_job_defaults.csv`` as ``{key: value}``."""
-    t = load_table("nccl_job_defaults")
-    return dict(zip(t["key"].astype(str), t["value"].astype(str)))
+    s = settings("nccl_job_defaults")
+    return {k: s.text(k) for k in s}
 
 
 def _gpu_taint_key() -> str:
-    t = load_table("scheduling_settings").set_index("key")
-    return str(t.loc["gpu_taint_key", "value"])
+    return settings("scheduling_settings").text("gpu_taint_key")
 
 
 # ------------------------------------------------------------------------------------ validation of inputs

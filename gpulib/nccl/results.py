@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from gpulib.core.errors import GpulibError, InvalidParameter
-from gpulib.core.knowledge import load_table
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.knowledge import load_table, settings
 from gpulib.core.text import _lines
 
 
@@ -25,10 +25,7 @@ from gpulib.core.text import _lines
 
 def _thr(key: str) -> float:
     """One number from ``nccl_thresholds.csv``."""
-    t = load_table("nccl_thresholds").set_index("key")
-    if key not in t.index:
-        raise GpulibError(f"no NCCL threshold named {key!r}; known: {', '.join(sorted(t.index))}")
-    return float(t.loc[key, "value"])
+    return settings("nccl_thresholds").number(key)
 
 
 def _bus_factors() -> pd.DataFrame:

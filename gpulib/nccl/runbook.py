@@ -228,3 +228,8 @@ def runbook_probe_manifest(nodes: int, gpus: int, node: str = "") -> tuple[dict[
     except ImportError:
         checked = ["kubernetes-validate is not installed: schema validation skipped (pip install kubernetes-validate)"]
     return manifest, checked
+
+
+def read_results(text: str) -> list[nccl.NcclTestResult]:
+    """The nccl-tests runs of ``text`` that have a result table or errors (runs that printed nothing are dropped)."""
+    return [r for r in nccl.parse_nccl_tests_all(text) if len(r.table) or r.errors]

@@ -33,6 +33,7 @@ _EXPORTS = {
     'kv_bytes_per_token': 'memory',
     'manifests': 'deploy',
     'max_fit': 'memory',
+    'memory_chart': 'view',
     'memory_needed': 'memory',
     'models': 'memory',
     'overhead': 'memory',
@@ -43,6 +44,8 @@ _EXPORTS = {
     'OVERLOADED_VERDICTS': 'serving',
     'validate_manifests': 'deploy',
     'vllm_metrics': 'deploy',
+    'waiting_chart': 'view',
+    'waiting_requests': 'deploy',
     'weights_gib': 'memory',
     'workloads_from_models': 'mig_workloads',
 }

@@ -18,7 +18,6 @@ import re
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterable
 
 import numpy as np
@@ -27,26 +26,18 @@ import pandas as pd
 import gpulib.vllm.memory as vllm
 from gpulib.core.errors import DoesNotFit, EmptyResult, InvalidParameter, NotProvided
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import settings
 
 KV_DTYPES = ("auto", "fp8")
 
 
-@lru_cache(maxsize=1)
-def _deploy() -> dict[str, str]:
-    t = load_table("vllm_deploy")
-    return {str(k): str(v) for k, v in zip(t["key"], t["value"])}
-
-
 def setting(key: str) -> str:
-    d = _deploy()
-    if key not in d:
-        raise InvalidParameter(f"no vLLM deploy setting {key!r}; known: {', '.join(sorted(d))}")
-    return d[key]
+    """A value of ``gpulib/data/vllm_deploy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("vllm_deploy").text(key)
 
 
 def _f(key: str) -> float:
-    return float(setting(key))
+    return settings("vllm_deploy").number(key)
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,3 +546,9 @@ def dcgm_for_pods(src, namespace: str, workload: str, window: str = "1h") -> pd.
     a = sel(act).groupby("pod")["value"].mean()
     return pd.DataFrame({"fb_used_gib": f, "activity": a}).reset_index().rename(columns={"index": "pod"})
 
+
+
+def waiting_requests(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:
+    """``vllm:num_requests_waiting`` series of the pods of ``workload`` in ``namespace`` (the live check's chart)."""
+    s = src.series("vllm:num_requests_waiting", window)
+    return s[(s["namespace"] == namespace) & s["pod"].str.startswith(workload + "-")].reset_index(drop=True)

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 
 from gpulib.core.errors import InvalidParameter, UnknownModel
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import load_table, overhead
+from gpulib.core.knowledge import load_table, overhead, settings  # noqa: F401
 from gpulib.mig import device_memory_gib   # memory of a whole GPU or a MIG instance (the MIG catalog)
 
 GIB = 1024 ** 3

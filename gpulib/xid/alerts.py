@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.knowledge import load_table, threshold
+from gpulib.core.knowledge import load_table, settings, threshold
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -59,8 +59,8 @@ DEPLOY_DIR = Path("deploy/prometheus")
 
 
 def _setting(key: str) -> float:
-    t = load_table("alert_settings").set_index("key")
-    return float(t.loc[key, "value"])
+    """A number of ``alert_settings.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("alert_settings").number(key)
 
 
 def _dur(seconds: float) -> str:
@@ -127,7 +127,10 @@ def specs() -> list[AlertSpec]:
     busy = _setting("nvlink_degraded_busy_min")
     warn, critc, memw = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c"), threshold("memory_temp_warn_c")
     fb_ratio, idle = _setting("fb_used_ratio_warn"), threshold("idle_activity_max")
-    z_act, z_fb, z_for = threshold("zombie_activity_max"), threshold("zombie_fb_used_min_mib"), threshold("zombie_min_duration_s")
+    from gpulib.cost import Thresholds  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
+
+    zt = Thresholds.from_table()
+    z_act, z_fb, z_for = zt.zombie_activity_max, zt.zombie_fb_used_min_mib, zt.zombie_min_duration_s
     seen_crit = f"max_over_time(({crit_any})[{win}:{step}])"
     fresh = f"(changes({XID_GAUGE}[{win}]) > 0 or ({XID_GAUGE} unless on({GPU_ID}) ({XID_GAUGE} offset {win})))"
     nvlink_err = " or ".join([f"increase({NVLINK_RECOVERY}[{nv_win}]) > 0"]

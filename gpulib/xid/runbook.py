@@ -99,6 +99,11 @@ class TriageInputs:
     target: Target | None = None
 
     @property
+    def missing_dcgm(self) -> list[str]:
+        """The DCGM fields this source did not export (so the ECC/row-remap step could not check them)."""
+        return [f for f in self.missing if f.startswith("DCGM_")]
+
+    @property
     def dcgm(self) -> dict[str, pd.DataFrame]:
         """DCGM frames for :func:`gpulib.xid.triage.triage_node`: summaries plus the XID gauge series."""
         out = dict(self.summaries)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.ids import normalise_pci_bus_id
-from gpulib.core.knowledge import load_table, threshold
+from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.nvidia.smi import gpu_id_map
 from gpulib.xid import nvlink5
 from gpulib.xid.sops import POD_IMPACT_COLUMNS, _sop_table, pod_impact, sop  # noqa: F401  (re-exported)
@@ -55,8 +55,7 @@ SYMPATHETIC_BUCKETS = {"WORKFLOW_XID_45", "XID_154", "IGNORE"}
 
 def _setting(key: str) -> float:
     """A value from ``alert_settings.csv`` (project policy knobs that thresholds.csv does not carry)."""
-    t = load_table("alert_settings").set_index("key")
-    return float(t.loc[key, "value"])
+    return settings("alert_settings").number(key)
 
 
 def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | None = None) -> str:

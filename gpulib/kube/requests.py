@@ -1,0 +1,198 @@
+"""The one request/limit check for NVIDIA extended resources in pod specs.
+
+Kubernetes' rules for extended resources such as ``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` and
+``nvidia.com/mig-<profile>`` (https://kubernetes.io/docs/tasks/manage-gpus/scheduling-gpus/ and
+https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources):
+they are set in ``limits`` (a missing request defaults to the limit), a request without a limit or a
+request different from the limit is invalid, and quantities are whole numbers. The API server rejects
+a pod spec that breaks them, so every problem found here is CRITICAL.
+
+One rule (:func:`resource_problems`) over one container's ``requests``/``limits``; two readers of where
+the containers come from: raw Pod objects or pod templates (:func:`request_limit_problems`, used by the
+scheduling checks) and the pods frame of :func:`gpulib.kube.client.pods_frame`
+(:func:`request_limit_issues`, used by the cost report and the Kubernetes lesson). Both return the same
+columns (:data:`REQUEST_LIMIT_COLUMNS`) and :func:`request_limit_findings` turns either into findings.
+
+:func:`non_gpu_pods` is the one rule for the opposite case, pods that request no NVIDIA resource but sit on a
+GPU node (the scheduling checks and the cost report both read it); agents are exempt: DaemonSet pods and the
+``system_namespaces`` of ``gpulib/data/fleet/scheduling_settings.csv``.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from gpulib.core.findings import Finding, Severity
+
+__all__ = ["REQUEST_LIMIT_COLUMNS", "NON_GPU_POD_COLUMNS", "is_extended_gpu_resource", "resource_problems",
+           "request_limit_problems", "request_limit_issues", "request_limit_findings", "system_namespaces",
+           "requests_nvidia", "non_gpu_pods"]
+
+#: one row per (pod, container, resource) that breaks a rule
+REQUEST_LIMIT_COLUMNS = ["namespace", "pod", "node", "workload", "container", "resource", "request", "limit",
+                         "problem", "detail"]
+
+
+def is_extended_gpu_resource(key: str) -> bool:
+    """``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` or a ``nvidia.com/mig-*`` resource."""
+    from gpulib.kube import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
+
+    return key in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or key.startswith(MIG_RESOURCE_PREFIX)
+
+
+def _whole(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    if isinstance(v, float):
+        return v.is_integer()
+    return str(v).strip().isdigit()
+
+
+def _same(r: Any, l: Any) -> bool:
+    return int(float(str(r).strip())) == int(float(str(l).strip()))
+
+
+def _absent(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
+
+
+def resource_problems(requests: Mapping[str, Any] | None, limits: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The rule: problems of one container's NVIDIA extended resources, one dict per resource
+    (``resource``, ``request``, ``limit``, ``problem`` a short label, ``detail`` the reason)."""
+    req, lim = dict(requests or {}), dict(limits or {})
+    out = []
+    for key in sorted({*req, *lim}):
+        if not is_extended_gpu_resource(key):
+            continue
+        kind = "MIG" if "/mig-" in key else "GPU"
+        r, l = req.get(key), lim.get(key)
+        r = None if _absent(r) else r
+        l = None if _absent(l) else l
+        bad = [f"{x}={v!r}" for x, v in (("request", r), ("limit", l)) if v is not None and not _whole(v)]
+        if bad:
+            problem, detail = f"{kind} quantity fractional", f"{key} {', '.join(bad)}: extended resources are whole numbers"
+        elif r is not None and l is None:
+            problem, detail = f"{kind} request without a limit", f"{key} request {r}, no limit: extended resources are set in limits"
+        elif r is not None and not _same(r, l):
+            problem, detail = f"{kind} request != limit", f"{key} request {r} != limit {l}: for extended resources they must be equal"
+        else:
+            continue
+        out.append({"resource": key, "request": r, "limit": l, "problem": problem, "detail": detail})
+    return out
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=REQUEST_LIMIT_COLUMNS).reset_index(drop=True)
+
+
+def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """:func:`resource_problems` of every container and init container of raw Pod objects (or objects with a
+    pod ``template``), as :data:`REQUEST_LIMIT_COLUMNS` rows."""
+    rows = []
+    for obj in pod_specs:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        if "containers" not in spec:
+            spec = ((spec.get("template") or obj.get("template") or {}).get("spec")) or spec
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            res = c.get("resources") or {}
+            for p in resource_problems(res.get("requests"), res.get("limits")):
+                rows.append({"namespace": meta.get("namespace", ""), "pod": meta.get("name", ""),
+                             "node": spec.get("nodeName", "") or "", "workload": meta.get("name", ""),
+                             "container": c.get("name", "?"), **p})
+    return _frame(rows)
+
+
+def _frame_resources(gpu: Any, mig: Any) -> dict[str, Any]:
+    from gpulib.kube import GPU_RESOURCE
+
+    out = {k: v for k, v in (dict(mig) if isinstance(mig, Mapping) else {}).items() if v}
+    g = pd.to_numeric(pd.Series([gpu]), errors="coerce").iloc[0]
+    if pd.notna(g) and g > 0:
+        out[GPU_RESOURCE] = int(g) if float(g).is_integer() else float(g)
+    return out
+
+
+def request_limit_issues(pods: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`resource_problems` over a pods frame (:func:`gpulib.kube.client.pods_frame`): per container when
+    the frame has ``containers``, else per pod from ``gpu_request``/``gpu_limit``/``mig_requests``/``mig_limits``
+    (a zero or missing limit is no limit). Same columns as :func:`request_limit_problems`."""
+    if pods is None or len(pods) == 0:
+        return _frame([])
+    rows = []
+    for p in pods.to_dict("records"):
+        base = {"namespace": p.get("namespace", ""), "pod": p.get("pod", ""), "node": p.get("node", "") or "",
+                "workload": p.get("workload", "") or p.get("pod", "")}
+        containers = p.get("containers")
+        if not isinstance(containers, list) or not containers:
+            containers = [{"name": "", **{k: p.get(k) for k in ("gpu_request", "gpu_limit", "mig_requests", "mig_limits")}}]
+        for c in containers:
+            req = _frame_resources(c.get("gpu_request"), c.get("mig_requests"))
+            lim = _frame_resources(c.get("gpu_limit"), c.get("mig_limits"))
+            for prob in resource_problems(req, lim):
+                rows.append({**base, "container": c.get("name", "") or "", **prob})
+    return _frame(rows)
+
+
+def request_limit_findings(problems: pd.DataFrame, *, evidence: Mapping[tuple[str, str], list[str]] | None = None,
+                           data: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+                           runbook: str = "operator_install") -> list[Finding]:
+    """One CRITICAL finding per row of :func:`request_limit_problems` / :func:`request_limit_issues`.
+
+    ``evidence`` / ``data`` add caller lines and fields per ``(namespace, pod)`` (the cost report adds what
+    the GPUs cost)."""
+    out = []
+    for r in problems.to_dict("records"):
+        ns, pod, c = r["namespace"], r["pod"], r["container"]
+        where = f"{ns}/{pod}" + (f" container {c}" if c else "")
+        key = (ns, pod)
+        out.append(Finding(
+            Severity.CRITICAL, f"{r['problem']}: {where} ({r['detail'].split(':')[0]})", category="scheduling",
+            node=str(r["node"]) or None, runbook=runbook,
+            summary="The API server rejects this pod spec (Invalid): " + r["detail"] + ".",
+            evidence=[f"{r['resource']}: request {'none' if r['request'] is None else r['request']}, "
+                      f"limit {'none' if r['limit'] is None else r['limit']}"] + list((evidence or {}).get(key, [])),
+            sop_step=f"Set only limits: {{{r['resource']}: <whole number>}} (requests default to the limit); "
+                     "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
+            commands=[f"kubectl -n {shlex.quote(ns)} get pod {shlex.quote(pod)} -o jsonpath='{{.spec.containers[*].resources}}'"],
+            data={"check": "request_limit", "action": "fix_limits", "namespace": ns, "pod": pod, "container": c,
+                  "workload": r["workload"], "resource": r["resource"], **dict((data or {}).get(key, {}))}))
+    return out
+
+
+NON_GPU_POD_COLUMNS = ["node", "namespace", "pod", "owner_kind", "owner_name"]
+
+
+def system_namespaces() -> set[str]:
+    """Namespaces whose pods on GPU nodes are expected agents (``scheduling_settings.csv`` system_namespaces)."""
+    from gpulib.core.knowledge import settings
+
+    return set(settings("scheduling_settings").items_list("system_namespaces"))
+
+
+def requests_nvidia(row: Mapping[str, Any]) -> bool:
+    """True when a pods-frame row requests or limits ``nvidia.com/gpu`` or a MIG resource (any value above 0)."""
+    for k in ("gpu_request", "gpu_limit"):
+        v = pd.to_numeric(pd.Series([row.get(k)]), errors="coerce").iloc[0]
+        if pd.notna(v) and v > 0:
+            return True
+    return any(bool(row.get(k)) and any((v or 0) > 0 for v in dict(row.get(k)).values())
+               for k in ("mig_requests", "mig_limits") if isinstance(row.get(k), Mapping))
+
+
+def non_gpu_pods(pods: pd.DataFrame | None, gpu_nodes: Iterable[str]) -> pd.DataFrame:
+    """Pods on ``gpu_nodes`` that request no ``nvidia.com/gpu`` or MIG resource (requests or limits), are not done
+    (phase other than Succeeded/Failed), and are neither DaemonSet pods nor in :func:`system_namespaces`.
+    Columns :data:`NON_GPU_POD_COLUMNS`, in the pods frame's order."""
+    if pods is None or len(pods) == 0:
+        return pd.DataFrame(columns=NON_GPU_POD_COLUMNS)
+    gpu, system = {str(n) for n in gpu_nodes}, system_namespaces()
+    rows = [{c: (r.get(c) or "") for c in NON_GPU_POD_COLUMNS} for r in pods.to_dict("records")
+            if str(r.get("node") or "") in gpu and str(r.get("phase") or "") not in ("Succeeded", "Failed")
+            and str(r.get("owner_kind") or "") != "DaemonSet" and str(r.get("namespace") or "") not in system
+            and not requests_nvidia(r)]
+    return pd.DataFrame(rows, columns=NON_GPU_POD_COLUMNS)
