@@ -151,10 +151,17 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
         typer.echo(f"   error: {e}", err=True)
     for e in res.errors:
         typer.echo(f"   missing data: {e}", err=True)
-    for f in sort_findings(res.findings)[:limit]:
+    ordered = sort_findings(res.findings)
+    for f in ordered[:limit]:
         typer.echo("   " + f.as_text().replace("\n", "\n   "))
-    if len(res.findings) > limit:
-        typer.echo(f"   ... {len(res.findings) - limit} more in {res.out_dir / 'findings.json'}")
+    rest = ordered[limit:]
+    # every critical and warning is named; only the informational rest is left to findings.json
+    for f in rest:
+        if f.severity.rank <= 1:
+            typer.echo(f"   [{f.severity.value.upper()}] {f.title}" + (f" ({f.where})" if f.where else ""))
+    quiet = [f for f in rest if f.severity.rank > 1]
+    if quiet:
+        typer.echo(f"   ... {len(quiet)} informational finding(s) more in {res.out_dir / 'findings.json'}")
     typer.echo(f"   notebook: {res.notebook}\n   html:     {res.html}")
 
 

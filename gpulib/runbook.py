@@ -125,10 +125,16 @@ class Runbook:
             findings = [findings]
         self.findings.extend(findings)
 
-    def finish(self, findings: Iterable[Finding] | None = None) -> FindingList:
-        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON."""
+    def finish(self, findings: Iterable[Finding] | None = None, *, combine=None) -> FindingList:
+        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON; ``combine``
+        (e.g. :func:`gpulib.fleet.merge_findings`) folds symptom findings into their root cause first."""
         if findings is not None:
             self.add(findings)
+        if combine is not None:
+            self.findings = list(combine(self.findings))
+        for f in self.findings:  # "Next runbook" never points at the runbook being read
+            if f.runbook == self.name:
+                f.runbook = None
         fl = FindingList(sort_findings(self.findings))
         if self.usage_errors:
             fl.insert(0, Finding(

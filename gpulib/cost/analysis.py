@@ -33,6 +33,7 @@ from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import load_table
 from gpulib.core.timeutil import format_duration
+from gpulib.core.validate import command, shell_quote
 from gpulib.cost.usage import (
     GR_ENGINE_ACTIVE,
     Thresholds,
@@ -302,6 +303,16 @@ def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.Da
     return sel[["node", "namespace", "pod", "owner_kind"]].reset_index(drop=True)
 
 
+def _with_node_taints(sel: pd.DataFrame, nodes: pd.DataFrame) -> pd.DataFrame:
+    """``sel`` with ``node_taints``: the NoSchedule/NoExecute taints its node already has (``key=value:Effect``)."""
+    hard = {}
+    if nodes is not None and "taints" in getattr(nodes, "columns", ()):
+        for n, ts in zip(nodes["node"].astype(str), nodes["taints"]):
+            hard[n] = ", ".join(f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
+                                for t in (ts if isinstance(ts, list) else []) if t.get("effect") in ("NoSchedule", "NoExecute"))
+    return sel.assign(node_taints=sel["node"].astype(str).map(hard).fillna("") if len(sel) else pd.Series(dtype=str))
+
+
 # ----------------------------------------------------------------------------------------------
 # the analysis
 # ----------------------------------------------------------------------------------------------
@@ -370,7 +381,8 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
     rep = CostReport(window_hours=wh, activity_field=field_used, currency=currency.upper(),
                      provider=(provider or _policy()["default_pricing_provider"]).lower(), month_factor=month,
                      thresholds=th, prices=table, samples=samples, usage=usage, zombies=zombies, nodes=inv,
-                     request_limit=request_limit_issues(pods), non_gpu_pods=non_gpu_pods_on_gpu_nodes(pods, inv["node"]),
+                     request_limit=request_limit_issues(pods),
+                     non_gpu_pods=_with_node_taints(non_gpu_pods_on_gpu_nodes(pods, inv["node"]), nodes),
                      actions=pd.DataFrame())
     rep.actions = savings_actions(rep)
     rep.findings = cost_findings(rep)
@@ -585,21 +597,25 @@ _SOP = {
                 ["kubectl -n {ns} describe pod {pod}", "kubectl -n {ns} logs {pod} --tail=100",
                  "kubectl -n {ns} delete pod {pod}"],
                 ["kubectl -n {ns} get pods -l app={wl} -o wide", "kubectl -n {ns} scale {kind_l}/{wl} --replicas=0"]),
-    "rightsize": ("Lower the workload's GPU count (replicas or nvidia.com/gpu per pod) to the number its activity needs.",
-                  [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml | grep -n nvidia.com/gpu",
-                       "kubectl -n {ns} scale {kind_l}/{wl} --replicas=<n>"]),
+    "rightsize": ("Lower the workload's GPU count (replicas or nvidia.com/gpu per pod) to the number its activity needs "
+                  "(the evidence gives it), in its manifest or with kubectl scale.",
+                  [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml | grep -n nvidia.com/gpu"]),
     "spot": ("Run this batch work on spot GPU nodes with checkpointing (save state every N minutes, resume on restart) "
              "and a toleration for the spot taint.", [],
              ["kubectl -n {ns} get {kind_l}/{wl} -o yaml", "kubectl get nodes -l nvidia.com/gpu.present=true -L node.kubernetes.io/instance-type"]),
     "consolidate": ("Move this low-activity inference workload onto a MIG instance or a time-sliced GPU share "
                     "(label a node with nvidia.com/mig.config or configure time-slicing in the device plugin ConfigMap).",
                     [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml",
-                         "kubectl label node <node> nvidia.com/mig.config=all-balanced --overwrite"]),
+                         "kubectl label node {node} nvidia.com/mig.config=all-balanced --overwrite"]),
     "quantise": ("Serve an 8-bit (FP8/INT8) quantised model so the weights need half the GPU memory, then halve the GPU count "
                  "after an accuracy check.", [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml"]),
     "scale_down": ("No pod used these GPUs over the window: cordon and drain the node, then remove it from the node group.",
                    [], ["kubectl cordon {node}", "kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"]),
 }
+
+
+#: owners that recreate a deleted pod (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/)
+_SCALED_OWNERS = ("deployment", "statefulset", "replicaset")
 
 
 def _action_finding(row: pd.Series, rep: CostReport) -> Finding:
@@ -609,6 +625,10 @@ def _action_finding(row: pd.Series, rep: CostReport) -> Finding:
     ns, wl, pod, kind = row["namespace"], row["workload"], row["pod"], str(row["owner_kind"] or "deployment")
     sop, pod_cmds, wl_cmds = _SOP[action]
     fmt = dict(ns=ns, wl=wl, pod=pod, kind_l=kind.lower(), node=row["node"])
+    fmt = {k: shell_quote(v) for k, v in fmt.items()}
+    if is_zombie and kind.lower() in _SCALED_OWNERS and wl:
+        # a Deployment/StatefulSet pod that is deleted comes back and takes the GPU again: scale its owner
+        pod_cmds = pod_cmds[:-1] + ["kubectl -n {ns} scale {kind_l}/{wl} --replicas=0"]
     cmds = [c.format(**fmt) for c in (pod_cmds if is_zombie else wl_cmds)]
     if is_zombie:
         title = f"Zombie pod {ns}/{pod} holds GPU memory while idle"
@@ -656,11 +676,20 @@ def cost_findings(rep: CostReport) -> list[Finding]:
             data={"action": "fix_limits", "monthly_saving": 0.0, "monthly_cost": None if monthly != monthly else round(monthly, 2),
                   "currency": cur, "namespace": r["namespace"], "pod": r["pod"], "workload": r["workload"]}))
     for node, grp in rep.non_gpu_pods.groupby("node", sort=True):
+        taints = next(iter(grp.get("node_taints", pd.Series([""]))), "") or ""
+        if taints:  # the node is tainted already: these pods tolerate it, so another taint would not move them
+            sop = (f"The node already carries {taints} and these pods tolerate it: remove that toleration from their "
+                   "pod templates (or give them a nodeSelector for CPU nodes) so they move off the GPU node.")
+            cmds = [command("kubectl", "-n", ns, "get", "pod", p, "-o", "jsonpath={.spec.tolerations}")
+                    for ns, p in zip(grp["namespace"], grp["pod"])][:5]
+        else:
+            sop = "Taint GPU nodes so only pods that tolerate the taint (GPU pods) land there."
+            cmds = [command("kubectl", "taint", "nodes", node, "nvidia.com/gpu=present:NoSchedule")]
         out.append(Finding(
             severity=Severity.INFO, title=f"{len(grp)} non-GPU pod(s) on GPU node {node}",
             summary="Pods without GPU requests take CPU/memory on an expensive GPU node and can block GPU pods.",
-            sop_step="Taint GPU nodes so only pods that tolerate the taint (GPU pods) land there.",
-            commands=[f"kubectl taint nodes {node} nvidia.com/gpu=present:NoSchedule"],
+            sop_step=sop,
+            commands=cmds,
             evidence=[f"{ns}/{p} ({k or 'bare pod'})" for ns, p, k in zip(grp["namespace"], grp["pod"], grp["owner_kind"])][:10],
             category="cost", node=str(node), data={"action": "taint", "monthly_saving": 0.0, "currency": cur,
                                                    "pods": [f"{a}/{b}" for a, b in zip(grp["namespace"], grp["pod"])]}))
