@@ -58,6 +58,11 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     return html_path
 
 
+#: ipykernel logs only errors: its "Kernel is running over TCP without encryption" warning (ipykernel
+#: kernelapp.py init_sockets) is about the loopback kernel connection papermill itself opens, not the user's data
+KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
+
+
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
             timeout: int = 900, out_dir: Path | None = None) -> RunResult:
     """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML."""
@@ -73,7 +78,8 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     os.environ["GPUOPS_FINDINGS_PATH"] = str(findings_path)
     try:
         pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
-                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout)
+                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
+                            extra_arguments=list(KERNEL_ARGS))
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
         res.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
     finally:

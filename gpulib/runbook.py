@@ -125,6 +125,17 @@ class Runbook:
             findings = [findings]
         self.findings.extend(findings)
 
+    def report(self, findings: Iterable[Finding] | Finding | None, *, empty: str) -> list[Finding]:
+        """Add ``findings`` and show them in the current section; with none, say why (``empty``: what was
+        checked and found fine), so no section renders empty."""
+        fs = [findings] if isinstance(findings, Finding) else list(findings or [])
+        self.add(fs)
+        if fs:
+            _display(FindingList(sort_findings(fs)))
+        else:
+            note(html.escape(empty), "ok")
+        return fs
+
     def finish(self, findings: Iterable[Finding] | None = None, *, combine=None) -> FindingList:
         """Render the 'Recommended SOP step' (top finding first) and save findings as JSON; ``combine``
         (e.g. :func:`gpulib.fleet.merge_findings`) folds symptom findings into their root cause first."""

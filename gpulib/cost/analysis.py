@@ -626,7 +626,7 @@ def _action_finding(row: pd.Series, rep: CostReport) -> Finding:
     sop, pod_cmds, wl_cmds = _SOP[action]
     fmt = dict(ns=ns, wl=wl, pod=pod, kind_l=kind.lower(), node=row["node"])
     fmt = {k: shell_quote(v) for k, v in fmt.items()}
-    if is_zombie and kind.lower() in _SCALED_OWNERS and wl:
+    if is_zombie and str(row["owner_kind"] or "").lower() in _SCALED_OWNERS and wl:
         # a Deployment/StatefulSet pod that is deleted comes back and takes the GPU again: scale its owner
         pod_cmds = pod_cmds[:-1] + ["kubectl -n {ns} scale {kind_l}/{wl} --replicas=0"]
     cmds = [c.format(**fmt) for c in (pod_cmds if is_zombie else wl_cmds)]

@@ -7,8 +7,9 @@ Every action is **dry-run unless ``apply=True``**:
   authorised, admitted and validated, but nothing is persisted;
 * without a cluster the result is a printed plan (the kubectl commands and the patch).
 
-Every call, dry-run or applied, successful, refused or failed, appends one JSON line to the audit
-log (argument ``audit_log``, else ``$GPUOPS_AUDIT_LOG``, else ``~/.gpuops/audit.jsonl``):
+Every call that reaches a cluster, dry-run or applied, successful, refused or failed, appends one JSON line
+to the audit log (argument ``audit_log``, else ``$GPUOPS_AUDIT_LOG``, else ``~/.gpuops/audit.jsonl``); a plan
+(no cluster: the demo source) is recorded only in a log named by the argument or ``$GPUOPS_AUDIT_LOG``:
 who (OS user, kubeconfig context and user name, API server; never a credential), when, what,
 target, dry_run, result. A circuit breaker refuses a cordon/drain that would leave more than a
 share of the GPU nodes unschedulable (``data/remediation_policy.csv``).
@@ -235,6 +236,12 @@ def _guarded(action: str, node: str, cluster: KubeCluster | None, apply: bool, a
     """Open the audit log, run ``run(mode) -> RemediationResult``, audit success or failure, print plans."""
     mode = _mode(cluster, apply)
     path = audit_path(audit_log)
+    if mode == "plan" and not (audit_log or os.environ.get("GPUOPS_AUDIT_LOG")):
+        # a plan contacts no cluster (the demo source, or no kubeconfig): nothing to audit in the user's
+        # own log; an audit log named explicitly still records it
+        result = run(mode)
+        print(result.as_text())
+        return result
     with _open_audit(path) as fh:
         try:
             result = run(mode)
