@@ -98,6 +98,12 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
         res.usage_errors += doc.get("usage_errors", [])
     elif res.failed is None and info.kind != "learn":
         res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
+    if info.kind != "learn":
+        from gpulib.core.summary import write_summary
+
+        status = "failed" if res.failed else ("bad parameter" if res.usage_errors else ("incomplete" if res.errors else "done"))
+        write_summary(out_dir, {"runbook": info.name, "status": status, "params": params, "error": res.failed},
+                      res.html.name if res.html else str(out_nb.name))
     write_index(out_root)
     return res
 
@@ -229,6 +235,8 @@ def run_cmd(
         info = find_notebook(name)
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, _pairs(param)))
+        from gpulib.catalogue import target_defaults
+        params.update(target_defaults(info, params, str(params.get("source") or "")))
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
