@@ -53,6 +53,13 @@ def test_bad_gpu_is_exit_2_and_not_repeated(tmp_path, demo_end):
     summary = (d / "summary.md").read_text()
     assert summary.startswith("# xid_ecc_triage: BAD PARAMETER") and "xid_ecc_triage.html" in summary
     assert json.loads((d / "findings.json").read_text())["usage_errors"]
+    # the verdict opens the page, above the evidence, with the kube-prometheus runbook headings
+    html = (d / "xid_ecc_triage.html").read_text()
+    assert "Computing: the verdict replaces" not in html
+    v = html.index("Verdict: ")
+    assert v < html.index("Source: ") and "CRITICAL" in html[v:v + 400]
+    assert all(html.index(h, v) for h in ("<h4>Meaning</h4>", "<h4>Impact</h4>", "<h4>Diagnosis</h4>", "<h4>Mitigation</h4>"))
+    assert "Run it: <code>gpuops run xid_ecc_triage --source demo -p node dgx-h100-1 -p gpu abc" in html
 
 
 def test_plan_without_cluster_is_not_audited_in_the_users_log(tmp_path, monkeypatch):
