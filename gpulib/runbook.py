@@ -44,6 +44,51 @@ def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | No
         display(obj)
 
 
+def _cell(v: Any) -> str:
+    """One table cell as an engineer reads it: no NaN/None/<NA>, no dict or list repr."""
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_cell(x)}" for k, x in v.items()) or "–"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return ", ".join(_cell(x) for x in v) or "–"
+    try:
+        import pandas as pd
+
+        if v is None or (not hasattr(v, "__len__") and pd.isna(v)):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    if isinstance(v, float):
+        return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    return str(v)
+
+
+def table_html(df) -> str:
+    """A DataFrame as HTML for a report: every cell through :func:`_cell`, text never cut, no pandas index
+    column (a meaningful index becomes an ordinary first column)."""
+    import pandas as pd
+
+    if not isinstance(df.index, pd.RangeIndex) or df.index.name:
+        df = df.reset_index()
+    shown = df.astype(object).map(_cell) if hasattr(df, "map") else df.astype(object).applymap(_cell)
+    with pd.option_context("display.max_colwidth", None):
+        return shown.to_html(index=False, escape=True, border=0, classes="dataframe gpuops-table")
+
+
+def _install_table_formatter() -> None:
+    """In a kernel, render every displayed DataFrame with :func:`table_html` (IPython display formatters:
+    https://ipython.readthedocs.io/en/stable/config/integrating.html#formatters-for-third-party-types)."""
+    try:
+        import pandas as pd
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
+
+
+_install_table_formatter()
+
 _PLOTLY_JS_SENT = False
 
 
