@@ -1,4 +1,4 @@
-"""Benchmark gpulib.cost.analysis at the fleet size issue #6 names (1,024 GPUs x 7 days at 60 s).
+"""Benchmark gpulib.cost.analysis at fleet size (1,024 GPUs x 7 days at 60 s, as in benchmarks/RESULTS.md).
 
 Builds a synthetic fleet in-process (no Prometheus: this measures the analytics only), runs
 ``analyze_cost`` + the report frames, and times a naive baseline in the same run: a per-series

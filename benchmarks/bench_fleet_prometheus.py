@@ -1,4 +1,4 @@
-"""Issue #6 item 5: the utilization report's data path at fleet scale against a real Prometheus.
+"""The utilization report's data path at fleet scale against a real Prometheus.
 
 A real Prometheus (Debian's ``prometheus``/``promtool``) holds 1,024 GPUs x 7 days at a 60 s scrape
 interval (``benchmarks/fleet_scenario.py``: 128 nodes x 8 GPUs, 4 of them MIG nodes, with train, infer,
@@ -24,7 +24,7 @@ Measured in one run, each path in a fresh subprocess (peak RSS = that process's 
   with ``requests``, side by side as the report sends them (time until every response body is read, no
   parsing), plus the time ``jupyter_client`` takes to start a python3 kernel (and, reported apart, to stop it).
 
-Targets (issue #6): report >= 10x faster than naive; report <= 1.5x the floor; report peak RSS < 1.5 GB.
+Targets (benchmarks/RESULTS.md): report >= 10x faster than naive; report <= 1.5x the floor; report peak RSS < 1.5 GB.
 The floor ratio is (kernel start + report data path) / (kernel start + PromQL alone).
 
     python benchmarks/bench_fleet_prometheus.py              # build/reuse the TSDB, run everything

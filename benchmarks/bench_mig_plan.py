@@ -1,4 +1,4 @@
-"""Benchmark the MIG planner (issue #4 item 7).
+"""Benchmark the MIG planner (results in benchmarks/RESULTS.md, section "MIG planner").
 
 1. Fleet scale: ``gpulib.mig.plan`` (exact cutting-stock MILP, HiGHS) on ``--gpus`` GPUs (half A100-80GB, half
    H100-80GB) and ``--workloads`` single-replica workloads, against first-fit-decreasing (``plan_ffd``) on the same

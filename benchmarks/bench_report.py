@@ -1,7 +1,7 @@
 """Benchmark the utilization report's data path on the demo fleet: coarse step vs raw scrape-interval series.
 
 The report (``reports/gpu_utilization_report.ipynb``) pulls DCGM range series at the step in
-``gpulib/data/report_policy.csv`` (``series_step``) instead of every scrape. This times, in one run and
+``gpulib/data/cost/report_policy.csv`` (``series_step``) instead of every scrape. This times, in one run and
 each in a fresh subprocess (so peak RSS is per configuration), the report's whole data path:
 
     load_report_data (source .series pulls) -> analyze_cost -> executive_summary, node_time_matrix,
@@ -16,7 +16,7 @@ monthly saving. Optionally (``--e2e``) it also times the whole notebook through 
     python benchmarks/bench_report.py --e2e           # plus papermill end-to-end
     python benchmarks/bench_report.py --steps raw,5m --window 24h
 
-This is the demo fleet (7 nodes, 48 GPUs), not issue #6's 1,024-GPU Prometheus benchmark.
+This is the demo fleet (7 nodes, 48 GPUs), not the 1,024-GPU Prometheus benchmark (benchmarks/bench_fleet_prometheus.py).
 """
 from __future__ import annotations
 

@@ -161,4 +161,29 @@ def resolve_params(info: NotebookInfo, pairs: list[tuple[str, str]]) -> dict[str
     if "window" in out:
         from gpulib.core.timeutil import parse_window
         parse_window(out["window"])
+    check_values(out)
     return out
+
+
+def check_values(params: dict[str, Any]) -> None:
+    """Validate the parameters that reach PromQL, a manifest or a shell command (gpulib.core.validate);
+    InvalidParameter (a usage error) for a value that is not a name of its kind. Empty means 'all'."""
+    from gpulib.core import validate
+
+    for key, value in params.items():
+        if value in ("", None):
+            continue
+        if key == "node":
+            validate.node_name(value)
+        elif key == "gpu":
+            validate.gpu_ref(value)
+        elif key == "namespace":
+            validate.namespace(value)
+        elif key == "namespaces":
+            for ns in str(value).split(","):
+                if ns.strip():
+                    validate.namespace(ns.strip(), param="namespaces")
+        elif key == "deployment":
+            validate.object_name(value, param="deployment", kind="deployment")
+        elif key == "cluster":
+            validate.object_name(value, param="cluster", kind="cluster")

@@ -54,44 +54,55 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
 
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
-    html_path.write_text(body)
+    from gpulib.core.redact import redact
+    html_path.write_text(redact(body))
     return html_path
 
 
 #: ipykernel logs only errors: its "Kernel is running over TCP without encryption" warning (ipykernel
 #: kernelapp.py init_sockets) is about the loopback kernel connection papermill itself opens, not the user's data
 KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
+def _kernel_manager(env: dict[str, str]):
+    """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
+    one process (threads) each tell their own kernel where to write findings (no shared os.environ)."""
+    from jupyter_client.manager import KernelManager
+
+    class RunKernelManager(KernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            kw["env"] = {**(kw.get("env") or os.environ), **env}
+            return await super()._async_pre_start_kernel(**kw)
+
+    km = RunKernelManager(kernel_name="python3")
+    km.run_env = dict(env)
+    return km
 
 
 def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900, out_dir: Path | None = None) -> RunResult:
-    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML."""
+            timeout: int = 900, out_dir: Path | None = None, env: dict[str, str] | None = None) -> RunResult:
+    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML.
+    ``env``: extra environment for this run's kernel only (e.g. another GPUOPS_PROMETHEUS_URL)."""
     import papermill as pm
 
     from gpulib.core.findings import load_findings
+    from gpulib.core.redact import redact
 
     out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
-    old = os.environ.get("GPUOPS_FINDINGS_PATH")
-    os.environ["GPUOPS_FINDINGS_PATH"] = str(findings_path)
     try:
         pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
                             progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
+                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}),
                             extra_arguments=list(KERNEL_ARGS))
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-        res.failed = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}"
-    finally:
-        if old is None:
-            os.environ.pop("GPUOPS_FINDINGS_PATH", None)
-        else:
-            os.environ["GPUOPS_FINDINGS_PATH"] = old
+        res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     if out_nb.exists():
+        _redact_file(out_nb)
         try:
             res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
         except Exception as exc:  # an HTML failure must not hide the run's result
-            res.errors.append(f"HTML export failed: {exc}")
+            res.errors.append(redact(f"HTML export failed: {exc}"))
     if findings_path.exists():
         res.findings, doc = load_findings(findings_path)
         res.errors += doc.get("errors", [])
@@ -108,8 +119,49 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     return res
 
 
+def _redact_file(path: Path) -> None:
+    """Mask configured secrets in an output file (the executed notebook), whatever cell printed them."""
+    from gpulib.core.redact import redact
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact(text)
+    if clean != text:
+        _atomic_write(path, clean)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (atomic on POSIX), so a
+    reader never sees a half-written file and concurrent writers leave one whole version."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_index(out_root: Path) -> Path:
-    """``index.html`` listing every generated report, newest first, with its worst severity."""
+    """``index.html`` listing every generated report, newest first, with its worst severity. Written atomically
+    (tmp + rename) under an exclusive lock on ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing
+    together the last writer lists them all (each run writes its HTML before taking the lock)."""
+    import fcntl
+
+    with open(out_root / ".index.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _write_index(out_root)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _write_index(out_root: Path) -> Path:
     import html
 
     rows = []
@@ -123,7 +175,7 @@ def write_index(out_root: Path) -> Path:
             try:
                 doc = json.loads(fj.read_text())
                 worst, n = doc.get("worst", ""), len(doc.get("findings", []))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, OSError, UnicodeDecodeError):
                 worst = "unreadable"
         rows.append(f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
                     f"<td>{html.escape(worst)}</td><td>{n}</td></tr>")
@@ -131,7 +183,7 @@ def write_index(out_root: Path) -> Path:
             "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
             f"<th>findings</th></tr>{''.join(rows)}</table></body></html>")
     idx = out_root / "index.html"
-    idx.write_text(page)
+    _atomic_write(idx, page)
     return idx
 
 
@@ -152,17 +204,27 @@ def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None)
     return out
 
 
+def _check_backend(info: NotebookInfo, params: dict[str, Any]) -> None:
+    """Settings of a live backend (URL, timeout, retries, token) checked before any notebook runs, so a
+    mistyped variable is a usage error (exit 2), not a failed run."""
+    default = next((p.default for p in info.params if p.name == "source"), None)
+    if params.get("source", default) == "live":
+        from gpulib.sources.prometheus import load_settings
+        load_settings()
+
+
 def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
+    from gpulib.core.redact import redact
 
     status = "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
     if res.failed:
-        typer.echo(f"   error: {res.failed}", err=True)
+        typer.echo(f"   error: {redact(res.failed)}", err=True)
     for e in res.usage_errors:
-        typer.echo(f"   error: {e}", err=True)
+        typer.echo(f"   error: {redact(e)}", err=True)
     for e in res.errors:
-        typer.echo(f"   missing data: {e}", err=True)
+        typer.echo(f"   missing data: {redact(e)}", err=True)
     ordered = sort_findings(res.findings)
     for f in ordered[:limit]:
         typer.echo("   " + f.as_text().replace("\n", "\n   "))
@@ -193,7 +255,8 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    typer.echo(f"error: {exc}", err=True)
+    from gpulib.core.redact import redact
+    typer.echo(redact(f"error: {exc}"), err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -237,6 +300,7 @@ def run_cmd(
         params.update(resolve_params(info, _pairs(param)))
         from gpulib.catalogue import target_defaults
         params.update(target_defaults(info, params, str(params.get("source") or "")))
+        _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
@@ -288,6 +352,10 @@ def report_cmd(
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot"),
     price_file: Optional[Path] = typer.Option(None, help="CSV of GPU prices overriding the shipped table"),
+    namespaces: Optional[str] = typer.Option(None, help="comma-separated namespaces to report on (default: all)"),
+    provider: Optional[str] = typer.Option(None, help="price rows to use: aws, gcp or azure (default: the policy default)"),
+    currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
+    charts: Optional[str] = typer.Option(None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
@@ -295,12 +363,118 @@ def report_cmd(
     try:
         info = find_notebook("gpu_utilization_report")
         params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, [("window", window)] + ([("price_file", str(price_file.resolve()))] if price_file else [])))
+        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
+                                          + _charts_option(charts)))
+        _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)
     res = execute(info, params, out.resolve(), progress=not quiet)
     _print_result(res)
     raise typer.Exit(_exit_code([res], "never"))
+
+
+def _charts_option(charts: str | None) -> list[tuple[str, str]]:
+    from gpulib.runbook import PLOTLY_JS_MODES
+
+    if charts is None:
+        return []
+    if charts not in PLOTLY_JS_MODES:
+        raise InvalidParameter(f"--charts {charts!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
+    return [("charts", charts)]
+
+
+def _report_options(price_file: Path | None, namespaces: str | None, provider: str | None,
+                    currency: str | None) -> list[tuple[str, str]]:
+    """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
+    import re
+
+    from gpulib.cost.analysis import load_prices
+
+    pairs: list[tuple[str, str]] = []
+    if price_file is not None:
+        load_prices(price_file)  # PriceFileError (usage) names the bad column or row
+        pairs.append(("price_file", str(price_file.resolve())))
+    if namespaces is not None:
+        from gpulib.cost.report import parse_namespaces
+
+        bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
+        if bad:
+            raise InvalidParameter(f"--namespaces {namespaces!r}: {bad} are not Kubernetes namespace names")
+        pairs.append(("namespaces", namespaces))
+    if provider is not None:
+        known = sorted(set(load_prices(price_file)["provider"].astype(str)))
+        if provider.lower() not in known:
+            raise InvalidParameter(f"--provider {provider!r}: the price table has {known}")
+        pairs.append(("provider", provider.lower()))
+    if currency is not None:
+        if not re.fullmatch(r"[A-Za-z]{3}", currency):
+            raise InvalidParameter(f"--currency {currency!r}: give a 3-letter ISO 4217 code such as USD")
+        pairs.append(("currency", currency.upper()))
+    return pairs
+
+
+@app.command("collect")
+def collect_cmd(
+    node: str = typer.Argument(..., help="the GPU node to collect evidence from"),
+    apply: bool = typer.Option(False, "--apply", help="create the pod (default: dry run, print the pod spec)"),
+    diag: Optional[int] = typer.Option(None, "--diag", help="also run `dcgmi diag -r LEVEL -j` (1-4): it LOADS the GPUs"),
+    force: bool = typer.Option(False, "--force", help="run --diag even though GPU pods run on the node"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="snapshot folder to write (default: collect-<node>-<UTC time>)"),
+    image: Optional[str] = typer.Option(None, help="collection image (default: collect_settings.csv)"),
+    namespace: Optional[str] = typer.Option(None, help="namespace of the pod (default: collect_settings.csv)"),
+    timeout: Optional[float] = typer.Option(None, help="seconds the pod may run (default: collect_settings.csv)"),
+    kubeconfig: Optional[Path] = typer.Option(None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"),
+    context: Optional[str] = typer.Option(None, help="kubeconfig context (default: current)"),
+):
+    """Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a snapshot folder."""
+    import yaml
+
+    from gpulib.kube import collect as kc
+
+    over = {"namespace": namespace, "timeout_s": timeout, "diag_timeout_s": timeout,
+            "image": image if diag is None else None, "diag_image": image if diag is not None else None}
+    try:
+        spec = kc.pod_spec(node, diag_level=diag, **over)
+        kc.validate_spec(spec)
+    except GpulibError as exc:
+        _fail(exc)
+    if diag is not None:
+        typer.echo(f"note: dcgmi diag -r {diag} loads every GPU of {node} for minutes (level 3: about 15 min); it is "
+                   "refused while GPU pods run there unless --force")
+    if not apply:
+        typer.echo(f"dry run: the pod below would run on {node}; add --apply to create it "
+                   f"(RBAC: deploy/collect/rbac.yaml)\n---")
+        typer.echo(yaml.safe_dump(spec, sort_keys=False).rstrip())
+        return
+    from gpulib.core.errors import CollectError
+    from gpulib.kube.client import KubeCluster
+
+    from datetime import datetime, timezone
+
+    folder = out or Path(f"collect-{node}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
+    try:
+        cluster = KubeCluster(kubeconfig=kubeconfig, context=context)
+        res = kc.collect_node(cluster, node, apply=True, diag_level=diag, force=force, out_dir=folder, **over)
+    except CollectError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        partial = exc.result
+        if partial is not None and partial.files:
+            typer.echo(f"kept what finished in {folder}: {', '.join(p.name for p in partial.files)}", err=True)
+        for p in (partial.problems if partial is not None else []):
+            typer.echo(f"   {p}", err=True)
+        raise typer.Exit(EXIT_FAILED)
+    except InvalidParameter as exc:
+        _fail(exc)
+    except GpulibError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_FAILED)
+    typer.echo(f"collected {node} with pod {res.namespace}/{res.pod} (deleted): {folder}")
+    for f in res.files:
+        typer.echo(f"   {f.name}")
+    for p in res.problems:
+        typer.echo(f"   note: {p}")
+    from gpulib.core.validate import command
+    typer.echo("next: " + command("gpuops", "run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(folder), "-p", "node", node))
 
 
 @app.command("exporter")

@@ -90,6 +90,19 @@ def _install_table_formatter() -> None:
 _install_table_formatter()
 
 _PLOTLY_JS_SENT = False
+#: how exported HTML gets plotly.js: "inline" (once per report, opens offline, ~5 MB) or "cdn" (a <script>
+#: from cdn.plot.ly at the package's plotly.js version: the report stays small enough to e-mail)
+PLOTLY_JS_MODES = ("inline", "cdn")
+_PLOTLY_JS_MODE = "inline"
+
+
+def plotly_js(mode: str) -> None:
+    """Choose how :func:`show` ships plotly.js in the exported HTML (see :data:`PLOTLY_JS_MODES`)."""
+    global _PLOTLY_JS_MODE
+    if mode not in PLOTLY_JS_MODES:
+        from gpulib.core.errors import InvalidParameter
+        raise InvalidParameter(f"charts={mode!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
+    _PLOTLY_JS_MODE = mode
 
 
 def show(fig) -> None:
@@ -100,12 +113,15 @@ def show(fig) -> None:
     """
     global _PLOTLY_JS_SENT
     spec = json.loads(fig.to_json())
-    html_text = fig.to_html(full_html=False, include_plotlyjs=not _PLOTLY_JS_SENT, config={"displaylogo": False})
+    include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
+    html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
     _PLOTLY_JS_SENT = True
     _display(bundle={"application/vnd.plotly.v1+json": spec, "text/html": html_text, "text/plain": f"<{fig.layout.title.text or 'figure'}>"})
 
 
 def note(text: str, level: str = "info") -> None:
+    from gpulib.core.redact import redact
+    text = redact(text)
     colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
     _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
 
@@ -119,9 +135,10 @@ def guarded_step(what: str, errors: list[str], usage: list[str] | None = None):
     try:
         yield
     except GpulibError as exc:
-        errors.append(f"{what}: {exc}")
+        from gpulib.core.redact import redact
+        errors.append(redact(f"{what}: {exc}"))
         if usage is not None and isinstance(exc, InvalidParameter):
-            usage.append(str(exc))
+            usage.append(redact(str(exc)))
         hint = f"<br><b>What to check:</b> {html.escape(exc.hint)}" if exc.hint else ""
         note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
 
@@ -182,6 +199,8 @@ class Runbook:
         with self.step("Connect to the data source"):
             from gpulib import connect
             kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
+            if source == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
+                kwargs["collect"] = True  # node evidence from a short-lived pod (gpulib.kube.collect)
             self.src = connect(source, **kwargs)
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 

@@ -15,7 +15,15 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
   ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction``, both honouring ``dryRun=All``
   (nothing changes) and recorded; an eviction of a pod marked with :meth:`block_eviction` answers
   429 like a PodDisruptionBudget would
+* ``coordination.k8s.io/v1`` Leases (``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]``): POST
+  (409 AlreadyExists for an existing name), GET, PUT (409 Conflict unless ``metadata.resourceVersion`` is
+  the current one), DELETE (409 Conflict when ``preconditions.resourceVersion`` does not match)
 * bearer-token authentication (401 without it), and :meth:`fail` to answer 403/5xx for a path.
+* pods of one run: ``POST /api/v1/namespaces/{ns}/pods`` (``dryRun=All`` honoured), ``GET .../pods/{name}``
+  (the phase moves along :attr:`pod_script` ``phases``, one step per read; ``waiting_reason`` puts the
+  container in e.g. ``ImagePullBackOff``, ``unschedulable`` adds a ``PodScheduled=False`` condition),
+  ``GET .../pods/{name}/log`` (text/plain; ``log_mode="drop"`` closes the connection half-way through
+  the body, as a dropped stream does) and ``DELETE .../pods/{name}``; ``created``/``deleted`` record them.
 
 Use :func:`start_k8s_double` (returns a started double with ``.kubeconfig`` written) or the
 ``k8s_double`` pytest fixture. Every request is recorded in ``double.requests``.
@@ -57,6 +65,31 @@ class RecordedRequest:
     def param(self, key: str) -> str | None:
         vals = self.query.get(key)
         return vals[0] if vals else None
+
+
+@dataclass
+class PodScript:
+    """How pods created on the double behave (see the module docstring)."""
+
+    phases: list = None  # type: ignore[assignment]
+    log: str = ""               # "{token}" is replaced by the run token found in the pod's command
+    log_mode: str = "full"      # "full" | "drop" (every read cut half-way) | "drop_once"
+    waiting_reason: str | None = None
+    waiting_message: str = ""
+    unschedulable: str | None = None
+
+    def __post_init__(self):
+        if self.phases is None:
+            self.phases = ["Pending", "Running", "Succeeded"]
+
+
+@dataclass
+class _Raw:
+    """A non-JSON answer: ``data`` sent with ``declared`` Content-Length (more than sent = a cut body)."""
+
+    data: bytes
+    content_type: str = "text/plain"
+    declared: int | None = None
 
 
 @dataclass
@@ -134,10 +167,16 @@ class KubeApiDouble:
         self.requests: list[RecordedRequest] = []
         self._rules: list[_FailRule] = []
         self._blocked: dict[tuple[str, str], str] = {}
+        self.leases: dict[tuple[str, str], dict] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.kubeconfig: Path | None = None
+        self.pod_script = PodScript()
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self._pod_reads: dict[str, int] = {}
+        self._log_reads = 0
 
     # -- control ---------------------------------------------------------------------------
     def fail(self, path: str, status: int, *, times: int | None = None, method: str = "GET",
@@ -162,6 +201,13 @@ class KubeApiDouble:
     def expire_next_continue(self) -> None:
         """The next request carrying a continue token answers 410 Expired (compaction mid-list)."""
         self._expire_next = True
+
+    def pod(self, namespace: str, name: str) -> dict | None:
+        return next((p for p in self.pods if p["metadata"]["name"] == name
+                     and p["metadata"].get("namespace") == namespace), None)
+
+    def pods_in(self, namespace: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in self.pods if p["metadata"].get("namespace") == namespace)
 
     def node(self, name: str) -> dict | None:
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
@@ -219,7 +265,7 @@ class KubeApiDouble:
         return p
 
     # -- request handling (called from the server threads) -------------------------------------
-    def handle(self, method: str, raw_path: str, headers: dict, body: bytes) -> tuple[int, dict]:
+    def handle(self, method: str, raw_path: str, headers: dict, body: bytes) -> tuple[int, Any]:
         """Answer one request; ``headers`` keys are lower-case."""
         parts = urlsplit(raw_path)
         path, query = parts.path, parse_qs(parts.query)
@@ -277,10 +323,21 @@ class KubeApiDouble:
             if len(seg) == 6 and seg[:4] == ["apis", "apps", "v1", "namespaces"] and seg[5] == "daemonsets":
                 ds = [d for d in self.daemonsets if d["metadata"].get("namespace") == seg[4]]
                 return self._list("DaemonSetList", "apps/v1", ds, query, builtin=True)
+            if len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
+                return self._read_pod(seg[3], seg[5])
+            if len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods" and seg[6] == "log":
+                return self._pod_log(seg[3], seg[5])
             if seg == ["apis", "nvidia.com", "v1", "clusterpolicies"]:
                 if not self.crd_installed:
                     return 404, _status(404, "NotFound", "the server could not find the requested resource")
                 return self._list("ClusterPolicyList", "nvidia.com/v1", self.cluster_policies, query, builtin=False)
+        if seg[:3] == ["apis", "coordination.k8s.io", "v1"] and len(seg) in (6, 7) and seg[3] == "namespaces" \
+                and seg[5] == "leases":
+            return self._lease(method, seg[4], seg[6] if len(seg) == 7 else None, body)
+        if method == "POST" and len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
+            return self._create_pod(seg[3], query, body)
+        if method == "DELETE" and len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
+            return self._delete_pod(seg[3], seg[5])
         if method == "PATCH" and seg[:3] == ["api", "v1", "nodes"] and len(seg) == 4:
             return self._patch_node(seg[3], query, body, ctype)
         if (method == "POST" and len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods"
@@ -348,6 +405,44 @@ class KubeApiDouble:
             return False, f'Invalid value: "{bad[0]}": supported values: "All"'
         return bool(values), None
 
+    def _lease(self, method, ns, name, body) -> tuple[int, dict]:
+        def out(obj):
+            return dict(copy.deepcopy(obj), apiVersion="coordination.k8s.io/v1", kind="Lease")
+
+        if method == "POST" and name is None:
+            name = ((body or {}).get("metadata") or {}).get("name", "")
+            if (ns, name) in self.leases:
+                return 409, _status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists',
+                                    {"group": "coordination.k8s.io", "kind": "leases", "name": name})
+            self.resource_version += 1
+            obj = copy.deepcopy(body)
+            obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
+            self.leases[(ns, name)] = obj
+            return 201, out(obj)
+        cur = self.leases.get((ns, name))
+        if cur is None:
+            return 404, _status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found',
+                                {"group": "coordination.k8s.io", "kind": "leases", "name": name})
+        if method == "GET":
+            return 200, out(cur)
+        if method == "PUT":
+            rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
+            if rv != cur["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+                                    "the object has been modified; please apply your changes to the latest version and try again")
+            self.resource_version += 1
+            obj = copy.deepcopy(body)
+            obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
+            self.leases[(ns, name)] = obj
+            return 200, out(obj)
+        if method == "DELETE":
+            want = ((body or {}).get("preconditions") or {}).get("resourceVersion")
+            if want is not None and want != cur["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", "Precondition failed: ResourceVersion in precondition does not match")
+            del self.leases[(ns, name)]
+            return 200, _status(200, "Success", "deleted")
+        return 405, _status(405, "MethodNotAllowed", "method not allowed")
+
     def _patch_node(self, name, query, body, ctype) -> tuple[int, dict]:
         node = self.node(name)
         if node is None:
@@ -365,6 +460,69 @@ class KubeApiDouble:
             patched["metadata"]["resourceVersion"] = str(self.resource_version)
             self.nodes[self.nodes.index(node)] = patched
         return 200, dict(patched, apiVersion="v1", kind="Node")
+
+    def _create_pod(self, ns, query, body) -> tuple[int, Any]:
+        if not isinstance(body, dict) or body.get("kind") != "Pod":
+            return 400, _status(400, "BadRequest", "body is not a Pod")
+        dry, err = self._dry_run(query, None)
+        if err:
+            return 400, _status(400, "BadRequest", err)
+        pod = copy.deepcopy(body)
+        name = pod["metadata"]["name"]
+        if self.pod(ns, name) is not None:
+            return 409, _status(409, "AlreadyExists", f'pods "{name}" already exists')
+        pod["metadata"].update(namespace=ns, uid=f"uid-{len(self.created)}", creationTimestamp="2026-12-01T08:00:00Z")
+        pod["status"] = {"phase": "Pending"}
+        if not dry:
+            self.pods.append(pod)
+            self.created.append(name)
+            self.resource_version += 1
+        return 201, pod
+
+    def _read_pod(self, ns, name) -> tuple[int, Any]:
+        pod = self.pod(ns, name)
+        if pod is None:
+            return 404, _status(404, "NotFound", f'pods "{name}" not found', {"kind": "pods", "name": name})
+        script = self.pod_script
+        n = self._pod_reads.get(name, 0)
+        self._pod_reads[name] = n + 1
+        phase = script.phases[min(n, len(script.phases) - 1)]
+        status: dict[str, Any] = {"phase": phase}
+        if script.unschedulable:
+            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "message": script.unschedulable}]
+        if script.waiting_reason:
+            image = pod["spec"]["containers"][0]["image"]
+            status["containerStatuses"] = [{"name": pod["spec"]["containers"][0]["name"], "image": image, "ready": False,
+                                            "restartCount": 0, "imageID": "",
+                                            "state": {"waiting": {"reason": script.waiting_reason,
+                                                                  "message": script.waiting_message}}}]
+        pod["status"] = status
+        return 200, dict(copy.deepcopy(pod), apiVersion="v1", kind="Pod")
+
+    def _pod_log(self, ns, name) -> tuple[int, Any]:
+        if self.pod(ns, name) is None:
+            return 404, _status(404, "NotFound", f'pods "{name}" not found', {"kind": "pods", "name": name})
+        log = self.pod_script.log
+        if "{token}" in log:  # the run token of the created pod's script (gpulib.kube.collect.script)
+            import re
+            found = re.search(r"@@gpuops:([0-9a-f]{16}):", " ".join(self.pod(ns, name)["spec"]["containers"][0]["command"]))
+            log = log.replace("{token}", found.group(1) if found else "")
+        data = log.encode()
+        self._log_reads += 1
+        mode = self.pod_script.log_mode
+        if mode == "drop" or (mode == "drop_once" and self._log_reads == 1):
+            return 200, _Raw(data[: len(data) // 2], declared=len(data))
+        return 200, _Raw(data)
+
+    def _delete_pod(self, ns, name) -> tuple[int, Any]:
+        pod = self.pod(ns, name)
+        if pod is None:
+            return 404, _status(404, "NotFound", f'pods "{name}" not found', {"kind": "pods", "name": name})
+        self.pods.remove(pod)
+        self.deleted.append(name)
+        self.resource_version += 1
+        return 200, dict(copy.deepcopy(pod), apiVersion="v1", kind="Pod")
 
     def _evict(self, ns, name, query, body) -> tuple[int, dict]:
         pod = next((p for p in self.pods if p["metadata"]["name"] == name and p["metadata"].get("namespace") == ns), None)
@@ -393,6 +551,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}  # HTTP header names are case-insensitive
         status, payload = self.api.handle(self.command, self.path, headers, body)
+        if isinstance(payload, _Raw):
+            self.send_response(status)
+            self.send_header("Content-Type", payload.content_type)
+            self.send_header("Content-Length", str(payload.declared if payload.declared is not None else len(payload.data)))
+            self.end_headers()
+            self.wfile.write(payload.data)
+            if payload.declared is not None and payload.declared > len(payload.data):
+                self.wfile.flush()
+                self.close_connection = True  # the body stops short of its Content-Length
+            return
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")

@@ -32,7 +32,9 @@ def test_gpu_idle_3_of_6_hours_at_2_dollars_is_6_dollars():
     assert s["idle_gpu_hours"] == pytest.approx(3.0)
     assert s["idle_cost"] == pytest.approx(6.0)
     assert s["window_cost"] == pytest.approx(12.0)           # 6 h x $2
-    assert s["active_pct"] == pytest.approx(100 * (3 * 0.9 + 3 * 0.02) / 6)
+    # active = allocated time at or above the idle threshold (active + idle = allocated); busy = mean activity
+    assert s["active_pct"] == pytest.approx(50.0)
+    assert s["busy_pct"] == pytest.approx(100 * (3 * 0.9 + 3 * 0.02) / 6)
     assert s["allocated_pct"] == pytest.approx(100.0)
     assert s["activity_metric"] == GR_ENGINE_ACTIVE
     assert s["zombie_pods"] == 0
@@ -46,7 +48,8 @@ def test_unallocated_gpu_is_costed_and_summary_percentages():
     s = cost.executive_summary(rep)
     assert s["allocated_pct"] == pytest.approx(50.0)
     assert s["allocated_pct_now"] == pytest.approx(50.0)   # 1 of 2 allocatable GPUs requested
-    assert s["active_pct"] == pytest.approx(90.0)
+    assert s["active_pct"] == pytest.approx(100.0)
+    assert s["busy_pct"] == pytest.approx(90.0)
     assert s["unallocated_gpu_hours"] == pytest.approx(6.0)
     assert s["unallocated_cost"] == pytest.approx(12.0)
     titles = [f.title for f in rep.findings]
@@ -59,7 +62,7 @@ def test_gpu_util_fallback_is_percent_and_is_named():
     rep = cost.analyze_cost(nodes, pods, None, None, gpu_util=util, window="4h", price_overrides={"H100-80GB": 1.0})
     s = cost.executive_summary(rep)
     assert s["activity_metric"] == GPU_UTIL
-    assert s["active_pct"] == pytest.approx(50.0)
+    assert s["busy_pct"] == pytest.approx(50.0)
 
 
 def test_gr_engine_active_preferred_over_gpu_util():
@@ -68,7 +71,7 @@ def test_gr_engine_active_preferred_over_gpu_util():
     nodes, pods = frames([node("n1")], [pod("ml", "a", "n1")])
     rep = cost.analyze_cost(nodes, pods, gr, None, gpu_util=util, window="4h")
     assert rep.activity_field == GR_ENGINE_ACTIVE
-    assert cost.executive_summary(rep)["active_pct"] == pytest.approx(20.0)
+    assert cost.executive_summary(rep)["busy_pct"] == pytest.approx(20.0)
 
 
 def test_no_activity_data_raises_with_both_field_names():
@@ -113,7 +116,10 @@ def test_zombie_exactly_at_30_minutes_is_detected():
     assert z.loc[0, "cost"] == pytest.approx(3.0)            # 0.5 GPU-h x $6
     zf = [f for f in rep.findings if f.title.startswith("Zombie pod ml/stuck")]
     assert len(zf) == 1 and zf[0].severity == Severity.WARNING
-    assert zf[0].data["monthly_saving"] == pytest.approx(3.0 * HPM / 2, rel=1e-3)
+    # the run reaches the window end: freeing the GPU saves its whole price from now on ($6 x 730 h);
+    # the window's zombie hours are the "so far" figure
+    assert zf[0].data["monthly_saving"] == pytest.approx(6.0 * HPM, rel=1e-3)
+    assert zf[0].data["window_cost"] == pytest.approx(3.0)
     # a Deployment's pod comes back when deleted: its owner is scaled instead
     assert "kubectl -n ml scale deployment/stuck --replicas=0" in zf[0].commands
     assert not any("delete pod" in c for c in zf[0].commands)
@@ -195,13 +201,14 @@ def test_time_sliced_replica_costed_by_one_over_replicas():
 # savings actions
 # ---------------------------------------------------------------------------------------------
 def test_spot_saving_uses_on_demand_minus_spot_from_the_aws_table():
-    # facts.md 8.1: p5 H100 $12.29/GPU-h on demand; spot midpoint (14.4+30.3)/2/8 = $2.79
+    # gpu_prices.csv: p5.48xlarge 55.04 USD/h / 8 = 6.88 USD/GPU-h on demand (2026-01-21); spot midpoint
+    # (14.4+30.3)/2/8 = 2.79 USD/GPU-h (2025-01 sample)
     act = series("n1", "0", [0.8] * 6, pod="train-0", ns="ml")
     nodes, pods = frames([node("n1")], [pod("ml", "train-0", "n1", kind="Job", workload="train")])
     rep = run(act, None, nodes, pods)
     spot = rep.actions[rep.actions["action"] == "spot"]
     assert len(spot) == 1
-    assert spot.iloc[0]["monthly_saving"] == pytest.approx(6 * (12.29 - 2.79) * HPM / 6)
+    assert spot.iloc[0]["monthly_saving"] == pytest.approx(6 * (6.88 - 2.79) * HPM / 6)
 
 
 def test_spot_node_is_priced_at_spot_and_not_recommended_again():
@@ -323,8 +330,9 @@ def test_namespace_allocation_vs_activity():
     ns = cost.namespace_allocation(_fleet()).set_index("namespace")
     assert ns.loc["research", "allocated_gpu_hours"] == pytest.approx(12.0)
     assert ns.loc["research", "idle_allocated_gpu_hours"] == pytest.approx(12.0)
-    assert ns.loc["ml", "active_gpu_hours"] == pytest.approx(0.9 * 2 + 0.5 * 2 + 0.1 * 2)
-    assert ns.loc["ml", "active_pct"] == pytest.approx(100 * 3.0 / 6)
+    # active = time at/above the idle threshold (0.10): all six ml GPU-hours
+    assert ns.loc["ml", "active_gpu_hours"] == pytest.approx(6.0)
+    assert ns.loc["ml", "active_pct"] == pytest.approx(100.0)
     assert ns.loc["ml", "idle_allocated_gpu_hours"] == pytest.approx(0.0)  # 0.1 is not < 0.1
 
 

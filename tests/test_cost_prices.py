@@ -43,9 +43,10 @@ def test_shipped_tables_have_sources_and_cover_price_models():
 
 def test_default_aws_prices_match_facts_per_gpu():
     t = cost.price_table()
-    # facts.md 8.1: p5.48xlarge $98.32/h for 8 H100; p4d.24xlarge $32.77/h for 8 A100-40GB; g6.xlarge L4 $0.8048
-    assert t.loc["H100-80GB", "on_demand"] == pytest.approx(98.32 / 8, abs=0.01)
-    assert t.loc["A100-40GB", "on_demand"] == pytest.approx(32.77 / 8, abs=0.01)
+    # tsaol/aws-gpu data/*_instances.js @77fcd9fe (instances.vantage.sh, 2026-01-21), us-east-1, after the
+    # June 2025 cut: p5.48xlarge $55.04/h for 8 H100; p4d.24xlarge $21.957642/h for 8 A100-40GB; g6.xlarge L4 $0.8048
+    assert t.loc["H100-80GB", "on_demand"] == pytest.approx(55.04 / 8, abs=0.01)
+    assert t.loc["A100-40GB", "on_demand"] == pytest.approx(21.957642 / 8, abs=0.01)
     assert t.loc["L4", "on_demand"] == pytest.approx(0.8048, abs=0.01)
     assert (t["spot"] < t["on_demand"]).all()
 
@@ -79,7 +80,7 @@ def test_currency_without_rows_is_an_error():
 def test_price_overrides_forms():
     t = cost.price_table(overrides={"H100-80GB": 3.9, "NVIDIA L4": {"spot": 0.1}})
     assert t.loc["H100-80GB", "on_demand"] == 3.9
-    assert t.loc["L4", "spot"] == 0.1 and t.loc["L4", "on_demand"] == pytest.approx(0.80)
+    assert t.loc["L4", "spot"] == 0.1 and t.loc["L4", "on_demand"] == pytest.approx(0.8048)
     with pytest.raises(InvalidParameter, match="reserved"):
         cost.price_table(overrides={"H100-80GB": {"reserved": 1.0}})
     with pytest.raises(InvalidParameter, match="cheap"):

@@ -62,7 +62,7 @@ def test_decision_on_demo_source(row, demo_src):
 
 def test_table_covers_every_demo_incident_and_gpu_reference_kind():
     import yaml
-    scen = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    scen = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     incidents = {(n["name"], str(i["gpu"])) for n in scen["nodes"] for i in n.get("incidents", [])}
     covered = {(r["node"], r["gpu_index"]) for r in ROWS if r["expected"] != "usage"}
     assert incidents <= covered, incidents - covered

@@ -1,6 +1,6 @@
 """Rendered ``nvidia-smi -q`` of the demo fleet and the packaged 2xH200 NCCL captures.
 
-Expected values are worked out from the scenario (gpulib/data/demo_fleet.yaml) and the simulator's
+Expected values are worked out from the scenario (gpulib/data/demo/demo_fleet.yaml) and the simulator's
 documented model, not read back from the renderer: a100-80-0 GPU 1 has a DBE at -90 min (DBE volatile
 0 -> 2, aggregate 3 -> 5, uncorrectable remapped rows 7 -> 9, remap failure from -89 min); GPU 3 has
 rising SBE at 2,500/h over the last 12 h (30,000 at the end); PCI bus of GPU i is 0x18 + 0x10 * i.
@@ -23,6 +23,7 @@ from gpulib.nvidia.topology import parse_topology
 from gpulib.nvidia.smi import parse_query
 
 FIX = Path(__file__).parent / "fixtures"
+CAP = Path(__file__).parents[1] / "gpulib" / "data" / "captures"
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ def test_layout_matches_the_real_capture(sim):
     """Every ``key : value`` line puts the colon at the real H200 capture's column."""
     def colon_columns(text):
         return {ln.index(" : ") + 1 for ln in text.splitlines() if " : " in ln and not ln.startswith("Unable")}
-    real = colon_columns((FIX / "nvml" / "h200_smi_q.txt").read_text())
+    real = colon_columns((CAP / "2xh200_580.159.04_smi_q.txt").read_text())
     assert real == {55}
     assert colon_columns(render_smi_query(sim, "a100-80-0")) == real
 
@@ -98,8 +99,8 @@ def test_unknown_node(sim):
 
 def test_packaged_nccl_captures_are_verbatim():
     probe = demo_file(DEMO_NCCL_TESTS).read_text()
-    assert probe == (FIX / "nccl" / "h200" / "probe_2xH200.txt").read_text()
-    misc = (FIX / "nccl" / "h200" / "smi_misc.txt").read_text()
+    assert demo_file(DEMO_NCCL_TESTS) == CAP / "2xh200_nccl_probe.txt"   # the one copy, not a packaged duplicate
+    misc = (CAP / "2xh200_smi_misc.txt").read_text()
     topo_text = demo_file(DEMO_TOPOLOGY).read_text()
     nvl = demo_file(DEMO_NVLINK_STATUS).read_text()
     assert topo_text in misc and nvl in misc

@@ -7,14 +7,14 @@
   fatal RESTART_BM event (NVIDIA/NVSentinel health-monitors/syslog-health-monitor/pkg/gpufallen/types.go and
   gpufallen_handler.go @ 1275b0c3).
 * An Xid line cut after its code (journald line limits, a ring buffer that wrapped) still names the code.
-* ``dmesg --time-format iso`` stamps (real capture: gpulib/data/captures/h200_dmesg_iso.txt).
+* ``dmesg --time-format iso`` stamps (real capture: gpulib/data/captures/h200_dmesg_iso_nvrm.txt).
 * MIG: ``NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ...`` keeps the PCI id and the GPU instance.
 """
 from pathlib import Path
 
 import pandas as pd
 
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid.kernel_log import parse_kernel_log
 
 CAPTURES = Path(__file__).resolve().parents[1] / "gpulib" / "data" / "captures"
 
@@ -61,7 +61,7 @@ def test_dmesg_time_format_iso():
 
 
 def test_real_h200_dmesg_iso_capture_prefixes():
-    text = (CAPTURES / "h200_dmesg_iso.txt").read_text()
+    text = (CAPTURES / "h200_dmesg_iso_nvrm.txt").read_text()
     assert len(parse_kernel_log(text)) == 0            # a healthy boot: no XID
     # the capture's own NVRM line, with an Xid body in place of its message, keeps the capture's stamp
     real = next(ln for ln in text.splitlines() if "NVRM: gpuClearFbhubPoisonIntr" in ln)

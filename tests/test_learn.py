@@ -50,8 +50,8 @@ def test_runbook_ref_names_the_command_and_notebook():
 
 # -------------------------------------------------------------------------------- computations
 def test_mig_fit_count_h100_beside_3g40gb():
-    # H100-80GB: 8 memory slots, 7 compute slices; 3g.40gb takes 4 slots and 3 slices (MIG user guide,
-    # facts.md 2.2) -> 4 slots and 4 slices left -> four 1g.10gb (1 slot, 1 slice each).
+    # H100-80GB: 8 memory slots, 7 compute slices; 3g.40gb takes 4 slots and 3 slices (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/,
+    # tests/fixtures/mig/h100_80gb_lgipp.txt) -> 4 slots and 4 slices left -> four 1g.10gb (1 slot, 1 slice each).
     assert learn.mig_fit_count("H100-80GB", "1g.10gb", ["3g.40gb"]) == 4
     # alone: seven 1g.10gb (max 7 per GPU)
     assert learn.mig_fit_count("H100-80GB", "1g.10gb") == 7
@@ -94,9 +94,13 @@ def _nodes() -> pd.DataFrame:
 def test_pod_resources_outcome_applies_api_rules():
     ok = learn.pod_resources_outcome({"limits": {"nvidia.com/gpu": 1}}, _nodes())
     assert ok["parsed"] == "nvidia.com/gpu: 1" and ok["check"].startswith("ok") and ok["schedulable_on"] == "whole"
-    assert learn.pod_resources_outcome({"requests": {"nvidia.com/gpu": 1}})["check"] == "GPU request without a limit"
-    assert learn.pod_resources_outcome({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}})["check"] \
-        == "GPU request != limit"
+    # the API server rejects both (extended resources: a limit must be set and must equal the request), so the
+    # lesson must not show them as accepted and schedulable
+    for spec, problem in (({"requests": {"nvidia.com/gpu": 1}}, "GPU request without a limit"),
+                          ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "GPU request != limit")):
+        out = learn.pod_resources_outcome(spec, _nodes())
+        assert out["check"] == problem
+        assert out["parsed"].startswith("rejected") and out["schedulable_on"].startswith("none")
     half = learn.pod_resources_outcome({"limits": {"nvidia.com/gpu": "0.5"}})
     assert half["parsed"] == "rejected" and "fractional" in half["check"]
     mig = learn.pod_resources_outcome({"limits": {"nvidia.com/mig-1g.5gb": 3}}, _nodes())
@@ -110,7 +114,7 @@ def test_alert_catalog_matches_committed_rules_and_flags_blind_alerts():
     cat = learn.alert_catalog()
     assert list(cat["alert"]) == names
     blind = cat.set_index("alert")["needs_non_default_fields"]
-    # ECC DBE counters are commented out in dcgm-exporter's default-counters.csv (facts.md 3.1)
+    # ECC DBE counters are commented out in dcgm-exporter's default-counters.csv
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in blind["GPUEccUncorrectable"]
     assert blind["GPUTemperatureHigh"] == ""
     assert "in sync" in learn.alerts_file_status(ROOT / "deploy" / "prometheus" / "gpu-alerts.yaml")
@@ -124,7 +128,7 @@ def test_alerts_file_status_detects_drift(tmp_path):
 
 
 def test_smi_section_from_the_h200_capture():
-    misc = learn.lesson_text("h200_smi_misc.txt")
+    misc = learn.lesson_text("2xh200_smi_misc.txt")
     topo = nvidia.parse_topology(learn.smi_section(misc, "nvidia-smi topo -m"))
     assert topo.links.loc["GPU0", "GPU1"] == "NV18"              # the capture's topo -m line
     assert "GPU 1: NVIDIA H200" in learn.smi_section(misc, "nvidia-smi -L")
@@ -183,12 +187,12 @@ def _run(name: str, out: Path, params: dict | None = None):
 @pytest.mark.notebook
 def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path, monkeypatch, demo_end):
     pkg = _copy_package(tmp_path)
-    th = pkg / "gpulib" / "data" / "thresholds.csv"
+    th = pkg / "gpulib" / "data" / "core" / "thresholds.csv"
     df = pd.read_csv(th)
     assert df.set_index("key").loc["gpu_temp_warn_c", "value"] == 85          # the packaged value
     df.loc[df["key"] == "gpu_temp_warn_c", "value"] = 80
     df.to_csv(th, index=False)
-    prof = pkg / "gpulib" / "data" / "mig_profiles.csv"
+    prof = pkg / "gpulib" / "data" / "mig" / "mig_profiles.csv"
     mp = pd.read_csv(prof, keep_default_na=False)
     sel = (mp["gpu_model"] == "H100-80GB") & (mp["profile"] == "3g.40gb")
     assert list(mp.loc[sel, "compute_slices"]) == [3]
@@ -210,7 +214,7 @@ def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path,
 
 
 def _scenario_without(tmp_path: Path, node: str) -> tuple[Path, int]:
-    doc = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     doc["nodes"] = [n for n in doc["nodes"] if n["name"] != node]
     p = tmp_path / "fleet.yaml"
     p.write_text(yaml.safe_dump(doc))
@@ -222,7 +226,7 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
     # the kernel imports this checkout's gpulib (not another installed copy)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo_fleet.yaml").read_text())
+    full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     _, base, base_html = _run("learn_interview_prep", tmp_path / "base")
     assert base["gpus"] == sum(n["gpus"] for n in full["nodes"])
     assert any("XID 79" in t and "dgx-h100-1" in t for t in base["critical_incidents"])   # the scenario's incident
@@ -247,3 +251,63 @@ def test_optional_module_names_the_gap(monkeypatch):
     assert learn.optional_module("mig") is importlib.import_module("gpulib.mig") and shown == []
     assert learn.optional_module("no_such_module_xyz") is None
     assert "gpulib.no_such_module_xyz is not in" in shown[0]
+
+
+def test_money_in_markdown_has_no_dollar_sign_that_starts_math():
+    """Two `$` on one Markdown line open a MathJax span and eat the bold markers between them."""
+    line = f"idle **{learn.money(1234.4)}** · spend **{learn.money(98765.0)}**"
+    assert "$" not in line and "1,234 USD" in line and "98,765 USD" in line
+    assert learn.money(10.0, "eur") == "10 EUR"
+
+
+def test_k8s_lesson_names_the_gpus_that_have_3g40gb():
+    import json
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("runbooks/learn/learn_k8s_gpu_resources.ipynb").read_text()
+    assert "H100/H200-80GB profile" not in text
+    prof = pd.read_csv(Path(__file__).resolve().parents[1] / "gpulib/data/mig/mig_profiles.csv")
+    have = set(prof.loc[prof["profile"] == "3g.40gb", "gpu_model"])
+    assert have == {"A100-80GB", "H100-80GB"} and "H200-141GB" not in have
+    assert all(m.split("-")[0] in json.loads(text)["cells"][8]["source"][-1] for m in have)
+
+
+def test_inference_lesson_command_follows_vllm_deploys_max_num_seqs_rule():
+    """vllm_deploy caps --max-num-seqs at the full-length requests the KV cache holds (no preemption at full
+    context); the lesson's command must not teach vLLM's default (1024 on H100) instead."""
+    import gpulib.vllm.memory as vmem
+
+    cmd = learn.vllm_serve_command("Llama-3-8B", "H100-80GB", 8192)
+    seqs = int(cmd.split("--max-num-seqs ")[1].split()[0])
+    fit = vmem.budget("Llama-3-8B", "H100-80GB", max_model_len=8192).kv_tokens // 8192
+    assert seqs <= fit < 1024 and cmd.startswith("vllm serve ")
+
+
+def test_violation_counters_are_microseconds():
+    """dcgm-exporter etc/default-counters.csv: 'Throttling duration due to power constraints (in us)'."""
+    f = learn.load_table("dcgm_fields").set_index(learn.load_table("dcgm_fields").columns[0])
+    for name in ("DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION"):
+        assert f.loc[name, "unit"] == "us"
+
+
+def test_interview_prep_has_model_answers_from_the_demo_and_follow_ups_hidden(demo_end):
+    """Each of the four parts has a model answer built from the demo fleet's figures, and follow-up questions
+    (queueing, DRA, RDMA/GPUDirect, MIG vs time-slicing) whose answers sit in a closed <details> block."""
+    figs = {"gpus": 48, "allocated_pct_devices": 71.4, "llama70b_h200_tp2_concurrency": 3.2, "idle_gpu_hours": 1357.0,
+            "idle_cost": 6952.0, "potential_monthly_saving": 139042.0, "monthly_cost": 278487.0, "active_pct": 76.0,
+            "zombie_pods": 5, "currency": "USD", "critical_incidents": ["XID 79 on dgx-h100-1 GPU 5"]}
+    parts = ["resource_management", "inference_deployment", "monitoring_cost", "incident_experience"]
+    for part in parts:
+        text = learn.model_answer(part, figs)
+        assert text and "{" not in text
+    assert "48 GPUs" in learn.model_answer("resource_management", figs)
+    assert "139,042 USD" in learn.model_answer("monitoring_cost", figs) and "$" not in learn.model_answer("monitoring_cost", figs)
+    assert "XID 79" in learn.model_answer("incident_experience", figs)
+    ups = learn.follow_ups()
+    assert set(ups["part"]) == set(parts)
+    text = " ".join(ups["question"]) + " ".join(ups["answer"])
+    for topic in ("Kueue", "Volcano", "KAI", "DRA", "GPUDirect RDMA", "time-slicing"):
+        assert topic in text, topic
+    html = learn.follow_up_html("resource_management")
+    assert html.count("<details") == (ups["part"] == "resource_management").sum()
+    assert "<details open" not in html

@@ -15,8 +15,9 @@ from gpulib.core.knowledge import data_path
 from gpulib.core.findings import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "mig"
+CAP = Path(__file__).parents[1] / "gpulib" / "data" / "captures"   # real captures, one copy each
 
-# Independent oracle data, typed from facts.md §2.2/§2.3 (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
+# Independent oracle data, typed from https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html and the -lgipp captures in tests/fixtures/mig/ (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
 A100_40 = {"1g.5gb": (1, 1, range(7), 7, False), "1g.5gb+me": (1, 1, range(7), 1, True),
            "1g.10gb": (1, 2, (0, 2, 4, 6), 4, False), "2g.10gb": (2, 2, (0, 2, 4), 3, False),
            "3g.20gb": (3, 4, (0, 4), 2, False), "4g.20gb": (4, 4, (0,), 1, False), "7g.40gb": (7, 8, (0,), 1, False)}
@@ -122,8 +123,37 @@ def test_gpu_model_from_product_labels():
     assert mig.resolve_gpu_model("NVIDIA-H100-80GB-HBM3") == "H100-80GB"
     assert mig.resolve_gpu_model("NVIDIA H100 NVL") == "H100-94GB"
     assert mig.resolve_gpu_model("NVIDIA-H200") == "H200-141GB"
-    assert mig.resolve_gpu_model("NVIDIA-GH200-480GB") == "GH200-144GB"
     assert mig.is_mig_capable("NVIDIA-A100-SXM4-80GB") and not mig.is_mig_capable("Tesla-T4")
+
+
+@pytest.mark.parametrize("name,pci,want", [
+    # GH200 480GB is PCI device 0x2342, in mig-parted's H100-96GB group (config-default.yaml all-balanced)
+    ("NVIDIA-GH200-480GB", None, "H100-96GB"),
+    ("NVIDIA GH200 480GB", None, "H100-96GB"),
+    (None, "0x234210DE", "H100-96GB"),
+    ("NVIDIA GH200 144G HBM3e", None, "GH200-144GB"),
+    (None, "0x234810DE", "GH200-144GB"),
+    # mig-parted groups H800 with H100-80GB, A800 with A100, H100 SXM5 94GB / H800 NVL with H100 NVL
+    ("NVIDIA H800", None, "H100-80GB"),
+    ("NVIDIA-H800-80GB-HBM3", None, "H100-80GB"),
+    ("NVIDIA A800-SXM4-80GB", None, "A100-80GB"),
+    ("NVIDIA-A800-SXM4-40GB", None, "A100-40GB"),
+    ("NVIDIA H100 SXM5 94GB", None, "H100-94GB"),
+    ("NVIDIA H800 NVL", None, "H100-94GB"),
+    ("NVIDIA H200 NVL", None, "H200-141GB"),
+    # the PCI id decides even when the name would say otherwise
+    ("NVIDIA H200", "0x233510DE", "H200-141GB"),
+    ("something-else", "0x2335", "H200-141GB"),
+])
+def test_gpu_model_by_pci_id_or_exact_name(name, pci, want):
+    assert mig.resolve_gpu_model(name, pci_device_id=pci) == want
+
+
+@pytest.mark.parametrize("name", ["NVIDIA GB200", "NVIDIA-GB200", "NVIDIA B200 XYZ", "my-H200-cluster", "NVIDIA-H100"])
+def test_gpu_model_never_matches_by_substring(name):
+    """GB200 is not a B200 (its profiles differ: 0x294110DE in mig-parted); no name resolves by a substring."""
+    with pytest.raises(mig.UnknownGPUModel):
+        mig.resolve_gpu_model(name)
 
 
 def test_catalog_data_is_complete_and_consistent():
@@ -137,9 +167,9 @@ def test_catalog_data_is_complete_and_consistent():
         assert full["max_count"] == 1 and full["placements"] == "0"
         # the memory of each profile grows with its memory slots
         assert g.sort_values("memory_slots")["memory_gib"].is_monotonic_increasing, model
-    # unverified hardware values are flagged (facts.md §2.3: H200/B200 placements UNVERIFIED)
-    assert (cat[cat["gpu_model"].isin(["H200-141GB", "B200"])]["inferred"] == "yes").all()
-    assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "A30-24GB"])]["inferred"] == "no").all()
+    # unverified hardware values are flagged; H200 is measured (gpulib/data/captures/h200_smi_mig_lgip.txt)
+    assert (cat[cat["gpu_model"].isin(["B200"])]["inferred"] == "yes").all()
+    assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "A30-24GB", "H200-141GB"])]["inferred"] == "no").all()
 
 
 def test_parse_lgipp_real_output():
@@ -150,7 +180,7 @@ def test_parse_lgipp_real_output():
 
 
 def test_parse_lgip_real_output_both_widths():
-    h = mig.parse_lgip((FIX / "h100_80gb_lgip.txt").read_text())
+    h = mig.parse_lgip((CAP / "h100_80gb_lgip.txt").read_text())
     assert len(h) == 7
     r = h.set_index("name").loc["7g.80gb"]
     assert (r.profile_id, r.total, r.memory_gib, r.sms, r.ce, r.ofa) == (0, 1, 79.25, 132, 8, 1)
@@ -246,3 +276,30 @@ def test_mig_change_sop_prechecks_from_live_frames():
     done = mig.mig_change_sop("gpu-1", "plan-1", nodes=pd.DataFrame(
         [{"node": "gpu-1", "mig_config": "plan-1", "mig_config_state": "success"}]))
     assert [f.severity for f in done] == [Severity.OK]
+
+
+def test_h200_profiles_are_the_real_h200_capture():
+    """gpulib/data/captures/h200_smi_mig_lgip.txt / _lgipp.txt (driver 580.159.04): 7g.141gb is 140.00 GiB, not
+    the 131.32 that reading "141" as GB and converting to GiB gives."""
+    from gpulib.core.knowledge import data_path
+
+    lgip = mig.parse_lgip(data_path("captures/h200_smi_mig_lgip.txt").read_text())
+    lgipp = mig.parse_lgipp(data_path("captures/h200_smi_mig_lgipp.txt").read_text())
+    rows = mig.profiles("H200-141GB").set_index("profile")
+    assert set(rows.index) == set(lgip["name"])
+    for r in lgip.itertuples():
+        row = rows.loc[r.name]
+        assert row["memory_gib"] == pytest.approx(r.memory_gib) and int(row["profile_id"]) == r.profile_id
+        assert int(row["max_count"]) == r.total and row["inferred"] == "no"
+        pl = lgipp[lgipp["profile_id"] == r.profile_id].iloc[0]
+        assert [int(x) for x in str(row["placements"]).split(";")] == list(pl["starts"])
+        assert "captures/h200_smi_mig_lgip.txt" in row["source"]
+    assert rows.loc["7g.141gb", "memory_gib"] == pytest.approx(140.0)
+
+
+def test_gh200_b200_large_profiles_say_how_their_memory_was_inferred():
+    for model, name in (("GH200-144GB", "7g.144gb"), ("B200", "7g.180gb"), ("B200", "3g.90gb")):
+        row = mig.profiles(model).set_index("profile").loc[name]
+        assert row["inferred"] == "yes" and "memory_gib" in row["inferred_fields"]
+        assert "H200" in row["source"] and "ratio" in row["source"]
+        assert row["memory_gib"] > float(name.split(".")[1].removesuffix("gb")) * 0.95  # not the GB->GiB 0.93

@@ -82,7 +82,7 @@ def test_outputs_validate():
 
 def test_partly_mig_node_lists_its_whole_gpus_with_mig_disabled():
     # 7 x 9 GiB -> 7 x 1g.10gb fill ONE H100; the node has 4 GPUs (gpus_per_node=4), so GPUs 1-3 stay whole
-    # and the config must say so (facts.md §2.4: a selector with `mig-enabled: false`), or MIG Manager would
+    # and the config must say so (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4: a selector with `mig-enabled: false`), or MIG Manager would
     # leave them in whatever mode they were in.
     p = mp.plan([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
                 gpus_per_node=4)

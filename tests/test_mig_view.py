@@ -1,8 +1,8 @@
 """mig_view frames and figures, and the planner/SOP glue the MIG sizing runbook needs (mig_plan, mig).
 
-Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables (facts.md §2: A100-40GB 1g.5gb = 4.75 GiB
+Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: A100-40GB 1g.5gb = 4.75 GiB
 on 1 of 8 memory slots, 1g.10gb = 9.62 GiB on 2, 2g.10gb = 9.62 GiB on 2, 3g.20gb = 19.5 GiB on 4; 7g.40gb = 39.5 GiB)
-and from gpulib/data/gpu_prices.csv (A100-40GB on-demand $4.10/GPU-hour) and cost_policy.csv (730 h/month).
+and from gpulib/data/cost/gpu_prices.csv (A100-40GB on-demand 21.957642 USD/h per p4d.24xlarge / 8 = 2.7447 USD/GPU-hour) and cost_policy.csv (730 h/month).
 """
 from __future__ import annotations
 
@@ -95,9 +95,9 @@ def test_proposed_layout_headroom_and_savings():
     assert head.loc["c", "headroom_gib"] == pytest.approx(0.75)
     assert head.loc["c", "headroom_pct"] == pytest.approx(round(0.75 / 4.75 * 100, 1))
     sv = mv.savings(p, "A100-40GB", current_gpus=3).set_index("placement")
-    assert sv.loc["whole GPU per replica", "usd_per_hour"] == pytest.approx(4 * 4.10)
-    assert sv.loc["proposed MIG plan", "usd_per_month"] == pytest.approx(4.10 * 730)
-    assert sv.loc["proposed MIG plan", "usd_saved_per_month_vs_whole"] == pytest.approx(3 * 4.10 * 730)
+    assert sv.loc["whole GPU per replica", "usd_per_hour"] == pytest.approx(4 * 2.7447)
+    assert sv.loc["proposed MIG plan", "usd_per_month"] == pytest.approx(2.7447 * 730)
+    assert sv.loc["proposed MIG plan", "usd_saved_per_month_vs_whole"] == pytest.approx(3 * 2.7447 * 730)
     assert sv.loc["current", "gpus"] == 3
     req = mv.pod_requests_table(p).set_index("workload")
     assert req.loc["a", "mixed"] == "nvidia.com/mig-1g.10gb: 1"

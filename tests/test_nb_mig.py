@@ -1,7 +1,7 @@
 """mig_sizing runbook: on the demo fleet and on live data (real Prometheus + Kubernetes API double) the proposed
 layout is valid per GPU, smaller than whole-GPU placement, and its mig-parted YAML validates; bad input renders.
 
-Expected numbers, worked out by hand from gpulib/data/demo_fleet.yaml and the A100 MIG tables (facts.md §2):
+Expected numbers, worked out by hand from gpulib/data/demo/demo_fleet.yaml and the A100 MIG tables (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html):
 node a100-40-mig-0 runs 4 GPU pods on MIG instances. FB_USED max: triton-bert x2 ~7.4 GiB (36 % of a 3g.20gb)
 -> x 1.2 headroom = 8.9 GiB -> 1g.10gb (9.62 GiB, 2 slots); whisper-api ~3.7 GiB -> 4.4 GiB -> 1g.5gb (4.75 GiB,
 1 slot); dev-bob ~2.6 GiB on a 1g.5gb, flat but only 55 % of the instance (an idle pod, not a pre-allocated
@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from gpulib import cli
+import gpulib
 import gpulib.mig as mig
 
 pytestmark = pytest.mark.notebook
@@ -50,8 +51,14 @@ def _check_plan(res, gpu_model, used, whole):
     m = re.match(r"MIG plan: (\d+) GPU\(s\) instead of (\d+)", plan.title)
     assert (int(m.group(1)), int(m.group(2))) == (used, whole)
     text = _mig_parted_text(res)
-    assert mig.validate_mig_parted_config(text, gpu_model) == []
-    for sels in yaml.safe_load(text)["mig-configs"].values():
+    doc = yaml.safe_load(text)
+    # the printed file keeps the configs in use (mig-parted's defaults + the node's current one) and parses
+    from gpulib.mig.parted_merge import schema_problems
+    assert schema_problems(doc) == [] and {"all-disabled", "a100-40gb-mixed-3-2-1-1"} <= set(doc["mig-configs"])
+    plan_cfgs = {k: v for k, v in doc["mig-configs"].items() if k.startswith("gpuops-plan-")}
+    assert plan_cfgs
+    assert mig.validate_mig_parted_config(mig.mig_parted_config(plan_cfgs), gpu_model) == []
+    for sels in plan_cfgs.values():
         for sel in sels:
             assert not sel["mig-enabled"] or mig.is_valid_layout(gpu_model, sel["mig-devices"]), sel
     return text
@@ -76,7 +83,14 @@ def test_demo_mig_node_packs_four_pods_onto_one_gpu(tmp_path, monkeypatch, demo_
 
 @pytest.mark.prometheus
 def test_live_source_gives_the_same_plan(live_env, tmp_path):
-    res = _run(tmp_path, {"source": "live"})
+    # the live source cannot read the MIG Manager ConfigMap: without the configs in use the runbook refuses
+    # (the node's a100-40gb-mixed-3-2-1-1 label would dangle), with them (current_mig_config) it plans
+    refused = _run(tmp_path / "no-base", {"source": "live"})
+    assert any("refusing to emit" in e and "a100-40gb-mixed-3-2-1-1" in e for e in refused.errors), refused.errors
+    assert live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0") == []   # refused: nothing labelled
+    current = tmp_path / "config.yaml"
+    current.write_text(gpulib.connect("demo").mig_parted_configs())   # what the cluster's ConfigMap holds
+    res = _run(tmp_path, {"source": "live", "current_mig_config": str(current)})
     _check_plan(res, "A100-40GB", used=1, whole=4)
     html = res.html.read_text()
     assert "DRY RUN (server-side, nothing changed)" in html

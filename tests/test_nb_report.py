@@ -3,9 +3,10 @@
 Notebook runs go through the CLI's papermill path (``gpulib.cli.execute``), which writes the executed
 notebook, the code-free HTML and findings.json, exactly as ``gpuops report`` does.
 
-Expected money is worked out from the demo scenario (gpulib/data/demo_fleet.yaml) and the price table by hand:
-jupyter-alice-0 runs on a100-80-0 (A100-80GB, on-demand, aws 5.12 USD/GPU-h in gpulib/data/gpu_prices.csv),
-one GPU, zombie since 20 h before the window end; a month is 730 h (cost_policy.csv).
+Expected money is worked out from the demo scenario (gpulib/data/demo/demo_fleet.yaml) and the price table by hand:
+jupyter-alice-0 runs on a100-80-0 (A100-80GB, on-demand, aws 3.4309 USD/GPU-h in gpulib/data/cost/gpu_prices.csv:
+p4de.24xlarge 27.44705 USD/h / 8), one GPU, zombie since 20 h before the window end and still holding it; a month
+is 730 h (cost_policy.csv). Freeing it saves the GPU's whole price from now on; 20 h of it is the "so far" figure.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from conftest import DEMO_END
 
 ROOT = Path(__file__).resolve().parents[1]
-A100_80_ON_DEMAND = 5.12
+A100_80_ON_DEMAND = 3.4309
 HOURS_PER_MONTH = 730.0
 ZOMBIE = ("notebooks", "jupyter-alice-0")
 
@@ -61,8 +62,9 @@ def test_demo_report_finds_zombie_with_monthly_saving(report_env, tmp_path):
     assert res.failed is None and doc["errors"] == []
     f = zombie_finding(doc, *ZOMBIE)
     assert f["severity"] == "warning"
-    expected = 20.0 * A100_80_ON_DEMAND * HOURS_PER_MONTH / (7 * 24)   # 20 h zombie in a 168 h window
-    assert f["data"]["monthly_saving"] == pytest.approx(expected, rel=0.02)
+    # still held at the window end: the GPU's whole price per month from now on, not its 20 zombie hours
+    assert f["data"]["monthly_saving"] == pytest.approx(A100_80_ON_DEMAND * HOURS_PER_MONTH, rel=0.01)
+    assert f["data"]["window_cost"] == pytest.approx(20.0 * A100_80_ON_DEMAND, rel=0.05)
     assert any("kubectl -n notebooks delete pod jupyter-alice-0" == c for c in f["commands"])
 
     page = res.html.read_text()
@@ -70,7 +72,8 @@ def test_demo_report_finds_zombie_with_monthly_saving(report_env, tmp_path):
     row = re.search(r"<tr>(?:(?!</tr>).)*jupyter-alice(?:(?!</tr>).)*</tr>", idle, re.S)
     assert row and "zombie" in row.group(0)
     assert "reclaim" in table_html(page, "top-actions").lower() or "Reclaim" in page
-    assert len(re.findall(r"class=[\"']kpi-tile[\"']", page)) == 7
+    assert len(re.findall(r"class=[\"']kpi-tile[\"']", page)) == 8
+    assert "all-actions" in page and "stale-prices" in page
     # the method names the activity metric and the thresholds from thresholds.csv; the price table its date
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in page and "1,024 MiB" in page and "30m" in page
     assert "2025-01" in table_html(page, "price-table")
@@ -174,7 +177,8 @@ def test_kpi_tiles_render_the_summary_numbers():
     s = {"currency": "USD", "window_hours": 168.0, "gpu_hours": 1000.0, "allocated_pct": 75.4, "active_pct": 40.0,
          "activity_metric": "DCGM_FI_DEV_GPU_UTIL", "idle_gpu_hours": 123.4, "idle_cost": 456.0,
          "unallocated_gpu_hours": 246.0, "unallocated_cost": 1200.0, "monthly_cost": 52000.0, "window_cost": 12000.0,
-         "potential_monthly_saving": 3400.0, "zombie_pods": 2,
+         "potential_monthly_saving": 3400.0, "zombie_pods": 2, "allocated_gpu_hours": 754.0,
+         "active_gpu_hours": 630.6, "busy_pct": 31.0,
          "top_actions": [{"label": "Reclaim idle / zombie GPUs", "target": "ns/pod<x>", "monthly_saving": 3400.0,
                           "detail": "zombie"}]}
     page = kpi_tiles_html(s)

@@ -1,6 +1,6 @@
 """runbooks/xid_ecc_triage.ipynb executed with papermill: the SOP for each injected incident, demo and live.
 
-Expected verdicts come from the scenario (gpulib/data/demo_fleet.yaml) and NVIDIA's catalog:
+Expected verdicts come from the scenario (gpulib/data/demo/demo_fleet.yaml) and NVIDIA's catalog:
 XID 79 (GPU fallen off the bus) -> bucket RESTART_BM (reboot the node); a100-80-0 GPU 1 has a DBE
 and a row-remap failure -> the row-remap-failure rule (drain, RMA).
 """

@@ -1,7 +1,7 @@
 """Tests for gpulib.nccl (results, bands, log, env) and gpulib.nvidia.topology: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
 
 Expected numbers are worked out by hand from the fixture text (see tests/fixtures/nccl/README.md)
-or from facts.md §4 (nccl-tests formulas and published figures), not copied from the code's output.
+or from NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22 (nccl-tests formulas and published figures), not copied from the code's output.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def read(name: str) -> str:
     return (FIX / name).read_text()
 
 
-# ------------------------------------------------------------------ bus factors (facts §4.2)
+# ------------------------------------------------------------------ bus factors (NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22)
 
 @pytest.mark.parametrize("coll,n,factor", [
     ("all_reduce", 8, 1.75),          # 2(n-1)/n = 14/8
@@ -283,7 +283,7 @@ def test_derived_band_from_topology_2xH200():
     t = nvidia.parse_topology(read("topo_2xH200_synthetic.txt"))
     # 2 x H200 now has a measured band (nccl_expected_busbw.csv); an H100 pair on NV18 has none -> derived
     b = N.expected_busbw("all_reduce", topology=t, gpu_model="NVIDIA H100 80GB HBM3")
-    # NV18 x 25 GB/s = 450 GB/s; x 0.78 .. 0.82 (facts §5) = 351 .. 369
+    # NV18 x 25 GB/s = 450 GB/s; x 0.78 .. 0.82 (ring busbw share of the link: stas00/ml-engineering: network/README.md @ 744d01e1) = 351 .. 369
     assert b.inferred and b.link_peak == 450
     assert (b.low, b.high) == (pytest.approx(351.0), pytest.approx(369.0))
 
@@ -293,7 +293,7 @@ def test_derived_band_pcie_and_multinode():
     b = N.expected_busbw("all_reduce", topology=t, gpu_model="A100")
     assert b.link_peak == 31 and b.low == pytest.approx(13.6, abs=0.05)    # 31 x 0.44
     m = N.expected_busbw("all_reduce", gpu_model="A100", gpus_per_node=8, nodes=2, nic_gbit=200, nics_per_node=4)
-    assert (m.low, m.high) == (86, 96)                                     # published (facts §4.3)
+    assert (m.low, m.high) == (86, 96)                                     # published (stas00/ml-engineering: network/README.md @ 744d01e1)
     d = N.expected_busbw("all_reduce", gpu_model="H200", gpus_per_node=8, nodes=2, nic_gbit=400, nics_per_node=8)
     # NIC cap: 8 x 50 GB/s x 0.92 x 0.90 = 331.2 low; NVLink ring 369 high stays
     assert d.low == pytest.approx(331.2) and d.high == pytest.approx(369.0)

@@ -1,5 +1,5 @@
-"""The real captures: 1xH200 (tests/fixtures/nccl/h200_1gpu/) and the NCCL INFO lines of the 2xH200 run
-split from the probe's stdout (tests/fixtures/nccl/h200/nccl_info_2xH200_from_stdout.log).
+"""The real captures (gpulib/data/captures/, described in its README): the one-rank 1xH200 run (h200_1rank_*) and
+the NCCL INFO lines of the 2xH200 run split from the probe's stdout (2xh200_nccl_info_from_stdout.log).
 
 Expected values are read by hand from the fixture files (line numbers in the comments), not from the code.
 """
@@ -14,15 +14,13 @@ import gpulib.nccl as N
 import gpulib.nvidia as nvidia
 from gpulib.core.findings import Severity
 
-FIX = Path(__file__).parent / "fixtures" / "nccl"
-ONE = FIX / "h200_1gpu"
-TWO = FIX / "h200"
+CAP = Path(__file__).parents[1] / "gpulib" / "data" / "captures"
 GIB4 = 4294967296
 
 
 @pytest.fixture(scope="module")
 def one_gpu():
-    return N.parse_nccl_tests_all((ONE / "probe_1xH200.txt").read_text())
+    return N.parse_nccl_tests_all((CAP / "h200_1rank_nccl_probe.txt").read_text())
 
 
 def test_1xh200_three_complete_single_rank_sweeps(one_gpu):
@@ -52,14 +50,14 @@ def test_1xh200_out_of_place_gather_scatter_is_a_device_copy(one_gpu):
 
 
 def test_1xh200_copy_rate_matches_torch_copy_reference(one_gpu):
-    misc = (ONE / "call1_misc.txt").read_text()
+    misc = (CAP / "h200_1rank_call1_misc.txt").read_text()
     assert "2127.6 GB/s copied" in misc and "4255.3 GB/s read+write" in misc
     ag = one_gpu[1].table.set_index("size_bytes").loc[GIB4, "oop_algbw"]
     assert ag == pytest.approx(2127.6, rel=0.02)         # within 2 % of the plain copy_ rate
 
 
 def test_1xh200_json_agrees_with_table(one_gpu):
-    doc = json.loads((ONE / "probe_1xH200.json").read_text())
+    doc = json.loads((CAP / "h200_1rank_nccl_probe.json").read_text())
     assert doc["world_size"] == 1 and doc["header"]["nccl_version"] == "2.28.9"
     assert doc["header"]["nvls_enable"] == "0" and doc["env"]["NCCL_NVLS_ENABLE"] == "0"
     for res, parsed in zip(doc["results"], one_gpu):
@@ -78,33 +76,33 @@ def test_1xh200_verdict_is_unknown_single_rank(one_gpu):
 
 
 def test_1xh200_topology_and_empty_nvlink_status():
-    t = nvidia.parse_topology((ONE / "topo_1xH200.txt").read_text())
+    t = nvidia.parse_topology((CAP / "h200_1rank_smi_topo_m.txt").read_text())
     assert t.gpus == ["GPU0"] and t.nics.empty
     assert t.links.loc["GPU0", "GPU0"] == "X"
     assert t.affinity.iloc[0][["cpu_affinity", "numa_affinity"]].tolist() == ["0-15", "0"]
-    assert (ONE / "nvlink_s_1xH200.txt").read_text() == ""   # nvidia-smi nvlink -s printed nothing (rc 0)
-    assert "nvlink -s rc=0" in (ONE / "call1_misc.txt").read_text()
+    assert (CAP / "h200_1rank_smi_nvlink_s.txt").read_text() == ""   # nvidia-smi nvlink -s printed nothing (rc 0)
+    assert "nvlink -s rc=0" in (CAP / "h200_1rank_call1_misc.txt").read_text()
 
 
 def test_1xh200_nccl_debug_file_log():
-    s = N.summarize_log((ONE / "nccl_info_1xH200.log").read_text())
+    s = N.summarize_log((CAP / "h200_1rank_nccl_info.log").read_text())
     assert (s.version, s.cuda, s.nranks, s.nnodes) == ("2.28.9", "cuda13.0", 1, 1)
     assert s.transports == [] and not s.nvls and s.env == {"NCCL_NVLS_ENABLE": "0"}
-    f = N.diagnose_log((ONE / "nccl_info_1xH200.log").read_text())
+    f = N.diagnose_log((CAP / "h200_1rank_nccl_info.log").read_text())
     assert all(x.severity in (Severity.INFO, Severity.OK) for x in f)
 
 
 # ------------------------------------------------------------------ 2xH200: NCCL INFO lines from stdout
 
 def test_2xh200_split_log_is_every_nccl_line_of_stdout():
-    stdout = (TWO / "probe_2xH200.txt").read_text().splitlines()
-    log = (TWO / "nccl_info_2xH200_from_stdout.log").read_text().splitlines()
+    stdout = (CAP / "2xh200_nccl_probe.txt").read_text().splitlines()
+    log = (CAP / "2xh200_nccl_info_from_stdout.log").read_text().splitlines()
     assert log == [ln for ln in stdout if " NCCL INFO " in ln or " NCCL WARN " in ln]
     assert len(log) == 325 and all(ln.startswith(("vm:707:", "vm:708:")) for ln in log)
 
 
 def test_2xh200_split_log_diagnosis():
-    text = (TWO / "nccl_info_2xH200_from_stdout.log").read_text()
+    text = (CAP / "2xh200_nccl_info_from_stdout.log").read_text()
     s = N.summarize_log(text)
     # "NCCL version 2.28.9+cuda13.0" (x2), "nranks 2", Channel NN/0 ... via P2P/CUMEM (24 per rank),
     # "0 nvls channels", "NCCL_NVLS_ENABLE set by environment to 0."
@@ -119,5 +117,5 @@ def test_2xh200_split_log_diagnosis():
     sigs = {x.data.get("signature") for x in f}
     assert {"ib_no_device", "net_plugin_missing"} <= sigs   # "NET/IB : No device found." on a single node: INFO
     # the same verdict-free diagnosis whether the lines come alone or mixed with the tables
-    mixed = N.summarize_log((TWO / "probe_2xH200.txt").read_text())
+    mixed = N.summarize_log((CAP / "2xh200_nccl_probe.txt").read_text())
     assert (mixed.version, mixed.transports, mixed.channels, mixed.env) == (s.version, s.transports, s.channels, s.env)

@@ -1,6 +1,6 @@
 """gpulib.nccl.history: history rows from judged runs, one CSV per cluster, drop findings, the demo history.
 
-Expected numbers come from the 4 GiB rows of the real 2xH200 capture (gpulib/data/demo/nccl_probe_2xH200.txt):
+Expected numbers come from the 4 GiB rows of the real 2xH200 capture (gpulib/data/captures/2xh200_nccl_probe.txt):
 all_reduce 346.80 out-of-place, all_gather 303.57 in-place, reduce_scatter 295.92 in-place, and from the
 scenario file's factors (0.35 x 346.80 = 121.38)."""
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 import gpulib.nvidia.nvml as nvml
 
-FIX = Path(__file__).parent / "fixtures" / "nvml"
+CAP = Path(__file__).parents[1] / "gpulib" / "data" / "captures"
 
 
 class FakeNVMLError(Exception):
@@ -164,7 +164,7 @@ def _driver_present() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _driver_present(), reason="no NVIDIA driver/NVML on this machine (nvmlInit failed); "
-                    "run on a GPU node: python3 -m gpulib.nvidia.nvml --json tests/fixtures/nvml/h200_probe.json")
+                    "run on a GPU node: python3 -m gpulib.nvidia.nvml --json probe.json")
 def test_live_probe_on_real_gpu():
     df = nvml.probe()
     assert len(df) >= 1
@@ -173,14 +173,11 @@ def test_live_probe_on_real_gpu():
     assert df.attrs["driver_version"]
 
 
-@pytest.mark.skipif(not (FIX / "h200_probe.json").exists() or not (FIX / "h200_smi_q.txt").exists(),
-                    reason="H200 capture not committed yet: run `python3 -m gpulib.nvidia.nvml --json tests/fixtures/nvml/"
-                           "h200_probe.json` and `nvidia-smi -q > tests/fixtures/nvml/h200_smi_q.txt` on the H200")
 def test_committed_h200_probe_agrees_with_its_nvidia_smi():
     from gpulib.nvidia.smi import parse_query
 
-    doc = json.loads((FIX / "h200_probe.json").read_text())
-    smi_df = parse_query((FIX / "h200_smi_q.txt").read_text()).set_index("uuid")
+    doc = json.loads((CAP / "2xh200_nvml_probe.json").read_text())
+    smi_df = parse_query((CAP / "2xh200_580.159.04_smi_q.txt").read_text()).set_index("uuid")
     for g in doc["gpus"]:
         s = smi_df.loc[g["uuid"]]
         assert s["pci_bus_id"] == g["pci_bus_id"] and s["name"] == g["name"]

@@ -2,9 +2,9 @@
 older drivers print absolute temperatures (``GPU Shutdown Temp : 90 C``). Both are read, each with its meaning.
 
 Ground truth: the same lent 2x H200 (driver 580.159.04) was read with nvidia-smi -q
-(tests/fixtures/nvml/h200_smi_q.txt) and with NVML's nvmlDeviceGetTemperatureThreshold
-(tests/fixtures/nvml/h200_probe.json: shutdown 95, slowdown 89, max operating 87 C); the 1x H200 capture
-gpulib/data/captures/h200_smi_q.txt is the same driver. The margin is the distance to the T.Limit
+(gpulib/data/captures/2xh200_580.159.04_smi_q.txt) and with NVML's nvmlDeviceGetTemperatureThreshold
+(gpulib/data/captures/2xh200_nvml_probe.json: shutdown 95, slowdown 89, max operating 87 C); the 1x H200 capture
+gpulib/data/captures/h200_580.159.04_smi_q.txt is the same driver. The margin is the distance to the T.Limit
 (NVML nvmlDeviceGetMarginTemperature, "distance to nearest slowdown threshold"; NVSentinel's thermal-margin
 runbook https://docs.nvidia.com/nvsentinel/runbooks/gpu-thermal-margin.md compares it with the slowdown T.Limit).
 """
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_r580_margins_are_read_as_margins():
-    r = smi.parse_query((ROOT / "gpulib" / "data" / "captures" / "h200_smi_q.txt").read_text()).iloc[0]
+    r = smi.parse_query((ROOT / "gpulib" / "data" / "captures" / "h200_580.159.04_smi_q.txt").read_text()).iloc[0]
     assert r["temperature_gpu_c"] == 35 and r["temperature_tlimit_margin_c"] == 52
     assert (r["temperature_shutdown_tlimit_c"], r["temperature_slowdown_tlimit_c"], r["temperature_max_operating_tlimit_c"]) == (-8, -2, 0)
     assert r["temperature_memory_max_operating_tlimit_c"] == 0
@@ -29,8 +29,8 @@ def test_r580_margins_are_read_as_margins():
 
 
 def test_margins_agree_with_nvml_thresholds_of_the_same_gpus():
-    df = smi.parse_query((ROOT / "tests" / "fixtures" / "nvml" / "h200_smi_q.txt").read_text())
-    probe = json.loads((ROOT / "tests" / "fixtures" / "nvml" / "h200_probe.json").read_text())
+    df = smi.parse_query((ROOT / "gpulib" / "data" / "captures" / "2xh200_580.159.04_smi_q.txt").read_text())
+    probe = json.loads((ROOT / "gpulib" / "data" / "captures" / "2xh200_nvml_probe.json").read_text())
     nvml = {g["uuid"]: g for g in probe["gpus"]}
     assert len(df) == 2
     for r in df.to_dict("records"):

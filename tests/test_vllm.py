@@ -11,7 +11,7 @@ GIB = 1024 ** 3
 
 
 @pytest.mark.parametrize("model,tp,kv_dtype,expected", [
-    ("Qwen2.5-7B", 1, "auto", 2 * 28 * 4 * 128 * 2),        # 57,344 B (facts.md §7.2)
+    ("Qwen2.5-7B", 1, "auto", 2 * 28 * 4 * 128 * 2),        # 57,344 B (Qwen2.5-7B config.json: 28 layers, 4 KV heads, head_dim 128)
     ("Llama-3-8B", 1, "auto", 2 * 32 * 8 * 128 * 2),        # 131,072 B
     ("Llama-3-70B", 1, "bfloat16", 327_680),
     ("Llama-3-70B", 4, "auto", 81_920),                     # 80 KiB per GPU at TP=4
@@ -39,7 +39,7 @@ def test_catalog_param_counts_match_shapes():
 
 
 def test_weights_match_published_cross_check():
-    # facts.md §7.2: kvplan reports 14.96 GiB for Llama-3.1-8B BF16; Llama-3-70B ~131 GiB
+    # cross-check: the kvplan tool reports 14.96 GiB for Llama-3.1-8B BF16; Llama-3-70B ~131 GiB
     assert vllm.weights_gib("Llama-3.1-8B") == pytest.approx(14.96, abs=0.01)
     assert vllm.weights_gib("Llama-3-70B") == pytest.approx(131.4, abs=0.5)
     assert vllm.weights_gib("Llama-3-70B", tp=4) == pytest.approx(131.4 / 4, abs=0.2)
@@ -53,7 +53,7 @@ def test_budget_follows_vllm_accounting():
     assert b.kv_gib == pytest.approx(b.requested_gib - b.weights_gib - b.activation_gib - b.non_torch_gib)
     assert b.kv_tokens % 16 == 0 and b.kv_tokens * 131_072 <= b.kv_gib * GIB
     assert b.max_concurrency == pytest.approx(b.kv_tokens / 8192)
-    # facts.md §7.2 worked estimate: ~52-54 GiB KV, ~420k tokens, ~51x at 8k (overheads there are a range)
+    # worked by hand (0.9 x 79.1 GiB - 15 GiB weights - 2..4 GiB activations): ~52-54 GiB KV, ~420k tokens, ~51x at 8k (overheads there are a range)
     assert 50 <= b.kv_gib <= 56 and 400_000 <= b.kv_tokens <= 460_000
     assert (b.max_num_seqs, b.max_num_batched_tokens) == (1024, 8192)  # >= 70 GiB, not A100
 

@@ -10,6 +10,8 @@ from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table
 
 FIX = Path(__file__).parent / "fixtures" / "xid"
+#: dmesg.txt of this folder ships once, as the troubleshooting lesson's input (origins in tests/fixtures/xid/README.md)
+LEARN = Path(__file__).parents[1] / "gpulib" / "data" / "learn"
 FACTS_13 = [8, 13, 31, 32, 38, 43, 44, 45, 48, 56, 57, 58, 61, 62, 63, 64, 68, 69, 74, 79, 80, 81, 92, 94, 95, 109,
             119, 120, 121, 140, 143, 154, 155]
 
@@ -79,7 +81,7 @@ def test_normalise_pci_bus_id(raw, expected):
 
 
 def test_dmesg_plain_uptime_and_unknown_pid():
-    df = xid.parse_kernel_log(FIX / "dmesg.txt")
+    df = xid.parse_kernel_log(LEARN / "dmesg_xid.txt")
     assert list(df["xid"]) == [79, 79, 31, 109]
     assert df["timestamp"].isna().all()
     assert df["uptime_s"].tolist() == [4254.19786, 155044.07859, 130.45625, 1720.33696]

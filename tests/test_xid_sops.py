@@ -17,7 +17,7 @@ import gpulib
 import gpulib.xid.runbook as xr
 import gpulib.xid.triage as triage
 from gpulib.core.schema import POD_COLUMNS
-from gpulib.xid.catalog import parse_kernel_log
+from gpulib.xid.kernel_log import parse_kernel_log
 
 from conftest import DEMO_END
 
@@ -51,7 +51,7 @@ def test_no_command_that_fails_on_current_drivers_or_kubectl(demo_findings):
 
 
 def test_operator_sop_data_has_no_prefix_grep_for_a_node():
-    text = (ROOT / "gpulib" / "data" / "operator_sop.yaml").read_text()
+    text = (ROOT / "gpulib" / "data" / "gpu_operator" / "operator_sop.yaml").read_text()
     assert "--prefix | grep {node}" not in text
 
 

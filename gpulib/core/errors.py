@@ -12,9 +12,10 @@ class GpulibError(Exception):
     hint: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        super().__init__(message)
+        from gpulib.core.redact import redact  # no secret in any message, whatever its origin
+        super().__init__(redact(message))
         if hint is not None:
-            self.hint = hint
+            self.hint = redact(hint)
 
     def __str__(self) -> str:  # message plus hint, so CLI users see both
         base = super().__str__()
@@ -69,6 +70,11 @@ class PrometheusHTTPError(PrometheusError):
         super().__init__(message, url=url, query=query, hint=hint)
 
 
+class PrometheusBadResponse(PrometheusError):
+    hint = ("the URL answered, but not like the Prometheus HTTP API: check that GPUOPS_PROMETHEUS_URL points at "
+            "Prometheus (not a login page or proxy) and try curl \"$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up\"")
+
+
 class InvalidQuery(PrometheusError):
     hint = "the PromQL did not parse; check metric and label names"
 
@@ -83,6 +89,13 @@ class EmptyResult(SourceError):
             "(up{job=~\".*dcgm.*\"}) and the label filters"))
 
 
+class NoInput(SourceError):
+    """A verdict was asked for but none of its inputs could be read: the run is INCOMPLETE, never OK."""
+
+    hint = ("check that dcgm-exporter runs and is scraped for this node in the window (up{job=~\".*dcgm.*\"}), "
+            "or pass a saved kernel log / nvidia-smi -q")
+
+
 class KubernetesError(SourceError):
     def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
         self.status = status
@@ -95,3 +108,19 @@ class KubeconfigMissing(KubernetesError):
 
 class SnapshotError(SourceError):
     hint = "a snapshot folder holds nodes.json (kubectl get nodes -o json), pods.json (kubectl get pods -A -o json) and metrics.txt (curl <dcgm-exporter>:9400/metrics)"
+
+
+class CollectError(KubernetesError):
+    """Node evidence collection (``gpuops collect``, :mod:`gpulib.kube.collect`) failed. ``reason`` names the
+    failure (``PodStuckPending``, ``ImagePullFailed``, ``PodFailed``, ``LogStreamCut``, ``CollectTimeout``,
+    ``CleanupFailed``, ``CollectRefused``); ``result`` holds what was collected before it failed, if anything."""
+
+    reason = "CollectFailed"
+    hint = "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings (gpulib/data/kube/collect_settings.csv)"
+
+    def __init__(self, message: str, *, reason: str | None = None, status: int | None = None, hint: str | None = None,
+                 result=None):
+        if reason:
+            self.reason = reason
+        self.result = result
+        super().__init__(f"{self.reason}: {message}", status=status, hint=hint)

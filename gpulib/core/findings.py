@@ -1,6 +1,6 @@
 """The Findings model: what is wrong, how sure we are, the evidence, and the next step.
 
-One model for every runbook, the CLI and the reports (design.md §4). A Finding renders as
+One model for every runbook, the CLI and the reports (docs/architecture.md, "The flow"). A Finding renders as
 notebook HTML (``_repr_html_``), as CLI text (:meth:`Finding.as_text`) and as JSON
 (:func:`save_findings`), so a scheduled job or a pager can read what a notebook concluded.
 """
@@ -77,6 +77,10 @@ class Finding:
         return ", ".join(parts)
 
     def as_text(self) -> str:
+        from gpulib.core.redact import redact
+        return redact(self._text())
+
+    def _text(self) -> str:
         head = f"[{self.severity.value.upper()}] {self.title}"
         if self.where:
             head += f" ({self.where})"
@@ -96,6 +100,10 @@ class Finding:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        from gpulib.core.redact import redact
+        return redact(self._html())
+
+    def _html(self) -> str:
         e = html.escape
         ev = "".join(f"<li>{e(x)}</li>" for x in self.evidence)
         cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in self.commands)
@@ -173,7 +181,8 @@ def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str
     }
     if usage_errors:
         doc["usage_errors"] = list(usage_errors)
-    path.write_text(json.dumps(doc, indent=2, default=str))
+    from gpulib.core.redact import redact, redact_obj
+    path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 
 

@@ -1,7 +1,9 @@
-"""Knowledge as data (design.md §3): every table lives in ``gpulib/data`` with a ``source`` column.
+"""Knowledge as data: every table lives in ``gpulib/data/<domain>/`` with a ``source`` column.
 
-Code reads tables through :func:`load_table`, so the alert rules, the triage code and the
-onboarding notebooks all see the same numbers.
+Code reads tables through :func:`load_table` by bare name (``load_table("xid_catalog")``), so the
+alert rules, the triage code and the onboarding lessons all see the same numbers, and a table can move
+between domain folders without touching its readers. ``docs/architecture.md`` ("Where knowledge
+lives") lists the folders; ``gpulib/data/captures/README.md`` describes the real captures.
 """
 from __future__ import annotations
 
@@ -14,12 +16,41 @@ import pandas as pd
 from gpulib.core.errors import GpulibError
 
 
+def _root() -> Path:
+    return Path(str(resources.files("gpulib") / "data"))
+
+
+@lru_cache(maxsize=None)
+def _index() -> dict[str, tuple[Path, ...]]:
+    """File name -> every path under ``gpulib/data/*/`` with that name (one folder level)."""
+    found: dict[str, list[Path]] = {}
+    for p in sorted(_root().glob("*/*")):
+        if p.is_file():
+            found.setdefault(p.name, []).append(p)
+    return {k: tuple(v) for k, v in found.items()}
+
+
 def data_path(name: str) -> Path:
-    """Path of a file shipped in ``gpulib/data``."""
-    p = Path(str(resources.files("gpulib") / "data" / name))
-    if not p.exists():
-        raise GpulibError(f"data file {name!r} is not shipped in gpulib/data", hint="reinstall the package")
-    return p
+    """Path of a file shipped in ``gpulib/data``.
+
+    ``name`` is either a path relative to ``gpulib/data`` (``"captures/h200_smi_h.txt"``) or a bare file
+    name (``"operator_sop.yaml"``) that is looked up in every domain folder; a bare name found in two
+    folders is an error (rename one), never a silent pick.
+    """
+    if "/" in name:
+        p = _root() / name
+        if not p.is_file():
+            raise GpulibError(f"data file {name!r} is not shipped in gpulib/data", hint="reinstall the package")
+        return p
+    hits = _index().get(name, ())
+    if not hits:
+        raise GpulibError(f"data file {name!r} is not shipped in gpulib/data/<domain>/",
+                          hint="reinstall the package, or give the folder: data_path('<domain>/<file>')")
+    if len(hits) > 1:
+        where = ", ".join(str(h.relative_to(_root())) for h in hits)
+        raise GpulibError(f"data file name {name!r} is ambiguous: {where}",
+                          hint="a table name must be unique across gpulib/data/<domain>/; rename one of them")
+    return hits[0]
 
 
 @lru_cache(maxsize=None)
@@ -34,14 +65,17 @@ def _load_csv(name: str) -> pd.DataFrame:
 
 
 def load_table(name: str) -> pd.DataFrame:
-    """Load ``gpulib/data/<name>.csv`` (a copy; callers may modify it)."""
+    """Load the table ``<name>.csv`` from its ``gpulib/data/<domain>/`` folder (a copy; callers may modify it).
+
+    ``name`` is the bare table name (``"xid_catalog"``) or ``"<domain>/<name>"``.
+    """
     if not name.endswith(".csv"):
         name += ".csv"
     return _load_csv(name).copy()
 
 
 def threshold(key: str) -> float:
-    """One health threshold from ``thresholds.csv`` (the single source of truth for alerting and triage)."""
+    """One health threshold from ``core/thresholds.csv`` (the single source of truth for alerting and triage)."""
     t = load_table("thresholds").set_index("key")
     if key not in t.index:
         raise GpulibError(f"no threshold named {key!r}; known: {', '.join(sorted(t.index))}")

@@ -1,4 +1,4 @@
-"""Tidy DataFrame schemas shared by every source backend (design.md §2).
+"""Tidy DataFrame schemas shared by every source backend (docs/architecture.md, "Sources").
 
 Whatever the backend (demo, live Prometheus + Kubernetes, snapshot files), the analysis code
 sees these columns and nothing else. Empty frames keep the columns, so analyses never KeyError.

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import re
+
+from gpulib.core.textio import clip
 from typing import Any
 
 from gpulib.core.errors import InvalidParameter
@@ -44,4 +46,5 @@ def _clean_line(line: str) -> str:
 
 
 def _lines(text: str) -> list[str]:
-    return [_clean_line(ln) for ln in _to_text(text).split("\n")]
+    """Cleaned lines, each cut at gpulib.core.textio.MAX_LINE first (bounded regex work per line)."""
+    return [_clean_line(clip(ln)) for ln in _to_text(text).split("\n")]

@@ -8,6 +8,9 @@ from gpulib.core.errors import InvalidWindow
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+#: the longest duration Prometheus can hold: a Go time.Duration, int64 nanoseconds, about 292 years
+#: (https://pkg.go.dev/time#Duration); longer windows are refused before they overflow
+MAX_SECONDS = (2 ** 63 - 1) / 1e9
 
 
 def parse_window(window: str | int | float | timedelta, *, name: str = "window") -> timedelta:
@@ -15,12 +18,16 @@ def parse_window(window: str | int | float | timedelta, *, name: str = "window")
     if isinstance(window, timedelta):
         td = window
     elif isinstance(window, (int, float)) and not isinstance(window, bool):
+        if not 0 < float(window) <= MAX_SECONDS:  # NaN fails too
+            raise InvalidWindow(f"{name}={window!r} must be a positive number of seconds up to about 292 years")
         td = timedelta(seconds=float(window))
     elif isinstance(window, str):
         text = window.strip()
         if not text or _PART.sub("", text) != "" or not _PART.search(text):
             raise InvalidWindow(f"{name}={window!r} is not a duration")
         seconds = sum(int(num) * _UNITS[unit] for num, unit in _PART.findall(text))
+        if seconds > MAX_SECONDS:
+            raise InvalidWindow(f"{name}={window!r} is longer than Prometheus can express (about 292 years)")
         td = timedelta(seconds=seconds)
     else:
         raise InvalidWindow(f"{name}={window!r} is not a duration")

@@ -1,6 +1,6 @@
 """GPU cost analytics: idle and zombie money, savings per action, executive summary, chart frames.
 
-Flow (design.md §1)::
+Flow (docs/architecture.md, "The flow")::
 
     rep = analyze_cost(nodes, pods, gr_engine_active=act, fb_used=fb, gpu_util=util, window="7d")
     rep.findings              # Findings with the action and estimated monthly saving in .data
@@ -8,11 +8,11 @@ Flow (design.md §1)::
     namespace_allocation(rep), top_idle_workloads(rep), savings_waterfall(rep),
     node_time_matrix(rep.samples)   # tidy frames for the charts
 
-Prices come from ``gpulib/data/gpu_prices.csv`` (model x provider x on_demand/spot, $/GPU-hour,
-with date and source; facts.md §8) and are defaults a user overrides with ``price_file=`` (a CSV
+Prices come from ``gpulib/data/cost/gpu_prices.csv`` (model x provider x on_demand/spot, $/GPU-hour,
+with date and source in each row) and are defaults a user overrides with ``price_file=`` (a CSV
 with the same columns) or ``price_overrides={"H100-80GB": 3.9}`` / ``{"H100-80GB": {"spot": 1.2}}``.
 Policy numbers (hours per month, right-size target, consolidation limits) live in
-``gpulib/data/cost_policy.csv``; idle/zombie thresholds in ``thresholds.csv``.
+``gpulib/data/cost/cost_policy.csv``; idle/zombie thresholds in ``thresholds.csv``.
 
 Monthly figures extrapolate the window: ``window cost x hours_per_month / window hours``.
 """
@@ -33,7 +33,9 @@ from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import load_table
 from gpulib.core.timeutil import format_duration
-from gpulib.core.validate import command, shell_quote
+from gpulib.cost.action_findings import action_finding
+from gpulib.cost.hygiene import mark_unrequested, non_gpu_pod_findings, unrequested_findings
+from gpulib.cost.plan import plan_actions
 from gpulib.cost.usage import (
     GR_ENGINE_ACTIVE,
     Thresholds,
@@ -73,7 +75,7 @@ ACTIONS = {
 
 class PriceFileError(InvalidParameter):
     hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
-            "currency, as_of, source; model is the canonical key from gpulib/data/gpu_specs.csv (e.g. H100-80GB)")
+            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,7 +131,7 @@ def _policy() -> dict[str, str]:
 
 
 def cost_policy(key: str) -> float:
-    """A numeric policy value from ``gpulib/data/cost_policy.csv``."""
+    """A numeric policy value from ``gpulib/data/cost/cost_policy.csv``."""
     p = _policy()
     if key not in p:
         raise GpulibError(f"no cost policy named {key!r}; known: {', '.join(sorted(p))}")
@@ -147,7 +149,7 @@ def load_prices(path: str | Path | None = None) -> pd.DataFrame:
     """
     if path is None:
         df = load_table("gpu_prices")
-        where = "gpulib/data/gpu_prices.csv"
+        where = "gpulib/data/cost/gpu_prices.csv"
     else:
         p = Path(path)
         if not p.is_file():
@@ -303,16 +305,6 @@ def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.Da
     return sel[["node", "namespace", "pod", "owner_kind"]].reset_index(drop=True)
 
 
-def _with_node_taints(sel: pd.DataFrame, nodes: pd.DataFrame) -> pd.DataFrame:
-    """``sel`` with ``node_taints``: the NoSchedule/NoExecute taints its node already has (``key=value:Effect``)."""
-    hard = {}
-    if nodes is not None and "taints" in getattr(nodes, "columns", ()):
-        for n, ts in zip(nodes["node"].astype(str), nodes["taints"]):
-            hard[n] = ", ".join(f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
-                                for t in (ts if isinstance(ts, list) else []) if t.get("effect") in ("NoSchedule", "NoExecute"))
-    return sel.assign(node_taints=sel["node"].astype(str).map(hard).fillna("") if len(sel) else pd.Series(dtype=str))
-
-
 # ----------------------------------------------------------------------------------------------
 # the analysis
 # ----------------------------------------------------------------------------------------------
@@ -335,6 +327,13 @@ class CostReport:
     non_gpu_pods: pd.DataFrame
     actions: pd.DataFrame
     findings: list[Finding] = field(default_factory=list)
+    #: candidate actions left out of the plan, each with its reason (gpulib.cost.plan)
+    skipped: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: per serving workload: the vLLM live-check verdict (gpulib.vllm.serving_signals), or None
+    serving: pd.DataFrame | None = None
+    #: the nodes / pods frames analysed (taints, requests: the hygiene findings read them)
+    cluster_nodes: pd.DataFrame | None = None
+    cluster_pods: pd.DataFrame | None = None
 
 
 def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.DataFrame | None = None,
@@ -342,13 +341,15 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
                  window: str | timedelta | None = None, price_file: str | Path | None = None,
                  prices: pd.DataFrame | None = None, provider: str | None = None, currency: str = "USD",
                  price_overrides: Mapping[str, Any] | None = None,
-                 thresholds: Mapping[str, float] | None = None, namespaces: list[str] | None = None) -> CostReport:
+                 thresholds: Mapping[str, float] | None = None, namespaces: list[str] | None = None,
+                 serving: pd.DataFrame | None = None) -> CostReport:
     """Run the whole cost analysis over one window.
 
     ``gr_engine_active`` / ``gpu_util``: SERIES_COLUMNS frames (GR_ENGINE_ACTIVE preferred, see
     :func:`gpulib.cost.usage.select_activity`); ``fb_used``: FB_USED series (MiB); ``nodes`` /
     ``pods``: NODE_COLUMNS / POD_COLUMNS. ``namespaces`` restricts pods and series to those namespaces
-    (unallocated GPU time is kept). Returns a :class:`CostReport` with findings.
+    (unallocated GPU time is kept). ``serving``: :func:`gpulib.vllm.serving_signals` rows; a
+    serving workload they call overloaded is never shrunk. Returns a :class:`CostReport` with findings.
     """
     th = Thresholds.from_table(**dict(thresholds or {}))
     table = price_table(prices if prices is not None else load_prices(price_file), provider=provider,
@@ -363,7 +364,8 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
     specs = gpu_specs()
     slices = {raw: float(specs["mig_compute_slices"].get(key, np.nan)) for raw, key in zip(raw_models, model_keys)
               if key is not None and key is not pd.NA and pd.notna(specs["mig_compute_slices"].get(key, np.nan))}
-    samples = prepare_samples(act, fb_used, nodes=nodes, window=window, compute_slices=slices or None)
+    samples = mark_unrequested(prepare_samples(act, fb_used, nodes=nodes, window=window,
+                                               compute_slices=slices or None), pods)
     wh = window_hours(window, samples)
     inv = node_inventory(nodes, pods, table)
     usage = _price_usage(attach_workloads(series_usage(samples, th), pods), inv, nodes, table)
@@ -381,10 +383,9 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
     rep = CostReport(window_hours=wh, activity_field=field_used, currency=currency.upper(),
                      provider=(provider or _policy()["default_pricing_provider"]).lower(), month_factor=month,
                      thresholds=th, prices=table, samples=samples, usage=usage, zombies=zombies, nodes=inv,
-                     request_limit=request_limit_issues(pods),
-                     non_gpu_pods=_with_node_taints(non_gpu_pods_on_gpu_nodes(pods, inv["node"]), nodes),
-                     actions=pd.DataFrame())
-    rep.actions = savings_actions(rep)
+                     request_limit=request_limit_issues(pods), non_gpu_pods=non_gpu_pods_on_gpu_nodes(pods, inv["node"]),
+                     actions=pd.DataFrame(), serving=serving, cluster_nodes=nodes, cluster_pods=pods)
+    rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep), serving)
     rep.findings = cost_findings(rep)
     return rep
 
@@ -430,7 +431,7 @@ def workload_usage(rep: CostReport) -> pd.DataFrame:
     u["od_alloc_cost"] = u["allocated_gpu_hours"] * u["on_demand_price"]
     keys = ["namespace", "workload", "owner_kind"]
     g = u.groupby(keys, sort=True, dropna=False)
-    w = g[["allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours", "allocated_cost", "idle_cost",
+    w = g[["allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours", "allocated_cost", "idle_cost",
            "od_hours", "spot_gap_cost", "od_alloc_cost"]].sum()
     w["fb_used_max_mib"] = g["fb_used_max_mib"].max()
     w["fb_frac_max"] = g["fb_frac_max"].max()
@@ -442,7 +443,8 @@ def workload_usage(rep: CostReport) -> pd.DataFrame:
     w["node"] = g["node"].first()
     w["pods"] = g["pod"].nunique()
     w["gpus"] = w["allocated_gpu_hours"] / rep.window_hours
-    w["active_ratio"] = (w["active_gpu_hours"] / w["allocated_gpu_hours"]).where(w["allocated_gpu_hours"] > 0)
+    # mean activity of the allocated time (activity-weighted): what sizing decisions use
+    w["active_ratio"] = (w["busy_gpu_hours"] / w["allocated_gpu_hours"]).where(w["allocated_gpu_hours"] > 0)
     w["price"] = (w["allocated_cost"] / w["allocated_gpu_hours"]).where(w["allocated_gpu_hours"] > 0)
     w["od_price"] = (w["od_alloc_cost"] / w["allocated_gpu_hours"]).where(w["allocated_gpu_hours"] > 0)
     return w.reset_index()
@@ -493,7 +495,7 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
                                                w.loc[sel, "idle_allocated_gpu_hours"])]))
 
         target = cost_policy("rightsize_target_activity")
-        needed = np.ceil(w["active_gpu_hours"] / rep.window_hours / target).clip(lower=1)
+        needed = np.ceil(w["busy_gpu_hours"] / rep.window_hours / target).clip(lower=1)
         surplus = (np.floor(w["gpus"] + 1e-9) - needed).clip(lower=0)
         rs = ~idle & (surplus >= 1) & (w["gpus"] >= 2)
         parts.append(_rows(w[rs], "rightsize", surplus[rs] * w.loc[rs, "price"] * hpm, m, 0.7,
@@ -591,75 +593,9 @@ def _money(x: float, cur: str) -> str:
     return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
 
 
-_SOP = {
-    "reclaim": ("Confirm with the owner, then free the GPU: delete the stuck pod or scale the idle workload to zero "
-                "(an idle-culler such as gpu-pruner can automate it).",
-                ["kubectl -n {ns} describe pod {pod}", "kubectl -n {ns} logs {pod} --tail=100",
-                 "kubectl -n {ns} delete pod {pod}"],
-                ["kubectl -n {ns} get pods -l app={wl} -o wide", "kubectl -n {ns} scale {kind_l}/{wl} --replicas=0"]),
-    "rightsize": ("Lower the workload's GPU count (replicas or nvidia.com/gpu per pod) to the number its activity needs "
-                  "(the evidence gives it), in its manifest or with kubectl scale.",
-                  [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml | grep -n nvidia.com/gpu"]),
-    "spot": ("Run this batch work on spot GPU nodes with checkpointing (save state every N minutes, resume on restart) "
-             "and a toleration for the spot taint.", [],
-             ["kubectl -n {ns} get {kind_l}/{wl} -o yaml", "kubectl get nodes -l nvidia.com/gpu.present=true -L node.kubernetes.io/instance-type"]),
-    "consolidate": ("Move this low-activity inference workload onto a MIG instance or a time-sliced GPU share "
-                    "(label a node with nvidia.com/mig.config or configure time-slicing in the device plugin ConfigMap).",
-                    [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml",
-                         "kubectl label node {node} nvidia.com/mig.config=all-balanced --overwrite"]),
-    "quantise": ("Serve an 8-bit (FP8/INT8) quantised model so the weights need half the GPU memory, then halve the GPU count "
-                 "after an accuracy check.", [], ["kubectl -n {ns} get {kind_l}/{wl} -o yaml"]),
-    "scale_down": ("No pod used these GPUs over the window: cordon and drain the node, then remove it from the node group.",
-                   [], ["kubectl cordon {node}", "kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"]),
-}
-
-
-#: owners that recreate a deleted pod (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/)
-_SCALED_OWNERS = ("deployment", "statefulset", "replicaset")
-
-
-def _action_finding(row: pd.Series, rep: CostReport) -> Finding:
-    cur = rep.currency
-    action = row["action"]
-    is_zombie = action == "reclaim" and row["pod"] != ""
-    ns, wl, pod, kind = row["namespace"], row["workload"], row["pod"], str(row["owner_kind"] or "deployment")
-    sop, pod_cmds, wl_cmds = _SOP[action]
-    fmt = dict(ns=ns, wl=wl, pod=pod, kind_l=kind.lower(), node=row["node"])
-    fmt = {k: shell_quote(v) for k, v in fmt.items()}
-    if is_zombie and str(row["owner_kind"] or "").lower() in _SCALED_OWNERS and wl:
-        # a Deployment/StatefulSet pod that is deleted comes back and takes the GPU again: scale its owner
-        pod_cmds = pod_cmds[:-1] + ["kubectl -n {ns} scale {kind_l}/{wl} --replicas=0"]
-    cmds = [c.format(**fmt) for c in (pod_cmds if is_zombie else wl_cmds)]
-    if is_zombie:
-        title = f"Zombie pod {ns}/{pod} holds GPU memory while idle"
-        sev = Severity.WARNING
-    elif action == "reclaim":
-        title = f"Idle allocated GPUs: {ns}/{wl}"
-        sev = Severity.WARNING
-    elif action == "scale_down":
-        title = f"GPU node {row['node']} was never allocated"
-        sev = Severity.INFO
-    else:
-        title = f"{ACTIONS[action]}: {ns}/{wl}"
-        sev = Severity.INFO
-    saving = float(row["monthly_saving"])
-    evidence = [row["detail"], f"{row['gpus']:.2f} GPU-equivalents, {_money(float(row['monthly_cost']), cur)}/month",
-                f"estimated saving {_money(saving, cur)}/month ({ACTIONS[action].lower()})",
-                f"activity metric {rep.activity_field}"]
-    summary = (f"{ACTIONS[action]} saves about {_money(saving, cur)} per month "
-               f"(window {format_duration(rep.window_hours * 3600)} extrapolated to a month).")
-    return Finding(
-        severity=sev, title=title, summary=summary, sop_step=sop, commands=cmds, evidence=evidence,
-        escalation="If the owner disputes the figures, share this report's per-workload table with the namespace owner.",
-        confidence=float(row["confidence"]) * (1.0 if rep.activity_field == GR_ENGINE_ACTIVE else 0.8),
-        category="cost", node=row["node"] or None, runbook="gpu_utilization_report",
-        data={"action": action, "monthly_saving": round(saving, 2), "monthly_cost": round(float(row["monthly_cost"]), 2),
-              "currency": cur, "namespace": ns, "workload": wl, "pod": pod, "gpus": round(float(row["gpus"]), 3)})
-
-
 def cost_findings(rep: CostReport) -> list[Finding]:
     """Findings: one per savings action, plus request/limit hygiene, non-GPU pods, spot share, unpriced models."""
-    out = [_action_finding(r, rep) for _, r in rep.actions.iterrows()]
+    out = [action_finding(r, rep) for _, r in rep.actions.iterrows()]
     cur, m = rep.currency, rep.month_factor
     price_by_node = dict(zip(rep.nodes["node"].astype(str), rep.nodes["price_per_gpu_hour"]))
     for _, r in rep.request_limit.iterrows():
@@ -675,24 +611,8 @@ def cost_findings(rep: CostReport) -> list[Finding]:
             category="cost", node=str(r["node"]) or None,
             data={"action": "fix_limits", "monthly_saving": 0.0, "monthly_cost": None if monthly != monthly else round(monthly, 2),
                   "currency": cur, "namespace": r["namespace"], "pod": r["pod"], "workload": r["workload"]}))
-    for node, grp in rep.non_gpu_pods.groupby("node", sort=True):
-        taints = next(iter(grp.get("node_taints", pd.Series([""]))), "") or ""
-        if taints:  # the node is tainted already: these pods tolerate it, so another taint would not move them
-            sop = (f"The node already carries {taints} and these pods tolerate it: remove that toleration from their "
-                   "pod templates (or give them a nodeSelector for CPU nodes) so they move off the GPU node.")
-            cmds = [command("kubectl", "-n", ns, "get", "pod", p, "-o", "jsonpath={.spec.tolerations}")
-                    for ns, p in zip(grp["namespace"], grp["pod"])][:5]
-        else:
-            sop = "Taint GPU nodes so only pods that tolerate the taint (GPU pods) land there."
-            cmds = [command("kubectl", "taint", "nodes", node, "nvidia.com/gpu=present:NoSchedule")]
-        out.append(Finding(
-            severity=Severity.INFO, title=f"{len(grp)} non-GPU pod(s) on GPU node {node}",
-            summary="Pods without GPU requests take CPU/memory on an expensive GPU node and can block GPU pods.",
-            sop_step=sop,
-            commands=cmds,
-            evidence=[f"{ns}/{p} ({k or 'bare pod'})" for ns, p, k in zip(grp["namespace"], grp["pod"], grp["owner_kind"])][:10],
-            category="cost", node=str(node), data={"action": "taint", "monthly_saving": 0.0, "currency": cur,
-                                                   "pods": [f"{a}/{b}" for a, b in zip(grp["namespace"], grp["pod"])]}))
+    out.extend(non_gpu_pod_findings(rep, rep.cluster_nodes, rep.cluster_pods))
+    out.extend(unrequested_findings(rep, rep.cluster_pods))
     u = rep.usage
     out.extend(_unallocated_findings(rep))
     total = float(u["gpu_hours"].sum())
@@ -710,7 +630,7 @@ def cost_findings(rep: CostReport) -> list[Finding]:
         out.append(Finding(
             severity=Severity.INFO, title="GPU models without a price",
             summary=f"{unpriced['gpu_hours'].sum():.1f} GPU-h are not costed: no {rep.provider}/{cur} price for {models}.",
-            sop_step="Add rows for these models to a price file (same columns as gpulib/data/gpu_prices.csv) and pass price_file=.",
+            sop_step="Add rows for these models to a price file (same columns as gpulib/data/cost/gpu_prices.csv) and pass price_file=.",
             evidence=[f"models {models}"], confidence=1.0, category="cost",
             data={"action": "", "monthly_saving": 0.0, "currency": cur, "models": models}))
     return sort_findings(out)
@@ -763,6 +683,10 @@ def executive_summary(rep: CostReport, top_n: int = 5) -> dict[str, Any]:
         "allocated_pct_now": 100.0 * float(inv["gpu_equiv_requested"].clip(upper=inv["gpu_equiv_allocatable"]).sum()) / cap_now
         if cap_now else float("nan"),
         "active_pct": 100.0 * active / alloc if alloc else float("nan"),
+        # mean activity of the allocated time (activity-weighted): how busy the allocated GPUs were
+        "busy_pct": 100.0 * float(u["busy_gpu_hours"].sum()) / alloc if alloc else float("nan"),
+        "active_gpu_hours": active,
+        "allocated_gpu_hours": alloc,
         "idle_gpu_hours": idle_h,
         "idle_cost": float(u["idle_cost"].sum(skipna=True)),
         "unallocated_gpu_hours": unalloc_h,
@@ -771,11 +695,13 @@ def executive_summary(rep: CostReport, top_n: int = 5) -> dict[str, Any]:
         "monthly_cost": float(u["cost"].sum(skipna=True)) * rep.month_factor,
         "potential_monthly_saving": float(a["monthly_saving"].sum()) if len(a) else 0.0,
         "spot_share_pct": 100.0 * float(u.loc[u["spot"], "gpu_hours"].sum()) / gh if gh else float("nan"),
+        "actions": int(len(a)),
         "zombie_pods": int(rep.zombies[["namespace", "pod"]].drop_duplicates().shape[0]) if len(rep.zombies) else 0,
         "thresholds": {k: getattr(rep.thresholds, k) for k in rep.thresholds.__dataclass_fields__},
         "top_actions": [
             {"action": r.action, "label": ACTIONS[r.action], "target": f"{r.namespace}/{r.pod or r.workload}" if r.namespace
-             else f"node {r.node}", "monthly_saving": round(float(r.monthly_saving), 2), "detail": r.detail}
+             else f"node {r.node}", "monthly_saving": round(float(r.monthly_saving), 2), "detail": r.detail,
+             "confidence": float(r.confidence), "signal": r.signal}
             for r in top.itertuples()],
     }
 

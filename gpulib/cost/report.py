@@ -11,7 +11,7 @@ client that strips scripts.
     kpi_tiles_html(cost.executive_summary(rep))
 
 Report settings (series step, heatmap resolution, table sizes) live in
-``gpulib/data/report_policy.csv``.
+``gpulib/data/cost/report_policy.csv``.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
 
 __all__ = ["ReportData", "report_policy", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
-           "kpi_tiles_html", "top_actions_html", "idle_zombie_table", "idle_table_html", "heatmap_figure",
+           "kpi_tiles_html", "actions_html", "serving_candidates", "top_actions_html",
+           "idle_zombie_table", "idle_table_html", "heatmap_figure",
            "namespace_figure", "waterfall_figure", "method_html"]
 
 
@@ -43,7 +44,7 @@ def _policy() -> dict[str, str]:
 
 
 def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/report_policy.csv`` (as text)."""
+    """A setting from ``gpulib/data/cost/report_policy.csv`` (as text)."""
     p = _policy()
     if key not in p:
         raise InvalidParameter(f"no report setting named {key!r}; known: {', '.join(sorted(p))}")
@@ -88,6 +89,8 @@ class ReportData:
     fb_used: pd.DataFrame | None = None
     namespaces: list[str] | None = None
     missing: list[str] = field(default_factory=list)
+    #: vLLM live-check verdict per serving workload (gpulib.vllm.serving_signals over serving_candidates)
+    serving: pd.DataFrame | None = None
 
     @property
     def activity_field(self) -> str:
@@ -140,6 +143,19 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
                       fb_used=fb, namespaces=namespaces, missing=missing)
 
 
+def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:
+    """(namespace, workload) of the serving workloads whose vLLM live check the savings plan needs (owner kinds
+    in cost_policy.csv ``inference_owner_kinds`` with a GPU request); pass them to
+    :func:`gpulib.vllm.serving_signals` and its rows to ``analyze_cost(serving=...)``."""
+    from gpulib.cost.analysis import _policy_list
+
+    p = pods[pods["owner_kind"].astype("string").fillna("").isin(_policy_list("inference_owner_kinds"))]
+    p = p[pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0) > 0]
+    if namespaces:
+        p = p[p["namespace"].astype(str).isin(namespaces)]
+    return p[["namespace", "workload"]].astype(str).drop_duplicates().reset_index(drop=True)
+
+
 # ----------------------------------------------------------------------------------------------
 # HTML pieces (inline styles only: they survive nbconvert and most mail clients)
 # ----------------------------------------------------------------------------------------------
@@ -157,29 +173,75 @@ def _pct(x: float) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0f} %"
 
 
-def _tile(label: str, value: str, sub: str = "", colour: str = "#24292f") -> str:
+def _tile(label: str, value: str, sub: str = "", colour: str = "#24292f", *, kpi: str = "", number: float | None = None) -> str:
     e = html.escape
-    return (f"<div class='kpi-tile' style='{_TILE}'><div style='font-size:12px;color:#57606a'>{e(label)}</div>"
+    data = f" data-kpi='{e(kpi)}' data-value='{number!r}'" if kpi and number is not None else ""
+    return (f"<div class='kpi-tile' style='{_TILE}'{data}><div style='font-size:12px;color:#57606a'>{e(label)}</div>"
             f"<div style='font-size:24px;font-weight:600;color:{colour}'>{e(value)}</div>"
             f"<div style='font-size:11px;color:#57606a'>{e(sub)}</div></div>")
 
 
 def kpi_tiles_html(summary: dict[str, Any]) -> str:
-    """Executive-summary tiles from :func:`gpulib.cost.analysis.executive_summary`."""
+    """Executive-summary tiles from :func:`gpulib.cost.analysis.executive_summary`.
+
+    The tiles reconcile, and each carries its number in ``data-value`` so a test adds them up:
+    GPU-h = allocated + unallocated; allocated = active + idle; the saving = the sum of the listed actions.
+    """
     cur = summary["currency"]
     hours = summary["window_hours"]
+    alloc_h = summary["allocated_gpu_hours"]
+    n_act = summary.get("actions", len(summary["top_actions"]))
     tiles = [
-        _tile("Allocated", _pct(summary["allocated_pct"]), f"of {summary['gpu_hours']:,.0f} GPU-h in {format_duration(hours * 3600)}"),
-        _tile("Active (of allocated)", _pct(summary["active_pct"]), summary["activity_metric"].replace("DCGM_FI_", "")),
-        _tile("Idle allocated GPU-hours", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{_money(summary['idle_cost'], cur)} in the window",
-              "#b36b00"),
-        _tile("Unallocated GPU-hours", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{_money(summary['unallocated_cost'], cur)} in the window"),
-        _tile("GPU spend", _money(summary["monthly_cost"], cur) + "/mo", f"{_money(summary['window_cost'], cur)} in the window"),
-        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur), "per month; top actions below",
-              "#1b7f3b"),
-        _tile("Zombie pods", str(summary["zombie_pods"]), "memory held, activity below threshold", "#b00020" if summary["zombie_pods"] else "#1b7f3b"),
+        _tile("GPU-hours in the window", f"{summary['gpu_hours']:,.0f} GPU-h", f"{format_duration(hours * 3600)}; allocated + unallocated",
+              kpi="gpu_hours", number=summary["gpu_hours"]),
+        _tile("Allocated", f"{alloc_h:,.0f} GPU-h", f"{_pct(summary['allocated_pct'])} of GPU-hours; active + idle",
+              kpi="allocated_gpu_hours", number=alloc_h),
+        _tile("Unallocated", f"{summary['unallocated_gpu_hours']:,.0f} GPU-h", f"{_money(summary['unallocated_cost'], cur)} in the window",
+              kpi="unallocated_gpu_hours", number=summary["unallocated_gpu_hours"]),
+        _tile("Active (allocated)", f"{summary['active_gpu_hours']:,.0f} GPU-h",
+              f"{_pct(summary['active_pct'])} of allocated; mean activity {_pct(summary.get('busy_pct'))} "
+              f"({summary['activity_metric'].replace('DCGM_FI_', '')})", kpi="active_gpu_hours", number=summary["active_gpu_hours"]),
+        _tile("Idle (allocated)", f"{summary['idle_gpu_hours']:,.0f} GPU-h", f"{_money(summary['idle_cost'], cur)} in the window",
+              "#b36b00", kpi="idle_gpu_hours", number=summary["idle_gpu_hours"]),
+        _tile("GPU spend", _money(summary["monthly_cost"], cur) + "/mo", f"{_money(summary['window_cost'], cur)} in the window",
+              kpi="monthly_cost", number=summary["monthly_cost"]),
+        _tile("Potential monthly saving", _money(summary["potential_monthly_saving"], cur),
+              f"sum of the {n_act} actions listed (no overlap)", "#1b7f3b", kpi="potential_monthly_saving",
+              number=summary["potential_monthly_saving"]),
+        _tile("Zombie pods", str(summary["zombie_pods"]), "memory held, activity below threshold",
+              "#b00020" if summary["zombie_pods"] else "#1b7f3b", kpi="zombie_pods", number=float(summary["zombie_pods"])),
     ]
     return "<div class='kpi-tiles'>" + "".join(tiles) + "</div>"
+
+
+def actions_html(rep, *, limit: int | None = None) -> str:
+    """Every action of the savings plan: saving (per month), confidence and the signal it rests on, then the
+    candidates left out with the reason (an alternative, vetoed by serving metrics, worth nothing)."""
+    e = html.escape
+    a = rep.actions if limit is None else rep.actions.head(limit)
+    cur = rep.currency
+    if a.empty:
+        out = "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
+    else:
+        from gpulib.cost.analysis import ACTIONS
+
+        rows = []
+        for i, r in enumerate(a.itertuples(), 1):
+            target = f"{r.namespace}/{r.pod or r.workload}" if r.namespace else f"node {r.node}"
+            so_far = "" if r.window_cost != r.window_cost else f"<br><small>so far {e(_money(float(r.window_cost), cur))} in the window</small>"
+            rows.append([str(i), e(ACTIONS[r.action]), f"<code>{e(target)}</code>", e(_money(float(r.monthly_saving), cur)) + so_far,
+                         f"{float(r.confidence):.0%}", e(str(r.signal)), e(str(r.detail))])
+        total = float(a["monthly_saving"].sum())
+        rows.append(["", "<b>total</b>", "", f"<b>{e(_money(total, cur))}</b>", "", "", ""])
+        out = _table(["#", "action", "target", f"saving ({cur}/month)", "confidence", "signal", "why"], rows,
+                     "all-actions", {0, 3, 4})
+    sk = rep.skipped
+    if sk is not None and len(sk):
+        rows = [[e(str(r.action)), f"<code>{e(f'{r.namespace}/{r.pod or r.workload}' if r.namespace else f'node {r.node}')}</code>",
+                 e(_money(float(r.saving_alone), cur)), e(str(r.reason))] for r in sk.itertuples()]
+        out += "<p><b>Not in the plan</b> (not added to the saving):</p>" + _table(
+            ["action", "target", f"saving alone ({cur}/month)", "why not"], rows, "skipped-actions", {2})
+    return out
 
 
 def _table(head: list[str], rows: list[list[str]], table_id: str, align_right: set[int] = frozenset()) -> str:
@@ -198,9 +260,10 @@ def top_actions_html(summary: dict[str, Any]) -> str:
     e = html.escape
     if not summary["top_actions"]:
         return "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
-    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(_money(a["monthly_saving"], cur)), e(a["detail"])]
+    rows = [[str(i), e(a["label"]), f"<code>{e(a['target'])}</code>", e(_money(a["monthly_saving"], cur)),
+             f"{a.get('confidence', float('nan')):.0%}", e(str(a.get("signal", ""))), e(a["detail"])]
             for i, a in enumerate(summary["top_actions"], 1)]
-    return _table(["#", "action", "target", f"saving ({cur}/month)", "why"], rows, "top-actions", {0, 3})
+    return _table(["#", "action", "target", f"saving ({cur}/month)", "confidence", "signal", "why"], rows, "top-actions", {0, 3, 4})
 
 
 def idle_zombie_table(rep, n: int | None = None) -> pd.DataFrame:
@@ -294,7 +357,7 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
     """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source."""
     e = html.escape
     th = rep.thresholds
-    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field; facts.md 3.2)"
+    util_note = ("ratio of time the graphics engine was busy (DCGM profiling field DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
                  if rep.activity_field == GR_ENGINE_ACTIVE else
                  "GPU_UTIL: percent of time a kernel ran (coarse; GR_ENGINE_ACTIVE was not exported)")
     items = [
@@ -303,20 +366,42 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
                                                                " <b>not available: zombie detection skipped</b>") + ".",
         f"<b>Sampling:</b> one sample per series every {e(data.step)} over the last {e(data.window)} "
         f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share (MIG g/7, time-sliced 1/replicas).",
+        f"<b>Active / idle:</b> allocated time at or above / below {th.idle_activity_max:.0%} activity (active + idle = "
+        "allocated); <i>mean activity</i> weights each hour by its activity and is what right-sizing uses.",
+        "<b>Savings plan:</b> actions on one workload are alternatives (right-size, consolidate, quantise: the largest "
+        "is kept) or applied in sequence on what the earlier ones leave (reclaim, then shrink, then spot), so no "
+        "workload saves more than it spends and the headline is the sum of the listed actions "
+        "(gpulib/data/cost/savings_rules.csv, docs/cost-method.md). A serving workload is never shrunk while its vllm: "
+        "metrics (queue, KV cache, preemptions, latency) say it is overloaded; a zombie still holding its GPU is "
+        "worth the GPU's whole price per month from now on.",
         f"<b>Idle:</b> allocated and activity &lt; {th.idle_activity_max:.0%}. <b>Zombie:</b> pod holds FB_USED &ge; "
         f"{th.zombie_fb_used_min_mib:,.0f} MiB with activity &lt; {th.zombie_activity_max:.0%} for &ge; "
-        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/thresholds.csv).",
+        f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/core/thresholds.csv).",
         f"<b>Monthly figures:</b> window cost &times; {rep.month_factor:.2f} (730 h per month / window hours; "
-        "gpulib/data/cost_policy.csv).",
+        "gpulib/data/cost/cost_policy.csv).",
         f"<b>Namespaces:</b> {e(', '.join(data.namespaces)) if data.namespaces else 'all'}.",
     ]
     if data.missing:
         items.append("<b>Not available:</b> " + e("; ".join(data.missing)))
-    prices = _price_rows(rep, price_file)
-    src = e(price_file) if price_file else "gpulib/data/gpu_prices.csv (defaults; override with price_file)"
-    rows = [[e(str(r.model)), e(str(r.pricing)), f"{r.price_per_gpu_hour:.2f}", e(str(getattr(r, 'as_of', ''))),
+    from gpulib.cost.price_age import price_age
+
+    end = rep.samples["timestamp"].max() if len(rep.samples) else pd.Timestamp.now(tz="UTC")
+    prices = price_age(_price_rows(rep, price_file), end)
+    limit = float(report_policy("price_max_age_days"))
+    src = e(price_file) if price_file else "gpulib/data/cost/gpu_prices.csv (defaults; override with price_file)"
+    rows = [[e(str(r.model)), e(str(r.pricing)), f"{r.price_per_gpu_hour:.2f}",
+             e(str(getattr(r, 'as_of', ''))) + (" <b style='color:#b00020'>(undated)</b>" if r.undated else
+                                              f" <b style='color:#b36b00'>({r.age_days / 365.25:.1f} years old)</b>" if r.stale else ""),
              e(str(getattr(r, 'inferred', ''))), f"<small>{e(str(r.source))}</small>"] for r in prices.itertuples()]
     table = _table(["model", "pricing", f"{rep.currency}/GPU-h", "as of", "inferred", "source"], rows, "price-table", {2}) \
         if rows else "<p>No price rows matched the GPU models in the window.</p>"
+    stale = prices[prices["stale"]]
+    warn = ""
+    if len(stale):
+        lst = "; ".join(f"{m} {p} ({'undated' if u else f'as of {a}'})" for m, p, u, a in
+                        zip(stale["model"], stale["pricing"], stale["undated"], stale["as_of"]))
+        warn = (f"<p id='stale-prices' style='color:#b36b00'><b>Stale prices:</b> {len(stale)} row(s) used here are older than "
+                f"{limit:.0f} days before the window's end ({e(str(end)[:10])}) or undated: {e(lst)}. Savings that use "
+                "them may be off; pass a current price_file.</p>")
     return ("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
-            + f"<p><b>Prices</b> ({e(rep.provider)}, {e(rep.currency)}) from {src}:</p>" + table)
+            + f"<p><b>Prices</b> ({e(rep.provider)}, {e(rep.currency)}) from {src}:</p>" + table + warn)

@@ -5,19 +5,19 @@ Pure, vectorised pandas over the schema frames (:mod:`gpulib.core.schema`):
 * activity comes from ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0..1) when present, else from
   ``DCGM_FI_DEV_GPU_UTIL`` (percent 0..100, the coarse "a kernel was running" figure) divided
   by 100; :func:`select_activity` returns which field was used so reports can say so
-  (facts.md §3.2).
+  (NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510).
 * memory held comes from ``DCGM_FI_DEV_FB_USED`` (MiB).
 * one *series* is one (node, GPU, MIG instance, pod) as dcgm-exporter labels it with Kubernetes
   mapping on: samples with an empty ``pod`` label are GPU time nobody was allocated.
 
 Each sample stands for ``step_s`` seconds (the median spacing of its series) of ``share`` of a
-GPU: 1 for a whole GPU, ``g/7`` for a MIG ``<g>g.*`` instance (facts.md §2.1: 7 compute
-slices), ``1/replicas`` for a pod on a time-sliced or MPS-shared GPU (facts.md §6.4). Summing
+GPU: 1 for a whole GPU, ``g/7`` for a MIG ``<g>g.*`` instance (7 compute
+slices: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), ``1/replicas`` for a pod on a time-sliced or MPS-shared GPU (NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc). Summing
 ``step_s * share / 3600`` gives GPU-hours, so MIG instances and shared replicas are costed by
 their share of the physical GPU.
 
 All per-sample work is column arithmetic plus ``groupby`` on an integer series id; nothing
-loops over samples in Python (issue #6: 1,024 GPUs x 7 days at 60 s is ~10 M samples).
+loops over samples in Python (1,024 GPUs x 7 days at 60 s is ~10 M samples: benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 
-#: multiply the raw value by this to get a 0..1 ratio (facts.md §3.2 units).
+#: multiply the raw value by this to get a 0..1 ratio (units: NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510).
 ACTIVITY_SCALE = {GR_ENGINE_ACTIVE: 1.0, GPU_UTIL: 0.01}
 
 #: labels that identify one physical GPU / MIG instance, and one series (device + pod).
@@ -52,7 +52,7 @@ _MIG_CLASS = re.compile(r"(?:^|\.)(\d+)g\.", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Idle / zombie thresholds, defaulting to ``gpulib/data/thresholds.csv``."""
+    """Idle / zombie thresholds, defaulting to ``gpulib/data/core/thresholds.csv``."""
 
     idle_activity_max: float
     zombie_activity_max: float
@@ -90,7 +90,7 @@ def select_activity(gr_engine_active: pd.DataFrame | None = None,
     raise InvalidParameter(
         f"no activity data: neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples",
         hint="check that dcgm-exporter runs on the GPU nodes and its counters CSV enables one of them "
-             "(facts.md 3.2: both are on in default-counters.csv)")
+             "(both are on in dcgm-exporter's etc/default-counters.csv)")
 
 
 def normalise_activity(frame: pd.DataFrame, field: str) -> pd.DataFrame:
@@ -109,7 +109,7 @@ def normalise_activity(frame: pd.DataFrame, field: str) -> pd.DataFrame:
 def mig_share(profile: pd.Series, compute_slices: pd.Series | float = 7.0) -> pd.Series:
     """Share of the physical GPU for MIG profile names (``"3g.40gb"`` -> 3/7); 1.0 for non-MIG rows.
 
-    ``compute_slices`` is the GPU's compute slice count (7 on A100/H100/H200/B200, facts.md §2.1).
+    ``compute_slices`` is the GPU's compute slice count (7 on A100/H100/H200/B200: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/).
     Compute-instance names (``1c.3g.20gb``) are costed by their GPU instance (3g).
     """
     g = profile.astype("string").fillna("").str.extract(_MIG_CLASS, expand=False)
@@ -283,8 +283,9 @@ def series_usage(samples: pd.DataFrame, thresholds: Thresholds | None = None) ->
     """One row per series (device x pod) with GPU-hours, activity and memory over the window.
 
     Columns: SERIES_KEYS, uuid, model, ``gpu_hours`` (share-weighted), ``allocated_gpu_hours``,
-    ``active_gpu_hours`` (activity x allocated GPU-hours), ``idle_allocated_gpu_hours`` (allocated
-    samples below ``idle_activity_max``), ``unallocated_gpu_hours``, ``activity_mean``,
+    ``active_gpu_hours`` (allocated samples at or above ``idle_activity_max``), ``idle_allocated_gpu_hours``
+    (allocated samples below it: active + idle = allocated), ``busy_gpu_hours`` (activity x allocated
+    GPU-hours, for sizing), ``unallocated_gpu_hours``, ``activity_mean``,
     ``activity_p95``, ``fb_used_mean_mib``, ``fb_used_max_mib``, ``share``, ``samples``.
     """
     th = thresholds or Thresholds.from_table()
@@ -294,15 +295,18 @@ def series_usage(samples: pd.DataFrame, thresholds: Thresholds | None = None) ->
         "sid": samples["sid"],
         "gpu_hours": w,
         "allocated_gpu_hours": w * alloc,
-        "active_gpu_hours": w * alloc * samples["activity"],
+        # active + idle = allocated: a sample is idle below idle_activity_max, active otherwise
+        "active_gpu_hours": w * alloc * (samples["activity"] >= th.idle_activity_max),
         "idle_allocated_gpu_hours": w * alloc * (samples["activity"] < th.idle_activity_max),
+        # activity-weighted allocated time (mean activity x hours): what sizing needs
+        "busy_gpu_hours": w * alloc * samples["activity"],
         "unallocated_gpu_hours": w * ~alloc,
         "activity_sum": samples["activity"] * w,
         "fb": samples["fb_used_mib"],
         "activity": samples["activity"],
     })
     g = cols.groupby("sid", sort=True)
-    out = g[["gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours",
+    out = g[["gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours",
              "unallocated_gpu_hours", "activity_sum"]].sum()
     out["activity_mean"] = (out.pop("activity_sum") / out["gpu_hours"]).where(out["gpu_hours"] > 0)
     out["activity_p95"] = g["activity"].quantile(0.95)
@@ -355,7 +359,7 @@ def rollup(usage: pd.DataFrame, level: str, *, allocated_only: bool | None = Non
     u = usage[usage["pod"] != ""] if allocated_only else usage
     if level == "workload" and "workload" not in u.columns:
         u = attach_workloads(u, None)
-    sums = [c for c in ("gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours",
+    sums = [c for c in ("gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours",
                         "unallocated_gpu_hours", "cost", "allocated_cost", "idle_cost", "unallocated_cost")
             if c in u.columns]
     g = u.groupby(keys, sort=True, dropna=False)

@@ -2,7 +2,7 @@
 and the packaged 2xH200 NCCL captures the NCCL runbook opens by default.
 
 :func:`render_smi_query` writes what ``nvidia-smi -q`` would print on a demo node at a moment of the
-scenario, in the layout of the project's real H200 capture (``tests/fixtures/nvml/h200_smi_q.txt``,
+scenario, in the layout of the project's real H200 capture (``gpulib/data/captures/2xh200_580.159.04_smi_q.txt``,
 driver 580) so :func:`gpulib.nvidia.smi.parse_query` reads it like a real report. Every value comes from the
 simulator at that moment: bus ids and UUIDs from its devices, ECC counters from the DCGM ECC fields
 (correctable -> ``DRAM Correctable``, uncorrectable -> ``DRAM Uncorrectable``), remapped rows and
@@ -28,10 +28,10 @@ from gpulib.core.knowledge import data_path, load_table
 #: column of the ``:`` in nvidia-smi -q (the real capture pads every key to 55 characters)
 _KEY_WIDTH = 55
 
-#: packaged 2xH200 captures (copies of tests/fixtures/nccl/h200/, see gpulib/data/demo/README.md)
-DEMO_NCCL_TESTS = "demo/nccl_probe_2xH200.txt"
-DEMO_TOPOLOGY = "demo/topo_2xH200.txt"
-DEMO_NVLINK_STATUS = "demo/nvlink_s_2xH200.txt"
+#: the real 2xH200 captures the demo opens (described in gpulib/data/captures/README.md)
+DEMO_NCCL_TESTS = "captures/2xh200_nccl_probe.txt"
+DEMO_TOPOLOGY = "captures/2xh200_smi_topo_m.txt"
+DEMO_NVLINK_STATUS = "captures/2xh200_smi_nvlink_s.txt"
 
 
 def demo_file(name: str) -> Path:

@@ -1,6 +1,6 @@
 """A GPU Operator install on the demo fleet as raw Kubernetes objects, healthy or broken per scenario
 (:data:`SCENARIOS`), for the demo source and the tests. Pod and DaemonSet names follow the operator's operands
-(``gpulib/data/operator_components.csv``).
+(``gpulib/data/gpu_operator/operator_components.csv``).
 """
 from __future__ import annotations
 

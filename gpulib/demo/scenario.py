@@ -1,5 +1,5 @@
 """The demo fleet's description: GPU devices (physical GPUs and MIG instances) built from a scenario
-(``gpulib/data/demo_fleet.yaml`` by default), and incident times relative to the scenario end.
+(``gpulib/data/demo/demo_fleet.yaml`` by default), and incident times relative to the scenario end.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The embedded demo fleet: a deterministic simulator of a GPU Kubernetes cluster with incidents.
 
-A scenario (``gpulib/data/demo_fleet.yaml`` by default) lists nodes, GPU models, workloads with a
+A scenario (``gpulib/data/demo/demo_fleet.yaml`` by default) lists nodes, GPU models, workloads with a
 *persona* (train, infer, infer_small, idle, zombie, dev) and injected incidents (XID, DBE with a
 row-remap failure, thermal throttle, degraded NVLink, rising SBE). From it the simulator produces:
 

@@ -15,7 +15,7 @@ TARGET_POINTS = 720
 
 
 class DemoSource(Source):
-    """Simulated fleet. ``scenario`` is a YAML path or dict (default: ``gpulib/data/demo_fleet.yaml``)."""
+    """Simulated fleet. ``scenario`` is a YAML path or dict (default: ``gpulib/data/demo/demo_fleet.yaml``)."""
 
     name = "demo"
 
@@ -92,6 +92,22 @@ class DemoSource(Source):
     def _operator_state(self, namespace):
         from gpulib.gpu_operator.state import state_from_objects
         return state_from_objects(self._operator_objects(namespace), namespace)
+
+    def _mig_parted_configs(self, namespace):
+        """mig-parted's default set plus each demo MIG node's current layout (as the GPU Operator's custom
+        ConfigMap would hold it)."""
+        import yaml
+        from collections import Counter
+
+        from gpulib.mig import default_configs
+
+        doc = default_configs()
+        for spec in self.sim.node_specs:
+            mig = spec.get("mig") or {}
+            if mig.get("config") and mig.get("layout"):
+                doc["mig-configs"][mig["config"]] = [{"devices": "all", "mig-enabled": True,
+                                                      "mig-devices": dict(Counter(mig["layout"]))}]
+        return yaml.safe_dump(doc, sort_keys=False)
 
     def _pods(self):
         from gpulib.kube.frames import pods_frame

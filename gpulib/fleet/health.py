@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gpulib.core.validate import shell_quote as _q
+
 from gpulib.core.errors import EmptyResult
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import threshold
@@ -29,7 +31,8 @@ GPU_KEYS = ["node", "gpu"]
 
 
 def _run(node: str, gpu=None) -> str:
-    return f"-p node {node}" + (f" -p gpu {gpu}" if gpu not in (None, "") else "")
+    """``-p node N [-p gpu G]`` with both shell-quoted (the node comes from a DCGM label: data, not code)."""
+    return f"-p node {_q(node)}" + (f" -p gpu {_q(gpu)}" if gpu not in (None, "") else "")
 
 
 @dataclass
@@ -110,7 +113,7 @@ def _xid_findings(hf: HealthFrames) -> list[Finding]:
             + ([f"pod {r.namespace}/{r.pod} on this GPU"] if r.pod else []),
             sop_step="Open the XID/ECC triage runbook for this GPU: it reads the kernel log, decodes the XID and lists the pods hit.",
             commands=[f"gpuops run xid_ecc_triage {_run(r.node, r.gpu)}",
-                      f"kubectl debug node/{r.node} -it --image=busybox -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"]))
+                      f"kubectl debug {_q('node/' + str(r.node))} -it --image=busybox -- chroot /host dmesg -T | grep -i 'NVRM: Xid'"]))
     return out
 
 
@@ -125,8 +128,8 @@ def _memory_findings(hf: HealthFrames) -> list[Finding]:
                 summary="The GPU could not remap a failing HBM row: NVIDIA treats this as an RMA condition.",
                 evidence=[f"DCGM_FI_DEV_ROW_REMAP_FAILURE = {int(r.value)} in the last {hf.window}"],
                 sop_step="Cordon the node, drain GPU workloads, run the triage runbook and open an RMA case.",
-                commands=[f"kubectl cordon {r.node}", f"gpuops run xid_ecc_triage {_run(r.node, r.gpu)}"],
-                escalation=f"RMA: collect nvidia-bug-report.sh and the board serial (nvidia-smi --query-gpu=serial --format=csv -i {r.gpu} on the node)"))
+                commands=[f"kubectl cordon {_q(r.node)}", f"gpuops run xid_ecc_triage {_run(r.node, r.gpu)}"],
+                escalation=f"RMA: collect nvidia-bug-report.sh and the board serial (nvidia-smi --query-gpu=serial --format=csv -i {_q(r.gpu)} on the node)"))
     dbe = hf.get("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
     if dbe is not None:
         seen = {(f.node, f.gpu) for f in out}
@@ -161,7 +164,7 @@ def _thermal_findings(hf: HealthFrames) -> list[Finding]:
             runbook="xid_ecc_triage", evidence=ev, confidence=0.9,
             summary="High temperature cuts clocks (thermal slowdown) and slows every job on the GPU.",
             sop_step="Check clock-event reasons and cooling; if throttling persists, drain the GPU and ask facilities to check airflow.",
-            commands=[f"kubectl debug node/{r.node} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- "
+            commands=[f"kubectl debug {_q('node/' + str(r.node))} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- "
                       f"nvidia-smi -q -d TEMPERATURE,PERFORMANCE -i {r.gpu}",
                       f"gpuops run xid_ecc_triage {_run(r.node, r.gpu)}"],
             escalation="Data-centre facilities if several GPUs of one chassis run hot; vendor if one GPU throttles alone at low load."))
@@ -194,17 +197,25 @@ def _nvlink_findings(hf: HealthFrames) -> list[Finding]:
                         "a degraded or down link is likely, and every collective of the job runs at its pace.",
                 evidence=[f"NVLink counter increase {r.value:.3g} vs the job's median {med:.3g} ({r.value / med:.0%}) over {hf.window}"],
                 sop_step="Check link state and error counters, then run the NCCL check runbook on this node.",
-                commands=[f"kubectl debug node/{node} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi nvlink -s -i {r.gpu}",
-                          f"gpuops run nccl_check -p node {node}"],
+                commands=[f"kubectl debug {_q('node/' + str(node))} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi nvlink -s -i {_q(r.gpu)}",
+                          f"gpuops run nccl_check -p node {_q(node)}"],
                 escalation="Vendor ticket if a link reports down or CRC/replay errors keep rising after a GPU reset."))
     return out
 
 
-def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5m") -> list[Finding]:
-    """GPUs whose series stopped before the window end (a GPU off the bus stops reporting)."""
+def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5m",
+                    last_seen: pd.DataFrame | None = None) -> list[Finding]:
+    """GPUs whose series stopped before the window end (a GPU off the bus stops reporting).
+
+    ``last_seen`` (``Source.last_seen``: the newest sample of each series, from an instant query) is what
+    decides: the last point of a range query lies on its step grid, up to one step before the end, so on a
+    7-day window every GPU would look stale. Without it the range's last point is used."""
     if series.empty:
         return []
     last = series.groupby(GPU_KEYS)["timestamp"].max()
+    if last_seen is not None and len(last_seen):
+        fresh = last_seen.groupby(GPU_KEYS)["timestamp"].max()
+        last = pd.concat([last, fresh]).groupby(level=[0, 1]).max().reindex(last.index)
     cutoff = pd.Timestamp(end) - parse_window(tolerance)
     out = []
     for (node, gpu), ts in last[last < cutoff].items():
@@ -216,7 +227,7 @@ def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5
             sop_step="Check the kernel log for XIDs and whether nvidia-smi still sees the GPU.",
             commands=[f"gpuops run xid_ecc_triage {_run(node, gpu)}",
                       f"kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
-                      f"--field-selector spec.nodeName={node} -o name)"]))
+                      f"--field-selector {_q('spec.nodeName=' + str(node))} -o name)"]))
     return out
 
 
@@ -244,7 +255,7 @@ def idle_findings(act: pd.DataFrame, fb: pd.DataFrame | None, window: str, metri
             evidence=[f"mean activity {g['pct'].mean():.1f} % over {window} (idle below {idle_max:.0f} %) on {where}",
                       f"max memory held {held_mib / 1024:.1f} GiB"],
             sop_step="Ask the owner to release the GPU (scale to zero or delete the pod); reclaim per the idle policy.",
-            commands=[f"kubectl -n {ns} get pod {pod} -o jsonpath='{{.metadata.ownerReferences[0].kind}}/{{.metadata.ownerReferences[0].name}}'",
+            commands=[f"kubectl -n {_q(ns)} get pod {_q(pod)} -o jsonpath='{{.metadata.ownerReferences[0].kind}}/{{.metadata.ownerReferences[0].name}}'",
                       "gpuops report --window 7d"],
             data={"pod": f"{ns}/{pod}", "impact": round(held_mib / 1024, 1), "impact_unit": "GiB held"}))
     return out
@@ -269,7 +280,7 @@ def unrequested_gpu_use(act: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
                         "another pod on the same GPU and neither gets isolation.",
                 evidence=[f"DCGM attributes GPU {r.gpu} on {r.node} to this pod; its containers have no nvidia.com/gpu limit"],
                 sop_step="Give the pod a nvidia.com/gpu limit (or MIG resource) and remove NVIDIA_VISIBLE_DEVICES from its spec.",
-                commands=[f"kubectl -n {r.namespace} get pod {r.pod} -o jsonpath='{{.spec.containers[*].env}}'"],
+                commands=[f"kubectl -n {_q(r.namespace)} get pod {_q(r.pod)} -o jsonpath='{{.spec.containers[*].env}}'"],
                 data={"pod": f"{r.namespace}/{r.pod}"}))
     return out
 

@@ -20,6 +20,8 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from gpulib.core.validate import command
+from gpulib.core.validate import shell_quote as _q
+
 from gpulib.core.findings import Finding, Severity
 from gpulib.kube.frames import iter_gpu_nodes
 from gpulib.kube.labels import GPU_RESOURCE, MIG_RESOURCE_PREFIX
@@ -94,7 +96,7 @@ def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Findin
                     evidence=[f"taints on the {len(offering)} node(s) offering {res}: {', '.join(taints)}",
                               f"pod tolerations: {p.tolerations or 'none'}"],
                     sop_step="Add a toleration for the GPU taint to the workload's pod template.",
-                    commands=[f"kubectl -n {p.namespace} get pod {p.pod} -o jsonpath='{{.spec.tolerations}}'",
+                    commands=[f"kubectl -n {_q(p.namespace)} get pod {_q(p.pod)} -o jsonpath='{{.spec.tolerations}}'",
                               "# pod template: tolerations: [{key: " + taints[0].split(':')[0].split('=')[0] + ", operator: Exists, effect: NoSchedule}]"],
                     data={"check": "untolerated", "pod": p.pod, "namespace": p.namespace}))
                 break
@@ -114,7 +116,7 @@ def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
                               f"{', '.join(_fmt_taint(t) for t in n.taints) or 'none'}" for n in bare][:10],
                     sop_step=f"Taint the GPU nodes ({key}={value}:NoSchedule) and give GPU workloads the toleration "
                              "(the GPU Operator's operands already tolerate it).",
-                    commands=[f"kubectl taint nodes {n.node} {key}={value}:NoSchedule" for n in bare][:10],
+                    commands=[f"kubectl taint nodes {_q(n.node)} {_q(f'{key}={value}:NoSchedule')}" for n in bare][:10],
                     data={"check": "untainted", "nodes": [n.node for n in bare]})]
 
 
@@ -256,7 +258,7 @@ def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> l
                                + [f"cross-socket GPU link: {', '.join(sorted(cross))}"],
                                sop_step=f"Request at most {most} GPUs per pod on this node type (split the job into ranks), "
                                         "or enable topology-aware allocation (kubelet Topology Manager, single-numa-node).",
-                               commands=[f"kubectl debug node/{node} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi topo -m"],
+                               commands=[f"kubectl debug {_q('node/' + str(node))} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi topo -m"],
                                data={"check": "split_sockets", "pod": p.pod}))
     return out
 
@@ -264,6 +266,10 @@ def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> l
 def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iterable[Mapping[str, Any]] | None = None,
                      topologies: Mapping[str, Any] | None = None) -> list[Finding]:
     """All scheduling checks; ``pod_specs`` (raw Pod objects) add the affinity and request/limit checks."""
+    if nodes is None or pods is None:
+        from gpulib.core.errors import SourceError
+        raise SourceError(f"the scheduling checks need the {'nodes' if nodes is None else 'pods'}, which could not be read",
+                          hint="see the step that read them (Inventory and allocation) for what is missing")
     specs = list(pod_specs or [])
     out = untolerated_gpu_pods(nodes, pods) + untainted_gpu_nodes(nodes) + non_gpu_pods_on_gpu_nodes(nodes, pods)
     out += unknown_product_affinity(nodes, pods, specs) + request_limit_problems(specs)

@@ -41,7 +41,7 @@ def setting(key: str) -> str:
 
 @lru_cache(maxsize=1)
 def sop_table() -> dict[str, dict]:
-    """``data/operator_sop.yaml``: check id -> severity, title, sop_step, commands, escalation, source."""
+    """``data/gpu_operator/operator_sop.yaml``: check id -> severity, title, sop_step, commands, escalation, source."""
     import yaml
 
     doc = yaml.safe_load(data_path("operator_sop.yaml").read_text())

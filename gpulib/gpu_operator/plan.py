@@ -2,7 +2,7 @@
 components wanted, rejecting contradictory choices (:class:`ContradictoryChoice`) with the reason.
 
 Helm keys are the ClusterPolicy spec keys (``NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go`` @ a22dbf67),
-kept in ``gpulib/data/operator_components.csv``.
+kept in ``gpulib/data/gpu_operator/operator_components.csv``.
 """
 from __future__ import annotations
 

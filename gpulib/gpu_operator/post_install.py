@@ -1,7 +1,7 @@
 """GPU Operator post-install verification: operand DaemonSets desired = ready (with the failing pod's reason),
 validator init containers (which ready-file is missing), ClusterPolicy state and conditions, allocatable
 ``nvidia.com/gpu`` / ``nvidia.com/mig-*`` against GFD's counts, GFD labels, ``mig.config.state``, and DCGM series for
-every GPU (:func:`check_dcgm`). Each failed check is a Finding whose SOP comes from ``gpulib/data/operator_sop.yaml``.
+every GPU (:func:`check_dcgm`). Each failed check is a Finding whose SOP comes from ``gpulib/data/gpu_operator/operator_sop.yaml``.
 
 Pure functions over frames / Kubernetes JSON, so they run the same on the demo fleet, a snapshot folder or a live
 cluster.
@@ -23,7 +23,7 @@ from gpulib.kube.labels import gpu_resource_name
 #: what to do for each ClusterPolicy condition reason
 #: (``NVIDIA/gpu-operator: internal/conditions/consts.go`` @ a22dbf67)
 _REASON_ADVICE = {
-    "OperandNotReady": "Each state named in the message maps to one operand DaemonSet (gpulib/data/operator_components.csv): fix its pods.",
+    "OperandNotReady": "Each state named in the message maps to one operand DaemonSet (gpulib/data/gpu_operator/operator_components.csv): fix its pods.",
     "DriverNotReady": "The driver DaemonSet is not ready on some node: see the driver pod findings.",
     "NFDLabelsMissing": "No node carries NFD labels: enable NFD (nfd.enabled=true) or install node-feature-discovery.",
     "NoGPUNodes": "No node has the NFD pci-10de label: check lspci on the GPU nodes and the NFD worker pods.",

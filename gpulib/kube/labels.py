@@ -1,6 +1,6 @@
 """Names NVIDIA's device plugin, gpu-feature-discovery (GFD) and the GPU Operator publish on Kubernetes objects:
 resource names (``nvidia.com/gpu``, ``nvidia.com/gpu.shared``, ``nvidia.com/mig-*``), node label keys, the ClusterPolicy
-CRD, Kubernetes well-known labels, and the spot-node rules of ``gpulib/data/spot_labels.csv``.
+CRD, Kubernetes well-known labels, and the spot-node rules of ``gpulib/data/kube/spot_labels.csv``.
 
 Sources: ``NVIDIA/k8s-device-plugin: README.md``, ``docs/gpu-feature-discovery/README.md``, ``api/config/v1/consts.go``
 @ 1b826acc; ``NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go`` @ a22dbf67;
@@ -54,7 +54,7 @@ def _spot_rules() -> tuple[tuple[str, str], ...]:
 
 
 def is_spot(labels: dict) -> bool:
-    """True when a node label marks spot/preemptible capacity (rules in ``data/spot_labels.csv``)."""
+    """True when a node label marks spot/preemptible capacity (rules in ``data/kube/spot_labels.csv``)."""
     return any(str(labels.get(k, "")).lower() == v for k, v in _spot_rules())
 
 

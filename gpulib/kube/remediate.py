@@ -7,18 +7,18 @@ Every action is **dry-run unless ``apply=True``**:
   authorised, admitted and validated, but nothing is persisted;
 * without a cluster the result is a printed plan (the kubectl commands and the patch).
 
-Every call that reaches a cluster, dry-run or applied, successful, refused or failed, appends one JSON line
-to the audit log (argument ``audit_log``, else ``$GPUOPS_AUDIT_LOG``, else ``~/.gpuops/audit.jsonl``); a plan
-(no cluster: the demo source) is recorded only in a log named by the argument or ``$GPUOPS_AUDIT_LOG``:
+Every call, dry-run or applied, successful, refused or failed, appends one JSON line to the audit
+log (argument ``audit_log``, else ``$GPUOPS_AUDIT_LOG``, else ``~/.gpuops/audit.jsonl``):
 who (OS user, kubeconfig context and user name, API server; never a credential), when, what,
 target, dry_run, result. A circuit breaker refuses a cordon/drain that would leave more than a
-share of the GPU nodes unschedulable (``data/remediation_policy.csv``).
+share of the GPU nodes unschedulable (``data/kube/remediation_policy.csv``).
 
 Each function returns a :class:`RemediationResult` with the equivalent kubectl commands.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import getpass
 import json
 import math
@@ -115,7 +115,7 @@ def _open_audit(path: Path):
     except OSError as exc:
         raise GpulibError(f"cannot write the remediation audit log {path}: {exc.strerror or exc}",
                           hint="set GPUOPS_AUDIT_LOG to a writable file or pass audit_log=") from exc
-    return os.fdopen(fd, "a", encoding="utf-8")
+    return os.fdopen(fd, "ab", buffering=0)  # unbuffered: a failed write fails now, nothing is left to flush
 
 
 def _safe_server(server: str) -> str:
@@ -140,9 +140,35 @@ def _who(cluster: KubeCluster | None) -> dict:
     return who
 
 
+def _write_record(fh, path: Path, record: dict) -> None:
+    """Append one JSON line and force it to disk (flush + fsync); a failure is a GpulibError that stops the action."""
+    try:
+        fh.write((json.dumps(record, sort_keys=True, default=str) + "\n").encode("utf-8"))
+        try:
+            os.fsync(fh.fileno())
+        except OSError as exc:  # character devices and some filesystems cannot fsync; the write itself succeeded
+            if exc.errno not in (errno.EINVAL, errno.EROFS, errno.ENOTSUP):
+                raise
+    except OSError as exc:
+        raise GpulibError(f"cannot write the remediation audit log {path}: {exc.strerror or exc}",
+                          hint="set GPUOPS_AUDIT_LOG to a writable file or pass audit_log=; nothing was changed "
+                               "after the failed write") from None
+
+
+def _intent(fh, path: Path, audit_id: str, action: str, node: str, mode: str, cluster: KubeCluster | None,
+            reason: str) -> None:
+    """The record written (and on disk) before anything is sent: what is about to be done, by whom."""
+    _write_record(fh, path, {"id": audit_id, "phase": "intent",
+                             "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                             "who": _who(cluster), "action": action, "target": {"kind": "Node", "name": node},
+                             "dry_run": mode != "applied", "mode": mode, "reason": reason})
+
+
 def _audit(fh, path: Path, result: RemediationResult, cluster: KubeCluster | None, reason: str,
-           error: str = "") -> None:
+           error: str = "", audit_id: str = "") -> None:
     record = {
+        "id": audit_id,
+        "phase": "done",
         "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "who": _who(cluster),
         "action": result.action,
@@ -155,8 +181,7 @@ def _audit(fh, path: Path, result: RemediationResult, cluster: KubeCluster | Non
         "kubectl": result.kubectl,
         "changes": result.changes,
     }
-    fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
-    fh.flush()
+    _write_record(fh, path, record)
     result.audit_log = str(path)
 
 
@@ -212,15 +237,33 @@ def _max_share(max_share: float | None) -> float:
     return value
 
 
+def _placement_taints() -> set[str]:
+    from gpulib.core.knowledge import load_table
+    return set(load_table("placement_taints")["key"])
+
+
+def _tainted_out(node_list: dict) -> set[str]:
+    """Nodes a NoSchedule/NoExecute taint keeps new pods off, other than placement taints GPU workloads
+    tolerate (``data/kube/placement_taints.csv``): the cap counts them like cordoned nodes."""
+    keep = _placement_taints()
+    out = set()
+    for n in node_list.get("items") or []:
+        for t in ((n.get("spec") or {}).get("taints") or []):
+            if t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in keep:
+                out.add((n.get("metadata") or {}).get("name"))
+    return out
+
+
 def check_circuit_breaker(cluster: KubeCluster, node: str, max_share: float | None = None) -> dict:
     """Refuse (RemediationRefused) when cordoning ``node`` would leave too many GPU nodes unschedulable.
 
     Allowed unschedulable GPU nodes = max(1, floor(max_share x GPU nodes)). Returns the counts.
     """
     share = _max_share(max_share)
-    nodes = nodes_frame(cluster.list_nodes())
+    raw = cluster.list_nodes()
+    nodes = nodes_frame(raw)
     gpu = set(iter_gpu_nodes(nodes))
-    unsched = set(nodes.loc[~nodes["schedulable"], "node"]) & gpu
+    unsched = (set(nodes.loc[~nodes["schedulable"], "node"]) | _tainted_out(raw)) & gpu
     after = unsched | ({node} if node in gpu else set())
     allowed = max(1, math.floor(share * len(gpu)))
     counts = {"gpu_nodes": len(gpu), "unschedulable_after": len(after), "allowed": allowed, "max_share": share}
@@ -232,41 +275,58 @@ def check_circuit_breaker(cluster: KubeCluster, node: str, max_share: float | No
     return counts
 
 
-def _guarded(action: str, node: str, cluster: KubeCluster | None, apply: bool, audit_log, reason: str, run):
-    """Open the audit log, run ``run(mode) -> RemediationResult``, audit success or failure, print plans."""
+def _guarded(action: str, node: str, cluster: KubeCluster | None, apply: bool, audit_log, reason: str, run,
+             *, locked: bool = False):
+    """Audit the intent (on disk before anything is sent), run ``run(mode, changes) -> RemediationResult``, then
+    audit the outcome with every change made so far, also when the run fails half-way. ``locked``: an applied
+    run holds the cluster's remediation Lease (:mod:`gpulib.kube.lease`) so the breaker's count-then-act
+    cannot interleave with another remediation."""
+    import uuid
+
+    from gpulib.kube import lease
+
     mode = _mode(cluster, apply)
     path = audit_path(audit_log)
     if mode == "plan" and not (audit_log or os.environ.get("GPUOPS_AUDIT_LOG")):
         # a plan contacts no cluster (the demo source, or no kubeconfig): nothing to audit in the user's
         # own log; an audit log named explicitly still records it
-        result = run(mode)
+        result = run(mode, [])
         print(result.as_text())
         return result
+    audit_id = uuid.uuid4().hex
+    changes: list[dict] = []
     with _open_audit(path) as fh:
+        _intent(fh, path, audit_id, action, node, mode, cluster, reason)
         try:
-            result = run(mode)
+            if locked and mode == "applied" and cluster is not None:
+                with lease.held(cluster):
+                    result = run(mode, changes)
+            else:
+                result = run(mode, changes)
         except RemediationRefused as exc:
-            refused = RemediationResult(action, node, not apply, "refused", False, str(exc))
-            _audit(fh, path, refused, cluster, reason)
+            refused = RemediationResult(action, node, not apply, "refused", False, str(exc), changes=list(changes))
+            _audit(fh, path, refused, cluster, reason, audit_id=audit_id)
             raise
         except GpulibError as exc:
-            failed = RemediationResult(action, node, not apply, mode, False, str(exc))
-            _audit(fh, path, failed, cluster, reason, error=str(exc))
+            failed = RemediationResult(action, node, not apply, mode, False, str(exc), changes=list(changes))
+            _audit(fh, path, failed, cluster, reason, error=str(exc), audit_id=audit_id)
             raise
-        _audit(fh, path, result, cluster, reason)
+        _audit(fh, path, result, cluster, reason, audit_id=audit_id)
     if mode == "plan":
         print(result.as_text())
     return result
 
 
-def _patch(cluster: KubeCluster | None, node: str, patch: dict, mode: str) -> dict:
-    """Send the patch (dry-run or applied); returns the change record."""
+def _patch(cluster: KubeCluster | None, node: str, patch: dict, mode: str, changes: list | None = None) -> dict:
+    """Send the patch (dry-run or applied); returns the change record (also appended to ``changes`` once sent)."""
     change: dict[str, Any] = {"op": "patch", "node": node, "patch": patch}
     if cluster is None:
         change["outcome"] = "planned"
         return change
     cluster.patch_node(node, patch, dry_run=(mode != "applied"))
     change["outcome"] = "patched" if mode == "applied" else "accepted by server dry run"
+    if changes is not None:
+        changes.append(change)
     return change
 
 
@@ -279,16 +339,16 @@ def cordon(node: str, *, cluster: Any = None, apply: bool = False, audit_log: st
     _check_node_name(node)
     kc = _as_cluster(cluster)
 
-    def run(mode):
+    def run(mode, changes):
         breaker = check_circuit_breaker(kc, node, max_share) if kc is not None else None
-        change = _patch(kc, node, {"spec": {"unschedulable": True}}, mode)
+        change = _patch(kc, node, {"spec": {"unschedulable": True}}, mode, changes)
         if breaker:
             change["circuit_breaker"] = breaker
         return RemediationResult("cordon", node, mode != "applied", mode, True,
                                  "node marked unschedulable" if mode == "applied" else "would mark the node unschedulable",
                                  [f"kubectl cordon {node}{_dry_flag(mode != 'applied', kc is not None)}"], [change])
 
-    return _guarded("cordon", node, kc, apply, audit_log, reason, run)
+    return _guarded("cordon", node, kc, apply, audit_log, reason, run, locked=True)
 
 
 def uncordon(node: str, *, cluster: Any = None, apply: bool = False, audit_log: str | os.PathLike | None = None,
@@ -297,8 +357,8 @@ def uncordon(node: str, *, cluster: Any = None, apply: bool = False, audit_log: 
     _check_node_name(node)
     kc = _as_cluster(cluster)
 
-    def run(mode):
-        change = _patch(kc, node, {"spec": {"unschedulable": None}}, mode)
+    def run(mode, changes):
+        change = _patch(kc, node, {"spec": {"unschedulable": None}}, mode, changes)
         return RemediationResult("uncordon", node, mode != "applied", mode, True,
                                  "node schedulable" if mode == "applied" else "would make the node schedulable",
                                  [f"kubectl uncordon {node}{_dry_flag(mode != 'applied', kc is not None)}"], [change])
@@ -314,8 +374,8 @@ def label(node: str, key: str, value: str | None, *, cluster: Any = None, apply:
     kc = _as_cluster(cluster)
     arg = f"{key}-" if value is None else f"{key}={value}"
 
-    def run(mode):
-        change = _patch(kc, node, {"metadata": {"labels": {key: value}}}, mode)
+    def run(mode, changes):
+        change = _patch(kc, node, {"metadata": {"labels": {key: value}}}, mode, changes)
         verb = "removed" if value is None else "set"
         return RemediationResult("label", node, mode != "applied", mode, True,
                                  f"label {arg} {verb}" if mode == "applied" else f"would apply label {arg}",
@@ -348,36 +408,49 @@ def _new_taints(current: list[dict], key: str, value: str, effect: str, remove: 
 
 def taint(node: str, key: str, value: str = "", effect: str = "NoSchedule", *, remove: bool = False,
           cluster: Any = None, apply: bool = False, audit_log: str | os.PathLike | None = None,
-          reason: str = "") -> RemediationResult:
+          reason: str = "", max_share: float | None = None, bypass_pdb: bool = False) -> RemediationResult:
     """Add/replace (``kubectl taint --overwrite``) or with ``remove=True`` remove a node taint.
 
-    ``effect`` is NoSchedule, PreferNoSchedule or NoExecute (NoExecute evicts pods that do not
-    tolerate it). With ``remove=True`` and ``effect=""`` every taint with ``key`` goes.
+    ``effect`` is NoSchedule, PreferNoSchedule or NoExecute. A NoSchedule/NoExecute taint takes the node out
+    of scheduling like a cordon, so it passes the same circuit breaker. NoExecute evicts every pod that does
+    not tolerate it *without* the Eviction API, i.e. past PodDisruptionBudgets
+    (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions):
+    it is refused unless ``bypass_pdb=True`` says so. With ``remove=True`` and ``effect=""`` every taint
+    with ``key`` goes.
     """
     _check_node_name(node)
     _check_label(key, value or None, "taint")
     if effect not in TAINT_EFFECTS and not (remove and effect == ""):
         raise InvalidParameter(f"taint effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
+    if effect == "NoExecute" and not remove and not bypass_pdb:
+        raise InvalidParameter("a NoExecute taint evicts pods past their PodDisruptionBudgets; use drain() "
+                               "(Eviction API), or pass bypass_pdb=True deliberately (audited)")
+    takes_out = not remove and effect in ("NoSchedule", "NoExecute") and key not in _placement_taints()
     kc = _as_cluster(cluster)
     spec = f"{key}{'=' + value if value else ''}{':' + effect if effect else ''}"
     arg = f"{key}{':' + effect if effect else ''}-" if remove else spec
 
-    def run(mode):
+    def run(mode, changes):
         if kc is None:
             change = {"op": "remove-taint" if remove else "add-taint", "node": node, "key": key, "value": value,
                       "effect": effect, "outcome": "planned"}
         else:
+            breaker = check_circuit_breaker(kc, node, max_share) if takes_out else None
             current = (kc.get_node(node).get("spec") or {}).get("taints") or []
             new = _new_taints(current, key, value, effect, remove)
-            change = _patch(kc, node, {"spec": {"taints": new}}, mode)
+            change = _patch(kc, node, {"spec": {"taints": new}}, mode, changes)
             change["taints_before"] = current
+            if breaker:
+                change["circuit_breaker"] = breaker
+            if effect == "NoExecute" and not remove:
+                change["bypass_pdb"] = True
         done = "removed" if remove else "set"
         return RemediationResult("taint", node, mode != "applied", mode, True,
                                  f"taint {spec} {done}" if mode == "applied" else f"would {'remove' if remove else 'set'} taint {spec}",
                                  [f"kubectl taint node {node} {shlex.quote(arg)}{'' if remove else ' --overwrite'}"
                                   f"{_dry_flag(mode != 'applied', kc is not None)}"], [change])
 
-    return _guarded("taint", node, kc, apply, audit_log, reason, run)
+    return _guarded("taint", node, kc, apply, audit_log, reason, run, locked=takes_out)
 
 
 def _skip_reason(pod: dict, gpu_only: bool, force: bool) -> str:
@@ -416,7 +489,7 @@ def drain(node: str, *, cluster: Any = None, apply: bool = False, gpu_only: bool
     _check_node_name(node)
     kc = _as_cluster(cluster)
 
-    def run(mode):
+    def run(mode, changes):
         dry = mode != "applied"
         flag = _dry_flag(dry, kc is not None)
         full = f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data{' --force' if force else ''}{flag}"
@@ -429,9 +502,9 @@ def drain(node: str, *, cluster: Any = None, apply: bool = False, gpu_only: bool
                                      "plan only: connect to the cluster to list the pods that would be evicted", cmds,
                                      [{"op": "cordon+evict", "node": node, "gpu_only": gpu_only, "outcome": "planned"}])
         breaker = check_circuit_breaker(kc, node, max_share)
-        cordon_change = _patch(kc, node, {"spec": {"unschedulable": True}}, mode)
+        cordon_change = _patch(kc, node, {"spec": {"unschedulable": True}}, mode, changes)
         cordon_change["circuit_breaker"] = breaker
-        changes, cmds = [cordon_change], [f"kubectl cordon {node}{flag}"]
+        cmds = [f"kubectl cordon {node}{flag}"]
         evicted = blocked = 0
         for pod in kc.list_pods(field_selector=f"spec.nodeName={node}")["items"]:
             meta = pod.get("metadata") or {}
@@ -463,4 +536,4 @@ def drain(node: str, *, cluster: Any = None, apply: bool = False, gpu_only: bool
             msg += f"; {blocked} blocked by PodDisruptionBudget (retry later or scale the workload)"
         return RemediationResult("drain", node, dry, mode, blocked == 0, msg, cmds, changes)
 
-    return _guarded("drain", node, kc, apply, audit_log, reason, run)
+    return _guarded("drain", node, kc, apply, audit_log, reason, run, locked=True)

@@ -28,6 +28,7 @@ import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
+from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
 
 GIB = 1024 ** 3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
@@ -35,6 +36,11 @@ FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 
 
 # ------------------------------------------------------------------------------------------- display
+def show_html(text: str) -> None:
+    """Display trusted HTML built by the lessons (escaped inside), e.g. follow-up questions."""
+    _display_html(text)
+
+
 def _display_html(text: str) -> None:
     try:
         from IPython.display import HTML, display
@@ -100,8 +106,9 @@ def data_table(name: str, columns: Sequence[str] | Mapping[str, str], *, where: 
 
 
 def money(x: float, currency: str = "USD") -> str:
-    """``$12,345`` (USD) or ``12,345 EUR``."""
-    return f"${x:,.0f}" if currency.upper() == "USD" else f"{x:,.0f} {currency.upper()}"
+    """``12,345 USD``: the amount then the ISO code, never ``$`` (two ``$`` on one Markdown line open a
+    MathJax span in Jupyter and nbconvert and swallow the bold markers between them)."""
+    return f"{x:,.0f} {currency.upper()}"
 
 
 # ------------------------------------------------------------------------------------ self-check
@@ -189,18 +196,29 @@ def connect(source: str = "demo", scenario: str = ""):
     from gpulib import connect as _connect
     if source == "demo":
         if scenario and not Path(scenario).is_file():
-            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo_fleet.yaml")
+            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
         return _connect("demo", scenario=scenario or None)
     return _connect(source)
 
 
 # --------------------------------------------------------------------------- packaged lesson inputs
 def lesson_text(name: str) -> str:
-    """A captured command output shipped for the lessons (``gpulib/data/learn/<name>``)."""
-    return data_path(f"learn/{name}").read_text()
+    """A command output shipped for the lessons: a real capture (``gpulib/data/captures/<name>``) or a lesson
+    input (``gpulib/data/learn/<name>``), found by file name."""
+    return data_path(name).read_text()
 
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
+def vllm_serve_command(model: str, device: str, max_model_len: int) -> str:
+    """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.deploy.plan): its
+    ``--max-num-seqs`` is the full-length requests the KV cache holds, capped at vLLM's default."""
+    from gpulib.vllm import plan
+
+    p = plan(model, device, context_len=max_model_len)
+    args = p.vllm_args()
+    return "vllm serve " + " ".join(args[1:2] + args[2:])
+
+
 def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
     """What the project's pod checks say about one container ``resources`` block (requests/limits).
 
@@ -223,6 +241,11 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
         req["nvidia.com/gpu"] = int(row["gpu_request"])
     issues = request_limit_issues(pods_frame(pod))
     check = "; ".join(issues["problem"]) if len(issues) else "ok: requests = limits, whole numbers"
+    if len(issues):
+        # kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements): a non-overcommitable
+        # (extended) resource needs a limit, and its request must equal that limit; the pod is never created
+        return {"parsed": "rejected by the API server (extended resources: limit required, request must equal it)",
+                "check": check, "schedulable_on": "none (the pod is never created)"}
     where = "n/a"
     if nodes is not None and req:
         fit = [n.node for n in nodes.itertuples() if all(_allocatable(n, k) >= v for k, v in req.items())]

@@ -1,4 +1,4 @@
-"""The MIG profile catalog (``gpulib/data/mig_profiles.csv``, each row citing its source) and GPU model resolution:
+"""The MIG profile catalog (``gpulib/data/mig/mig_profiles.csv``, each row citing its source) and GPU model resolution:
 a catalog name, an ``nvidia-smi`` name or a node's ``nvidia.com/gpu.product`` label -> the catalog's model, its
 profiles and their geometry (memory slots, compute slices, allowed start slots).
 """
@@ -37,28 +37,35 @@ def gpu_models() -> pd.DataFrame:
     return load_table("mig_gpu_models")
 
 
-def resolve_gpu_model(name: str) -> str:
-    """Canonical catalog name for ``name`` (catalog name, or a product label such as
-    ``NVIDIA-A100-SXM4-40GB`` / ``NVIDIA H100 80GB HBM3``). Raises :class:`UnknownGPUModel`."""
+def resolve_gpu_model(name: str | None, pci_device_id: str | int | None = None) -> str:
+    """Canonical catalog name: by ``pci_device_id`` (``0x2342`` / ``0x234210DE``, from NVML or a label) when
+    given and known, else by the exact catalog name or an exact product name (GFD label such as
+    ``NVIDIA-A100-SXM4-40GB``, NVML name such as ``NVIDIA H100 80GB HBM3``; see :mod:`gpulib.mig.models`).
+    Never by substring. Raises :class:`UnknownGPUModel`."""
+    from gpulib.mig.models import model_by_pci_id
+
+    by_id = model_by_pci_id(pci_device_id)
+    if by_id is not None:
+        return by_id
     if not isinstance(name, str) or not name.strip():
-        raise UnknownGPUModel(f"gpu_model must be a non-empty string, got {name!r}")
+        raise UnknownGPUModel(f"gpu_model must be a non-empty string, got {name!r}"
+                              + (f" (PCI device id {pci_device_id!r} is not in gpulib/data/mig/gpu_model_names.csv)"
+                                 if pci_device_id is not None else ""))
     return _resolve_cached(name)
 
 
 @lru_cache(maxsize=256)
 def _resolve_cached(name: str) -> str:
+    from gpulib.mig.models import model_by_name, model_by_pci_id
+
     models = gpu_models()
     for m in models["gpu_model"]:
         if m.lower() == name.strip().lower():
             return m
-    # product labels: longest regex match wins (GH200 before H200, H100 NVL before H100)
-    best, best_len = None, 0
-    for row in models.itertuples():
-        for m in re.finditer(str(row.product_regex), name, flags=re.IGNORECASE):
-            if len(m.group(0)) > best_len:
-                best, best_len = row.gpu_model, len(m.group(0))
+    best = model_by_pci_id(name) or model_by_name(name)
     if best is None:
-        raise UnknownGPUModel(f"GPU model {name!r} is not in the catalog")
+        raise UnknownGPUModel(f"GPU model {name!r} is not in the catalog (matched by PCI device id or exact product "
+                              "name only: gpulib/data/mig/gpu_model_names.csv)")
     return best
 
 

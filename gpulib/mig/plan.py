@@ -128,6 +128,16 @@ class Plan:
         cfgs = {name: sels for name, sels in self.node_configs().values()}
         return mig.mig_parted_config(cfgs)
 
+    def safe_mig_parted_config(self, nodes: pd.DataFrame | None, base: str | dict | None = None) -> str:
+        """The plan's configs merged into the configs in use (``base``: the cluster's config.yaml; None:
+        mig-parted's default set), schema-checked; refuses (MigConfigRefused, with the reason) to drop a
+        config name a node label references (gpulib.mig.parted_merge)."""
+        from gpulib.mig.parted_merge import safe_config
+
+        cfgs = {name: sels for name, sels in self.node_configs().values()}
+        labels = {node: name for node, (name, _) in self.node_configs().items()}
+        return safe_config(cfgs, nodes, base, labels)
+
     def label_commands(self) -> list[str]:
         return [f"kubectl label node {node} nvidia.com/mig.config={name} --overwrite"
                 for node, (name, _) in self.node_configs().items()]
@@ -447,7 +457,7 @@ def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None,
     """Whether FB_USED looks like a framework's pre-allocated pool rather than a need: near-constant
     (p95, and ``low_mib`` = min when known, at or above ``preallocation_flat_ratio`` of the max) AND at a
     high share of the device (max at or above ``preallocation_ratio`` of ``device_gib``). Both thresholds
-    live in ``data/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
+    live in ``data/vllm/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
     if not device_gib or np.isnan(max_mib) or max_mib <= 0:
         return False
     flat = overhead("preallocation_flat_ratio") * max_mib

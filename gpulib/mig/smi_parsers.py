@@ -7,6 +7,8 @@ import re
 
 import pandas as pd
 
+from gpulib.core.textio import as_text, lines as _text_lines
+
 from gpulib.core.errors import GpulibError
 from gpulib.mig.catalog import CATALOG_COLUMNS
 
@@ -31,14 +33,14 @@ def parse_lgipp(text: str) -> pd.DataFrame:
     ``df.attrs["skipped"]``; raises :class:`MigParseError` when nothing parses.
     """
     rows, skipped = [], []
-    for ln, line in enumerate(str(text).splitlines(), 1):
+    for ln, line in enumerate(_text_lines(text), 1):
         if "Profile ID" not in line:
             continue
         m = _LGIPP_RE.search(line.strip())
         if not m:
             skipped.append(f"line {ln}: {line.strip()}")
             continue
-        starts = [int(s) for s in m.group(3).replace(" ", "").split(",") if s]
+        starts = [int(s) for s in re.findall(r"\d+", m.group(3))]  # any whitespace (tabs too) between starts
         rows.append({"gpu": m.group(1), "profile_id": int(m.group(2)), "starts": starts, "size": int(m.group(4))})
     if not rows:
         raise MigParseError("no 'GPU <n> Profile ID <id> Placements: {starts}:size' lines found in -lgipp text"
@@ -52,7 +54,7 @@ def parse_lgip(text: str) -> pd.DataFrame:
     """Parse ``nvidia-smi mig -lgip``: one row per (gpu, profile) with name, profile_id, free, total,
     memory_gib, p2p, sms, dec, enc, ce, jpeg, ofa. Partial rows are skipped into ``df.attrs["skipped"]``."""
     rows, skipped = [], []
-    lines = str(text).splitlines()
+    lines = _text_lines(text)
     for i, line in enumerate(lines):
         m = _LGIP_ROW.match(line.strip())
         if not m:
@@ -78,12 +80,12 @@ def parse_lgip(text: str) -> pd.DataFrame:
 def parse_lgi(text: str) -> pd.DataFrame:
     """Parse ``nvidia-smi mig -lgi`` (existing GPU instances): gpu, profile, profile_id, instance_id, start, size."""
     rows = []
-    for line in str(text).splitlines():
+    for line in _text_lines(text):
         m = _LGI_ROW.match(line.strip())
         if m:
             rows.append({"gpu": m.group(1), "profile": m.group(2), "profile_id": int(m.group(3)),
                          "instance_id": int(m.group(4)), "start": int(m.group(5)), "size": int(m.group(6))})
-    if not rows and "No GPU instances found" not in str(text):
+    if not rows and "No GPU instances found" not in as_text(text):
         raise MigParseError("no GPU instance rows in -lgi text")
     return pd.DataFrame(rows, columns=["gpu", "profile", "profile_id", "instance_id", "start", "size"])
 

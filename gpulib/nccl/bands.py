@@ -1,7 +1,7 @@
 """Expected large-message busbw bands and the verdict on a run.
 
-Bands come from ``gpulib/data/nccl_expected_busbw.csv`` and the link peaks from
-``gpulib/data/nccl_link_bandwidth.csv`` (each row cites its source); tolerances from ``gpulib/data/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
+Bands come from ``gpulib/data/nccl/nccl_expected_busbw.csv`` and the link peaks from
+``gpulib/data/nccl/nccl_link_bandwidth.csv`` (each row cites its source); tolerances from ``gpulib/data/nccl/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
 """
 from __future__ import annotations
 
@@ -210,6 +210,9 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     if wrong > 0:
         status = "broken"
         reasons.append(f"{wrong:g} wrong element(s) reported: data corruption (check Xid/ECC, run dcgmi diag -r 3)")
+    if result.header.get("validation") == 0 and not result.table.empty:
+        reasons.append("results not validated (-c 0): the wrong-element check was not done, so data corruption "
+                       "cannot be ruled out; rerun with -c 1 to check")
     if result.out_of_bounds:
         status = "broken"
         reasons.append(f"{result.out_of_bounds} out-of-bounds value(s)")

@@ -1,4 +1,4 @@
-"""NCCL environment and pod-spec checks: NCCL_* variables against ``gpulib/data/nccl_env_vars.csv`` (defaults from
+"""NCCL environment and pod-spec checks: NCCL_* variables against ``gpulib/data/nccl/nccl_env_vars.csv`` (defaults from
 ``NVIDIA/nccl`` @ 5067397c and the NCCL user guide, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html),
 ``/dev/shm`` and memlock of a pod, and what a node's environment looks like from inside a container.
 """

@@ -8,7 +8,7 @@ for the GPU taint, ``NCCL_NVLS_ENABLE=0`` (explicit, although the probe forces i
 ``NCCL_DEBUG=INFO`` so the pod log holds both the nccl-tests table and the NCCL lines that
 ``runbooks/nccl_check.ipynb`` reads from one file (``kubectl logs ... > probe.txt``).
 
-Defaults (image, sweep, /dev/shm size, deadlines) are in ``gpulib/data/nccl_job_defaults.csv``. Nothing here
+Defaults (image, sweep, /dev/shm size, deadlines) are in ``gpulib/data/nccl/nccl_job_defaults.csv``. Nothing here
 talks to a cluster: :func:`validate` checks a Job with kubernetes-validate (strict) and a PyTorchJob
 structurally plus each pod template as a core ``PodTemplate``; :func:`apply_commands` gives the kubectl lines.
 """
@@ -36,7 +36,7 @@ _RESTART_POLICIES = {"Always", "OnFailure", "Never", "ExitCode"}
 
 
 def defaults() -> dict[str, str]:
-    """``gpulib/data/nccl_job_defaults.csv`` as ``{key: value}``."""
+    """``gpulib/data/nccl/nccl_job_defaults.csv`` as ``{key: value}``."""
     t = load_table("nccl_job_defaults")
     return dict(zip(t["key"].astype(str), t["value"].astype(str)))
 

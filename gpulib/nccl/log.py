@@ -1,5 +1,5 @@
 """``NCCL_DEBUG=INFO`` logs: what NCCL set up (version, ranks, nodes, transports, variables set by environment)
-and which known failure signature a log shows (``gpulib/data/nccl_signatures.csv``, each row with its source).
+and which known failure signature a log shows (``gpulib/data/nccl/nccl_signatures.csv``, each row with its source).
 """
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 
 import pandas as pd
+
+from gpulib.core.textio import clip
 
 from gpulib.core.findings import Finding, FindingList, Severity
 from gpulib.core.knowledge import load_table
@@ -86,8 +88,8 @@ def summarize_log(text: str | bytes) -> LogSummary:
             nvls = True
         if (m := _ENVSET.search(ln)):
             env[m.group(1)] = m.group(2)
-        if (m := _NETWORK.search(ln)) and "NCCL INFO" in ln:
-            network = m.group(1)
+        if "NCCL INFO" in ln and (at := ln.find("Using network ")) >= 0 and ln[at + 14:].strip():
+            network = ln[at + 14:].strip()
         if "NCCL WARN" in ln:
             warns.append(ln.strip())
     if nvls and "NVLS" not in transports:
@@ -123,7 +125,7 @@ def diagnose_log(text: str | bytes, *, node: str | None = None) -> FindingList:
     multi_node = bool(s.nnodes and s.nnodes > 1)
     for _, sig in _signatures().iterrows():
         rx = re.compile(sig["pattern"], re.I)
-        hits = [i for i, ln in enumerate(lines) if rx.search(ln)]
+        hits = [i for i, ln in enumerate(lines) if rx.search(clip(ln))]
         if not hits:
             continue
         matched_lines.update(hits)

@@ -39,7 +39,7 @@ _PATTERN_PERIOD = 7  # element i of rank r holds (r + 1) * (i % 7 + 1): exact in
 _CHUNK = 1 << 26  # elements per chunk when filling/checking big buffers (256 MiB of float32)
 
 
-#: printed on stderr for a one-rank run (tests/fixtures/nccl/h200_1gpu/README.md shows why)
+#: printed on stderr for a one-rank run (gpulib/data/captures/README.md shows why)
 SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL communicates nothing on one rank: it "
                     "copies the send buffer into the receive buffer (out-of-place all_gather/reduce_scatter algbw is a "
                     "device-local copy rate) and in-place calls, all_reduce included, are no-ops (their algbw means "

@@ -1,7 +1,7 @@
 """nccl-tests output as data, and busbw recomputed from algbw.
 
 The table is the one ``writeResultHeader`` prints (``NVIDIA/nccl-tests: src/util.cu`` @ a0b82b22); the bus factors
-are those of ``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22, kept in ``gpulib/data/nccl_bus_factors.csv``.
+are those of ``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22, kept in ``gpulib/data/nccl/nccl_bus_factors.csv``.
 The parsers never raise on text. Units: GB/s with GB = 1e9 bytes, as nccl-tests prints them; times in microseconds.
 """
 from __future__ import annotations
@@ -186,6 +186,15 @@ def _parse_row(m: re.Match, lead: list[str] | None, side: list[str]) -> dict[str
             if len(rest) > 1 and re.fullmatch(r"-?\d+", rest[1]):
                 lead.append("root")
     extra = [c for c in lead[3:]]
+    # gather/broadcast/alltoall/sendrecv rows may leave the redop (and root) cells blank under a header that
+    # names them (nccl-tests prints an empty op name for collectives without a reduction): the blank cells
+    # are the leading ones, recognised by the first token not being an op name
+    blank = set()
+    if "redop" in extra and rest and rest[0].lower() not in _REDOPS:
+        blank.add("redop")
+        if "root" in extra and not re.fullmatch(r"-?\d+", rest[0]):
+            blank.add("root")
+    extra = [c for c in extra if c not in blank]
     if len(rest) < len(extra):
         return None
     for c in extra:

@@ -1,4 +1,4 @@
-"""NVIDIA node tools: NVML (pynvml) and nvidia-smi parsers. Importable with numpy, pandas and nvidia-ml-py only."""
+"""NVIDIA node tools: NVML (pynvml), nvidia-smi (``-q``, table, ``dmon``) and ``dcgmi diag`` parsers. Importable with numpy, pandas and nvidia-ml-py only."""
 from __future__ import annotations
 
 import importlib
@@ -6,6 +6,8 @@ import importlib
 #: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
 #: and a GPU node loads only what it calls
 _EXPORTS = {
+    'DIAG_COLUMNS': 'dcgmi',
+    'DMON_COLUMNS': 'dmon',
     'Device': 'nvml',
     'MIB': 'nvml',
     'NA_TOKENS': 'smi',
@@ -22,6 +24,10 @@ _EXPORTS = {
     'decode_clock_events': 'smi',
     'gpu_id_map': 'smi',
     'main': 'nvml',
+    'dmon_series': 'dmon',
+    'diag_summary': 'dcgmi',
+    'parse_dcgmi_diag': 'dcgmi',
+    'parse_dmon': 'dmon',
     'parse_query': 'smi',
     'parse_table': 'smi',
     'parse_topology': 'topology',

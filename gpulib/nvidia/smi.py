@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpulib.core.textio import as_text, clip
+
 from gpulib.core.knowledge import load_table
 from gpulib.core.ids import normalise_pci_bus_id
 
@@ -135,7 +137,7 @@ def _sum_if_complete(d: dict[str, str], parts: list[str]) -> float:
 
 @lru_cache(maxsize=1)
 def clock_event_table() -> pd.DataFrame:
-    """Clock event (throttle) reason bits (facts §3.5) from ``gpulib/data/clock_event_reasons.csv``."""
+    """Clock event (throttle) reason bits (NVIDIA/DCGM: dcgmlib/dcgm_fields.h @ 72fa3fea) from ``gpulib/data/nvidia/clock_event_reasons.csv``."""
     t = load_table("clock_event_reasons")
     t["bit"] = t["bit"].map(lambda s: int(str(s), 16))
     return t
@@ -154,7 +156,7 @@ def decode_clock_events(mask: Any) -> list[str]:
 def _lines(text: str) -> list[str]:
     if not text:
         return []
-    lines = text.splitlines()
+    lines = [clip(ln) for ln in text.splitlines()]  # bounded work per line (gpulib.core.textio)
     if not text.endswith(("\n", "\r")) and lines:
         lines = lines[:-1]  # the last line was cut mid-way: keep only complete lines
     return lines
@@ -286,10 +288,7 @@ def parse_query(text: str | bytes | None) -> pd.DataFrame:
     ``index`` is the GPU's position when the report lists all attached GPUs (NaN after ``-i N``).
     A capture that ends mid-line loses that last line; its GPU row carries ``truncated=True``.
     """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        return pd.DataFrame(columns=QUERY_COLUMNS)
+    text = as_text(text)
     try:
         header, blocks, truncated = _split(text)
     except (ValueError, TypeError):  # defensive: the tree walk only slices strings
@@ -338,8 +337,7 @@ _T_PROC = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)
 
 def parse_table(text: str | bytes | None) -> SmiTable:
     """Parse the plain ``nvidia-smi`` table (driver 390 through 565 layouts) into GPU and process frames."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
+    text = as_text(text)
     gpus: list[dict[str, Any]] = []
     procs: list[dict[str, Any]] = []
     drv = cuda = None

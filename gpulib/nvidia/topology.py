@@ -6,7 +6,7 @@ own path names add NVB and C2C (``NVIDIA/nccl: src/graph/topo.cc`` @ 5067397c).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -35,6 +35,7 @@ class Topology:
     nics: pd.DataFrame
     links: pd.DataFrame
     affinity: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)  # what a damaged paste lost or how it was repaired (topo_repair)
 
     @property
     def gpu_links(self) -> pd.DataFrame:
@@ -98,8 +99,11 @@ def _join_labels(toks: list[str]) -> list[str]:
 def parse_topology(text: str | bytes) -> Topology:
     """Parse ``nvidia-smi topo -m`` (tabs or spaces, ANSI underline codes, ``NIC Legend``, the
     ``CPU Affinity``/``NUMA Affinity``/``GPU NUMA ID`` columns, old ``mlx5_0`` NIC columns).
-    Never raises on text: without a matrix, ``gpus`` is empty."""
-    lines = _lines(text)
+    Never raises on text: without a matrix, ``gpus`` is empty. Damaged pastes (NIC rows cut, wrapped
+    rows, cut columns) are repaired or refused first, with ``warnings`` (:mod:`gpulib.nvidia.topo_repair`)."""
+    from gpulib.nvidia.topo_repair import repair_topology_lines
+
+    lines, warnings = repair_topology_lines(_lines(text))
     devices: list[str] = []
     extra: list[str] = []
     matrix: dict[str, list[str]] = {}
@@ -136,4 +140,4 @@ def parse_topology(text: str | bytes) -> Topology:
     nic_cols = [d for d in names if d not in gpus]
     nics = pd.DataFrame({"nic": nic_cols, "name": [legend.get(n, n) for n in nic_cols]}, dtype="object")
     affinity = pd.DataFrame(aff_rows, columns=["gpu", "cpu_affinity", "numa_affinity", "gpu_numa_id"])
-    return Topology(gpus=gpus, nics=nics, links=links, affinity=affinity)
+    return Topology(gpus=gpus, nics=nics, links=links, affinity=affinity, warnings=warnings)

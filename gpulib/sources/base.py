@@ -1,10 +1,11 @@
 """The source interface every backend implements, and the registry ``connect`` uses.
 
-Shaped like papermill's engines: a base class with a handful of methods and a tiny registry
+Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with a handful of methods and a tiny registry
 (:func:`register`, :func:`get_source_class`) so a new backend plugs in without touching callers.
 """
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -115,6 +116,16 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     return caps
 
 
+#: how far back an instant query looks for a sample: Prometheus' default --query.lookback-delta
+#: (https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness)
+LOOKBACK = timedelta(minutes=5)
+
+
+def default_step(window: timedelta) -> float:
+    """The point spacing of a range over ``window``: about 720 points, a multiple of 30 s (at least 30 s)."""
+    return max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
+
+
 class Source(ABC):
     """A fleet data backend. Subclasses implement the ``_`` methods; the public ones validate input."""
 
@@ -168,6 +179,17 @@ class Source(ABC):
         df = self._summary(field, w, stat, node, gpu)
         df = df.assign(stat=stat)
         return conform(df, SUMMARY_COLUMNS)
+
+    def last_seen(self, field: str, *, node: str | None = None) -> pd.DataFrame:
+        """When each series of ``field`` last reported: ``node, gpu, uuid, gpu_i_id, timestamp`` (UTC), one row per
+        series with a sample within the lookback (:data:`LOOKBACK`) before the window end. A series missing here
+        has stopped; its last sample is older. Exact, unlike the last point of a coarse range grid."""
+        node, _ = self._check_target(node, None)
+        df = self._last_seen(field, node)
+        cols = ["node", "gpu", "uuid", "gpu_i_id", "timestamp"]
+        if df.empty:
+            return pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols})
+        return df[cols].reset_index(drop=True)
 
     def nodes(self) -> pd.DataFrame:
         if self._nodes_cache is None:
@@ -227,11 +249,21 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def diag_report(self, node: str) -> str | None:
+        """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
+        self._check_target(node, None)
+        return self._diag_report(node)
+
     def operator_state(self, namespace: str = "gpu-operator") -> dict:
         """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
         objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
         (see :func:`gpulib.gpu_operator.state.state_from_objects`). Raises SourceError where the source has none."""
         return self._operator_state(namespace)
+
+    def mig_parted_configs(self, namespace: str = "gpu-operator") -> str:
+        """The mig-parted ``config.yaml`` MIG Manager uses now (its ConfigMap). Raises SourceError where the
+        source cannot read it (then start from mig-parted's default set, gpulib.mig.parted_merge)."""
+        return self._mig_parted_configs(namespace)
 
     def describe(self) -> str:
         return self.name
@@ -241,9 +273,11 @@ class Source(ABC):
         return sorted(self.nodes()["node"].astype(str))
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
+        from gpulib.core import validate
         if node in ("", None):
             node = None
         else:
+            node = validate.node_name(node)
             known = self.known_nodes()
             if known and node not in known:
                 close = [n for n in known if node.lower() in n.lower() or n.lower() in node.lower()]
@@ -254,6 +288,7 @@ class Source(ABC):
         g = str(gpu).strip()
         if not (g.isdigit() or g.startswith("GPU-") or g.startswith("MIG-")):
             raise UnknownGPU(f"gpu={gpu!r} is neither an index nor a UUID")
+        validate.gpu_ref(g)
         if node is not None and g.isdigit():
             n = self.nodes().set_index("node")
             count = n.loc[node, "gpu_count"] if node in n.index else None
@@ -276,6 +311,19 @@ class Source(ABC):
 
     @abstractmethod
     def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
+
+    def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
+        """Default: the newest raw sample of each series within the lookback."""
+        from gpulib.core.errors import EmptyResult
+        try:
+            df = self._series(field, LOOKBACK, node, None, self._native_step())
+        except EmptyResult:
+            return pd.DataFrame()
+        if df.empty:
+            return df
+        df = df.assign(timestamp=pd.to_datetime(df["timestamp"], utc=True))
+        df = df[df["timestamp"] <= pd.Timestamp(self.end)]
+        return df.groupby(["node", "gpu", "uuid", "gpu_i_id"], as_index=False, dropna=False)["timestamp"].max()
 
     def _native_step(self) -> float | None:
         """Spacing of the raw samples, when the backend knows it (the demo's scrape interval)."""
@@ -307,6 +355,16 @@ class Source(ABC):
         return None
 
     def _smi_query(self, node: str) -> str | None:
+        return None
+
+    def _mig_parted_configs(self, namespace: str) -> str:
+        from gpulib.core.errors import SourceError
+        raise SourceError(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
+                          hint="pass its config.yaml as current_mig_config (kubectl -n gpu-operator get cm "
+                               "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), or plan from "
+                               "mig-parted's default set")
+
+    def _diag_report(self, node: str) -> str | None:
         return None
 
     def _operator_state(self, namespace: str) -> dict:

@@ -1,6 +1,6 @@
 """dcgm-exporter metrics: field catalogue, label normalisation and the ``/metrics`` scrape parser.
 
-dcgm-exporter's labels moved over time (facts.md §3.3): ``Hostname`` became ``hostname`` (PR #655),
+dcgm-exporter's labels moved over time (NVIDIA/dcgm-exporter: internal/pkg/rendermetrics/render_metrics.go @ d5e5f510): ``Hostname`` became ``hostname`` (NVIDIA/dcgm-exporter#655),
 old-namespace mode writes ``pod_name``/``pod_namespace``/``container_name``, and a Prometheus scrape
 through a ServiceMonitor without ``honorLabels`` renames the workload labels to ``exported_pod``,
 ``exported_namespace``, ``exported_container`` (the target's own ``pod`` is the exporter's pod).
@@ -26,7 +26,7 @@ _EXPORTER_POD = re.compile(r"^(nvidia-)?dcgm-exporter", re.I)
 
 
 def fields() -> pd.DataFrame:
-    """The DCGM field table (``gpulib/data/dcgm_fields.csv``)."""
+    """The DCGM field table (``gpulib/data/nvidia/dcgm_fields.csv``)."""
     return load_table("dcgm_fields")
 
 
@@ -66,25 +66,84 @@ def normalise_labels(labels: Mapping[str, str]) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------
 # Prometheus text exposition parser (what dcgm-exporter serves on :9400/metrics)
 # --------------------------------------------------------------------------------------------
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+#: a sample with more labels is malformed (dcgm-exporter writes about 15; inferred bound, keeps a crafted
+#: line of millions of labels from costing seconds)
+MAX_LABELS = 256
+_LABEL_HEAD = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"')
+_TS = re.compile(r"-?\d+")
 
 
 def _unescape(v: str) -> str:
+    if "\\" not in v:
+        return v
     return v.replace("\\\\", "\x00").replace('\\"', '"').replace("\\n", "\n").replace("\x00", "\\")
 
 
-def _parse_labels(text: str) -> dict[str, str] | None:
+def _closing_quote(text: str, pos: int) -> int:
+    """Index of the first unescaped ``"`` at or after ``pos``, or -1. Linear: each backslash run is counted once."""
+    while True:
+        j = text.find('"', pos)
+        if j < 0:
+            return -1
+        k = j
+        while k > pos and text[k - 1] == "\\":
+            k -= 1
+        if (j - k) % 2 == 0:
+            return j
+        pos = j + 1
+
+
+def _parse_labels_at(text: str, pos: int) -> tuple[dict[str, str], int] | None:
+    """Labels ``name="value",...`` from ``text[pos:]`` up to the closing ``}``; (labels, index after ``}``) or None.
+    No regex runs over a value, so time and memory stay linear in the line (tests/test_parser_limits.py)."""
     out: dict[str, str] = {}
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        m = _LABEL.match(text, pos)
-        if not m:
+    n = len(text)
+    count = 0
+    while True:
+        while pos < n and text[pos] in " \t":
+            pos += 1
+        if pos < n and text[pos] == "}":
+            return out, pos + 1
+        m = _LABEL_HEAD.match(text, pos)
+        count += 1
+        if not m or count > MAX_LABELS:
             return None
-        out[m.group(1)] = _unescape(m.group(2))
-        pos = m.end()
-    return out
+        end = _closing_quote(text, m.end())
+        if end < 0:
+            return None
+        out[m.group(1)] = _unescape(text[m.end():end])
+        pos = end + 1
+        while pos < n and text[pos] in " \t":
+            pos += 1
+        if pos < n and text[pos] == ",":
+            pos += 1
+
+
+def _parse_labels(text: str) -> dict[str, str] | None:
+    parsed = _parse_labels_at(text.strip() + "}", 0)
+    return parsed[0] if parsed and parsed[1] == len(text.strip()) + 1 else None
+
+
+def _sample(line: str):
+    """(name, labels, value text, timestamp text or None) of one exposition line, or None when malformed."""
+    m = _NAME.match(line)
+    if not m:
+        return None
+    pos = m.end()
+    labels: dict[str, str] = {}
+    if pos < len(line) and line[pos] == "{":
+        parsed = _parse_labels_at(line, pos + 1)
+        if parsed is None:
+            return None
+        labels, pos = parsed
+    rest = line[pos:]
+    if rest[:1] not in (" ", "\t"):
+        return None
+    parts = rest.split(None, 2)
+    if not 1 <= len(parts) <= 2 or (len(parts) == 2 and not _TS.fullmatch(parts[1])):
+        return None
+    return m.group(0), labels, parts[0], parts[1] if len(parts) == 2 else None
 
 
 def _float(v: str) -> float:
@@ -98,15 +157,20 @@ def _float(v: str) -> float:
     return float(v)
 
 
-def parse_scrape(text: str) -> pd.DataFrame:
+def parse_scrape(text: str | bytes) -> pd.DataFrame:
     """Parse a dcgm-exporter ``/metrics`` scrape into one row per sample.
 
     Columns: ``metric``, the normalised labels (``node, gpu, uuid, model, pci_bus_id, pod, namespace,
     container, gpu_i_profile, gpu_i_id``), ``value``, ``timestamp`` (NaT unless the line had one),
     ``labels`` (every raw label as a dict) and ``type`` (from ``# TYPE``, else ``untyped``).
     ``# HELP``/``# TYPE`` comments and blank lines are skipped; a malformed line (e.g. a scrape cut
-    mid-line) is skipped and counted in ``df.attrs["skipped_lines"]``.
+    mid-line) is skipped and counted in ``df.attrs["skipped_lines"]``. ``text`` may be bytes (decoded
+    as UTF-8, invalid bytes replaced); the parser never raises on content and is linear in the input.
     """
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    elif not isinstance(text, str):
+        text = "" if text is None else str(text)
     types: dict[str, str] = {}
     rows = []
     skipped = 0
@@ -119,28 +183,25 @@ def parse_scrape(text: str) -> pd.DataFrame:
             if len(parts) >= 4 and parts[1] == "TYPE":
                 types[parts[2]] = parts[3].strip()
             continue
-        m = _SAMPLE.match(s)
-        if not m:
+        sample = _sample(s)
+        if sample is None:
             skipped += 1
             continue
-        labels = _parse_labels(m.group("labels") or "")
-        if labels is None:
-            skipped += 1
-            continue
+        name, labels, value_text, ts = sample
         try:
-            value = _float(m.group("value"))
-        except ValueError:
+            value = _float(value_text)
+            stamp = pd.to_datetime(int(ts), unit="ms", utc=True) if ts else pd.NaT
+        except (ValueError, OverflowError, pd.errors.OutOfBoundsDatetime):
             skipped += 1
             continue
-        ts = m.group("ts")
-        row = {"metric": m.group("name"), **normalise_labels(labels), "value": value,
-               "timestamp": pd.to_datetime(int(ts), unit="ms", utc=True) if ts else pd.NaT,
-               "labels": labels, "type": types.get(m.group("name"), "untyped")}
+        row = {"metric": name, **normalise_labels(labels), "value": value, "timestamp": stamp,
+               "labels": labels, "type": types.get(name, "untyped")}
         rows.append(row)
     cols = ["metric", "node", "gpu", "uuid", "model", "pci_bus_id", "pod", "namespace", "container",
             "gpu_i_profile", "gpu_i_id", "value", "timestamp", "labels", "type"]
     df = pd.DataFrame(rows, columns=cols)
     df["value"] = df["value"].astype(float)
+    df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
     df.attrs["skipped_lines"] = skipped
     return df
 

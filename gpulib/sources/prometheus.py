@@ -1,4 +1,4 @@
-"""``prometheus``: PromQL over HTTP with prometheus-api-client (works with Thanos, Mimir, VictoriaMetrics).
+"""``prometheus``: PromQL over HTTP (requests, see :mod:`.promhttp`; works with Thanos, Mimir, VictoriaMetrics).
 
 Connection settings come from the environment or a config file, never from notebook parameters,
 so no secret lands in an executed notebook:
@@ -26,11 +26,12 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
+from gpulib.core import redact
 from gpulib.sources.dcgm import normalise_labels
 from gpulib.core.errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
                       PrometheusTimeout, PrometheusUnreachable)
 from gpulib.core.schema import SERIES_COLUMNS, empty
-from gpulib.sources.base import Source
+from gpulib.sources.base import Source, default_step
 
 #: Prometheus refuses range queries of more than 11,000 points per series
 MAX_POINTS = 11000
@@ -70,7 +71,12 @@ def load_settings(url: str | None = None, config: str | Path | None = None, env:
         p = Path(path).expanduser()
         if not p.exists():
             raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r} does not exist")
-        cfg = (yaml.safe_load(p.read_text()) or {}).get("prometheus", {}) or {}
+        try:
+            cfg = (yaml.safe_load(p.read_text()) or {}).get("prometheus", {}) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as exc:
+            raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r} is not a readable YAML mapping ({type(exc).__name__})") from None
+        if not isinstance(cfg, dict):
+            raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r}: prometheus: must be a mapping")
 
     def get(key: str, default=None):
         return env.get(f"GPUOPS_PROMETHEUS_{key.upper()}", cfg.get(key, default))
@@ -81,8 +87,8 @@ def load_settings(url: str | None = None, config: str | Path | None = None, env:
                                hint="e.g. export GPUOPS_PROMETHEUS_URL=http://prometheus-k8s.monitoring:9090")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InvalidParameter(f"Prometheus URL {url!r} is not an http(s) URL")
-    if parts.username or parts.password:
+        raise InvalidParameter(f"Prometheus URL {redact.redact(url)!r} is not an http(s) URL")
+    if "@" in parts.netloc or parts.username or parts.password:
         raise InvalidParameter("the Prometheus URL must not carry credentials; use GPUOPS_PROMETHEUS_USER/PASSWORD",
                                hint="credentials in URLs end up in logs and notebooks")
     token = get("token")
@@ -92,15 +98,40 @@ def load_settings(url: str | None = None, config: str | Path | None = None, env:
         if not tf.exists():
             raise InvalidParameter(f"token file {str(tf)!r} does not exist")
         token = tf.read_text().strip()
-    return PrometheusSettings(url=url.rstrip("/"), token=token or None, user=get("user"), password=get("password"),
+    token = str(token).strip() if token else None
+    user, password = get("user"), get("password")
+    redact.register(token, user=user, password=password)
+    if token and not _HEADER_SAFE.match(token):
+        raise InvalidParameter("the Prometheus token holds characters an HTTP header cannot carry (a control "
+                               "character or space)", hint="check GPUOPS_PROMETHEUS_TOKEN / the token file for stray characters")
+    return PrometheusSettings(url=url.rstrip("/"), token=token, user=user, password=password,
                               ca_bundle=get("ca_bundle"), verify=_truthy(get("verify", "true")),
-                              timeout=float(get("timeout", 30)), retries=int(get("retries", 3)))
+                              timeout=_number(get("timeout", 30), "timeout", float, 0.1, 3600),
+                              retries=_number(get("retries", 3), "retries", int, 0, 10))
+
+
+#: visible ASCII, the characters a token68 / header value may hold (RFC 9110 §11.2)
+_HEADER_SAFE = re.compile(r"^[\x21-\x7e]+$")
+
+
+def _number(raw, key: str, kind, lo: float, hi: float):
+    """``GPUOPS_PROMETHEUS_<KEY>`` as ``kind`` within [lo, hi]; InvalidParameter (a usage error) otherwise."""
+    try:
+        v = kind(str(raw).strip())
+    except (TypeError, ValueError):
+        v = None
+    if v is None or not (lo <= v <= hi):  # NaN fails both comparisons
+        raise InvalidParameter(f"GPUOPS_PROMETHEUS_{key.upper()}={str(raw)[:40]!r} is not a number from {lo:g} to {hi:g}",
+                               hint=f"e.g. export GPUOPS_PROMETHEUS_{key.upper()}={30 if key == 'timeout' else 3}")
+    return v
 
 
 def _selector(field: str, node: str | None, gpu: str | None, host_label: str) -> str:
-    m = [f'{host_label}="{node}"'] if node else []
+    """``field{host="node",gpu|UUID="gpu"}`` with every label value escaped (validate.promql_string)."""
+    from gpulib.core.validate import promql_string
+    m = [f'{host_label}={promql_string(node)}'] if node else []
     if gpu is not None:
-        m.append(f'UUID="{gpu}"' if not gpu.isdigit() else f'gpu="{gpu}"')
+        m.append(f'UUID={promql_string(gpu)}' if not gpu.isdigit() else f'gpu={promql_string(gpu)}')
     return f"{field}{{{','.join(m)}}}"
 
 
@@ -121,7 +152,15 @@ def parse_matrix(body: bytes | str) -> list[dict] | None:
     that is not a plain successful float matrix in Prometheus' own layout (native histograms, another
     key order), so the caller falls back to :func:`json.loads`.
     """
-    s = body.decode() if isinstance(body, bytes) else body
+    if isinstance(body, bytes):
+        if not body.startswith(_MATRIX_HEAD.encode()):
+            return None
+        try:
+            s = body.decode()
+        except UnicodeDecodeError:
+            return None
+    else:
+        s = body
     if not s.startswith(_MATRIX_HEAD):
         return None
     pos, out = len(_MATRIX_HEAD), []
@@ -152,7 +191,7 @@ def parse_matrix(body: bytes | str) -> list[dict] | None:
             pos += 1
             if s[pos] == ",":
                 pos += 1
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, RecursionError):
         return None
     return out
 
@@ -180,69 +219,23 @@ class PrometheusSource(Source):
         self._kube = kube
         self._kube_factory = None   # set by LiveSource: the Kubernetes client is built on first use
         self._kube_error = None
-        self._prom = None
+        self._http = None
         self._host_labels = ("hostname", "Hostname")
 
     def describe(self) -> str:
         return f"Prometheus at {self.settings.url}"
 
-    # ---- HTTP ---------------------------------------------------------------------------
+    # ---- HTTP (gpulib.sources.promhttp: deadline, retries, circuit breaker, answer shape) ---------
     @property
-    def client(self):
-        if self._prom is None:
-            import requests
-            from prometheus_api_client import PrometheusConnect
-            from urllib3.util.retry import Retry
-
-            s = self.settings
-            session = requests.Session()
-            session.verify = s.ca_bundle if (s.verify and s.ca_bundle) else s.verify
-            headers = {"Authorization": f"Bearer {s.token}"} if s.token else None
-            # connection failures and 502/503/504 are retried with backoff; a read timeout is not
-            # (re-sending a query that is already too slow only multiplies the wait)
-            retry = Retry(total=None, connect=s.retries, read=0, status=s.retries, other=0, backoff_factor=0.3,
-                          status_forcelist=(502, 503, 504), allowed_methods=frozenset({"GET", "POST"}),
-                          raise_on_status=False)
-            self._prom = PrometheusConnect(url=s.url, headers=headers, disable_ssl=not s.verify, retry=retry,
-                                           auth=(s.user, s.password) if s.user else None, session=session,
-                                           timeout=s.timeout)
-            self._session, self._headers = session, headers  # the fast range path reuses them (retries mounted)
-        return self._prom
-
-    def _call(self, fn, query: str, *args, **kwargs):
-        import requests
-        from prometheus_api_client.exceptions import PrometheusApiClientException
-
-        url = self.settings.url
-        try:
-            return fn(query, *args, **kwargs)
-        except requests.exceptions.Timeout as exc:
-            raise PrometheusTimeout(f"Prometheus at {url} did not answer within {self.settings.timeout:g}s for query {query!r}",
-                                    url=url, query=query) from exc
-        except (requests.exceptions.ConnectionError, requests.exceptions.RetryError) as exc:
-            if "timed out" in str(exc).lower() and "connect" not in type(getattr(exc.args[0], "reason", None)).__name__.lower():
-                raise PrometheusTimeout(f"Prometheus at {url} did not answer within {self.settings.timeout:g}s for query {query!r}",
-                                        url=url, query=query) from exc
-            raise PrometheusUnreachable(f"cannot reach Prometheus at {url} ({type(exc).__name__}) for query {query!r}",
-                                        url=url, query=query) from exc
-        except PrometheusApiClientException as exc:
-            text = str(exc)
-            m = re.search(r"HTTP Status Code (\d+)", text)
-            status = int(m.group(1)) if m else 0
-            detail = re.search(r'"error"\s*:\s*"([^"]+)"', text)
-            detail_s = detail.group(1) if detail else text[:200]
-            if status == 400 and ("parse error" in text or "bad_data" in text):
-                raise InvalidQuery(f"invalid PromQL {query!r}: {detail_s}", url=url, query=query) from exc
-            if status == 503 and "timeout" in text.lower():
-                raise PrometheusTimeout(f"Prometheus at {url} timed out evaluating {query!r}", url=url, query=query) from exc
-            raise PrometheusHTTPError(f"Prometheus at {url} answered HTTP {status} for query {query!r}: {detail_s}",
-                                      status=status, url=url, query=query) from exc
-        except ValueError as exc:  # JSON decoding of a non-Prometheus answer
-            raise PrometheusError(f"{url} did not answer like a Prometheus API for {query!r}: {exc}", url=url, query=query) from exc
+    def http(self):
+        if self._http is None:
+            from gpulib.sources.promhttp import PromHTTP
+            self._http = PromHTTP(self.settings)
+        return self._http
 
     def query(self, promql: str) -> list[dict]:
         """Instant query at the source's end time."""
-        return self._call(self.client.custom_query, promql, params={"time": self.end.timestamp()})
+        return self.http.instant(promql, self.end.timestamp())
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
         """Range query split into chunks of at most 11,000 points per series; Prometheus' own result layout
@@ -251,19 +244,15 @@ class PrometheusSource(Source):
                 for r in self._range_arrays(promql, start, end, step)]
 
     def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
-        """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback).
-        Same request as prometheus-api-client's ``custom_query_range`` (same session, auth, retries)."""
-        from prometheus_api_client.exceptions import PrometheusApiClientException
+        """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
+        from gpulib.sources.promhttp import check_result
 
-        client, s = self.client, self.settings
-        resp = self._session.get(f"{client.url}/api/v1/query_range",
-                                 params={"query": promql, "start": round(start), "end": round(end), "step": step},
-                                 headers=self._headers, auth=(s.user, s.password) if s.user else None, timeout=s.timeout)
-        if resp.status_code != 200:
-            raise PrometheusApiClientException(f"HTTP Status Code {resp.status_code} ({resp.content!r})")
+        resp = self.http.get("/api/v1/query_range", {"query": promql, "start": round(start), "end": round(end), "step": step},
+                             promql)
         parsed = parse_matrix(resp.content)
         if parsed is None:
-            parsed = [{"metric": r["metric"], "values": r.get("values", [])} for r in resp.json()["data"]["result"]]
+            result = check_result(self.http.decode(resp, promql), self.settings.url, promql, "matrix")
+            parsed = [{"metric": r["metric"], "values": r.get("values", [])} for r in result]
         return parsed
 
     def _range_arrays(self, promql: str, start: float, end: float, step: float) -> list[dict]:
@@ -273,7 +262,7 @@ class PrometheusSource(Source):
         t = start
         while t <= end:
             t_end = min(end, t + span)
-            for r in self._call(self._get_range, promql, t, t_end, _fmt_duration(step)):
+            for r in self._get_range(promql, t, t_end, _fmt_duration(step)):
                 ts, v = _as_arrays(r)
                 key = tuple(sorted(r["metric"].items()))
                 acc = results.setdefault(key, {"metric": r["metric"], "ts": [], "v": []})
@@ -351,7 +340,7 @@ class PrometheusSource(Source):
     # ---- Source hooks -------------------------------------------------------------------
     def _series(self, field, window, node, gpu, step):
         end = self.end.timestamp()
-        step = step or max(30.0, math.ceil(window.total_seconds() / 720 / 30) * 30)
+        step = step or default_step(window)
         start = math.ceil((end - window.total_seconds()) / step) * step
         q = self._by_host("{sel}", field, node, gpu)
         df = self._range_frame(self._range_arrays(q, start, end, step), dedupe=True)
@@ -375,6 +364,16 @@ class PrometheusSource(Source):
         if not rows:
             raise EmptyResult(f"no series for {q!r} at {self.settings.url}", query=q)
         return pd.DataFrame(rows)
+
+    def _last_seen(self, field, node):
+        """``timestamp(F)`` at the window end: the time of each series' newest sample within the lookback."""
+        q = self._by_host("timestamp({sel})", field, node, None)
+        rows = self._rows(self.query(q), vector=True)
+        if not rows:
+            return pd.DataFrame()
+        df = pd.DataFrame(rows)
+        df["timestamp"] = pd.to_datetime(df["value"].astype(float), unit="s", utc=True)
+        return df
 
     def _inventory(self, window):
         w = _fmt_duration(window.total_seconds())
@@ -421,6 +420,11 @@ class PrometheusSource(Source):
         return super().known_nodes()
 
     def _check_target(self, node, gpu):
+        from gpulib.core import validate
+        if node:
+            validate.node_name(node)
+        if gpu not in (None, ""):
+            validate.gpu_ref(gpu)
         if self.kube is None and node:
             known = self.known_nodes()
             if known and node not in known:

@@ -6,6 +6,9 @@ A folder holding any of:
 * ``metrics*.txt`` / ``*.prom`` — dcgm-exporter scrapes (``curl <pod-ip>:9400/metrics``), one per node or merged
 * ``dmesg-<node>.txt`` (or ``dmesg.txt`` for a single node) — ``dmesg -T`` / ``journalctl -k``
 * ``nvidia-smi-q-<node>.txt`` (or ``nvidia-smi-q.txt``) — ``nvidia-smi -q``
+* ``dcgmi-diag-<node>.json`` (or ``.txt``, or without ``-<node>``) — ``dcgmi diag -r N -j`` (or its table)
+
+``gpuops collect NODE --apply`` (:mod:`gpulib.kube.collect`) writes these files for one node.
 
 A scrape is one instant, so ``series`` has one point per GPU and every ``summary`` stat is that
 value (``increase`` is NaN: a counter needs two samples).
@@ -19,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpulib.sources.dcgm import parse_scrape
-from gpulib.core.errors import EmptyResult, SnapshotError
+from gpulib.core.errors import EmptyResult, SnapshotError, SourceError
 from gpulib.sources.base import Source
 
 
@@ -32,12 +35,17 @@ class SnapshotSource(Source):
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
             raise SnapshotError(f"snapshot folder {str(self.path)!r} does not exist or is not a folder")
-        scrapes = sorted([*self.path.glob("metrics*.txt"), *self.path.glob("*.prom")])
+        try:
+            scrapes = sorted([*self.path.glob("metrics*.txt"), *self.path.glob("*.prom")])
+        except OSError as exc:
+            raise SnapshotError(f"snapshot folder {str(self.path)!r} cannot be listed: {exc.strerror}") from None
         frames = []
         for f in scrapes:
-            df = parse_scrape(f.read_text(errors="replace"))
+            data = self._read(f)
+            df = parse_scrape(data)
             taken = datetime.fromtimestamp(f.stat().st_mtime, tz=timezone.utc)
-            df["timestamp"] = df["timestamp"].fillna(pd.Timestamp(taken))
+            # a plain /metrics scrape has no timestamps: its samples are as old as the file
+            df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True).fillna(pd.Timestamp(taken))
             df.attrs.clear()
             frames.append(df)
         self.scrape = pd.concat(frames, ignore_index=True) if frames else parse_scrape("")
@@ -49,14 +57,42 @@ class SnapshotSource(Source):
     def describe(self) -> str:
         return f"snapshot {self.path}"
 
+    @staticmethod
+    def _read(f: Path) -> bytes:
+        """The bytes of one snapshot file; SnapshotError naming it when it is a folder, a symlink loop or unreadable."""
+        try:
+            return f.read_bytes()
+        except OSError as exc:
+            raise SnapshotError(f"snapshot file {str(f)!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+
     def _json(self, name: str) -> dict:
         f = self.path / name
-        if not f.exists():
+        if not f.exists() and not f.is_symlink():
             raise SnapshotError(f"snapshot {str(self.path)!r} has no {name}")
+        data = self._read(f)
         try:
-            return json.loads(f.read_text())
+            doc = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise SnapshotError(f"{f} is not UTF-8 text (byte {exc.start}): is it `kubectl get ... -o json` output?") from None
         except json.JSONDecodeError as exc:
-            raise SnapshotError(f"{f} is not valid JSON (line {exc.lineno}): is it `kubectl get ... -o json` output?") from exc
+            raise SnapshotError(f"{f} is not valid JSON (line {exc.lineno}): is it `kubectl get ... -o json` output?") from None
+        except RecursionError:
+            raise SnapshotError(f"{f} is nested too deeply to be a Kubernetes list") from None
+        if not isinstance(doc, dict):
+            raise SnapshotError(f"{f} holds a JSON {type(doc).__name__}, not a Kubernetes list object "
+                                "(`kubectl get ... -o json` writes {{\"kind\": \"...List\", \"items\": [...]}})")
+        return doc
+
+    def _frame(self, name: str, convert) -> pd.DataFrame:
+        """``convert`` (nodes_frame / pods_frame) of ``name``; a malformed object becomes a SnapshotError naming the file."""
+        doc = self._json(name)
+        try:
+            return convert(doc)
+        except SnapshotError:
+            raise
+        except (SourceError, AttributeError, TypeError, KeyError, ValueError, RecursionError) as exc:
+            raise SnapshotError(f"{self.path / name} holds an object that is not shaped like a Kubernetes "
+                                f"{name.split('.')[0][:-1]}: {str(exc).split(' (hint:')[0][:200] or type(exc).__name__}") from None
 
     def _metric(self, field: str, node, gpu) -> pd.DataFrame:
         if self.scrape.empty:
@@ -82,11 +118,11 @@ class SnapshotSource(Source):
 
     def _nodes(self):
         from gpulib.kube.frames import nodes_frame
-        return nodes_frame(self._json("nodes.json"))
+        return self._frame("nodes.json", nodes_frame)
 
     def _pods(self):
         from gpulib.kube.frames import pods_frame
-        return pods_frame(self._json("pods.json"))
+        return self._frame("pods.json", pods_frame)
 
     def _operator_state(self, namespace):
         from gpulib.gpu_operator.state import state_from_objects
@@ -97,7 +133,7 @@ class SnapshotSource(Source):
                                    "pods": items("pods.json"), "nodes": items("nodes.json")}, namespace)
 
     def known_nodes(self):
-        if (self.path / "nodes.json").exists():
+        if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():
             return super().known_nodes()
         return sorted(set(self.scrape["node"]) - {""})
 
@@ -105,11 +141,11 @@ class SnapshotSource(Source):
         fb = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_FB_USED"]
         return set(self.scrape["metric"]), list(fb["labels"])
 
-    def _node_file(self, prefix: str, node: str) -> str | None:
-        for name in (f"{prefix}-{node}.txt", f"{prefix}.txt"):
+    def _node_file(self, prefix: str, node: str, exts: tuple[str, ...] = (".txt",)) -> str | None:
+        for name in [f"{prefix}-{node}{e}" for e in exts] + [f"{prefix}{e}" for e in exts]:
             f = self.path / name
-            if f.exists():
-                return f.read_text(errors="replace")
+            if f.exists() or f.is_symlink():
+                return self._read(f).decode("utf-8", errors="replace")
         return None
 
     def _kernel_log(self, node):
@@ -117,3 +153,6 @@ class SnapshotSource(Source):
 
     def _smi_query(self, node):
         return self._node_file("nvidia-smi-q", node)
+
+    def _diag_report(self, node):
+        return self._node_file("dcgmi-diag", node, (".json", ".txt"))

@@ -14,6 +14,8 @@ and the OpenMetrics backfill call it), so the live check runs on demo and on a b
 """
 from __future__ import annotations
 
+import re
+
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -100,7 +102,7 @@ class DeploymentPlan:
         return args
 
     def arithmetic(self) -> pd.DataFrame:
-        """The memory arithmetic, per GPU, the way vLLM accounts it (facts.md §7.1)."""
+        """The memory arithmetic, per GPU, the way vLLM accounts it (vllm-project/vllm: vllm/v1/worker/gpu_worker.py determine_available_memory @ 002f10e0)."""
         b = self.budget
         m = self.model
         rows = [
@@ -236,6 +238,11 @@ def manifests(p: DeploymentPlan, *, name: str = "vllm", namespace: str = "infere
     ``token`` for gated models (None: no token). The HPA scales on waiting requests, or on p99 end-to-end
     latency when the plan has ``latency_p99_s`` (both served by Prometheus Adapter, see :func:`adapter_rules`).
     """
+    from gpulib.core import validate
+    validate.object_name(name, param="name", kind="Deployment/Service")
+    if len(name) > 63:  # the Service of the same name is a DNS-1035 label
+        raise InvalidParameter(f"name={name[:70]!r}... is longer than 63 characters (a Service name is a DNS label)")
+    validate.namespace(namespace)
     if not p.fits:
         raise InvalidParameter(f"no manifests for a plan that does not fit: {p.findings[0].title}")
     if int(replicas) < 1:
@@ -417,7 +424,9 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float:
 
 
 def _selector(namespace: str, workload: str) -> str:
-    return f'namespace="{namespace}",pod=~"{workload}-.*"'
+    """Label matchers with both values escaped (the workload is matched literally, then ``-<suffix>``)."""
+    from gpulib.core.validate import promql_string
+    return f'namespace={promql_string(namespace)},pod=~{promql_string(re.escape(str(workload)) + "-.*")}'
 
 
 def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 ``lookup(code)`` answers "what does XID N mean and what do I do": mnemonic, our-words description,
 category, NVIDIA's immediate and investigatory resolution buckets, fatal or not, DCGM's health
-severity. The catalog is ``gpulib/data/xid_catalog.csv`` (codes 1-172, each row citing its source);
+severity. The catalog is ``gpulib/data/xid/xid_catalog.csv`` (codes 1-172, each row citing its source);
 unknown codes get an explicit ``unknown`` record, never an exception. :func:`annotate` adds the catalog's columns to
 the events of :func:`gpulib.xid.kernel_log.parse_kernel_log`.
 """
@@ -93,7 +93,7 @@ def lookup(code: Any) -> XidRecord:
         description=f"XID {code!r} is not in NVIDIA's catalog as shipped here (codes 1-172); newer drivers may define it",
         immediate_action="CONTACT_SUPPORT", investigatory_action="CONTACT_SUPPORT",
         notes="check https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html for newer codes",
-        source="gpulib fallback for codes missing from gpulib/data/xid_catalog.csv")
+        source="gpulib fallback for codes missing from gpulib/data/xid/xid_catalog.csv")
 
 
 def recovery_actions() -> pd.DataFrame:

@@ -20,6 +20,8 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
+from gpulib.core.textio import as_text, clip
+
 from gpulib.core.ids import normalise_pci_bus_id
 
 
@@ -43,8 +45,8 @@ _THREAD = re.compile(r"^\[\s*[TC]\d+\]\s*")
 # ---------------------------------------------------------------------------------- XID body
 #: ``NVRM: Xid (PCI:0000:3b:00): 79, ...``; MIG: ``NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ...``; the comma after the
 #: code is optional (a cut line keeps its code)
-_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)\s]*)(?:\s+GPU-I:(?P<gi>\d+))?[^)]*\): (?P<xid>\d+)(?:,(?P<rest>.*))?$")
-_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d+)(?:,(?P<rest>.*))?$")
+_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)\s]*)(?:\s+GPU-I:(?P<gi>\d+))?[^)]*\): (?P<xid>\d{1,6})(?:,(?P<rest>.*))?$")
+_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d{1,6})(?:,(?P<rest>.*))?$")
 _CUT = "(line cut after the XID code: the rest of the message, and possibly digits of the code, are missing)"
 _BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 #: ``NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.`` (one line)
@@ -81,7 +83,7 @@ def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, f
     m = _ISO.match(rest)
     if m:
         ts = _naive_utc(pd.Timestamp(m.group("ts").replace(",", ".")), tz)
-        host, rest = m.group("host"), rest[m.end():]
+        host, rest = m.group("host"), rest[m.end():]   # no host for `dmesg --time-format iso` (see _ISO)
     else:
         m = _BSD.match(rest)
         if m and m.group("mon") in _MONTHS:
@@ -104,12 +106,15 @@ def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, f
 
 
 def _parse_body(rest: str) -> dict[str, Any] | None:
-    m = _XID.search(rest)
+    at = rest.find("NVRM: Xid ")  # one anchored match at the first marker: linear in the line
+    if at < 0:
+        return None
+    m = _XID.match(rest, at)
     pci = None
     if m:
         pci = normalise_pci_bus_id(m.group("pci"))
     else:
-        m = _XID_NO_PCI.search(rest)
+        m = _XID_NO_PCI.match(rest, at)
         if not m:
             return None
     tail = m.group("rest")
@@ -213,16 +218,17 @@ def _lines(source: Any) -> Iterable[str]:
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
                                      and os.path.isfile(source)):
         return _file_lines(Path(source))
-    if isinstance(source, bytes):
-        source = source.decode("utf-8", errors="replace")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = as_text(source)
     if isinstance(source, str):
-        return io.StringIO(source)
-    return source  # an open file or any iterable of lines
+        return (clip(ln) for ln in io.StringIO(source))
+    return (clip(as_text(ln)) for ln in source)  # an open file or any iterable of lines
 
 
 def _file_lines(path: Path) -> Iterator[str]:
     with open(path, encoding="utf-8", errors="replace") as fh:
-        yield from fh
+        for ln in fh:
+            yield clip(ln)
 
 
 def parse_kernel_log(text: Any, *, year: int | None = None, tz: str = "UTC") -> pd.DataFrame:

@@ -14,9 +14,12 @@ from typing import Any
 import pandas as pd
 
 import gpulib.xid.triage as triage
-from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
+from gpulib.sources.base import default_step
+from gpulib.core.validate import command
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import threshold
+from gpulib.nvidia.dcgmi import parse_dcgmi_diag
 from gpulib.nvidia.smi import parse_query
 from gpulib.core.timeutil import parse_window
 from gpulib.core.ids import normalise_pci_bus_id
@@ -35,6 +38,9 @@ SUMMARY_STATS = {
     triage.RETIRED_PENDING: "max",
     triage.GPU_TEMP: "p95",
 }
+#: gauges read as the max over each step, so an event shorter than a step is never missed (a plain range
+#: query returns one sample per step: https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries)
+EVENT_GAUGES = (triage.XID_GAUGE, triage.REMAP_FAILURE)
 #: DCGM fields drawn over time (the XID gauge is also read for its changes)
 SERIES_FIELDS = [triage.XID_GAUGE, triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE,
                  triage.GPU_TEMP, "DCGM_FI_DEV_POWER_USAGE"]
@@ -52,6 +58,13 @@ def kernel_log_command(node: str) -> str:
     ``-i`` without ``-t``: the output goes through a pipe; ``--profile=sysadmin`` lets dmesg read the kernel ring."""
     return (command("kubectl", "debug", f"node/{node}", "-i", "--quiet", "--profile=sysadmin", f"--image={DEBUG_IMAGE}",
                     "--", "chroot", "/host", "dmesg", "-T") + " | grep -i -E 'NVRM: Xid|fallen off the bus'")
+
+
+def collect_command(node: str) -> str:
+    """The ``gpuops collect`` line that fetches the node's kernel log and nvidia-smi reports (:mod:`gpulib.kube.collect`)."""
+    from gpulib.core.validate import command, node_name
+
+    return command("gpuops", "collect", node_name(node), "--apply")
 
 
 def smi_query_commands(node: str) -> list[str]:
@@ -78,6 +91,10 @@ class TriageInputs:
     summaries: dict[str, pd.DataFrame] = field(default_factory=dict)
     series: dict[str, pd.DataFrame] = field(default_factory=dict)
     pods: pd.DataFrame | None = None
+    diag_text: str | None = None
+    diag_from: str = ""
+    diag: pd.DataFrame | None = None
+    after_reset: bool = False
     missing: list[str] = field(default_factory=list)
     target: Target | None = None
 
@@ -115,9 +132,12 @@ def _target(src, node: str, gpu: Any, window: str, smi: pd.DataFrame | None = No
 
 
 def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_file: str = "",
-            smi_file: str = "") -> TriageInputs:
+            smi_file: str = "", diag_file: str = "", after_reset: bool = False) -> TriageInputs:
     """Gather the triage inputs for ``node`` (and ``gpu``: index, GPU UUID or MIG UUID) from ``src``; files
-    given override the source's. A ``gpu`` matching none of the node's GPUs raises UnknownGPU."""
+    given override the source's. A ``gpu`` matching none of the node's GPUs raises UnknownGPU.
+
+    ``diag_file`` / the source's ``diag_report``: a ``dcgmi diag`` result (JSON or table) read by
+    :func:`gpulib.xid.diag.diag_findings`; ``after_reset``: the SOP's reset or reboot was done before it ran."""
     parse_window(window)
     if not node:
         raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
@@ -128,7 +148,13 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
         smi_text, smi_from = src.smi_query(node), src.describe()
     smi = parse_query(smi_text) if smi_text is not None else None
     target = _target(src, node, gpu, window, smi)
-    inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target)
+    inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target, after_reset=bool(after_reset))
+    if diag_file:
+        inp.diag_text, inp.diag_from = _read(diag_file, "diag_file"), diag_file
+    else:
+        inp.diag_text, inp.diag_from = src.diag_report(node), src.describe()
+    if inp.diag_text is not None:
+        inp.diag = parse_dcgmi_diag(inp.diag_text)
     if kernel_log_file:
         inp.kernel_log, inp.kernel_log_from = _read(kernel_log_file, "kernel_log_file"), kernel_log_file
     else:
@@ -145,9 +171,13 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
             inp.summaries[f] = src.summary(f, window, stat, node=node)
         except EmptyResult:
             inp.missing.append(f)
+    step = default_step(parse_window(window))
     for f in SERIES_FIELDS:
         try:
-            inp.series[f] = src.series(f, window, node=node)
+            if f in EVENT_GAUGES:
+                inp.series[f] = src.series(f, window, node=node, step=step, agg="max")
+            else:
+                inp.series[f] = src.series(f, window, node=node)
         except EmptyResult:
             if f not in inp.missing:
                 inp.missing.append(f)
@@ -200,7 +230,7 @@ def for_gpu(events: pd.DataFrame, gpu: str | None) -> pd.DataFrame:
 
 
 def meaning_table(codes) -> pd.DataFrame:
-    """What each XID code means and NVIDIA's resolution buckets (``gpulib/data/xid_catalog.csv``)."""
+    """What each XID code means and NVIDIA's resolution buckets (``gpulib/data/xid/xid_catalog.csv``)."""
     rows = []
     for c in sorted({int(x) for x in codes}):
         rec = lookup(c)
@@ -247,16 +277,50 @@ def memory_summary(inp: TriageInputs) -> pd.DataFrame:
     return out.sort_values("_k").drop(columns="_k").reset_index(drop=True)
 
 
+def has_input(inp: TriageInputs) -> bool:
+    """Whether anything the triage reads was there: a kernel log, nvidia-smi -q, or a DCGM frame with rows."""
+    frames = list(inp.summaries.values()) + list(inp.series.values())
+    diag = getattr(inp, "diag", None)
+    return (inp.kernel_log is not None or inp.smi is not None or (diag is not None and len(diag) > 0)
+            or any(f is not None and len(f) for f in frames))
+
+
 def findings(inp: TriageInputs) -> list[Finding]:
-    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU."""
+    """:func:`gpulib.xid.triage.triage_node` on the inputs, restricted to the requested GPU.
+    NoInput (the run is INCOMPLETE) when none of the inputs could be read: no input, no verdict."""
+    if not has_input(inp):
+        raise NoInput(f"no input to triage {inp.node}: no kernel log, no nvidia-smi -q and no DCGM series for the node "
+                      f"in the last {inp.window} (missing: {', '.join(inp.missing)})")
+    from gpulib.xid.diag import diag_findings
+
     fs = triage.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,
                             dcgm=inp.dcgm, pods=inp.pods)
+    ds = diag_findings(inp.diag, inp.node, inp.gpu, after_reset=inp.after_reset, source=inp.diag_from)
+    if any(d.data.get("rule") == "DIAG_RETURN_TO_SERVICE" for d in ds):
+        fs = [_cleared(f) for f in fs]
+    if ds:
+        fs = [f for f in fs if f.category != "ok"] + ds
     if inp.gpu is not None:  # triage keeps cases it cannot pin to an index; show only this GPU's
         fs = [f for f in fs if f.gpu in (None, "", inp.gpu)]
     if not fs:
         fs = [Finding(Severity.OK, f"No XID, ECC or thermal problem found on {inp.node} GPU {inp.gpu}", node=inp.node,
                       gpu=inp.gpu, category="ok", runbook="xid_ecc_triage")]
     return sort_findings(fs)
+
+
+#: XID buckets whose SOP ends in "reset or reboot, then dcgmi diag -r 3, then uncordon" (xid_sop.csv)
+_CLEARED_BY_DIAG = {"RESET_GPU", "RESTART_BM"}
+
+
+def _cleared(f: Finding) -> Finding:
+    """An XID finding whose SOP step (reset/reboot, then a passing diagnostic) is done: kept as INFO history."""
+    from dataclasses import replace
+
+    if f.data.get("bucket") not in _CLEARED_BY_DIAG or f.severity not in (Severity.CRITICAL, Severity.WARNING):
+        return f
+    return replace(f, severity=Severity.INFO, title=f"{f.title} (reset done, dcgmi diag passed afterwards)",
+                   summary=(f.summary + " " if f.summary else "") + "after_reset=true and every diagnostic test passed: "
+                           "the SOP's reset/reboot step is complete.")
 
 
 def takes_gpu_out(f: Finding | None) -> bool:

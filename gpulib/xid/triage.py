@@ -2,7 +2,7 @@
 
 Pure functions over the tidy frames of :mod:`gpulib.core.schema` and the parsers in :mod:`gpulib.xid.kernel_log`
 and :mod:`gpulib.nvidia.smi`. The SOP step of every XID Finding follows NVIDIA's resolution bucket for that
-code (``gpulib/data/xid_catalog.csv`` -> ``gpulib/data/xid_sop.csv``); memory rules (DBE, row-remap
+code (``gpulib/data/xid/xid_catalog.csv`` -> ``gpulib/data/xid/xid_sop.csv``); memory rules (DBE, row-remap
 pending/failure, retired pages) and thermal/clock-event rules use the same SOP table.
 
 DCGM_FI_DEV_XID_ERRORS is a *sticky gauge* holding the last XID code (``NVIDIA/dcgm-exporter:
@@ -12,6 +12,8 @@ changes, never summed, and an XID already seen in the kernel log is not counted 
 The Prometheus rules file built from the same data files is :mod:`gpulib.xid.alerts`.
 """
 from __future__ import annotations
+
+import shlex
 
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -376,8 +378,8 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
         if f is not None and len(f) and "node" in f.columns:
             for r in f[f["node"] == node][["gpu", "uuid"]].drop_duplicates().to_dict("records"):
                 case_for(str(r["gpu"]), r["uuid"] or None)
-    if gpu is not None:
-        cases = {k: c for k, c in cases.items() if str(c.gpu) == str(gpu) or c.uuid == gpu
+    if gpu is not None:  # a case whose index could not be found (e.g. XID 79: no nvidia-smi block) may be this GPU: kept
+        cases = {k: c for k, c in cases.items() if c.gpu is None or str(c.gpu) == str(gpu) or c.uuid == gpu
                  or (c.pci_bus_id is not None and c.pci_bus_id == normalise_pci_bus_id(gpu))}
     return cases
 

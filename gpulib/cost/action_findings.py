@@ -1,0 +1,80 @@
+"""One Finding per action of the savings plan (:mod:`gpulib.cost.plan`), SOP text from ``cost_sop.csv``.
+
+A zombie (memory held, activity near 0: a stuck process) and idle allocated GPUs (reserved, unused: a
+capacity decision) are different problems and get different SOPs. Every finding carries the saving in
+the plan, the saving alone, the confidence and the signal the action rests on.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from gpulib.core.findings import Finding, Severity
+from gpulib.core.timeutil import format_duration
+from gpulib.cost.hygiene import cost_sop, fill
+
+__all__ = ["action_finding", "sop_kind"]
+
+
+#: owners that recreate a deleted pod (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/)
+_SCALED_OWNERS = ("deployment", "statefulset", "replicaset")
+
+
+def sop_kind(row: pd.Series) -> str:
+    """``zombie`` | ``idle_allocated`` | the action name: the row of ``cost_sop.csv`` an action uses."""
+    if row["action"] == "reclaim":
+        if row["pod"] != "" and str(row.get("owner_kind") or "").lower() in _SCALED_OWNERS and row.get("workload"):
+            return "zombie_owned"  # deleting the pod would bring it back: scale its owner
+        return "zombie" if row["pod"] != "" else "idle_allocated"
+    return str(row["action"])
+
+
+def _money(x: float, cur: str) -> str:
+    if x is None or x != x:
+        return "n/a"
+    return f"{x:,.0f} {cur}" if abs(x) >= 100 else f"{x:,.2f} {cur}"
+
+
+def action_finding(row: pd.Series, rep) -> Finding:
+    """The finding for one chosen action (``rep.actions`` row)."""
+    from gpulib.cost.analysis import ACTIONS
+    from gpulib.cost.usage import GR_ENGINE_ACTIVE
+
+    cur = rep.currency
+    action = row["action"]
+    kind = sop_kind(row)
+    ns, wl, pod = row["namespace"], row["workload"], row["pod"]
+    sop, cmds = cost_sop(kind)
+    commands = fill(cmds, ns=ns, wl=wl, pod=pod, kind_l=str(row["owner_kind"] or "deployment").lower(), node=row["node"],
+                    n="<n>")
+    saving = float(row["monthly_saving"])
+    alone = float(row.get("saving_alone", saving))
+    if kind in ("zombie", "zombie_owned"):
+        title, sev = f"Zombie pod {ns}/{pod} holds GPU memory while idle", Severity.WARNING
+    elif kind == "idle_allocated":
+        title, sev = f"Idle allocated GPUs: {ns}/{wl}", Severity.WARNING
+    elif action == "scale_down":
+        title, sev = f"GPU node {row['node']} was never allocated", Severity.INFO
+    else:
+        title, sev = f"{ACTIONS[action]}: {ns}/{wl}", Severity.INFO
+    if saving <= 0:
+        sev = Severity.INFO
+    evidence = [str(row["detail"]), f"{row['gpus']:.2f} GPU-equivalents, {_money(float(row['monthly_cost']), cur)}/month",
+                f"estimated saving {_money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
+                f"signal: {row['signal']}"]
+    if kind in ("zombie", "zombie_owned"):
+        evidence.append(f"so far in the window {_money(float(row['window_cost']), cur)}; "
+                        f"from now on {_money(saving, cur)}/month while it stays held")
+    if abs(alone - saving) > 0.005:
+        evidence.append(f"{_money(alone, cur)}/month alone; {_money(saving, cur)}/month after the workload's other actions")
+    summary = (f"{ACTIONS[action]} saves about {_money(saving, cur)} per month"
+               + (" from now on (the GPU's price while the zombie holds it)." if kind in ("zombie", "zombie_owned") else
+                  f" (window {format_duration(rep.window_hours * 3600)} extrapolated to a month)."))
+    conf = float(row["confidence"]) * (1.0 if rep.activity_field == GR_ENGINE_ACTIVE else 0.8)
+    return Finding(
+        severity=sev, title=title, summary=summary, sop_step=sop, commands=commands, evidence=evidence,
+        escalation="If the owner disputes the figures, share this report's per-workload table with the namespace owner.",
+        confidence=conf, category="cost", node=row["node"] or None, runbook="gpu_utilization_report",
+        data={"action": action, "kind": kind, "monthly_saving": round(saving, 2), "saving_alone": round(alone, 2),
+              "window_cost": None if row["window_cost"] != row["window_cost"] else round(float(row["window_cost"]), 2),
+              "monthly_cost": round(float(row["monthly_cost"]), 2), "currency": cur, "namespace": ns, "workload": wl,
+              "pod": pod, "gpus": round(float(row["gpus"]), 3), "signal": row["signal"], "confidence": round(conf, 2)})

@@ -1,0 +1,201 @@
+"""The HTTP side of the Prometheus source: one request path with a deadline, bounded retries, a circuit
+breaker and a check of the answer's shape.
+
+- **Deadline.** Every query (all its attempts and waits together) takes at most the configured timeout
+  (``GPUOPS_PROMETHEUS_TIMEOUT``). A ``Retry-After`` (RFC 9110 §10.2.3,
+  https://www.rfc-editor.org/rfc/rfc9110#field.retry-after) longer than what is left ends the retries
+  instead of being waited out.
+- **Circuit breaker.** Once the backend is unreachable, times out, or stays unavailable (502/503/504)
+  after the retries, every later call of the same source fails at once with the same cause, so a
+  runbook's later steps do not each wait out the timeout again.
+- **Shape.** An answer is used only if it is the JSON envelope the HTTP API documents
+  (https://prometheus.io/docs/prometheus/latest/querying/api/#format-overview): ``status``,
+  ``data.resultType`` and ``data.result`` a list of ``{"metric": {...}, "value" | "values": ...}``.
+  Anything else (an HTML login page, a proxy's error page, an empty body, JSON without ``data``) is a
+  :class:`~gpulib.core.errors.PrometheusBadResponse` naming the URL.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from email.utils import parsedate_to_datetime
+
+from gpulib.core.errors import (InvalidQuery, PrometheusBadResponse, PrometheusError, PrometheusHTTPError,
+                                PrometheusTimeout, PrometheusUnreachable)
+from gpulib.core.redact import redact
+
+#: statuses worth another attempt (a proxy or Prometheus restarting / overloaded)
+RETRY_STATUSES = (502, 503, 504)
+#: first backoff in seconds, doubled per attempt (urllib3's backoff_factor convention)
+BACKOFF = 0.3
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    v = value.strip()
+    if v.isdigit():
+        return float(v)
+    try:
+        return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _detail(body: bytes, limit: int = 200) -> str:
+    text = body[:4096].decode("utf-8", errors="replace")
+    m = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.){0,400})"', text)
+    s = m.group(1) if m else " ".join(text.split())
+    return redact(s[:limit])
+
+
+def check_result(doc, url: str, query: str, kind: str) -> list:
+    """``data.result`` of a decoded answer, after checking its shape; PrometheusBadResponse otherwise.
+    ``kind`` is ``vector`` (instant query) or ``matrix`` (range query)."""
+    def bad(why: str):
+        return PrometheusBadResponse(f"{url} answered 200 but not like a Prometheus API for query {query!r}: {why}",
+                                     url=url, query=query)
+    if not isinstance(doc, dict):
+        raise bad(f"the JSON is a {type(doc).__name__}, not an object")
+    if doc.get("status") != "success":
+        raise bad(f"status is {str(doc.get('status'))[:40]!r}, not 'success'")
+    data = doc.get("data")
+    if not isinstance(data, dict) or "result" not in data:
+        raise bad("it has no data.result")
+    result = data["result"]
+    if data.get("resultType") == "scalar" and kind == "vector" and isinstance(result, list) and len(result) == 2:
+        return [{"metric": {}, "value": result}]
+    if not isinstance(result, list):
+        raise bad(f"data.result is a {type(result).__name__}, not a list")
+    key = "value" if kind == "vector" else "values"
+    for r in result:
+        if not isinstance(r, dict) or not isinstance(r.get("metric"), dict):
+            raise bad("a data.result item has no metric object")
+        v = r.get(key)
+        if kind == "vector" and not (isinstance(v, list) and len(v) == 2):
+            raise bad(f"a data.result item has no [time, value] pair (resultType {str(data.get('resultType'))[:20]!r})")
+        if kind == "matrix" and not (isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 for p in v)):
+            raise bad(f"a data.result item has no list of [time, value] pairs (resultType {str(data.get('resultType'))[:20]!r})")
+    return result
+
+
+class PromHTTP:
+    """GET requests against one Prometheus-compatible API, with the settings of :class:`PrometheusSettings`."""
+
+    def __init__(self, settings):
+        import requests
+        from requests.adapters import HTTPAdapter
+
+        self.settings = settings
+        self.url = settings.url
+        self.session = requests.Session()
+        adapter = HTTPAdapter(max_retries=0)  # retries are ours: bounded by the deadline
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        s = settings
+        self.session.verify = s.ca_bundle if (s.verify and s.ca_bundle) else s.verify
+        if s.token:
+            self.session.headers["Authorization"] = f"Bearer {s.token}"
+        if s.user:
+            self.session.auth = (s.user, s.password or "")
+        self.broken: PrometheusError | None = None
+
+    # ---- circuit breaker --------------------------------------------------------------
+    def _fail_fast(self, query: str):
+        first = self.broken
+        msg = f"{first.args[0]} (earlier in this run; not asked again for query {query!r})"
+        kw = {"url": first.url, "query": query, "hint": first.hint}
+        if isinstance(first, PrometheusHTTPError):
+            return type(first)(msg, status=first.status, **kw)
+        return type(first)(msg, **kw)
+
+    def _trip(self, exc: PrometheusError) -> PrometheusError:
+        if isinstance(exc, (PrometheusUnreachable, PrometheusTimeout)) or (
+                isinstance(exc, PrometheusHTTPError) and exc.status in RETRY_STATUSES):
+            self.broken = exc
+        return exc
+
+    # ---- requests ----------------------------------------------------------------------
+    def get(self, path: str, params: dict, query: str):
+        """The raw 200 response of ``GET <url><path>``; a PrometheusError subclass for every failure."""
+        if self.broken is not None:
+            raise self._fail_fast(query)
+        try:
+            return self._get(path, params, query)
+        except PrometheusError as exc:
+            raise self._trip(exc) from None
+
+    def _get(self, path: str, params: dict, query: str):
+        import requests
+
+        s, url = self.settings, self.url
+        deadline = time.monotonic() + s.timeout
+        attempt = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PrometheusTimeout(f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
+                                        url=url, query=query)
+            try:
+                resp = self.session.get(url + path, params=params, timeout=(min(left, s.timeout), left))
+            except requests.exceptions.Timeout:
+                raise PrometheusTimeout(f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
+                                        url=url, query=query) from None
+            except requests.exceptions.RequestException as exc:
+                why = "connection refused" if "refused" in str(exc).lower() else type(exc).__name__
+                if attempt < s.retries and isinstance(exc, requests.exceptions.ConnectionError):
+                    wait = BACKOFF * 2 ** attempt
+                    if time.monotonic() + wait < deadline:
+                        attempt += 1
+                        time.sleep(wait)
+                        continue
+                raise PrometheusUnreachable(f"cannot reach Prometheus at {url} ({why}) for query {query!r}",
+                                            url=url, query=query) from None
+            if resp.status_code == 200:
+                return resp
+            if resp.status_code in RETRY_STATUSES and attempt < s.retries:
+                ra = _retry_after(resp.headers.get("Retry-After"))
+                wait = BACKOFF * 2 ** attempt if ra is None else ra
+                if time.monotonic() + wait < deadline:
+                    attempt += 1
+                    time.sleep(wait)
+                    continue
+                if ra is not None:
+                    raise PrometheusHTTPError(
+                        f"Prometheus at {url} answered HTTP {resp.status_code} for query {query!r} and asked to retry "
+                        f"after {ra:g}s, beyond the {s.timeout:g}s timeout", status=resp.status_code, url=url, query=query)
+            raise self._status_error(resp, query)
+
+    def _status_error(self, resp, query: str) -> PrometheusError:
+        url, status, body = self.url, resp.status_code, resp.content or b""
+        detail = _detail(body)
+        low = body[:4096].lower()
+        if status == 400 and (b"parse error" in low or b"bad_data" in low):
+            return InvalidQuery(f"invalid PromQL {query!r}: {detail}", url=url, query=query)
+        if status in (503, 422) and b"timeout" in low:
+            return PrometheusTimeout(f"Prometheus at {url} timed out evaluating {query!r}", url=url, query=query)
+        if b"<html" in low or b"<!doctype" in low:
+            detail = "an HTML page (a proxy or gateway answered, not Prometheus)"
+        return PrometheusHTTPError(f"Prometheus at {url} answered HTTP {status} for query {query!r}: {detail}",
+                                   status=status, url=url, query=query)
+
+    def decode(self, resp, query: str):
+        """The JSON document of a 200 answer; PrometheusBadResponse for HTML or non-JSON bodies."""
+        url = self.url
+        body = resp.content or b""
+        ctype = resp.headers.get("Content-Type", "")
+        if "html" in ctype.lower() or body[:200].lstrip().lower().startswith((b"<!doctype", b"<html")):
+            raise PrometheusBadResponse(f"{url} answered with an HTML page, not the Prometheus API, for query {query!r} "
+                                        "(a login page or proxy?)", url=url, query=query)
+        if not body.strip():
+            raise PrometheusBadResponse(f"{url} answered 200 with an empty body for query {query!r}", url=url, query=query)
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise PrometheusBadResponse(f"{url} answered 200 with a body that is not JSON for query {query!r} "
+                                        f"({type(exc).__name__})", url=url, query=query) from None
+
+    def instant(self, promql: str, at: float) -> list[dict]:
+        resp = self.get("/api/v1/query", {"query": promql, "time": at}, promql)
+        return check_result(self.decode(resp, promql), self.url, promql, "vector")
