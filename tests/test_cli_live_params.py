@@ -40,7 +40,6 @@ def test_live_target_defaults():
         target_defaults(xid, {"gpu": "3"}, "snapshot")
 
 
-@pytest.mark.notebook
 def test_bad_gpu_is_exit_2_and_not_repeated(tmp_path, demo_end):
     p = _gpuops("run", "xid_ecc_triage", "-p", "node", "dgx-h100-1", "-p", "gpu", "abc", "-q", "-o", str(tmp_path),
                 env={"GPUOPS_END": demo_end.isoformat()})
@@ -48,18 +47,26 @@ def test_bad_gpu_is_exit_2_and_not_repeated(tmp_path, demo_end):
     out = p.stdout + p.stderr
     assert "abc" in out  # the error names the bad value
     assert not [ln for ln in out.splitlines() if "gpuops run" in ln and "abc" in ln]
-    assert "without encryption" not in out
+
+
+@pytest.mark.notebook
+def test_run_opens_with_the_verdict_and_writes_summary_md(tmp_path, demo_end):
+    p = _gpuops("run", "xid_ecc_triage", "-p", "node", "dgx-h100-1", "-p", "gpu", "5", "-q", "-o", str(tmp_path),
+                env={"GPUOPS_END": demo_end.isoformat()})
+    assert p.returncode == cli.EXIT_FINDING, p.stdout + p.stderr
+    assert "without encryption" not in p.stdout + p.stderr
     d = next(tmp_path.glob("*-xid_ecc_triage-*"))
     summary = (d / "summary.md").read_text()
-    assert summary.startswith("# xid_ecc_triage: BAD PARAMETER") and "xid_ecc_triage.html" in summary
-    assert json.loads((d / "findings.json").read_text())["usage_errors"]
+    assert summary.startswith("# xid_ecc_triage: DONE") and "**Verdict:** critical" in summary
+    assert "XID 79" in summary and "xid_ecc_triage.html" in summary
     # the verdict opens the page, above the evidence, with the kube-prometheus runbook headings
     html = (d / "xid_ecc_triage.html").read_text()
     assert "Computing: the verdict replaces" not in html
     v = html.index("Verdict: ")
-    assert v < html.index("Source: ") and "CRITICAL" in html[v:v + 400]
-    assert all(html.index(h, v) for h in ("<h4>Meaning</h4>", "<h4>Impact</h4>", "<h4>Diagnosis</h4>", "<h4>Mitigation</h4>"))
-    assert "Run it: <code>gpuops run xid_ecc_triage --source demo -p node dgx-h100-1 -p gpu abc" in html
+    assert v < html.index("Source: ") and "CRITICAL" in html[v:v + 400] and "XID 79" in html[v:v + 600]
+    for h in ("<h4>Meaning</h4>", "<h4>Impact</h4>", "<h4>Diagnosis</h4>", "<h4>Mitigation</h4>"):
+        assert html.index(h, v) < html.index("Source: ")
+    assert "Run it: <code>gpuops run xid_ecc_triage --source demo -p node dgx-h100-1 -p gpu 5" in html
 
 
 def test_plan_without_cluster_is_not_audited_in_the_users_log(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import gpulib.nccl.runbook as nr
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURE = ROOT / "tests" / "fixtures" / "nccl" / "h200" / "probe_2xH200.txt"
+FIXTURE = demo_file(DEMO_NCCL_TESTS)  # the real 2xH200 capture the 2-GPU H200 bands were measured on
 
 
 def _verdicts(text):
