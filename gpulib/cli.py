@@ -26,7 +26,7 @@ EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
 from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
-                              notebook_info, project_root, resolve_params)
+                              notebook_info, project_root, resolve_params, target_defaults)
 
 
 # ------------------------------------------------------------------------------------ execution
@@ -59,8 +59,7 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     return html_path
 
 
-#: ipykernel logs only errors: its "Kernel is running over TCP without encryption" warning (ipykernel
-#: kernelapp.py init_sockets) is about the loopback kernel connection papermill itself opens, not the user's data
+#: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
 KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
 def _kernel_manager(env: dict[str, str]):
     """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
@@ -109,12 +108,10 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
         res.usage_errors += doc.get("usage_errors", [])
     elif res.failed is None and info.kind != "learn":
         res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
-    if info.kind != "learn":
-        from gpulib.core.summary import write_summary
-
-        status = "failed" if res.failed else ("bad parameter" if res.usage_errors else ("incomplete" if res.errors else "done"))
-        write_summary(out_dir, {"runbook": info.name, "status": status, "params": params, "error": res.failed},
-                      res.html.name if res.html else str(out_nb.name))
+    if info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
+        from gpulib.core.summary import status_of, write_summary
+        write_summary(out_dir, {"runbook": info.name, "status": status_of(res.failed, res.usage_errors, res.errors),
+                                "params": params, "error": res.failed}, res.html.name if res.html else out_nb.name)
     write_index(out_root)
     return res
 
@@ -228,11 +225,9 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
     ordered = sort_findings(res.findings)
     for f in ordered[:limit]:
         typer.echo("   " + f.as_text().replace("\n", "\n   "))
-    rest = ordered[limit:]
-    # every critical and warning is named; only the informational rest is left to findings.json
-    for f in rest:
-        if f.severity.rank <= 1:
-            typer.echo(f"   [{f.severity.value.upper()}] {f.title}" + (f" ({f.where})" if f.where else ""))
+    rest = ordered[limit:]  # every critical and warning is named; only informational ones are left to findings.json
+    for f in (f for f in rest if f.severity.rank <= 1):
+        typer.echo(f"   [{f.severity.value.upper()}] {f.title}" + (f" ({f.where})" if f.where else ""))
     quiet = [f for f in rest if f.severity.rank > 1]
     if quiet:
         typer.echo(f"   ... {len(quiet)} informational finding(s) more in {res.out_dir / 'findings.json'}")
@@ -298,7 +293,6 @@ def run_cmd(
         info = find_notebook(name)
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, _pairs(param)))
-        from gpulib.catalogue import target_defaults
         params.update(target_defaults(info, params, str(params.get("source") or "")))
         _check_backend(info, params)
     except GpulibError as exc:

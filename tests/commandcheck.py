@@ -3,7 +3,7 @@
 * ``kubectl``: every stage runs through the real ``/usr/bin/kubectl`` with a kubeconfig whose server is a
   closed loopback port, so kubectl parses the command line (unknown command or flag, a manifest that is not a
   Kubernetes object) and can only fail on connect; "connection refused" is a pass, anything else a failure.
-* ``nvidia-smi``: subcommands, flags and ``-d`` display types from ``gpulib/data/nvidia_smi_options.csv``,
+* ``nvidia-smi``: subcommands, flags and ``-d`` display types from ``gpulib/data/nvidia/nvidia_smi_options.csv``,
   built by :func:`smi_options_from_captures` from the help texts of a real H200 (``gpulib/data/captures/``).
 * ``dcgmi``: the subcommands and options of NVIDIA's dcgmi reference,
   https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/index.html and its
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "gpulib" / "data" / "captures"
-SMI_TABLE = ROOT / "gpulib" / "data" / "nvidia_smi_options.csv"
+SMI_TABLE = ROOT / "gpulib" / "data" / "nvidia" / "nvidia_smi_options.csv"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 DCGM_DOC = "https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/"

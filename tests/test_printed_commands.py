@@ -97,22 +97,27 @@ def collect(runs) -> tuple[list[tuple[str, str]], dict[str, str]]:
     return cmds, files
 
 
+def _data(name: str) -> Path:
+    [path] = [p for p in DATA.rglob(name) if "captures" not in p.parts]
+    return path
+
+
 def _data_commands() -> list[tuple[str, str]]:
     out = []
-    with (DATA / "xid_sop.csv").open() as fh:
+    with _data("xid_sop.csv").open() as fh:
         for row in csv.DictReader(fh):
             out += [(f"xid_sop.csv {row['key']}", c.strip()) for c in row["commands"].split(";;") if c.strip()]
-    with (DATA / "nccl_signatures.csv").open() as fh:
+    with _data("nccl_signatures.csv").open() as fh:
         rows = list(csv.reader(fh))
     head = rows[0]
     col = next((i for i, h in enumerate(head) if h in ("commands", "check_commands")), None)
     if col is not None:
         for row in rows[1:]:
             out += [(f"nccl_signatures.csv {row[0]}", c.strip()) for c in row[col].split(";;") if c.strip()]
-    for key, entry in (yaml.safe_load((DATA / "operator_sop.yaml").read_text()) or {}).items():
+    for key, entry in (yaml.safe_load(_data("operator_sop.yaml").read_text()) or {}).items():
         if isinstance(entry, dict):
             out += [(f"operator_sop.yaml {key}", c) for c in entry.get("commands") or []]
-    with (DATA / "learn" / "cheatsheet.csv").open() as fh:
+    with _data("cheatsheet.csv").open() as fh:
         out += [(f"cheatsheet.csv", row["command"]) for row in csv.DictReader(fh)]
     return [(w, fill_placeholders(c)) for w, c in out if not c.startswith("{")]
 

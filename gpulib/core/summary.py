@@ -20,6 +20,11 @@ def verdict(folder: Path) -> dict[str, Any]:
             "findings": len(fs), "errors": doc.get("errors", [])}
 
 
+def status_of(failed: str | None, usage_errors: list, errors: list) -> str:
+    """A run's status word, as ``gpuops run`` prints it."""
+    return "failed" if failed else ("bad parameter" if usage_errors else ("incomplete" if errors else "done"))
+
+
 def write_summary(folder: Path, rec: dict[str, Any], link: str) -> Path:
     v = verdict(folder)
     lines = [f"# {rec['runbook']}: {rec['status'].upper()}", ""]
