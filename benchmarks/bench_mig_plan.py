@@ -80,7 +80,7 @@ def fleet(gpus: int, workloads: int, time_limit: float) -> dict:
     ws = fleet_workloads(workloads)
     inv = {"A100-80GB": gpus // 2, "H100-80GB": gpus - gpus // 2}
     t0 = time.perf_counter()
-    p = mp.plan(ws, inv, time_limit=time_limit)
+    p = mp.plan_layout(ws, inv, time_limit=time_limit)
     t_milp = time.perf_counter() - t0
     t0 = time.perf_counter()
     f = mp.plan_ffd(ws, inv)
@@ -101,7 +101,7 @@ def optimality(n: int, seed: int = 1) -> tuple[int, int, float]:
         profs = [p.name for p in mig.profile_objects(model) if not p.media_ext]
         instances = [rng.choice(profs) for _ in range(rng.randint(3, 8))]
         want = brute_force_min_gpus(model, instances, 8)
-        got = mp.plan([mp.Workload(f"i{k}", 1.0, profile=pn) for k, pn in enumerate(instances)], {model: 8})
+        got = mp.plan_layout([mp.Workload(f"i{k}", 1.0, profile=pn) for k, pn in enumerate(instances)], {model: 8})
         checked += 1
         if got.gpus_used != want or got.unplaced:
             mismatches += 1

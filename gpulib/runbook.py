@@ -199,6 +199,8 @@ class Runbook:
         with self.step("Connect to the data source"):
             from gpulib import connect
             kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
+            if source == "demo" and params.get("demo_operator_state"):   # gpulib.demo.operator_objects.SCENARIOS
+                kwargs["operator_scenario"] = params["demo_operator_state"]
             if source == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
                 kwargs["collect"] = True  # node evidence from a short-lived pod (gpulib.kube.collect)
             self.src = connect(source, **kwargs)

@@ -133,3 +133,16 @@ def violations(root: Path) -> list[str]:
 def long_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
     return [f"{p.relative_to(root.parent)}: {n} lines" for p in sorted(root.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > limit]
+
+
+def export_clashes(root: Path) -> list[str]:
+    """``package: name`` for every ``_EXPORTS`` key of a package that is also the name of one of its submodules."""
+    out: list[str] = []
+    for init in sorted(root.rglob("__init__.py")):
+        keys = {k.value for node in ast.parse(init.read_text()).body if isinstance(node, ast.Assign)
+                and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets) and isinstance(node.value, ast.Dict)
+                for k in node.value.keys if isinstance(k, ast.Constant)}
+        subs = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir()
+                                                              if (p / "__init__.py").exists()}
+        out += [f"{init.parent.relative_to(root.parent)}: {k}" for k in sorted(keys & subs)]
+    return out

@@ -84,3 +84,17 @@ def test_only_sources_know_where_data_came_from():
             if any(rx.search(line) for rx in rules):
                 hits.append(f"{name}:{i}: {line.strip()}")
     assert hits == []
+
+
+
+def test_no_package_name_is_both_an_export_and_a_submodule():
+    """``gpulib.mig.plan`` must mean one thing: importing a submodule binds its name on the package, so an
+    exported function of the same name would be shadowed by the module (``mig.plan(...)``: module not callable)."""
+    assert archrules.export_clashes(GPULIB) == []
+
+
+def test_checker_catches_a_planted_export_clash(tmp_path):
+    tree = _copy(tmp_path)
+    init = tree / "mig" / "__init__.py"
+    init.write_text(init.read_text().replace("_EXPORTS = {", "_EXPORTS = {\n    'catalog': 'catalog',", 1))
+    assert archrules.export_clashes(tree) == ["gpulib/mig: catalog"]

@@ -202,7 +202,7 @@ def test_truncated_and_malformed_outputs():
 
 def test_catalog_from_smi_checks_a_gpu_we_do_not_ship():
     cat = mig.catalog_from_smi((FIX / "a30_lgip.txt").read_text(), (FIX / "a30_lgipp.txt").read_text(), "my-a30")
-    assert mig_catalog.geometry("my-a30", cat) == (4, 4)
+    assert mig_catalog.slot_geometry("my-a30", cat) == (4, 4)
     assert mig.is_valid_layout("my-a30", ["2g.12gb", "1g.6gb", "1g.6gb"], catalog=cat)
     assert not mig.is_valid_layout("my-a30", ["2g.12gb", "2g.12gb", "1g.6gb"], catalog=cat)
     # the parsed catalog agrees with the shipped A30 rows

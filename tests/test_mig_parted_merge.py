@@ -21,7 +21,7 @@ def demo():
 
 
 def _plan():
-    return mp.plan([mp.Workload("a", 4), mp.Workload("b", 9, replicas=3)], {"A100-40GB": 2},
+    return mp.plan_layout([mp.Workload("a", 4), mp.Workload("b", 9, replicas=3)], {"A100-40GB": 2},
                    nodes={"A100-40GB": ["a100-40-mig-0"]}, gpus_per_node=4)
 
 
@@ -87,7 +87,7 @@ def test_plan_name_that_exists_with_another_layout_is_refused():
        st.sampled_from(["all-disabled", "all-balanced", "all-1g.5gb", "custom-x"]))
 def test_every_generated_config_parses_and_keeps_referenced_names(ws, other_label):
     nodes = pd.DataFrame({"node": ["a100-40-mig-0", "other-0"], "mig_config": ["", other_label]})
-    p = mp.plan([mp.Workload(f"w{i}", m, replicas=r) for i, (m, r) in enumerate(ws)], {"A100-40GB": 4},
+    p = mp.plan_layout([mp.Workload(f"w{i}", m, replicas=r) for i, (m, r) in enumerate(ws)], {"A100-40GB": 4},
                 nodes={"A100-40GB": ["a100-40-mig-0"]}, gpus_per_node=4, time_limit=5)
     if not p.gpus:
         return

@@ -37,7 +37,7 @@ def test_choose_profile_smallest_with_headroom():
 def test_plan_small_instance_hand_checked():
     ws = [mp.Workload("a", 4), mp.Workload("b", 9, replicas=3), mp.Workload("c", 18, compute_slices=3, replicas=2),
           mp.Workload("d", 35)]
-    p = mp.plan(ws, {"A100-40GB": 10})
+    p = mp.plan_layout(ws, {"A100-40GB": 10})
     # slots: 1g.5gb 1 + 3 x 1g.10gb 2 + 2 x 3g.20gb 4 + 7g.40gb 8 = 23 > 16 -> at least 3 GPUs; 3 suffice
     assert p.gpus_used == 3 and p.optimal and p.baseline_gpus == 7 and p.gpus_saved == 4
     for g in p.gpus:
@@ -54,7 +54,7 @@ def test_planner_equals_brute_force_optimum(seed):
     profs = [p.name for p in mig.profile_objects(model) if not p.media_ext]
     instances = [rng.choice(profs) for _ in range(rng.randint(3, 7))]
     ws = [mp.Workload(f"w{i}", 1.0, profile=pn) for i, pn in enumerate(instances)]
-    p = mp.plan(ws, {model: 8})
+    p = mp.plan_layout(ws, {model: 8})
     assert p.gpus_used == brute_force_min_gpus(model, instances, 8), instances
     assert not p.unplaced
 
@@ -62,14 +62,14 @@ def test_planner_equals_brute_force_optimum(seed):
 def test_planner_never_worse_than_ffd_and_reports_unplaced():
     rng = random.Random(7)
     ws = [mp.Workload(f"w{i}", rng.choice([3, 8, 15, 30]), replicas=rng.randint(1, 3)) for i in range(12)]
-    p, f = mp.plan(ws, {"H100-80GB": 40}), mp.plan_ffd(ws, {"H100-80GB": 40})
+    p, f = mp.plan_layout(ws, {"H100-80GB": 40}), mp.plan_ffd(ws, {"H100-80GB": 40})
     assert p.gpus_used <= f.gpus_used
-    short = mp.plan([mp.Workload("big", 30, replicas=5)], {"H100-80GB": 2})  # 3g.40gb: 2 per GPU -> 4 fit
+    short = mp.plan_layout([mp.Workload("big", 30, replicas=5)], {"H100-80GB": 2})  # 3g.40gb: 2 per GPU -> 4 fit
     assert len(short.unplaced) == 1 and short.findings()[1].severity is Severity.WARNING
 
 
 def test_outputs_validate():
-    p = mp.plan([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 2}, nodes={"H100-80GB": ["gpu-node-a"]})
+    p = mp.plan_layout([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 2}, nodes={"H100-80GB": ["gpu-node-a"]})
     assert p.gpus_used == 1  # 7 x 1g.10gb (9.62 GiB) on one GPU
     text = p.mig_parted_config()
     assert mig.validate_mig_parted_config(text, "H100-80GB") == []
@@ -84,7 +84,7 @@ def test_partly_mig_node_lists_its_whole_gpus_with_mig_disabled():
     # 7 x 9 GiB -> 7 x 1g.10gb fill ONE H100; the node has 4 GPUs (gpus_per_node=4), so GPUs 1-3 stay whole
     # and the config must say so (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4: a selector with `mig-enabled: false`), or MIG Manager would
     # leave them in whatever mode they were in.
-    p = mp.plan([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
+    p = mp.plan_layout([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
                 gpus_per_node=4)
     text = p.mig_parted_config()
     assert mig.validate_mig_parted_config(text, "H100-80GB") == []
@@ -99,13 +99,13 @@ def test_partly_mig_node_lists_its_whole_gpus_with_mig_disabled():
 
 def test_fully_mig_node_has_no_disabled_selector():
     # 4 x 30 GiB -> 3g.40gb (39.5 GiB), two per H100: both GPUs of the 2-GPU node are MIG
-    p = mp.plan([mp.Workload("big", 30, replicas=4)], {"H100-80GB": 2}, nodes={"H100-80GB": ["n"]}, gpus_per_node=2)
+    p = mp.plan_layout([mp.Workload("big", 30, replicas=4)], {"H100-80GB": 2}, nodes={"H100-80GB": ["n"]}, gpus_per_node=2)
     sels = yaml.safe_load(p.mig_parted_config())["mig-configs"]["gpuops-plan-1"]
     assert sels == [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
 
 
 def test_whole_gpu_workloads_and_prices():
-    p = mp.plan([mp.Workload("train", 70, isolation="whole", replicas=2), mp.Workload("s", 9)], {"H100-80GB": 4},
+    p = mp.plan_layout([mp.Workload("train", 70, isolation="whole", replicas=2), mp.Workload("s", 9)], {"H100-80GB": 4},
                 prices={"H100-80GB": 3.0})
     assert p.whole_gpus[0]["gpus"] == 2 and p.gpus_used == 3
     assert p.pod_requests()["train"]["limits"] == {"nvidia.com/gpu": 1}

@@ -13,6 +13,7 @@ import pytest
 
 import gpulib.mig as mig
 import gpulib.mig.plan as mp
+import gpulib.vllm as vllm
 import gpulib.mig.view as mv
 from gpulib.core.errors import InvalidParameter, UnknownNode
 from gpulib.core.findings import Severity
@@ -82,7 +83,7 @@ def test_select_nodes_and_target_model_errors():
 # ---------------------------------------------------------------------------------------- proposed layout
 def _small_plan():
     ws = [mp.Workload("a", 8.0), mp.Workload("b", 8.0), mp.Workload("c", 4.0), mp.Workload("d", 4.0)]
-    return ws, mp.plan(ws, {"A100-40GB": 4}, nodes={"A100-40GB": ["gpu-node"]}, gpus_per_node=4)
+    return ws, mp.plan_layout(ws, {"A100-40GB": 4}, nodes={"A100-40GB": ["gpu-node"]}, gpus_per_node=4)
 
 
 def test_proposed_layout_headroom_and_savings():
@@ -105,7 +106,7 @@ def test_proposed_layout_headroom_and_savings():
 
 
 def test_savings_without_a_price_is_nan_not_zero():
-    p = mp.plan([mp.Workload("a", 5.0)], {"A30-24GB": 1})
+    p = mp.plan_layout([mp.Workload("a", 5.0)], {"A30-24GB": 1})
     sv = mv.savings(p, "A30-24GB")
     assert math.isnan(sv.attrs["price_per_gpu_hour"]) and sv["usd_per_hour"].isna().all()
 
@@ -156,19 +157,19 @@ def test_workloads_from_sizing_keep_skip_and_multi_gpu():
     keep = {w.name: w for w in mp.workloads_from_sizing(sizing, preallocated="keep")}
     assert keep["a/vllm"].profile == "3g.20gb"
     assert keep["a/train"].isolation == "whole" and keep["a/train"].memory_gib == 80.0
-    p = mp.plan(list(keep.values()), {"A100-40GB": 4})
+    p = mp.plan_layout(list(keep.values()), {"A100-40GB": 4})
     assert p.baseline_gpus == 4 and p.gpus_used == 3   # 1g.5gb + 3g.20gb share a GPU; train keeps 2
     with pytest.raises(InvalidParameter, match="preallocated"):
         mp.workloads_from_sizing(sizing, preallocated="maybe")
 
 
 def test_workloads_from_models_vllm_need():
-    ws, table = mp.workloads_from_models("Qwen2.5-7B", max_model_len=4096, concurrency=8, replicas=2)
+    ws, table = vllm.workloads_from_models("Qwen2.5-7B", max_model_len=4096, concurrency=8, replicas=2)
     # weights 7.62e9 x 2 B = 14.19 GiB; KV 2 x 28 layers x 4 kv heads x 128 x 2 B = 56 KiB/token x 32768 = 1.75 GiB
     assert 14.19 + 1.75 < ws[0].memory_gib < 14.19 + 1.75 + 3.0
     assert ws[0].replicas == 2 and table.loc[0, "model"] == "Qwen2.5-7B"
     with pytest.raises(InvalidParameter, match="empty"):
-        mp.workloads_from_models(" , ", max_model_len=4096, concurrency=8)
+        vllm.workloads_from_models(" , ", max_model_len=4096, concurrency=8)
 
 
 def test_sizing_on_demo_a100_80_node(demo_pinned):
@@ -179,7 +180,7 @@ def test_sizing_on_demo_a100_80_node(demo_pinned):
     sizing, _ = mp.size_from_usage(fb, act, gpu_model="A100-80GB", headroom=0.2)
     assert dict(zip(sizing["pod"], sizing["gpus"]))["recsys-train-0"] == 2
     ws = mp.workloads_from_sizing(sizing, preallocated="keep")
-    p = mp.plan(ws, {"A100-80GB": 8})
+    p = mp.plan_layout(ws, {"A100-80GB": 8})
     assert (p.gpus_used, p.baseline_gpus) == (6, 7)
     assert [g.layout for g in p.gpus] == [{"1g.10gb": 2}]
 
@@ -199,7 +200,7 @@ def test_outside_kubernetes_clients_and_sop_precheck():
 
 def test_merged_classes_still_place_every_named_replica():
     ws = [mp.Workload(f"w{i}", [3.0, 4.5, 8.0, 18.0][i % 4], replicas=1 + i % 2) for i in range(24)]
-    p = mp.plan(ws, {"A100-40GB": 40})
+    p = mp.plan_layout(ws, {"A100-40GB": 40})
     placed = sorted(x for x in p.layouts()["workload"] if x)
     assert placed == sorted(w.name for w in ws for _ in range(w.replicas)) and not p.unplaced
     # by hand: 3.0/4.5 GiB -> 1g.5gb (1 slot), 6 + 12 = 18 replicas; 8.0 -> 1g.10gb (2 slots), 6; 18.0 -> 3g.20gb

@@ -11,6 +11,7 @@ import pytest
 import gpulib.nccl as nccl
 import gpulib.nccl.history as H
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
+from gpulib.demo.nccl_history import demo_nccl_history
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
 
@@ -93,7 +94,7 @@ def test_history_findings_drop_and_steady():
 
 
 def test_demo_history_from_the_real_capture():
-    h = H.demo_history()
+    h = demo_nccl_history()
     assert len(h) == 27 and h["timestamp"].nunique() == 9
     real = h[h["origin"].str.startswith("capture:")]
     assert real["timestamp"].unique().tolist() == [pd.Timestamp(CAPTURE_TIME)]
@@ -109,7 +110,7 @@ def test_demo_history_from_the_real_capture():
 
 
 def test_history_chart_panels_and_marks():
-    h = H.demo_history()
+    h = demo_nccl_history()
     fig = H.history_chart(h)
     assert [a.text for a in fig.layout.annotations][:3] == ["all_reduce", "all_gather", "reduce_scatter"]
     lines = [t for t in fig.data if t.mode == "lines+markers"]

@@ -428,7 +428,7 @@ def test_snapshot_and_demo_operator_state(tmp_path):
                           ("daemonsets-gpu-operator.json", "daemonsets.json"), ("clusterpolicies.json", "clusterpolicies.json")):
         shutil.copy(K8SFIX / src_name, tmp_path / dst)
     snap = gpulib.connect("snapshot", path=str(tmp_path))
-    st = snap.operator_state()
+    st = op.operator_state(snap)
     assert st["cluster_policy"]["metadata"]["name"] == "cluster-policy"
     assert sorted(st["daemonsets"]["daemonset"])[0] == "gpu-feature-discovery" and len(st["daemonsets"]) == 7
     assert {p["metadata"]["name"] for p in st["pods"]} == {"nvidia-dcgm-exporter-4xk9p", "nvidia-device-plugin-daemonset-q8k2m"}
@@ -436,7 +436,7 @@ def test_snapshot_and_demo_operator_state(tmp_path):
     empty.mkdir()
     shutil.copy(K8SFIX / "nodes.json", empty / "nodes.json")
     with pytest.raises(SourceError, match="not available"):
-        gpulib.connect("snapshot", path=str(empty)).operator_state()
+        op.operator_state(gpulib.connect("snapshot", path=str(empty)))
     demo = gpulib.connect("demo", operator_scenario="allocatable_zero")
-    fs = op.verify(demo.operator_state(), demo.nodes(), check_metrics=False)
+    fs = op.verify(op.operator_state(demo), demo.nodes(), check_metrics=False)
     assert checks(fs) == ["allocatable_zero"] and fs[0].node == "dgx-h100-0"

@@ -25,6 +25,8 @@ class GpulibError(Exception):
 class InvalidParameter(GpulibError, ValueError):
     """A runbook/CLI parameter has a bad value."""
 
+    hint = "check the value against the comment next to the parameter in the runbook's parameters cell"
+
 
 class InvalidWindow(InvalidParameter):
     hint = "use a Prometheus duration such as 30m, 6h, 7d or 1h30m"
@@ -41,8 +43,18 @@ class UnknownGPU(InvalidParameter):
 class SourceError(GpulibError):
     """A data source could not answer."""
 
+    hint = "check that the data source (source=, snapshot_dir=, GPUOPS_PROMETHEUS_URL, KUBECONFIG) is reachable and complete"
+
+
+class NotProvided(SourceError):
+    """This source does not have the data asked for (a capability of other backends)."""
+
+    hint = "run the runbook with a source that has it (source='live' for the Kubernetes API and Prometheus)"
+
 
 class PrometheusError(SourceError):
+    hint = "check GPUOPS_PROMETHEUS_URL and run the query in the message in the Prometheus UI"
+
     def __init__(self, message: str, *, url: str = "", query: str = "", hint: str | None = None):
         self.url = url
         self.query = query
@@ -58,6 +70,8 @@ class PrometheusTimeout(PrometheusError):
 
 
 class PrometheusHTTPError(PrometheusError):
+    hint = "check the HTTP status in the message: 401/403 credentials, 404 the URL path, 5xx Prometheus itself"
+
     def __init__(self, message: str, *, status: int, url: str = "", query: str = "", hint: str | None = None):
         self.status = status
         if hint is None:
@@ -82,11 +96,12 @@ class InvalidQuery(PrometheusError):
 class EmptyResult(SourceError):
     """A query returned no series."""
 
+    hint = ("the metric may not be exported: check the dcgm-exporter counters CSV, the scrape target "
+            "(up{job=~\".*dcgm.*\"}) and the label filters")
+
     def __init__(self, message: str, *, query: str = "", hint: str | None = None):
         self.query = query
-        super().__init__(message, hint=hint or (
-            "the metric may not be exported: check the dcgm-exporter counters CSV, the scrape target "
-            "(up{job=~\".*dcgm.*\"}) and the label filters"))
+        super().__init__(message, hint=hint or None)
 
 
 class NoInput(SourceError):
@@ -97,6 +112,9 @@ class NoInput(SourceError):
 
 
 class KubernetesError(SourceError):
+    hint = ("check the kubeconfig context, that the API server is reachable (kubectl cluster-info) and the RBAC "
+            "rights of the user (kubectl auth can-i)")
+
     def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
         self.status = status
         super().__init__(message, hint=hint)
@@ -124,3 +142,83 @@ class CollectError(KubernetesError):
             self.reason = reason
         self.result = result
         super().__init__(f"{self.reason}: {message}", status=status, hint=hint)
+
+
+# --------------------------------------------------------------------------------------------------
+# domain errors (raised by one domain; re-exported by the module that raises them)
+# --------------------------------------------------------------------------------------------------
+class UnknownGPUModel(InvalidParameter):
+    """A GPU model that is not in the MIG catalog (``gpulib/data/mig_profiles.csv``)."""
+
+    hint = ("use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "
+            "H200-141GB, B200) or a node's nvidia.com/gpu.product label; for another GPU build a catalog with "
+            "gpulib.mig.smi_parsers.catalog_from_smi(lgip_text, lgipp_text)")
+
+
+class UnknownProfile(InvalidParameter):
+    hint = "list the GPU's profiles with gpulib.mig.catalog.profiles(gpu_model) or `nvidia-smi mig -lgip`"
+
+
+class MigConfigRefused(InvalidParameter):
+    """A MIG Manager config change that would drop configs in use (:mod:`gpulib.mig.parted_merge`)."""
+
+    hint = ("include the configs in use: pass the cluster's MIG Manager ConfigMap (kubectl -n gpu-operator get cm "
+            "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}') or keep mig-parted's default set, and relabel "
+            "nodes only to names the file contains")
+
+
+class MigParseError(GpulibError):
+    hint = "pass the full text printed by `nvidia-smi mig -lgip` / `nvidia-smi mig -lgipp` (run on the GPU node)"
+
+
+class UnknownModel(InvalidParameter):
+    hint = "pick a catalog model (gpulib.vllm.memory.models()) or pass a ModelSpec with the config.json shape"
+
+
+class DoesNotFit(InvalidParameter):
+    """Raised by :func:`gpulib.vllm.deploy.plan` with ``strict=True`` when no configuration fits."""
+
+    hint = ("try more GPUs (tensor parallel), a GPU with more memory, a shorter context_len, fewer concurrent "
+            "requests or an FP8 KV cache; strict=False returns the closest plan with its findings")
+
+
+class ContradictoryChoice(InvalidParameter):
+    """Install choices that cannot work together (e.g. the driver container on nodes with a host driver)."""
+
+    hint = "change one of the two conflicting parameters; the message names both"
+
+
+class PriceFileError(InvalidParameter):
+    hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
+            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
+
+
+class ProbeError(GpulibError):
+    hint = "run `python3 -m gpulib.nccl.probe --help`; needs torch with CUDA and 2+ GPUs, or all_reduce_perf on PATH"
+
+
+class MalformedKubernetesObject(SourceError, ValueError):
+    """A kubectl/API JSON document does not have the shape of the list it should be."""
+
+    hint = ("pass the output of `kubectl get nodes -o json` / `kubectl get pods -A -o json` "
+            "(a List with an `items` array), not YAML or `-o wide` text")
+
+
+class NVMLUnavailable(SourceError):
+    """NVML could not be loaded or initialised (no NVIDIA driver on this machine)."""
+
+    hint = "run on a GPU node with the NVIDIA driver loaded (nvidia-smi works) and nvidia-ml-py installed"
+
+
+class LockBusy(GpulibError):
+    """Another remediation holds the cluster-wide lock (:mod:`gpulib.kube.lease`)."""
+
+    hint = ("another remediation holds the lock (Lease gpuops-remediation): wait for it to finish, or check "
+            "`kubectl get lease gpuops-remediation -o yaml` for its holder")
+
+
+class RemediationRefused(GpulibError):
+    """The circuit breaker (or another guard) refused an action."""
+
+    hint = ("cordoning more GPU nodes at once risks the fleet's capacity: uncordon recovered nodes first, "
+            "or pass a higher max_share= deliberately (audited)")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import GpulibError, InvalidParameter
 
 
 def _root() -> Path:
@@ -80,3 +80,17 @@ def threshold(key: str) -> float:
     if key not in t.index:
         raise GpulibError(f"no threshold named {key!r}; known: {', '.join(sorted(t.index))}")
     return float(t.loc[key, "value"])
+
+
+@lru_cache(maxsize=1)
+def _overheads() -> dict[str, float]:
+    t = load_table("model_memory_overheads")
+    return {k: float(v) for k, v in zip(t["key"], t["value"])}
+
+
+def overhead(key: str) -> float:
+    """One memory-sizing constant from ``model_memory_overheads.csv`` (vLLM memory model, MIG sizing)."""
+    o = _overheads()
+    if key not in o:
+        raise InvalidParameter(f"no overhead named {key!r}; known: {', '.join(sorted(o))}")
+    return o[key]

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import GpulibError, InvalidParameter
+from gpulib.core.errors import GpulibError, InvalidParameter, PriceFileError
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.knowledge import load_table
 from gpulib.core.timeutil import format_duration
@@ -71,11 +71,6 @@ ACTIONS = {
     "quantise": "Quantise inference models",
     "scale_down": "Remove never-allocated GPU nodes",
 }
-
-
-class PriceFileError(InvalidParameter):
-    hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
-            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ _EXPORTS = {
     'DAY': 'scenario',
     'DEMO_NCCL_TESTS': 'artifacts',
     'DEMO_NVLINK_STATUS': 'artifacts',
+    'DEMO_NCCL_SCENARIO': 'nccl_history',
     'DEMO_TOPOLOGY': 'artifacts',
     'DemoSource': 'source',
     'Device': 'scenario',
@@ -23,6 +24,7 @@ _EXPORTS = {
     'SCENARIOS': 'operator_objects',
     'TARGET_POINTS': 'source',
     'demo_file': 'artifacts',
+    'demo_nccl_history': 'nccl_history',
     'demo_objects': 'operator_objects',
     'render_smi_query': 'artifacts',
 }

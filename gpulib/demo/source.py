@@ -89,9 +89,8 @@ class DemoSource(Source):
         from gpulib.demo.operator_objects import demo_objects
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
-    def _operator_state(self, namespace):
-        from gpulib.gpu_operator.state import state_from_objects
-        return state_from_objects(self._operator_objects(namespace), namespace)
+    def operator_objects(self, namespace: str = "gpu-operator") -> dict:
+        return self._operator_objects(namespace)
 
     def _mig_parted_configs(self, namespace):
         """mig-parted's default set plus each demo MIG node's current layout (as the GPU Operator's custom
@@ -140,3 +139,13 @@ class DemoSource(Source):
 
     def pods_json(self) -> dict:
         return self.sim.pods_json()
+
+    def pod_objects(self) -> list[dict]:
+        return list(self.sim.pods_json().get("items", []))
+
+    def app_series(self, family, window):
+        if family != "vllm":
+            return super().app_series(family, window)
+        from gpulib.vllm import demo_vllm_series
+        end = self.end.timestamp()
+        return demo_vllm_series(self.sim, self.sim.grid(end - window.total_seconds(), end, self.sim.scrape_interval))

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from gpulib.core.validate import command
+from gpulib.core.errors import NotProvided
 from gpulib.core.validate import shell_quote as _q
 
 from gpulib.core.findings import Finding, Severity
@@ -279,10 +280,8 @@ def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iter
 
 
 def pod_specs_from(src) -> list[dict]:
-    """Raw Pod objects from a source when it has them (demo: simulated; live: the Kubernetes API), else []."""
-    if hasattr(src, "pods_json"):
-        return list(src.pods_json().get("items", []))
-    kube = getattr(src, "kube", None)
-    if kube is not None:
-        return list(kube.list_pods().get("items", []))
-    return []
+    """Raw Pod objects from a source when it has them (:meth:`gpulib.sources.base.Source.pod_objects`), else []."""
+    try:
+        return list(src.pod_objects())
+    except NotProvided:
+        return []

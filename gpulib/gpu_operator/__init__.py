@@ -27,6 +27,7 @@ _EXPORTS = {
     'exporter_targets': 'post_install',
     'install_plan': 'plan',
     'node_table': 'pre_install',
+    'operator_state': 'state',
     'preflight': 'pre_install',
     'setting': 'knowledge',
     'sop': 'knowledge',

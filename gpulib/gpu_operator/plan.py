@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import ContradictoryChoice, InvalidParameter
 from gpulib.gpu_operator.knowledge import _components, components, setting
 
 
@@ -21,15 +21,6 @@ SHARING = ("none", "time-slicing", "mps")
 TOGGLES = ("driver", "toolkit", "device_plugin", "gfd", "dcgm", "dcgm_exporter", "mig_manager",
            "node_status_exporter", "nfd")
 DEFAULT_COMPONENTS = ("driver", "toolkit", "device_plugin", "gfd", "dcgm_exporter", "mig_manager", "nfd")
-
-
-class ContradictoryChoice(InvalidParameter):
-    """Install choices that cannot work together (e.g. the driver container on nodes with a host driver).
-
-    (Local subclass of InvalidParameter; the lead may move it to :mod:`gpulib.core.errors`.)
-    """
-
-    hint = "change one of the two conflicting parameters; the message names both"
 
 
 # --------------------------------------------------------------------------------------------

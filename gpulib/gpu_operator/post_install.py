@@ -309,12 +309,10 @@ def dcgm_presence(src, window: str | None = None) -> tuple[pd.DataFrame | None, 
         last = src.summary(setting("dcgm_presence_field"), window, "last")
     except EmptyResult:
         last = None
-    up = None
-    if hasattr(src, "query"):
-        try:
-            up = src.query('up{job=~".*dcgm.*"}') or None
-        except SourceError:
-            up = None
+    try:   # the exporter's scrape health, where the source can run PromQL (NotProvided is a SourceError)
+        up = src.instant_query('up{job=~".*dcgm.*"}') or None
+    except SourceError:
+        up = None
     return last, up
 
 

@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-from gpulib.core.errors import KubernetesError
 from gpulib.gpu_operator.knowledge import setting
 from gpulib.kube.frames import daemonsets_frame
 
@@ -30,20 +29,12 @@ def collect_state(kube, namespace: str | None = None) -> dict:
     """Operator state from a live cluster (:class:`gpulib.kube.client.KubeCluster`): DaemonSets, ClusterPolicy
     (None when absent or the CRD is not installed), the namespace's pods, its labels, node runtimes."""
     ns = namespace or setting("namespace")
-    try:
-        policies = kube.list_cluster_policies()["items"]
-    except KubernetesError as exc:
-        if exc.status != 404:
-            raise
-        policies = []
-    labels = None
-    try:
-        from gpulib.kube.client import _Call
-        obj = kube._request(kube.core.read_namespace, _Call("get", "namespaces", f"/api/v1/namespaces/{ns}"), name=ns)
-        obj = obj.to_dict() if hasattr(obj, "to_dict") else obj
-        labels = dict(((obj or {}).get("metadata") or {}).get("labels") or {})
-    except KubernetesError:
-        labels = None
-    return state_from_objects({"daemonsets": kube.list_daemonsets(ns)["items"], "cluster_policies": policies,
-                               "pods": kube.list_pods(ns)["items"], "namespaces": {ns: labels} if labels is not None else {},
-                               "nodes": kube.list_nodes()["items"]}, ns)
+    return state_from_objects(kube.operator_objects(ns), ns)
+
+
+def operator_state(src, namespace: str | None = None) -> dict:
+    """Operator state from a source's raw objects (:meth:`gpulib.sources.base.Source.operator_objects`): ``{"daemonsets":
+    DataFrame, "cluster_policy": dict | None, "pods": [pod objects in the namespace], "namespace_labels": dict | None,
+    "runtimes": {node: runtime}}``. Raises SourceError (with a hint) where the source has no operator objects."""
+    ns = namespace or setting("namespace")
+    return state_from_objects(src.operator_objects(ns), ns)

@@ -273,6 +273,30 @@ class KubeCluster:
     def get_node(self, name: str) -> dict:
         return self._request(self.core.read_node, _Call("get", "nodes", f"/api/v1/nodes/{name}"), name=name)
 
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        """The labels of one Namespace (raises KubernetesError, e.g. status 404 when it does not exist)."""
+        obj = self._request(self.core.read_namespace, _Call("get", "namespaces", f"/api/v1/namespaces/{name}"), name=name)
+        obj = obj.to_dict() if hasattr(obj, "to_dict") else obj
+        return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+    def operator_objects(self, namespace: str) -> dict:
+        """The GPU Operator's raw objects as :meth:`gpulib.sources.base.Source.operator_objects` returns them:
+        DaemonSets and pods of ``namespace``, ClusterPolicies (none when the CRD is not served), nodes, and the
+        namespace's labels (left out when they cannot be read)."""
+        try:
+            policies = self.list_cluster_policies()["items"]
+        except KubernetesError as exc:
+            if exc.status != 404:
+                raise
+            policies = []
+        try:
+            namespaces = {namespace: self.namespace_labels(namespace)}
+        except KubernetesError:
+            namespaces = {}
+        return {"daemonsets": self.list_daemonsets(namespace)["items"], "cluster_policies": policies,
+                "pods": self.list_pods(namespace)["items"], "namespaces": namespaces,
+                "nodes": self.list_nodes()["items"]}
+
     # -- writes (used by gpulib.kube.remediate) -----------------------------------------------------
     def patch_node(self, name: str, patch: dict, *, dry_run: bool = True) -> dict:
         """Strategic-merge PATCH of a Node; ``dry_run`` sends ``dryRun=All`` (validated, not persisted)."""

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from gpulib.core.errors import SourceError
+from gpulib.core.errors import MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
 from gpulib.kube.labels import (GPU_RESOURCE, GPU_SHARED_RESOURCE, LABEL_COUNT, LABEL_INSTANCE_TYPE,
                                 LABEL_INSTANCE_TYPE_BETA, LABEL_MACHINE, LABEL_MEMORY, LABEL_MIG_CONFIG,
@@ -29,16 +29,6 @@ _CRONJOB_JOB_NAME = re.compile(r"^(?P<cronjob>.+)-(?P<minutes>\d{8,})$")
 
 DAEMONSET_COLUMNS = ["namespace", "daemonset", "desired", "current", "ready", "available", "updated",
                      "unavailable", "misscheduled", "node_selector", "images", "labels"]
-
-
-class MalformedKubernetesObject(SourceError, ValueError):
-    """A kubectl/API JSON document does not have the shape of the list it should be.
-
-    (Local subclass; the lead may move it to :mod:`gpulib.core.errors`.)
-    """
-
-    hint = ("pass the output of `kubectl get nodes -o json` / `kubectl get pods -A -o json` "
-            "(a List with an `items` array), not YAML or `-o wide` text")
 
 
 # --------------------------------------------------------------------------------------------

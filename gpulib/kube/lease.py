@@ -23,18 +23,13 @@ import time
 import uuid
 from contextlib import contextmanager
 
-from gpulib.core.errors import GpulibError, KubernetesError
+from gpulib.core.errors import KubernetesError, LockBusy
 
 LEASE_NAME = "gpuops-remediation"
 #: a holder that died releases the lock after this long (seconds); a change takes well under it
 LEASE_SECONDS = 60
 #: how long to wait for another remediation to finish before refusing
 WAIT_SECONDS = 20.0
-
-
-class LockBusy(GpulibError):
-    hint = ("another remediation holds the lock (Lease gpuops-remediation): wait for it to finish, or check "
-            "`kubectl get lease gpuops-remediation -o yaml` for its holder")
 
 
 def _now() -> _dt.datetime:

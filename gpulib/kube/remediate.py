@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError
+from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError, RemediationRefused
 from gpulib.kube.client import KubeCluster, _policy, eviction_body
 from gpulib.kube.frames import iter_gpu_nodes, nodes_frame, pod_row
 from gpulib.kube.labels import ANNOTATION_MIRROR_POD, GPU_RESOURCE, LABEL_MIG_CONFIG, MIG_RESOURCE_PREFIX
@@ -42,13 +42,6 @@ _NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_NAME})?$")
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
-
-class RemediationRefused(GpulibError):
-    """The circuit breaker (or another guard) refused an action. (Local; the lead may move it to errors.py.)"""
-
-    hint = ("cordoning more GPU nodes at once risks the fleet's capacity: uncordon recovered nodes first, "
-            "or pass a higher max_share= deliberately (audited)")
 
 
 @dataclass

@@ -194,11 +194,10 @@ class Lesson:
 def connect(source: str = "demo", scenario: str = ""):
     """Open a source; for ``demo`` an optional scenario YAML replaces the packaged demo fleet."""
     from gpulib import connect as _connect
-    if source == "demo":
-        if scenario and not Path(scenario).is_file():
-            raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
-        return _connect("demo", scenario=scenario or None)
-    return _connect(source)
+    if scenario and not Path(scenario).is_file():
+        raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
+    # backends take the keywords they know (the demo's scenario=) and ignore the others (gpulib/sources/)
+    return _connect(source, **({"scenario": scenario} if scenario else {}))
 
 
 # --------------------------------------------------------------------------- packaged lesson inputs

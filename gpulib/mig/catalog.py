@@ -11,22 +11,12 @@ from itertools import product
 
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import InvalidParameter, UnknownGPUModel, UnknownProfile
 from gpulib.core.knowledge import load_table
 
 
 CATALOG_COLUMNS = ["gpu_model", "profile", "profile_id", "memory_gib", "compute_slices", "memory_slots",
                    "max_count", "placements", "media_ext", "inferred", "inferred_fields", "source"]
-
-
-class UnknownGPUModel(InvalidParameter):
-    hint = ("use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "
-            "H200-141GB, B200) or a node's nvidia.com/gpu.product label; for another GPU build a catalog with "
-            "gpulib.mig.smi_parsers.catalog_from_smi(lgip_text, lgipp_text)")
-
-
-class UnknownProfile(InvalidParameter):
-    hint = "list the GPU's profiles with gpulib.mig.catalog.profiles(gpu_model) or `nvidia-smi mig -lgip`"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -135,7 +125,7 @@ def _profile_objects_cached(model: str) -> tuple[Profile, ...]:
     return tuple(_to_profile(r) for _, r in profiles(model).iterrows())
 
 
-def geometry(gpu_model: str, catalog: pd.DataFrame | None = None) -> tuple[int, int]:
+def slot_geometry(gpu_model: str, catalog: pd.DataFrame | None = None) -> tuple[int, int]:
     """(memory slots, compute slices) of the GPU, derived from its profiles (the full-GPU profile spans both)."""
     ps = profile_objects(gpu_model, catalog)
     return max(max(p.starts) + p.memory_slots for p in ps), max(p.compute_slices for p in ps)
@@ -167,3 +157,14 @@ def get_profile(gpu_model: str, name: str | int, catalog: pd.DataFrame | None = 
         if cands:
             return min(cands, key=lambda p: (p.memory_slots, p.memory_gib))
     raise UnknownProfile(f"profile {name!r} does not exist on {gpu_model}; known: {', '.join(p.name for p in ps)}")
+
+
+def device_memory_gib(device: str) -> float:
+    """Memory CUDA sees on ``device``: a whole GPU (``H100-80GB``) or a MIG instance (``A100-40GB/3g.20gb``)."""
+    if "/" in str(device):
+        gpu, prof = str(device).split("/", 1)
+        return get_profile(gpu, prof).memory_gib
+    m = gpu_models().set_index("gpu_model").loc[resolve_gpu_model(device)]
+    if str(m["whole_memory_mib"]) in ("", "nan"):
+        raise InvalidParameter(f"no memory size on record for {device}; pass total_gib= explicitly")
+    return float(m["whole_memory_mib"]) / 1024

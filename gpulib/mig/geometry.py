@@ -21,7 +21,7 @@ from typing import Sequence
 import pandas as pd
 
 from gpulib.core.errors import InvalidParameter
-from gpulib.mig.catalog import Profile, geometry, get_profile, profile_objects, resolve_gpu_model
+from gpulib.mig.catalog import Profile, get_profile, profile_objects, resolve_gpu_model, slot_geometry
 
 
 # --------------------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def place(gpu_model: str, profiles_wanted: Sequence[str | int] | dict, catalog: 
     """
     items = _expand(gpu_model, profiles_wanted, catalog)
     model = items[0].gpu_model if items else gpu_model
-    total_slots, total_compute = geometry(gpu_model, catalog)
+    total_slots, total_compute = slot_geometry(gpu_model, catalog)
     names = [p.name for p in items]
     res = Placement(model, names, False, memory_slots=total_slots, compute_slices=total_compute)
     counts = Counter(names)

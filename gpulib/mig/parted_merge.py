@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import InvalidParameter, MigConfigRefused
 from gpulib.core.knowledge import data_path
 
 __all__ = ["MigConfigRefused", "default_configs", "schema_problems", "merge_configs", "referenced_names",
@@ -34,12 +34,6 @@ _ENTRY_KEYS = {"device-filter", "devices", "mig-enabled", "mig-devices"}
 #: mig-parted pkg/types/mig_config.go AssertValidFormat -> pkg/types/mig_profile.go ParseMigProfile:
 #: "[<c>c.]<g>g.<mem>gb" then attributes such as "+me", "+me.all", "-me", "+gfx"
 _PROFILE = re.compile(r"^(\d+c\.)?\d+g\.\d+gb([+-][a-z]+(\.[a-z0-9]+)?)*$")
-
-
-class MigConfigRefused(InvalidParameter):
-    hint = ("include the configs in use: pass the cluster's MIG Manager ConfigMap (kubectl -n gpu-operator get cm "
-            "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}') or keep mig-parted's default set, and relabel "
-            "nodes only to names the file contains")
 
 
 @lru_cache(maxsize=1)

@@ -1,6 +1,6 @@
 """MIG layout planner and sizing from observed usage.
 
-``plan(workloads, inventory)`` picks the smallest profile per workload and packs the instances into the
+``plan_layout(workloads, inventory)`` picks the smallest profile per workload and packs the instances into the
 fewest GPUs. Formulation (exact, a cutting-stock MILP solved by HiGHS through ``scipy.optimize.milp``):
 one integer variable per (GPU model, valid layout) = how many GPUs run that layout (every valid multiset
 of profiles is enumerated exhaustively by :func:`gpulib.mig.geometry.valid_layouts`: 19 on A30, 127 on 7-slice
@@ -26,7 +26,8 @@ import gpulib.mig as mig
 import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
-from gpulib.vllm import device_memory_gib, overhead
+from gpulib.core.knowledge import overhead
+from gpulib.mig.catalog import device_memory_gib
 
 FRAGMENTATION_WEIGHT = 1e-3  # per stranded slot: breaks ties between equal GPU counts, never trades a GPU
 
@@ -202,8 +203,8 @@ def _node_gpu_counts(inv: dict[str, int], models: list[str], node_names: dict, g
     return dict(counts)
 
 
-def plan(workloads: list[Workload], inventory: dict[str, int], *, headroom: float = 0.0, time_limit: float = 30.0,
-         prices: dict[str, float] | None = None, nodes: dict[str, list[str]] | None = None,
+def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroom: float = 0.0,
+                time_limit: float = 30.0, prices: dict[str, float] | None = None, nodes: dict[str, list[str]] | None = None,
          gpus_per_node: int = 8) -> Plan:
     """Choose a profile per workload and pack the instances into the fewest GPUs of ``inventory``
     (``{gpu_model: count}``); ``prices`` ($/GPU-hour per model) turns the objective into cost."""
@@ -447,7 +448,7 @@ def _device_of(row) -> tuple[str | None, float | None, int]:
         except InvalidParameter:
             return model, None, 0
     try:
-        return model, device_memory_gib(model), (mig_catalog.geometry(model)[1] if mig.is_mig_capable(model) else 7)
+        return model, device_memory_gib(model), (mig_catalog.slot_geometry(model)[1] if mig.is_mig_capable(model) else 7)
     except InvalidParameter:
         return model, None, 7
 
@@ -558,27 +559,3 @@ def workloads_from_sizing(sizing: pd.DataFrame, preallocated: str = "skip") -> l
         out.append(Workload(name, float(r.need_gib), int(r.compute_slices),
                             isolation="mig" if r.profile else "whole"))
     return out
-
-
-def workloads_from_models(models: list[str] | str, *, max_model_len: int, concurrency: int, replicas: int = 1,
-                          dtype: str = "bfloat16", kv_cache_dtype: str = "auto") -> tuple[list[Workload], pd.DataFrame]:
-    """Planner workloads for catalog LLMs served by vLLM (``"Qwen2.5-7B,Llama-3.1-8B"`` or a list): memory per
-    replica from :func:`gpulib.vllm.memory.memory_needed` (weights + KV for ``concurrency`` requests of
-    ``max_model_len`` tokens + activations + runtime). Returns the workloads and a table of the numbers."""
-    from gpulib.vllm import get_model, memory_needed
-
-    names = [m.strip() for m in (models.split(",") if isinstance(models, str) else models) if str(m).strip()]
-    if not names:
-        raise InvalidParameter("models is empty: give catalog model names such as 'Qwen2.5-7B,Llama-3.1-8B'")
-    if int(max_model_len) < 1 or int(concurrency) < 1 or int(replicas) < 1:
-        raise InvalidParameter(f"max_model_len, concurrency and replicas must be >= 1 "
-                               f"(got {max_model_len}, {concurrency}, {replicas})")
-    ws, rows = [], []
-    for n in names:
-        spec = get_model(n)
-        need = memory_needed(spec, max_model_len=int(max_model_len), concurrency=int(concurrency),
-                             dtype=dtype, kv_cache_dtype=kv_cache_dtype)
-        ws.append(Workload(spec.name, need, replicas=int(replicas)))
-        rows.append({"model": spec.name, "params_b": spec.params_b, "dtype": dtype, "max_model_len": int(max_model_len),
-                     "concurrency": int(concurrency), "memory_gib": need, "replicas": int(replicas)})
-    return ws, pd.DataFrame(rows)

@@ -58,7 +58,7 @@ def recommend(gpu_model: str, *, workload: str = "inference", isolation: str = "
     half = sorted({p.memory_gib for p in mig.profile_objects(model)})[-2] if mig_ok else 0.0
     per_gpu_share = None
     if memory_gib is not None:
-        from gpulib.vllm import device_memory_gib
+        from gpulib.mig.catalog import device_memory_gib
 
         try:
             total = gpu_memory_gib or device_memory_gib(model)

@@ -9,12 +9,8 @@ import pandas as pd
 
 from gpulib.core.textio import as_text, lines as _text_lines
 
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import MigParseError
 from gpulib.mig.catalog import CATALOG_COLUMNS
-
-
-class MigParseError(GpulibError):
-    hint = "pass the full text printed by `nvidia-smi mig -lgip` / `nvidia-smi mig -lgipp` (run on the GPU node)"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame
         except InvalidParameter:
             model = str(nrow["gpu_product"])
         capable = _mig_capable_product(model)
-        slots = mig_catalog.geometry(model)[0] if capable else 8
+        slots = mig_catalog.slot_geometry(model)[0] if capable else 8
         whole_gib = float(nrow.get("gpu_memory_mib") or 0) / 1024
         on = fb[fb["node"] == name]
         by_label = _node_layout_from_resources(nrow) if capable else {}
@@ -165,7 +165,7 @@ def proposed_layout(plan: Plan, needs: dict[str, float] | None = None) -> pd.Dat
     needs = needs or {}
     rows = []
     for g in plan.gpus:
-        slots = mig_catalog.geometry(g.model)[0]
+        slots = mig_catalog.slot_geometry(g.model)[0]
         for i in g.instances:
             mem = mig.get_profile(g.model, i["profile"]).memory_gib
             need = float(needs.get(i["workload"], float("nan")))

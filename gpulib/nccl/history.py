@@ -7,14 +7,11 @@ parsed results and their verdicts, :func:`append` adds them to ``<root>/<cluster
 ``reports/nccl_history``), :func:`load` reads a history back, :func:`history_chart` draws busbw over time and
 :func:`history_findings` reports a latest run that dropped below the earlier runs of the same group.
 
-:func:`demo_history` generates a small history for the runbook's demo from the real 2xH200 capture: the
-capture itself plus earlier runs that are that capture's table scaled by the factors of
-``gpulib/data/demo/nccl_history_scenario.csv`` and judged by :func:`gpulib.nccl.bands.verdict` like a real run. Those
-rows say ``synthetic`` in their ``origin`` column.
+The demo's history (the real 2xH200 capture plus synthetic earlier runs) is built by
+:func:`gpulib.demo.nccl_history.demo_nccl_history` from these functions.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,10 +23,9 @@ import gpulib.nccl as nccl
 from gpulib.nccl.results import _thr
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import load_table
 
 __all__ = ["HISTORY_COLUMNS", "DEFAULT_ROOT", "default_path", "rows_from_run", "append", "load", "load_cluster",
-           "history_chart", "history_findings", "demo_history", "group_label"]
+           "history_chart", "history_findings", "group_label"]
 
 HISTORY_COLUMNS = ["timestamp", "cluster", "hosts", "instance_type", "gpu_model", "nranks", "collective", "status",
                    "busbw_gbs", "size_bytes", "band_low_gbs", "band_high_gbs", "link_peak_gbs", "origin"]
@@ -37,7 +33,6 @@ DEFAULT_ROOT = "reports/nccl_history"
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NUMERIC = ["nranks", "busbw_gbs", "size_bytes", "band_low_gbs", "band_high_gbs", "link_peak_gbs"]
 _STRINGS = ["cluster", "hosts", "instance_type", "gpu_model", "collective", "status", "origin"]
-DEMO_SCENARIO = "demo/nccl_history_scenario"
 
 
 def _check_cluster(cluster: str) -> str:
@@ -229,33 +224,3 @@ def history_findings(df: pd.DataFrame) -> list[Finding]:
                            summary=f"{judged} node group/collective series: the latest run is within {tol:.0%} "
                                    "of the median of the earlier runs", category="nccl-history"))
     return out
-
-
-def demo_history(cluster: str = "demo", instance_type: str = "2x H200 NV18 (lent VM)") -> pd.DataFrame:
-    """A history for the demo: the real 2xH200 capture at its capture time, and earlier synthetic runs (the
-    capture's tables scaled by ``busbw_factor`` of ``gpulib/data/demo/nccl_history_scenario.csv``, times
-    divided by it), each judged by :func:`gpulib.nccl.bands.verdict`. ``origin`` says which rows are synthetic."""
-    from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
-
-    results = [r for r in nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text()) if len(r.table)]
-    scenario = load_table(DEMO_SCENARIO)
-    parts = []
-    for _, s in scenario.iterrows():
-        f = float(s["busbw_factor"])
-        runs = results if f == 1.0 else [_scaled(r, f) for r in results]
-        vs = [nccl.verdict(r) for r in runs]
-        origin = (f"capture: {DEMO_NCCL_TESTS}" if s["kind"] == "capture"
-                  else f"synthetic (demo): the capture x {f:g}; {s['note']}")
-        parts.append(rows_from_run(runs, vs, cluster=cluster, timestamp=s["timestamp"],
-                                   instance_type=instance_type, origin=origin))
-    return pd.concat(parts, ignore_index=True).sort_values("timestamp", kind="stable").reset_index(drop=True)
-
-
-def _scaled(result: nccl.NcclTestResult, factor: float) -> nccl.NcclTestResult:
-    t = result.table.copy()
-    for side in ("oop", "ip"):
-        t[f"{side}_algbw"] = t[f"{side}_algbw"] * factor
-        t[f"{side}_busbw"] = t[f"{side}_busbw"] * factor
-        t[f"{side}_time_us"] = t[f"{side}_time_us"] / factor
-    avg = None if result.avg_busbw is None else result.avg_busbw * factor
-    return dataclasses.replace(result, table=t, avg_busbw=avg)

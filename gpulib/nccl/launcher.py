@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import ProbeError
 from gpulib.nccl.results import NcclTestResult, _canonical_collective, parse_nccl_tests, parse_nccl_tests_all
 
 
@@ -14,11 +14,7 @@ from gpulib.nccl.results import NcclTestResult, _canonical_collective, parse_ncc
 # --------------------------------------------------------------------------------------------
 
 
-class ProbeError(GpulibError):
-    hint = "run `python3 -m gpulib.nccl.probe --help`; needs torch with CUDA and 2+ GPUs, or all_reduce_perf on PATH"
-
-
-def probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_bytes: str | int = "8",
+def run_probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_bytes: str | int = "8",
           max_bytes: str | int = "1G", iters: int = 20, warmup: int = 5, nproc: int | None = None,
           use_nccl_tests: bool = True, timeout_s: float = 900) -> list[NcclTestResult]:
     """Run a bus-bandwidth sweep on the local GPUs and return parsed results (one per collective).

@@ -3,7 +3,7 @@ topology, the NCCL log diagnosis, environment checks and a node's NVLink traffic
 
 The parsers, bands and verdicts are :mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`;
 this module loads the runbook's inputs
-(a file given as a parameter, else the packaged 2xH200 capture of :mod:`gpulib.demo.artifacts`),
+(a file given as a parameter, else a packaged capture under ``gpulib/data/`` that the runbook names),
 applies the parameters (GPU model, interconnect, an ``expected`` override) and draws the charts.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -19,20 +19,21 @@ import pandas as pd
 import gpulib.nccl as nccl
 from gpulib.nccl.findings import _fmt_bytes
 from gpulib.nvidia.topology import Topology
-from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY, demo_file
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
+from gpulib.core.knowledge import data_path
 from gpulib.fleet import HealthFrames, health_findings
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
 
 def read_input(path: str, parameter: str, default: str | None = None) -> tuple[str, str]:
-    """(text, where it came from) of a runbook input file; ``default`` is a packaged demo artefact."""
+    """(text, where it came from) of a runbook input file; ``default`` names a packaged capture under
+    ``gpulib/data/`` (the runbook passes the demo's, e.g. :data:`gpulib.demo.artifacts.DEMO_TOPOLOGY`)."""
     if not path:
         if default is None:
             raise InvalidParameter(f"{parameter} is empty and has no default")
-        p = demo_file(default)
+        p = data_path(default)
         return p.read_text(errors="replace"), f"packaged demo capture {default}"
     p = Path(path).expanduser()
     if not p.is_file():
@@ -219,22 +220,24 @@ def nvlink_series(src, node: str, window: str) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------ results history
 def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTestResult],
                     verdicts: list[nccl.Verdict], record: bool = False, instance_type: str = "",
-                    default_input: bool = True) -> tuple[pd.DataFrame | None, str]:
+                    default_input: bool = True,
+                    demo_history: Callable[[], pd.DataFrame] | None = None) -> tuple[pd.DataFrame | None, str]:
     """(history, where it came from) for the runbook, or (None, why not).
 
     ``history_dir`` given: ``<history_dir>/<cluster>.csv``, after appending this run's verdicts when ``record``.
-    Empty: the demo history of :func:`gpulib.nccl.history.demo_history` when the runbook shows the packaged
-    capture (``default_input``); none for a user's own file (a demo history next to it would mislead)."""
+    Empty: ``demo_history()`` (the runbook passes :func:`gpulib.demo.nccl_history.demo_nccl_history`) when the
+    runbook shows the packaged capture (``default_input``); none for a user's own file (a demo history next to
+    it would mislead) or when no ``demo_history`` is given."""
     import gpulib.nccl.history as nh
 
     if not history_dir:
         if record:
             raise InvalidParameter("record_history=True needs history_dir (the folder of the per-cluster CSVs)")
-        if not default_input:
+        if not default_input or demo_history is None:
             return None, ("No results history: set history_dir (and record_history=True to add this run) to chart "
                           "busbw over time.")
-        return nh.demo_history(), ("the demo history: the real 2xH200 capture and synthetic earlier runs "
-                                   "(gpulib/data/demo/nccl_history_scenario.csv)")
+        return demo_history(), ("the demo history: the real 2xH200 capture and synthetic earlier runs "
+                                "(gpulib/data/demo/nccl_history_scenario.csv)")
     path = nh.default_path(cluster, history_dir)
     if record:
         judged = [(r, v) for r, v in zip(results, verdicts) if v.measured_busbw is not None]

@@ -24,7 +24,7 @@ try:  # nvidia-ml-py; tests replace this module attribute with a fake
 except ImportError:  # pragma: no cover - depends on the machine
     pynvml = None  # type: ignore
 
-from gpulib.core.errors import SourceError
+from gpulib.core.errors import NVMLUnavailable
 from gpulib.nvidia.smi import clock_event_table, decode_clock_events
 
 PROBE_COLUMNS = [
@@ -40,12 +40,6 @@ PROBE_COLUMNS = [
 ]
 
 MIB = 1024 * 1024
-
-
-class NVMLUnavailable(SourceError):
-    """NVML could not be loaded or initialised (no NVIDIA driver on this machine)."""
-
-    hint = "run on a GPU node with the NVIDIA driver loaded (nvidia-smi works) and nvidia-ml-py installed"
 
 
 def _lib():

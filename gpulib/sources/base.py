@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter, UnknownGPU, UnknownNode
+from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
@@ -254,12 +254,6 @@ class Source(ABC):
         self._check_target(node, None)
         return self._diag_report(node)
 
-    def operator_state(self, namespace: str = "gpu-operator") -> dict:
-        """The GPU Operator's objects: ``{"daemonsets": DataFrame, "cluster_policy": dict | None, "pods": [pod
-        objects in the namespace], "namespace_labels": dict | None, "runtimes": {node: runtime}}``
-        (see :func:`gpulib.gpu_operator.state.state_from_objects`). Raises SourceError where the source has none."""
-        return self._operator_state(namespace)
-
     def mig_parted_configs(self, namespace: str = "gpu-operator") -> str:
         """The mig-parted ``config.yaml`` MIG Manager uses now (its ConfigMap). Raises SourceError where the
         source cannot read it (then start from mig-parted's default set, gpulib.mig.parted_merge)."""
@@ -367,10 +361,37 @@ class Source(ABC):
     def _diag_report(self, node: str) -> str | None:
         return None
 
-    def _operator_state(self, namespace: str) -> dict:
-        from gpulib.core.errors import SourceError
-        raise SourceError(f"GPU Operator state is not available from this source ({self.describe()})",
+    # ---- what only some backends have ---------------------------------------------------------
+    # Domains ask the source for these instead of checking which backend it is. Each default raises
+    # NotProvided (a SourceError, so a runbook step shows its hint and the run is INCOMPLETE); a
+    # backend that has the data overrides it. Callers for which the data is optional catch NotProvided.
+    def operator_objects(self, namespace: str) -> dict:
+        """The GPU Operator's raw objects: ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of
+        any namespace, at least the operator's], "nodes": [...], "namespaces": {name: labels}}`` (items of
+        ``kubectl get ... -o json``); :func:`gpulib.gpu_operator.state.state_from_objects` turns them into state."""
+        raise NotProvided(f"GPU Operator objects are not available from this source ({self.describe()})",
                           hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json")
+
+    def pod_objects(self) -> list[dict]:
+        """Raw Pod objects of every namespace (the items of ``kubectl get pods -A -o json``), with their specs."""
+        raise NotProvided(f"Pod specs are not available from this source ({self.describe()})",
+                          hint="use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs")
+
+    def instant_query(self, promql: str) -> list[dict]:
+        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]``."""
+        raise NotProvided(f"PromQL queries are not available from this source ({self.describe()})",
+                          hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload")
+
+    def app_series(self, family: str, window: timedelta) -> list[tuple[str, dict[str, str], np.ndarray]]:
+        """Simulated application series of ``family`` (``"vllm"``: vLLM's ``vllm:*`` series) over ``window``
+        before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""
+        raise NotProvided(f"no simulated {family} series in this source ({self.describe()})",
+                          hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL")
+
+    def kube_cluster(self):
+        """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
+        source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
+        return None
 
 
 def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:

@@ -409,9 +409,19 @@ class PrometheusSource(Source):
     def _pods(self):
         return self._require_kube().pods()
 
-    def _operator_state(self, namespace):
-        from gpulib.gpu_operator.state import collect_state
-        return collect_state(self._require_kube(), namespace)
+    def operator_objects(self, namespace):
+        return self._require_kube().operator_objects(namespace)
+
+    def pod_objects(self):
+        if self.kube is None:   # no Kubernetes API configured: Pod specs are optional for their callers
+            return super().pod_objects()
+        return list(self.kube.list_pods().get("items", []))
+
+    def instant_query(self, promql):
+        return self.query(promql)
+
+    def kube_cluster(self):
+        return self.kube
 
     def known_nodes(self):
         if self.kube is None:

@@ -124,13 +124,12 @@ class SnapshotSource(Source):
         from gpulib.kube.frames import pods_frame
         return self._frame("pods.json", pods_frame)
 
-    def _operator_state(self, namespace):
-        from gpulib.gpu_operator.state import state_from_objects
+    def operator_objects(self, namespace):
         if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
-            return super()._operator_state(namespace)
+            return super().operator_objects(namespace)
         items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
-        return state_from_objects({"daemonsets": items("daemonsets.json"), "cluster_policies": items("clusterpolicies.json"),
-                                   "pods": items("pods.json"), "nodes": items("nodes.json")}, namespace)
+        return {"daemonsets": items("daemonsets.json"), "cluster_policies": items("clusterpolicies.json"),
+                "pods": items("pods.json"), "nodes": items("nodes.json")}
 
     def known_nodes(self):
         if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():

@@ -44,6 +44,7 @@ _EXPORTS = {
     'validate_manifests': 'deploy',
     'vllm_metrics': 'deploy',
     'weights_gib': 'memory',
+    'workloads_from_models': 'mig_workloads',
 }
 
 __all__ = sorted(_EXPORTS)

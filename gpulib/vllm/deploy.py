@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 import gpulib.vllm.memory as vllm
-from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.errors import DoesNotFit, EmptyResult, InvalidParameter, NotProvided
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import load_table
 
@@ -122,10 +122,6 @@ class DeploymentPlan:
         df = pd.DataFrame(rows, columns=["quantity", "value", "unit", "how"])
         df["value"] = [round(float(v), 3) for v in df["value"]]
         return df
-
-
-class DoesNotFit(InvalidParameter):
-    """Raised by :func:`plan` with ``strict=True`` when no configuration fits."""
 
 
 def _check_device(device: str) -> tuple[str, bool]:
@@ -436,12 +432,14 @@ def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.D
     w = parse_window(window)
     cols = ["pod", "running_avg", "running_max", "waiting_avg", "waiting_max", "kv_usage_max", "preemptions",
             "ttft_p99_s", "e2e_p99_s"]
-    if hasattr(src, "query"):
+    try:   # PromQL where the source has it, else the source's own (simulated) vllm: series
         rows = _prometheus_rows(src, _selector(namespace, workload), f"{int(w.total_seconds())}s")
-    elif hasattr(src, "sim"):
-        rows = _demo_rows(src.sim, src.end.timestamp(), w.total_seconds(), namespace, workload)
-    else:
-        raise InvalidParameter(f"source {src.describe()} has no vLLM metrics (needs Prometheus or the demo fleet)")
+    except NotProvided:
+        try:
+            rows = _series_rows(src.app_series("vllm", w), namespace, workload)
+        except NotProvided:
+            raise NotProvided(f"source {src.describe()} has no vLLM metrics",
+                              hint="use source='live' (the Prometheus that scrapes vLLM's /metrics) or the demo fleet") from None
     df = pd.DataFrame(rows, columns=cols)
     if df.empty:
         raise EmptyResult(f"no vllm: series for pods {workload}-* in namespace {namespace} in the last {window}",
@@ -449,10 +447,10 @@ def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.D
     return df.sort_values("pod").reset_index(drop=True)
 
 
-def _demo_rows(sim, end: float, window: float, namespace: str, workload: str) -> list[dict]:
-    t = sim.grid(end - window, end, sim.scrape_interval)
+def _series_rows(series, namespace: str, workload: str) -> list[dict]:
+    """The rows of :func:`vllm_metrics` from raw ``(metric, labels, values)`` series of the window."""
     per: dict[str, dict] = {}
-    for name, lab, v in demo_vllm_series(sim, t):
+    for name, lab, v in series:
         if lab["namespace"] != namespace or not lab["pod"].startswith(workload + "-"):
             continue
         r = per.setdefault(lab["pod"], {"pod": lab["pod"], "_ttft": {}, "_e2e": {}})
@@ -486,7 +484,7 @@ def _prometheus_rows(src, sel: str, w: str) -> list[dict]:
     }
     per: dict[str, dict] = {}
     for col, q in queries.items():
-        for r in src.query(q):
+        for r in src.instant_query(q):
             pod = r["metric"].get("pod", "")
             per.setdefault(pod, {"pod": pod})[col] = float(r["value"][1])
     return list(per.values())

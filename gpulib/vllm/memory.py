@@ -19,16 +19,13 @@ import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import InvalidParameter, UnknownModel
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import load_table, overhead
+from gpulib.mig import device_memory_gib   # memory of a whole GPU or a MIG instance (the MIG catalog)
 
 GIB = 1024 ** 3
 TP_SIZES = (1, 2, 4, 8)
-
-
-class UnknownModel(InvalidParameter):
-    hint = "pick a catalog model (gpulib.vllm.memory.models()) or pass a ModelSpec with the config.json shape"
 
 
 @dataclass(frozen=True)
@@ -70,19 +67,6 @@ def get_model(name: str | ModelSpec) -> ModelSpec:
                      max_context=int(r["max_context"]), experts=int(r["experts"]), hf_id=str(r["hf_id"]))
 
 
-@lru_cache(maxsize=1)
-def _overheads() -> dict[str, float]:
-    t = load_table("model_memory_overheads")
-    return {k: float(v) for k, v in zip(t["key"], t["value"])}
-
-
-def overhead(key: str) -> float:
-    o = _overheads()
-    if key not in o:
-        raise InvalidParameter(f"no overhead named {key!r}; known: {', '.join(sorted(o))}")
-    return o[key]
-
-
 def dtype_bytes(dtype: str) -> float:
     t = load_table("model_dtypes")
     d = dict(zip(t["dtype"].str.lower(), t["bytes"]))
@@ -90,19 +74,6 @@ def dtype_bytes(dtype: str) -> float:
     if key not in d:
         raise InvalidParameter(f"dtype {dtype!r} unknown; use one of {', '.join(d)}")
     return float(d[key])
-
-
-def device_memory_gib(device: str) -> float:
-    """Memory CUDA sees on ``device``: a whole GPU (``H100-80GB``) or a MIG instance (``A100-40GB/3g.20gb``)."""
-    import gpulib.mig as mig
-
-    if "/" in str(device):
-        gpu, prof = str(device).split("/", 1)
-        return mig.get_profile(gpu, prof).memory_gib
-    m = mig.gpu_models().set_index("gpu_model").loc[mig.resolve_gpu_model(device)]
-    if str(m["whole_memory_mib"]) in ("", "nan"):
-        raise InvalidParameter(f"no memory size on record for {device}; pass total_gib= explicitly")
-    return float(m["whole_memory_mib"]) / 1024
 
 
 def default_batch(device: str, total_gib: float | None = None) -> tuple[int, int]:

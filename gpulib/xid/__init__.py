@@ -36,7 +36,6 @@ _EXPORTS = {
     'alert_generated_files': 'alerts',
     'prometheus_rule': 'alerts',
     'annotate': 'catalog',
-    'catalog': 'catalog',
     'collect': 'runbook',
     'collect_command': 'runbook',
     'counter_increase': 'triage',
@@ -69,6 +68,7 @@ _EXPORTS = {
     'write_alert_rules': 'alerts',
     'xid_events_from_gauge': 'triage',
     'xid_timeline': 'runbook',
+    'xid_catalog': 'catalog',
 }
 
 __all__ = sorted(_EXPORTS)

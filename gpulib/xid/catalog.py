@@ -70,7 +70,7 @@ def _records() -> dict[int, XidRecord]:
     return out
 
 
-def catalog() -> pd.DataFrame:
+def xid_catalog() -> pd.DataFrame:
     """The whole XID catalog as a DataFrame (one row per code)."""
     return load_table("xid_catalog")
 

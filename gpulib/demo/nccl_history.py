@@ -1,0 +1,46 @@
+"""The NCCL results history of the demo: the real 2xH200 capture (:data:`gpulib.demo.artifacts.DEMO_NCCL_TESTS`)
+at its capture time plus earlier synthetic runs, built with :func:`gpulib.nccl.history.rows_from_run`.
+
+The runbook passes :func:`demo_nccl_history` to :func:`gpulib.nccl.runbook.runbook_history`, which shows it when
+no ``history_dir`` is given and the input is the packaged capture; the NCCL domain itself never reads demo files.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+import gpulib.nccl as nccl
+from gpulib.core.knowledge import load_table
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
+
+#: run times and busbw factors of the synthetic runs (``gpulib/data/demo/README.md`` says where each row comes from)
+DEMO_NCCL_SCENARIO = "demo/nccl_history_scenario"
+
+
+def demo_nccl_history(cluster: str = "demo", instance_type: str = "2x H200 NV18 (lent VM)") -> pd.DataFrame:
+    """A history for the demo: the real 2xH200 capture at its capture time, and earlier synthetic runs (the
+    capture's tables scaled by ``busbw_factor`` of ``gpulib/data/demo/nccl_history_scenario.csv``, times
+    divided by it), each judged by :func:`gpulib.nccl.bands.verdict`. ``origin`` says which rows are synthetic."""
+    results = [r for r in nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text()) if len(r.table)]
+    scenario = load_table(DEMO_NCCL_SCENARIO)
+    parts = []
+    for _, s in scenario.iterrows():
+        f = float(s["busbw_factor"])
+        runs = results if f == 1.0 else [_scaled(r, f) for r in results]
+        vs = [nccl.verdict(r) for r in runs]
+        origin = (f"capture: {DEMO_NCCL_TESTS}" if s["kind"] == "capture"
+                  else f"synthetic (demo): the capture x {f:g}; {s['note']}")
+        parts.append(nccl.rows_from_run(runs, vs, cluster=cluster, timestamp=s["timestamp"],
+                                        instance_type=instance_type, origin=origin))
+    return pd.concat(parts, ignore_index=True).sort_values("timestamp", kind="stable").reset_index(drop=True)
+
+
+def _scaled(result: "nccl.NcclTestResult", factor: float) -> "nccl.NcclTestResult":
+    t = result.table.copy()
+    for side in ("oop", "ip"):
+        t[f"{side}_algbw"] = t[f"{side}_algbw"] * factor
+        t[f"{side}_busbw"] = t[f"{side}_busbw"] * factor
+        t[f"{side}_time_us"] = t[f"{side}_time_us"] / factor
+    avg = None if result.avg_busbw is None else result.avg_busbw * factor
+    return dataclasses.replace(result, table=t, avg_busbw=avg)
