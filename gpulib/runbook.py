@@ -59,6 +59,14 @@ def _cell(v: Any) -> str:
         pass
     if isinstance(v, float):
         return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, str) and v[:1] in "{[" and v[-1:] in "}]":  # a dict/list already turned into its repr
+        import ast
+
+        try:
+            parsed = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            return v
+        return _cell(parsed) if isinstance(parsed, (dict, list, tuple, set)) else v
     return str(v)
 
 

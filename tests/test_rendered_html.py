@@ -104,7 +104,7 @@ def test_no_raw_reprs_in_any_rendered_table(demo_html):
 
 def test_summary_md_beside_each_runbook_html(demo_html):
     out, pages, _ = demo_html
-    runs = [p for p in pages if not p.parent.name.split("-", 2)[-1].startswith("learn_")]
+    runs = [p for p in pages if not p.parent.name.split("-")[1].startswith("learn_")]
     missing = [str(p.parent.name) for p in runs if not (p.parent / "summary.md").is_file()]
     assert not missing, missing
     text = (runs[0].parent / "summary.md").read_text()
