@@ -129,6 +129,28 @@ def coerce(param: Param, raw: str) -> Any:
     return raw
 
 
+#: parameters that name a node or a GPU: their notebook defaults are demo-fleet names
+TARGET_PARAMS = ("node", "gpu")
+
+
+def target_defaults(info: NotebookInfo, given: dict[str, Any], source: str) -> dict[str, Any]:
+    """For a non-demo ``source``: the node/GPU parameters the user did not give. One whose help says what
+    empty means (``empty: every GPU``) becomes empty; one that must name something is an InvalidParameter
+    naming it, so a live run never silently looks at the demo's ``dgx-h100-1``."""
+    if source in ("", "demo"):
+        return {}
+    out: dict[str, Any] = {}
+    for p in info.params:
+        if p.name in TARGET_PARAMS and p.name not in given and p.default not in ("", None):
+            if "empty" in (p.help or "").lower():
+                out[p.name] = ""
+            else:
+                raise InvalidParameter(
+                    f"{info.name} needs -p {p.name} with --source {source}: its default {p.default!r} is a demo-fleet name",
+                    hint=f"give the {p.name} from the alert with -p {p.name} NAME")
+    return out
+
+
 def resolve_params(info: NotebookInfo, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     known = {p.name: p for p in info.params}
     out = {}

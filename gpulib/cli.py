@@ -29,7 +29,7 @@ EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
 from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
-                              notebook_info, project_root, resolve_params)
+                              notebook_info, project_root, resolve_params, target_defaults)
 
 
 # ------------------------------------------------------------------------------------ execution
@@ -62,6 +62,8 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     return html_path
 
 
+#: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
+KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
 def _kernel_manager(env: dict[str, str]):
     """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
     one process (threads) each tell their own kernel where to write findings (no shared os.environ)."""
@@ -93,7 +95,8 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     try:
         pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
                             progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
-                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}))
+                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}),
+                            extra_arguments=list(KERNEL_ARGS))
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
         res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     if out_nb.exists():
@@ -108,6 +111,10 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
         res.usage_errors += doc.get("usage_errors", [])
     elif res.failed is None and info.kind != "learn":
         res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
+    if info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
+        from gpulib.core.summary import status_of, write_summary
+        write_summary(out_dir, {"runbook": info.name, "status": status_of(res.failed, res.usage_errors, res.errors),
+                                "params": params, "error": res.failed}, res.html.name if res.html else out_nb.name)
     write_index(out_root)
     return res
 
@@ -218,10 +225,15 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
         typer.echo(f"   error: {redact(e)}", err=True)
     for e in res.errors:
         typer.echo(f"   missing data: {redact(e)}", err=True)
-    for f in sort_findings(res.findings)[:limit]:
+    ordered = sort_findings(res.findings)
+    for f in ordered[:limit]:
         typer.echo("   " + f.as_text().replace("\n", "\n   "))
-    if len(res.findings) > limit:
-        typer.echo(f"   ... {len(res.findings) - limit} more in {res.out_dir / 'findings.json'}")
+    rest = ordered[limit:]  # every critical and warning is named; only informational ones are left to findings.json
+    for f in (f for f in rest if f.severity.rank <= 1):
+        typer.echo(f"   [{f.severity.value.upper()}] {f.title}" + (f" ({f.where})" if f.where else ""))
+    quiet = [f for f in rest if f.severity.rank > 1]
+    if quiet:
+        typer.echo(f"   ... {len(quiet)} informational finding(s) more in {res.out_dir / 'findings.json'}")
     typer.echo(f"   notebook: {res.notebook}\n   html:     {res.html}")
 
 
@@ -284,6 +296,7 @@ def run_cmd(
         info = find_notebook(name)
         params = _source_params(info, source, str(snapshot) if snapshot else None)
         params.update(resolve_params(info, _pairs(param)))
+        params.update(target_defaults(info, params, str(params.get("source") or "")))
         _check_backend(info, params)
     except GpulibError as exc:
         _fail(exc)

@@ -44,6 +44,59 @@ def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | No
         display(obj)
 
 
+def _cell(v: Any) -> str:
+    """One table cell as an engineer reads it: no NaN/None/<NA>, no dict or list repr."""
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {_cell(x)}" for k, x in v.items()) or "–"
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return ", ".join(_cell(x) for x in v) or "–"
+    try:
+        import pandas as pd
+
+        if v is None or (not hasattr(v, "__len__") and pd.isna(v)):
+            return "–"
+    except (TypeError, ValueError):
+        pass
+    if isinstance(v, float):
+        return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    if isinstance(v, str) and v[:1] in "{[" and v[-1:] in "}]":  # a dict/list already turned into its repr
+        import ast
+
+        try:
+            parsed = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            return v
+        return _cell(parsed) if isinstance(parsed, (dict, list, tuple, set)) else v
+    return str(v)
+
+
+def table_html(df) -> str:
+    """A DataFrame as HTML for a report: every cell through :func:`_cell`, text never cut, no pandas index
+    column (a meaningful index becomes an ordinary first column)."""
+    import pandas as pd
+
+    if not isinstance(df.index, pd.RangeIndex) or df.index.name:
+        df = df.reset_index()
+    shown = df.astype(object).map(_cell) if hasattr(df, "map") else df.astype(object).applymap(_cell)
+    with pd.option_context("display.max_colwidth", None):
+        return shown.to_html(index=False, escape=True, border=0, classes="dataframe gpuops-table")
+
+
+def _install_table_formatter() -> None:
+    """In a kernel, render every displayed DataFrame with :func:`table_html` (IPython display formatters:
+    https://ipython.readthedocs.io/en/stable/config/integrating.html#formatters-for-third-party-types)."""
+    try:
+        import pandas as pd
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        ip.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
+
+
+_install_table_formatter()
+
 _PLOTLY_JS_SENT = False
 #: how exported HTML gets plotly.js: "inline" (once per report, opens offline, ~5 MB) or "cdn" (a <script>
 #: from cdn.plot.ly at the package's plotly.js version: the report stays small enough to e-mail)
@@ -101,6 +154,45 @@ def guarded_step(what: str, errors: list[str], usage: list[str] | None = None):
         note(f"<b>{html.escape(what)} could not run.</b> {html.escape(str(exc).split(' (hint:')[0])}{hint}", "error")
 
 
+def _verdict_box(html_text: str, display_id: str, *, update: bool = False) -> None:
+    """The verdict shown at the top of the notebook: displayed with a display id when the run starts and
+    updated in place by :meth:`Runbook.finish` (Jupyter ``update_display_data``, which nbclient/papermill apply
+    to the stored output: https://ipython.readthedocs.io/en/stable/api/generated/IPython.display.html)."""
+    try:
+        from IPython.display import HTML, display, update_display
+    except ImportError:
+        print(html_text)
+        return
+    if update:
+        update_display(HTML(html_text), display_id=display_id)
+    else:
+        display(HTML(html_text), display_id=display_id)
+
+
+def verdict_html(top: Finding | None, rb: "Runbook") -> str:
+    """Severity, one-line cause and next command, then Meaning, Impact, Diagnosis, Mitigation (the headings of
+    the kube-prometheus runbooks, https://runbooks.prometheus-operator.dev/); a heading with nothing to say
+    says why."""
+    e = html.escape
+    if top is None:
+        return ("<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
+                f"runbook ran and found nothing to act on.</p><p><small>Run: <code>{e(rb.rerun_command())}</code></small></p>")
+    sev = top.severity
+    nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
+    head = (f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
+            + (f" <small>({e(top.where)})</small>" if top.where else "") + "</h3>"
+            + (f"<p><b>Next:</b> <code>{e(nxt)}</code></p>" if nxt else "<p><b>Next:</b> no command: read the Mitigation below.</p>"))
+    meaning = e(top.summary) if top.summary else "The finding carries no explanation beyond its title."
+    impact = e(top.escalation) if top.escalation else (
+        f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
+    diag = ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>") if top.evidence else \
+        "<p>No evidence lines: the title is the whole signal.</p>"
+    cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in top.commands)
+    mitig = (e(top.sop_step) if top.sop_step else "No SOP step: nothing to change.") + cmds
+    return (head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
+            f"<h4>Mitigation</h4><p>{mitig}</p>")
+
+
 class Runbook:
     """State of one runbook execution: its source, the steps that failed, and its findings."""
 
@@ -111,6 +203,10 @@ class Runbook:
         self.usage_errors: list[str] = []
         self.findings: list[Finding] = []
         self.src = None
+        self._verdict_id = f"gpuops-verdict-{name}-{id(self):x}"
+        _verdict_box("<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
+                     "(if it stays, the run stopped before its last cell).</p>", self._verdict_id)
+        note("Run it: <code>" + html.escape(self.rerun_command()) + "</code>")
         with self.step("Connect to the data source"):
             from gpulib import connect
             kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
@@ -149,10 +245,27 @@ class Runbook:
             findings = [findings]
         self.findings.extend(findings)
 
-    def finish(self, findings: Iterable[Finding] | None = None) -> FindingList:
-        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON."""
+    def report(self, findings: Iterable[Finding] | Finding | None, *, empty: str) -> list[Finding]:
+        """Add ``findings`` and show them in the current section; with none, say why (``empty``: what was
+        checked and found fine), so no section renders empty."""
+        fs = [findings] if isinstance(findings, Finding) else list(findings or [])
+        self.add(fs)
+        if fs:
+            _display(FindingList(sort_findings(fs)))
+        else:
+            note(html.escape(empty), "ok")
+        return fs
+
+    def finish(self, findings: Iterable[Finding] | None = None, *, combine=None) -> FindingList:
+        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON; ``combine``
+        (e.g. :func:`gpulib.fleet.merge_findings`) folds symptom findings into their root cause first."""
         if findings is not None:
             self.add(findings)
+        if combine is not None:
+            self.findings = list(combine(self.findings))
+        for f in self.findings:  # "Next runbook" never points at the runbook being read
+            if f.runbook == self.name:
+                f.runbook = None
         fl = FindingList(sort_findings(self.findings))
         if self.usage_errors:
             fl.insert(0, Finding(
@@ -176,6 +289,7 @@ class Runbook:
                      + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else ""))
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
+        _verdict_box(verdict_html(top, self), self._verdict_id, update=True)
         path = os.environ.get(FINDINGS_ENV)
         if path:
             save_findings(fl, path, runbook=self.name, parameters=self.params, errors=self.errors,

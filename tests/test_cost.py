@@ -93,11 +93,17 @@ def test_bad_window_and_missing_column_are_named():
 # ---------------------------------------------------------------------------------------------
 # zombies on the time series
 # ---------------------------------------------------------------------------------------------
-def _zombie_case(acts, fbs, step="10min"):
+def _zombie_case(acts, fbs, step="10min", kind="Deployment"):
     act = series("n1", "0", acts, pod="stuck", ns="ml", step=step)
     fb = series("n1", "0", fbs, pod="stuck", ns="ml", step=step)
-    nodes, pods = frames([node("n1")], [pod("ml", "stuck", "n1")])
+    nodes, pods = frames([node("n1")], [pod("ml", "stuck", "n1", kind=kind)])
     return cost.analyze_cost(nodes, pods, act, fb, window="2h", price_overrides={"H100-80GB": 6.0})
+
+
+def test_bare_zombie_pod_is_deleted():
+    rep = _zombie_case([0.8] * 9 + [0.0] * 3, [4096.0] * 12, kind="")
+    [zf] = [f for f in rep.findings if f.title.startswith("Zombie pod ml/stuck")]
+    assert "kubectl -n ml delete pod stuck" in zf.commands
 
 
 def test_zombie_exactly_at_30_minutes_is_detected():
@@ -114,7 +120,9 @@ def test_zombie_exactly_at_30_minutes_is_detected():
     # the window's zombie hours are the "so far" figure
     assert zf[0].data["monthly_saving"] == pytest.approx(6.0 * HPM, rel=1e-3)
     assert zf[0].data["window_cost"] == pytest.approx(3.0)
-    assert "kubectl -n ml delete pod stuck" in zf[0].commands
+    # a Deployment's pod comes back when deleted: its owner is scaled instead
+    assert "kubectl -n ml scale deployment/stuck --replicas=0" in zf[0].commands
+    assert not any("delete pod" in c for c in zf[0].commands)
 
 
 def test_zombie_shorter_than_threshold_is_not_reported():

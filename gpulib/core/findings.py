@@ -141,8 +141,15 @@ def _jsonable(x: Any) -> Any:
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first, then most confident, then by title (stable for tests and reports)."""
-    return sorted(findings, key=lambda f: (f.severity.rank, -f.confidence, f.title, f.node or "", str(f.gpu or "")))
+    """Most severe first, then the largest impact (``data["impact"]``, e.g. GiB a zombie holds), then most
+    confident, then by title (stable for tests and reports)."""
+    def impact(f: Finding) -> float:
+        try:
+            return float(f.data.get("impact") or 0.0)
+        except (TypeError, ValueError):
+            return 0.0
+    return sorted(findings, key=lambda f: (f.severity.rank, -impact(f), -f.confidence, f.title, f.node or "",
+                                           str(f.gpu or "")))
 
 
 def top_finding(findings: Iterable[Finding]) -> Finding | None:

@@ -16,9 +16,15 @@ from gpulib.cost.hygiene import cost_sop, fill
 __all__ = ["action_finding", "sop_kind"]
 
 
+#: owners that recreate a deleted pod (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/)
+_SCALED_OWNERS = ("deployment", "statefulset", "replicaset")
+
+
 def sop_kind(row: pd.Series) -> str:
     """``zombie`` | ``idle_allocated`` | the action name: the row of ``cost_sop.csv`` an action uses."""
     if row["action"] == "reclaim":
+        if row["pod"] != "" and str(row.get("owner_kind") or "").lower() in _SCALED_OWNERS and row.get("workload"):
+            return "zombie_owned"  # deleting the pod would bring it back: scale its owner
         return "zombie" if row["pod"] != "" else "idle_allocated"
     return str(row["action"])
 
@@ -37,7 +43,7 @@ def action_finding(row: pd.Series, rep) -> Finding:
                     n="<n>")
     saving = float(row["monthly_saving"])
     alone = float(row.get("saving_alone", saving))
-    if kind == "zombie":
+    if kind in ("zombie", "zombie_owned"):
         title, sev = f"Zombie pod {ns}/{pod} holds GPU memory while idle", Severity.WARNING
     elif kind == "idle_allocated":
         title, sev = f"Idle allocated GPUs: {ns}/{wl}", Severity.WARNING
@@ -50,13 +56,13 @@ def action_finding(row: pd.Series, rep) -> Finding:
     evidence = [str(row["detail"]), f"{row['gpus']:.2f} GPU-equivalents, {money(float(row['monthly_cost']), cur)}/month",
                 f"estimated saving {money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
                 f"signal: {row['signal']}"]
-    if kind == "zombie":
+    if kind in ("zombie", "zombie_owned"):
         evidence.append(f"so far in the window {money(float(row['window_cost']), cur)}; "
                         f"from now on {money(saving, cur)}/month while it stays held")
     if abs(alone - saving) > 0.005:
         evidence.append(f"{money(alone, cur)}/month alone; {money(saving, cur)}/month after the workload's other actions")
     summary = (f"{ACTIONS[action]} saves about {money(saving, cur)} per month"
-               + (" from now on (the GPU's price while the zombie holds it)." if kind == "zombie" else
+               + (" from now on (the GPU's price while the zombie holds it)." if kind in ("zombie", "zombie_owned") else
                   f" (window {format_duration(rep.window_hours * 3600)} extrapolated to a month)."))
     conf = float(row["confidence"]) * (1.0 if rep.activity_field == GR_ENGINE_ACTIVE else 0.8)
     return Finding(

@@ -19,6 +19,7 @@ _EXPORTS = {
     'heatmap': 'health',
     'idle_findings': 'health',
     'inventory': 'health',
+    'merge_findings': 'merge',
     'non_gpu_pods_on_gpu_nodes': 'scheduling',
     'pod_specs_from': 'scheduling',
     'request_limit_problems': 'scheduling',

@@ -262,7 +262,8 @@ def idle_findings(src, window: str) -> list[Finding]:
             evidence=evidence,
             sop_step="Ask the owner to release the GPU (scale to zero or delete the pod); reclaim per the idle policy.",
             commands=[f"kubectl -n {_q(ns)} get pod {_q(pod)} -o jsonpath='{{.metadata.ownerReferences[0].kind}}/{{.metadata.ownerReferences[0].name}}'",
-                      "gpuops report --window 7d"]))
+                      "gpuops report --window 7d"],
+            data={"pod": f"{ns}/{pod}", "impact": round(held_mib / 1024, 1), "impact_unit": "GiB held"}))
     return out
 
 
@@ -285,7 +286,8 @@ def unrequested_gpu_use(act: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
                         "another pod on the same GPU and neither gets isolation.",
                 evidence=[f"DCGM attributes GPU {r.gpu} on {r.node} to this pod; its containers have no nvidia.com/gpu limit"],
                 sop_step="Give the pod a nvidia.com/gpu limit (or MIG resource) and remove NVIDIA_VISIBLE_DEVICES from its spec.",
-                commands=[f"kubectl -n {_q(r.namespace)} get pod {_q(r.pod)} -o jsonpath='{{.spec.containers[*].env}}'"]))
+                commands=[f"kubectl -n {_q(r.namespace)} get pod {_q(r.pod)} -o jsonpath='{{.spec.containers[*].env}}'"],
+                data={"pod": f"{r.namespace}/{r.pod}"}))
     return out
 
 

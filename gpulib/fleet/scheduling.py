@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from gpulib.core.validate import command
 from gpulib.core.errors import NotProvided
 from gpulib.core.validate import shell_quote as _q
 
@@ -116,11 +117,24 @@ def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[F
     hits = list(non_gpu_pods(pods, iter_gpu_nodes(nodes)).itertuples(index=False))
     if not hits:
         return []
+    taints = {n.node: [_fmt_taint(t) for t in _hard_taints(n.taints)] for n in nodes.itertuples(index=False)}
+    tainted = sorted({t for p in hits for t in taints.get(p.node, [])})
+    if tainted and all(taints.get(p.node) for p in hits):
+        # the nodes are tainted already, so these pods tolerate the taint: another taint would not move them
+        sop = (f"The GPU nodes already carry {', '.join(tainted)} and these pods tolerate it: remove that toleration "
+               "from their pod templates (or give them a nodeSelector/affinity for CPU nodes) so they move off.")
+        cmds = [command("kubectl", "-n", p.namespace, "get", "pod", p.pod, "-o", "jsonpath={.spec.tolerations}")
+                for p in hits][:5]
+    else:
+        sop = "Taint the GPU nodes and move these workloads to CPU nodes (nodeSelector/affinity)."
+        cmds = [command("kubectl", "-n", p.namespace, "get", "pod", p.pod, "-o", "wide") for p in hits][:5]
     return [Finding(Severity.WARNING, f"{len(hits)} pod(s) without a GPU request run on GPU nodes", category="scheduling",
                     summary="They use a GPU node's CPU/memory (and may use a GPU without requesting it).",
-                    evidence=[f"{p.namespace}/{p.pod} ({p.owner_kind or 'bare'} {p.owner_name}) on {p.node}" for p in hits][:12],
-                    sop_step="Taint the GPU nodes and move these workloads to CPU nodes (nodeSelector/affinity).",
-                    commands=[f"kubectl -n {_q(p.namespace)} get pod {_q(p.pod)} -o wide" for p in hits][:5],
+                    evidence=[f"{p.namespace}/{p.pod} ({p.owner_kind or 'bare'} {p.owner_name}) on {p.node}"
+                              + (f", node taints {', '.join(taints[p.node])}" if taints.get(p.node) else ", node untainted")
+                              for p in hits][:12],
+                    sop_step=sop,
+                    commands=cmds,
                     data={"check": "non_gpu_on_gpu", "pods": [f"{p.namespace}/{p.pod}" for p in hits]})]
 
 

@@ -280,6 +280,12 @@ def _guarded(action: str, node: str, cluster: KubeCluster | None, apply: bool, a
 
     mode = _mode(cluster, apply)
     path = audit_path(audit_log)
+    if mode == "plan" and not (audit_log or os.environ.get("GPUOPS_AUDIT_LOG")):
+        # a plan contacts no cluster (the demo source, or no kubeconfig): nothing to audit in the user's
+        # own log; an audit log named explicitly still records it
+        result = run(mode, [])
+        print(result.as_text())
+        return result
     audit_id = uuid.uuid4().hex
     changes: list[dict] = []
     with _open_audit(path) as fh:

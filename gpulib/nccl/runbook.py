@@ -77,11 +77,43 @@ def capture_hosts(result: nccl.NcclTestResult) -> str | None:
 
 
 def verdicts(results: list[nccl.NcclTestResult], *, expected: str = "", node: str | None = None,
-             **model: Any) -> list[nccl.Verdict]:
+             text: str | None = None, **model: Any) -> list[nccl.Verdict]:
     """One verdict per collective run (an ``expected`` override replaces the modelled band); each finding
-    names ``node``, else the host(s) of the run's rank lines."""
-    return [nccl.verdict(r, parse_expected(expected, r.collective or "unknown"), node=node or capture_hosts(r), **model)
-            for r in results]
+    names ``node``, else the host(s) of the run's rank lines. A run judged against a band measured on that
+    very capture (``text`` equals a file the band's source cites) is a ``reference`` verdict, not a
+    comparison: a capture always meets a band derived from itself."""
+    out = []
+    for r in results:
+        host = node or capture_hosts(r)
+        v = nccl.verdict(r, parse_expected(expected, r.collective or "unknown"), node=host, **model)
+        if text is not None and v.band is not None and not expected and _band_measured_on(v.band, text):
+            from dataclasses import replace
+
+            from gpulib.core.findings import Severity
+
+            f = Finding(Severity.INFO, f"Reference capture, not judged ({v.collective})", node=host, category="nccl",
+                        summary=(f"The expected band ({v.band.low:g}-{v.band.high:g} GB/s) was measured on this very "
+                                 f"capture from host {host or 'unknown'}, so comparing them says nothing about any node. "
+                                 "Run the probe on your nodes and give its output as nccl_tests_file for a verdict."),
+                        evidence=[f"best busbw {v.measured_busbw:g} GB/s" if v.measured_busbw is not None else "no busbw",
+                                  f"band source: {v.band.source}"],
+                        data={"status": "reference", "host": host})
+            v = replace(v, status="reference", finding=f)
+        out.append(v)
+    return out
+
+
+def _band_measured_on(band: nccl.Band, text: str) -> bool:
+    """Whether ``band.source`` cites a capture file of this checkout whose text is ``text``."""
+    root = Path(__file__).resolve().parent.parent.parent
+    for name in re.findall(r"[\w./-]+\.txt", band.source or ""):
+        for cand in (root / name, root / "gpulib" / "data" / name):
+            try:
+                if cand.is_file() and cand.read_text(errors="replace").strip() == text.strip():
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:

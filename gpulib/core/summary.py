@@ -1,0 +1,43 @@
+"""``summary.md`` of a run (verdict, cause, next commands) and the same facts for the run index and notifications."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpulib.core.findings import load_findings, sort_findings
+
+
+def verdict(folder: Path) -> dict[str, Any]:
+    """severity, cause (top finding), its SOP step and commands, from the run's findings.json (empty if none)."""
+    fj = folder / "findings.json"
+    if not fj.is_file():
+        return {}
+    findings, doc = load_findings(fj)
+    fs = sort_findings(findings)
+    top = fs[0] if fs else None
+    return {"severity": doc.get("worst", "ok"), "cause": top.title if top else "no finding",
+            "sop_step": top.sop_step if top else "", "commands": list(top.commands) if top else [],
+            "findings": len(fs), "errors": doc.get("errors", [])}
+
+
+def status_of(failed: str | None, usage_errors: list, errors: list) -> str:
+    """A run's status word, as ``gpuops run`` prints it."""
+    return "failed" if failed else ("bad parameter" if usage_errors else ("incomplete" if errors else "done"))
+
+
+def write_summary(folder: Path, rec: dict[str, Any], link: str) -> Path:
+    v = verdict(folder)
+    lines = [f"# {rec['runbook']}: {rec['status'].upper()}", ""]
+    lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
+    if rec.get("error"):
+        lines += ["", f"**Error:** {rec['error']}"]
+    if v:
+        lines += ["", f"**Verdict:** {v['severity']}", "", f"**Cause:** {v['cause']}"]
+        if v["sop_step"]:
+            lines += ["", f"**Next step:** {v['sop_step']}"]
+        if v["commands"]:
+            lines += ["", "Commands (dry run: nothing was applied):", "", "```"] + v["commands"] + ["```"]
+    lines += ["", f"Report: {link}", ""]
+    p = folder / "summary.md"
+    p.write_text("\n".join(lines))
+    return p

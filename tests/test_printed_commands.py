@@ -1,0 +1,214 @@
+"""Every command a runbook, report or SOP data file prints is one the real tool accepts.
+
+The runbooks and the report run in-process on the demo source (window end pinned to ``DEMO_END``): each
+notebook's code cells are executed in order with its parameters, the way papermill would, and every
+``Finding.commands`` entry, the operator install plan's commands and the NCCL probe's apply commands are
+collected; the SOP and cheat-sheet data files add their command templates (placeholders filled with sample
+values). ``tests/commandcheck.py`` says how each tool is checked.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from commandcheck import SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
+from conftest import DEMO_END
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "gpulib" / "data"
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (.ci/system-deps)")
+
+
+def _runs() -> list[tuple[str, dict]]:
+    runs = [("runbooks/fleet_overview", {}), ("runbooks/nccl_check", {}), ("runbooks/mig_sizing", {}),
+            ("runbooks/vllm_deploy", {}), ("reports/gpu_utilization_report", {}),
+            ("runbooks/xid_ecc_triage", {"node": "dgx-h100-1", "gpu": ""})]
+    seen = set()
+    with (ROOT / "tests" / "decisions" / "xid_triage.csv").open() as fh:
+        for row in csv.DictReader(fh):
+            key = (row["node"], row["gpu_index"])
+            if row["expected"] in ("critical", "warning", "info") and key not in seen and row["gpu"].isdigit():
+                seen.add(key)
+                runs.append(("runbooks/xid_ecc_triage", {"node": row["node"], "gpu": row["gpu"]}))
+    for state in ("healthy", "driver_crashloop", "gfd_missing", "policy_not_ready", "allocatable_zero",
+                  "validator_stuck", "mig_failed"):
+        runs.append(("runbooks/operator_install", {"demo_operator_state": state}))
+    return runs
+
+
+def run_inprocess(notebook: str, params: dict) -> dict:
+    """Execute a notebook's code cells in one namespace (parameters cell, then ``params``, then the rest);
+    return the namespace."""
+    nb = json.loads((ROOT / f"{notebook}.ipynb").read_text())
+    ns: dict = {"__name__": "__main__"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            exec(compile("".join(cell["source"]), notebook, "exec"), ns)
+            if "parameters" in cell.get("metadata", {}).get("tags", []):
+                ns.update(params)
+    ns["_stdout"] = out.getvalue()
+    return ns
+
+
+@pytest.fixture(scope="module")
+def printed():
+    return collect(_runs())
+
+
+def collect(runs) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(where, command) for every command printed on the demo fleet, and the files those commands read."""
+    import os
+
+    old = os.environ.get("GPUOPS_END")
+    os.environ["GPUOPS_END"] = DEMO_END.isoformat()
+    os.environ.pop("GPUOPS_FINDINGS_PATH", None)
+    cmds: list[tuple[str, str]] = []
+    files: dict[str, str] = {}
+    try:
+        for notebook, params in runs:
+            ns = run_inprocess(notebook, params)
+            where = f"{Path(notebook).name} {params}"
+            for f in ns.get("findings") or []:
+                cmds += [(f"{where}: {f.title}", c) for c in f.commands]
+            plan = ns.get("plan")
+            if plan is not None and hasattr(plan, "commands"):
+                cmds += [(f"{where}: install plan", block) for block in plan.commands()]
+                files["values.yaml"] = plan.values_yaml()
+            if ns.get("manifest") is not None:
+                import gpulib.nccl.job as nccl_job
+
+                files["nccl-probe.yaml"] = nccl_job.to_yaml(ns["manifest"])
+                cmds += [(f"{where}: probe", c) for c in nccl_job.apply_commands(ns["manifest"], "nccl-probe.yaml")]
+    finally:
+        if old is None:
+            os.environ.pop("GPUOPS_END", None)
+        else:
+            os.environ["GPUOPS_END"] = old
+    return cmds, files
+
+
+def _data(name: str) -> Path:
+    [path] = [p for p in DATA.rglob(name) if "captures" not in p.parts]
+    return path
+
+
+def _data_commands() -> list[tuple[str, str]]:
+    out = []
+    with _data("xid_sop.csv").open() as fh:
+        for row in csv.DictReader(fh):
+            out += [(f"xid_sop.csv {row['key']}", c.strip()) for c in row["commands"].split(";;") if c.strip()]
+    with _data("nccl_signatures.csv").open() as fh:
+        rows = list(csv.reader(fh))
+    head = rows[0]
+    col = next((i for i, h in enumerate(head) if h in ("commands", "check_commands")), None)
+    if col is not None:
+        for row in rows[1:]:
+            out += [(f"nccl_signatures.csv {row[0]}", c.strip()) for c in row[col].split(";;") if c.strip()]
+    for key, entry in (yaml.safe_load(_data("operator_sop.yaml").read_text()) or {}).items():
+        if isinstance(entry, dict):
+            out += [(f"operator_sop.yaml {key}", c) for c in entry.get("commands") or []]
+    with _data("cheatsheet.csv").open() as fh:
+        out += [(f"cheatsheet.csv", row["command"]) for row in csv.DictReader(fh)]
+    return [(w, fill_placeholders(c)) for w, c in out if not c.startswith("{")]
+
+
+def test_smi_table_is_what_the_captures_list():
+    with SMI_TABLE.open() as fh:
+        committed = list(csv.DictReader(fh))
+    assert committed == smi_options_from_captures()
+    assert {r["driver"] for r in committed} == {"580.159.04"}
+    values = {(r["subcommand"], r["kind"], r["value"]) for r in committed}
+    # spot checks read off the capture by eye, not from the builder
+    assert ("", "display", "ROW_REMAPPER") in values and ("", "display", "SERIAL") not in values
+    assert ("mig", "option", "-lgip") in values and ("topo", "option", "-m") in values
+
+
+def test_checker_catches_planted_mistakes(tmp_path):
+    chk = Checker(tmp_path)
+    assert chk.check("kubectl cordon dgx-h100-1") == []
+    assert chk.check("kubectl get pods -A --field-selector spec.nodeName=n1 | grep -v Completed") == []
+    planted = {
+        "kubectl cordon dgx-h100-1 --gpu-only": "unknown flag",
+        "kubectl logs -n ml -l app=x --field-selector spec.nodeName=n1": "unknown flag",
+        "kubectl cordonn dgx-h100-1": "unknown command",
+        "kubectl apply -f cfg.yaml": "kind not set",
+        "nvidia-smi -q -d SERIAL": "display type SERIAL",
+        "nvidia-smi -q -d HEALTH": "display type HEALTH",
+        "nvidia-smi topo --matrixx": "no option",
+        "nvidia-smi frob": "no subcommand",
+        "dcgmi diag --levels 3": "no option",
+        "kubectl get node {node}": "unfilled template",
+    }
+    chk.files["cfg.yaml"] = "version: v1\nflags:\n  migStrategy: none\n"
+    for cmd, why in planted.items():
+        problems = chk.check(cmd)
+        assert problems and any(why in p for p in problems), (cmd, problems)
+    # a pipeline's kubectl stage is checked, and a remote command inside kubectl debug is unwrapped
+    assert stages("kubectl debug node/n -it --image=busybox -- chroot /host sh -c 'dmesg | grep -i xid'") == [
+        ["kubectl", "debug", "node/n", "-it", "--image=busybox", "--", "chroot", "/host", "sh", "-c", "dmesg | grep -i xid"],
+        ["dmesg"], ["grep", "-i", "xid"]]
+
+
+def test_cluster_checks_catch_planted_commands():
+    planted = [("report", "kubectl taint nodes l4-spot-0 nvidia.com/gpu=present:NoSchedule"),
+               ("report", "kubectl -n ads delete pod ab-test-scorer-84c6d7f5b9-m2xw8"),
+               ("report", "kubectl -n inference scale deployment/vllm-qwen7b --replicas=<n>")]
+    found = _against_the_demo_cluster(planted)
+    assert len(found) == 3, found
+    assert _against_the_demo_cluster([("report", "kubectl -n ads scale deployment/ab-test-scorer --replicas=0")]) == []
+
+
+def test_every_printed_command_parses(printed, tmp_path):
+    cmds, files = printed
+    chk = Checker(tmp_path, files=dict(files))
+    all_cmds = cmds + _data_commands()
+    problems = []
+    for where, cmd in dict.fromkeys(all_cmds):
+        problems += [f"{where}: {p}" for p in chk.check(cmd)]
+    problems += _against_the_demo_cluster(all_cmds)
+    assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
+    assert not problems, "\n".join(problems)
+
+
+def _against_the_demo_cluster(cmds) -> list[str]:
+    """Commands that parse but do nothing or harm on the demo cluster: a taint the node already has (its pods
+    tolerate it), ``kubectl delete pod`` of a pod a Deployment/StatefulSet recreates, a ``<placeholder>`` the
+    shell would read as a redirection."""
+    import re
+
+    from gpulib.demo.simulator import FleetSimulator
+
+    sim = FleetSimulator(end=DEMO_END)
+    taints = {n["metadata"]["name"]: {(t["key"], t["effect"]) for t in n["spec"].get("taints") or []}
+              for n in sim.nodes_json()["items"]}
+    owners = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p["metadata"].get("ownerReferences") or [{}])[0].get("kind")
+              for p in sim.pods_json()["items"]}
+    out = []
+    for where, cmd in cmds:
+        if where.startswith(("xid_sop.csv", "operator_sop.yaml", "cheatsheet.csv", "nccl_signatures.csv")):
+            continue
+        if re.search(r"<[A-Za-z][A-Za-z0-9 _-]*>", cmd.split("#")[0]):
+            out.append(f"{where}: placeholder the shell reads as a redirection: {cmd!r}")
+        for argv in stages(cmd):
+            if argv[:2] == ["kubectl", "taint"] and len(argv) > 4 and not argv[-1].endswith("-"):
+                node, spec = argv[3], argv[4]
+                key, effect = spec.split("=")[0].split(":")[0], spec.rsplit(":", 1)[-1]
+                if (key, effect) in taints.get(node, set()):
+                    out.append(f"{where}: node {node} already has taint {key}:{effect}: {cmd!r}")
+            if argv[:1] == ["kubectl"] and "delete" in argv and ("pod" in argv or any(a.startswith("pod/") for a in argv)):
+                ns = argv[argv.index("-n") + 1] if "-n" in argv else "default"
+                names = [a.split("/", 1)[1] for a in argv if a.startswith("pod/")] or [argv[argv.index("pod") + 1]]
+                for name in names:
+                    if owners.get((ns, name)) in ("ReplicaSet", "StatefulSet", "Deployment"):
+                        out.append(f"{where}: {ns}/{name} is recreated by its {owners[(ns, name)]}: scale the owner: {cmd!r}")
+    return out
