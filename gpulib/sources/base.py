@@ -209,8 +209,8 @@ class Source(ABC):
         if node in ("", None):
             raise InvalidParameter("gpus() needs a node name")
         node, _ = self._check_target(node, None)
-        from gpulib.core.knowledge import load_table
-        look = timedelta(seconds=float(load_table("alert_settings").set_index("key").loc["gpu_inventory_lookback_s", "value"]))
+        from gpulib.core.knowledge import settings
+        look = timedelta(seconds=float(settings("alert_settings").number("gpu_inventory_lookback_s")))
         df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
         for c in GPU_COLUMNS:
             df[c] = df[c].fillna("").astype(str)
