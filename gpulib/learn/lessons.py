@@ -472,3 +472,9 @@ def optional_module(name: str):
         _display_html(f"<div style='border-left:4px solid #b36b00;padding:4px 10px'><b>gpulib.{html.escape(name)} is not in "
                       "this checkout</b>: the cells that need it are skipped.</div>")
         return None
+
+
+def resources_text(resources: dict) -> str:
+    """A container's ``resources`` as the line an engineer reads in a pod spec: ``limits nvidia.com/gpu=1; requests ...``."""
+    return "; ".join(f"{kind} " + ", ".join(f"{name}={qty}" for name, qty in (spec or {}).items())
+                     for kind, spec in resources.items()) or "(none)"
