@@ -155,10 +155,12 @@ def test_zombie_and_idle_allocated_get_different_sops_from_data():
     zombie = [f for f in rep.findings if f.title.startswith("Zombie pod")]
     idle = [f for f in rep.findings if f.title.startswith("Idle allocated")]
     assert [f.data["pod"] for f in zombie] == ["stuck-0"] and [f.data["workload"] for f in idle] == ["spare"]
-    assert zombie[0].sop_step == sop.loc["zombie", "sop_step"]
+    # a StatefulSet pod: deleting it would only bring it back on the GPU, so its owner is scaled (zombie_owned)
+    assert zombie[0].sop_step == sop.loc["zombie_owned", "sop_step"]
     assert idle[0].sop_step == sop.loc["idle_allocated", "sop_step"]
-    assert sop.loc["zombie", "sop_step"] != sop.loc["idle_allocated", "sop_step"]
-    assert any("delete pod stuck-0" in c for c in zombie[0].commands)
+    assert sop.loc["zombie_owned", "sop_step"] != sop.loc["idle_allocated", "sop_step"]
+    assert any("scale statefulset/stuck --replicas=0" in c for c in zombie[0].commands), zombie[0].commands
+    assert not any("delete pod" in c for c in zombie[0].commands)
     assert not any("delete pod" in c for c in idle[0].commands)
 
 

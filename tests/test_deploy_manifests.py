@@ -155,4 +155,4 @@ def test_dockerfile_copies_existing_paths_and_runs_the_report():
     envs = " ".join(r for i, r in steps if i == "ENV")
     assert "GPUOPS_HOME=" in envs and "TOKEN" not in envs and "PROMETHEUS_URL" not in envs
     run = " ".join(r for i, r in steps if i == "RUN")
-    assert "pip install ." in run and "ipykernel install" in run
+    assert ('pip install ".[all]"' in run or "pip install ." in run) and "ipykernel install" in run

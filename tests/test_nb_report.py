@@ -65,7 +65,9 @@ def test_demo_report_finds_zombie_with_monthly_saving(report_env, tmp_path):
     # still held at the window end: the GPU's whole price per month from now on, not its 20 zombie hours
     assert f["data"]["monthly_saving"] == pytest.approx(A100_80_ON_DEMAND * HOURS_PER_MONTH, rel=0.01)
     assert f["data"]["window_cost"] == pytest.approx(20.0 * A100_80_ON_DEMAND, rel=0.05)
-    assert any("kubectl -n notebooks delete pod jupyter-alice-0" == c for c in f["commands"])
+    # jupyter-alice-0 belongs to StatefulSet jupyter-alice (demo_fleet.yaml): scale the owner, never delete the pod
+    assert any("kubectl -n notebooks scale statefulset/jupyter-alice --replicas=0" == c for c in f["commands"]), f["commands"]
+    assert not any("delete pod" in c for c in f["commands"])
 
     page = res.html.read_text()
     idle = table_html(page, "idle-zombie-table")
