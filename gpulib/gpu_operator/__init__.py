@@ -1,7 +1,7 @@
 """GPU Operator domain: install plan, pre-flight and post-install verification with one SOP per failed check."""
 from __future__ import annotations
 
-import importlib
+from gpulib.core.lazy import lazy_exports
 
 #: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
 #: and a GPU node loads only what it calls
@@ -43,15 +43,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

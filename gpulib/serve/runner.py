@@ -105,5 +105,5 @@ class SubprocessRunner:
             errors = json.loads(fj.read_text()).get("errors") or []
             if errors:
                 return {"status": "incomplete", "error": "; ".join(map(str, errors))[:1000]}
-        return {"status": "failed", "error": f"gpuops run exited {rc} after {time.monotonic() - t0:.0f} s: "
+        return {"status": "failed", "error": f"the runbook process exited {rc} after {time.monotonic() - t0:.0f} s: "
                                              f"{_tail(folder / 'run.log') or 'no output'}"}
