@@ -235,3 +235,55 @@ def backend_sniffing(root: Path, notebooks: list[Path] = (), base: Path | None =
                 hits.append(f"{name}:{i}: {line.strip()}")
         hits += [f"{name}:{i}: {lines[i - 1].strip()} (backend attribute read by name)" for i in _attr_sniffing(text)]
     return list(dict.fromkeys(hits))
+
+
+# --------------------------------------------------------------------------------------------
+# the domains know nothing of the demo
+# --------------------------------------------------------------------------------------------
+#: a name that says it is demo data or a demo helper (``demo_vllm_series``, ``_DEMO_LOAD``, ``DemoSource``)
+DEMO_NAME = re.compile(r"demo", re.IGNORECASE)
+#: a string that names a demo data file: ``gpulib/data/demo/...``, a ``load_table("demo/...")`` key, ``demo_*.csv``
+DEMO_DATA = re.compile(r"(^|[/\\])data[/\\]demo([/\\]|$)|^demo/|(^|[/\\])demo_\w+\.(csv|ya?ml|json|txt)\b")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                out.add(id(first.value))
+    return out
+
+
+def demo_knowledge(root: Path) -> list[str]:
+    """``module:line: what`` for every demo name a domain module binds (function, class, assignment, parameter,
+    import alias) and every demo data file a domain module's code names (docstrings and comments excepted).
+    The demo's data is served by the demo backend (gpulib/demo/) through the Source interface; a runbook may
+    pass a demo default into a domain function, but the domain does not name it."""
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        mod = module_name(root, path)
+        if part(mod) not in DOMAINS:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        docs = _docstrings(tree)
+        for n in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [n.name]
+            elif isinstance(n, ast.arg):
+                names = [n.arg]
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names = [n.id]
+            elif isinstance(n, ast.alias):
+                names = [n.asname or n.name.split(".")[-1]]
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                for line in n.value.splitlines() or [""]:
+                    if any(DEMO_DATA.search(tok) for tok in re.split(r"[\s()'\",;:]+", line)):
+                        bad.append(f"{mod}:{n.lineno}: names demo data {line.strip()[:80]!r}")
+                        break
+            elif isinstance(n, ast.Dict) and path.name == "__init__.py":
+                names = [k.value for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            bad += [f"{mod}:{getattr(n, 'lineno', 0)}: defines {x}" for x in names if DEMO_NAME.search(x)]
+    return list(dict.fromkeys(bad))

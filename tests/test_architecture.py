@@ -87,3 +87,26 @@ def test_checker_catches_a_planted_export_clash(tmp_path):
     init = tree / "mig" / "__init__.py"
     init.write_text(init.read_text().replace("_EXPORTS = {", "_EXPORTS = {\n    'catalog': 'catalog',", 1))
     assert archrules.export_clashes(tree) == ["gpulib/mig: catalog"]
+
+
+def test_domains_define_and_read_no_demo_data():
+    """Simulated data (the demo fleet's series, histories, objects) is the demo backend's (gpulib/demo/),
+    served through the Source interface; no domain module defines a demo name or names a demo data file."""
+    assert archrules.demo_knowledge(GPULIB) == []
+
+
+def test_checker_catches_planted_demo_data_in_a_domain(tmp_path):
+    tree = _copy(tmp_path)
+    (tree / "cost" / "planted_g.py").write_text(
+        '"""Docstrings may say gpulib/data/demo/demo_fleet.yaml."""\n'
+        "from gpulib.core.knowledge import load_table\n\n"
+        "_DEMO_PRICES = {'H100': 1.0}\n\n\n"
+        "def prices(demo=False):\n"
+        "    return load_table('demo/demo_gpu_models')\n\n\n"
+        "def fleet():\n"
+        "    return open('gpulib/data/demo/demo_fleet.yaml').read()\n")
+    (tree / "demo" / "planted_h.py").write_text("DEMO_OK = 'demo/demo_gpu_models'  # the demo's own data\n")
+    found = [v for v in archrules.demo_knowledge(tree) if "planted" in v]
+    assert found == ["gpulib.cost.planted_g:4: defines _DEMO_PRICES", "gpulib.cost.planted_g:7: defines demo",
+                     "gpulib.cost.planted_g:8: names demo data 'demo/demo_gpu_models'",
+                     "gpulib.cost.planted_g:12: names demo data 'gpulib/data/demo/demo_fleet.yaml'"]
