@@ -60,9 +60,14 @@ def test_runbook_history_modes(tmp_path):
 
 def test_runbook_probe_manifest_validates():
     m, checked = nr.runbook_probe_manifest(1, 8, "dgx-h100-0")
-    assert m["kind"] == "Job" and checked == ["Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
+    assert [i["kind"] for i in m["items"]] == ["ConfigMap", "Job"]
+    assert checked[:2] == ["ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
+                           "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"] and len(checked) == 3
     m, checked = nr.runbook_probe_manifest(2, 4)
-    assert m["kind"] == "PyTorchJob" and len(checked) == 3
+    assert [i["kind"] for i in m["items"]] == ["ConfigMap", "PyTorchJob"] and len(checked) == 5
+    m, _ = nr.runbook_probe_manifest(1, 8, "dgx-h100-0", "registry.internal/gpu-runbooks-nccl-probe:0.1.0")
+    assert m["items"][1]["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "registry.internal/gpu-runbooks-nccl-probe:0.1.0"
 
 
 # ------------------------------------------------------------------ notebook executions
