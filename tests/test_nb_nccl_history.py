@@ -81,6 +81,9 @@ def test_demo_history_and_manifest_rendered(run_nb):
     assert not any(t.startswith("NCCL busbw dropped") for t in titles)
     assert "27 rows from the demo history" in nb_text
     assert "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)" in nb_text
+    # the printed text names the image and says it is public; the probe script is in the printed ConfigMap
+    assert "Image: pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime, a public image" in nb_text
+    assert "kind: ConfigMap" in nb_text and "- /probe/nccl_probe.py" in nb_text
     assert "kubectl apply --dry-run=server -f nccl-probe.yaml" in nb_text
     assert "kubernetes.io/hostname: dgx-h100-0" in nb_text           # the Job is pinned to the runbook's node
     assert not any(f["title"].startswith(("No /dev/shm", "Multi-node job")) for f in doc["findings"])

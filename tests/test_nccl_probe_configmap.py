@@ -141,6 +141,13 @@ def test_configmap_is_generated_from_the_probe_source_and_far_under_the_limit():
     size = len(json.dumps(cm).encode())
     assert size < MIB // 10, size                                   # under 10 % of the 1 MiB limit
     assert J.configmap_bytes(cm) == sum(len(v.encode()) for v in cm["data"].values())
+    from gpulib.nccl.probe_files import configmap_limit_bytes
+
+    assert configmap_limit_bytes() == MIB
+    big = J.job_manifest(gpus=2)
+    _items(big)["ConfigMap"]["data"]["padding.txt"] = "x" * MIB                 # over the limit: refused
+    with pytest.raises(J.InvalidParameter, match="1 MiB"):
+        J.validate(big)
 
 
 def test_yaml_round_trip_and_commands_clean_up_the_configmap(tmp_path):

@@ -452,7 +452,7 @@ def _check_wiring(cm: Mapping[str, Any], work: Mapping[str, Any]) -> str:
     for rt, tpl in pod_templates(work).items():
         probs += _files.wiring_problems(cm, tpl, f"{kind}/{md.get('name')} {rt}")
     size = configmap_bytes(cm)
-    if size > _files.CONFIGMAP_LIMIT_BYTES:
+    if size > _files.configmap_limit_bytes():
         probs.append(f"ConfigMap/{cm_md.get('name')} holds {size} bytes, over the 1 MiB ConfigMap limit")
     if probs:
         raise InvalidParameter("; ".join(probs))

@@ -18,10 +18,8 @@ from gpulib.core.knowledge import data_path, settings
 from gpulib.nccl.probe import BUS_FACTORS_FILE as _BUS_FACTORS  # the name the probe looks for next to itself
 
 __all__ = ["probe_source", "configmap_data", "configmap", "configmap_bytes", "script_path", "script_argv",
-           "wiring_problems", "CONFIGMAP_LIMIT_BYTES", "VOLUME"]
+           "wiring_problems", "configmap_limit_bytes", "VOLUME"]
 
-#: the size limit of a ConfigMap's data (https://kubernetes.io/docs/concepts/configuration/configmap/)
-CONFIGMAP_LIMIT_BYTES = 1 << 20
 #: the pod volume name of the probe ConfigMap
 VOLUME = "probe"
 
@@ -50,6 +48,11 @@ def configmap(workload_name: str, namespace: str, labels: Mapping[str, str]) -> 
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": configmap_name(workload_name), "namespace": namespace, "labels": dict(labels)},
             "data": configmap_data()}
+
+
+def configmap_limit_bytes() -> int:
+    """The 1 MiB a ConfigMap may hold (``configmap_limit_bytes`` of ``nccl_job_defaults.csv``)."""
+    return int(settings("nccl_job_defaults").number("configmap_limit_bytes"))
 
 
 def configmap_bytes(cm: Mapping[str, Any]) -> int:
