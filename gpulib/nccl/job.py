@@ -323,9 +323,9 @@ def image_note(manifest: Mapping[str, Any]) -> str:
     if images == [d["image"]]:
         return (f"Image: {image}, a public image ({d['image_registry']}; PyTorch with CUDA, NCCL and torchrun): "
                 f"nothing to build. The probe script is the ConfigMap in this manifest, mounted at {script}.")
-    return (f"Image: {image} (not the public default {d['image']}): build it with deploy/nccl-probe/Dockerfile "
-            f"and push it to a registry the GPU nodes can pull from; the probe script still comes from the "
-            f"ConfigMap in this manifest, mounted at {script}.")
+    return (f"Image: {image} (your own, not the public default {d['image']}): mirror the public image or build "
+            f"deploy/nccl-probe/Dockerfile, and push it to a registry the GPU nodes can pull from; the probe script "
+            f"still comes from the ConfigMap in this manifest, mounted at {script}.")
 
 
 # ------------------------------------------------------------------------------------ checks
