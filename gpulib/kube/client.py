@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError
+from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError, MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
 from gpulib.kube.frames import configmap_config_yaml, daemonsets_frame, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTERPOLICY_VERSION
@@ -389,6 +389,8 @@ class KubeCluster:
                     raise
         try:
             text = self.mig_parted_config(operator_namespace)[0]
+        except MalformedKubernetesObject:
+            pass   # the snapshot then has no MIG config and says so (Source.current_mig_config)
         except KubernetesError as exc:
             if exc.status not in (403, 404):
                 raise
