@@ -90,8 +90,10 @@ def reset_owed(smi: pd.DataFrame | None, gpu: str | None = None, *, pci_bus_id: 
         if pci or uuid:
             hit = smi["pci_bus_id"].map(normalise_pci_bus_id).eq(pci) if pci else pd.Series(False, index=smi.index)
             rows = smi[hit | (smi["uuid"].eq(uuid) if uuid else False)]
-        else:
+        elif str(gpu).isdigit():
             rows = smi[pd.to_numeric(smi["index"], errors="coerce").eq(float(gpu))]
+        else:   # a UUID given as the GPU
+            rows, uuid = smi[smi["uuid"].eq(str(gpu))], str(gpu)
         if rows.empty:
             stamp = smi["timestamp"].dropna().iloc[0] if smi["timestamp"].notna().any() else "no timestamp"
             where = f"GPU {gpu}" if gpu not in (None, "") else "the GPU"
