@@ -21,11 +21,13 @@ class FakeProm:
     def __init__(self, script):
         self.script = list(script)
         self.headers = []
+        self.paths = []
         fake = self
 
         class H(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
                 fake.headers.append(dict(self.headers))
+                fake.paths.append(self.path)
                 status, body, delay = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
                 time.sleep(delay)
                 data = json.dumps(body).encode()
@@ -65,6 +67,48 @@ def test_bearer_token_sent_and_hostname_normalised(fake):
     df = _src(fake.url, token="tok-123").summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max")
     assert fake.headers[0]["Authorization"] == "Bearer tok-123"
     assert df["node"].tolist() == ["n1"] and df["value"].tolist() == [55.0]
+
+
+MATRIX_BODY = {"status": "success", "data": {"resultType": "matrix", "result": [
+    {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"},
+     "values": [[1795953540, "54"], [1795953600, "55"]]}]}}
+
+
+@pytest.mark.parametrize("fake", [[(200, OK_BODY, 0)]], indirect=True)
+@pytest.mark.parametrize("call,method", [
+    (lambda src: src.summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max"), "custom_query"),
+    (lambda src: src.series("DCGM_FI_DEV_GPU_TEMP", "1h", step="60s"), "custom_query_range")], ids=["instant", "range"])
+def test_queries_go_through_prometheus_api_client(fake, monkeypatch, call, method):
+    """Instant and range queries are PrometheusConnect.custom_query / custom_query_range calls, not requests
+    of our own: a marker raised there reaches the caller, and nothing reaches the server around it."""
+    from prometheus_api_client import PrometheusConnect
+
+    class Marker(Exception):
+        pass
+
+    def marker(self, *a, **k):
+        raise Marker(method)
+
+    monkeypatch.setattr(PrometheusConnect, method, marker)
+    with pytest.raises(Marker, match=method):
+        call(_src(fake.url, retries=3))
+    assert fake.paths == []
+
+
+@pytest.mark.parametrize("fake", [[(200, MATRIX_BODY, 0)]], indirect=True)
+def test_range_query_times_and_step_reach_prometheus_unchanged(fake):
+    """The window end (12:00:00Z), the start it gives (1 h before) and the step arrive as the source computed them,
+    although PrometheusConnect.custom_query_range takes datetimes."""
+    from datetime import datetime, timezone
+    from urllib.parse import parse_qs, urlsplit
+
+    end = int(datetime(2026, 11, 29, 12, tzinfo=timezone.utc).timestamp())
+    df = _src(fake.url).series("DCGM_FI_DEV_GPU_TEMP", "1h", step="60s")
+    (path,) = fake.paths
+    q = parse_qs(urlsplit(path).query)
+    assert urlsplit(path).path == "/prom/api/v1/query_range"
+    assert (q["start"], q["end"], q["step"]) == ([str(end - 3600)], [str(end)], ["60s"])
+    assert df["value"].tolist() == [54.0, 55.0]
 
 
 @pytest.mark.parametrize("fake", [[(503, {"status": "error"}, 0), (503, {"status": "error"}, 0), (200, OK_BODY, 0)]], indirect=True)

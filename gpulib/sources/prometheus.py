@@ -1,4 +1,5 @@
-"""``prometheus``: PromQL over HTTP (requests, see :mod:`.promhttp`; works with Thanos, Mimir, VictoriaMetrics).
+"""``prometheus``: PromQL over HTTP (prometheus-api-client on requests, see :mod:`.promhttp`; works with Thanos,
+Mimir, VictoriaMetrics).
 
 Connection settings come from the environment or a config file, never from notebook parameters,
 so no secret lands in an executed notebook:
@@ -237,7 +238,7 @@ class PrometheusSource(Source):
     def describe(self) -> str:
         return f"Prometheus at {self.settings.url}"
 
-    # ---- HTTP (gpulib.sources.promhttp: deadline, retries, circuit breaker, answer shape) ---------
+    # ---- HTTP (gpulib.sources.promhttp: PrometheusConnect, deadline, retries, circuit breaker, shape) ---
     @property
     def http(self):
         if self._http is None:
@@ -259,8 +260,7 @@ class PrometheusSource(Source):
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
         from gpulib.sources.promhttp import check_result
 
-        resp = self.http.get("/api/v1/query_range", {"query": promql, "start": round(start), "end": round(end), "step": step},
-                             promql)
+        resp = self.http.range(promql, round(start), round(end), step)
         parsed = parse_matrix(resp.content)
         if parsed is None:
             result = check_result(self.http.decode(resp, promql), self.settings.url, promql, "matrix")
