@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout
+from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout, PrometheusUnreachable
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource, load_settings
 
 OK_BODY = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -192,3 +192,27 @@ def test_demo_exporter_serves_metrics(tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+@pytest.mark.parametrize("kw,want", [({"verify": False}, False), ({"ca_bundle": "/etc/ssl/prom-ca.pem"}, "/etc/ssl/prom-ca.pem")],
+                         ids=["verify_false", "ca_bundle"])
+def test_tls_settings_reach_the_request_sent_through_the_library(kw, want):
+    """PrometheusConnect ignores disable_ssl= when handed a session (it sends the session's verify): the
+    GPUOPS_PROMETHEUS_VERIFY / _CA_BUNDLE settings must still be what each request is sent with."""
+    import requests
+
+    seen = []
+
+    class Capture(requests.adapters.BaseAdapter):
+        def send(self, request, **kwargs):
+            seen.append(kwargs["verify"])
+            raise requests.ConnectionError("captured, not sent")
+
+        def close(self):
+            pass
+
+    src = _src("https://prom.example:9090", retries=0, **kw)
+    src.http.session.mount("https://prom.example:9090", Capture())
+    with pytest.raises(PrometheusUnreachable):
+        src.query("up")
+    assert seen == [want]
