@@ -216,3 +216,56 @@ def test_tls_settings_reach_the_request_sent_through_the_library(kw, want):
     with pytest.raises(PrometheusUnreachable):
         src.query("up")
     assert seen == [want]
+
+
+def test_concurrent_queries_each_read_their_own_answer(monkeypatch):
+    """gpulib/cost/report.py queries one source from two threads: each query's status and body come from its
+    own Response, even when both answers arrive before either is read (a barrier after the library call)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from prometheus_api_client import PrometheusConnect
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            bad = parse_qs(urlsplit(self.path).query)["query"] == ["bad"]
+            status, body = (500, {"status": "error", "error": "boom"}) if bad else (200, OK_BODY)
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    real, barrier = PrometheusConnect.custom_query, threading.Barrier(2, timeout=10)
+
+    def both_answered_first(self, *a, **k):
+        try:
+            return real(self, *a, **k)
+        finally:
+            barrier.wait()
+
+    monkeypatch.setattr(PrometheusConnect, "custom_query", both_answered_first)
+    src = _src(f"http://127.0.0.1:{srv.server_address[1]}", retries=0)
+    out = {}
+
+    def run(q):
+        try:
+            out[q] = src.query(q)
+        except PrometheusHTTPError as exc:
+            out[q] = exc
+
+    try:
+        threads = [threading.Thread(target=run, args=(q,)) for q in ("ok", "bad")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+    finally:
+        srv.shutdown()
+    assert isinstance(out["ok"], list) and out["ok"][0]["value"] == [1, "55"]
+    assert isinstance(out["bad"], PrometheusHTTPError) and out["bad"].status == 500 and "boom" in str(out["bad"])
