@@ -7,8 +7,9 @@ What **prometheus-api-client** does for us: it builds each request of the HTTP A
 with ``query`` and our ``time``, ``custom_query_range`` the ``GET /api/v1/query_range`` with ``query``,
 ``start``/``end`` (``round(datetime.timestamp())``: we hand it whole seconds, so they pass unchanged) and our
 ``step`` string; it sends the bearer header (``headers=``) and basic auth (``auth=``) with each request,
-through our ``requests.Session`` (``session=``: TLS verification / CA bundle, connection pool) with the
-per-attempt timeout we pass it, and it tells a 200 from any other status (``PrometheusApiClientException``).
+through our ``requests.Session`` (``session=``: connection pool, and the TLS verification / CA bundle, which it
+reads from a session it is handed; its ``disable_ssl=`` only sets up a session it makes) with the per-attempt
+timeout we pass it, and it tells a 200 from any other status (``PrometheusApiClientException``).
 
 What we add, because its API cannot express it:
 
