@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import gpulib
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, Severity
 
 from conftest import DEMO_END, ROOT
@@ -176,9 +176,10 @@ def run_domain(source: str, row: dict):
 
 def check_domain(row: dict, source: str, expected: str, root: str) -> None:
     kind, out = run_domain(source, row)
-    if expected == "usage":
-        assert kind == "error", (row["id"], "no usage error", _show(out) if kind == "findings" else out)
+    if expected in ("usage", "incomplete"):   # a bad parameter (exit 2) / data the verdict needs is missing (exit 3)
+        assert kind == "error", (row["id"], f"no {expected} error", _show(out) if kind == "findings" else out)
         assert type(out).__name__ == root, (row["id"], type(out).__name__, out)
+        assert isinstance(out, InvalidParameter) == (expected == "usage"), (row["id"], type(out).__mro__)
         return
     assert kind == "findings", (row["id"], out)
     check_row(row, out, expected, root)
@@ -202,6 +203,10 @@ def test_decision_through_the_notebook(row, run_notebook):
         _NB[key], _ = run_notebook(NOTEBOOKS[row["runbook"]])(source="demo", **params_of(row))
     doc = _NB[key]
     fs = [Finding.from_dict(d) for d in doc["findings"]]
+    if row["expected"] == "incomplete":
+        assert doc.get("errors") and not doc.get("usage_errors"), (row["id"], doc.get("usage_errors"))
+        assert fs[0].category == "data" and not [f for f in fs if about(f, row) and f.severity is Severity.OK]
+        return
     if row["expected"] == "usage":
         assert doc.get("usage_errors"), (row["id"], doc.get("errors"))
         assert fs[0].category == "usage" and fs[0].severity is Severity.CRITICAL
@@ -266,7 +271,7 @@ def test_table_covers_every_demo_incident_and_gpu_reference_kind():
     assert kinds >= {"gpu", "pod", "workload", "cluster", "node"}, kinds
     assert any(r["pod"] == "notebooks/dev-bob-0" for r in ROWS)   # the MIG-instance pod
     for r in ROWS:   # every row says why, and only known severities
-        assert r["scenario"] and r["expected"] in ("critical", "warning", "info", "ok", "none", "usage"), r["id"]
+        assert r["scenario"] and r["expected"] in ("critical", "warning", "info", "ok", "none", "usage", "incomplete"), r["id"]
         assert (r["expected"] == "none") == (r["root_cause"] == ""), r["id"]
 
 
