@@ -193,9 +193,10 @@ def test_decision_on_demo_source(row):
 # ------------------------------------------------------------------------------------------- papermill
 NOTEBOOKS = {r: ROOT / "runbooks" / f"{r}.ipynb" for r in RUNNERS}
 PAPERMILL = [r for r in ROWS if r["papermill"] == "yes"]
-_NB: dict[tuple, dict] = {}   # (runbook, params) -> findings JSON of its one notebook run
+_NB: dict[tuple, dict] = {}   # (runbook, params) -> findings JSON of its one notebook run (CI: --dist loadfile)
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("row", PAPERMILL, ids=[r["id"] for r in PAPERMILL])
 def test_decision_through_the_notebook(row, run_notebook):
     key = (row["runbook"], row["params"])
