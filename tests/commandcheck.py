@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "gpulib" / "data" / "captures"
@@ -117,17 +118,22 @@ def _smi_table() -> dict:
 def stages(cmd: str) -> list[list[str]]:
     """The simple commands of a shell line: split at ``|``, ``||``, ``&&``, ``;``; ``# comments`` and
     redirections dropped; ``sudo``/``ssh host``/``sh -c``/``kubectl ... --`` unwrapped into more stages."""
+    return [argv for _, argv in piped_stages(cmd)]
+
+
+def piped_stages(cmd: str) -> list[tuple[bool, list[str]]]:
+    """:func:`stages`, each with whether its stdin is the previous stage's stdout (it follows a ``|``)."""
     lex = shlex.shlex(cmd, posix=True, punctuation_chars=";&|<>")
     lex.whitespace_split = True
     lex.commenters = "#"
-    out, cur, skip_next = [], [], False
+    out, cur, skip_next, piped = [], [], False, False
     for tok in lex:
         if skip_next:
             skip_next = False
             continue
         if tok in ("|", "||", "&&", ";", "&"):
-            out.append(cur)
-            cur = []
+            out.append((piped, cur))
+            cur, piped = [], tok == "|"
         elif tok in (">", ">>", "<", "2>", "<<"):
             skip_next = True
         elif re.fullmatch(r"[0-9]*[<>]&?[0-9]*", tok):
@@ -135,11 +141,11 @@ def stages(cmd: str) -> list[list[str]]:
                 skip_next = True
         else:
             cur.append(tok)
-    out.append(cur)
-    result: list[list[str]] = []
-    for argv in out:
-        result.extend(_unwrap(argv))
-    return [a for a in result if a]
+    out.append((piped, cur))
+    result: list[tuple[bool, list[str]]] = []
+    for piped, argv in out:
+        result.extend((piped and i == 0, a) for i, a in enumerate(_unwrap(argv)))
+    return [(p, a) for p, a in result if a]
 
 
 def _unwrap(argv: list[str]) -> list[list[str]]:
@@ -168,65 +174,176 @@ def _unwrap(argv: list[str]) -> list[list[str]]:
 
 
 # -- checking -------------------------------------------------------------------------------------------------
+#: kubectl subcommands that change the cluster and take ``--dry-run`` (``kubectl <sub> --help``); checked against
+#: the demo cluster with ``--dry-run=server`` appended
+MUTATING = {"cordon", "uncordon", "drain", "taint", "label", "annotate", "scale", "delete", "apply", "create",
+            "patch", "replace", "set", "autoscale", "expose", "run"}
+ROLLOUT_MUTATING = {"restart", "undo", "pause", "resume"}
+#: kubectl subcommands the API double cannot answer, and why: these are checked for parsing only (closed port)
+PARSE_ONLY = {
+    "exec": "runs a command in the container over a SPDY/WebSocket stream, which the double does not speak",
+    "attach": "attaches to a container over a stream",
+    "debug": "creates a debugging pod and attaches to it over a stream",
+    "cp": "copies through exec (a stream)",
+    "port-forward": "forwards a port over a stream",
+    "proxy": "serves a local proxy and never returns",
+    "top": "reads metrics.k8s.io from metrics-server, which the double does not serve",
+}
+#: kubectl global flags that take a value (``kubectl options``)
+_GLOBAL_WITH_VALUE = {"-n", "--namespace", "--context", "--kubeconfig", "-s", "--server", "--cluster", "--user",
+                      "--request-timeout", "--as", "--as-group", "--token", "-v"}
+
+
+def kubectl_words(args: list[str]) -> list[str]:
+    """The positional words of a kubectl command line (``-n ads scale deployment/x`` -> scale, deployment/x)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--":
+            break
+        elif a in _GLOBAL_WITH_VALUE:
+            skip = True
+        elif not a.startswith("-"):
+            out.append(a)
+    return out
+
+
 @dataclass
 class Checker:
-    """Checks commands; ``files`` maps a file name a command reads (``kubectl apply -f x.yaml``) to its text."""
+    """Checks commands; ``files`` maps a file name a command reads (``kubectl apply -f x.yaml``) to its text.
+
+    With ``double`` (a started :class:`kubectl_double.KubectlDouble` with ``.kubeconfig`` written) a kubectl
+    stage of a ``live`` command runs against it: a mutating one with ``--dry-run=server`` appended (and
+    ``--validate=false`` for ``apply``: the double serves no OpenAPI document, which kubectl's client-side
+    validation downloads), a read-only one as printed; either must exit 0. ``$(kubectl ...)`` is replaced by what
+    the inner command prints there, and ``kubectl ... | kubectl apply -f -`` feeds the first one's output to the
+    second, as the shell would. Subcommands in :data:`PARSE_ONLY`, commands not ``live`` (data-file templates
+    with sample values) and checks without a double run against a closed port: parsing only. ``modes`` counts
+    the kubectl stages per way they were checked.
+    """
 
     workdir: Path
     files: dict[str, str] = field(default_factory=dict)
     checked: dict[str, int] = field(default_factory=dict)
+    double: Any = None
+    modes: dict[str, int] = field(default_factory=dict)
+    log: list[tuple[str, str]] = field(default_factory=list)  # (mode, kubectl argv) of each stage checked
     _smi: dict | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "kubeconfig").write_text(_KUBECONFIG)
 
-    def check(self, cmd: str) -> list[str]:
+    def check(self, cmd: str, live: bool = True) -> list[str]:
         """Problems with one printed command line (empty: it passes)."""
         problems = []
         if re.search(r"\{[a-z_]+\}", cmd):
             problems.append(f"unfilled template field in {cmd!r}")
         cmd = cmd.replace("\\\n", " ")
         if "\n" in cmd:
-            return [p for line in cmd.splitlines() if line.strip() for p in self.check(line)]
-        cmd, inner = _substitutions(cmd)
-        for sub_cmd in inner:
-            problems += self.check(sub_cmd)
+            return [p for line in cmd.splitlines() if line.strip() for p in self.check(line, live)]
+        for sub_cmd in _substitutions(cmd)[1]:
+            problems += self.check(sub_cmd, live)
+        cmd, _ = _substitutions(cmd, self._substitute if live and self.double is not None else None)
         try:
-            parts = stages(cmd)
+            parts = piped_stages(cmd)
         except ValueError as exc:
             return problems + [f"not a shell line ({exc}): {cmd!r}"]
-        for argv in parts:
+        last_out = None
+        for piped, argv in parts:
             tool = os.path.basename(argv[0])
             fn = {"kubectl": self._kubectl, "nvidia-smi": self._smi_check, "dcgmi": self._dcgmi}.get(tool)
             if fn is None:
+                last_out = None
                 continue
             self.checked[tool] = self.checked.get(tool, 0) + 1
-            problems += [f"{p}: {shlex.join(argv)!r} (in {cmd!r})" for p in fn(argv[1:])]
+            if tool == "kubectl":
+                found, last_out = self._kubectl(argv[1:], live, last_out if piped else None)
+            else:
+                found = fn(argv[1:])
+            problems += [f"{p}: {shlex.join(argv)!r} (in {cmd!r})" for p in found]
         return problems
 
-    def _kubectl(self, args: list[str]) -> list[str]:
+    def _substitute(self, inner: str) -> str | None:
+        """What ``$(inner)`` expands to on the demo cluster (None: not a lone kubectl command)."""
+        try:
+            parts = piped_stages(inner)
+        except ValueError:
+            return None
+        if len(parts) != 1 or parts[0][1][0] != "kubectl":
+            return None
+        problems, out = self._kubectl(parts[0][1][1:], True, None, count=False)
+        return " ".join(shlex.quote(w) for w in (out or "").split()) if not problems else None
+
+    def _kubectl(self, args: list[str], live: bool = False, stdin: str | None = None,
+                 count: bool = True) -> tuple[list[str], str | None]:
+        names = []
         for i, a in enumerate(args):
             name = a.split("=", 1)[1] if a.startswith("--filename=") else args[i + 1] if a in ("-f", "--filename") and i + 1 < len(args) else None
             if name and name != "-" and not name.startswith(("http://", "https://")):
                 text = self.files.get(name)
                 if text is None:
-                    return [f"kubectl reads {name!r}, which the runbook did not produce"]
+                    return [f"kubectl reads {name!r}, which the runbook did not produce"], None
                 (self.workdir / name).write_text(text)
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "HTTPS_PROXY", "https_proxy")}
-        env["KUBECONFIG"] = str(self.workdir / "kubeconfig")
+                names.append(name)
+        words = kubectl_words(args)
+        sub = words[0] if words else ""
+        reads_stdin = "-" in args or "--filename=-" in args
+        if not live or self.double is None or sub in PARSE_ONLY or (reads_stdin and stdin is None):
+            mode = "parse-only"
+            problems, out = self._closed_port(args)
+        else:
+            extra = []
+            mutating = sub in MUTATING or (sub == "rollout" and words[1:2] and words[1] in ROLLOUT_MUTATING)
+            if mutating and not any(a.startswith("--dry-run") for a in args):
+                extra.append("--dry-run=server")
+            mode = ("dry-run=server" if "--dry-run=server" in args + extra else "client dry run") if mutating else "read"
+            if sub == "apply":
+                extra.append("--validate=false")
+            problems, out = self._run(args + extra, str(self.double.kubeconfig), stdin, f"on the demo cluster ({mode})")
+            if not problems and sub == "apply" and "--dry-run=client" not in args:
+                from demo_cluster import as_applied  # what a real apply leaves for the wait/logs/delete that follow
+
+                for name in names:
+                    for obj in as_applied(self.files[name]):
+                        self.double.put(obj)
+        if count:
+            self.modes[mode] = self.modes.get(mode, 0) + 1
+            self.log.append((mode, shlex.join(args)))
+        return problems, out
+
+    def _closed_port(self, args: list[str]) -> tuple[list[str], str | None]:
+        problems, out = self._run(args, str(self.workdir / "kubeconfig"), None, "")
+        if problems and ("127.0.0.1:9" in problems[0] and "connection refused" in problems[0]):
+            return [], None
+        if problems and "no objects passed to apply" in problems[0] and ("-" in args or "--filename=-" in args):
+            return [], None  # reads a manifest from the pipe, which the check does not feed
+        if problems:
+            first = next((ln for ln in problems[0].splitlines() if ln.strip() and "deprecated" not in ln), problems[0].strip())
+            return [f"kubectl rejects it ({first.strip()})"], None
+        return [], out
+
+    def _run(self, args: list[str], kubeconfig: str, stdin: str | None, where: str) -> tuple[list[str], str | None]:
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+        env["KUBECONFIG"] = kubeconfig
         env["NO_PROXY"] = "127.0.0.1"
         try:
-            p = subprocess.run([KUBECTL, *args, "--request-timeout=2s"], cwd=self.workdir, env=env,
-                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            p = subprocess.run([KUBECTL, *args, "--request-timeout=5s"], cwd=self.workdir, env=env, input=stdin or "",
+                               capture_output=True, text=True, timeout=30)
         except subprocess.TimeoutExpired:
-            return ["kubectl did not return within 30 s"]
-        if p.returncode == 0 or "127.0.0.1:9" in p.stderr and "connection refused" in p.stderr:
-            return []
-        if "no objects passed to apply" in p.stderr and ("-" in args or "--filename=-" in args):
-            return []  # reads a manifest from the pipe, which the check does not feed
-        first = next((ln for ln in p.stderr.splitlines() if ln.strip() and "deprecated" not in ln), p.stderr.strip())
-        return [f"kubectl rejects it ({first.strip()})"]
+            return [f"kubectl did not return within 30 s {where}".strip()], None
+        # kubectl cordon/uncordon print "error: unable to cordon node ..." and still exit 0 (kubectl v1.32), so an
+        # error line on stderr fails the check too
+        errors = [ln for ln in p.stderr.splitlines() if ln.startswith(("error:", "Error from server"))]
+        if p.returncode == 0 and not (where and errors):
+            return [], p.stdout
+        if not where:
+            return [p.stderr], None  # judged by _closed_port
+        first = errors[0] if errors else next(
+            (ln for ln in p.stderr.splitlines() if ln.strip() and "deprecated" not in ln and not ln.startswith("Warning")),
+            p.stderr.strip())
+        return [f"kubectl rejects it {where} ({first.strip()})"], None
 
     def _smi_check(self, args: list[str]) -> list[str]:
         if self._smi is None:
@@ -264,8 +381,9 @@ class Checker:
                 for a in args[1 if sub else 0:] if a.startswith("-") and a.split("=")[0] not in known]
 
 
-def _substitutions(cmd: str) -> tuple[str, list[str]]:
-    """``cmd`` with each ``$(...)`` replaced by one word, and the commands inside them."""
+def _substitutions(cmd: str, run=None) -> tuple[str, list[str]]:
+    """``cmd`` with each ``$(...)`` replaced by what ``run(inner)`` returns (one word ``SUBSTITUTED`` without
+    ``run`` or when it returns None), and the commands inside them."""
     inner, out, i = [], [], 0
     while i < len(cmd):
         if cmd.startswith("$(", i):
@@ -274,7 +392,8 @@ def _substitutions(cmd: str) -> tuple[str, list[str]]:
                 depth += {"(": 1, ")": -1}.get(cmd[j], 0)
                 j += 1
             inner.append(cmd[i + 2:j - 1])
-            out.append("SUBSTITUTED")
+            got = run(inner[-1]) if run is not None else None
+            out.append("SUBSTITUTED" if got is None else got)
             i = j
         else:
             out.append(cmd[i])

@@ -12,6 +12,8 @@ import contextlib
 import csv
 import io
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import yaml
 
 from commandcheck import SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
 from conftest import DEMO_END
+from demo_cluster import demo_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "gpulib" / "data"
@@ -168,16 +171,100 @@ def test_cluster_checks_catch_planted_commands():
     assert _against_the_demo_cluster([("report", "kubectl -n ads scale deployment/ab-test-scorer --replicas=0")]) == []
 
 
-def test_every_printed_command_parses(printed, tmp_path):
+TEMPLATES = ("xid_sop.csv", "operator_sop.yaml", "cheatsheet.csv", "nccl_signatures.csv")
+
+
+@pytest.fixture(scope="module")
+def demo_double(tmp_path_factory):
+    """One :class:`KubectlDouble` for the module; each test loads the scenario it needs."""
+    from kubectl_double import KubectlDouble
+
+    double = KubectlDouble([], token=None).start()
+    double.write_kubeconfig(tmp_path_factory.mktemp("kubectl-double") / "kubeconfig")
+    yield double
+    double.stop()
+
+
+def _scenario(where: str) -> str:
+    """The GPU Operator scenario a command was printed under (``operator_install`` runs), else healthy."""
+    found = re.search(r"'demo_operator_state': '(\w+)'", where)
+    return found.group(1) if found else "healthy"
+
+
+def check_on_demo_cluster(cmds, files, double, workdir) -> tuple[Checker, list[str]]:
+    """Check ``(where, command)`` pairs: printed ones against ``double`` loaded with the demo fleet of their
+    operator scenario (in the order printed, each distinct line once per scenario), data-file templates for
+    parsing only."""
+    problems: list[str] = []
+    chk = Checker(workdir, files=dict(files), double=double)
+    by_scenario: dict[str, dict[str, str]] = {}
+    for where, cmd in cmds:
+        by_scenario.setdefault("template" if where.startswith(TEMPLATES) else _scenario(where), {}).setdefault(cmd, where)
+    for scenario, lines in by_scenario.items():
+        if scenario != "template":
+            double.load(demo_cluster(scenario))
+        for cmd, where in lines.items():
+            problems += [f"{where}: {p}" for p in chk.check(cmd, live=scenario != "template")]
+    return chk, problems
+
+
+def test_every_printed_command_runs_on_the_demo_cluster(printed, demo_double, tmp_path):
+    """Every kubectl stage of every printed command runs against the API double holding the demo fleet (a
+    mutating one with ``--dry-run=server``, a read-only one as printed) and exits 0; data-file templates and
+    the subcommands the double cannot answer (``commandcheck.PARSE_ONLY``) must parse; nvidia-smi/dcgmi against
+    their captured help."""
     cmds, files = printed
-    chk = Checker(tmp_path, files=dict(files))
     all_cmds = cmds + _data_commands()
-    problems = []
-    for where, cmd in dict.fromkeys(all_cmds):
-        problems += [f"{where}: {p}" for p in chk.check(cmd)]
+    demo_double.dry_runs.clear()
+    chk, problems = check_on_demo_cluster(all_cmds, files, demo_double, tmp_path)
     problems += _against_the_demo_cluster(all_cmds)
-    assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
+    print(f"kubectl stages checked: {chk.modes}")
     assert not problems, "\n".join(problems)
+    assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
+    assert chk.modes.get("dry-run=server", 0) > 20 and chk.modes.get("read", 0) > 40, chk.modes
+    writes = {m for m, _ in demo_double.dry_runs}
+    assert {"PATCH", "POST", "DELETE"} <= writes, writes  # cordon/label/scale, eviction/apply, delete
+
+
+def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
+    demo_double.load(demo_cluster("healthy"))
+    demo_double.dry_runs.clear()
+    chk = Checker(tmp_path, double=demo_double)
+    good = ["kubectl cordon dgx-h100-1", "kubectl -n notebooks scale statefulset/dev-bob --replicas=0",
+            "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoSchedule",
+            "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
+            "--field-selector spec.nodeName=dgx-h100-1 -o name)"]
+    for cmd in good:
+        assert chk.check(cmd) == [], cmd
+    assert chk.modes == {"dry-run=server": 3, "read": 2}, chk.modes  # the $(...) inner get is a read too
+    assert ("PATCH", "/api/v1/nodes/dgx-h100-1") in demo_double.dry_runs
+    assert "unschedulable" not in demo_double.get("Node", "dgx-h100-1")["spec"]  # a dry run changes nothing
+    bad_effect = json.dumps({"spec": {"taints": [{"key": "nvidia.com/gpu-rma", "value": "true", "effect": "NoScheduel"}]}})
+    planted = {
+        "kubectl cordon dgx-h100-9": 'nodes "dgx-h100-9" not found',
+        "kubectl drain dgx-h100-9 --ignore-daemonsets": 'nodes "dgx-h100-9" not found',
+        "kubectl -n notebooks scale deployment/dev-bob --replicas=0": 'deployments.apps "dev-bob" not found',
+        "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoScheduel": "invalid taint effect",
+        f"kubectl patch node dgx-h100-1 -p {shlex.quote(bad_effect)}": "Unsupported value: 'NoScheduel'",
+        "kubectl -n research get pytorchjob/forecast-train": 'pytorchjobs.kubeflow.org "forecast-train" not found',
+        "kubectl -n ml logs train-0": 'namespaces "ml" not found',
+        "kubectl -n gpu-operator logs nvidia-driver-daemonset-fa6fd -c nvidia-driver-ctr --previous":
+            "previous terminated container",
+        "kubectl -n gpu-operator logs nvidia-operator-validator-ccaf1 -c driver-validaton": "is not valid for pod",
+        "kubectl get pods -A --field-selector spec.node=dgx-h100-1": "not a known field selector",
+        "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
+        "--field-selector spec.nodeName=dgx-h100-9 -o name)": "kubectl rejects it",
+        "kubectl -n default delete job/nccl-probe": 'jobs.batch "nccl-probe" not found',
+        "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
+    }
+    for cmd, why in planted.items():
+        problems = chk.check(cmd)
+        assert problems and any(why in p for p in problems), (cmd, problems)
+    assert all(m in ("PATCH", "POST") for m, _ in demo_double.dry_runs)
+    # a write that forgot --dry-run=server is refused, never applied
+    refused, _ = chk._run(["cordon", "dgx-h100-1"], str(demo_double.kubeconfig), None, "without --dry-run")
+    assert refused and "answers writes only with dryRun=All" in refused[0], (refused, demo_double.requests[-3:])
+    assert "unschedulable" not in demo_double.get("Node", "dgx-h100-1")["spec"]
 
 
 def _against_the_demo_cluster(cmds) -> list[str]:
