@@ -1,8 +1,12 @@
 """Check printed shell commands with the real tools (kubectl) or the real tools' captured help (nvidia-smi, dcgmi).
 
-* ``kubectl``: every stage runs through the real ``/usr/bin/kubectl`` with a kubeconfig whose server is a
-  closed loopback port, so kubectl parses the command line (unknown command or flag, a manifest that is not a
-  Kubernetes object) and can only fail on connect; "connection refused" is a pass, anything else a failure.
+* ``kubectl``: every stage runs through the real ``/usr/bin/kubectl``. With an API double holding the demo fleet
+  (``tests/kubectl_double.py``, see :class:`Checker`) it runs against it -- mutating subcommands with
+  ``--dry-run=server`` -- and must exit 0 with no ``error:`` line, so a node, pod, namespace or kind the fleet
+  does not have, or a change the API server would reject, fails. Without one (and for data-file templates and
+  the subcommands in :data:`PARSE_ONLY`) the kubeconfig's server is a closed loopback port, so kubectl parses the
+  command line (unknown command or flag, a manifest that is not a Kubernetes object) and can only fail on
+  connect; "connection refused" is a pass, anything else a failure.
 * ``nvidia-smi``: subcommands, flags and ``-d`` display types from ``gpulib/data/nvidia/nvidia_smi_options.csv``,
   built by :func:`smi_options_from_captures` from the help texts of a real H200 (``gpulib/data/captures/``).
 * ``dcgmi``: the subcommands and options of NVIDIA's dcgmi reference,
@@ -291,7 +295,9 @@ class Checker:
         sub = words[0] if words else ""
         reads_stdin = "-" in args or "--filename=-" in args
         if not live or self.double is None or sub in PARSE_ONLY or (reads_stdin and stdin is None):
-            mode = "parse-only"
+            why = ("template" if not live else "no double" if self.double is None
+                   else sub if sub in PARSE_ONLY else "stdin not from kubectl")
+            mode = f"parse-only ({why})"
             problems, out = self._closed_port(args)
         else:
             extra = []
@@ -299,8 +305,12 @@ class Checker:
             if mutating and not any(a.startswith("--dry-run") for a in args):
                 extra.append("--dry-run=server")
             mode = ("dry-run=server" if "--dry-run=server" in args + extra else "client dry run") if mutating else "read"
-            if sub == "apply":
+            if sub == "apply":  # kubectl's own validation needs /openapi/v2; the same schemas are checked here
                 extra.append("--validate=false")
+                for text in [self.files[n] for n in names] + ([stdin] if reads_stdin else []):
+                    bad = schema_problems(text)
+                    if bad:
+                        return bad, None
             problems, out = self._run(args + extra, str(self.double.kubeconfig), stdin, f"on the demo cluster ({mode})")
             if not problems and sub == "apply" and "--dry-run=client" not in args:
                 from demo_cluster import as_applied  # what a real apply leaves for the wait/logs/delete that follow
@@ -329,7 +339,8 @@ class Checker:
         env["KUBECONFIG"] = kubeconfig
         env["NO_PROXY"] = "127.0.0.1"
         try:
-            p = subprocess.run([KUBECTL, *args, "--request-timeout=5s"], cwd=self.workdir, env=env, input=stdin or "",
+            p = subprocess.run([KUBECTL, *args, "--request-timeout=5s", f"--cache-dir={self.workdir / 'kube-cache'}"],
+                               cwd=self.workdir, env=env, input=stdin or "",
                                capture_output=True, text=True, timeout=30)
         except subprocess.TimeoutExpired:
             return [f"kubectl did not return within 30 s {where}".strip()], None
@@ -379,6 +390,30 @@ class Checker:
             return []
         return [f"dcgmi {sub} has no option {a.split('=')[0]!r} ({DCGM_DOC})"
                 for a in args[1 if sub else 0:] if a.startswith("-") and a.split("=")[0] not in known]
+
+
+def schema_problems(manifest: str, version: str = "1.30.0") -> list[str]:
+    """What Kubernetes' OpenAPI schema (``kubernetes-validate``, strict: unknown fields too) rejects in a manifest
+    of built-in kinds -- the check ``kubectl apply`` makes itself when the server serves ``/openapi/v2``; kinds
+    without a bundled schema (custom resources) are left to the server."""
+    import yaml
+
+    try:
+        import kubernetes_validate
+    except ImportError:
+        return []
+    out = []
+    for doc in yaml.safe_load_all(manifest):
+        if not isinstance(doc, dict):
+            continue
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            continue
+        except kubernetes_validate.ValidationError as exc:
+            out.append(f"{doc.get('kind')} {(doc.get('metadata') or {}).get('name')!r} fails the Kubernetes {version} "
+                       f"schema: {exc.message} at {'.'.join(str(p) for p in exc.path)}")
+    return out
 
 
 def _substitutions(cmd: str, run=None) -> tuple[str, list[str]]:

@@ -257,6 +257,12 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         "kubectl -n default delete job/nccl-probe": 'jobs.batch "nccl-probe" not found',
         "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
     }
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: probe, namespace: NS}\nspec:\n  backoffLimit: 0\n"
+           "  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n")
+    chk.files.update({"typo.yaml": job.replace("NS", "default").replace("backoffLimit", "backofLimit"),
+                      "elsewhere.yaml": job.replace("NS", "nccl")})
+    planted.update({"kubectl apply -f typo.yaml": "'backofLimit' was unexpected",
+                    "kubectl apply -f elsewhere.yaml": 'namespaces "nccl" not found'})
     for cmd, why in planted.items():
         problems = chk.check(cmd)
         assert problems and any(why in p for p in problems), (cmd, problems)
