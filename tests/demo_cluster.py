@@ -20,9 +20,14 @@ import functools
 
 from kubectl_double import RESOURCES
 
-#: group/version of each owner kind (the ownerReference's apiVersion)
-OWNER_API = {"ReplicaSet": "apps/v1", "Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1",
-             "Job": "batch/v1", "PyTorchJob": "kubeflow.org/v1"}
+
+
+def _owner_api() -> dict[str, str]:
+    """group/version of each owner kind (gpulib/data/kube/owner_kinds.csv)."""
+    from gpulib.core.knowledge import load_table
+
+    t = load_table("owner_kinds")
+    return dict(zip(t["kind"], t["api_version"]))
 
 
 def _owner(kind: str, name: str, ns: str, pods: list[dict]) -> dict:
@@ -36,7 +41,7 @@ def _owner(kind: str, name: str, ns: str, pods: list[dict]) -> dict:
     if kind == "PyTorchJob":
         spec = {"pytorchReplicaSpecs": {"Worker": {"replicas": len(pods), "template": spec["template"]}}}
     status = {"replicas": len(pods), "readyReplicas": len(pods)} if "replicas" in spec else {}
-    return {"apiVersion": OWNER_API[kind], "kind": kind,
+    return {"apiVersion": _owner_api()[kind], "kind": kind,
             "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"{kind.lower()}-{ns}-{name}"},
             "spec": spec, "status": status}
 

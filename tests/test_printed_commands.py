@@ -227,6 +227,21 @@ def test_every_printed_command_runs_on_the_demo_cluster(printed, demo_double, tm
     assert {"PATCH", "POST", "DELETE"} <= writes, writes  # cordon/label/scale, eviction/apply, delete
 
 
+def test_demo_cluster_holds_the_owners_the_pods_imply():
+    objs = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in demo_cluster("healthy")}
+    # read off the demo pods' ownerReferences (gpulib/data/demo/demo_fleet.yaml) and the operator's operands
+    for key in [("Deployment", "ads", "ab-test-scorer"), ("ReplicaSet", "ads", "ab-test-scorer-84c6d7f5b9"),
+                ("StatefulSet", "notebooks", "dev-bob"), ("Job", "search", "embed-batch-7f9c2"),
+                ("PyTorchJob", "ads", "forecast-train"), ("DaemonSet", "logging", "fluent-bit"),
+                ("DaemonSet", "gpu-operator", "nvidia-dcgm-exporter"), ("Deployment", "gpu-operator", "gpu-operator"),
+                ("Namespace", None, "default"), ("Namespace", None, "notebooks"), ("Lease", "kube-node-lease", "dgx-h100-1"),
+                ("CustomResourceDefinition", None, "clusterpolicies.nvidia.com"), ("ClusterPolicy", None, "cluster-policy")]:
+        assert key in objs, key
+    assert ("Deployment", "notebooks", "dev-bob") not in objs and ("Namespace", None, "ml") not in objs
+    assert objs[("Deployment", "inference", "vllm-llama70b")]["spec"]["replicas"] == 2
+    assert objs[("Namespace", None, "gpu-operator")]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
 def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
     demo_double.load(demo_cluster("healthy"))
     demo_double.dry_runs.clear()
