@@ -220,7 +220,9 @@ class Checker:
     With ``double`` (a started :class:`kubectl_double.KubectlDouble` with ``.kubeconfig`` written) a kubectl
     stage of a ``live`` command runs against it: a mutating one with ``--dry-run=server`` appended (and
     ``--validate=false`` for ``apply``: the double serves no OpenAPI document, which kubectl's client-side
-    validation downloads), a read-only one as printed; either must exit 0. ``$(kubectl ...)`` is replaced by what
+    validation downloads; the manifests are checked against the same schemas by :func:`schema_problems`), a
+    read-only one as printed; either must exit 0 without an ``error:`` line, and must not answer "No resources
+    found" (a selector, namespace or kind that matches nothing on the fleet). ``$(kubectl ...)`` is replaced by what
     the inner command prints there, and ``kubectl ... | kubectl apply -f -`` feeds the first one's output to the
     second, as the shell would. Subcommands in :data:`PARSE_ONLY`, commands not ``live`` (data-file templates
     with sample values) and checks without a double run against a closed port: parsing only. ``modes`` counts
@@ -233,6 +235,7 @@ class Checker:
     double: Any = None
     modes: dict[str, int] = field(default_factory=dict)
     log: list[tuple[str, str]] = field(default_factory=list)  # (mode, kubectl argv) of each stage checked
+    empty: list[str] = field(default_factory=list)  # reads on the double that answered "No resources found"
     _smi: dict | None = None
 
     def __post_init__(self) -> None:
@@ -312,6 +315,9 @@ class Checker:
                     if bad:
                         return bad, None
             problems, out = self._run(args + extra, str(self.double.kubeconfig), stdin, f"on the demo cluster ({mode})")
+            if not problems and self.empty and self.empty[-1] == shlex.join(args + extra):
+                problems = [f"kubectl answers 'No resources found' on the demo cluster ({mode}): the selector, "
+                            "namespace or kind matches nothing there"]
             if not problems and sub == "apply" and "--dry-run=client" not in args:
                 from demo_cluster import as_applied  # what a real apply leaves for the wait/logs/delete that follow
 
@@ -348,6 +354,8 @@ class Checker:
         # error line on stderr fails the check too
         errors = [ln for ln in p.stderr.splitlines() if ln.startswith(("error:", "Error from server"))]
         if p.returncode == 0 and not (where and errors):
+            if where and "No resources found" in p.stderr:
+                self.empty.append(shlex.join(args))
             return [], p.stdout
         if not where:
             return [p.stderr], None  # judged by _closed_port

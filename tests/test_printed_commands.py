@@ -271,6 +271,8 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
         "--field-selector spec.nodeName=dgx-h100-9 -o name)": "kubectl rejects it",
         "kubectl -n default delete job/nccl-probe": 'jobs.batch "nccl-probe" not found',
+        "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exportr -o wide": "No resources found",
+        "kubectl -n gpu-operator logs -l app=nvidia-dcgm-exportr --tail=50": "No resources found",
         "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
     }
     job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: probe, namespace: NS}\nspec:\n  backoffLimit: 0\n"
