@@ -16,7 +16,8 @@ What kubectl needs beyond the Python client's paths, after the Kubernetes API co
   else answers 400 ``field label not supported``), get (404 ``NotFound`` Status naming the resource, e.g.
   ``deployments.apps "x" not found``), ``/scale`` of Deployments, StatefulSets and ReplicaSets, ``pods/log``
   (canned text; 400 for a container the pod does not have, or ``previous=true`` of a container that never
-  restarted, as the kubelet answers), ``pods/eviction`` (PodDisruptionBudget blocks as in the base double).
+  restarted, as the kubelet answers), ``pods/eviction`` (PodDisruptionBudget blocks as in the base double);
+  ``watch=true`` answers an empty stream (the watch ends at once), so ``kubectl get -w`` prints and returns.
 * writes -- PATCH (strategic-merge, merge, JSON patch), POST, PUT, DELETE, the scale subresource -- are answered
   only with ``dryRun=All`` ("Dry-run" section of the API concepts page): the answer is the object as it would be,
   nothing is stored, and each is recorded in :attr:`KubectlDouble.dry_runs`. A write without ``dryRun`` answers

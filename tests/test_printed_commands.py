@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from commandcheck import SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
+from commandcheck import PARSE_ONLY, SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
 from conftest import DEMO_END
 from demo_cluster import demo_cluster
 
@@ -223,6 +223,8 @@ def test_every_printed_command_runs_on_the_demo_cluster(printed, demo_double, tm
     assert not problems, "\n".join(problems)
     assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
     assert chk.modes.get("dry-run=server", 0) > 20 and chk.modes.get("read", 0) > 40, chk.modes
+    # parsing only: data-file templates and the subcommands the double declares it cannot answer, nothing else
+    assert {m for m in chk.modes if m.startswith("parse-only")} <= {f"parse-only ({w})" for w in [*PARSE_ONLY, "template"]}
     writes = {m for m, _ in demo_double.dry_runs}
     assert {"PATCH", "POST", "DELETE"} <= writes, writes  # cordon/label/scale, eviction/apply, delete
 
