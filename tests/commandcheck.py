@@ -411,9 +411,8 @@ def schema_problems(manifest: str, version: str = "1.30.0") -> list[str]:
     except ImportError:
         return []
     out = []
-    for doc in yaml.safe_load_all(manifest):
-        if not isinstance(doc, dict):
-            continue
+    docs = [d for d in yaml.safe_load_all(manifest) if isinstance(d, dict)]
+    for doc in [i for d in docs for i in (d.get("items") or [] if d.get("kind") == "List" else [d])]:
         try:
             kubernetes_validate.validate(doc, version, strict=True)
         except kubernetes_validate.SchemaNotFoundError:

@@ -129,14 +129,22 @@ def as_applied(manifest: str) -> list[dict]:
     import yaml
 
     out = []
-    for doc in yaml.safe_load_all(manifest):
-        if not doc:
-            continue
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    for doc in [i for d in docs for i in (d.get("items") or [] if d.get("kind") == "List" else [d])]:
         obj = copy.deepcopy(doc)
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", "default") if obj["kind"] not in ("Namespace", "ClusterPolicy", "Node") else None
         meta["uid"] = f"applied-{obj['kind'].lower()}-{meta['name']}"
         out.append(obj)
+        if obj["kind"] == "PyTorchJob":  # the training operator names its pods <job>-<replica type>-<index>
+            # (https://www.kubeflow.org/docs/components/trainer/legacy-v1/user-guides/pytorch/: pytorch-simple-master-0)
+            obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+            for rtype, rspec in (obj["spec"].get("pytorchReplicaSpecs") or {}).items():
+                for i in range(int(rspec.get("replicas", 1))):
+                    out.append(_finished_pod(f"{meta['name']}-{rtype.lower()}-{i}", meta, rspec["template"],
+                                             {"training.kubeflow.org/job-name": meta["name"],
+                                              "training.kubeflow.org/replica-type": rtype.lower(),
+                                              "training.kubeflow.org/replica-index": str(i)}, "PyTorchJob", "kubeflow.org/v1"))
         if obj["kind"] != "Job":
             continue
         labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"],
@@ -145,14 +153,18 @@ def as_applied(manifest: str) -> list[dict]:
         tmpl.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
         obj["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}}
         obj["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
-        containers = tmpl["spec"]["containers"]
-        out.append({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": f"{meta['name']}-x7k2p", "namespace": meta["namespace"],
-                                 "labels": dict(tmpl["metadata"]["labels"]),
-                                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                                                      "uid": meta["uid"], "controller": True}]},
-                    "spec": copy.deepcopy(tmpl["spec"]),
-                    "status": {"phase": "Succeeded", "containerStatuses": [
-                        {"name": c["name"], "ready": False, "restartCount": 0,
-                         "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}} for c in containers]}})
+        out.append(_finished_pod(f"{meta['name']}-x7k2p", meta, tmpl, {}, "Job", "batch/v1"))
     return out
+
+
+def _finished_pod(name: str, owner_meta: dict, template: dict, labels: dict, kind: str, api: str) -> dict:
+    containers = template["spec"]["containers"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": owner_meta["namespace"],
+                         "labels": {**((template.get("metadata") or {}).get("labels") or {}), **labels},
+                         "ownerReferences": [{"apiVersion": api, "kind": kind, "name": owner_meta["name"],
+                                              "uid": owner_meta["uid"], "controller": True}]},
+            "spec": copy.deepcopy(template["spec"]),
+            "status": {"phase": "Succeeded", "containerStatuses": [
+                {"name": c["name"], "ready": False, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}} for c in containers]}}

@@ -229,6 +229,22 @@ def test_every_printed_command_runs_on_the_demo_cluster(printed, demo_double, tm
     assert {"PATCH", "POST", "DELETE"} <= writes, writes  # cordon/label/scale, eviction/apply, delete
 
 
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_probe_commands_run_on_the_demo_cluster(demo_double, tmp_path, nodes):
+    """The NCCL probe's apply / wait / logs / delete lines, for a Job (1 node) and a PyTorchJob (2 nodes, which
+    no demo runbook run prints), against the demo cluster: the wait and logs address what the apply created."""
+    import gpulib.nccl.job as nccl_job
+
+    manifest = nccl_job.probe_manifest(nodes=nodes)
+    demo_double.load(demo_cluster("healthy"))
+    demo_double.dry_runs.clear()
+    chk = Checker(tmp_path, files={"nccl-probe.yaml": nccl_job.to_yaml(manifest)}, double=demo_double)
+    problems = [p for c in nccl_job.apply_commands(manifest, "nccl-probe.yaml") for p in chk.check(c)]
+    assert not problems, problems
+    assert chk.modes == {"dry-run=server": 3, "read": 2}, chk.modes  # dry run, apply, delete; wait, logs
+    assert ("DELETE", "/api/v1/namespaces/default/configmaps/nccl-probe-script") in demo_double.dry_runs
+
+
 def test_demo_cluster_holds_the_owners_the_pods_imply():
     objs = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in demo_cluster("healthy")}
     # read off the demo pods' ownerReferences (gpulib/data/demo/demo_fleet.yaml) and the operator's operands
