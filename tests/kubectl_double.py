@@ -1,7 +1,9 @@
 """The loopback API double (``tests/k8s_double.py``) grown so the REAL ``kubectl`` can talk to it.
 
 What kubectl needs beyond the Python client's paths, after the Kubernetes API concepts page
-(https://kubernetes.io/docs/reference/using-api/api-concepts/):
+(https://kubernetes.io/docs/reference/using-api/api-concepts/: resource URIs, "Dry-run", "Receiving resources as
+Tables") and the discovery section of https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api
+(aggregated vs unaggregated discovery):
 
 * discovery: ``GET /version``, ``/api`` (APIVersions), ``/apis`` (APIGroupList), ``/api/v1`` and
   ``/apis/<group>/<version>`` (APIResourceList: name, singularName, namespaced, kind, verbs, shortNames, and the
