@@ -183,7 +183,8 @@ def _unwrap(argv: list[str]) -> list[list[str]]:
 MUTATING = {"cordon", "uncordon", "drain", "taint", "label", "annotate", "scale", "delete", "apply", "create",
             "patch", "replace", "set", "autoscale", "expose", "run"}
 ROLLOUT_MUTATING = {"restart", "undo", "pause", "resume"}
-#: kubectl subcommands the API double cannot answer, and why: these are checked for parsing only (closed port)
+#: kubectl subcommands the API double cannot answer, and why: these are checked for parsing only (closed port);
+#: for ``exec`` and ``debug`` the pod / node (and exec's ``-c`` container) they address must exist on the double
 PARSE_ONLY = {
     "exec": "runs a command in the container over a SPDY/WebSocket stream, which the double does not speak",
     "attach": "attaches to a container over a stream",
@@ -302,6 +303,8 @@ class Checker:
                    else sub if sub in PARSE_ONLY else "stdin not from kubectl")
             mode = f"parse-only ({why})"
             problems, out = self._closed_port(args)
+            if not problems and live and self.double is not None and sub in ("exec", "debug"):
+                problems = self._target_exists(args, words)
         else:
             extra = []
             mutating = sub in MUTATING or (sub == "rollout" and words[1:2] and words[1] in ROLLOUT_MUTATING)
@@ -329,6 +332,26 @@ class Checker:
             self.modes[mode] = self.modes.get(mode, 0) + 1
             self.log.append((mode, shlex.join(args)))
         return problems, out
+
+    def _target_exists(self, args: list[str], words: list[str]) -> list[str]:
+        """For ``exec``/``debug``, which the double cannot stream: the pod or node they address exists there, and
+        so does the ``-c`` container of an exec."""
+        target = words[1] if len(words) > 1 else ""
+        if not target or target == "SUBSTITUTED":
+            return []
+        head, ns = (args[:args.index("--")] if "--" in args else args), []
+        for i, a in enumerate(head):
+            if a in ("-n", "--namespace") and i + 1 < len(head):
+                ns = [a, head[i + 1]]
+            elif a.startswith("--namespace="):
+                ns = [a]
+        kind_name = target if "/" in target else f"pod/{target}"
+        problems, out = self._run([*ns, "get", kind_name, "-o", "jsonpath={.spec.containers[*].name}"],
+                                  str(self.double.kubeconfig), None, f"on the demo cluster (the {words[0]} target)")
+        want = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--container")), None)
+        if not problems and words[0] == "exec" and want and want not in (out or "").split():
+            problems = [f"pod {target} has no container {want!r} on the demo cluster (it has {out!r})"]
+        return problems
 
     def _closed_port(self, args: list[str]) -> tuple[list[str], str | None]:
         problems, out = self._run(args, str(self.workdir / "kubeconfig"), None, "")

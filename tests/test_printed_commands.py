@@ -271,6 +271,10 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
     for cmd in good:
         assert chk.check(cmd) == [], cmd
     assert chk.modes == {"dry-run=server": 3, "read": 2}, chk.modes  # the $(...) inner get is a read too
+    for cmd in ["kubectl debug node/dgx-h100-1 -it --image=busybox -- chroot /host dmesg -T",
+                "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+                "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver-ctr -- nvidia-smi"]:
+        assert chk.check(cmd) == [], cmd  # streams: parsed, and their node / pod / container exist
     assert ("PATCH", "/api/v1/nodes/dgx-h100-1") in demo_double.dry_runs
     assert "unschedulable" not in demo_double.get("Node", "dgx-h100-1")["spec"]  # a dry run changes nothing
     bad_effect = json.dumps({"spec": {"taints": [{"key": "nvidia.com/gpu-rma", "value": "true", "effect": "NoScheduel"}]}})
@@ -290,6 +294,9 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         "--field-selector spec.nodeName=dgx-h100-9 -o name)": "kubectl rejects it",
         "kubectl -n default delete job/nccl-probe": 'jobs.batch "nccl-probe" not found',
         "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exportr -o wide": "No resources found",
+        "kubectl debug node/dgx-h100-9 -it --image=busybox -- chroot /host dmesg -T": 'nodes "dgx-h100-9" not found',
+        "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+        "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver -- nvidia-smi": "has no container 'nvidia-driver'",
         "kubectl -n gpu-operator logs -l app=nvidia-dcgm-exportr --tail=50": "No resources found",
         "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
     }
