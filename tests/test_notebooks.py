@@ -87,3 +87,46 @@ def test_incomplete_runbook_names_the_exact_rerun_command(monkeypatch):
     assert fl[0].title.startswith("Runbook incomplete") and "gpu node 7" in fl[0].evidence[0]
     # a bad value is a usage error: the suggested re-run must not repeat it
     assert not any("gpu node 7" in c for c in fl[0].commands), fl[0].commands
+
+
+def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
+    """The 'Run it' line repeats the run even if a notebook default changes: every parameter of the notebook's
+    parameters cell with the value the kernel holds after papermill's injection (also those the notebook does not
+    pass to Runbook, and defaults nobody gave), in the parameters cell's order; a secret never."""
+    import shlex
+
+    import gpulib.runbook as nb
+    from gpulib.core import redact
+
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    params = [p.name for p in cli.find_notebook("operator_install").params]
+    # what papermill's injected-parameters cell left in the kernel: replicas given, the rest notebook defaults
+    kernel = {p.name: p.default for p in cli.find_notebook("operator_install").params}
+    kernel.update(replicas=8, operator_version="v24.6.2", demo_operator_state="gfd_missing")
+    monkeypatch.setattr(nb, "_kernel_namespace", lambda: kernel, raising=False)
+    rb = nb.Runbook("operator_install", source="demo", snapshot_dir="", demo_operator_state="gfd_missing")
+    argv = shlex.split(rb.rerun_command())
+    assert argv[:5] == ["gpuops", "run", "operator_install", "--source", "demo"]
+    pairs = [(argv[i + 1], argv[i + 2]) for i in range(5, len(argv), 3)]
+    assert all(argv[i] == "-p" for i in range(5, len(argv), 3))
+    assert [k for k, _ in pairs] == [n for n in params if n not in ("source", "snapshot_dir")]
+    got = dict(pairs)
+    assert got["replicas"] == "8" and got["operator_version"] == "v24.6.2"   # not passed to Runbook(...)
+    assert got["driver_preinstalled"] == "False" and got["mig_strategy"] == "none"  # defaults nobody gave
+    assert got["demo_operator_state"] == "gfd_missing"
+    # the CLI reads the line back to the same values
+    info = cli.find_notebook("operator_install")
+    resolved = cli.resolve_params(info, cli._pairs([f"{k}={v}" for k, v in pairs]))
+    assert resolved["replicas"] == 8 and resolved["driver_preinstalled"] is False
+    # outside a kernel (tests, plain Python) the notebook defaults stand in for what was not passed
+    monkeypatch.setattr(nb, "_kernel_namespace", lambda: {}, raising=False)
+    plain = shlex.split(nb.Runbook("operator_install", source="demo").rerun_command())
+    assert "replicas" in plain and plain[plain.index("replicas") + 1] == "4"
+    # a secret never: a registered secret value is masked, whatever parameter carries it
+    redact.register("s3cr3t-value-xyz")
+    try:
+        kernel["operator_version"] = "s3cr3t-value-xyz"
+        monkeypatch.setattr(nb, "_kernel_namespace", lambda: kernel, raising=False)
+        assert "s3cr3t-value-xyz" not in nb.Runbook("operator_install", source="demo").rerun_command()
+    finally:
+        redact._registered.discard("s3cr3t-value-xyz")
