@@ -130,3 +130,22 @@ def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
         assert "s3cr3t-value-xyz" not in nb.Runbook("operator_install", source="demo").rerun_command()
     finally:
         redact._registered.discard("s3cr3t-value-xyz")
+
+
+#: the runbooks an on-call engineer opens on an alert (the others plan a deployment)
+INCIDENT_RUNBOOKS = ("fleet_overview", "xid_ecc_triage", "nccl_check", "operator_install")
+#: the headings of the kube-prometheus runbooks, https://runbooks.prometheus-operator.dev/
+RUNBOOK_HEADINGS = ["Meaning", "Impact", "Diagnosis", "Mitigation"]
+
+
+@pytest.mark.parametrize("name", INCIDENT_RUNBOOKS)
+def test_incident_runbook_sections_are_meaning_impact_diagnosis_mitigation(name):
+    """From its Meaning on, an incident runbook's top-level (##) sections are Meaning, Impact, Diagnosis,
+    Mitigation in that order (a section before Meaning, e.g. operator_install's Install, is not part of the
+    incident; xid_ecc_triage closes with its Verdict); topic headings are ### under one of them."""
+    nb = json.loads(cli.find_notebook(name).path.read_text())
+    h2 = [ln[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown"
+          for ln in "".join(c["source"]).splitlines() if ln.startswith("## ")]
+    assert "Meaning" in h2, h2
+    tail = [h for h in h2[h2.index("Meaning"):] if h != "Verdict"]
+    assert tail == RUNBOOK_HEADINGS, h2
