@@ -149,3 +149,56 @@ def test_incident_runbook_sections_are_meaning_impact_diagnosis_mitigation(name)
     assert "Meaning" in h2, h2
     tail = [h for h in h2[h2.index("Meaning"):] if h != "Verdict"]
     assert tail == RUNBOOK_HEADINGS, h2
+
+
+#: DataFrame methods that filter, sort or group: analysis, which belongs in gpulib (docs/architecture.md,
+#: "Notebooks stay thin"), e.g. gpulib/learn/frames.py for the lessons
+_FRAME_OPS = {"query", "sort_values", "sort_index", "groupby", "nlargest", "nsmallest", "pivot_table", "drop_duplicates",
+              "merge"}
+#: calls that build a boolean mask
+_MASK_CALLS = {"isin", "contains", "startswith", "endswith", "between", "notna", "isna", "notnull", "isnull", "match"}
+
+
+def _is_mask(node) -> bool:
+    import ast
+    return any(isinstance(n, ast.Compare) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert))
+               or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)))
+               or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MASK_CALLS)
+               for n in ast.walk(node))
+
+
+def pandas_filtering(code: str) -> list[str]:
+    """Lines of ``code`` that filter, sort or group a frame: a frame method of ``_FRAME_OPS``, indexing with a
+    boolean mask (``df[df.x > 0]``, ``df.loc[mask, col]``), or counting a mask (``(df.x > 0).sum()``)."""
+    import ast
+    out = []
+    for n in ast.walk(ast.parse(code)):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _FRAME_OPS:
+            out.append(f"line {n.lineno}: .{n.func.attr}(")
+        elif isinstance(n, ast.Subscript) and _is_mask(n.slice):
+            out.append(f"line {n.lineno}: boolean indexing")
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("sum", "any", "all", "mean")
+              and not isinstance(n.func.value, ast.Call) and _is_mask(n.func.value)):
+            out.append(f"line {n.lineno}: counting a mask")
+    return sorted(out)
+
+
+def test_the_filtering_check_catches_planted_cells():
+    assert pandas_filtering('v = pods[pods["workload"].str.contains("llama")]') == ["line 1: boolean indexing"]
+    assert pandas_filtering('best = ck.sort_values("x").iloc[0]\nw = v.groupby("a").agg(n=("p", "count"))') == \
+        ["line 1: .sort_values(", "line 2: .groupby("]
+    assert pandas_filtering("hot = t.query('value > 80')") == ["line 1: .query("]
+    assert pandas_filtering('n = int((inv["requested"] > inv["allocatable"]).sum())') == ["line 1: counting a mask"]
+    assert pandas_filtering('sbe = q.loc[q["sbe"] > 0, "index"]') == ["line 1: boolean indexing"]
+    # what a thin cell does: one call, a column, a row by position, a mapping lookup
+    assert pandas_filtering('best = learn.best_row(ck, "x")\nn = int(inv["gpus"].sum())\nrow = nodes.iloc[0]\n'
+                            'f = s["window_hours"]\nok = len(v) > 0') == []
+
+
+@pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
+def test_no_pandas_filtering_in_any_notebook_cell(info):
+    """Runbooks, the report and the lessons (runbooks/learn/) alike: the rows a cell needs come from a gpulib call."""
+    nb = json.loads(info.path.read_text())
+    bad = [f"cell {i}: {x}" for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+           for x in pandas_filtering("".join(c["source"]))]
+    assert not bad, "\n".join(bad)
