@@ -225,6 +225,13 @@ def _parameters_used(name: str, given: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _is_empty(v: Any) -> bool:
+    """An empty result: ``""``, ``0``, ``False``, an empty container or DataFrame (any other object is a result)."""
+    if isinstance(v, (str, bytes, int, float, list, tuple, dict, set, frozenset)):
+        return not v
+    return bool(getattr(v, "empty", False)) if hasattr(v, "columns") else False
+
+
 def _param_text(v: Any) -> str:
     """A value as ``gpuops run -p`` reads it back (:func:`gpulib.catalogue.coerce`): lists comma-joined."""
     if isinstance(v, (list, tuple)):
@@ -241,6 +248,8 @@ class Runbook:
         self.errors: list[str] = []
         self.usage_errors: list[str] = []
         self.findings: list[Finding] = []
+        #: names of the steps that hit a GpulibError, in order (:meth:`ready` names the last one)
+        self.failed_steps: list[str] = []
         self.src = None
         self._verdict_id = f"gpuops-verdict-{name}-{id(self):x}"
         _verdict_box("<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
@@ -277,9 +286,33 @@ class Runbook:
     def ok(self) -> bool:
         return self.src is not None
 
+    @contextmanager
     def step(self, what: str):
         """Run a block; a GpulibError becomes a rendered 'missing data' box instead of a traceback."""
-        return guarded_step(what, self.errors, self.usage_errors)
+        before = len(self.errors)
+        with guarded_step(what, self.errors, self.usage_errors):
+            yield
+        if len(self.errors) > before:
+            self.failed_steps.append(what)
+
+    def ready(self, *needs: Any, why: str = "") -> bool:
+        """Whether a section can run: the source connected and every earlier result it ``needs`` there. When not,
+        the section says why it shows nothing instead of rendering empty: a result that is ``None`` comes from a
+        step that could not run (named, its box above says why); one that is empty (``""``, ``[]``, ``0``) means
+        there is nothing to show, for the reason ``why``."""
+        if self.src is None:
+            note("Not checked: no data source (the box at the top says why).", "warning")
+            return False
+        failed = f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)" \
+            if self.failed_steps else "an earlier step did not run"
+        if any(n is None for n in needs):
+            note(f"Not checked: {failed}, and this section needs its result.", "warning")
+            return False
+        if any(_is_empty(n) for n in needs):
+            note("Nothing to show: " + html.escape(why or "the earlier steps found nothing for this section.")
+                 + (f" Also, {failed}." if self.failed_steps else ""), "info")
+            return False
+        return True
 
     def add(self, findings: Iterable[Finding] | Finding | None) -> None:
         if findings is None:

@@ -202,3 +202,26 @@ def test_no_pandas_filtering_in_any_notebook_cell(info):
     bad = [f"cell {i}: {x}" for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
            for x in pandas_filtering("".join(c["source"]))]
     assert not bad, "\n".join(bad)
+
+
+def test_a_section_that_cannot_run_says_why(monkeypatch):
+    """Runbook.ready: a section whose input is missing or empty renders a note naming the reason, never nothing."""
+    import gpulib.runbook as nb
+    from gpulib.core.errors import SourceError
+
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    rb = nb.Runbook("xid_ecc_triage", source="demo", node="dgx-h100-1", gpu="5", window="6h")
+    shown: list[str] = []
+    monkeypatch.setattr(nb, "note", lambda text, level="info": shown.append(f"{level}: {text}"))
+    assert rb.ready("x", [1]) is True and shown == []
+    inp = None
+    with rb.step("Gather the inputs"):
+        raise SourceError("no nodes.json")
+    shown.clear()
+    assert rb.ready(inp) is False
+    assert len(shown) == 1 and shown[0].startswith("warning: Not checked") and "<b>Gather the inputs</b> could not run" in shown[0]
+    assert rb.ready([], why="no workload to size") is False
+    assert shown[1].startswith("info: Nothing to show: no workload to size") and "Gather the inputs" in shown[1]
+    rb.src = None
+    assert rb.ready() is False and "no data source" in shown[2]
+    assert rb.failed_steps == ["Gather the inputs"] and len(rb.errors) == 1

@@ -231,3 +231,23 @@ def test_no_section_of_any_rendered_page_is_empty(demo_html):
     out, pages, _ = demo_html
     problems = [f"{p.relative_to(out)}: {x}" for p in pages for x in empty_sections(p.read_text(errors="replace"))]
     assert not problems, "\n".join(problems)
+
+
+def _runbooks_and_report():
+    from gpulib import cli
+    return sorted((i for i in cli.catalogue().values() if i.kind != "learn"), key=lambda i: i.name)
+
+
+@pytest.mark.parametrize("info", _runbooks_and_report(), ids=lambda i: i.name)
+def test_no_section_is_empty_when_the_data_is_missing(info, tmp_path):
+    """On a snapshot folder with no files every step that reads data fails: the steps that need its result say
+    so in their own section instead of showing nothing."""
+    from gpulib import cli
+
+    empty = tmp_path / "empty-snapshot"
+    empty.mkdir()
+    res = cli.execute(info, {"source": "snapshot", "snapshot_dir": str(empty)}, tmp_path / "out", progress=False)
+    assert res.failed is None, res.failed
+    assert res.errors or res.usage_errors, "an empty snapshot must make the run incomplete"
+    found = empty_sections(res.html.read_text(errors="replace"))
+    assert not found, "\n".join(found)
