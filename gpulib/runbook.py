@@ -296,17 +296,16 @@ class Runbook:
             self.failed_steps.append(what)
 
     def ready(self, *needs: Any, why: str = "") -> bool:
-        """Whether a section can run: the source connected and every earlier result it ``needs`` there. When not,
-        the section says why it shows nothing instead of rendering empty: a result that is ``None`` comes from a
-        step that could not run (named, its box above says why); one that is empty (``""``, ``[]``, ``0``) means
-        there is nothing to show, for the reason ``why``."""
-        if self.src is None:
-            note("Not checked: no data source (the box at the top says why).", "warning")
-            return False
+        """Whether a section can run: every earlier result it ``needs`` is there (none given: the data source).
+        When not, the section says why it shows nothing instead of rendering empty: a result that is ``None``
+        comes from a step that could not run (named; its box above says why), one that is empty (``""``,
+        ``[]``, ``0``, an empty frame) means there is nothing to show, for the reason ``why``."""
+        needs = needs or (self.src,)
         failed = f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)" \
             if self.failed_steps else "an earlier step did not run"
         if any(n is None for n in needs):
-            note(f"Not checked: {failed}, and this section needs its result.", "warning")
+            note("Not checked: no data source (the box at the top says why)." if self.src is None
+                 else f"Not checked: {failed}, and this section needs its result.", "warning")
             return False
         if any(_is_empty(n) for n in needs):
             note("Nothing to show: " + html.escape(why or "the earlier steps found nothing for this section.")
