@@ -226,10 +226,13 @@ def _parameters_used(name: str, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_empty(v: Any) -> bool:
-    """An empty result: ``""``, ``0``, ``False``, an empty container or DataFrame (any other object is a result)."""
-    if isinstance(v, (str, bytes, int, float, list, tuple, dict, set, frozenset)):
+    """An empty result: ``""``, ``0``, ``False`` (numpy's too), an empty container, DataFrame or Series; any
+    other object is a result."""
+    if hasattr(v, "empty") and hasattr(v, "shape"):  # pandas frame or series
+        return bool(v.empty)
+    if isinstance(v, (str, bytes, int, float, list, tuple, dict, set, frozenset)) or getattr(v, "shape", None) == ():
         return not v
-    return bool(getattr(v, "empty", False)) if hasattr(v, "columns") else False
+    return False
 
 
 def _param_text(v: Any) -> str:

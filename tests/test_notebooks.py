@@ -222,6 +222,11 @@ def test_a_section_that_cannot_run_says_why(monkeypatch):
     assert len(shown) == 1 and shown[0].startswith("warning: Not checked") and "<b>Gather the inputs</b> could not run" in shown[0]
     assert rb.ready([], why="no workload to size") is False
     assert shown[1].startswith("info: Nothing to show: no workload to size") and "Gather the inputs" in shown[1]
+    import numpy as np
+    import pandas as pd
+    assert rb.ready(np.bool_(False)) is False and rb.ready(pd.DataFrame()) is False and rb.ready(0) is False
+    assert rb.ready(np.bool_(True), pd.DataFrame({"a": [1]}), object()) is True
+    assert len(shown) == 5
     rb.src = None
-    assert rb.ready() is False and "no data source" in shown[2]
+    assert rb.ready() is False and "no data source" in shown[5]
     assert rb.failed_steps == ["Gather the inputs"] and len(rb.errors) == 1
