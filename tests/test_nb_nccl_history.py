@@ -14,7 +14,7 @@ import gpulib.nccl as nccl
 import gpulib.nccl.history as H
 import gpulib.nccl.runbook as nr
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
-from gpulib.demo.nccl_history import demo_nccl_history
+from gpulib.demo.nccl_history import runbook_default_history
 from gpulib.core.errors import InvalidParameter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +42,10 @@ def _seed(tmp_path) -> Path:
 def test_runbook_history_modes(tmp_path):
     res = nccl.parse_nccl_tests_all(DEGRADED.read_text())
     vs = [nccl.verdict(r) for r in res]
-    demo, where = nr.runbook_history("", "demo", results=res, verdicts=vs, demo_history=demo_nccl_history)
-    assert len(demo) == 27 and "demo history" in where
-    nothing, why = nr.runbook_history("", "demo", results=res, verdicts=vs)   # no demo history passed in
+    demo, where = nr.runbook_history("", "demo", results=res, verdicts=vs,
+                                   default_history=runbook_default_history)
+    assert len(demo) == 27 and "demo history" in where and "gpulib/data/demo/nccl_history_scenario.csv" in where
+    nothing, why = nr.runbook_history("", "demo", results=res, verdicts=vs)   # no default history passed in
     assert nothing is None and "set history_dir" in why
     none, why = nr.runbook_history("", "demo", results=res, verdicts=vs, default_input=False)
     assert none is None and "set history_dir" in why
@@ -60,9 +61,14 @@ def test_runbook_history_modes(tmp_path):
 
 def test_runbook_probe_manifest_validates():
     m, checked = nr.runbook_probe_manifest(1, 8, "dgx-h100-0")
-    assert m["kind"] == "Job" and checked == ["Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
+    assert [i["kind"] for i in m["items"]] == ["ConfigMap", "Job"]
+    assert checked[:2] == ["ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
+                           "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"] and len(checked) == 3
     m, checked = nr.runbook_probe_manifest(2, 4)
-    assert m["kind"] == "PyTorchJob" and len(checked) == 3
+    assert [i["kind"] for i in m["items"]] == ["ConfigMap", "PyTorchJob"] and len(checked) == 5
+    m, _ = nr.runbook_probe_manifest(1, 8, "dgx-h100-0", "registry.internal/gpu-runbooks-nccl-probe:0.1.0")
+    assert m["items"][1]["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "registry.internal/gpu-runbooks-nccl-probe:0.1.0"
 
 
 # ------------------------------------------------------------------ notebook executions
@@ -76,6 +82,9 @@ def test_demo_history_and_manifest_rendered(run_nb):
     assert not any(t.startswith("NCCL busbw dropped") for t in titles)
     assert "27 rows from the demo history" in nb_text
     assert "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)" in nb_text
+    # the printed text names the image and says it is public; the probe script is in the printed ConfigMap
+    assert "Image: pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime, a public image" in nb_text
+    assert "kind: ConfigMap" in nb_text and "- /probe/nccl_probe.py" in nb_text
     assert "kubectl apply --dry-run=server -f nccl-probe.yaml" in nb_text
     assert "kubernetes.io/hostname: dgx-h100-0" in nb_text           # the Job is pinned to the runbook's node
     assert not any(f["title"].startswith(("No /dev/shm", "Multi-node job")) for f in doc["findings"])
