@@ -258,3 +258,14 @@ def test_busbw_band_and_link_peak_one_gbs_apart_both_read(src):
     texts = [b[0] for b in annotation_boxes(fig)]
     assert any("expected" in t for t in texts) and any("link peak" in t for t in texts)
     assert overlaps(fig) == []
+
+
+def test_fleet_temperature_thresholds_one_degree_apart_both_read(src, monkeypatch):
+    import gpulib.fleet.health as fleet
+
+    real = fleet.threshold
+    monkeypatch.setattr(fleet, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
+    fig = fleet.temp_power_chart(fleet.health_frames(src, "6h"))
+    texts = [b[0] for b in annotation_boxes(fig)]
+    assert "warn 88 °C" in texts and "critical 89 °C" in texts
+    assert overlaps(fig) == []

@@ -333,6 +333,12 @@ def temp_power_chart(hf: HealthFrames):
     fig = px.scatter(df, x="power_avg", y="temp_max", color="node", hover_data=["gpu"],
                      title=f"Temperature vs power per GPU (last {hf.window})",
                      labels={"power_avg": "mean power draw (W)", "temp_max": "max temperature (°C)"})
-    fig.add_hline(y=threshold("gpu_temp_warn_c"), line_dash="dot", annotation_text="warn")
+    warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
+    # labels on opposite sides (critical above its line at the left, warn below its line at the right): two
+    # thresholds a degree apart both read
+    fig.add_hline(y=crit, line_dash="dash", line_color="#b00020", annotation_text=f"critical {crit:.0f} °C",
+                  annotation_position="top left")
+    fig.add_hline(y=warn, line_dash="dot", line_color="#b36b00", annotation_text=f"warn {warn:.0f} °C",
+                  annotation_position="bottom right")
     fig.update_layout(height=380)
     return fig

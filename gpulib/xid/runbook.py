@@ -156,7 +156,7 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
     smi = parse_query(smi_text) if smi_text is not None else None
     target = _target(src, node, gpu, window, smi)
     inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target, after_reset=bool(after_reset),
-                       end=getattr(src, "end", None))
+                       end=src.end)
     if diag_file:
         inp.diag_text, inp.diag_from = _read(diag_file, "diag_file"), diag_file
     else:
