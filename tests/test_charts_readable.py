@@ -269,3 +269,23 @@ def test_fleet_temperature_thresholds_one_degree_apart_both_read(src, monkeypatc
     texts = [b[0] for b in annotation_boxes(fig)]
     assert "warn 88 °C" in texts and "critical 89 °C" in texts
     assert overlaps(fig) == []
+
+
+def test_flat_but_not_zero_counters_are_stated_with_their_values():
+    """Rows remapped before the window stay at 7: a sentence with the value, and no 'no errors' claim for a
+    field the source did not export."""
+    ts = pd.date_range(END_TS - pd.Timedelta("6h"), END_TS, freq="10min")
+
+    def frame(v):
+        return pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": float(v)})
+
+    inp = xr.TriageInputs(node="n", gpu="0", window="6h", end=END_TS,
+                          series={xr.triage.DBE_VOL: frame(0), xr.triage.SBE_VOL: frame(0), xr.triage.UNC_REMAP: frame(7)})
+    out = xr.memory_chart(inp)
+    assert isinstance(out, str) and not out.startswith("No ")
+    assert "UNCORRECTABLE_REMAPPED_ROWS = 7" in out and "not exported: DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
+
+
+def test_the_node_view_sentence_names_the_node(src):
+    out = xr.memory_chart(_inp(src, "dgx-h100-1", None))
+    assert isinstance(out, str) and out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 over the last 6h")
