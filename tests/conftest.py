@@ -88,7 +88,13 @@ def live_env(prometheus, tmp_path, monkeypatch):
     sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)
     for var in ("NO_PROXY", "no_proxy"):
         monkeypatch.setenv(var, ",".join(filter(None, [os.environ.get(var, ""), "127.0.0.1"])))
-    double = start_k8s_double(tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"])
+    import gpulib
+
+    # the MIG Manager ConfigMap the fixture ClusterPolicy names holds what the demo's does (its nodes' layouts)
+    mig_cm = {"metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
+              "data": {"config.yaml": gpulib.connect("demo", end=DEMO_END).current_mig_config().text}}
+    double = start_k8s_double(tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"],
+                              configmaps=[mig_cm])
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
     monkeypatch.setenv("KUBECONFIG", str(double.kubeconfig))
     monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())

@@ -6,6 +6,8 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
 * ``GET /api/v1/nodes``, ``/api/v1/nodes/{name}``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods``
   (``labelSelector`` with ``k=v,k!=v,k``; ``fieldSelector`` ``spec.nodeName=``, ``metadata.namespace=``)
 * ``GET /apis/apps/v1/namespaces/{ns}/daemonsets``, ``GET /apis/nvidia.com/v1/clusterpolicies``
+* ``GET /api/v1/namespaces/{ns}/configmaps/{name}`` (``configmaps``: the MIG Manager ConfigMap
+  ``default-mig-parted-config`` in ``gpu-operator`` by default; 404 ``NotFound`` for another name)
 * ``GET /api/v1/namespaces`` and ``/api/v1/namespaces/{name}`` (Namespace objects with their labels, e.g.
   ``gpu-operator`` with its PodSecurity ``enforce`` label; 404 ``NotFound`` for an unknown name)
 * every list honours ``limit`` and ``continue`` the way the API server does (items ordered by key,
@@ -150,7 +152,7 @@ class KubeApiDouble:
 
     def __init__(self, nodes: list[dict] | None = None, pods: list[dict] | None = None,
                  daemonsets: list[dict] | None = None, cluster_policies: list[dict] | None = None,
-                 namespaces: list[dict] | None = None,
+                 namespaces: list[dict] | None = None, configmaps: list[dict] | None = None,
                  *, token: str | None = DEFAULT_TOKEN, crd_installed: bool = True):
         self.nodes = copy.deepcopy(nodes if nodes is not None else load_items("nodes.json"))
         self.pods = copy.deepcopy(pods if pods is not None else load_items("pods.json"))
@@ -159,6 +161,7 @@ class KubeApiDouble:
         self.cluster_policies = copy.deepcopy(cluster_policies if cluster_policies is not None
                                               else load_items("clusterpolicies.json"))
         self.namespaces = copy.deepcopy(namespaces if namespaces is not None else load_items("namespaces.json"))
+        self.configmaps = copy.deepcopy(configmaps if configmaps is not None else load_items("configmaps-gpu-operator.json"))
         self.token = token
         self.crd_installed = crd_installed
         self.resource_version = 48500000
@@ -317,6 +320,12 @@ class KubeApiDouble:
                 return 200, dict(ns, apiVersion="v1", kind="Namespace")
             if seg == ["api", "v1", "pods"]:
                 return self._list("PodList", "v1", self.pods, query, builtin=True)
+            if len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "configmaps":
+                cm = next((c for c in self.configmaps if (c["metadata"].get("namespace"), c["metadata"]["name"])
+                           == (seg[3], seg[5])), None)
+                if cm is None:
+                    return 404, _status(404, "NotFound", f'configmaps "{seg[5]}" not found', {"kind": "configmaps", "name": seg[5]})
+                return 200, dict(cm, apiVersion="v1", kind="ConfigMap")
             if len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
                 pods = [p for p in self.pods if p["metadata"].get("namespace") == seg[3]]
                 return self._list("PodList", "v1", pods, query, builtin=True)

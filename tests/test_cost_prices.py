@@ -1,8 +1,10 @@
 """Price table, user price files (good and malformed) and GPU model-name normalisation."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from cost_frames import frames, node, pod, series
@@ -11,6 +13,7 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table
 
 FIX = Path(__file__).parent / "fixtures" / "cost"
+PRICES_CSV = Path(__file__).resolve().parents[1] / "gpulib" / "data" / "cost" / "gpu_prices.csv"
 
 
 def _names():
@@ -43,8 +46,10 @@ def test_shipped_tables_have_sources_and_cover_price_models():
 
 def test_default_aws_prices_match_facts_per_gpu():
     t = cost.price_table()
-    # tsaol/aws-gpu data/*_instances.js @77fcd9fe (instances.vantage.sh, 2026-01-21), us-east-1, after the
-    # June 2025 cut: p5.48xlarge $55.04/h for 8 H100; p4d.24xlarge $21.957642/h for 8 A100-40GB; g6.xlarge L4 $0.8048
+    # us-east-1 on-demand, after the June 2025 cut: p5.48xlarge $55.04/h for 8 H100 (AWS Machine Learning Blog,
+    # https://aws.amazon.com/blogs/machine-learning/secure-short-term-gpu-capacity-for-ml-workloads-with-ec2-capacity-blocks-for-ml-and-sagemaker-training-plans/);
+    # p4d.24xlarge $21.957642/h for 8 A100-40GB (datareceipts/data-receipts 109-gpu-pricing/hyperscalers.json,
+    # retrieved 2026-11-09); g6.xlarge L4 $0.8048 (tsaol/aws-gpu: data/g6_instances.js @77fcd9fe)
     assert t.loc["H100-80GB", "on_demand"] == pytest.approx(55.04 / 8, abs=0.01)
     assert t.loc["A100-40GB", "on_demand"] == pytest.approx(21.957642 / 8, abs=0.01)
     assert t.loc["L4", "on_demand"] == pytest.approx(0.8048, abs=0.01)
@@ -53,8 +58,11 @@ def test_default_aws_prices_match_facts_per_gpu():
 
 def test_gcp_provider_and_unknown_provider():
     t = cost.price_table(provider="gcp")
-    assert t.loc["H100-80GB", "on_demand"] == pytest.approx(4.20)
-    assert t.loc["H100-80GB", "spot"] == pytest.approx(2.25)
+    # Cyclenerd/google-cloud-pricing-cost-calculator: pricing.yml @fd66b26f (generated 2026-07-30 from the
+    # Google Cloud Billing Catalog API, https://cloud.google.com/billing/v1/how-tos/catalog-api):
+    # a3-highgpu-8g us-central1 hour 88.4899999025753, hour_spot 50.6095408219178, 8 H100 per VM
+    assert t.loc["H100-80GB", "on_demand"] == pytest.approx(88.4899999025753 / 8, abs=1e-3)
+    assert t.loc["H100-80GB", "spot"] == pytest.approx(50.6095408219178 / 8, abs=1e-3)
     with pytest.raises(InvalidParameter, match="provider='oracle'"):
         cost.price_table(provider="oracle")
 
@@ -102,3 +110,59 @@ def test_malformed_price_files_name_file_and_row(fixture, match):
         cost.load_prices(FIX / fixture)
     assert fixture in str(exc.value)
     assert "price_per_gpu_hour" in exc.value.hint
+
+
+def _raw_price_rows() -> pd.DataFrame:
+    """The shipped price CSV read directly (not through gpulib), so these tests check the file itself."""
+    return pd.read_csv(PRICES_CSV, dtype=str, keep_default_na=False)
+
+
+def test_every_price_row_has_a_parseable_date():
+    """Every row says when its price was read: YYYY-MM or YYYY-MM-DD, a real date, not after today."""
+    raw = _raw_price_rows()
+    bad = []
+    for i, r in raw.iterrows():
+        text = r["as_of"].strip()
+        ok = re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", text) is not None
+        if ok:
+            try:
+                when = pd.Timestamp(text)
+            except ValueError:
+                ok = False
+            else:
+                ok = when <= pd.Timestamp.now()
+        if not ok:
+            bad.append((i + 2, r["model"], r["provider"], r["pricing"], text))
+    assert not bad, f"rows without a usable as_of date (line, model, provider, pricing, as_of): {bad}"
+
+
+def test_spot_rows_say_they_are_indicative_with_their_date():
+    """Spot prices move hourly: each spot row's source labels it 'spot, indicative, <as_of>'."""
+    raw = _raw_price_rows()
+    spot = raw[raw["pricing"] == "spot"]
+    assert len(spot)
+    bad = [(r["model"], r["provider"], r["as_of"]) for _, r in spot.iterrows()
+           if f"spot, indicative, {r['as_of']}" not in r["source"]]
+    assert not bad, bad
+
+
+def test_the_june_2025_aws_cut_is_reflected_in_the_h100_price():
+    """p5.48xlarge on-demand per GPU is below the pre-cut 12.29 (98.32 USD/h / 8) and equals the first-party figure."""
+    raw = _raw_price_rows()
+    row = raw[(raw["provider"] == "aws") & (raw["pricing"] == "on_demand") & (raw["instance_type"] == "p5.48xlarge")]
+    assert len(row) == 1
+    row = row.iloc[0]
+    price = float(row["price_per_gpu_hour"])
+    # AWS Machine Learning Blog, "Secure short-term GPU capacity for ML workloads with EC2 Capacity Blocks for ML
+    # and SageMaker training plans" (2026-05): "p5.48xlarge ... $55.04/hour on-demand" in US East (N. Virginia),
+    # https://aws.amazon.com/blogs/machine-learning/secure-short-term-gpu-capacity-for-ml-workloads-with-ec2-capacity-blocks-for-ml-and-sagemaker-training-plans/
+    p5_on_demand_usd_per_h = 55.04
+    assert price < 12.29
+    assert price == pytest.approx(p5_on_demand_usd_per_h / 8, abs=1e-4)
+    assert int(row["gpus_per_instance"]) == 8 and row["region"] == "us-east-1"
+    assert "aws.amazon.com/blogs/machine-learning/secure-short-term-gpu-capacity" in row["source"]
+    # the cut itself, first-party: P5 On-Demand -44 % from the 2025-05-31 baseline, effective 2025-06-01
+    assert "aws.amazon.com/blogs/aws/announcing-up-to-45-price-reduction" in row["source"]
+    assert pd.Timestamp(row["as_of"]) >= pd.Timestamp("2025-06-01")
+    # 98.32 * (1 - 0.44) = 55.06: the listed price is the announced cut, to the cent-per-hour rounding
+    assert p5_on_demand_usd_per_h == pytest.approx(98.32 * (1 - 0.44), abs=0.05)

@@ -145,16 +145,24 @@ def test_in_cluster_outside_a_pod(monkeypatch):
 def test_dump_writes_kubectl_shaped_snapshot(k8s_double, tmp_path):
     written = cluster(k8s_double, page_size=3).dump(tmp_path / "snap")
     names = sorted(p.name for p in written)
-    assert names == ["clusterpolicies.json", "daemonsets.json", "nodes.json", "pods.json"]
+    assert names == ["clusterpolicies.json", "daemonsets.json", "mig-parted-config.yaml", "nodes.json", "pods.json"]
     doc = k8s.read_list(tmp_path / "snap" / "pods.json")
     assert doc["kind"] == "List" and len(doc["items"]) == 11
     assert len(k8s.nodes_frame(k8s.read_list(tmp_path / "snap" / "nodes.json"))) == 6
+    # the snapshot answers current_mig_config() with the ConfigMap the ClusterPolicy names, as the live API does
+    import gpulib
+    cur = gpulib.connect("snapshot", path=tmp_path / "snap").current_mig_config()
+    assert cur.text == k8s_double.configmaps[0]["data"]["config.yaml"] and cur.configmap == "default-mig-parted-config"
 
 
 def test_dump_skips_forbidden_operator_objects(k8s_double, tmp_path):
     k8s_double.fail("/apis/nvidia.com/v1/clusterpolicies", 403)
     written = cluster(k8s_double).dump(tmp_path / "snap")
     assert "clusterpolicies.json" not in [p.name for p in written] and (tmp_path / "snap" / "nodes.json").exists()
+    k8s_double.clear_failures()
+    k8s_double.fail("/api/v1/namespaces/gpu-operator/configmaps/*", 403)
+    written = cluster(k8s_double).dump(tmp_path / "snap2")
+    assert "mig-parted-config.yaml" not in [p.name for p in written] and "clusterpolicies.json" in [p.name for p in written]
 
 
 def test_bad_page_size():

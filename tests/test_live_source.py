@@ -43,3 +43,13 @@ def test_live_without_kubeconfig_still_answers_dcgm_and_names_the_missing_config
     with pytest.raises(KubeconfigMissing) as e:
         live.nodes()
     assert "no-such-kubeconfig" in str(e.value)
+
+
+@pytest.mark.prometheus
+def test_live_reads_the_mig_manager_configmap_the_cluster_policy_names(live_env):
+    cur = gpulib.connect("live").current_mig_config()
+    assert cur.text == live_env.configmaps[0]["data"]["config.yaml"] and "a100-40gb-mixed-3-2-1-1" in cur.text
+    assert (cur.namespace, cur.configmap) == ("gpu-operator", "default-mig-parted-config")
+    assert live_env.requests_to("GET", "/apis/nvidia.com/v1/clusterpolicies")
+    assert [r.path for r in live_env.requests_to("GET", "/api/v1/namespaces/*/configmaps/*")] == \
+        ["/api/v1/namespaces/gpu-operator/configmaps/default-mig-parted-config"]

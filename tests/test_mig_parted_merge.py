@@ -65,7 +65,7 @@ def test_refuses_with_the_reason_when_the_current_layout_is_not_in_the_base(demo
 def test_merged_with_the_clusters_configmap_keeps_every_referenced_name(demo):
     nodes = demo.nodes()
     p = _plan()
-    text = p.safe_mig_parted_config(nodes, demo.mig_parted_configs())
+    text = p.safe_mig_parted_config(nodes, demo.current_mig_config().text)
     doc = yaml.safe_load(text)
     assert schema_problems(doc) == []
     assert missing_references(doc, nodes, {n: [n] for n in []}) == []

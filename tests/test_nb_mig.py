@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from gpulib import cli
-import gpulib
 import gpulib.mig as mig
 
 pytestmark = pytest.mark.notebook
@@ -83,16 +82,28 @@ def test_demo_mig_node_packs_four_pods_onto_one_gpu(tmp_path, monkeypatch, demo_
 
 @pytest.mark.prometheus
 def test_live_source_gives_the_same_plan(live_env, tmp_path):
-    # the live source cannot read the MIG Manager ConfigMap: without the configs in use the runbook refuses
-    # (the node's a100-40gb-mixed-3-2-1-1 label would dangle), with them (current_mig_config) it plans
-    refused = _run(tmp_path / "no-base", {"source": "live"})
+    # RBAC forbids reading the MIG Manager ConfigMap: the run records the 403 with its RBAC hint, says it fell
+    # back to mig-parted's default set, and that set lacks the node's a100-40gb-mixed-3-2-1-1: it refuses
+    cm = "/api/v1/namespaces/gpu-operator/configmaps/default-mig-parted-config"
+    live_env.fail(cm, 403, message='configmaps "default-mig-parted-config" is forbidden: User "oncall" cannot get '
+                                   'resource "configmaps" in API group "" in the namespace "gpu-operator"')
+    refused = _run(tmp_path / "forbidden", {"source": "live"})
+    assert any(e.startswith("MIG Manager configs in use: forbidden") and "configmaps in the operator namespace gpu-operator" in e
+               for e in refused.errors), refused.errors
     assert any("refusing to emit" in e and "a100-40gb-mixed-3-2-1-1" in e for e in refused.errors), refused.errors
+    assert any(f.title.startswith("mig-parted config built on mig-parted's default set") for f in refused.findings)
+    assert "check it against the cluster&#x27;s ConfigMap" in refused.html.read_text() or \
+        "check it against the cluster's ConfigMap" in refused.html.read_text()
     assert live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0") == []   # refused: nothing labelled
-    current = tmp_path / "config.yaml"
-    current.write_text(gpulib.connect("demo").mig_parted_configs())   # what the cluster's ConfigMap holds
-    res = _run(tmp_path, {"source": "live", "current_mig_config": str(current)})
+    assert live_env.token not in refused.html.read_text() and live_env.token not in json.dumps(refused.errors)
+    # readable: the ConfigMap the ClusterPolicy names is the base, and the plan goes through as on the demo
+    live_env.clear_failures()
+    res = _run(tmp_path / "readable", {"source": "live"})
     _check_plan(res, "A100-40GB", used=1, whole=4)
     html = res.html.read_text()
+    assert "Base config: the GPU Operator&#x27;s default MIG Manager ConfigMap gpu-operator/default-mig-parted-config" in html \
+        or "Base config: the GPU Operator's default MIG Manager ConfigMap gpu-operator/default-mig-parted-config" in html
+    assert not any("default set" in f.title for f in res.findings)
     assert "DRY RUN (server-side, nothing changed)" in html
     patches = live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0")
     assert len(patches) == 2 and all(r.param("dryRun") == "All" for r in patches)  # cordon + label, both dry runs

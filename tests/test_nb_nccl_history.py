@@ -60,9 +60,14 @@ def test_runbook_history_modes(tmp_path):
 
 def test_runbook_probe_manifest_validates():
     m, checked = nr.runbook_probe_manifest(1, 8, "dgx-h100-0")
-    assert m["kind"] == "Job" and checked == ["Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
+    assert [i["kind"] for i in m["items"]] == ["ConfigMap", "Job"]
+    assert checked[:2] == ["ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
+                           "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"] and len(checked) == 3
     m, checked = nr.runbook_probe_manifest(2, 4)
-    assert m["kind"] == "PyTorchJob" and len(checked) == 3
+    assert [i["kind"] for i in m["items"]] == ["ConfigMap", "PyTorchJob"] and len(checked) == 5
+    m, _ = nr.runbook_probe_manifest(1, 8, "dgx-h100-0", "registry.internal/gpu-runbooks-nccl-probe:0.1.0")
+    assert m["items"][1]["spec"]["template"]["spec"]["containers"][0]["image"] == \
+        "registry.internal/gpu-runbooks-nccl-probe:0.1.0"
 
 
 # ------------------------------------------------------------------ notebook executions
@@ -76,6 +81,9 @@ def test_demo_history_and_manifest_rendered(run_nb):
     assert not any(t.startswith("NCCL busbw dropped") for t in titles)
     assert "27 rows from the demo history" in nb_text
     assert "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)" in nb_text
+    # the printed text names the image and says it is public; the probe script is in the printed ConfigMap
+    assert "Image: pytorch/pytorch:2.9.1-cuda12.8-cudnn9-runtime, a public image" in nb_text
+    assert "kind: ConfigMap" in nb_text and "- /probe/nccl_probe.py" in nb_text
     assert "kubectl apply --dry-run=server -f nccl-probe.yaml" in nb_text
     assert "kubernetes.io/hostname: dgx-h100-0" in nb_text           # the Job is pinned to the runbook's node
     assert not any(f["title"].startswith(("No /dev/shm", "Multi-node job")) for f in doc["findings"])

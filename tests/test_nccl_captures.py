@@ -119,3 +119,21 @@ def test_2xh200_split_log_diagnosis():
     # the same verdict-free diagnosis whether the lines come alone or mixed with the tables
     mixed = N.summarize_log((CAP / "2xh200_nccl_probe.txt").read_text())
     assert (mixed.version, mixed.transports, mixed.channels, mixed.env) == (s.version, s.transports, s.channels, s.env)
+
+
+def test_the_configmap_probe_ran_on_a_real_h200_without_gpulib():
+    """The probe as the Job runs it (script and bus-factor table from the ConfigMap, PYTHONPATH unset, the
+    Job's torchrun command): the real run's log and report, read back through gpulib's parsers."""
+    steps = (CAP / "h200_cm_probe_steps.txt").read_text()
+    assert "outside stdlib+torch: none" in steps
+    assert "gpulib is not importable" in steps and "exit code 0" in steps
+    assert "Job image: pytorch/pytorch:" in steps and "/probe/nccl_probe.py" in steps
+    parsed = N.parse_nccl_tests_all((CAP / "h200_cm_probe_stdout.txt").read_text())
+    assert [r.collective for r in parsed] == ["all_reduce", "all_gather", "reduce_scatter"]
+    doc = json.loads((CAP / "h200_cm_probe.json").read_text())
+    assert doc["world_size"] == 1 and doc["header"]["nccl_version"] == "2.28.9"
+    assert doc["header"]["max_bytes"] == 64 * 2**20 and doc["env"]["NCCL_NVLS_ENABLE"] == "0"
+    for res, p in zip(doc["results"], parsed):
+        assert res["collective"] == p.collective and len(res["rows"]) == len(p.table) == 24
+    for r in parsed:                                  # one rank: no band to judge against, never "ok"
+        assert N.verdict(r).status == "unknown"

@@ -1,5 +1,6 @@
 """gpulib.nccl.job: the in-cluster probe as a Job (kubernetes-validate strict) and a PyTorchJob (structural +
-pod templates strict), with the NCCL pod checks of gpulib.nccl.env.check_pod_spec finding nothing to fix."""
+pod templates strict), with the NCCL pod checks of gpulib.nccl.env.check_pod_spec finding nothing to fix.
+Both come as a v1 List with the probe's ConfigMap (tests/test_nccl_probe_configmap.py covers that part)."""
 from __future__ import annotations
 
 import shlex
@@ -20,24 +21,29 @@ def _env(container):
 
 
 def _probe_argv(command: list[str]) -> list[str]:
-    """The arguments after ``-m gpulib.nccl.probe`` of a container command (list or ``sh -c`` string)."""
+    """The arguments after the ConfigMap's ``/probe/nccl_probe.py`` of a container command (list or ``sh -c``)."""
     argv = shlex.split(command[-1]) if command[0] == "/bin/sh" else command
-    i = argv.index("gpulib.nccl.probe")
-    assert argv[i - 1] == "-m"
+    i = argv.index("/probe/nccl_probe.py")
+    assert "torchrun" in argv[:i] and any(a.startswith("--nproc_per_node=") for a in argv[:i])
     return argv[i + 1:]
 
 
 # ------------------------------------------------------------------ Job
 
 def test_job_is_valid_and_gives_nccl_what_it_needs():
-    job = J.job_manifest(gpus=4, node="gpu-node-7")
-    assert J.validate(job) == ["Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
+    m = J.job_manifest(gpus=4, node="gpu-node-7")
+    checked = J.validate(m)
+    assert checked[:2] == ["ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
+                           "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
+    assert checked[2].startswith("Job/nccl-probe: every pod mounts ConfigMap/nccl-probe-script read-only")
+    job = J.workload(m)
     kubernetes_validate.validate(job, "1.30.0", strict=True)        # the library directly, as the brief asks
     assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
-    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]
+    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+                              {"name": "probe", "configMap": {"name": "nccl-probe-script", "defaultMode": 0o444}}]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 4 and c["resources"]["requests"]["nvidia.com/gpu"] == 4
     env = _env(c)
@@ -48,13 +54,13 @@ def test_job_is_valid_and_gives_nccl_what_it_needs():
 
 
 def test_job_pod_spec_has_no_nccl_findings():
-    job = J.job_manifest(gpus=8)
-    assert list(nccl.check_pod_spec(job["spec"]["template"])) == []
-    assert J.pod_findings(job) == []
+    m = J.job_manifest(gpus=8)
+    assert list(nccl.check_pod_spec(J.workload(m)["spec"]["template"])) == []
+    assert J.pod_findings(m) == []
 
 
 def test_job_command_is_a_valid_probe_command_with_the_capture_sweep():
-    job = J.job_manifest(gpus=2)
+    job = J.workload(J.job_manifest(gpus=2))
     opts = P.parse_args(_probe_argv(job["spec"]["template"]["spec"]["containers"][0]["command"]))
     # the 2xH200 capture's sweep: 3 collectives, 8 B .. 4 GiB, 20 iterations after 5 warm-ups
     assert opts.collectives == ["all_reduce", "all_gather", "reduce_scatter"]
@@ -67,7 +73,7 @@ def test_job_options_and_yaml_roundtrip(tmp_path):
                          node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                          extra_env={"NCCL_SOCKET_IFNAME": "eth0"})
     assert J.validate(job, "1.29")
-    c = job["spec"]["template"]["spec"]["containers"][0]
+    c = J.workload(job)["spec"]["template"]["spec"]["containers"][0]
     assert _env(c)["NCCL_SOCKET_IFNAME"] == "eth0"
     assert _probe_argv(c["command"]) == ["--collectives", "all_reduce", "--min-bytes", "8", "--max-bytes", "1G",
                                          "--iters", "5", "--warmup", "5"]
@@ -82,7 +88,7 @@ def test_job_options_and_yaml_roundtrip(tmp_path):
 
 def test_strict_validation_rejects_a_typo():
     job = J.job_manifest(gpus=1)
-    job["spec"]["template"]["spec"]["containers"][0]["shmSize"] = "1Gi"      # not a Kubernetes field
+    J.workload(job)["spec"]["template"]["spec"]["containers"][0]["shmSize"] = "1Gi"      # not a Kubernetes field
     with pytest.raises(InvalidParameter, match="shmSize"):
         J.validate(job)
     with pytest.raises(InvalidParameter, match="version='1.10.0'"):
@@ -107,10 +113,12 @@ def test_job_bad_inputs_name_the_parameter(kwargs, match):
 # ------------------------------------------------------------------ PyTorchJob
 
 def test_pytorchjob_structure_and_pod_templates_valid():
-    pj = J.pytorchjob_manifest(nodes=3, gpus_per_node=8, rdma_resource="rdma/rdma_shared_device_a")
-    assert J.check_pytorchjob(pj) == []
-    checked = J.validate(pj)
-    assert len(checked) == 3 and checked[1].endswith("Master pod template: valid for Kubernetes 1.30.0 (strict)")
+    m = J.pytorchjob_manifest(nodes=3, gpus_per_node=8, rdma_resource="rdma/rdma_shared_device_a")
+    assert J.check_pytorchjob(m) == []
+    checked = J.validate(m)
+    # ConfigMap, PyTorchJob structure, Master and Worker pod templates, the ConfigMap mount
+    assert len(checked) == 5 and checked[2].endswith("Master pod template: valid for Kubernetes 1.30.0 (strict)")
+    pj = J.workload(m)
     specs = pj["spec"]["pytorchReplicaSpecs"]
     assert (pj["apiVersion"], pj["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
     assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 2
@@ -127,11 +135,11 @@ def test_pytorchjob_structure_and_pod_templates_valid():
         assert P.parse_args(_probe_argv(c["command"])).collectives == ["all_reduce", "all_gather", "reduce_scatter"]
         term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
         assert term["topologyKey"] == "kubernetes.io/hostname"        # one pod per node: inter-node traffic
-    assert J.pod_findings(pj) == []
+    assert J.pod_findings(m) == []
 
 
 def test_pytorchjob_is_a_crd_kubernetes_validate_cannot_check():
-    pj = J.pytorchjob_manifest(nodes=2)
+    pj = J.workload(J.pytorchjob_manifest(nodes=2))
     with pytest.raises(kubernetes_validate.utils.SchemaNotFoundError):
         kubernetes_validate.validate(pj, "1.30.0", strict=True)
 
@@ -142,12 +150,12 @@ def test_pytorchjob_without_rdma_is_flagged_and_host_network_noted():
     assert all(x.severity == Severity.WARNING for x in f)
     hn = J.pytorchjob_manifest(nodes=2, host_network=True)
     assert [x.title for x in J.pod_findings(hn)] == ["hostNetwork: NCCL sees the node's interfaces"] * 2
-    assert hn["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert J.workload(hn)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert J.validate(hn)
 
 
 def test_pytorchjob_node_pair():
-    pj = J.pytorchjob_manifest(nodes=2, node_names=["gpu-a", "gpu-b"])
+    pj = J.workload(J.pytorchjob_manifest(nodes=2, node_names=["gpu-a", "gpu-b"]))
     expr = (pj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"]
             ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0])
     assert expr == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-a", "gpu-b"]}
@@ -161,7 +169,7 @@ def test_pytorchjob_node_pair():
 
 def test_check_pytorchjob_finds_broken_structure():
     pj = J.pytorchjob_manifest(nodes=2)
-    specs = pj["spec"]["pytorchReplicaSpecs"]
+    specs = J.workload(pj)["spec"]["pytorchReplicaSpecs"]
     specs["Master"]["replicas"] = 2
     specs["Worker"]["restartPolicy"] = "Sometimes"
     specs["Worker"]["template"]["spec"]["containers"][0]["name"] = "trainer"
@@ -176,8 +184,8 @@ def test_check_pytorchjob_finds_broken_structure():
 
 
 def test_probe_manifest_dispatch_and_nccl_entry_point():
-    assert J.probe_manifest(1, gpus=2)["kind"] == "Job"
-    assert J.probe_manifest(2, gpus=4)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+    assert J.workload(J.probe_manifest(1, gpus=2))["kind"] == "Job"
+    assert J.workload(J.probe_manifest(2, gpus=4))["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
     with pytest.raises(InvalidParameter, match="node_names"):
         J.probe_manifest(1, node_names=["a", "b"])
     assert nccl.job_manifest(gpus=2) == J.job_manifest(gpus=2)

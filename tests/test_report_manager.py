@@ -84,6 +84,44 @@ def test_method_section_lists_stale_price_rows_with_dates(demo):
     assert "A100-80GB spot (as of 2025-01)" in html_text
 
 
+def _stale_rows_from_the_csv(provider: str, models: set[str], end: str) -> set[str]:
+    """Rows of gpulib/data/cost/gpu_prices.csv for ``provider`` and ``models`` dated more than 365 days before
+    ``end`` (a YYYY-MM date means the first of that month), or undated, worked out here from the file."""
+    from pathlib import Path
+
+    raw = pd.read_csv(Path(__file__).resolve().parents[1] / "gpulib" / "data" / "cost" / "gpu_prices.csv",
+                      dtype=str, keep_default_na=False)
+    ref = pd.Timestamp(end).tz_convert(None)
+    out = set()
+    for _, r in raw[(raw["provider"] == provider) & (raw["currency"] == "USD") & raw["model"].isin(models)].iterrows():
+        text = r["as_of"].strip()
+        parts = text.split("-")
+        if len(parts) in (2, 3) and all(x.isdigit() for x in parts):
+            when = pd.Timestamp(int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1)
+            if (ref - when).total_seconds() / 86400.0 <= 365:
+                continue
+        out.add(f"{r['model']} {r['pricing']}")
+    return out
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_method_section_lists_exactly_the_rows_older_than_a_year(monkeypatch, provider):
+    """The Method section's stale list names every price row used that is over 365 days older than the window's
+    end (GPUOPS_END pinned) or undated, and no other."""
+    monkeypatch.setenv("GPUOPS_END", END)
+    src = gpulib.connect("demo", end=END)
+    data = report.load_report_data(src, "1d")
+    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, window="1d", provider=provider)
+    models = set(rep.usage["model_key"].dropna().astype(str))
+    expected = _stale_rows_from_the_csv(provider, models, END)
+    html_text = report.method_html(rep, data)
+    m = re.search(r"<p id='stale-prices'.*?or undated: (.*?)\. Savings", html_text, re.S)
+    listed = set() if m is None else {re.sub(r" \((?:undated|as of [^)]*)\)$", "", x.strip())
+                                      for x in m.group(1).split(";")}
+    assert listed == expected
+    assert (m is None) == (not expected)
+
+
 def test_method_section_has_no_stale_warning_when_prices_are_current(tmp_path):
     acts = series("n0", "0", [0.5] * 4, pod="a-0", ns="ml")
     n, p = frames([node("n0")], [pod("ml", "a-0", "n0")])

@@ -27,8 +27,8 @@ def by_kind(kind: str) -> list[dict]:
 
 def test_every_manifest_validates_strictly():
     kv = pytest.importorskip("kubernetes_validate")
-    assert sorted(d["kind"] for d in docs()) == sorted(["ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                                        "Deployment", "PersistentVolumeClaim", "Service"])
+    assert sorted(d["kind"] for d in docs()) == sorted(["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                        "RoleBinding", "Deployment", "PersistentVolumeClaim", "Service"])
     for d in docs():
         kv.validate(d, K8S_VERSION, strict=True)
     broken = yaml.safe_load(yaml.safe_dump(by_kind("Deployment")[0]))
@@ -48,6 +48,24 @@ def test_rbac_is_read_only():
                                     "namespace": sa["metadata"]["namespace"]}]
     dep = by_kind("Deployment")[0]
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
+
+
+def test_mig_sizing_may_get_the_mig_manager_configmap_and_nothing_more():
+    """mig_sizing reads ClusterPolicy spec.migManager.config.name, then that ConfigMap in the operator namespace
+    (gpulib.kube.client.KubeCluster.mig_parted_config): list/get clusterpolicies cluster-wide, get (not list)
+    configmaps only in gpu-operator, bound to the serve identity."""
+    (role,) = by_kind("ClusterRole")
+    assert {"apiGroups": ["nvidia.com"], "resources": ["clusterpolicies"], "verbs": ["get", "list"]} in role["rules"]
+    assert not any("configmaps" in rule["resources"] for rule in role["rules"])      # not cluster-wide
+    (ns_role,) = by_kind("Role")
+    assert ns_role["metadata"]["namespace"] == "gpu-operator"
+    assert ns_role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    (rb,) = by_kind("RoleBinding")
+    (sa,) = by_kind("ServiceAccount")
+    assert rb["metadata"]["namespace"] == "gpu-operator"
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ns_role["metadata"]["name"]}
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                               "namespace": sa["metadata"]["namespace"]}]
 
 
 def test_deployment_args_parse_with_the_real_cli_and_token_comes_from_a_secret():

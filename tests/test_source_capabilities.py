@@ -36,6 +36,7 @@ def snap(tmp_path_factory):
 @pytest.mark.parametrize("call", [
     lambda s: s.operator_objects("gpu-operator"), lambda s: s.pod_objects(),
     lambda s: s.instant_query("up"), lambda s: s.app_series("vllm", timedelta(hours=1)),
+    lambda s: s.current_mig_config("gpu-operator"),
 ])
 def test_defaults_raise_not_provided_with_a_hint(snap, call):
     with pytest.raises(NotProvided) as e:

@@ -174,9 +174,10 @@ class UnknownProfile(InvalidParameter):
 class MigConfigRefused(InvalidParameter):
     """A MIG Manager config change that would drop configs in use (:mod:`gpulib.mig.parted_merge`)."""
 
-    hint = ("include the configs in use: pass the cluster's MIG Manager ConfigMap (kubectl -n gpu-operator get cm "
-            "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}') or keep mig-parted's default set, and relabel "
-            "nodes only to names the file contains")
+    hint = ("include the configs in use: let the source read the cluster's MIG Manager ConfigMap (source='live' with "
+            "`get configmaps` in the operator namespace) or pass its config.yaml as current_mig_config (kubectl -n "
+            "gpu-operator get cm <migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), and relabel nodes only "
+            "to names the file contains")
 
 
 class MigParseError(GpulibError):

@@ -1,8 +1,10 @@
 """How old the prices behind a report are: rows older than a year before the window's end, or undated.
 
-A price table ages (AWS cut its P4/P5 on-demand prices in June 2025, so a table dated before that
-over-states every saving); the report's Method section lists the rows this module flags. The age limit is
-``price_max_age_days`` in ``gpulib/data/cost/report_policy.csv``.
+A price table ages (AWS cut its P4/P5 on-demand prices by up to 45 % from 2025-06-01, AWS News Blog
+https://aws.amazon.com/blogs/aws/announcing-up-to-45-price-reduction-for-amazon-ec2-nvidia-gpu-accelerated-instances/,
+so a table dated before that over-states every saving); the report's Method section lists the rows this module
+flags. The age limit is ``price_max_age_days`` in ``gpulib/data/cost/report_policy.csv``; the rule is described
+in ``docs/cost-method.md`` (Prices).
 """
 from __future__ import annotations
 

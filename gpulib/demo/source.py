@@ -92,13 +92,14 @@ class DemoSource(Source):
     def operator_objects(self, namespace: str = "gpu-operator") -> dict:
         return self._operator_objects(namespace)
 
-    def _mig_parted_configs(self, namespace):
-        """mig-parted's default set plus each demo MIG node's current layout (as the GPU Operator's custom
-        ConfigMap would hold it)."""
+    def _current_mig_config(self, namespace):
+        """mig-parted's default set plus each demo MIG node's current layout, as the GPU Operator's custom
+        ConfigMap ``custom-mig-config`` (ClusterPolicy ``spec.migManager.config.name``) would hold it."""
         import yaml
         from collections import Counter
 
         from gpulib.mig import default_configs
+        from gpulib.sources.base import MigConfigInUse
 
         doc = default_configs()
         for spec in self.sim.node_specs:
@@ -106,7 +107,9 @@ class DemoSource(Source):
             if mig.get("config") and mig.get("layout"):
                 doc["mig-configs"][mig["config"]] = [{"devices": "all", "mig-enabled": True,
                                                       "mig-devices": dict(Counter(mig["layout"]))}]
-        return yaml.safe_dump(doc, sort_keys=False)
+        return MigConfigInUse(yaml.safe_dump(doc, sort_keys=False),
+                              f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
+                              "default set plus each demo MIG node's current layout)", "custom-mig-config", namespace)
 
     def _pods(self):
         from gpulib.kube.frames import pods_frame

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError
+from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError, MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
-from gpulib.kube.frames import daemonsets_frame, nodes_frame, pods_frame
+from gpulib.kube.frames import configmap_config_yaml, daemonsets_frame, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTERPOLICY_VERSION
 
 
@@ -279,6 +279,38 @@ class KubeCluster:
         obj = obj.to_dict() if hasattr(obj, "to_dict") else obj
         return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
 
+    def get_configmap(self, namespace: str, name: str) -> dict:
+        """One ConfigMap (raises KubernetesError: status 404 when it does not exist, 403 without ``get configmaps``
+        in ``namespace``)."""
+        call = _Call("get", "configmaps", f"/api/v1/namespaces/{namespace}/configmaps/{name}", namespace=namespace)
+        return self._request(self.core.read_namespaced_config_map, call, name=name, namespace=namespace)
+
+    def mig_parted_config(self, namespace: str) -> tuple[str, str, bool]:
+        """``(config.yaml text, ConfigMap name, custom?)`` of the MIG Manager ConfigMap in the operator namespace:
+        the one ClusterPolicy ``spec.migManager.config.name`` names, else ``default-mig-parted-config``
+        (:func:`gpulib.kube.frames.mig_parted_configmap`). KubernetesError(status=404) when there is no
+        ClusterPolicy, no such ConfigMap or no ``config.yaml`` key in it; 403 when RBAC forbids a read."""
+        policies = self.list_cluster_policies()["items"]
+        if not policies:
+            raise KubernetesError(f"no ClusterPolicy at {self.server}: the GPU Operator deploys no MIG Manager", status=404,
+                                  hint="install the GPU Operator (runbooks/operator_install) or pass the mig-parted "
+                                       "config.yaml MIG Manager uses as current_mig_config")
+        name, custom = mig_parted_configmap(policies)
+        try:
+            cm = self.get_configmap(namespace, name)
+        except KubernetesError as exc:
+            if exc.status != 403:
+                raise
+            raise KubernetesError(exc.args[0], status=403,
+                                  hint=f"grant `get` on configmaps in the operator namespace {namespace} (a Role and "
+                                       "RoleBinding there, as deploy/serve/rbac.yaml does); check with `kubectl auth "
+                                       f"can-i get configmaps/{name} -n {namespace}`") from exc
+        text = configmap_config_yaml(cm)
+        if text is None:
+            raise KubernetesError(f"ConfigMap {namespace}/{name} has no config.yaml key ({self._url(f'/api/v1/namespaces/{namespace}/configmaps/{name}')})",
+                                  status=404, hint="MIG Manager reads the mig-parted document from the key config.yaml")
+        return text, name, custom
+
     def operator_objects(self, namespace: str) -> dict:
         """The GPU Operator's raw objects as :meth:`gpulib.sources.base.Source.operator_objects` returns them:
         DaemonSets and pods of ``namespace``, ClusterPolicies (none when the CRD is not served), nodes, and the
@@ -340,8 +372,9 @@ class KubeCluster:
     def dump(self, directory: str | os.PathLike, *, operator_namespace: str = "gpu-operator") -> list[Path]:
         """Write a snapshot folder like kubectl would: ``nodes.json``, ``pods.json`` (+ operator objects).
 
-        ``daemonsets.json`` and ``clusterpolicies.json`` are written when readable; a 403/404 on those
-        is skipped (the snapshot stays usable). Returns the paths written.
+        ``daemonsets.json``, ``clusterpolicies.json`` and ``mig-parted-config.yaml`` (the MIG Manager ConfigMap's
+        ``config.yaml``, :meth:`mig_parted_config`) are written when readable; a 403/404 on those is skipped (the
+        snapshot stays usable). Returns the paths written.
         """
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
@@ -354,6 +387,16 @@ class KubeCluster:
             except KubernetesError as exc:
                 if exc.status not in (403, 404):
                     raise
+        try:
+            text = self.mig_parted_config(operator_namespace)[0]
+        except MalformedKubernetesObject:
+            pass   # the snapshot then has no MIG config and says so (Source.current_mig_config)
+        except KubernetesError as exc:
+            if exc.status not in (403, 404):
+                raise
+        else:
+            (out / "mig-parted-config.yaml").write_text(text, encoding="utf-8")
+            written.append(out / "mig-parted-config.yaml")
         return written
 
     def __repr__(self) -> str:

@@ -20,7 +20,8 @@ from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
 from gpulib.kube.labels import (GPU_RESOURCE, GPU_SHARED_RESOURCE, LABEL_COUNT, LABEL_INSTANCE_TYPE,
                                 LABEL_INSTANCE_TYPE_BETA, LABEL_MACHINE, LABEL_MEMORY, LABEL_MIG_CONFIG,
                                 LABEL_MIG_CONFIG_STATE, LABEL_MIG_STRATEGY, LABEL_POD_TEMPLATE_HASH, LABEL_PRODUCT,
-                                LABEL_REPLICAS, LABEL_SHARING, MIG_RESOURCE_PREFIX, is_spot)
+                                LABEL_REPLICAS, LABEL_SHARING, MIG_PARTED_CONFIG_KEY, MIG_PARTED_DEFAULT_CONFIGMAP,
+                                MIG_RESOURCE_PREFIX, is_spot)
 
 
 #: a CronJob names its Jobs ``<cronjob>-<scheduled time in minutes since the epoch>``
@@ -358,3 +359,35 @@ def iter_gpu_nodes(nodes: pd.DataFrame) -> Iterable[str]:
     for row in nodes.itertuples(index=False):
         if row.gpu_capacity > 0 or any(v > 0 for v in (row.mig_capacity or {}).values()) or row.gpu_product:
             yield row.node
+
+
+def mig_parted_configmap(cluster_policies: list[dict]) -> tuple[str, bool]:
+    """The MIG Manager ConfigMap the GPU Operator mounts and whether it is a custom one: ClusterPolicy
+    ``spec.migManager.config.name`` when set and not the default name, else ``default-mig-parted-config``
+    (NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go ``GetConfigMapName`` @ a22dbf67). The policy named
+    ``cluster-policy`` is read first, like :meth:`gpulib.kube.client.KubeCluster.cluster_policy`."""
+    from gpulib.core import validate
+    from gpulib.core.errors import InvalidParameter
+
+    def sub(obj: Any, key: str) -> dict:
+        v = obj.get(key) if isinstance(obj, dict) else None
+        return v if isinstance(v, dict) else {}
+
+    items = [p for p in cluster_policies or [] if isinstance(p, dict)]
+    items.sort(key=lambda p: sub(p, "metadata").get("name") != "cluster-policy")
+    cfg = sub(sub(sub(items[0] if items else {}, "spec"), "migManager"), "config")
+    name = str(cfg.get("name") or "")
+    if not name or name == MIG_PARTED_DEFAULT_CONFIGMAP:
+        return MIG_PARTED_DEFAULT_CONFIGMAP, False
+    try:
+        return validate.object_name(name, param="spec.migManager.config.name", kind="ConfigMap"), True
+    except InvalidParameter as exc:
+        raise MalformedKubernetesObject(f"ClusterPolicy {sub(items[0], 'metadata').get('name')!r}: {exc.args[0]}",
+                                        hint="spec.migManager.config.name must name a ConfigMap in the operator "
+                                             "namespace") from None
+
+
+def configmap_config_yaml(configmap: dict) -> str | None:
+    """The ``config.yaml`` key of a MIG Manager ConfigMap object, or None when it has none."""
+    text = ((configmap or {}).get("data") or {}).get(MIG_PARTED_CONFIG_KEY)
+    return text if isinstance(text, str) and text.strip() else None

@@ -43,6 +43,10 @@ LABEL_POD_TEMPLATE_HASH = "pod-template-hash"
 ANNOTATION_MIRROR_POD = "kubernetes.io/config.mirror"
 # ClusterPolicy CRD of the GPU Operator (NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go @ a22dbf67)
 CLUSTERPOLICY_GROUP, CLUSTERPOLICY_VERSION, CLUSTERPOLICY_PLURAL = "nvidia.com", "v1", "clusterpolicies"
+#: the ConfigMap MIG Manager reads when ClusterPolicy ``spec.migManager.config.name`` names none, and the key holding
+#: the mig-parted document (NVIDIA/gpu-operator: controllers/object_controls.go ``MigPartedDefaultConfigMapName``,
+#: assets/state-mig-manager/0400_configmap.yaml @ a22dbf67)
+MIG_PARTED_DEFAULT_CONFIGMAP, MIG_PARTED_CONFIG_KEY = "default-mig-parted-config", "config.yaml"
 
 
 @lru_cache(maxsize=1)

@@ -49,6 +49,8 @@ _EXPORTS = {
     'mig_parted_config': 'config',
     'safe_config': 'parted_merge',
     'config_for_cluster': 'parted_merge',
+    'configs_in_use': 'parted_merge',
+    'ConfigsInUse': 'parted_merge',
     'schema_problems': 'parted_merge',
     'default_configs': 'parted_merge',
     'mig_parted_selector': 'config',

@@ -6,7 +6,7 @@ node's ``nvidia.com/mig.config`` label. A generated file holding only the plan's
 node labelled ``all-disabled`` (or with its current layout) pointing at a name that no longer exists. So:
 
 * :func:`merge_configs` starts from the configs in use (the cluster's ConfigMap via
-  :meth:`gpulib.sources.base.Source.mig_parted_configs`, or mig-parted's default set shipped as
+  :meth:`gpulib.sources.base.Source.current_mig_config`, or mig-parted's default set shipped as
   ``gpulib/data/mig/mig_parted_default_config.yaml``) and adds the plan's configs;
 * :func:`schema_problems` checks the document against mig-parted's own parser rules
   (NVIDIA/mig-parted ``api/spec/v1/spec.go`` @bd7160f4: ``Spec.UnmarshalJSON`` and
@@ -17,16 +17,19 @@ node labelled ``all-disabled`` (or with its current layout) pointing at a name t
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter, MigConfigRefused
+from gpulib.core.errors import GpulibError, InvalidParameter, MigConfigRefused
+from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import data_path
+from gpulib.kube.labels import MIG_PARTED_DEFAULT_CONFIGMAP as _DEFAULT_CONFIGMAP
 
 __all__ = ["MigConfigRefused", "default_configs", "schema_problems", "merge_configs", "referenced_names",
-           "missing_references", "safe_config"]
+           "missing_references", "safe_config", "ConfigsInUse", "configs_in_use", "config_for_cluster"]
 
 #: mig-parted api/spec/v1/spec.go: the only top-level keys and the only keys of one config entry
 _SPEC_KEYS = {"version", "mig-configs"}
@@ -164,26 +167,104 @@ def safe_config(plan: Mapping[str, list], nodes: pd.DataFrame | None, base: Mapp
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def config_for_cluster(plan, src, current_config_path: str = "", namespace: str = "gpu-operator") -> tuple[str, str]:
-    """The plan's safe mig-parted YAML for ``src``'s cluster and where its base came from.
+@dataclass
+class ConfigsInUse:
+    """Step "MIG Manager configs in use": the base the generated config merges into (``text``; None: mig-parted's
+    default set), a sentence saying where it came from, and, when it is a fallback, the commands that show the
+    cluster's own ConfigMap and the error that kept it from being read (a 403, a 5xx: the run is then
+    INCOMPLETE, see :meth:`raise_error`)."""
 
-    Base: the file ``current_config_path`` (the MIG Manager ConfigMap's config.yaml) when given, else the
-    source's ConfigMap (:meth:`Source.mig_parted_configs`), else mig-parted's default set. Every node label
-    of ``src.nodes()`` must still resolve, or :class:`MigConfigRefused` says which does not.
-    """
+    text: str | None
+    where: str
+    fallback: bool = False
+    commands: list[str] = field(default_factory=list)
+    error: GpulibError | None = None
+    namespace: str = "gpu-operator"
+    configmap: str = ""   # the cluster's MIG Manager ConfigMap the base was read from ("" when not read)
+
+    def note(self) -> tuple[str, str]:
+        """(HTML-escaped text, level) for :func:`gpulib.runbook.note`."""
+        import html
+
+        if not self.fallback:
+            return html.escape(f"Base config: {self.where}."), "info"
+        return html.escape(f"Base config: {self.where}. The cluster's own MIG Manager ConfigMap was NOT read, so "
+                           "configs it holds that no node label names yet would be missing from the file below: check "
+                           "it against the cluster's ConfigMap before applying (" + "; ".join(self.commands) + ")."), "warning"
+
+    def findings(self) -> list[Finding]:
+        if not self.fallback:
+            return []
+        return [Finding(Severity.WARNING, "mig-parted config built on mig-parted's default set, not the cluster's "
+                        "MIG Manager ConfigMap", category="mig",
+                        summary=f"Base config: {self.where}.",
+                        sop_step="Compare the printed config with the cluster's MIG Manager ConfigMap and copy in every "
+                                 "config it holds before applying it; or re-run with current_mig_config set to that "
+                                 "ConfigMap's config.yaml.",
+                        commands=list(self.commands))]
+
+    def apply_commands(self) -> list[str]:
+        """How to hand the printed file (saved as ``config.yaml``) to MIG Manager: replace the custom ConfigMap in
+        use, else create one and point ClusterPolicy ``spec.migManager.config.name`` at it (the operator owns and
+        reconciles ``default-mig-parted-config``; NVIDIA/gpu-operator controllers/object_controls.go @a22dbf67)."""
+        from gpulib.core.validate import command
+
+        if self.configmap and self.configmap != _DEFAULT_CONFIGMAP:
+            return [command("kubectl", "-n", self.namespace, "create", "configmap", self.configmap,
+                            "--from-file=config.yaml", "--dry-run=client", "-o", "yaml") + " | kubectl apply -f -"]
+        return [command("kubectl", "-n", self.namespace, "create", "configmap", "custom-mig-config", "--from-file=config.yaml"),
+                command("kubectl", "patch", "clusterpolicies.nvidia.com", "cluster-policy", "--type=merge", "-p",
+                        '{"spec":{"migManager":{"config":{"name":"custom-mig-config"}}}}')]
+
+    def raise_error(self) -> None:
+        """Raise the error that forced the fallback (never a silent default)."""
+        if self.error is not None:
+            raise self.error
+
+
+def check_commands(namespace: str) -> list[str]:
+    """The commands that show the MIG Manager ConfigMap in use: its name (ClusterPolicy
+    ``spec.migManager.config.name``; empty means ``default-mig-parted-config``), then the ConfigMap."""
+    from gpulib.core.validate import command
+
+    return [command("kubectl", "get", "clusterpolicies.nvidia.com", "-o",
+                    "jsonpath={.items[*].spec.migManager.config.name}"),
+            command("kubectl", "-n", namespace, "get", "configmap", _DEFAULT_CONFIGMAP, "-o", "yaml")]
+
+
+def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-operator") -> ConfigsInUse:
+    """Where the generated config's base comes from: the file ``current_config_path`` (the MIG Manager ConfigMap's
+    config.yaml) when given, else the source's MIG Manager ConfigMap (:meth:`Source.current_mig_config`), else
+    mig-parted's default set. The fallback is never silent: the result says so, lists the commands to check the
+    cluster's ConfigMap, and keeps the error when the ConfigMap exists but could not be read (403, 5xx)."""
     from pathlib import Path
 
-    from gpulib.core.errors import SourceError
+    from gpulib.core import validate
+    from gpulib.core.errors import KubernetesError, NotProvided, SourceError
 
+    ns = validate.namespace(namespace, param="operator_namespace")
     if current_config_path:
         p = Path(current_config_path)
         if not p.is_file():
             raise InvalidParameter(f"current_mig_config={current_config_path!r} is not a file")
-        base, where = p.read_text(), f"the configs in {current_config_path}"
-    else:
-        try:
-            base, where = src.mig_parted_configs(namespace), "the cluster's MIG Manager ConfigMap"
-        except SourceError:
-            base, where = None, ("mig-parted's default config set (gpulib/data/mig/mig_parted_default_config.yaml): the "
-                                 "source cannot read the cluster's ConfigMap")
-    return plan.safe_mig_parted_config(src.nodes(), base), where
+        return ConfigsInUse(p.read_text(), f"the configs in {current_config_path} (current_mig_config)", namespace=ns)
+    default = "mig-parted's default config set (gpulib/data/mig/mig_parted_default_config.yaml)"
+    try:
+        cur = src.current_mig_config(ns)
+    except NotProvided as exc:
+        return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
+    except KubernetesError as exc:
+        if exc.status == 404:   # no ClusterPolicy / ConfigMap / config.yaml key: nothing to merge with
+            return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
+        return ConfigsInUse(None, f"{default}: the cluster's ConfigMap could not be read", True, check_commands(ns),
+                            error=exc, namespace=ns)
+    except SourceError as exc:
+        return ConfigsInUse(None, f"{default}: the cluster's ConfigMap could not be read", True, check_commands(ns),
+                            error=exc, namespace=ns)
+    return ConfigsInUse(cur.text, cur.where, namespace=ns, configmap=cur.configmap)
+
+
+def config_for_cluster(plan, src, base: ConfigsInUse) -> str:
+    """The plan's safe mig-parted YAML merged into ``base`` (:func:`configs_in_use`). Every node label of
+    ``src.nodes()`` must still resolve, or :class:`MigConfigRefused` says which does not."""
+    return plan.safe_mig_parted_config(src.nodes(), base.text)

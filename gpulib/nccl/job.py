@@ -2,15 +2,21 @@
 
 :func:`job_manifest` writes a ``batch/v1`` Job that runs :mod:`gpulib.nccl.probe` under ``torchrun`` on the
 GPUs of one node; :func:`pytorchjob_manifest` writes a Kubeflow ``kubeflow.org/v1`` PyTorchJob (one Master and
-``nodes - 1`` Workers, one pod per node, pods kept on different nodes) for a multi-node run. Both give the
+``nodes - 1`` Workers, one pod per node, pods kept on different nodes) for a multi-node run. Each comes as a
+``v1 List`` of two objects: a ConfigMap holding the probe's source (:mod:`gpulib.nccl.probe_files`) and the
+Job / PyTorchJob that mounts it read-only and runs ``torchrun ... /probe/nccl_probe.py``, so the default image
+is a public PyTorch image (``image`` in the defaults below) and nothing has to be built; ``image=`` takes the
+image ``deploy/nccl-probe/Dockerfile`` builds for a registry the nodes can reach (air-gapped). Both give the
 pods what NCCL needs: a memory-backed ``emptyDir`` at ``/dev/shm``, ``nvidia.com/gpu`` limits, a toleration
 for the GPU taint, ``NCCL_NVLS_ENABLE=0`` (explicit, although the probe forces it too) and
 ``NCCL_DEBUG=INFO`` so the pod log holds both the nccl-tests table and the NCCL lines that
 ``runbooks/nccl_check.ipynb`` reads from one file (``kubectl logs ... > probe.txt``).
 
 Defaults (image, sweep, /dev/shm size, deadlines) are in ``gpulib/data/nccl/nccl_job_defaults.csv``. Nothing here
-talks to a cluster: :func:`validate` checks a Job with kubernetes-validate (strict) and a PyTorchJob
-structurally plus each pod template as a core ``PodTemplate``; :func:`apply_commands` gives the kubectl lines.
+talks to a cluster: :func:`validate` checks the ConfigMap and a Job with kubernetes-validate (strict), a PyTorchJob
+structurally plus each pod template as a core ``PodTemplate``, and that every pod mounts the ConfigMap and runs
+its script; :func:`apply_commands` gives the kubectl lines. ``python3 -m gpulib.nccl.job --gpus 8 > probe.yaml``
+writes the one-node manifest (``--help`` for the options).
 """
 from __future__ import annotations
 
@@ -21,9 +27,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import settings
+from gpulib.nccl import probe_files as _files
+from gpulib.nccl.probe_files import configmap_bytes
 
 __all__ = ["job_manifest", "pytorchjob_manifest", "probe_manifest", "pod_templates", "validate",
-           "check_pytorchjob", "pod_findings", "to_yaml", "write_manifest", "apply_commands", "defaults"]
+           "check_pytorchjob", "pod_findings", "to_yaml", "write_manifest", "apply_commands", "defaults",
+           "workload", "probe_configmap", "image_note", "configmap_bytes", "InvalidParameter"]
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -99,7 +108,7 @@ def _extra_env(extra_env: Mapping[str, Any] | None) -> list[dict[str, str]]:
 
 # ------------------------------------------------------------------------------------ the pod
 def _probe_args(colls: list[str], lo: str, hi: str, iters: int, warmup: int) -> list[str]:
-    return ["-m", "gpulib.nccl.probe", "--collectives", ",".join(colls), "--min-bytes", lo, "--max-bytes", hi,
+    return [_files.script_path(), "--collectives", ",".join(colls), "--min-bytes", lo, "--max-bytes", hi,
             "--iters", str(iters), "--warmup", str(warmup)]
 
 
@@ -119,7 +128,7 @@ def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[
                 {"name": "PYTHONUNBUFFERED", "value": "1"}] + env,
         "resources": {"requests": {"cpu": d["cpu_request"], "memory": d["memory_request"], _GPU_RESOURCE: gpus},
                       "limits": limits},
-        "volumeMounts": [{"name": _SHM_VOLUME, "mountPath": "/dev/shm"}],
+        "volumeMounts": [{"name": _SHM_VOLUME, "mountPath": "/dev/shm"}, _files.volume_mount()],
     }
     # registration of RDMA memory needs an unlimited memlock (``NVIDIA/nccl: src/transport/net_ib`` @ 5067397c)
     if rdma_resource:
@@ -131,11 +140,12 @@ def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[
 
 def _pod_spec(container: dict[str, Any], d: Mapping[str, str], *, restart_policy: str,
               node_selector: Mapping[str, str] | None, host_network: bool,
-              affinity: dict[str, Any] | None) -> dict[str, Any]:
+              affinity: dict[str, Any] | None, cm_name: str) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "containers": [container],
-        "volumes": [{"name": _SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": d["shm_size_limit"]}}],
+        "volumes": [{"name": _SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": d["shm_size_limit"]}},
+                    _files.volume(cm_name)],
         "tolerations": [{"key": _gpu_taint_key(), "operator": "Exists", "effect": "NoSchedule"}],
     }
     if node_selector:
@@ -186,7 +196,8 @@ def job_manifest(name: str | None = None, *, gpus: int = 8, node: str | None = N
     command = ["torchrun", "--standalone", f"--nproc_per_node={gpus}"] + probe
     container = _container("nccl-probe", image, command, gpus, d, env, None, None)
     labels = _labels(name)
-    return {
+    cm = _files.configmap(name, namespace, labels)
+    return _as_list(cm, {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
@@ -196,9 +207,10 @@ def job_manifest(name: str | None = None, *, gpus: int = 8, node: str | None = N
             "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"]),
             "template": {"metadata": {"labels": dict(labels)},
                          "spec": _pod_spec(container, d, restart_policy="Never", node_selector=selector,
-                                           host_network=host_network, affinity=None)},
+                                           host_network=host_network, affinity=None,
+                                           cm_name=cm["metadata"]["name"])},
         },
-    }
+    })
 
 
 def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_node: int = 8,
@@ -231,6 +243,7 @@ def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_nod
               "--master_addr=\"$MASTER_ADDR\" --master_port=\"$MASTER_PORT\" {probe}").format(
                   nnodes=nodes, g=gpus, probe=" ".join(probe))
     labels = _labels(name)
+    cm = _files.configmap(name, namespace, labels)
     affinity: dict[str, Any] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"gpu-runbooks/probe": name}}, "topologyKey": "kubernetes.io/hostname"}]}}
     if names:
@@ -243,9 +256,10 @@ def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_nod
         return {"replicas": count, "restartPolicy": "Never",
                 "template": {"metadata": {"labels": dict(labels)},
                              "spec": _pod_spec(c, d, restart_policy="Never", node_selector=node_selector,
-                                               host_network=host_network, affinity=copy.deepcopy(affinity))}}
+                                               host_network=host_network, affinity=copy.deepcopy(affinity),
+                                               cm_name=cm["metadata"]["name"])}}
 
-    return {
+    return _as_list(cm, {
         "apiVersion": _PYTORCHJOB_API,
         "kind": "PyTorchJob",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
@@ -255,7 +269,7 @@ def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_nod
                           "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"])},
             "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(nodes - 1)},
         },
-    }
+    })
 
 
 def probe_manifest(nodes: int = 1, **kwargs: Any) -> dict[str, Any]:
@@ -276,9 +290,48 @@ def probe_manifest(nodes: int = 1, **kwargs: Any) -> dict[str, Any]:
     return pytorchjob_manifest(nodes=nodes, **kwargs)
 
 
+def _as_list(cm: dict[str, Any], work: dict[str, Any]) -> dict[str, Any]:
+    """The ConfigMap first (kubectl creates the items in order), then the workload that mounts it."""
+    return {"apiVersion": "v1", "kind": "List", "items": [cm, work]}
+
+
+def workload(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Job or PyTorchJob of a probe manifest (the ``List``'s workload item, or the manifest itself)."""
+    if manifest.get("kind") != "List":
+        return manifest  # type: ignore[return-value]
+    found = [i for i in manifest.get("items") or [] if (i or {}).get("kind") in ("Job", "PyTorchJob")]
+    if len(found) != 1:
+        raise InvalidParameter(f"the List holds {len(found)} Job/PyTorchJob items; a probe manifest has exactly one")
+    return found[0]
+
+
+def probe_configmap(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ConfigMap of a probe manifest (None for a bare Job/PyTorchJob)."""
+    if manifest.get("kind") != "List":
+        return None
+    found = [i for i in manifest.get("items") or [] if (i or {}).get("kind") == "ConfigMap"]
+    return found[0] if len(found) == 1 else None
+
+
+def image_note(manifest: Mapping[str, Any]) -> str:
+    """One line for the runbook: which image the probe pods pull, and whether it is the public default."""
+    d = defaults()
+    images = sorted({c.get("image") for tpl in pod_templates(manifest).values()
+                     for c in (tpl.get("spec") or {}).get("containers") or []})
+    image = ", ".join(str(i) for i in images)
+    script = _files.script_path()
+    if images == [d["image"]]:
+        return (f"Image: {image}, a public image ({d['image_registry']}; PyTorch with CUDA, NCCL and torchrun): "
+                f"nothing to build. The probe script is the ConfigMap in this manifest, mounted at {script}.")
+    return (f"Image: {image} (your own, not the public default {d['image']}): mirror the public image or build "
+            f"deploy/nccl-probe/Dockerfile, and push it to a registry the GPU nodes can pull from; the probe script "
+            f"still comes from the ConfigMap in this manifest, mounted at {script}.")
+
+
 # ------------------------------------------------------------------------------------ checks
 def pod_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The pod templates of a Job (``{"Job": template}``) or PyTorchJob (``{"Master": ..., "Worker": ...}``)."""
+    manifest = workload(manifest)
     kind = manifest.get("kind")
     spec = manifest.get("spec") or {}
     if kind == "Job":
@@ -292,6 +345,7 @@ def pod_findings(manifest: Mapping[str, Any]) -> list:
     """:func:`gpulib.nccl.env.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
     from gpulib.nccl.env import check_pod_spec
 
+    manifest = workload(manifest)
     multi = manifest.get("kind") == "PyTorchJob"
     out = []
     for rt, tpl in pod_templates(manifest).items():
@@ -302,6 +356,7 @@ def pod_findings(manifest: Mapping[str, Any]) -> list:
 
 def check_pytorchjob(manifest: Mapping[str, Any]) -> list[str]:
     """Structural problems of a PyTorchJob (it is a CRD, so kubernetes-validate has no schema for it); [] = none."""
+    manifest = workload(manifest)
     probs: list[str] = []
     if manifest.get("apiVersion") != _PYTORCHJOB_API:
         probs.append(f"apiVersion is {manifest.get('apiVersion')!r}, expected {_PYTORCHJOB_API}")
@@ -338,9 +393,10 @@ def check_pytorchjob(manifest: Mapping[str, Any]) -> list[str]:
 def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[str]:
     """Validate a probe manifest; returns what was checked, raises :class:`InvalidParameter` on the first problem.
 
-    A Job goes through kubernetes-validate (strict: unknown fields are errors) for ``version`` (default from
-    ``nccl_job_defaults.csv``). A PyTorchJob gets :func:`check_pytorchjob`, and each replica's pod template is
-    validated strictly as a core ``v1 PodTemplate``."""
+    The ConfigMap and a Job go through kubernetes-validate (strict: unknown fields are errors) for ``version``
+    (default from ``nccl_job_defaults.csv``). A PyTorchJob gets :func:`check_pytorchjob`, and each replica's pod
+    template is validated strictly as a core ``v1 PodTemplate``. Then every pod template must mount the ConfigMap
+    and run its script (:func:`gpulib.nccl.probe_files.wiring_problems`), and the ConfigMap must fit in 1 MiB."""
     import kubernetes_validate
 
     version = str(version or defaults()["k8s_version"])
@@ -348,6 +404,10 @@ def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[st
     if ".".join(version.split(".")[:2]) not in {".".join(v.split(".")[:2]) for v in shipped}:
         raise InvalidParameter(f"version={version!r}: kubernetes-validate has no schema for it",
                                hint=f"use one it ships: {shipped[0]} ... {shipped[-1]}")
+    cm = probe_configmap(manifest)
+    if manifest.get("kind") == "List" and cm is None:
+        raise InvalidParameter("the probe List has no (or more than one) ConfigMap: the pods would have no probe script")
+    manifest = workload(manifest)
     kind = manifest.get("kind")
     name = (manifest.get("metadata") or {}).get("name")
 
@@ -361,20 +421,43 @@ def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[st
                                    f"{obj.get('kind')} in Kubernetes {version}") from exc
         return f"{where}: valid for Kubernetes {version} (strict)"
 
+    out = []
+    if cm is not None:
+        cm_name = (cm.get("metadata") or {}).get("name")
+        out.append(strict(cm, f"ConfigMap/{cm_name}"))
     if kind == "Job":
-        return [strict(manifest, f"Job/{name}")]
-    if kind == "PyTorchJob":
+        out.append(strict(manifest, f"Job/{name}"))
+    elif kind == "PyTorchJob":
         probs = check_pytorchjob(manifest)
         if probs:
             raise InvalidParameter(f"PyTorchJob/{name}: " + "; ".join(probs))
-        out = [f"PyTorchJob/{name}: structure ok (kubeflow.org/v1 CRD: Master/Worker, container, port)"]
+        out.append(f"PyTorchJob/{name}: structure ok (kubeflow.org/v1 CRD: Master/Worker, container, port)")
         for rt, tpl in pod_templates(manifest).items():
             pt = {"apiVersion": "v1", "kind": "PodTemplate",
                   "metadata": {"name": f"{name}-{rt.lower()}", "namespace": (manifest.get("metadata") or {}).get("namespace")},
                   "template": tpl}
             out.append(strict(pt, f"PyTorchJob/{name} {rt} pod template"))
-        return out
-    raise InvalidParameter(f"kind={kind!r}: expected a Job or a PyTorchJob manifest")
+    else:
+        raise InvalidParameter(f"kind={kind!r}: expected a Job or a PyTorchJob manifest")
+    if cm is not None:
+        out.append(_check_wiring(cm, manifest))
+    return out
+
+
+def _check_wiring(cm: Mapping[str, Any], work: Mapping[str, Any]) -> str:
+    kind, md = work.get("kind"), work.get("metadata") or {}
+    cm_md = cm.get("metadata") or {}
+    probs = [] if cm_md.get("namespace") == md.get("namespace") else [
+        f"ConfigMap/{cm_md.get('name')} is in namespace {cm_md.get('namespace')!r}, the pods in {md.get('namespace')!r}"]
+    for rt, tpl in pod_templates(work).items():
+        probs += _files.wiring_problems(cm, tpl, f"{kind}/{md.get('name')} {rt}")
+    size = configmap_bytes(cm)
+    if size > _files.configmap_limit_bytes():
+        probs.append(f"ConfigMap/{cm_md.get('name')} holds {size} bytes, over the 1 MiB ConfigMap limit")
+    if probs:
+        raise InvalidParameter("; ".join(probs))
+    return (f"{kind}/{md.get('name')}: every pod mounts ConfigMap/{cm_md.get('name')} read-only and runs "
+            f"{_files.script_path()} ({size} bytes of the 1 MiB a ConfigMap may hold)")
 
 
 # ------------------------------------------------------------------------------------ output
@@ -385,6 +468,11 @@ def to_yaml(manifest: Mapping[str, Any]) -> str:
         def ignore_aliases(self, data):  # noqa: D102 - plain YAML, no &id anchors
             return True
 
+    def _str(dumper, data):  # the ConfigMap's script as a readable | block (PyYAML falls back to quotes if it must)
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    _NoAliases.add_representer(str, _str)
     return yaml.dump(dict(manifest), Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=120)
 
 
@@ -398,6 +486,8 @@ def write_manifest(manifest: Mapping[str, Any], path: str | Path) -> Path:
 
 def apply_commands(manifest: Mapping[str, Any], path: str | Path = "nccl-probe.yaml") -> list[str]:
     """kubectl lines: server-side dry run, apply, wait, save the log for the runbook, clean up."""
+    cm = probe_configmap(manifest)
+    manifest = workload(manifest)
     md = manifest.get("metadata") or {}
     ns, name = md.get("namespace", "default"), md.get("name")
     if manifest.get("kind") == "Job":
@@ -407,4 +497,51 @@ def apply_commands(manifest: Mapping[str, Any], path: str | Path = "nccl-probe.y
         ref, log = f"pytorchjob/{name}", f"kubectl logs -n {ns} {name}-master-0 > {name}.txt"
         wait = f"kubectl wait -n {ns} --for=condition=Succeeded --timeout=30m pytorchjob/{name}"
     return [f"kubectl apply --dry-run=server -f {path}", f"kubectl apply -f {path}", wait, log,
-            f"gpuops run nccl_check -p nccl_tests_file {name}.txt", f"kubectl delete -n {ns} {ref}"]
+            f"gpuops run nccl_check -p nccl_tests_file {name}.txt",
+            f"kubectl delete -n {ns} {ref}" + (f" configmap/{cm['metadata']['name']}" if cm else "")]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python3 -m gpulib.nccl.job``: print (or ``--out``) a validated probe manifest; the image note on stderr."""
+    import argparse
+    import json
+    import sys
+
+    d = defaults()
+    p = argparse.ArgumentParser(prog="python3 -m gpulib.nccl.job", description=main.__doc__)
+    p.add_argument("--nodes", type=int, default=1, help="1: a Job on one node; 2+: a Kubeflow PyTorchJob")
+    p.add_argument("--gpus", type=int, default=8, help="GPUs per node (one torchrun process each)")
+    p.add_argument("--node", default=None, help="pin the one-node Job to this node (kubernetes.io/hostname)")
+    p.add_argument("--name", default=None, help=f"Job name (default {d['name']})")
+    p.add_argument("--namespace", default=None, help=f"namespace (default {d['namespace']})")
+    p.add_argument("--image", default=None, help=f"image with PyTorch + CUDA (default: the public {d['image']}; "
+                   f"or the one deploy/nccl-probe/Dockerfile builds, e.g. <registry>/{d['custom_image']})")
+    p.add_argument("--collectives", default=None, help="comma list (default: " + d["collectives"].replace(";", ",") + ")")
+    p.add_argument("--min-bytes", default=None)
+    p.add_argument("--max-bytes", default=None)
+    p.add_argument("--iters", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="JSON instead of YAML (kubectl reads both; stdlib can parse it)")
+    p.add_argument("--out", default=None, help="write the manifest here instead of stdout")
+    o = p.parse_args(argv)
+    try:
+        m = probe_manifest(o.nodes, gpus=o.gpus, node=o.node, name=o.name, namespace=o.namespace, image=o.image,
+                           collectives=o.collectives, min_bytes=o.min_bytes, max_bytes=o.max_bytes, iters=o.iters,
+                           warmup=o.warmup)
+        checked = validate(m)
+    except InvalidParameter as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = json.dumps(m, indent=1) + "\n" if o.json else to_yaml(m)
+    if o.out:
+        out = Path(o.out).expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    print("\n".join(["# " + line for line in checked + [image_note(m)]]), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

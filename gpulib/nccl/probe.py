@@ -3,6 +3,7 @@
     torchrun --nproc_per_node=2 -m gpulib.nccl.probe --collectives all_reduce,all_gather,reduce_scatter \\
         --min-bytes 8 --max-bytes 4G --iters 20 --warmup 5 --out results.json
     python3 -m gpulib.nccl.probe ...        # not under torchrun: spawns one process per visible GPU
+    torchrun --standalone --nproc_per_node=8 /probe/nccl_probe.py ...   # this file from the Job's ConfigMap
 
 It measures like nccl-tests (``NVIDIA/nccl-tests: src/util.cu``, ``doc/PERFORMANCE.md`` @ a0b82b22): for each size,
 ``iters`` back-to-back collectives
@@ -14,12 +15,18 @@ all_reduce on the separate send buffer (torch has no out-of-place all_reduce). I
 :func:`gpulib.nccl.results.parse_nccl_tests_all`) and writes JSON.
 
 NVLink SHARP stays off: ``NCCL_NVLS_ENABLE`` is forced to ``0`` before NCCL initialises. The
-probe never changes GPU settings (clocks, persistence, MIG, NVLink). It imports with only
-torch/numpy/pandas present; torch is imported only when a run starts.
+probe never changes GPU settings (clocks, persistence, MIG, NVLink).
+
+This file is self-contained: the standard library and torch only (torch imported when a run starts), so that
+:mod:`gpulib.nccl.job` can ship its source text in a ConfigMap and a public PyTorch image runs it as
+``torchrun ... /probe/nccl_probe.py``. The bus factors come from ``nccl_bus_factors.csv``: next to this file
+(the ConfigMap mounts both keys in one folder) or, inside the package, ``gpulib/data/nccl/nccl_bus_factors.csv``;
+:mod:`gpulib.nccl.results` evaluates the same table with :func:`factor_from_formula`.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import re
@@ -27,9 +34,8 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-
-from gpulib.nccl.results import COLLECTIVES, bus_factor
 
 PROBE_VERSION = 1
 SUPPORTED = ("all_reduce", "all_gather", "reduce_scatter")
@@ -44,6 +50,52 @@ SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL c
                     "copies the send buffer into the receive buffer (out-of-place all_gather/reduce_scatter algbw is a "
                     "device-local copy rate) and in-place calls, all_reduce included, are no-ops (their algbw means "
                     "nothing). Use 2 or more GPUs for a bus bandwidth.")
+
+
+BUS_FACTORS_FILE = "nccl_bus_factors.csv"
+
+#: busbw / algbw as a function of the rank count n, by the ``factor`` column of ``nccl_bus_factors.csv``
+#: (``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22). The one place these formulas are written.
+_FORMULAS = {"2(n-1)/n": lambda n: 2.0 * (n - 1) / n, "(n-1)/n": lambda n: (n - 1) / n, "1": lambda n: 1.0}
+
+
+def factor_from_formula(formula: str, nranks: int) -> float:
+    """The value of a ``factor`` formula of ``nccl_bus_factors.csv`` for ``nranks`` ranks."""
+    if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+        raise ValueError(f"nranks={nranks!r} must be a positive integer")
+    try:
+        return _FORMULAS[str(formula).strip()](nranks)
+    except KeyError:
+        raise ValueError(f"bus factor formula {formula!r} is not one of {', '.join(_FORMULAS)}") from None
+
+
+def bus_factors_path() -> Path:
+    """``nccl_bus_factors.csv`` next to this file (the ConfigMap layout) or in the package's data folder."""
+    here = Path(__file__).resolve().parent
+    for p in (here / BUS_FACTORS_FILE, here.parent / "data" / "nccl" / BUS_FACTORS_FILE):
+        if p.is_file():
+            return p
+    raise FileNotFoundError(f"{BUS_FACTORS_FILE} is neither next to {__file__} nor in gpulib/data/nccl/: "
+                            "the probe's ConfigMap must carry both keys (gpulib.nccl.job writes them)")
+
+
+_TABLE: dict[str, str] = {}
+
+
+def bus_factor_table() -> dict[str, str]:
+    """``{collective: factor formula}`` read from ``nccl_bus_factors.csv`` (stdlib csv, cached)."""
+    if not _TABLE:
+        with open(bus_factors_path(), newline="") as fh:
+            _TABLE.update({row["collective"]: row["factor"] for row in csv.DictReader(fh)})
+    return dict(_TABLE)
+
+
+def bus_factor(collective: str, nranks: int) -> float:
+    """busbw / algbw for ``collective`` (as named in ``nccl_bus_factors.csv``) over ``nranks`` ranks."""
+    table = bus_factor_table()
+    if collective not in table:
+        raise ValueError(f"collective {collective!r} is not in {BUS_FACTORS_FILE} ({', '.join(table)})")
+    return factor_from_formula(table[collective], nranks)
 
 
 def force_nvls_off() -> None:
@@ -382,7 +434,7 @@ def _free_port() -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m gpulib.nccl.probe", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter",
                    help=f"comma list from {', '.join(SUPPORTED)}")
     p.add_argument("--min-bytes", default="8", help="smallest size (8, 64K, 32M, 4G)")
@@ -402,7 +454,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = [c for c in colls if c not in SUPPORTED]
     if bad or not colls:
         raise SystemExit(f"unsupported collective(s) {bad}; choose from {', '.join(SUPPORTED)} "
-                         f"(nccl-tests knows {', '.join(COLLECTIVES)})")
+                         f"(nccl-tests knows {', '.join(bus_factor_table())})")
     opts.collectives = colls
     size_sweep(parse_size(opts.min_bytes), parse_size(opts.max_bytes), opts.step_factor)  # validates
     if opts.iters < 1 or opts.warmup < 0:

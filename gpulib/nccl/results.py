@@ -1,7 +1,9 @@
 """nccl-tests output as data, and busbw recomputed from algbw.
 
 The table is the one ``writeResultHeader`` prints (``NVIDIA/nccl-tests: src/util.cu`` @ a0b82b22); the bus factors
-are those of ``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22, kept in ``gpulib/data/nccl/nccl_bus_factors.csv``.
+are those of ``NVIDIA/nccl-tests: doc/PERFORMANCE.md`` @ a0b82b22, kept in ``gpulib/data/nccl/nccl_bus_factors.csv``
+and evaluated by :func:`gpulib.nccl.probe.factor_from_formula` (the probe is stdlib + torch only, so it holds the
+formulas and this module imports them).
 The parsers never raise on text. Units: GB/s with GB = 1e9 bytes, as nccl-tests prints them; times in microseconds.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pandas as pd
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table, settings
 from gpulib.core.text import _lines
+from gpulib.nccl.probe import factor_from_formula  # the formulas live in the self-contained probe
 
 
 # --------------------------------------------------------------------------------------------
@@ -35,7 +38,6 @@ def _bus_factors() -> pd.DataFrame:
 #: collectives nccl-tests knows, in the order of ``nccl_bus_factors.csv``
 COLLECTIVES: tuple[str, ...] = tuple(load_table("nccl_bus_factors")["collective"])
 
-_FACTOR_FORMULAS = {"2(n-1)/n": lambda n: 2.0 * (n - 1) / n, "(n-1)/n": lambda n: (n - 1) / n, "1": lambda n: 1.0}
 
 
 def _canonical_collective(name: str) -> str:
@@ -56,7 +58,7 @@ def bus_factor(collective: str, nranks: int) -> float:
                                hint=f"use one of {', '.join(table.index)}")
     if not isinstance(nranks, (int,)) or isinstance(nranks, bool) or nranks < 1:
         raise InvalidParameter(f"nranks={nranks!r} must be a positive integer")
-    return _FACTOR_FORMULAS[str(table.loc[c, "factor"])](nranks)
+    return factor_from_formula(str(table.loc[c, "factor"]), nranks)
 
 
 def busbw_from_algbw(collective: str, algbw: float, nranks: int) -> float:

@@ -254,12 +254,13 @@ def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTe
 
 
 # ------------------------------------------------------------------------------------ in-cluster probe
-def runbook_probe_manifest(nodes: int, gpus: int, node: str = "") -> tuple[dict[str, Any], list[str]]:
-    """The in-cluster probe manifest for the runbook's parameters (a Job on ``node`` for one node, a PyTorchJob
-    for several) and what validation said (kubernetes-validate is a test extra: skipped with a line if absent)."""
+def runbook_probe_manifest(nodes: int, gpus: int, node: str = "", image: str = "") -> tuple[dict[str, Any], list[str]]:
+    """The in-cluster probe manifest for the runbook's parameters (the probe's ConfigMap plus a Job on ``node`` for
+    one node, a PyTorchJob for several; ``image`` empty: the public default of ``nccl_job_defaults.csv``) and what
+    validation said (kubernetes-validate is a test extra: skipped with a line if absent)."""
     import gpulib.nccl.job as nccl_job
 
-    manifest = nccl_job.probe_manifest(nodes, gpus=gpus, node=node or None)
+    manifest = nccl_job.probe_manifest(nodes, gpus=gpus, node=node or None, image=image or None)
     try:
         checked = nccl_job.validate(manifest)
     except ImportError:

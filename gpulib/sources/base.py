@@ -37,6 +37,32 @@ IMPORTANT_FIELDS = {
 }
 
 
+@dataclass(frozen=True)
+class MigConfigInUse:
+    """The mig-parted ``config.yaml`` MIG Manager applies now (:meth:`Source.current_mig_config`).
+
+    ``text``: the document; ``where``: a sentence saying where it was read; ``configmap`` / ``namespace``: the
+    MIG Manager ConfigMap it is (or stands for), to print the ``kubectl get configmap`` command that shows it."""
+
+    text: str
+    where: str
+    configmap: str = ""
+    namespace: str = ""
+
+
+def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
+    """The sentence a runbook prints for the MIG Manager ConfigMap ``namespace/name`` it read. Without a custom
+    ConfigMap, GPU Operator v26.3 and later let MIG Manager generate each node's configs from its GPUs (published
+    as ConfigMap ``<node>-mig-config``) and keep ``default-mig-parted-config`` as the fallback (NVIDIA/gpu-operator
+    controllers/object_controls.go @a22dbf67; NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go ``setupMigConfig``
+    @bd7160f4)."""
+    if custom:
+        return f"the cluster's MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy spec.migManager.config.name)"
+    return (f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
+            "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
+            "<node>-mig-config, and uses this set only when that fails)")
+
+
 @dataclass
 class Capabilities:
     """What the metrics backend actually exposes (the metric preflight)."""
@@ -254,11 +280,6 @@ class Source(ABC):
         self._check_target(node, None)
         return self._diag_report(node)
 
-    def mig_parted_configs(self, namespace: str = "gpu-operator") -> str:
-        """The mig-parted ``config.yaml`` MIG Manager uses now (its ConfigMap). Raises SourceError where the
-        source cannot read it (then start from mig-parted's default set, gpulib.mig.parted_merge)."""
-        return self._mig_parted_configs(namespace)
-
     def describe(self) -> str:
         return self.name
 
@@ -351,13 +372,6 @@ class Source(ABC):
     def _smi_query(self, node: str) -> str | None:
         return None
 
-    def _mig_parted_configs(self, namespace: str) -> str:
-        from gpulib.core.errors import SourceError
-        raise SourceError(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
-                          hint="pass its config.yaml as current_mig_config (kubectl -n gpu-operator get cm "
-                               "<migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), or plan from "
-                               "mig-parted's default set")
-
     def _diag_report(self, node: str) -> str | None:
         return None
 
@@ -387,6 +401,22 @@ class Source(ABC):
         before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""
         raise NotProvided(f"no simulated {family} series in this source ({self.describe()})",
                           hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL")
+
+    def current_mig_config(self, namespace: str = "gpu-operator") -> MigConfigInUse:
+        """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
+        ``spec.migManager.config.name`` names, else the GPU Operator's ``default-mig-parted-config``, in the
+        operator namespace ``namespace`` (NVIDIA/gpu-operator ``api/nvidia/v1/clusterpolicy_types.go``
+        ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67).
+        The default raises NotProvided; :func:`gpulib.mig.parted_merge.configs_in_use` then falls back to
+        mig-parted's default set and says so."""
+        from gpulib.core import validate
+
+        return self._current_mig_config(validate.namespace(namespace, param="operator_namespace"))
+
+    def _current_mig_config(self, namespace: str) -> MigConfigInUse:
+        raise NotProvided(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
+                          hint="use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
+                               "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config")
 
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this

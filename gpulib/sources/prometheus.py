@@ -412,6 +412,14 @@ class PrometheusSource(Source):
     def operator_objects(self, namespace):
         return self._require_kube().operator_objects(namespace)
 
+    def _current_mig_config(self, namespace):
+        if self.kube is None and self._kube_factory is None:   # Prometheus only: no Kubernetes API to read it from
+            return super()._current_mig_config(namespace)
+        from gpulib.sources.base import MigConfigInUse, mig_configmap_where
+
+        text, name, custom = self._require_kube().mig_parted_config(namespace)
+        return MigConfigInUse(text, mig_configmap_where(namespace, name, custom), name, namespace)
+
     def pod_objects(self):
         if self.kube is None:   # no Kubernetes API configured: Pod specs are optional for their callers
             return super().pod_objects()

@@ -7,6 +7,12 @@ A folder holding any of:
 * ``dmesg-<node>.txt`` (or ``dmesg.txt`` for a single node) — ``dmesg -T`` / ``journalctl -k``
 * ``nvidia-smi-q-<node>.txt`` (or ``nvidia-smi-q.txt``) — ``nvidia-smi -q``
 * ``dcgmi-diag-<node>.json`` (or ``.txt``, or without ``-<node>``) — ``dcgmi diag -r N -j`` (or its table)
+* ``daemonsets.json`` — ``kubectl -n gpu-operator get ds -o json``; ``clusterpolicies.json`` —
+  ``kubectl get clusterpolicies.nvidia.com -o json``
+* the mig-parted config MIG Manager uses (:meth:`~gpulib.sources.base.Source.current_mig_config`), either
+  ``mig-parted-config.yaml`` — ``kubectl -n gpu-operator get configmap <name> -o jsonpath='{.data.config\\.yaml}'``
+  — or ``configmaps.json`` — ``kubectl -n gpu-operator get configmap <name> -o json`` (one ConfigMap or a List);
+  ``<name>`` is ClusterPolicy ``spec.migManager.config.name``, else ``default-mig-parted-config``
 
 ``gpuops collect NODE --apply`` (:mod:`gpulib.kube.collect`) writes these files for one node.
 
@@ -130,6 +136,32 @@ class SnapshotSource(Source):
         items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
         return {"daemonsets": items("daemonsets.json"), "cluster_policies": items("clusterpolicies.json"),
                 "pods": items("pods.json"), "nodes": items("nodes.json")}
+
+    def _current_mig_config(self, namespace):
+        from gpulib.kube.frames import configmap_config_yaml, mig_parted_configmap
+        from gpulib.sources.base import MigConfigInUse, mig_configmap_where
+
+        policies = self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
+        name, custom = mig_parted_configmap(policies)
+        f = self.path / "mig-parted-config.yaml"
+        if f.exists() or f.is_symlink():
+            text = self._read(f).decode("utf-8", errors="replace")
+            return MigConfigInUse(text, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})", name, namespace)
+        if not (self.path / "configmaps.json").exists():
+            return super()._current_mig_config(namespace)
+        doc = self._json("configmaps.json")
+        items = doc.get("items", []) if "items" in doc else [doc]
+        for cm in items:
+            meta = (cm or {}).get("metadata") or {} if isinstance(cm, dict) else {}
+            if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
+                text = configmap_config_yaml(cm)
+                if text is None:
+                    raise SnapshotError(f"{self.path / 'configmaps.json'}: ConfigMap {namespace}/{name} has no config.yaml key")
+                return MigConfigInUse(text, f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
+                                      name, namespace)
+        from gpulib.core.errors import NotProvided
+        raise NotProvided(f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
+                          hint=f"save it with `kubectl -n {namespace} get configmap {name} -o json > configmaps.json`")
 
     def known_nodes(self):
         if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():
