@@ -283,9 +283,18 @@ def test_flat_but_not_zero_counters_are_stated_with_their_values():
                           series={xr.triage.DBE_VOL: frame(0), xr.triage.SBE_VOL: frame(0), xr.triage.UNC_REMAP: frame(7)})
     out = xr.memory_chart(inp)
     assert isinstance(out, str) and not out.startswith("No ")
-    assert "UNCORRECTABLE_REMAPPED_ROWS = 7" in out and "not exported: DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
+    assert "UNCORRECTABLE_REMAPPED_ROWS = 7" in out and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
 
 
 def test_the_node_view_sentence_names_the_node(src):
     out = xr.memory_chart(_inp(src, "dgx-h100-1", None))
     assert isinstance(out, str) and out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 over the last 6h")
+
+
+def test_a_field_without_samples_is_not_counted_as_zero():
+    ts = pd.date_range(END_TS - pd.Timedelta("6h"), END_TS, freq="10min")
+    zero = pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": 0.0})
+    series = {f: zero for f in (xr.triage.DBE_VOL, xr.triage.SBE_VOL, xr.triage.UNC_REMAP)}
+    series[xr.triage.REMAP_FAILURE] = zero.assign(value=float("nan"))
+    out = xr.memory_chart(xr.TriageInputs(node="n", gpu="0", window="6h", end=END_TS, series=series))
+    assert isinstance(out, str) and not out.startswith("No ") and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out

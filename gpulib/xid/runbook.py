@@ -403,13 +403,12 @@ def timeline_chart(events: pd.DataFrame, node: str, window: str, end):
     return fig
 
 
-#: one colour per GPU index in every panel of a chart (plotly's default qualitative palette, "Plotly")
-_PALETTE = ["#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52"]
-
-
 def _colour(gpu) -> str:
+    """One colour per GPU index in every panel of a chart (plotly's default palette, ``qualitative.Plotly``)."""
+    from plotly.express.colors import qualitative
+
     try:
-        return _PALETTE[int(gpu) % len(_PALETTE)]
+        return qualitative.Plotly[int(gpu) % len(qualitative.Plotly)]
     except (TypeError, ValueError):
         return "#555"
 
@@ -441,8 +440,8 @@ def memory_chart(inp: TriageInputs):
         s = inp.series.get(f)
         if s is None or s.empty:
             continue
-        s = s if inp.gpu is None else s[s["gpu"] == inp.gpu]
-        if len(s):
+        s = (s if inp.gpu is None else s[s["gpu"] == inp.gpu]).dropna(subset=["value"])
+        if len(s):  # a field without a sample is not evidence of anything
             checked[f] = s
     if not checked:
         return None
@@ -451,13 +450,13 @@ def memory_chart(inp: TriageInputs):
     moving = {f: s for f, s in checked.items() if f not in flat}
     if not moving:
         fields = ", ".join(checked)
-        if all((s["value"].fillna(0) == 0).all() for s in checked.values()) and len(checked) == len(MEMORY_PANELS):
+        if all((s["value"] == 0).all() for s in checked.values()) and len(checked) == len(MEMORY_PANELS):
             return (f"No SBE/DBE ECC errors and no remapped rows on {target} over the last {inp.window} "
                     f"(fields checked: {fields}; every sample 0, so there is nothing to chart).")
         missing = [f for f in MEMORY_PANELS if f not in checked]
         return (f"The ECC and row-remap counters of {target} did not change over the last {inp.window}: "
                 f"{_flat_text(checked)} throughout (fields checked: {fields}"
-                + (f"; not exported: {', '.join(missing)}" if missing else "") + ").")
+                + (f"; no samples of {', '.join(missing)}" if missing else "") + ").")
     fig = make_subplots(rows=len(moving), cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=[f"{MEMORY_PANELS[f][0]}" for f in moving])
     for row, (f, s) in enumerate(moving.items(), start=1):
