@@ -18,8 +18,11 @@ Measured in one run, each path in a fresh subprocess (peak RSS = that process's 
   the official client) -> ``report.load_report_data`` -> ``cost.analyze_cost`` -> ``executive_summary``,
   ``method_html``, ``node_time_matrix`` + heatmap, ``namespace_allocation`` + bars, ``idle_zombie_table``,
   ``savings_waterfall`` + waterfall (figures built, not serialised);
-* **naive**: prometheus-api-client ``custom_query_range`` of the raw series at the 60 s scrape step,
-  turned into frames per series and aggregated in pandas by the same ``analyze_cost`` + frames;
+* **naive**: prometheus-api-client as its README shows: ``custom_query_range`` of the raw series at the
+  60 s scrape step with the library's own JSON decode, turned into frames per series and aggregated in
+  pandas by the same ``analyze_cost`` + frames. The report path sends its queries through the same
+  ``PrometheusConnect`` (``gpulib/sources/promhttp.py``), so the ratio measures what it asks for (a
+  server-side aggregate per report step) and how it reads the answer (numpy), not another HTTP client;
 * **floor**: the exact PromQL range queries the report sent (recorded in a warm-up run), replayed alone
   with ``requests``, side by side as the report sends them (time until every response body is read, no
   parsing), plus the time ``jupyter_client`` takes to start a python3 kernel (and, reported apart, to stop it).

@@ -8,6 +8,7 @@ copy of the tree is found without executing it.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,3 +147,143 @@ def export_clashes(root: Path) -> list[str]:
                                                               if (p / "__init__.py").exists()}
         out += [f"{init.parent.relative_to(root.parent)}: {k}" for k in sorted(keys & subs)]
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# only sources/ knows where data came from
+# --------------------------------------------------------------------------------------------
+#: ways of asking where data came from, as text; only gpulib/sources/ (and the demo backend) may use them
+BACKEND_SNIFFING = [
+    re.compile(r"hasattr\(\s*(rb\.)?src\b"), re.compile(r"getattr\(\s*(rb\.)?src\s*,"),
+    re.compile(r"\bsrc\.(kube|sim|operator_scenario|prom|settings)\b"),
+    re.compile(r"source\s*==\s*['\"](live|demo|snapshot|prometheus)['\"]"),
+    re.compile(r"isinstance\([^)]*(DemoSource|PrometheusSource|SnapshotSource|LiveSource)"),
+]
+#: the rule above that compares a backend name; allowed where a backend is chosen by name (to pass its
+#: arguments to connect())
+BACKEND_NAME_RULE = 3
+CONNECT_SITES = {"gpulib/cli.py", "gpulib/runbook.py"}
+#: attributes that only a backend object has (``self.<name> =`` in gpulib/sources/*.py and gpulib/demo/source.py):
+#: reading one by name from any object (``getattr(x, "kube", None)``, ``hasattr(x, "sim")``, or a loop over such
+#: names) is asking which backend it is; the capability is a Source method (``kube_cluster()``, ``app_series()``)
+BACKEND_ATTRS = frozenset({"kube", "_kube", "k8s", "sim", "operator_scenario", "prom", "scrape", "scrape_files",
+                           "collect_dir"})
+_ATTR_CALLS = {"getattr", "hasattr", "setattr", "delattr"}
+
+
+def _attr_sniffing(code: str) -> list[int]:
+    """Lines of ``getattr``/``hasattr`` calls that read a backend attribute by name: a literal name, or a loop
+    variable running over literal names of which one is a backend attribute."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    loop_vars: dict[int, set[str]] = {}   # id(call) -> names the loop variable of its second argument takes
+
+    def names(node) -> set[str]:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        return set()
+
+    for loop in ast.walk(tree):
+        if isinstance(loop, (ast.For, ast.comprehension)) and isinstance(loop.target, ast.Name):
+            vals = names(loop.iter)
+            scope = loop.body if isinstance(loop, ast.For) else []
+            for stmt in scope:
+                for n in ast.walk(stmt):
+                    if isinstance(n, ast.Call) and len(n.args) > 1 and isinstance(n.args[1], ast.Name) \
+                            and n.args[1].id == loop.target.id:
+                        loop_vars[id(n)] = vals
+    hits = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _ATTR_CALLS and len(n.args) > 1):
+            continue
+        arg = n.args[1]
+        if isinstance(arg, ast.Constant) and arg.value in BACKEND_ATTRS:
+            hits.append(n.lineno)
+        elif loop_vars.get(id(n), set()) & BACKEND_ATTRS:
+            hits.append(n.lineno)
+    return hits
+
+
+def code_texts(root: Path, notebooks: list[Path] = ()):
+    """(name, code) of every module of the tree under ``root`` outside sources/ and demo/, and of the code
+    cells of ``notebooks``."""
+    import json
+
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root.parent)
+        if rel.parts[1] in ("sources", "demo"):
+            continue
+        yield rel.as_posix(), p.read_text()
+    for p in notebooks:
+        nb = json.loads(p.read_text())
+        src = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+        yield p.as_posix(), src
+
+
+def backend_sniffing(root: Path, notebooks: list[Path] = (), base: Path | None = None) -> list[str]:
+    """``name:line: code`` for every place outside sources/ and demo/ that asks where data came from."""
+    hits = []
+    for name, text in code_texts(root, notebooks):
+        if base is not None and Path(name).is_absolute():
+            name = Path(name).relative_to(base).as_posix()
+        rules = [r for i, r in enumerate(BACKEND_SNIFFING) if not (i == BACKEND_NAME_RULE and name in CONNECT_SITES)]
+        lines = text.splitlines()
+        for i, line in enumerate(lines, 1):
+            if any(rx.search(line) for rx in rules):
+                hits.append(f"{name}:{i}: {line.strip()}")
+        hits += [f"{name}:{i}: {lines[i - 1].strip()} (backend attribute read by name)" for i in _attr_sniffing(text)]
+    return list(dict.fromkeys(hits))
+
+
+# --------------------------------------------------------------------------------------------
+# the domains know nothing of the demo
+# --------------------------------------------------------------------------------------------
+#: a name that says it is demo data or a demo helper (``demo_vllm_series``, ``_DEMO_LOAD``, ``DemoSource``)
+DEMO_NAME = re.compile(r"demo", re.IGNORECASE)
+#: a string that names a demo data file: ``gpulib/data/demo/...``, a ``load_table("demo/...")`` key, ``demo_*.csv``
+DEMO_DATA = re.compile(r"(^|[/\\])data[/\\]demo([/\\]|$)|^demo/|(^|[/\\])demo_\w+\.(csv|ya?ml|json|txt)\b")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
+            first = n.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                out.add(id(first.value))
+    return out
+
+
+def demo_knowledge(root: Path) -> list[str]:
+    """``module:line: what`` for every demo name a domain module binds (function, class, assignment, parameter,
+    import alias) and every demo data file a domain module's code names (docstrings and comments excepted).
+    The demo's data is served by the demo backend (gpulib/demo/) through the Source interface; a runbook may
+    pass a demo default into a domain function, but the domain does not name it."""
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        mod = module_name(root, path)
+        if part(mod) not in DOMAINS:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        docs = _docstrings(tree)
+        for n in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [n.name]
+            elif isinstance(n, ast.arg):
+                names = [n.arg]
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names = [n.id]
+            elif isinstance(n, ast.alias):
+                names = [n.asname or n.name.split(".")[-1]]
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                for line in n.value.splitlines() or [""]:
+                    if any(DEMO_DATA.search(tok) for tok in re.split(r"[\s()'\",;:]+", line)):
+                        bad.append(f"{mod}:{n.lineno}: names demo data {line.strip()[:80]!r}")
+                        break
+            elif isinstance(n, ast.Dict) and path.name == "__init__.py":
+                names = [k.value for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            bad += [f"{mod}:{getattr(n, 'lineno', 0)}: defines {x}" for x in names if DEMO_NAME.search(x)]
+    return list(dict.fromkeys(bad))

@@ -2,8 +2,6 @@
 only sources/ knows the backend, short modules. The checker itself is shown to catch planted violations."""
 from __future__ import annotations
 
-import json
-import re
 import shutil
 from pathlib import Path
 
@@ -51,40 +49,31 @@ def test_checker_catches_a_reach_into_another_domain(tmp_path):
     assert any("gpulib.cost.planted_c" in v and "reaches into gpulib.xid.catalog" in v for v in found), found
 
 
-#: ways of asking where data came from; only gpulib/sources/ (and the demo backend) may use them
-BACKEND_SNIFFING = [
-    re.compile(r"hasattr\(\s*(rb\.)?src\b"), re.compile(r"getattr\(\s*(rb\.)?src\s*,"),
-    re.compile(r"\bsrc\.(kube|sim|operator_scenario|prom|settings)\b"),
-    re.compile(r"source\s*==\s*['\"](live|demo|snapshot|prometheus)['\"]"),
-    re.compile(r"isinstance\([^)]*(DemoSource|PrometheusSource|SnapshotSource|LiveSource)"),
-]
-
-
-def _code_texts():
-    for p in sorted(GPULIB.rglob("*.py")):
-        rel = p.relative_to(ROOT)
-        if rel.parts[1] in ("sources", "demo"):
-            continue
-        yield str(rel), p.read_text()
-    for p in sorted(list((ROOT / "runbooks").rglob("*.ipynb")) + list((ROOT / "reports").glob("*.ipynb"))):
-        nb = json.loads(p.read_text())
-        src = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-        yield str(p.relative_to(ROOT)), src
-
-
-#: where a backend is chosen by name (to pass its arguments to connect()), the name may be compared
-CONNECT_SITES = {"gpulib/cli.py", "gpulib/runbook.py"}
+def _notebooks() -> list[Path]:
+    return sorted(list((ROOT / "runbooks").rglob("*.ipynb")) + list((ROOT / "reports").glob("*.ipynb")))
 
 
 def test_only_sources_know_where_data_came_from():
-    hits = []
-    for name, text in _code_texts():
-        rules = BACKEND_SNIFFING[:3] + BACKEND_SNIFFING[4:] if name in CONNECT_SITES else BACKEND_SNIFFING
-        for i, line in enumerate(text.splitlines(), 1):
-            if any(rx.search(line) for rx in rules):
-                hits.append(f"{name}:{i}: {line.strip()}")
-    assert hits == []
+    assert archrules.backend_sniffing(GPULIB, _notebooks(), base=ROOT) == []
 
+
+def test_checker_catches_backend_attributes_read_by_name(tmp_path):
+    """``getattr(x, "kube", None)`` (and a loop over such names) asks which backend ``x`` is: caught in any
+    module outside sources/ and demo/; a capability call (``x.kube_cluster()``) is not."""
+    tree = _copy(tmp_path)
+    (tree / "kube" / "planted_d.py").write_text(
+        "def as_cluster(cluster):\n"
+        "    for attr in ('kube', 'cluster', 'k8s'):\n"
+        "        inner = getattr(cluster, attr, None)\n"
+        "        if inner is not None:\n"
+        "            return inner\n"
+        "    return cluster.kube_cluster()\n")
+    (tree / "xid" / "planted_e.py").write_text("def f(s):\n    return getattr(s, 'kube', None) or hasattr(s, \"sim\")\n")
+    found = archrules.backend_sniffing(tree)
+    assert [h.split(": ")[0] for h in found] == ["gpulib/kube/planted_d.py:3", "gpulib/xid/planted_e.py:2"], found
+    # the same lines inside sources/ are where they belong
+    (tree / "sources" / "planted_f.py").write_text("def f(s):\n    return getattr(s, 'kube', None)\n")
+    assert not any("sources/planted_f" in h for h in archrules.backend_sniffing(tree))
 
 
 def test_no_package_name_is_both_an_export_and_a_submodule():
@@ -98,3 +87,26 @@ def test_checker_catches_a_planted_export_clash(tmp_path):
     init = tree / "mig" / "__init__.py"
     init.write_text(init.read_text().replace("_EXPORTS = {", "_EXPORTS = {\n    'catalog': 'catalog',", 1))
     assert archrules.export_clashes(tree) == ["gpulib/mig: catalog"]
+
+
+def test_domains_define_and_read_no_demo_data():
+    """Simulated data (the demo fleet's series, histories, objects) is the demo backend's (gpulib/demo/),
+    served through the Source interface; no domain module defines a demo name or names a demo data file."""
+    assert archrules.demo_knowledge(GPULIB) == []
+
+
+def test_checker_catches_planted_demo_data_in_a_domain(tmp_path):
+    tree = _copy(tmp_path)
+    (tree / "cost" / "planted_g.py").write_text(
+        '"""Docstrings may say gpulib/data/demo/demo_fleet.yaml."""\n'
+        "from gpulib.core.knowledge import load_table\n\n"
+        "_DEMO_PRICES = {'H100': 1.0}\n\n\n"
+        "def prices(demo=False):\n"
+        "    return load_table('demo/demo_gpu_models')\n\n\n"
+        "def fleet():\n"
+        "    return open('gpulib/data/demo/demo_fleet.yaml').read()\n")
+    (tree / "demo" / "planted_h.py").write_text("DEMO_OK = 'demo/demo_gpu_models'  # the demo's own data\n")
+    found = [v for v in archrules.demo_knowledge(tree) if "planted" in v]
+    assert found == ["gpulib.cost.planted_g:4: defines _DEMO_PRICES", "gpulib.cost.planted_g:7: defines demo",
+                     "gpulib.cost.planted_g:8: names demo data 'demo/demo_gpu_models'",
+                     "gpulib.cost.planted_g:12: names demo data 'gpulib/data/demo/demo_fleet.yaml'"]

@@ -182,6 +182,8 @@ def _main(args, capsys):
     (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_RETRIES": "abc"}),
     (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_TIMEOUT": "abc"}),
     (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_URL": "ftp://u:hunter22@h/"}),
+    (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_TOKEN": "tok-hunter22",
+                                                     "GPUOPS_PROMETHEUS_USER": "u", "GPUOPS_PROMETHEUS_PASSWORD": "hunter22"}),
 ])
 def test_bad_usage_exits_2_before_running(args, env, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", "http://127.0.0.1:1")

@@ -87,3 +87,38 @@ def test_guarded_step_renders_no_secret(secret_env, capsys):
 def test_papermill_failure_line_is_redacted(secret_env):
     from gpulib.core.redact import redact
     assert _clean(redact(f"KeyError: 'Bearer {TOKEN}' {PASSWORD}"))
+
+
+@pytest.mark.parametrize("how", ["env", "token_file", "settings", "connect_live"])
+def test_bearer_token_and_basic_auth_together_is_a_usage_error_at_connect(secret_env, monkeypatch, tmp_path, how):
+    """Both set is ambiguous (requests' basic auth would silently replace the bearer header): refuse at connect
+    time, naming both variables, never a secret."""
+    import gpulib
+    from gpulib.sources.prometheus import PrometheusSettings
+
+    with FaultServer("echo_auth") as fs:  # would answer if the source ever sent a request
+        monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", fs.url)
+        with pytest.raises(InvalidParameter) as e:
+            if how == "env":
+                PrometheusSource(end="2026-11-29T12:00:00Z")
+            elif how == "token_file":
+                monkeypatch.delenv("GPUOPS_PROMETHEUS_TOKEN")
+                monkeypatch.delenv("GPUOPS_PROMETHEUS_PASSWORD")  # a user alone is basic auth too
+                (tmp_path / "token").write_text(TOKEN + "\n")
+                monkeypatch.setenv("GPUOPS_PROMETHEUS_TOKEN_FILE", str(tmp_path / "token"))
+                PrometheusSource(end="2026-11-29T12:00:00Z")
+            elif how == "settings":
+                PrometheusSource(settings=PrometheusSettings(url=fs.url, token=TOKEN, user=USER, password=PASSWORD),
+                                 end="2026-11-29T12:00:00Z")
+            else:
+                gpulib.connect("live", end="2026-11-29T12:00:00Z")
+    assert not fs.auth  # refused before any request
+    text = f"{e.value} {e.value.hint}"
+    assert "GPUOPS_PROMETHEUS_TOKEN" in text and "GPUOPS_PROMETHEUS_USER" in text, text
+    assert _clean(text) and _clean(repr(e.value.args)) and USER not in text
+
+
+def test_bearer_token_alone_and_basic_auth_alone_still_connect(monkeypatch):
+    for env in ({"GPUOPS_PROMETHEUS_TOKEN": TOKEN}, {"GPUOPS_PROMETHEUS_USER": USER, "GPUOPS_PROMETHEUS_PASSWORD": PASSWORD}):
+        s = load_settings(env={"GPUOPS_PROMETHEUS_URL": "http://127.0.0.1:1", **env})
+        assert (s.token, s.user) in ((TOKEN, None), (None, USER))

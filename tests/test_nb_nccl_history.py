@@ -14,7 +14,7 @@ import gpulib.nccl as nccl
 import gpulib.nccl.history as H
 import gpulib.nccl.runbook as nr
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
-from gpulib.demo.nccl_history import demo_nccl_history
+from gpulib.demo.nccl_history import runbook_default_history
 from gpulib.core.errors import InvalidParameter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +42,10 @@ def _seed(tmp_path) -> Path:
 def test_runbook_history_modes(tmp_path):
     res = nccl.parse_nccl_tests_all(DEGRADED.read_text())
     vs = [nccl.verdict(r) for r in res]
-    demo, where = nr.runbook_history("", "demo", results=res, verdicts=vs, demo_history=demo_nccl_history)
-    assert len(demo) == 27 and "demo history" in where
-    nothing, why = nr.runbook_history("", "demo", results=res, verdicts=vs)   # no demo history passed in
+    demo, where = nr.runbook_history("", "demo", results=res, verdicts=vs,
+                                   default_history=runbook_default_history)
+    assert len(demo) == 27 and "demo history" in where and "gpulib/data/demo/nccl_history_scenario.csv" in where
+    nothing, why = nr.runbook_history("", "demo", results=res, verdicts=vs)   # no default history passed in
     assert nothing is None and "set history_dir" in why
     none, why = nr.runbook_history("", "demo", results=res, verdicts=vs, default_input=False)
     assert none is None and "set history_dir" in why

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout
+from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout, PrometheusUnreachable
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource, load_settings
 
 OK_BODY = {"status": "success", "data": {"resultType": "vector", "result": [
@@ -21,11 +21,13 @@ class FakeProm:
     def __init__(self, script):
         self.script = list(script)
         self.headers = []
+        self.paths = []
         fake = self
 
         class H(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
                 fake.headers.append(dict(self.headers))
+                fake.paths.append(self.path)
                 status, body, delay = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
                 time.sleep(delay)
                 data = json.dumps(body).encode()
@@ -65,6 +67,48 @@ def test_bearer_token_sent_and_hostname_normalised(fake):
     df = _src(fake.url, token="tok-123").summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max")
     assert fake.headers[0]["Authorization"] == "Bearer tok-123"
     assert df["node"].tolist() == ["n1"] and df["value"].tolist() == [55.0]
+
+
+MATRIX_BODY = {"status": "success", "data": {"resultType": "matrix", "result": [
+    {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"},
+     "values": [[1795953540, "54"], [1795953600, "55"]]}]}}
+
+
+@pytest.mark.parametrize("fake", [[(200, OK_BODY, 0)]], indirect=True)
+@pytest.mark.parametrize("call,method", [
+    (lambda src: src.summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max"), "custom_query"),
+    (lambda src: src.series("DCGM_FI_DEV_GPU_TEMP", "1h", step="60s"), "custom_query_range")], ids=["instant", "range"])
+def test_queries_go_through_prometheus_api_client(fake, monkeypatch, call, method):
+    """Instant and range queries are PrometheusConnect.custom_query / custom_query_range calls, not requests
+    of our own: a marker raised there reaches the caller, and nothing reaches the server around it."""
+    from prometheus_api_client import PrometheusConnect
+
+    class Marker(Exception):
+        pass
+
+    def marker(self, *a, **k):
+        raise Marker(method)
+
+    monkeypatch.setattr(PrometheusConnect, method, marker)
+    with pytest.raises(Marker, match=method):
+        call(_src(fake.url, retries=3))
+    assert fake.paths == []
+
+
+@pytest.mark.parametrize("fake", [[(200, MATRIX_BODY, 0)]], indirect=True)
+def test_range_query_times_and_step_reach_prometheus_unchanged(fake):
+    """The window end (12:00:00Z), the start it gives (1 h before) and the step arrive as the source computed them,
+    although PrometheusConnect.custom_query_range takes datetimes."""
+    from datetime import datetime, timezone
+    from urllib.parse import parse_qs, urlsplit
+
+    end = int(datetime(2026, 11, 29, 12, tzinfo=timezone.utc).timestamp())
+    df = _src(fake.url).series("DCGM_FI_DEV_GPU_TEMP", "1h", step="60s")
+    (path,) = fake.paths
+    q = parse_qs(urlsplit(path).query)
+    assert urlsplit(path).path == "/prom/api/v1/query_range"
+    assert (q["start"], q["end"], q["step"]) == ([str(end - 3600)], [str(end)], ["60s"])
+    assert df["value"].tolist() == [54.0, 55.0]
 
 
 @pytest.mark.parametrize("fake", [[(503, {"status": "error"}, 0), (503, {"status": "error"}, 0), (200, OK_BODY, 0)]], indirect=True)
@@ -148,3 +192,80 @@ def test_demo_exporter_serves_metrics(tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+@pytest.mark.parametrize("kw,want", [({"verify": False}, False), ({"ca_bundle": "/etc/ssl/prom-ca.pem"}, "/etc/ssl/prom-ca.pem")],
+                         ids=["verify_false", "ca_bundle"])
+def test_tls_settings_reach_the_request_sent_through_the_library(kw, want):
+    """PrometheusConnect ignores disable_ssl= when handed a session (it sends the session's verify): the
+    GPUOPS_PROMETHEUS_VERIFY / _CA_BUNDLE settings must still be what each request is sent with."""
+    import requests
+
+    seen = []
+
+    class Capture(requests.adapters.BaseAdapter):
+        def send(self, request, **kwargs):
+            seen.append(kwargs["verify"])
+            raise requests.ConnectionError("captured, not sent")
+
+        def close(self):
+            pass
+
+    src = _src("https://prom.example:9090", retries=0, **kw)
+    src.http.session.mount("https://prom.example:9090", Capture())
+    with pytest.raises(PrometheusUnreachable):
+        src.query("up")
+    assert seen == [want]
+
+
+def test_concurrent_queries_each_read_their_own_answer(monkeypatch):
+    """gpulib/cost/report.py queries one source from two threads: each query's status and body come from its
+    own Response, even when both answers arrive before either is read (a barrier after the library call)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from prometheus_api_client import PrometheusConnect
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            bad = parse_qs(urlsplit(self.path).query)["query"] == ["bad"]
+            status, body = (500, {"status": "error", "error": "boom"}) if bad else (200, OK_BODY)
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    real, barrier = PrometheusConnect.custom_query, threading.Barrier(2, timeout=10)
+
+    def both_answered_first(self, *a, **k):
+        try:
+            return real(self, *a, **k)
+        finally:
+            barrier.wait()
+
+    monkeypatch.setattr(PrometheusConnect, "custom_query", both_answered_first)
+    src = _src(f"http://127.0.0.1:{srv.server_address[1]}", retries=0)
+    out = {}
+
+    def run(q):
+        try:
+            out[q] = src.query(q)
+        except PrometheusHTTPError as exc:
+            out[q] = exc
+
+    try:
+        threads = [threading.Thread(target=run, args=(q,)) for q in ("ok", "bad")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+    finally:
+        srv.shutdown()
+    assert isinstance(out["ok"], list) and out["ok"][0]["value"] == [1, "55"]
+    assert isinstance(out["bad"], PrometheusHTTPError) and out["bad"].status == 500 and "boom" in str(out["bad"])

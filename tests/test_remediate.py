@@ -227,3 +227,30 @@ def test_bad_parameters(call, match, log, monkeypatch):
     monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(log))
     with pytest.raises(InvalidParameter, match=match):
         call()
+
+
+def test_a_source_is_asked_for_its_cluster_through_kube_cluster(k8s_double, kc, log):
+    """A Source passed as ``cluster`` is asked through its capability (``Source.kube_cluster()``), not by
+    looking for a ``kube`` attribute: a source without a cluster gives a plan, one with a cluster acts."""
+    from gpulib.sources.base import Source
+
+    abstract = {m: (lambda self, *a, **k: None) for m in ("_inventory", "_nodes", "_pods", "_series", "_summary")}
+    WithCluster = type("WithCluster", (Source,), {**abstract, "name": "with-cluster", "kube_cluster": lambda self: kc})
+    WithoutCluster = type("WithoutCluster", (Source,), {**abstract, "name": "without-cluster", "kube": kc})
+    # (an attribute named kube is not the capability: nothing may be sent through it)   # an attribute named kube is not the capability: nothing may be sent through it
+
+    res = remediate.cordon(DGX, cluster=WithCluster(), audit_log=log, max_share=0.5)
+    assert res.mode == "server-dry-run" and len(k8s_double.requests_to("PATCH", f"/api/v1/nodes/{DGX}")) == 1
+    plan = remediate.cordon(DGX, cluster=WithoutCluster(), audit_log=log, max_share=0.5)
+    assert plan.mode == "plan" and len(k8s_double.requests_to("PATCH", f"/api/v1/nodes/{DGX}")) == 1
+
+
+def test_an_object_holding_a_cluster_attribute_is_not_a_cluster(kc, log, monkeypatch):
+    """Not a Source and not a KubeCluster: refused, even with a ``kube`` attribute (no backend sniffing)."""
+    monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(log))
+
+    class Holder:
+        kube = kc
+
+    with pytest.raises(InvalidParameter, match="cluster must be a gpulib.kube.client.KubeCluster"):
+        remediate.cordon(DGX, cluster=Holder())

@@ -61,3 +61,58 @@ def test_snapshot_errors_name_the_folder_and_file(tmp_path, snapdir):
     src = gpulib.connect("snapshot", path=snapdir)
     with pytest.raises(UnknownNode):
         src.kernel_log("gpu-node-404")
+
+
+# ------------------------------------------------------------------ nvidia-smi dmon on a node without dcgm-exporter
+def _dmon_snapshot(tmp_path, capture="h200_smi_dmon_pucvmet.txt", name="dmon-gpu-node-1.txt"):
+    """A folder with only the real H200 ``nvidia-smi dmon -s pucvmet -c 5`` capture and the node's
+    ``nvidia-smi -q`` (gpulib/data/captures/README.md), as copied from a node that runs no dcgm-exporter."""
+    from gpulib.core.knowledge import data_path
+
+    d = tmp_path / "snap"
+    d.mkdir()
+    (d / name).write_text(data_path(f"captures/{capture}").read_text())
+    (d / "nvidia-smi-q-gpu-node-1.txt").write_text(data_path("captures/h200_580.159.04_smi_q.txt").read_text())
+    for f in d.iterdir():
+        os.utime(f, (END.timestamp(), END.timestamp()))
+    return d
+
+
+def test_dmon_file_serves_temperature_and_power_where_no_scrape_exists(tmp_path):
+    src = gpulib.connect("snapshot", path=_dmon_snapshot(tmp_path))
+    assert src.known_nodes() == ["gpu-node-1"] and src.end == END   # the dmon file's time, as for a scrape
+    temp = src.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="gpu-node-1")
+    # 5 samples (dmon -c 5, default 1 s interval), the last at the file's time; gtemp 34 C in every line
+    assert temp["value"].tolist() == [34.0] * 5 and temp["gpu"].unique().tolist() == ["0"]
+    assert temp["timestamp"].max() == END and (temp["timestamp"].max() - temp["timestamp"].min()).total_seconds() == 4
+    assert temp["uuid"].unique().tolist() == ["GPU-be06db1e-e628-a19f-dc00-711a9165e8fa"]   # from the node's nvidia-smi -q
+    power = src.summary("DCGM_FI_DEV_POWER_USAGE", "1h", "max", node="gpu-node-1")
+    assert power["value"].tolist() == [81.0]   # pwr column: 81, 78, 78, 78, 78 W
+    with pytest.raises(EmptyResult, match="its dmon file for gpu-node-1 has no column for DCGM_FI_DEV_XID_ERRORS"):
+        src.series("DCGM_FI_DEV_XID_ERRORS", "1h", node="gpu-node-1")   # dmon has no XID column
+
+
+def test_xid_triage_reads_the_thermal_panel_from_dmon(tmp_path):
+    import gpulib.xid.runbook as xr
+
+    d = _dmon_snapshot(tmp_path)
+    (d / "pods.json").write_text(json.dumps({"kind": "PodList", "items": []}))
+    src = gpulib.connect("snapshot", path=d)
+    inp = xr.collect(src, "gpu-node-1", "0", "6h")
+    assert "DCGM_FI_DEV_GPU_TEMP" not in inp.missing and "DCGM_FI_DEV_POWER_USAGE" not in inp.missing
+    assert inp.summaries["DCGM_FI_DEV_GPU_TEMP"]["value"].tolist() == [34.0]
+    assert "DCGM_FI_DEV_XID_ERRORS" in inp.missing   # what dmon does not carry stays missing
+
+
+def test_a_dmon_capture_with_date_and_time_keeps_its_own_timestamps(tmp_path):
+    from gpulib.core.knowledge import data_path
+
+    lines = data_path("captures/h200_smi_dmon_default.txt").read_text().splitlines()
+    # the same capture as `dmon -o DT` prints it: Date and Time columns first (nvidia-smi dmon -h, -o D/T)
+    head = ["#Date       Time        " + lines[0][1:], "#YYYYMMDD   HH:MM:SS    " + lines[1][1:]]
+    body = [f" 20261129   11:59:{50 + i:02d}    {ln.strip()}" for i, ln in enumerate(lines[2:]) if ln.strip()]
+    d = _dmon_snapshot(tmp_path)
+    (d / "dmon-gpu-node-1.txt").write_text("\n".join(head + body) + "\n")
+    src = gpulib.connect("snapshot", path=d, end=END)
+    ts = src.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="gpu-node-1")["timestamp"]
+    assert ts.min() == datetime(2026, 11, 29, 11, 59, 50, tzinfo=timezone.utc) and len(ts) == len(body)

@@ -12,6 +12,7 @@ _EXPORTS = {
     'DEMO_NCCL_SCENARIO': 'nccl_history',
     'DEMO_TOPOLOGY': 'artifacts',
     'DemoSource': 'source',
+    'E2E_BUCKETS': 'vllm_series',
     'Device': 'scenario',
     'EXPORTER_JOB': 'metrics',
     'EXPORTER_PORT': 'metrics',
@@ -23,10 +24,14 @@ _EXPORTS = {
     'OFF_BY_DEFAULT': 'metrics',
     'SCENARIOS': 'operator_objects',
     'TARGET_POINTS': 'source',
+    'TTFT_BUCKETS': 'vllm_series',
     'demo_file': 'artifacts',
     'demo_nccl_history': 'nccl_history',
     'demo_objects': 'operator_objects',
+    'demo_vllm_frame': 'vllm_series',
+    'demo_vllm_series': 'vllm_series',
     'render_smi_query': 'artifacts',
+    'runbook_default_history': 'nccl_history',
 }
 
 __all__ = sorted(_EXPORTS)

@@ -405,9 +405,9 @@ class FleetMetrics:
             raise InvalidParameter(f"{name}={value!r}: use epoch seconds or a datetime") from None
 
     def _write_vllm_openmetrics(self, fh, t: np.ndarray) -> None:
-        """The demo vLLM pods' ``vllm:`` series (gpulib.vllm.deploy.demo_vllm_series), one family per sample name
+        """The demo vLLM pods' ``vllm:`` series (gpulib.demo.vllm_series.demo_vllm_series), one family per sample name
         (counters and histogram buckets typed ``unknown``, like the DCGM counters above)."""
-        from gpulib.vllm.deploy import demo_vllm_series
+        from gpulib.demo.vllm_series import demo_vllm_series
 
         families: dict[str, list[tuple[dict, np.ndarray]]] = {}
         for name, lab, v in demo_vllm_series(self, t):

@@ -46,7 +46,7 @@ class DemoSource(Source):
         return float(-(-raw // si) * si)  # a multiple of the scrape interval
 
     def _check_field(self, field: str) -> None:
-        if field.startswith("vllm:"):  # simulated vLLM server metrics (gpulib.vllm.deploy)
+        if field.startswith("vllm:"):  # simulated vLLM server metrics (gpulib.demo.vllm_series)
             return
         if field not in self.sim.metric_names():
             raise EmptyResult(f"{field} is not exported by the demo fleet" + (
@@ -57,7 +57,7 @@ class DemoSource(Source):
         end = self.end.timestamp()
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
-            from gpulib.vllm.deploy import demo_vllm_frame
+            from gpulib.demo.vllm_series import demo_vllm_frame
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
         df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
         if df.empty:
@@ -71,7 +71,7 @@ class DemoSource(Source):
         self._check_field(field)
         end = self.end.timestamp()
         if field.startswith("vllm:"):
-            from gpulib.vllm.deploy import demo_vllm_frame
+            from gpulib.demo.vllm_series import demo_vllm_frame
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
             df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
@@ -149,6 +149,6 @@ class DemoSource(Source):
     def app_series(self, family, window):
         if family != "vllm":
             return super().app_series(family, window)
-        from gpulib.vllm import demo_vllm_series
+        from gpulib.demo.vllm_series import demo_vllm_series
         end = self.end.timestamp()
         return demo_vllm_series(self.sim, self.sim.grid(end - window.total_seconds(), end, self.sim.scrape_interval))

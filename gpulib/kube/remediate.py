@@ -27,7 +27,7 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError, RemediationRefused
@@ -181,16 +181,26 @@ def _audit(fh, path: Path, result: RemediationResult, cluster: KubeCluster | Non
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
+@runtime_checkable
+class HoldsCluster(Protocol):
+    """What remediation asks of a source: the capability :meth:`gpulib.sources.base.Source.kube_cluster` (the
+    Kubernetes API client to act through, or None when the source has none). ``kube/`` does not import
+    ``sources/`` (``sources/live.py`` imports ``kube/``), so the capability is named here as a protocol."""
+
+    def kube_cluster(self) -> KubeCluster | None: ...
+
+
 def _as_cluster(cluster: Any) -> KubeCluster | None:
+    """``cluster`` as the client to act through: a KubeCluster, None (a plan), or a source asked through its
+    ``kube_cluster()`` capability (None there: a plan)."""
+    if isinstance(cluster, HoldsCluster) and not isinstance(cluster, KubeCluster):
+        cluster = cluster.kube_cluster()
     if cluster is None or isinstance(cluster, KubeCluster):
         return cluster
-    for attr in ("kube", "cluster", "k8s"):
-        inner = getattr(cluster, attr, None)
-        if isinstance(inner, KubeCluster):
-            return inner
-    raise InvalidParameter(f"cluster must be a gpulib.kube.client.KubeCluster (or a live source holding one), "
-                           f"got {type(cluster).__name__}",
-                           hint="use gpulib.kube.client.KubeCluster(context=...) or gpulib.connect('live', ...)")
+    raise InvalidParameter(f"cluster must be a gpulib.kube.client.KubeCluster (or a source whose kube_cluster() "
+                           f"returns one), got {type(cluster).__name__}",
+                           hint="use gpulib.kube.client.KubeCluster(context=...) or src.kube_cluster() of "
+                                "gpulib.connect('live', ...)")
 
 
 def _check_node_name(node: str) -> str:

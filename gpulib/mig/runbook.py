@@ -115,7 +115,8 @@ class Change:
 
 def change_step(src, plan, layout: Layout, *, cluster=None, reason: str = "MIG change (mig_sizing runbook)") -> Change:
     """Per node of ``plan``: the MIG change SOP, then a cordon and the ``nvidia.com/mig.config`` label change
-    (dry-run plans unless ``cluster`` is a live source, see :mod:`gpulib.kube.remediate`)."""
+    (dry-run plans unless ``cluster`` is a KubeCluster: the runbook passes ``src.kube_cluster()``, see
+    :mod:`gpulib.kube.remediate`)."""
     import gpulib.kube.remediate as remediate
     import gpulib.mig as mig
 

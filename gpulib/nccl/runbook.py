@@ -29,12 +29,13 @@ NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
 def read_input(path: str, parameter: str, default: str | None = None) -> tuple[str, str]:
     """(text, where it came from) of a runbook input file; ``default`` names a packaged capture under
-    ``gpulib/data/`` (the runbook passes the demo's, e.g. :data:`gpulib.demo.artifacts.DEMO_TOPOLOGY`)."""
+    ``gpulib/data/`` (the runbook passes the real 2xH200 captures the demo uses, e.g.
+    :data:`gpulib.demo.artifacts.DEMO_TOPOLOGY`)."""
     if not path:
         if default is None:
             raise InvalidParameter(f"{parameter} is empty and has no default")
         p = data_path(default)
-        return p.read_text(errors="replace"), f"packaged demo capture {default}"
+        return p.read_text(errors="replace"), f"packaged capture {default}"
     p = Path(path).expanduser()
     if not p.is_file():
         raise InvalidParameter(f"{parameter}={path!r}: no such file",
@@ -226,23 +227,24 @@ def nvlink_series(src, node: str, window: str) -> pd.DataFrame:
 def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTestResult],
                     verdicts: list[nccl.Verdict], record: bool = False, instance_type: str = "",
                     default_input: bool = True,
-                    demo_history: Callable[[], pd.DataFrame] | None = None) -> tuple[pd.DataFrame | None, str]:
+                    default_history: Callable[[], tuple[pd.DataFrame, str]] | None = None,
+                    ) -> tuple[pd.DataFrame | None, str]:
     """(history, where it came from) for the runbook, or (None, why not).
 
     ``history_dir`` given: ``<history_dir>/<cluster>.csv``, after appending this run's verdicts when ``record``.
-    Empty: ``demo_history()`` (the runbook passes :func:`gpulib.demo.nccl_history.demo_nccl_history`) when the
-    runbook shows the packaged capture (``default_input``); none for a user's own file (a demo history next to
-    it would mislead) or when no ``demo_history`` is given."""
+    Empty: ``default_history()`` -> (history, where it came from) when the runbook shows the packaged capture
+    (``default_input``; the runbook passes :func:`gpulib.demo.nccl_history.runbook_default_history`); none for a
+    user's own file (a history of the packaged capture next to it would mislead) or when no ``default_history``
+    is given."""
     import gpulib.nccl.history as nh
 
     if not history_dir:
         if record:
             raise InvalidParameter("record_history=True needs history_dir (the folder of the per-cluster CSVs)")
-        if not default_input or demo_history is None:
+        if not default_input or default_history is None:
             return None, ("No results history: set history_dir (and record_history=True to add this run) to chart "
                           "busbw over time.")
-        return demo_history(), ("the demo history: the real 2xH200 capture and synthetic earlier runs "
-                                "(gpulib/data/demo/nccl_history_scenario.csv)")
+        return default_history()
     path = nh.default_path(cluster, history_dir)
     if record:
         judged = [(r, v) for r, v in zip(results, verdicts) if v.measured_busbw is not None]

@@ -1,4 +1,5 @@
-"""``prometheus``: PromQL over HTTP (requests, see :mod:`.promhttp`; works with Thanos, Mimir, VictoriaMetrics).
+"""``prometheus``: PromQL over HTTP (prometheus-api-client on requests, see :mod:`.promhttp`; works with Thanos,
+Mimir, VictoriaMetrics).
 
 Connection settings come from the environment or a config file, never from notebook parameters,
 so no secret lands in an executed notebook:
@@ -6,7 +7,7 @@ so no secret lands in an executed notebook:
 =============================== =====================================================
 ``GPUOPS_PROMETHEUS_URL``        base URL (``https://prom.example.com``; a path prefix is kept)
 ``GPUOPS_PROMETHEUS_TOKEN``      bearer token (or ``GPUOPS_PROMETHEUS_TOKEN_FILE``)
-``GPUOPS_PROMETHEUS_USER``       basic-auth user (+ ``GPUOPS_PROMETHEUS_PASSWORD``)
+``GPUOPS_PROMETHEUS_USER``       basic-auth user (+ ``GPUOPS_PROMETHEUS_PASSWORD``); not together with a token
 ``GPUOPS_PROMETHEUS_CA_BUNDLE``  CA bundle path; ``GPUOPS_PROMETHEUS_VERIFY=false`` disables TLS verification
 ``GPUOPS_PROMETHEUS_TIMEOUT``    seconds per request (default 30); ``GPUOPS_PROMETHEUS_RETRIES`` (default 3)
 ``GPUOPS_CONFIG``                YAML file with a ``prometheus:`` mapping of the same keys in lower case
@@ -51,6 +52,18 @@ class PrometheusSettings:
     verify: bool = True
     timeout: float = 30.0
     retries: int = 3
+
+    def __post_init__(self):
+        # a user means basic auth, and requests' basic auth rewrites the Authorization header
+        # (``requests.auth.HTTPBasicAuth.__call__``), so with a token as well the token would silently never be
+        # sent: ambiguous, refused at connect time (a password without a user builds no basic auth)
+        if self.token and self.user:
+            raise InvalidParameter(
+                "both a bearer token (GPUOPS_PROMETHEUS_TOKEN or GPUOPS_PROMETHEUS_TOKEN_FILE) and basic-auth "
+                "credentials (GPUOPS_PROMETHEUS_USER / GPUOPS_PROMETHEUS_PASSWORD) are set for Prometheus; an HTTP "
+                "request carries one Authorization header, so only one of them can be used",
+                hint="unset either GPUOPS_PROMETHEUS_TOKEN/_TOKEN_FILE or GPUOPS_PROMETHEUS_USER/_PASSWORD "
+                     "(or prometheus.token / prometheus.user in GPUOPS_CONFIG)")
 
     def __repr__(self) -> str:  # never print secrets
         return (f"PrometheusSettings(url={self.url!r}, token={'***' if self.token else None}, user={self.user!r}, "
@@ -225,7 +238,7 @@ class PrometheusSource(Source):
     def describe(self) -> str:
         return f"Prometheus at {self.settings.url}"
 
-    # ---- HTTP (gpulib.sources.promhttp: deadline, retries, circuit breaker, answer shape) ---------
+    # ---- HTTP (gpulib.sources.promhttp: PrometheusConnect, deadline, retries, circuit breaker, shape) ---
     @property
     def http(self):
         if self._http is None:
@@ -247,8 +260,7 @@ class PrometheusSource(Source):
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
         from gpulib.sources.promhttp import check_result
 
-        resp = self.http.get("/api/v1/query_range", {"query": promql, "start": round(start), "end": round(end), "step": step},
-                             promql)
+        resp = self.http.range(promql, round(start), round(end), step)
         parsed = parse_matrix(resp.content)
         if parsed is None:
             result = check_result(self.http.decode(resp, promql), self.settings.url, promql, "matrix")

@@ -1,10 +1,34 @@
-"""The HTTP side of the Prometheus source: one request path with a deadline, bounded retries, a circuit
-breaker and a check of the answer's shape.
+"""The HTTP side of the Prometheus source: queries go through prometheus-api-client's ``PrometheusConnect``
+(https://github.com/4n4nd/prometheus-api-client-python, ``prometheus_api_client/prometheus_connect.py``), with a
+deadline, bounded retries, a circuit breaker and a check of the answer's shape around it.
 
+What **prometheus-api-client** does for us: it builds each request of the HTTP API
+(https://prometheus.io/docs/prometheus/latest/querying/api/): ``custom_query`` the ``GET /api/v1/query``
+with ``query`` and our ``time``, ``custom_query_range`` the ``GET /api/v1/query_range`` with ``query``,
+``start``/``end`` (``round(datetime.timestamp())``: we hand it whole seconds, so they pass unchanged) and our
+``step`` string; it sends the bearer header (``headers=``) and basic auth (``auth=``) with each request,
+through our ``requests.Session`` (``session=``: connection pool, and the TLS verification / CA bundle, which it
+reads from a session it is handed; its ``disable_ssl=`` only sets up a session it makes) with the per-attempt
+timeout we pass it, and it tells a 200 from any other status (``PrometheusApiClientException``).
+
+What we add, because its API cannot express it:
+
+- **The raw answer.** A response hook on the session keeps each attempt's ``requests.Response`` (per
+  thread: ``gpulib/cost/report.py`` queries one source from two threads). Its 200 branch returns
+  ``response.json()["data"]["result"]``, which would raise ``KeyError``/``TypeError`` or requests'
+  ``JSONDecodeError`` (a ``RequestException``, by type the same as a network failure) on exactly the
+  answers the shape check below exists to name, and would build a Python list per sample where
+  :func:`gpulib.sources.prometheus.parse_matrix` reads the bytes with numpy. So the hook gives the Response a
+  ``json()`` that decodes nothing, and the kept body is decoded and checked here. Its exception carries only
+  a message, so status, ``Retry-After`` and body are read from the kept Response too.
 - **Deadline.** Every query (all its attempts and waits together) takes at most the configured timeout
-  (``GPUOPS_PROMETHEUS_TIMEOUT``). A ``Retry-After`` (RFC 9110 §10.2.3,
-  https://www.rfc-editor.org/rfc/rfc9110#field.retry-after) longer than what is left ends the retries
-  instead of being waited out.
+  (``GPUOPS_PROMETHEUS_TIMEOUT``); each attempt gets what is left as its timeout. A ``Retry-After``
+  (RFC 9110 §10.2.3, https://www.rfc-editor.org/rfc/rfc9110#field.retry-after) longer than what is left ends
+  the retries instead of being waited out. Its own retries (urllib3 ``Retry``, by default 3 with
+  ``backoff_factor=1`` on 408/429/5xx, ``Retry-After`` honoured however long) know no deadline, so it is
+  given ``Retry(0, read=False)`` (requests' own default) and the retries are ours.
+- Queries stay ``GET`` (the library's default ``method``); its ``POST`` would carry longer PromQL than a URL
+  can, which the selectors built here never need.
 - **Circuit breaker.** Once the backend is unreachable, times out, or stays unavailable (502/503/504)
   after the retries, every later call of the same source fails at once with the same cause, so a
   runbook's later steps do not each wait out the timeout again.
@@ -13,12 +37,17 @@ breaker and a check of the answer's shape.
   ``data.resultType`` and ``data.result`` a list of ``{"metric": {...}, "value" | "values": ...}``.
   Anything else (an HTML login page, a proxy's error page, an empty body, JSON without ``data``) is a
   :class:`~gpulib.core.errors.PrometheusBadResponse` naming the URL.
+- **Errors** are this package's :mod:`gpulib.core.errors` classes with the URL and query, the server's
+  ``error`` text redacted (:func:`gpulib.core.redact.redact`); the library's exception text (the whole
+  body's repr) is never shown.
 """
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
 from gpulib.core.errors import (InvalidQuery, PrometheusBadResponse, PrometheusError, PrometheusHTTPError,
@@ -80,26 +109,40 @@ def check_result(doc, url: str, query: str, kind: str) -> list:
     return result
 
 
+def _undecoded(**kwargs) -> dict:
+    """What the library's ``response.json()`` returns instead of decoding (see :meth:`PromHTTP._keep`)."""
+    return {"data": {"result": None}}
+
+
 class PromHTTP:
-    """GET requests against one Prometheus-compatible API, with the settings of :class:`PrometheusSettings`."""
+    """Instant and range queries against one Prometheus-compatible API through ``PrometheusConnect``, with the
+    settings of :class:`~gpulib.sources.prometheus.PrometheusSettings`."""
 
     def __init__(self, settings):
         import requests
-        from requests.adapters import HTTPAdapter
+        from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
 
-        self.settings = settings
+        s = self.settings = settings
         self.url = settings.url
         self.session = requests.Session()
-        adapter = HTTPAdapter(max_retries=0)  # retries are ours: bounded by the deadline
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        s = settings
         self.session.verify = s.ca_bundle if (s.verify and s.ca_bundle) else s.verify
-        if s.token:
-            self.session.headers["Authorization"] = f"Bearer {s.token}"
-        if s.user:
-            self.session.auth = (s.user, s.password or "")
+        self._kept = threading.local()  # the last Response of this thread's attempt (see _keep)
+        self.session.hooks["response"].append(self._keep)
+        self.client = PrometheusConnect(
+            s.url, headers={"Authorization": f"Bearer {s.token}"} if s.token else None, disable_ssl=not s.verify,
+            auth=(s.user, s.password or "") if s.user else None, session=self.session, timeout=s.timeout,
+            retry=Retry(0, read=False))  # one attempt per call: the retries are ours, bounded by the deadline
         self.broken: PrometheusError | None = None
+
+    def _keep(self, resp, *args, **kwargs):
+        """requests response hook (https://requests.readthedocs.io/en/latest/user/advanced/#event-hooks): keep this
+        thread's Response, and give it a ``json()`` that decodes nothing, so the library's 200 branch
+        (``response.json()["data"]["result"]``) neither fails on a non-API body nor decodes a matrix that
+        :meth:`decode` / ``parse_matrix`` read from the bytes anyway."""
+        self._kept.response = resp
+        resp.json = _undecoded  # a plain function (no closure over resp: no reference cycle holding the body)
+        return resp
 
     # ---- circuit breaker --------------------------------------------------------------
     def _fail_fast(self, query: str):
@@ -117,17 +160,30 @@ class PromHTTP:
         return exc
 
     # ---- requests ----------------------------------------------------------------------
-    def get(self, path: str, params: dict, query: str):
-        """The raw 200 response of ``GET <url><path>``; a PrometheusError subclass for every failure."""
+    def instant(self, promql: str, at: float) -> list[dict]:
+        """``data.result`` of ``custom_query(promql, params={"time": at})``, its shape checked."""
+        resp = self.call(lambda timeout: self.client.custom_query(promql, params={"time": at}, timeout=timeout), promql)
+        return check_result(self.decode(resp, promql), self.url, promql, "vector")
+
+    def range(self, promql: str, start: int, end: int, step: str):
+        """The raw 200 Response of ``custom_query_range`` over [start, end] (whole epoch seconds) every ``step``."""
+        t0, t1 = (datetime.fromtimestamp(int(t), tz=timezone.utc) for t in (start, end))
+        return self.call(lambda timeout: self.client.custom_query_range(promql, start_time=t0, end_time=t1, step=step,
+                                                                        timeout=timeout), promql)
+
+    def call(self, send, query: str):
+        """The 200 Response that ``send(timeout)`` (one library call) got; a PrometheusError subclass for every
+        failure, and the same at once for every call after the circuit breaker tripped."""
         if self.broken is not None:
             raise self._fail_fast(query)
         try:
-            return self._get(path, params, query)
+            return self._call(send, query)
         except PrometheusError as exc:
             raise self._trip(exc) from None
 
-    def _get(self, path: str, params: dict, query: str):
+    def _call(self, send, query: str):
         import requests
+        from prometheus_api_client import PrometheusApiClientException
 
         s, url = self.settings, self.url
         deadline = time.monotonic() + s.timeout
@@ -137,8 +193,11 @@ class PromHTTP:
             if left <= 0:
                 raise PrometheusTimeout(f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
                                         url=url, query=query)
+            self._kept.response = None
             try:
-                resp = self.session.get(url + path, params=params, timeout=(min(left, s.timeout), left))
+                send((min(left, s.timeout), left))
+            except PrometheusApiClientException:  # a status other than 200: read from the kept Response below
+                pass
             except requests.exceptions.Timeout:
                 raise PrometheusTimeout(f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
                                         url=url, query=query) from None
@@ -152,6 +211,9 @@ class PromHTTP:
                         continue
                 raise PrometheusUnreachable(f"cannot reach Prometheus at {url} ({why}) for query {query!r}",
                                             url=url, query=query) from None
+            resp, self._kept.response = self._kept.response, None
+            if resp is None:  # only if something replaced the session's hooks
+                raise PrometheusBadResponse(f"no HTTP answer from {url} was kept for query {query!r}", url=url, query=query)
             if resp.status_code == 200:
                 return resp
             if resp.status_code in RETRY_STATUSES and attempt < s.retries:
@@ -195,7 +257,3 @@ class PromHTTP:
         except (ValueError, RecursionError) as exc:
             raise PrometheusBadResponse(f"{url} answered 200 with a body that is not JSON for query {query!r} "
                                         f"({type(exc).__name__})", url=url, query=query) from None
-
-    def instant(self, promql: str, at: float) -> list[dict]:
-        resp = self.get("/api/v1/query", {"query": promql, "time": at}, promql)
-        return check_result(self.decode(resp, promql), self.url, promql, "vector")

@@ -7,6 +7,11 @@ A folder holding any of:
 * ``dmesg-<node>.txt`` (or ``dmesg.txt`` for a single node) — ``dmesg -T`` / ``journalctl -k``
 * ``nvidia-smi-q-<node>.txt`` (or ``nvidia-smi-q.txt``) — ``nvidia-smi -q``
 * ``dcgmi-diag-<node>.json`` (or ``.txt``, or without ``-<node>``) — ``dcgmi diag -r N -j`` (or its table)
+* ``dmon-<node>.txt`` (or ``dmon.txt``) — ``nvidia-smi dmon`` (any ``-s``, ``-o DT`` optional), read by
+  :func:`gpulib.nvidia.dmon.parse_dmon`: on a node without dcgm-exporter its mapped columns
+  (``gpulib/data/nvidia/dmon_columns.csv``: temperature, power, clocks, utilization, ...) answer ``series``
+  and ``summary`` for that node. Without ``-o DT`` the last sample is as old as the file and the samples are
+  dmon's default 1 s apart (``dmon -d``); GPU UUIDs and bus ids come from the node's ``nvidia-smi -q`` file.
 * ``daemonsets.json`` — ``kubectl -n gpu-operator get ds -o json``; ``clusterpolicies.json`` —
   ``kubectl get clusterpolicies.nvidia.com -o json``
 * the mig-parted config MIG Manager uses (:meth:`~gpulib.sources.base.Source.current_mig_config`), either
@@ -17,7 +22,7 @@ A folder holding any of:
 ``gpuops collect NODE --apply`` (:mod:`gpulib.kube.collect`) writes these files for one node.
 
 A scrape is one instant, so ``series`` has one point per GPU and every ``summary`` stat is that
-value (``increase`` is NaN: a counter needs two samples).
+value (``increase`` is NaN: a counter needs two samples). A dmon file has its samples: ``summary`` reduces them.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ import pandas as pd
 
 from gpulib.sources.dcgm import parse_scrape
 from gpulib.core.errors import EmptyResult, SnapshotError, SourceError
-from gpulib.sources.base import Source
+from gpulib.sources.base import Source, summarise_frame
 
 
 class SnapshotSource(Source):
@@ -56,8 +61,12 @@ class SnapshotSource(Source):
             frames.append(df)
         self.scrape = pd.concat(frames, ignore_index=True) if frames else parse_scrape("")
         self.scrape_files = [f.name for f in scrapes]
+        self._dmon_cache: dict[str, pd.DataFrame | None] = {}
         if end is None and not self.scrape.empty:
             end = self.scrape["timestamp"].max().to_pydatetime()
+        elif end is None:   # no scrape: the newest dmon sample
+            stamps = [df["timestamp"].max() for n in self._dmon_nodes() if (df := self._dmon(n)) is not None and len(df)]
+            end = max(stamps).to_pydatetime() if stamps and not pd.isna(max(stamps)) else None
         super().__init__(end=end)
 
     def describe(self) -> str:
@@ -101,8 +110,14 @@ class SnapshotSource(Source):
                                 f"{name.split('.')[0][:-1]}: {str(exc).split(' (hint:')[0][:200] or type(exc).__name__}") from None
 
     def _metric(self, field: str, node, gpu) -> pd.DataFrame:
+        if self.scrape.empty or not (self.scrape["metric"].eq(field) & (self.scrape["node"].eq(node) if node else True)).any():
+            dm = self._dmon_metric(field, node, gpu)
+            if dm is not None:
+                return dm
         if self.scrape.empty:
-            raise EmptyResult(f"snapshot {str(self.path)!r} has no dcgm-exporter scrape (metrics*.txt or *.prom)", query=field)
+            raise EmptyResult(f"snapshot {str(self.path)!r} has no dcgm-exporter scrape (metrics*.txt or *.prom)"
+                              + (f" and its dmon file for {node} has no column for {field}" if self._dmon(node) is not None else ""),
+                              query=field)
         df = self.scrape[self.scrape["metric"] == field]
         if node:
             df = df[df["node"] == node]
@@ -117,7 +132,10 @@ class SnapshotSource(Source):
         return self._metric(field, node, gpu).drop(columns=["metric", "labels", "type"])
 
     def _summary(self, field, window, stat, node, gpu):
-        df = self._metric(field, node, gpu).drop(columns=["metric", "labels", "type", "timestamp"])
+        df = self._metric(field, node, gpu)
+        if df.attrs.get("from") == "dmon":   # samples over time: reduced like PromQL's *_over_time
+            return summarise_frame(df.drop(columns=["metric", "labels", "type"]), stat)
+        df = df.drop(columns=["metric", "labels", "type", "timestamp"])
         if stat == "increase":
             df = df.assign(value=float("nan"))
         return df
@@ -166,7 +184,7 @@ class SnapshotSource(Source):
     def known_nodes(self):
         if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():
             return super().known_nodes()
-        return sorted(set(self.scrape["node"]) - {""})
+        return sorted((set(self.scrape["node"]) | set(self._dmon_nodes())) - {""})
 
     def _inventory(self, window):
         fb = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_FB_USED"]
@@ -178,6 +196,66 @@ class SnapshotSource(Source):
             if f.exists() or f.is_symlink():
                 return self._read(f).decode("utf-8", errors="replace")
         return None
+
+    # ---- nvidia-smi dmon ------------------------------------------------------------------
+    def _dmon_nodes(self) -> list[str]:
+        """Nodes named by ``dmon-<node>.txt`` files."""
+        return sorted(f.name[len("dmon-"):-len(".txt")] for f in self.path.glob("dmon-*.txt"))
+
+    def _dmon(self, node: str | None) -> pd.DataFrame | None:
+        """The node's ``nvidia-smi dmon`` file parsed (:func:`gpulib.nvidia.dmon.parse_dmon`), or None."""
+        if not node:
+            return None
+        if node not in self._dmon_cache:
+            from gpulib.nvidia.dmon import parse_dmon
+
+            df = None
+            for name in (f"dmon-{node}.txt", "dmon.txt"):
+                f = self.path / name
+                if f.exists() or f.is_symlink():
+                    text = self._read(f).decode("utf-8", errors="replace")
+                    df = parse_dmon(text, node=node)
+                    if len(df) and df["timestamp"].isna().all():   # no -o DT: the last sample is as old as the file
+                        taken = pd.Timestamp(f.stat().st_mtime, unit="s", tz="UTC")
+                        df = parse_dmon(text, node=node, start=taken - pd.Timedelta(seconds=float(df["sample"].max())))
+                    df = self._dmon_ids(df, node)
+                    df.attrs["file"] = name
+                    break
+            self._dmon_cache[node] = df
+        return self._dmon_cache[node]
+
+    def _dmon_ids(self, df: pd.DataFrame, node: str) -> pd.DataFrame:
+        """UUID and PCI bus id of each dmon GPU index, from the node's ``nvidia-smi -q`` file when there is one."""
+        text = self._smi_query(node)
+        if text is None or df.empty:
+            return df
+        from gpulib.nvidia.smi import parse_query
+
+        smi = parse_query(text)
+        smi = smi[smi["index"].notna()]
+        ids = {str(int(r["index"])): r for r in smi.to_dict("records")}
+        df = df.copy()
+        df["uuid"] = [ids[g]["uuid"] if g in ids and not u else u for g, u in zip(df["gpu"], df["uuid"])]
+        df["pci_bus_id"] = [ids[g]["pci_bus_id"] if g in ids else p for g, p in zip(df["gpu"], df["pci_bus_id"])]
+        df["model"] = [ids[g]["name"] if g in ids else m for g, m in zip(df["gpu"], df["model"])]
+        return df
+
+    def _dmon_metric(self, field: str, node, gpu) -> pd.DataFrame | None:
+        """Rows of ``field`` from the node's dmon file (None: no file or no column mapped to ``field``)."""
+        from gpulib.core.schema import SERIES_COLUMNS
+
+        df = self._dmon(node)
+        if df is None:
+            return None
+        part = df[df["field"] == field]
+        if gpu is not None:
+            part = part[(part["gpu"] == gpu) | (part["uuid"] == gpu)]
+        part = part.dropna(subset=["value", "timestamp"])
+        if part.empty:
+            return None
+        out = part[SERIES_COLUMNS].assign(metric=field, labels=None, type="gauge").reset_index(drop=True)
+        out.attrs["from"] = "dmon"
+        return out
 
     def _kernel_log(self, node):
         return self._node_file("dmesg", node)

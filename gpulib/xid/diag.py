@@ -12,6 +12,12 @@ SOP text and commands are the ``DIAG_*`` rows of ``gpulib/data/xid/xid_sop.csv``
   (``kubectl uncordon``), else ``DIAG_PASS`` (a pass before the SOP's reset does not clear its step);
   only deployment checks ran (level 1) -> ``DIAG_NO_HARDWARE``.
 
+``after_reset`` is the operator's word: dcgmi diag output carries no time and no reset marker (the DCGM 3.3.1,
+3.3.7 and 4.2.3 text and JSON layouts of ``tests/fixtures/dcgmi/``), so a reset cannot be seen in it. What
+can be seen is a reset still owed: the node's ``nvidia-smi -q`` (:func:`reset_owed`: ``GPU Reset Status``,
+``GPU Recovery Action``, pending row remaps or page retirements, or no block for the GPU at all). Then
+``after_reset=True`` gives ``DIAG_RESET_NOT_SEEN`` instead of the uncordon, and the XID's step stays.
+
 Every finding quotes the result lines it rests on (``evidence``). No diagnostic rows -> no finding.
 """
 from __future__ import annotations
@@ -22,6 +28,7 @@ from functools import lru_cache
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.validate import node_name, shell_quote
 from gpulib.xid.triage import sop
 
@@ -61,9 +68,57 @@ def _finding(rule: str, node: str, gpu: str | None, rows: list[dict], title: str
                    gpu=gpu, runbook="xid_ecc_triage", data={"rule": rule, "diag_level_tests": sorted({r["test"] for r in rows})})
 
 
+#: ``nvidia-smi -q`` facts (columns of :func:`gpulib.nvidia.smi.parse_query`) that say a reset is still owed;
+#: layout: tests/fixtures/smi/h100x2_incident_q.txt (``GPU Reset Status``, ``Remapped Rows / Pending``); pending
+#: remaps and retirements apply at the reset (``ROW_REMAP_PENDING`` / ``RETIRED_PAGES_PENDING`` of
+#: gpulib/data/xid/xid_sop.csv and their sources)
+_OWED = (("reset_required", "Reset Required: Yes"), ("drain_and_reset_recommended", "Drain and Reset Recommended: Yes"),
+         ("remapped_rows_pending", "Remapped Rows Pending: Yes"), ("retired_pages_pending", "Pending Page Blacklist: Yes"))
+
+
+def reset_owed(smi: pd.DataFrame | None, gpu: str | None = None, *, pci_bus_id: str = "", uuid: str = "") -> list[str]:
+    """Evidence lines of ``nvidia-smi -q`` (:func:`gpulib.nvidia.smi.parse_query` rows) saying that the GPU still
+    owes a reset: a reset flag, a ``GPU Recovery Action`` other than None (NVML's recovery actions,
+    gpulib/data/xid/xid_recovery_actions.csv), a pending remap or retirement, or no block for the GPU (it did
+    not come back: nvidia-smi prints ``Unable to determine the device handle`` for a GPU off the bus). The GPU
+    is found by PCI bus id or UUID, else by index; ``gpu`` None: every GPU of the report. No report: []."""
+    if smi is None or smi.empty:
+        return []
+    rows = smi
+    if gpu not in (None, "") or pci_bus_id or uuid:
+        pci = normalise_pci_bus_id(pci_bus_id)
+        if pci or uuid:
+            hit = smi["pci_bus_id"].map(normalise_pci_bus_id).eq(pci) if pci else pd.Series(False, index=smi.index)
+            rows = smi[hit | (smi["uuid"].eq(uuid) if uuid else False)]
+        elif str(gpu).isdigit():
+            rows = smi[pd.to_numeric(smi["index"], errors="coerce").eq(float(gpu))]
+        else:   # a UUID given as the GPU
+            rows, uuid = smi[smi["uuid"].eq(str(gpu))], str(gpu)
+        if rows.empty:
+            stamp = smi["timestamp"].dropna().iloc[0] if smi["timestamp"].notna().any() else "no timestamp"
+            where = f"GPU {gpu}" if gpu not in (None, "") else "the GPU"
+            if not (pci or uuid) and smi["index"].isna().all():   # parse_query leaves index empty when a GPU has no block
+                return [f"nvidia-smi -q ({stamp}) is missing a GPU's block, so {where} cannot be found in it by index: "
+                        "the GPU may not be back"]
+            return [f"nvidia-smi -q ({stamp}) has no block for {where}" + (f" (PCI {pci_bus_id})" if pci_bus_id else "")
+                    + ": the GPU is not back"]
+    out = []
+    for r in rows.to_dict("records"):
+        label = gpu if gpu not in (None, "") else (str(int(r["index"])) if pd.notna(r["index"]) else r["pci_bus_id"])
+        head = f"nvidia-smi -q ({r.get('timestamp') or 'no timestamp'}): GPU {label}"
+        out += [f"{head} {text}" for col, text in _OWED if r.get(col) == 1.0]
+        action = r.get("recovery_action")
+        if isinstance(action, str) and action.strip() and action.strip().lower() not in ("none", "n/a"):
+            out.append(f"{head} GPU Recovery Action: {action.strip()}")
+    return out
+
+
 def diag_findings(diag: pd.DataFrame | None, node: str, gpu: str | None = None, *, after_reset: bool = False,
-                  source: str = "") -> list[Finding]:
-    """Findings from a parsed diagnostic of ``node`` (restricted to ``gpu`` and all-GPU rows when given)."""
+                  source: str = "", smi: pd.DataFrame | None = None, pci_bus_id: str = "",
+                  uuid: str = "") -> list[Finding]:
+    """Findings from a parsed diagnostic of ``node`` (restricted to ``gpu`` and all-GPU rows when given).
+    ``smi``: the node's parsed ``nvidia-smi -q``, checked with :func:`reset_owed` before ``after_reset`` is
+    believed (``pci_bus_id`` / ``uuid`` find the GPU in it)."""
     if diag is None or diag.empty:
         return []
     node = node_name(node)
@@ -99,9 +154,17 @@ def diag_findings(diag: pd.DataFrame | None, node: str, gpu: str | None = None, 
         return out
     if not hardware:
         out.append(_finding("DIAG_NO_HARDWARE", node, gpu, passed, f"dcgmi diag on {node} ran deployment checks only", source))
+    elif after_reset and (owed := reset_owed(smi, gpu, pci_bus_id=pci_bus_id, uuid=uuid)):
+        f = _finding("DIAG_RESET_NOT_SEEN", node, gpu, hardware,
+                     f"dcgmi diag passed on {node}, but nvidia-smi -q still owes a reset: no uncordon", source)
+        f.evidence = owed + f.evidence
+        out.append(f)
     elif after_reset:
-        out.append(_finding("DIAG_RETURN_TO_SERVICE", node, gpu, hardware,
-                            f"dcgmi diag passed on {node} after the reset: return to service (uncordon)", source))
+        f = _finding("DIAG_RETURN_TO_SERVICE", node, gpu, hardware,
+                     f"dcgmi diag passed on {node} after the reset: return to service (uncordon)", source)
+        f.evidence.insert(len(f.evidence) - bool(source), "the reset is the operator's word (after_reset=true); " + (
+            "nvidia-smi -q of the node owes none" if smi is not None and len(smi) else "no nvidia-smi -q was read to check it"))
+        out.append(f)
     else:
         out.append(_finding("DIAG_PASS", node, gpu, hardware, f"dcgmi diag passed on {node}", source))
     return out

@@ -303,7 +303,9 @@ def findings(inp: TriageInputs) -> list[Finding]:
 
     fs = triage.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,
                             dcgm=inp.dcgm, pods=inp.pods)
-    ds = diag_findings(inp.diag, inp.node, inp.gpu, after_reset=inp.after_reset, source=inp.diag_from)
+    t = inp.target
+    ds = diag_findings(inp.diag, inp.node, inp.gpu, after_reset=inp.after_reset, source=inp.diag_from, smi=inp.smi,
+                       pci_bus_id=t.pci_bus_id if t else "", uuid=t.uuid if t else "")
     if any(d.data.get("rule") == "DIAG_RETURN_TO_SERVICE" for d in ds):
         fs = [_cleared(f) for f in fs]
     if ds:
