@@ -119,10 +119,15 @@ def show(fig) -> None:
 
     The bundle carries plotly's own MIME type (JupyterLab) and self-contained HTML (nbconvert); plotly.js
     is inlined once per kernel so an exported report needs no network. ``None`` (a chart function with
-    nothing to draw) shows nothing, so a cell stays one call.
+    nothing to draw) shows nothing, and a sentence (a chart function saying why a chart would carry no
+    information, e.g. :func:`gpulib.xid.runbook.memory_chart` on counters that never moved) is shown as a note,
+    so a cell stays one call.
     """
     global _PLOTLY_JS_SENT
     if fig is None:
+        return
+    if isinstance(fig, str):
+        note(fig, "info")
         return
     spec = json.loads(fig.to_json())
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
