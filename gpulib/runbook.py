@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from contextlib import contextmanager
 from typing import Any, Iterable
 
@@ -118,10 +119,15 @@ def show(fig) -> None:
 
     The bundle carries plotly's own MIME type (JupyterLab) and self-contained HTML (nbconvert); plotly.js
     is inlined once per kernel so an exported report needs no network. ``None`` (a chart function with
-    nothing to draw) shows nothing, so a cell stays one call.
+    nothing to draw) shows nothing, and a sentence (a chart function saying why a chart would carry no
+    information, e.g. :func:`gpulib.xid.runbook.memory_chart` on counters that never moved) is shown as a note,
+    so a cell stays one call.
     """
     global _PLOTLY_JS_SENT
     if fig is None:
+        return
+    if isinstance(fig, str):
+        note(fig, "info")
         return
     spec = json.loads(fig.to_json())
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
@@ -193,15 +199,65 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
             f"<h4>Mitigation</h4><p>{mitig}</p>")
 
 
+#: parameter names never repeated in a printed command (tests/test_notebooks.py also keeps them out of notebooks)
+_SECRET_NAME = re.compile(r"token|password|secret|credential", re.I)
+
+
+def _kernel_namespace() -> dict:
+    """The notebook's globals when running in a kernel: where papermill's injected-parameters cell put the values
+    (https://papermill.readthedocs.io/en/latest/usage-parameterize.html); empty outside a kernel."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return {}
+    ip = get_ipython()
+    return getattr(ip, "user_ns", None) or {}
+
+
+def _parameters_used(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of notebook ``name`` (its cell tagged ``parameters``, :mod:`gpulib.catalogue`) with the
+    value used: what the notebook passed to :class:`Runbook`, else what the kernel holds after papermill's
+    injection, else the notebook default; then anything passed that the parameters cell does not name."""
+    from gpulib.catalogue import find_notebook
+
+    try:
+        declared = find_notebook(name).params
+    except GpulibError:  # not a catalogued notebook (a test's planted runbook): what was passed is all there is
+        declared = []
+    ns = _kernel_namespace()
+    out = {p.name: given[p.name] if p.name in given else ns.get(p.name, p.default) for p in declared}
+    out.update({k: v for k, v in given.items() if k not in out})
+    return out
+
+
+def _is_empty(v: Any) -> bool:
+    """An empty result: ``""``, ``0``, ``False`` (numpy's too), an empty container, DataFrame or Series; any
+    other object is a result."""
+    if hasattr(v, "empty") and hasattr(v, "shape"):  # pandas frame or series
+        return bool(v.empty)
+    if isinstance(v, (str, bytes, int, float, list, tuple, dict, set, frozenset)) or getattr(v, "shape", None) == ():
+        return not v
+    return False
+
+
+def _param_text(v: Any) -> str:
+    """A value as ``gpuops run -p`` reads it back (:func:`gpulib.catalogue.coerce`): lists comma-joined."""
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
 class Runbook:
     """State of one runbook execution: its source, the steps that failed, and its findings."""
 
     def __init__(self, name: str, *, source: str = "demo", snapshot_dir: str = "", **params: Any):
         self.name = name
-        self.params = {"source": source, "snapshot_dir": snapshot_dir, **params}
+        self.params = _parameters_used(name, {"source": source, "snapshot_dir": snapshot_dir, **params})
         self.errors: list[str] = []
         self.usage_errors: list[str] = []
         self.findings: list[Finding] = []
+        #: names of the steps that hit a GpulibError, in order (:meth:`ready` names the last one)
+        self.failed_steps: list[str] = []
         self.src = None
         self._verdict_id = f"gpuops-verdict-{name}-{id(self):x}"
         _verdict_box("<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
@@ -218,25 +274,52 @@ class Runbook:
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 
     def rerun_command(self) -> str:
-        """The ``gpuops run`` line that repeats this execution (parameters as given)."""
+        """The ``gpuops run`` line that repeats this execution: every parameter with the value used (see
+        :func:`_parameters_used`), defaults and empty values included, so it still repeats the run after a
+        notebook default changes; values are shell-quoted and configured secrets masked."""
         import shlex
 
+        from gpulib.core.redact import redact
+
         src = self.params.get("source", "demo")
-        parts = ["gpuops", "run", self.name, "--source", src]
+        parts = ["gpuops", "run", self.name, "--source", str(src)]
         if src == "snapshot" and self.params.get("snapshot_dir"):
             parts += ["--snapshot", str(self.params["snapshot_dir"])]
         for k, v in self.params.items():
-            if k not in ("source", "snapshot_dir") and v not in ("", None):
-                parts += ["-p", k, str(v)]
-        return " ".join(shlex.quote(p) for p in parts)
+            if k not in ("source", "snapshot_dir") and v is not None and not _SECRET_NAME.search(k):
+                parts += ["-p", k, _param_text(v)]
+        return redact(" ".join(shlex.quote(p) for p in parts))
 
     @property
     def ok(self) -> bool:
         return self.src is not None
 
+    @contextmanager
     def step(self, what: str):
         """Run a block; a GpulibError becomes a rendered 'missing data' box instead of a traceback."""
-        return guarded_step(what, self.errors, self.usage_errors)
+        before = len(self.errors)
+        with guarded_step(what, self.errors, self.usage_errors):
+            yield
+        if len(self.errors) > before:
+            self.failed_steps.append(what)
+
+    def ready(self, *needs: Any, why: str = "") -> bool:
+        """Whether a section can run: every earlier result it ``needs`` is there (none given: the data source).
+        When not, the section says why it shows nothing instead of rendering empty: a result that is ``None``
+        comes from a step that could not run (named; its box above says why), one that is empty (``""``,
+        ``[]``, ``0``, an empty frame) means there is nothing to show, for the reason ``why``."""
+        needs = needs or (self.src,)
+        failed = f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)" \
+            if self.failed_steps else "an earlier step did not run"
+        if any(n is None for n in needs):
+            note("Not checked: no data source (the box at the top says why)." if self.src is None
+                 else f"Not checked: {failed}, and this section needs its result.", "warning")
+            return False
+        if any(_is_empty(n) for n in needs):
+            note("Nothing to show: " + html.escape(why or "the earlier steps found nothing for this section.")
+                 + (f" Also, {failed}." if self.failed_steps else ""), "info")
+            return False
+        return True
 
     def add(self, findings: Iterable[Finding] | Finding | None) -> None:
         if findings is None:

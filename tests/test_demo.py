@@ -174,3 +174,18 @@ def test_openmetrics_slice_rejects_unknown_metric_and_reversed_range(sim, tmp_pa
     assert "DCGM_FI_DEV_NOPE" in str(e.value)
     with pytest.raises(InvalidParameter):
         sim.write_openmetrics(tmp_path / "x.om", start=END.timestamp(), end=END.timestamp() - 60)
+
+
+def test_pod_owner_references_name_the_owners_api_group():
+    """An ownerReference's apiVersion is the owner's group/version: a Job is batch/v1, a PyTorchJob kubeflow.org/v1,
+    ReplicaSets, StatefulSets and DaemonSets apps/v1 (gpulib/data/kube/owner_kinds.csv); the demo said apps/v1 for all."""
+    from gpulib.demo.simulator import FleetSimulator
+
+    refs = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["metadata"]["ownerReferences"][0]
+            for p in FleetSimulator().pods_json()["items"]}
+    assert refs[("search", "embed-batch-7f9c2-xk2lq")]["apiVersion"] == "batch/v1"
+    assert refs[("ads", "forecast-train-worker-0")]["apiVersion"] == "kubeflow.org/v1"
+    assert refs[("ads", "recsys-train-0")]["apiVersion"] == "apps/v1"
+    assert refs[("logging", "fluent-bit-x8k2p")]["apiVersion"] == "apps/v1"
+    assert refs[("ads", "ab-test-scorer-84c6d7f5b9-m2xw8")] | {"uid": ""} == {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ab-test-scorer-84c6d7f5b9", "controller": True, "uid": ""}

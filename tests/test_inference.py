@@ -203,6 +203,21 @@ def test_assess_verdicts(over, verdict, sev):
     assert f.data["verdict"] == verdict and f.severity == sev
 
 
+def test_hpa_commands_find_the_hpa_by_its_target():
+    """An HPA's name is free (its spec.scaleTargetRef names the Deployment) and a Deployment may have none, so the
+    printed commands list the namespace's HPAs with their targets instead of ``get hpa <workload>`` (NotFound on
+    the demo fleet, which has no HPA: tests/test_printed_commands.py::test_every_printed_command_runs_on_the_demo_cluster)."""
+    listing = ("kubectl -n inference get hpa -o custom-columns=NAME:.metadata.name,"
+               "TARGET:.spec.scaleTargetRef.name,MIN:.spec.minReplicas,MAX:.spec.maxReplicas")
+    up = inf.assess(_frame(waiting_max=30.0), max_num_seqs=64, workload="vllm-a", namespace="inference")[0]
+    assert up.data["verdict"] == "scale_up" and listing in up.commands
+    assert not any(c.startswith("kubectl -n inference get hpa vllm-a") for c in up.commands)
+    down = inf.assess(_frame(kv_usage_max=0.1, running_avg=2.0), max_num_seqs=64, workload="vllm-a",
+                      namespace="inference")[0]
+    assert down.data["verdict"] == "scale_down" and down.commands[0] == listing
+    assert "patch hpa vllm-a " not in down.commands[1] and '.spec.scaleTargetRef.name=="vllm-a"' in down.commands[1]
+
+
 def test_demo_fleet_live_check(demo_pinned):
     """Demo fleet (pinned): vllm-llama70b's second pod runs hot (GPU activity above 45 %: full batch, queue,
     preemptions) -> scale up; vllm-qwen7b (infer_small, ~12 % activity) idles -> scale down."""

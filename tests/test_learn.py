@@ -312,3 +312,29 @@ def test_interview_prep_has_model_answers_from_the_demo_and_follow_ups_hidden(de
     html = learn.follow_up_html("resource_management")
     assert html.count("<details") == (ups["part"] == "resource_management").sum()
     assert "<details open" not in html
+
+
+def test_lesson_row_pickers_on_hand_built_frames():
+    """gpulib/learn/frames.py: the rows the lessons ask about (expected values read off the frames by hand)."""
+    import pandas as pd
+
+    import gpulib.learn as L
+
+    ck = pd.DataFrame({"item": ["a", "b", "c"], "monthly_saving": [5.0, 12.0, 7.0]})
+    assert L.best_row(ck, "monthly_saving")["item"] == "b"
+    pods = pd.DataFrame({"pod": ["p1", "p2", "p3", "p4"], "workload": ["vllm-a", "vllm-a", "train-llama70b", "vllm-b"],
+                         "gpu_request": [1, 1, 8, 2], "node": ["n1", "n2", "n3", "n1"]})
+    assert list(L.workload_pods(pods, contains="llama70b")["pod"]) == ["p3"]
+    dep = L.deployments(L.workload_pods(pods, prefix="vllm"))
+    assert dep.to_dict("records") == [{"workload": "vllm-a", "replicas": 2, "gpus": 1, "node": "n1"},
+                                      {"workload": "vllm-b", "replicas": 1, "gpus": 2, "node": "n1"}]
+    inv = pd.DataFrame({"mig": ["", "1g.10gb x7", ""], "requested": [8, 3, 2], "allocatable": [8, 7, 1]})
+    assert L.mig_node_count(inv) == 1 and L.overcommitted_nodes(inv) == 1
+    nodes = pd.DataFrame({"node": ["a", "b", "c"], "mig_strategy": ["mixed", None, ""]})
+    assert list(L.mig_nodes(nodes)["node"]) == ["a"]
+    temps = pd.DataFrame({"gpu": ["0", "1", "2", "3"], "gpu_i_id": [None, "", "1", None], "value": [70.0, 88.0, 95.0, 91.0]})
+    whole = L.whole_gpus(temps)
+    assert list(whole["gpu"]) == ["0", "1", "3"]
+    assert list(L.at_or_above(whole, 85)["gpu"]) == ["3", "1"] and len(L.at_or_above(whole, 90)) == 1
+    assert L.gpus_with_sbe(pd.DataFrame({"index": ["0", "1"], "ecc_sbe_aggregate": [0, 3]})) == [1]
+    assert L.tier_row(pd.DataFrame({"tier": ["hot", "cold"], "seconds": [1, 9]}), "cold")["seconds"] == 9

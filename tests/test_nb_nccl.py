@@ -3,7 +3,7 @@
 Expected values: the capture's best busbw at >= 1 GiB is its 4 GiB row (all_reduce 346.80 out-of-place,
 all_gather 303.57 in-place, reduce_scatter 295.92 in-place), inside the measured band of
 nccl_expected_busbw.csv; the synthetic p2p-off run peaks at 120 GB/s (35 % of 343.3); the demo scenario
-slows dgx-h100-0 GPU 3's NVLink counter to 12 % of its rate for the last 5 h.
+slows dgx-h100-0 GPU 3's NVLink bandwidth (MB/s) to 12 % for the last 5 h.
 """
 from __future__ import annotations
 
@@ -59,13 +59,15 @@ def test_expected_override_and_bad_value():
         nr.parse_expected("340-300", "all_reduce")
 
 
-def test_nvlink_rates_handle_counter_reset():
+def test_nvlink_rates_are_dcgm_mbs_in_gbs():
+    """DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL is a bandwidth in MB/s (DCGM's field table, cited in
+    gpulib/fleet/health.py): each sample is the GB/s of its time, a drop is a drop (not a counter reset)."""
     import pandas as pd
 
     ts = pd.to_datetime(["2026-11-29 10:00:00", "2026-11-29 10:00:30", "2026-11-29 10:01:00", "2026-11-29 10:01:30"], utc=True)
     s = pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": [0.0, 3000.0, 60.0, 3060.0]})
     r = nr.nvlink_rates(s)
-    assert r["rate"].tolist()[0] == 100.0 and pd.isna(r["rate"].tolist()[1]) and r["rate"].tolist()[2] == 100.0
+    assert r["gbs"].tolist() == [0.0, 3.0, 0.06, 3.06]
 
 
 # ------------------------------------------------------------------ notebook executions

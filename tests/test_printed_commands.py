@@ -4,7 +4,8 @@ The runbooks and the report run in-process on the demo source (window end pinned
 notebook's code cells are executed in order with its parameters, the way papermill would, and every
 ``Finding.commands`` entry, the operator install plan's commands and the NCCL probe's apply commands are
 collected; the SOP and cheat-sheet data files add their command templates (placeholders filled with sample
-values). ``tests/commandcheck.py`` says how each tool is checked.
+values). ``tests/commandcheck.py`` says how each tool is checked. The printed kubectl commands run against
+``tests/kubectl_double.py`` loaded with the demo fleet of their GPU Operator scenario (``tests/demo_cluster.py``).
 """
 from __future__ import annotations
 
@@ -12,14 +13,17 @@ import contextlib
 import csv
 import io
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from commandcheck import SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
+from commandcheck import PARSE_ONLY, SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
 from conftest import DEMO_END
+from demo_cluster import demo_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "gpulib" / "data"
@@ -168,16 +172,148 @@ def test_cluster_checks_catch_planted_commands():
     assert _against_the_demo_cluster([("report", "kubectl -n ads scale deployment/ab-test-scorer --replicas=0")]) == []
 
 
-def test_every_printed_command_parses(printed, tmp_path):
+TEMPLATES = ("xid_sop.csv", "operator_sop.yaml", "cheatsheet.csv", "nccl_signatures.csv")
+
+
+@pytest.fixture(scope="module")
+def demo_double(tmp_path_factory):
+    """One :class:`KubectlDouble` for the module; each test loads the scenario it needs."""
+    from kubectl_double import KubectlDouble
+
+    double = KubectlDouble([], token=None).start()
+    double.write_kubeconfig(tmp_path_factory.mktemp("kubectl-double") / "kubeconfig")
+    yield double
+    double.stop()
+
+
+def _scenario(where: str) -> str:
+    """The GPU Operator scenario a command was printed under (``operator_install`` runs), else healthy."""
+    found = re.search(r"'demo_operator_state': '(\w+)'", where)
+    return found.group(1) if found else "healthy"
+
+
+def check_on_demo_cluster(cmds, files, double, workdir) -> tuple[Checker, list[str]]:
+    """Check ``(where, command)`` pairs: printed ones against ``double`` loaded with the demo fleet of their
+    operator scenario (in the order printed, each distinct line once per scenario), data-file templates for
+    parsing only."""
+    problems: list[str] = []
+    chk = Checker(workdir, files=dict(files), double=double)
+    by_scenario: dict[str, dict[str, str]] = {}
+    for where, cmd in cmds:
+        by_scenario.setdefault("template" if where.startswith(TEMPLATES) else _scenario(where), {}).setdefault(cmd, where)
+    for scenario, lines in by_scenario.items():
+        if scenario != "template":
+            double.load(demo_cluster(scenario))
+        for cmd, where in lines.items():
+            problems += [f"{where}: {p}" for p in chk.check(cmd, live=scenario != "template")]
+    return chk, problems
+
+
+def test_every_printed_command_runs_on_the_demo_cluster(printed, demo_double, tmp_path):
+    """Every kubectl stage of every printed command runs against the API double holding the demo fleet (a
+    mutating one with ``--dry-run=server``, a read-only one as printed) and exits 0; data-file templates and
+    the subcommands the double cannot answer (``commandcheck.PARSE_ONLY``) must parse; nvidia-smi/dcgmi against
+    their captured help."""
     cmds, files = printed
-    chk = Checker(tmp_path, files=dict(files))
     all_cmds = cmds + _data_commands()
-    problems = []
-    for where, cmd in dict.fromkeys(all_cmds):
-        problems += [f"{where}: {p}" for p in chk.check(cmd)]
+    demo_double.dry_runs.clear()
+    chk, problems = check_on_demo_cluster(all_cmds, files, demo_double, tmp_path)
     problems += _against_the_demo_cluster(all_cmds)
-    assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
+    print(f"kubectl stages checked: {chk.modes}")
     assert not problems, "\n".join(problems)
+    assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
+    assert chk.modes.get("dry-run=server", 0) > 20 and chk.modes.get("read", 0) > 40, chk.modes
+    # parsing only: data-file templates and the subcommands the double declares it cannot answer, nothing else
+    assert {m for m in chk.modes if m.startswith("parse-only")} <= {f"parse-only ({w})" for w in [*PARSE_ONLY, "template"]}
+    writes = {m for m, _ in demo_double.dry_runs}
+    assert {"PATCH", "POST", "DELETE"} <= writes, writes  # cordon/label/scale, eviction/apply, delete
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_probe_commands_run_on_the_demo_cluster(demo_double, tmp_path, nodes):
+    """The NCCL probe's apply / wait / logs / delete lines, for a Job (1 node) and a PyTorchJob (2 nodes, which
+    no demo runbook run prints), against the demo cluster: the wait and logs address what the apply created."""
+    import gpulib.nccl.job as nccl_job
+
+    manifest = nccl_job.probe_manifest(nodes=nodes)
+    demo_double.load(demo_cluster("healthy"))
+    demo_double.dry_runs.clear()
+    chk = Checker(tmp_path, files={"nccl-probe.yaml": nccl_job.to_yaml(manifest)}, double=demo_double)
+    problems = [p for c in nccl_job.apply_commands(manifest, "nccl-probe.yaml") for p in chk.check(c)]
+    assert not problems, problems
+    assert chk.modes == {"dry-run=server": 3, "read": 2}, chk.modes  # dry run, apply, delete; wait, logs
+    assert ("DELETE", "/api/v1/namespaces/default/configmaps/nccl-probe-script") in demo_double.dry_runs
+
+
+def test_demo_cluster_holds_the_owners_the_pods_imply():
+    objs = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in demo_cluster("healthy")}
+    # read off the demo pods' ownerReferences (gpulib/data/demo/demo_fleet.yaml) and the operator's operands
+    for key in [("Deployment", "ads", "ab-test-scorer"), ("ReplicaSet", "ads", "ab-test-scorer-84c6d7f5b9"),
+                ("StatefulSet", "notebooks", "dev-bob"), ("Job", "search", "embed-batch-7f9c2"),
+                ("PyTorchJob", "ads", "forecast-train"), ("DaemonSet", "logging", "fluent-bit"),
+                ("DaemonSet", "gpu-operator", "nvidia-dcgm-exporter"), ("Deployment", "gpu-operator", "gpu-operator"),
+                ("Namespace", None, "default"), ("Namespace", None, "notebooks"), ("Lease", "kube-node-lease", "dgx-h100-1"),
+                ("CustomResourceDefinition", None, "clusterpolicies.nvidia.com"), ("ClusterPolicy", None, "cluster-policy")]:
+        assert key in objs, key
+    assert ("Deployment", "notebooks", "dev-bob") not in objs and ("Namespace", None, "ml") not in objs
+    assert objs[("Deployment", "inference", "vllm-llama70b")]["spec"]["replicas"] == 2
+    assert objs[("Namespace", None, "gpu-operator")]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
+    demo_double.load(demo_cluster("healthy"))
+    demo_double.dry_runs.clear()
+    chk = Checker(tmp_path, double=demo_double)
+    good = ["kubectl cordon dgx-h100-1", "kubectl -n notebooks scale statefulset/dev-bob --replicas=0",
+            "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoSchedule",
+            "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
+            "--field-selector spec.nodeName=dgx-h100-1 -o name)"]
+    for cmd in good:
+        assert chk.check(cmd) == [], cmd
+    assert chk.modes == {"dry-run=server": 3, "read": 2}, chk.modes  # the $(...) inner get is a read too
+    for cmd in ["kubectl debug node/dgx-h100-1 -it --image=busybox -- chroot /host dmesg -T",
+                "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+                "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver-ctr -- nvidia-smi"]:
+        assert chk.check(cmd) == [], cmd  # streams: parsed, and their node / pod / container exist
+    assert ("PATCH", "/api/v1/nodes/dgx-h100-1") in demo_double.dry_runs
+    assert "unschedulable" not in demo_double.get("Node", "dgx-h100-1")["spec"]  # a dry run changes nothing
+    bad_effect = json.dumps({"spec": {"taints": [{"key": "nvidia.com/gpu-rma", "value": "true", "effect": "NoScheduel"}]}})
+    planted = {
+        "kubectl cordon dgx-h100-9": 'nodes "dgx-h100-9" not found',
+        "kubectl drain dgx-h100-9 --ignore-daemonsets": 'nodes "dgx-h100-9" not found',
+        "kubectl -n notebooks scale deployment/dev-bob --replicas=0": 'deployments.apps "dev-bob" not found',
+        "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoScheduel": "invalid taint effect",
+        f"kubectl patch node dgx-h100-1 -p {shlex.quote(bad_effect)}": "Unsupported value: 'NoScheduel'",
+        "kubectl -n research get pytorchjob/forecast-train": 'pytorchjobs.kubeflow.org "forecast-train" not found',
+        "kubectl -n ml logs train-0": 'namespaces "ml" not found',
+        "kubectl -n gpu-operator logs nvidia-driver-daemonset-fa6fd -c nvidia-driver-ctr --previous":
+            "previous terminated container",
+        "kubectl -n gpu-operator logs nvidia-operator-validator-ccaf1 -c driver-validaton": "is not valid for pod",
+        "kubectl get pods -A --field-selector spec.node=dgx-h100-1": "not a known field selector",
+        "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
+        "--field-selector spec.nodeName=dgx-h100-9 -o name)": "kubectl rejects it",
+        "kubectl -n default delete job/nccl-probe": 'jobs.batch "nccl-probe" not found',
+        "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exportr -o wide": "No resources found",
+        "kubectl debug node/dgx-h100-9 -it --image=busybox -- chroot /host dmesg -T": 'nodes "dgx-h100-9" not found',
+        "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+        "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver -- nvidia-smi": "has no container 'nvidia-driver'",
+        "kubectl -n gpu-operator logs -l app=nvidia-dcgm-exportr --tail=50": "No resources found",
+        "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
+    }
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: probe, namespace: NS}\nspec:\n  backoffLimit: 0\n"
+           "  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n")
+    chk.files.update({"typo.yaml": job.replace("NS", "default").replace("backoffLimit", "backofLimit"),
+                      "elsewhere.yaml": job.replace("NS", "nccl")})
+    planted.update({"kubectl apply -f typo.yaml": "'backofLimit' was unexpected",
+                    "kubectl apply -f elsewhere.yaml": 'namespaces "nccl" not found'})
+    for cmd, why in planted.items():
+        problems = chk.check(cmd)
+        assert problems and any(why in p for p in problems), (cmd, problems)
+    assert all(m in ("PATCH", "POST") for m, _ in demo_double.dry_runs)
+    # a write that forgot --dry-run=server is refused, never applied
+    refused, _ = chk._run(["cordon", "dgx-h100-1"], str(demo_double.kubeconfig), None, "without --dry-run")
+    assert refused and "answers writes only with dryRun=All" in refused[0], (refused, demo_double.requests[-3:])
+    assert "unschedulable" not in demo_double.get("Node", "dgx-h100-1")["spec"]
 
 
 def _against_the_demo_cluster(cmds) -> list[str]:

@@ -306,12 +306,12 @@ def heatmap_figure(matrix: pd.DataFrame, activity_field: str, bucket: str):
 
     piv = matrix.pivot(index="node", columns="time", values="active_pct").sort_index()
     fig = go.Figure(go.Heatmap(z=piv.to_numpy(), x=list(piv.columns), y=list(piv.index), zmin=0, zmax=100,
-                               colorscale="Viridis", colorbar={"title": "active %"},
+                               colorscale="Viridis", colorbar={"title": "active (%)"},
                                hovertemplate="%{y}<br>%{x}<br>%{z:.0f} % active<extra></extra>"))
-    fig.update_layout(title=f"GPU activity per node ({activity_field.replace('DCGM_FI_', '')}, "
-                            f"mean per {format_duration(parse_window(bucket))}, % of all GPU time)",
-                      xaxis_title="time (UTC)", yaxis_title="node", height=120 + 28 * max(len(piv), 4),
-                      margin={"l": 10, "r": 10, "t": 50, "b": 40})
+    fig.update_layout(title=f"GPU activity per node<br><sup>{activity_field.replace('DCGM_FI_', '')}, "
+                            f"mean per {format_duration(parse_window(bucket))}, % of all GPU time</sup>",
+                      xaxis_title="time (UTC)", yaxis_title="node", height=140 + 28 * max(len(piv), 4),
+                      margin={"l": 10, "r": 10, "t": 70, "b": 40})
     return fig
 
 
@@ -325,7 +325,7 @@ def namespace_figure(ns: pd.DataFrame):
         fig.add_bar(x=ns["namespace"].astype(str), y=ns[col], name=name, marker_color=colour,
                     hovertemplate="%{x}: %{y:,.1f} GPU-h<extra>" + name + "</extra>")
     fig.update_layout(barmode="group", title="Allocation vs activity per namespace", xaxis_title="namespace",
-                      yaxis_title="GPU-hours in the window", height=420, legend={"orientation": "h", "y": -0.25},
+                      yaxis_title="GPU time in the window (GPU-hours)", height=420, legend={"orientation": "h", "y": -0.25},
                       margin={"l": 10, "r": 10, "t": 50, "b": 40})
     return fig
 
@@ -339,7 +339,7 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
                                  decreasing={"marker": {"color": "#1b7f3b"}}, totals={"marker": {"color": "#1f5fa8"}},
                                  increasing={"marker": {"color": "#b00020"}}))
     top = float(wf["value"].abs().max()) if len(wf) else 0.0
-    fig.update_layout(title="Savings waterfall: monthly GPU spend after each action", yaxis_title=f"{currency} / month",
+    fig.update_layout(title="Savings waterfall: monthly GPU spend after each action", yaxis_title=f"GPU spend ({currency}/month)",
                       xaxis_title="action", height=460, showlegend=False, yaxis_range=[0, top * 1.15 or 1],
                       margin={"l": 10, "r": 10, "t": 50, "b": 40})
     return fig

@@ -66,6 +66,10 @@ class FleetObjects:
 
     def pods_json(self) -> dict:
         """``kubectl get pods -A -o json`` for the fleet's workloads."""
+        from gpulib.core.knowledge import load_table
+
+        owners = load_table("owner_kinds")  # an ownerReference's apiVersion is its owner kind's group/version
+        api_of = dict(zip(owners["kind"], owners["api_version"]))
         items = []
         for spec in self.node_specs:
             layout = (spec.get("mig") or {}).get("layout", [])
@@ -98,7 +102,7 @@ class FleetObjects:
                     "metadata": {"name": w["pod"], "namespace": w["namespace"], "labels": labels,
                                  "uid": self._uuid("pod", w["namespace"], w["pod"]),
                                  "creationTimestamp": start,
-                                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": ref_kind, "name": ref_name,
+                                 "ownerReferences": [{"apiVersion": api_of[ref_kind], "kind": ref_kind, "name": ref_name,
                                                       "controller": True, "uid": self._uuid("owner", ref_name)}]},
                     "spec": {"nodeName": spec["name"], "containers": [container],
                              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],

@@ -188,14 +188,14 @@ class FleetMetrics:
         if name == "DCGM_FI_DEV_PCIE_REPLAY_COUNTER":
             return np.floor((t - (self.end_s - 30 * DAY)) / 86400 * 3)
         if name == "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":
-            # cumulative counter; traffic proportional to activity for collective-heavy personas
+            # a bandwidth in MB/s (NVIDIA/DCGM: dcgmlib/src/dcgm_fields.cpp @0fb66990 gives field 449 the unit
+            # DCGM_FIELD_UNIT_BW_MBPS), not a byte counter: ~200 GB/s on a training GPU, 12 % of it on a degraded link
             rate = 2.0e5 * (0.15 if d.persona != "train" else 1.0)
             nv = self._incident(parent, "nvlink_degraded")
-            base = t - (self.end_s - 30 * DAY)
+            mbs = rate * (1 + 0.03 * n)
             if nv:
-                slow = np.clip(t - nv["since"], 0, None)
-                return np.floor(rate * (base - slow) + rate * 0.12 * slow)
-            return np.floor(rate * base)
+                mbs = np.where(t >= nv["since"], 0.12 * mbs, mbs)
+            return np.round(mbs)
         if name in ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"):
             agg = 1200.0 if name.endswith("AGG_TOTAL") else 0.0
             if self._incident(parent, "sbe_rising"):

@@ -10,6 +10,7 @@ _EXPORTS = {
     'HARD_EFFECTS': 'scheduling',
     'HEALTH_FIELDS': 'health',
     'HealthFrames': 'health',
+    'NVLINK_MB_PER_GB': 'health',
     'PRODUCT_LABEL': 'scheduling',
     'activity': 'health',
     'allocation_chart': 'health',

@@ -25,9 +25,14 @@ HEALTH_FIELDS = {
     "DCGM_FI_DEV_GPU_TEMP": "max",
     "DCGM_FI_DEV_POWER_USAGE": "avg",
     "DCGM_FI_DEV_SM_CLOCK": "min",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "increase",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "avg",
     "DCGM_FI_DEV_FB_USED": "max",
 }
+#: DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL is a bandwidth in MB/s, not a byte counter: DCGM's field table gives it the
+#: unit DCGM_FIELD_UNIT_BW_MBPS (NVIDIA/DCGM: dcgmlib/src/dcgm_fields.cpp @0fb66990, "nvlink_bandwidth_total"), though
+#: dcgm-exporter's default CSV declares it a counter (gpulib/data/nvidia/dcgm_fields.csv records both). So it is
+#: averaged over the window, not differenced; 1 GB/s = 1000 MB/s (decimal, as nccl-tests' GB/s).
+NVLINK_MB_PER_GB = 1000.0
 GPU_KEYS = ["node", "gpu"]
 
 
@@ -196,7 +201,8 @@ def _nvlink_findings(hf: HealthFrames) -> list[Finding]:
                 category="nvlink", runbook="nccl_check", confidence=0.7,
                 summary=f"GPU {r.gpu} moves much less NVLink traffic than the other GPUs of {ns}/{pod}: "
                         "a degraded or down link is likely, and every collective of the job runs at its pace.",
-                evidence=[f"NVLink counter increase {r.value:.3g} vs the job's median {med:.3g} ({r.value / med:.0%}) over {hf.window}"],
+                evidence=[f"mean NVLink bandwidth {r.value / NVLINK_MB_PER_GB:.3g} GB/s vs the job's median "
+                          f"{med / NVLINK_MB_PER_GB:.3g} GB/s ({r.value / med:.0%}) over {hf.window}"],
                 sop_step="Check link state and error counters, then run the NCCL check runbook on this node.",
                 commands=[f"kubectl debug {_q('node/' + str(node))} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi nvlink -s -i {_q(r.gpu)}",
                           f"gpuops run nccl_check -p node {_q(node)}"],
@@ -302,7 +308,7 @@ def allocation_chart(inv: pd.DataFrame):
     fig = go.Figure([go.Bar(name="requested", x=inv["node"], y=inv["requested"], marker_color="#1f5fa8"),
                      go.Bar(name="free", x=inv["node"], y=inv["free"], marker_color="#b8c7dc")])
     fig.update_layout(barmode="stack", title="GPU allocation per node (GPUs or MIG instances)",
-                      xaxis_title="node", yaxis_title="allocatable devices (count)", height=360)
+                      xaxis_title="node", yaxis_title="devices (count)", height=360)
     return fig
 
 
@@ -310,7 +316,7 @@ def heatmap(matrix: pd.DataFrame, metric: str):
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Heatmap(z=matrix.to_numpy(), x=list(matrix.columns), y=list(matrix.index), zmin=0, zmax=100,
-                               colorscale="Viridis", colorbar={"title": "activity %"}))
+                               colorscale="Viridis", colorbar={"title": "activity (%)"}))
     fig.update_layout(title=f"GPU activity per node ({metric.replace('DCGM_FI_', '')}, mean per 15 min)",
                       xaxis_title="time (UTC)", yaxis_title="node", height=60 + 32 * max(len(matrix), 4))
     return fig
@@ -326,7 +332,13 @@ def temp_power_chart(hf: HealthFrames):
         p[GPU_KEYS + ["value"]].rename(columns={"value": "power_avg"}), on=GPU_KEYS)
     fig = px.scatter(df, x="power_avg", y="temp_max", color="node", hover_data=["gpu"],
                      title=f"Temperature vs power per GPU (last {hf.window})",
-                     labels={"power_avg": "mean power draw (W)", "temp_max": "max GPU temperature (°C)"})
-    fig.add_hline(y=threshold("gpu_temp_warn_c"), line_dash="dot", annotation_text="warn")
+                     labels={"power_avg": "mean power draw (W)", "temp_max": "max temperature (°C)"})
+    warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
+    # labels on opposite sides (critical above its line at the left, warn below its line at the right): two
+    # thresholds a degree apart both read
+    fig.add_hline(y=crit, line_dash="dash", line_color="#b00020", annotation_text=f"critical {crit:.0f} °C",
+                  annotation_position="top left")
+    fig.add_hline(y=warn, line_dash="dot", line_color="#b36b00", annotation_text=f"warn {warn:.0f} °C",
+                  annotation_position="bottom right")
     fig.update_layout(height=380)
     return fig

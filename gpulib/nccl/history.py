@@ -186,7 +186,7 @@ def history_chart(df: pd.DataFrame, collectives: Iterable[str] | None = None):
                           fillcolor="#1b7f3b", opacity=0.15, line_width=0, row=i, col=1)
         fig.update_yaxes(title_text="busbw (GB/s)", rangemode="tozero", row=i, col=1)
     fig.update_xaxes(title_text="run time (UTC)", row=len(colls), col=1)
-    fig.update_layout(title="NCCL bus bandwidth over time (best busbw at >= 1 GiB; shaded: expected band)",
+    fig.update_layout(title="NCCL bus bandwidth over time<br><sup>best busbw at >= 1 GiB per run; shaded: the expected band</sup>",
                       height=230 * len(colls) + 120)
     return fig
 

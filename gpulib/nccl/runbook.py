@@ -22,7 +22,7 @@ from gpulib.nvidia.topology import Topology
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import data_path
-from gpulib.fleet import HealthFrames, health_findings
+from gpulib.fleet import NVLINK_MB_PER_GB, HealthFrames, health_findings
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
@@ -168,7 +168,7 @@ def topology_chart(topo: Topology):
     fig = go.Figure(go.Heatmap(z=z, x=list(links.columns), y=list(links.index), text=links.to_numpy(),
                                texttemplate="%{text}", colorscale="Blues", showscale=False))
     fig.update_layout(title=f"nvidia-smi topo -m ({topo.interconnect}; min NVLinks per GPU pair {topo.min_nvlinks})",
-                      xaxis_title="device", yaxis_title="device", height=140 + 45 * len(links),
+                      xaxis_title="device", yaxis_title="device", height=max(300, 140 + 45 * len(links)),
                       yaxis={"autorange": "reversed"})
     return fig
 
@@ -180,33 +180,38 @@ def environment_findings(log_text: str, node: str | None = None) -> list[Finding
 
 # ------------------------------------------------------------------------------------ NVLink (DCGM)
 def nvlink_rates(series: pd.DataFrame) -> pd.DataFrame:
-    """Per-second rate of the NVLink bandwidth counter per GPU (counter resets dropped), from a SERIES frame."""
-    cols = ["timestamp", "node", "gpu", "rate"]
+    """NVLink bandwidth per GPU in GB/s (column ``gbs``) from a SERIES frame of :data:`NVLINK_FIELD`: a bandwidth
+    in MB/s, not a byte counter (:data:`gpulib.fleet.health.NVLINK_MB_PER_GB` cites DCGM's field table)."""
+    cols = ["timestamp", "node", "gpu", "gbs"]
     if series is None or series.empty:
         return pd.DataFrame(columns=cols)
-    parts = []
-    for (node, gpu), g in series.sort_values("timestamp").groupby(["node", "gpu"], sort=True):
-        dv = g["value"].diff()
-        dt = g["timestamp"].diff().dt.total_seconds()
-        rate = dv / dt
-        parts.append(pd.DataFrame({"timestamp": g["timestamp"], "node": node, "gpu": str(gpu),
-                                   "rate": rate.where(dv >= 0)}).iloc[1:])
-    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    df = series.sort_values(["node", "gpu", "timestamp"], kind="stable")
+    out = pd.DataFrame({"timestamp": df["timestamp"], "node": df["node"], "gpu": df["gpu"].astype(str),
+                        "gbs": pd.to_numeric(df["value"], errors="coerce") / NVLINK_MB_PER_GB})
+    return out.dropna(subset=["gbs"]).reset_index(drop=True)[cols]
 
 
 def nvlink_chart(rates: pd.DataFrame, node: str, window: str):
+    """NVLink bandwidth per GPU (GB/s) over the window; a sentence (str) when no GPU moved any traffic (a flat
+    line at 0 says less than the sentence); None without samples."""
     import plotly.express as px
 
+    if rates is None or rates.empty:
+        return None
+    if (rates["gbs"] == 0).all():
+        return (f"No NVLink traffic on {node} over the last {window}: {NVLINK_FIELD} was 0 on every GPU "
+                f"({', '.join(sorted(rates['gpu'].unique(), key=lambda g: (len(g), g)))}).")
     df = rates.assign(gpu="GPU " + rates["gpu"])
-    fig = px.line(df, x="timestamp", y="rate", color="gpu", title=f"NVLink traffic per GPU on {node} (last {window})",
-                  labels={"timestamp": "time (UTC)", "rate": f"rate of {NVLINK_FIELD} (counter units/s)", "gpu": "GPU"})
+    fig = px.line(df, x="timestamp", y="gbs", color="gpu", title=f"NVLink bandwidth per GPU on {node} (last {window})",
+                  labels={"timestamp": "time (UTC)", "gbs": "NVLink bandwidth (GB/s)", "gpu": "GPU"})
+    fig.update_yaxes(rangemode="tozero")
     fig.update_layout(height=380)
     return fig
 
 
 def nvlink_findings(src, node: str, window: str) -> list[Finding]:
     """NVLink traffic far below the node's other GPUs (:mod:`gpulib.fleet.health`'s check on this node only)."""
-    df = src.summary(NVLINK_FIELD, window, "increase", node=node)
+    df = src.summary(NVLINK_FIELD, window, "avg", node=node)
     return health_findings(HealthFrames(window=window, frames={NVLINK_FIELD: df}))
 
 

@@ -14,9 +14,9 @@ simulated ``vllm:`` series there, :mod:`gpulib.demo.vllm_series`).
 """
 from __future__ import annotations
 
-import re
-
 import math
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -446,6 +446,12 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
     kv_full = (metrics["kv_usage_max"] >= _f("kv_usage_high")).any()
     preempting = (metrics["preemptions"] > 0).any()
     scale = f"kubectl -n {namespace} scale deployment {workload} --replicas={n + max(1, n // 2)}"
+    # an HPA's name is free and its spec.scaleTargetRef names the Deployment
+    # (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/horizontal-pod-autoscaler-v2/):
+    # list them with their targets rather than guess the name
+    hpas = (f"kubectl -n {shlex.quote(namespace)} get hpa -o custom-columns=NAME:.metadata.name,"
+            "TARGET:.spec.scaleTargetRef.name,MIN:.spec.minReplicas,MAX:.spec.maxReplicas")
+    hpa_of = shlex.quote(f'{{.items[?(@.spec.scaleTargetRef.name=="{workload}")].metadata.name}}')
     if queueing or over_latency or (kv_full and preempting):
         why = []
         if queueing:
@@ -461,7 +467,7 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
                         summary="The running batch is full: new requests wait and, with the KV cache full, running ones are preempted.",
                         sop_step="Add replicas (or let the HPA do it: check its metric and maxReplicas). If one replica's "
                                  "KV cache is the limit, re-size with a larger GPU, more TP or an FP8 KV cache.",
-                        commands=[scale, f"kubectl -n {namespace} get hpa {workload}"], runbook="vllm_deploy",
+                        commands=[scale, hpas], runbook="vllm_deploy",
                         data={"verdict": "scale_up", "workload": f"{namespace}/{workload}"})]
     run_ratio = metrics["running_avg"].mean() / max_num_seqs if max_num_seqs else None
     if (metrics["kv_usage_max"] < _f("kv_usage_low")).all() and (run_ratio is None or run_ratio < _f("running_low_ratio")) and n > 1:
@@ -469,7 +475,8 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
                         f"no queue)", category="vllm", evidence=ev,
                         summary="Replicas idle most of the window: fewer replicas (or a smaller GPU / MIG slice) would serve the load.",
                         sop_step="Lower the HPA minReplicas by one and watch waiting requests and p99 latency for a day.",
-                        commands=[f"kubectl -n {namespace} patch hpa {workload} -p '{{\"spec\":{{\"minReplicas\":{max(1, n - 1)}}}}}'"],
+                        commands=[hpas, f"kubectl -n {namespace} patch hpa $(kubectl -n {namespace} get hpa -o jsonpath={hpa_of}) "
+                                        f"-p '{{\"spec\":{{\"minReplicas\":{max(1, n - 1)}}}}}'"],
                         runbook="vllm_deploy", data={"verdict": "scale_down", "workload": f"{namespace}/{workload}"})]
     if kv_full:
         return [Finding(Severity.WARNING, f"{workload}: retune (KV cache {metrics['kv_usage_max'].max():.0%} full, no queue yet)",
