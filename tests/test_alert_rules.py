@@ -98,6 +98,8 @@ def test_promtool_cases_pass():
     ("DCGM_FI_DEV_GPU_TEMP >= 85", "DCGM_FI_DEV_GPU_TEMP >= 87", "temperature_test.yaml"),
     ("> 0.9)", "> 0.95)", "memory_test.yaml"),
     ("[1h:15s]", "[1h:2m]", "xid_test.yaml"),     # a subquery coarser than the scrape misses the overwritten 48
+    # NVLINK_BANDWIDTH_TOTAL is a bandwidth in MB/s: rate() of it reads steady traffic as "no traffic"
+    ("max_over_time(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "nvlink_exporter_test.yaml"),
 ])
 def test_a_planted_wrong_threshold_fails_a_case(tmp_path, old, new, case):
     text = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()

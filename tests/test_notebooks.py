@@ -142,12 +142,12 @@ RUNBOOK_HEADINGS = ["Meaning", "Impact", "Diagnosis", "Mitigation"]
 def test_incident_runbook_sections_are_meaning_impact_diagnosis_mitigation(name):
     """From its Meaning on, an incident runbook's top-level (##) sections are Meaning, Impact, Diagnosis,
     Mitigation in that order (a section before Meaning, e.g. operator_install's Install, is not part of the
-    incident; xid_ecc_triage closes with its Verdict); topic headings are ### under one of them."""
+    incident); topic headings are ### under one of them."""
     nb = json.loads(cli.find_notebook(name).path.read_text())
     h2 = [ln[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown"
           for ln in "".join(c["source"]).splitlines() if ln.startswith("## ")]
     assert "Meaning" in h2, h2
-    tail = [h for h in h2[h2.index("Meaning"):] if h != "Verdict"]
+    tail = h2[h2.index("Meaning"):]
     assert tail == RUNBOOK_HEADINGS, h2
 
 

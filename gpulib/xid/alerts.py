@@ -135,7 +135,9 @@ def specs() -> list[AlertSpec]:
     fresh = f"(changes({XID_GAUGE}[{win}]) > 0 or ({XID_GAUGE} unless on({GPU_ID}) ({XID_GAUGE} offset {win})))"
     nvlink_err = " or ".join([f"increase({NVLINK_RECOVERY}[{nv_win}]) > 0"]
                              + [f"increase({c}[{nv_win}]) > {nv_n:g}" for c in NVLINK_COUNTERS])
-    nvlink_rate = f"rate({NVLINK_BW}[{nv_win}])"
+    # a bandwidth in MB/s (NVIDIA/DCGM: dcgmlib/src/dcgm_fields.cpp @0fb66990, DCGM_FIELD_UNIT_BW_MBPS), not a
+    # running total: "moved no traffic in the window" is its maximum over the window being 0
+    nvlink_peak = f"max_over_time({NVLINK_BW}[{nv_win}])"
     fleet: dict[str, str] = {}
     return [
         AlertSpec("DCGMExporterDown", 'up{job=~".*dcgm.*"} == 0', _setting("exporter_down_for_s"), "warning",
@@ -192,10 +194,10 @@ def specs() -> list[AlertSpec]:
                   "commented out in dcgm-exporter's default counters CSV. Run the NCCL check on the node.",
                   runbook="nccl_check", params=_node_params()),
         AlertSpec("GPUNVLinkDegraded",
-                  f"({nvlink_rate} == 0 and on({GPU_ID}) {ACTIVE} > {busy:g}) and on({HOST_ID}) "
-                  f"(max by ({HOST_ID}) ({nvlink_rate}) > 0)", _setting("nvlink_degraded_for_s"), "warning",
+                  f"({nvlink_peak} == 0 and on({GPU_ID}) {ACTIVE} > {busy:g}) and on({HOST_ID}) "
+                  f"(max by ({HOST_ID}) ({nvlink_peak}) > 0)", _setting("nvlink_degraded_for_s"), "warning",
                   "Busy GPU moves no NVLink traffic " + WHERE,
-                  f"The GPU is busy (GR_ENGINE_ACTIVE above {busy:g}) and its NVLink counter has not moved in "
+                  f"The GPU is busy (GR_ENGINE_ACTIVE above {busy:g}) and its NVLink bandwidth has stayed at 0 for "
                   f"{nv_win} while another GPU of the node does move traffic: a link or peer path is down and "
                   "collectives fall back to PCIe. Run the NCCL check on the node.",
                   runbook="nccl_check", params=_node_params()),
