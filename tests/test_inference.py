@@ -248,3 +248,34 @@ def test_live_check_against_real_prometheus_matches_demo(live_env, demo_pinned):
         assert a["kv_usage_max"].tolist() == pytest.approx(b["kv_usage_max"].tolist())
         assert a["e2e_p99_s"].tolist() == pytest.approx(b["e2e_p99_s"].tolist(), rel=0.05)
         assert inf.assess(a, max_num_seqs=seqs)[0].data["verdict"] == inf.assess(b, max_num_seqs=seqs)[0].data["verdict"]
+
+
+def test_a_deployment_with_no_vllm_series_is_a_usage_error_naming_the_ones_that_have_them(demo_pinned):
+    """A ``deployment`` that matches no vLLM pod is a bad parameter (exit 2, the known deployments listed), not
+    missing data: the source does export ``vllm:`` series, for other deployments (developers' guide: a
+    parameter that matches nothing is a usage error)."""
+    from gpulib.core.errors import InvalidParameter
+    for wl in ("vllm-missing", "triton-bert"):   # a typo; a real Deployment that is not vLLM
+        with pytest.raises(InvalidParameter, match="no vllm: series") as exc:
+            inf.vllm_metrics(demo_pinned, "inference", wl, "1h")
+        assert "vllm-llama70b" in str(exc.value) and "vllm-qwen7b" in str(exc.value)
+        assert "dcgm-exporter" not in str(exc.value)   # EmptyResult's DCGM hint does not apply to vLLM
+    with pytest.raises(InvalidParameter, match="vllm-llama70b"):   # right name, wrong namespace
+        inf.vllm_metrics(demo_pinned, "default", "vllm-llama70b", "1h")
+
+
+def test_no_vllm_series_at_all_is_missing_data_with_a_vllm_hint():
+    """Nothing scraped from any vLLM pod: the live check is INCOMPLETE (EmptyResult, exit 3), with vLLM's hint."""
+    from gpulib.core.errors import EmptyResult, InvalidParameter
+
+    class NoVllm:
+        def instant_query(self, q):
+            return []
+
+        def describe(self):
+            return "a Prometheus without vLLM"
+
+    with pytest.raises(EmptyResult) as exc:
+        inf.vllm_metrics(NoVllm(), "inference", "vllm-llama70b", "1h")
+    assert not isinstance(exc.value, InvalidParameter)
+    assert "/metrics" in str(exc.value) and "dcgm-exporter" not in str(exc.value)

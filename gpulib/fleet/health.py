@@ -269,7 +269,7 @@ def idle_findings(src, window: str) -> list[Finding]:
             sop_step="Ask the owner to release the GPU (scale to zero or delete the pod); reclaim per the idle policy.",
             commands=[f"kubectl -n {_q(ns)} get pod {_q(pod)} -o jsonpath='{{.metadata.ownerReferences[0].kind}}/{{.metadata.ownerReferences[0].name}}'",
                       "gpuops report --window 7d"],
-            data={"pod": f"{ns}/{pod}", "impact": round(held / 1024, 1), "impact_unit": "GiB held"}))
+            data={"pod": f"{ns}/{pod}", "state": r.state, "impact": round(held / 1024, 1), "impact_unit": "GiB held"}))
     return out
 
 

@@ -348,19 +348,41 @@ def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.D
     w = parse_window(window)
     cols = ["pod", "running_avg", "running_max", "waiting_avg", "waiting_max", "kv_usage_max", "preemptions",
             "ttft_p99_s", "e2e_p99_s"]
+    series = None
     try:   # PromQL where the source has it, else the source's own (simulated) vllm: series
         rows = _prometheus_rows(src, _selector(namespace, workload), f"{int(w.total_seconds())}s")
     except NotProvided:
         try:
-            rows = _series_rows(src.app_series("vllm", w), namespace, workload)
+            series = src.app_series("vllm", w)
         except NotProvided:
             raise NotProvided(f"source {src.describe()} has no vLLM metrics",
                               hint="use source='live' (the Prometheus that scrapes vLLM's /metrics) or the demo fleet") from None
+        rows = _series_rows(series, namespace, workload)
     df = pd.DataFrame(rows, columns=cols)
     if df.empty:
-        raise EmptyResult(f"no vllm: series for pods {workload}-* in namespace {namespace} in the last {window}",
-                          query=f"vllm:num_requests_running{{{_selector(namespace, workload)}}}")
+        raise _no_series(src, namespace, workload, window, series)
     return df.sort_values("pod").reset_index(drop=True)
+
+
+def _no_series(src, namespace: str, workload: str, window: str, series) -> Exception:
+    """Why :func:`vllm_metrics` found nothing: other pods export ``vllm:`` series, so ``workload``/``namespace``
+    name no vLLM deployment (a usage error, exit 2); or no pod does (missing data: vLLM's /metrics is not scraped)."""
+    from gpulib.core.timeutil import parse_window
+
+    what = f"no vllm: series for pods {workload}-* in namespace {namespace} in the last {window}"
+    if series is None:
+        q = f"count by (namespace, pod) (last_over_time(vllm:num_requests_running[{int(parse_window(window).total_seconds())}s]))"
+        pods = {(r["metric"].get("namespace", ""), r["metric"].get("pod", "")) for r in src.instant_query(q)}
+    else:
+        pods = {(lab["namespace"], lab["pod"]) for name, lab, _ in series if name == "vllm:num_requests_running"}
+    if pods:
+        known = sorted(f"{ns}/{pod}" for ns, pod in pods)
+        return InvalidParameter(f"{what}; pods exporting vllm: series: {', '.join(known[:12])}"
+                                + (f" and {len(known) - 12} more" if len(known) > 12 else ""),
+                                hint="set namespace and deployment to a vLLM deployment's (its pods are <deployment>-*)")
+    return EmptyResult(what, query=f"vllm:num_requests_running{{{_selector(namespace, workload)}}}",
+                       hint="no pod exports vllm: series: check that Prometheus scrapes vLLM's /metrics endpoint "
+                            "(https://docs.vllm.ai/en/latest/usage/metrics.html) in this window")
 
 
 def _series_rows(series, namespace: str, workload: str) -> list[dict]:
@@ -446,7 +468,7 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
                         sop_step="Add replicas (or let the HPA do it: check its metric and maxReplicas). If one replica's "
                                  "KV cache is the limit, re-size with a larger GPU, more TP or an FP8 KV cache.",
                         commands=[scale, hpas], runbook="vllm_deploy",
-                        data={"verdict": "scale_up"})]
+                        data={"verdict": "scale_up", "workload": f"{namespace}/{workload}"})]
     run_ratio = metrics["running_avg"].mean() / max_num_seqs if max_num_seqs else None
     if (metrics["kv_usage_max"] < _f("kv_usage_low")).all() and (run_ratio is None or run_ratio < _f("running_low_ratio")) and n > 1:
         return [Finding(Severity.INFO, f"{workload}: scale down (KV cache at most {metrics['kv_usage_max'].max():.0%}, "
@@ -455,13 +477,13 @@ def assess(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p9
                         sop_step="Lower the HPA minReplicas by one and watch waiting requests and p99 latency for a day.",
                         commands=[hpas, f"kubectl -n {namespace} patch hpa $(kubectl -n {namespace} get hpa -o jsonpath={hpa_of}) "
                                         f"-p '{{\"spec\":{{\"minReplicas\":{max(1, n - 1)}}}}}'"],
-                        runbook="vllm_deploy", data={"verdict": "scale_down"})]
+                        runbook="vllm_deploy", data={"verdict": "scale_down", "workload": f"{namespace}/{workload}"})]
     if kv_full:
         return [Finding(Severity.WARNING, f"{workload}: retune (KV cache {metrics['kv_usage_max'].max():.0%} full, no queue yet)",
                         category="vllm", evidence=ev, sop_step="Raise --gpu-memory-utilization a little or use "
-                        "--kv-cache-dtype fp8 before traffic grows.", runbook="vllm_deploy", data={"verdict": "retune"})]
+                        "--kv-cache-dtype fp8 before traffic grows.", runbook="vllm_deploy", data={"verdict": "retune", "workload": f"{namespace}/{workload}"})]
     return [Finding(Severity.OK, f"{workload}: sized right (no queue, KV cache at most {metrics['kv_usage_max'].max():.0%})",
-                    category="vllm", evidence=ev, runbook="vllm_deploy", data={"verdict": "ok"})]
+                    category="vllm", evidence=ev, runbook="vllm_deploy", data={"verdict": "ok", "workload": f"{namespace}/{workload}"})]
 
 
 def dcgm_for_pods(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:
