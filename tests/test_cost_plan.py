@@ -137,9 +137,12 @@ def test_zombie_still_held_is_worth_the_gpus_whole_price_and_ranks_by_it(demo_06
     assert alice["monthly_saving"] == pytest.approx(a100_80 * 730.0, rel=1e-3)
     # both figures: so far in the window (its ~20 zombie hours) and from now on
     assert alice["window_cost"] == pytest.approx(a100_80 * 20.0, rel=0.1)
-    # ranked above pods holding 2.5 GiB on a MIG slice
-    order = list(z["pod"])
-    assert order.index("jupyter-alice-0") < order.index("dev-bob-0")
+    # the scenario's one zombie (demo_fleet.yaml persona zombie) is the only per-pod reclaim; its idle MIG pod
+    # dev-bob-0 (persona idle: a CUDA context held) is idle allocated, reclaimed per workload and ranked below
+    assert list(z["pod"]) == ["jupyter-alice-0"]
+    assert a.loc[(a["action"] == "reclaim") & (a["workload"] == "dev-bob"), "pod"].tolist() == [""]
+    order = list(a["workload"])
+    assert order.index("jupyter-alice") < order.index("dev-bob")
 
 
 def test_zombie_and_idle_allocated_get_different_sops_from_data():

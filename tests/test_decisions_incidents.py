@@ -298,13 +298,13 @@ def test_an_incident_reported_for_the_neighbouring_gpu_fails_the_row():
 
 
 def test_a_finding_about_another_pod_or_deployment_fails_the_row():
-    other = Finding(Severity.WARNING, "Zombie GPU workload ads/ab-test-scorer-84c6d7f5b9-m2xw8", node="a100-80-0",
+    other = Finding(Severity.INFO, "Idle GPU workload ads/ab-test-scorer-84c6d7f5b9-m2xw8", node="a100-80-0",
                     category="cost", runbook="gpu_utilization_report",
-                    commands=["kubectl -n ads get pod ab-test-scorer-84c6d7f5b9-m2xw8"],
-                    data={"pod": "ads/ab-test-scorer-84c6d7f5b9-m2xw8", "state": "zombie"})
-    with pytest.raises(AssertionError, match="reported elsewhere"):
+                    commands=["kubectl -n ads scale deployment/ab-test-scorer --replicas=0"],
+                    data={"pod": "ads/ab-test-scorer-84c6d7f5b9-m2xw8", "state": "idle"})
+    with pytest.raises(AssertionError, match="reported elsewhere.*Idle GPU workload ads/ab-test-scorer-84c6d7f5b9-m2xw8"):
         check_row(ROW["fleet_idle_abtest_zt5nk"], [other])
-    with pytest.raises(AssertionError):          # the zombie's pod GPU (a100-80-0 GPU 7) is not GPU 5's control
+    with pytest.raises(AssertionError):          # the idle pod's GPU (a100-80-0 GPU 7) is not GPU 5's control
         check_row({**ROW["fleet_healthy_free_a100"], "gpu": "7"}, [other])
     check_row(ROW["fleet_healthy_free_a100"], [other])
     qwen = Finding(Severity.CRITICAL, "vllm-qwen7b: scale up", category="vllm", data={"verdict": "scale_up",

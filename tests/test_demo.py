@@ -189,3 +189,29 @@ def test_pod_owner_references_name_the_owners_api_group():
     assert refs[("logging", "fluent-bit-x8k2p")]["apiVersion"] == "apps/v1"
     assert refs[("ads", "ab-test-scorer-84c6d7f5b9-m2xw8")] | {"uid": ""} == {
         "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ab-test-scorer-84c6d7f5b9", "controller": True, "uid": ""}
+
+
+def _scenario_personas() -> dict[str, str]:
+    """namespace/pod -> persona of every workload in the demo scenario file (the expected values)."""
+    from pathlib import Path
+
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "gpulib/data/demo/demo_fleet.yaml").read_text())
+    return {f"{w['namespace']}/{w['pod']}": w["persona"] for node in spec["nodes"] for w in node.get("workloads", [])}
+
+
+@pytest.mark.parametrize("window", ["24h", "7d"])
+def test_idle_persona_pods_are_idle_and_the_zombie_persona_a_zombie(window):
+    """The scenario's ``idle`` pods (allocated but idle: a CUDA context at most, thresholds.csv
+    zombie_fb_used_min_mib's note) are classified idle, not zombie, by the one rule; its ``zombie`` pod a zombie."""
+    import gpulib
+    from gpulib.cost import classify_idle, idle_samples
+
+    personas = _scenario_personas()
+    expected = {p: {"idle": "idle", "zombie": "zombie"}[v] for p, v in personas.items() if v in ("idle", "zombie")}
+    assert list(expected.values()).count("idle") == 4 and list(expected.values()).count("zombie") == 1
+    samples, _ = idle_samples(gpulib.connect("demo", end=END), window)
+    v = classify_idle(samples)
+    got = dict(zip(v["namespace"] + "/" + v["pod"], v["state"]))
+    assert {p: got.get(p) for p in expected} == expected

@@ -145,7 +145,7 @@ def _fb(pod, profile, p95_mib, max_mib, model="NVIDIA A100-SXM4-40GB"):
 
 
 def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
-    # dev-bob-0 of the demo: 2.6 GiB (2662 MiB), flat, on a 1g.5gb (4.75 GiB) = 55 % of the instance. Flat but
+    # an idle dev pod: 2.6 GiB (2662 MiB), flat, on a 1g.5gb (4.75 GiB) = 55 % of the instance. Flat but
     # below the 70 % pre-allocation share (JAX pools 75 %, vLLM 90 %): size it from usage (2.6 x 1.2 = 3.12 GiB -> 1g.5gb).
     df, fs = mp.size_from_usage(_summary(_fb("dev-bob-0", "1g.5gb", 2662, 2662)), headroom=0.2)
     row = df.set_index("pod").loc["dev-bob-0"]

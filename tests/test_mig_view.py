@@ -173,7 +173,7 @@ def test_workloads_from_models_vllm_need():
 
 
 def test_sizing_on_demo_a100_80_node(demo_pinned):
-    """a100-80-0: ab-test-scorer x2 (~2.9 GiB) -> 1g.10gb on one GPU; forecast and recsys keep 2 GPUs each;
+    """a100-80-0: ab-test-scorer x2 (idle: a ~0.5 GiB CUDA context) -> 1g.10gb on one GPU; forecast and recsys keep 2 GPUs each;
     jupyter-alice (pre-allocated, 59 GiB flat) keeps its GPU -> 6 GPUs against 7 whole."""
     fb = pd.concat([demo_pinned.summary("DCGM_FI_DEV_FB_USED", "6h", st, node="a100-80-0") for st in ("p95", "max")])
     act = demo_pinned.summary("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "6h", "p95", node="a100-80-0")

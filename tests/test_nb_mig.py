@@ -4,8 +4,8 @@ layout is valid per GPU, smaller than whole-GPU placement, and its mig-parted YA
 Expected numbers, worked out by hand from gpulib/data/demo/demo_fleet.yaml and the A100 MIG tables (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html):
 node a100-40-mig-0 runs 4 GPU pods on MIG instances. FB_USED max: triton-bert x2 ~7.4 GiB (36 % of a 3g.20gb)
 -> x 1.2 headroom = 8.9 GiB -> 1g.10gb (9.62 GiB, 2 slots); whisper-api ~3.7 GiB -> 4.4 GiB -> 1g.5gb (4.75 GiB,
-1 slot); dev-bob ~2.6 GiB on a 1g.5gb, flat but only 55 % of the instance (an idle pod, not a pre-allocated
-pool: that needs >= 70 % of the device, below JAX's 75 % default pool) -> 3.1 GiB -> 1g.5gb. 2 + 2 + 1 + 1 = 6 of 8 memory slots and 4 of 7
+1 slot); dev-bob (idle: a CUDA context, <= 560 MiB) on a 1g.5gb, flat but ~11 % of the instance (an idle pod, not a
+pre-allocated pool: that needs >= 70 % of the device, below JAX's 75 % default pool) -> 0.7 GiB -> 1g.5gb. 2 + 2 + 1 + 1 = 6 of 8 memory slots and 4 of 7
 compute slices -> ONE GPU, against 4 whole GPUs; the node's other 3 GPUs stay whole (`mig-enabled: false`).
 """
 from __future__ import annotations

@@ -186,3 +186,28 @@ def test_no_module_loads_a_settings_table_itself():
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)
             and "def thresholds_frame" not in "".join(p.read_text().splitlines()[max(0, i - 4):i])]  # a lesson shows the table
     assert hits == [], hits
+
+
+@pytest.mark.parametrize("window", ["24h", "7d"])
+def test_fleet_overview_gives_idle_and_zombie_pods_their_own_sop_from_data(demo_0645, window):
+    """The scenario's ``idle`` pods (reserved, unused) are "Idle" with cost_sop.csv's idle_allocated SOP in the fleet
+    overview, its ``zombie`` pod (a StatefulSet's: scaling the owner, not deleting the pod) "Zombie" with zombie_owned,
+    and the report calls exactly the zombie a zombie; expected pods from gpulib/data/demo/demo_fleet.yaml."""
+    from pathlib import Path
+
+    import yaml
+
+    from gpulib.core.knowledge import load_table
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "gpulib/data/demo/demo_fleet.yaml").read_text())
+    persona = {f"{w['namespace']}/{w['pod']}": w["persona"] for n in spec["nodes"] for w in n.get("workloads", [])}
+    idle_pods = {p for p, v in persona.items() if v == "idle"}
+    zombie_pods = {p for p, v in persona.items() if v == "zombie"}
+    sop = load_table("cost_sop").set_index("kind")["sop_step"]
+    fleet = _fleet_verdicts(demo_0645, window)
+    for p in idle_pods:
+        assert fleet[p].title == f"Idle GPU workload {p}" and fleet[p].sop_step == sop["idle_allocated"], p
+    for p in zombie_pods:
+        assert fleet[p].title == f"Zombie GPU workload {p}" and fleet[p].sop_step == sop["zombie_owned"], p
+    assert sop["idle_allocated"] != sop["zombie_owned"]
+    assert _report_zombies(demo_0645, window)[0] == zombie_pods

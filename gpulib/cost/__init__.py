@@ -64,6 +64,7 @@ _EXPORTS = {
     'series_usage': 'usage',
     'top_actions_html': 'report',
     'top_idle_workloads': 'analysis',
+    'verdict_sop': 'action_findings',
     'waterfall_figure': 'report',
     'window_hours': 'usage',
     'workload_usage': 'analysis',

@@ -13,20 +13,35 @@ from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration
 from gpulib.cost.hygiene import cost_sop, fill
 
-__all__ = ["action_finding", "sop_kind"]
+__all__ = ["action_finding", "sop_kind", "verdict_sop"]
 
 
 #: owners that recreate a deleted pod (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/)
 _SCALED_OWNERS = ("deployment", "statefulset", "replicaset")
 
 
+def _zombie_kind(owner_kind, workload) -> str:
+    if str(owner_kind or "").lower() in _SCALED_OWNERS and workload:
+        return "zombie_owned"  # deleting the pod would bring it back: scale its owner
+    return "zombie"
+
+
 def sop_kind(row: pd.Series) -> str:
     """``zombie`` | ``idle_allocated`` | the action name: the row of ``cost_sop.csv`` an action uses."""
     if row["action"] == "reclaim":
-        if row["pod"] != "" and str(row.get("owner_kind") or "").lower() in _SCALED_OWNERS and row.get("workload"):
-            return "zombie_owned"  # deleting the pod would bring it back: scale its owner
-        return "zombie" if row["pod"] != "" else "idle_allocated"
+        if row["pod"] != "":
+            return _zombie_kind(row.get("owner_kind"), row.get("workload"))
+        return "idle_allocated"
     return str(row["action"])
+
+
+def verdict_sop(state: str, ns: str, pod: str, workload: str = "", owner_kind: str = "") -> tuple[str, str, list[str]]:
+    """(``cost_sop.csv`` kind, SOP step, shell-quoted commands) for a pod that the one idle/zombie rule
+    (:func:`gpulib.cost.usage.classify_idle`) calls ``zombie`` (stuck: delete it or scale its owner) or ``idle``
+    (reserved, unused: ``idle_allocated``, a capacity decision), as the report's actions use them."""
+    kind = _zombie_kind(owner_kind, workload) if state == "zombie" else "idle_allocated"
+    sop, cmds = cost_sop(kind)
+    return kind, sop, fill(cmds, ns=ns, pod=pod, wl=workload or pod, kind_l=str(owner_kind or "deployment").lower())
 
 
 def action_finding(row: pd.Series, rep) -> Finding:

@@ -132,8 +132,10 @@ class FleetMetrics:
         p = d.persona
         if d.mig_enabled and not d.is_instance:
             raise GpulibError("FB of a MIG-enabled GPU is reported per instance")
+        # idle (allocated but unused) holds a CUDA context only: 440..560 MiB, below zombie_fb_used_min_mib on every
+        # device incl. a 1g MIG instance (gpulib/data/core/thresholds.csv: "CUDA context alone uses a few hundred MiB")
         frac = {"train": 0.82 + 0.03 * n, "infer": 0.9 + 0 * n, "infer_small": 0.36 + 0.01 * n,
-                "idle": 2600 / mem + 0.004 * n, "dev": 0.2 + 0.05 * n,
+                "idle": (500 + 60 * n) / mem, "dev": 0.2 + 0.05 * n,
                 "zombie": np.where(t >= (d.since or -np.inf), 0.74, 0.5 + 0.05 * n)}.get(p, 4 / mem + 0 * n)
         used = np.round(np.asarray(frac, dtype=float) * mem)
         dbe = self._incident(self._parent(d), "dbe_remap_failure")

@@ -241,9 +241,12 @@ def stale_telemetry(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5
 def idle_findings(src, window: str) -> list[Finding]:
     """Allocated pods that the one idle/zombie rule (:func:`gpulib.cost.classify_idle`) calls zombie or idle, on
     the samples the utilization report uses (:func:`gpulib.cost.idle_samples`), so both give the same verdict."""
-    from gpulib.cost import Thresholds, classify_idle, idle_samples
+    from gpulib.cost import Thresholds, classify_idle, idle_samples, verdict_sop
 
     samples, metric = idle_samples(src, window)
+    pods = src.pods()
+    owners = {} if pods is None or pods.empty else {
+        (r.namespace, r.pod): (str(r.workload or ""), str(r.owner_kind or "")) for r in pods.itertuples(index=False)}
     th = Thresholds.from_table()
     has_fb = bool(samples["fb_used_mib"].notna().any())
     verdicts = classify_idle(samples, th)
@@ -252,6 +255,8 @@ def idle_findings(src, window: str) -> list[Finding]:
         zombie = r.state == "zombie"
         ns, pod = r.namespace, r.pod
         held = 0.0 if pd.isna(r.fb_used_max_mib) else float(r.fb_used_max_mib)
+        # zombie (stuck) and idle allocated (reserved, unused) get the report's SOPs (gpulib/data/cost/cost_sop.csv)
+        kind, sop, commands = verdict_sop(r.state, ns, pod, *owners.get((ns, pod), ("", "")))
         evidence = [f"mean activity {100 * r.activity_mean:.1f} % over {window} (idle below {100 * th.idle_activity_max:.0f} %) "
                     f"on {', '.join(r.devices)}",
                     f"max memory held {held / 1024:.1f} GiB" if has_fb else "FB_USED not exported: zombie check skipped"]
@@ -266,10 +271,9 @@ def idle_findings(src, window: str) -> list[Finding]:
             summary=("Holds GPU memory while doing no work." if zombie else "Allocated GPU(s) almost unused.")
             + f" Activity from {metric.replace('DCGM_FI_', '')}.",
             evidence=evidence,
-            sop_step="Ask the owner to release the GPU (scale to zero or delete the pod); reclaim per the idle policy.",
-            commands=[f"kubectl -n {_q(ns)} get pod {_q(pod)} -o jsonpath='{{.metadata.ownerReferences[0].kind}}/{{.metadata.ownerReferences[0].name}}'",
-                      "gpuops report --window 7d"],
-            data={"pod": f"{ns}/{pod}", "state": r.state, "impact": round(held / 1024, 1), "impact_unit": "GiB held"}))
+            sop_step=sop, commands=[*commands, "gpuops report --window 7d"],
+            data={"pod": f"{ns}/{pod}", "state": r.state, "sop_kind": kind, "impact": round(held / 1024, 1),
+                  "impact_unit": "GiB held"}))
     return out
 
 
