@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import DEMO_END
+import gpulib
+
+from conftest import DEMO_END, ROOT
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +77,28 @@ def test_cli_names_every_critical_and_warning(tmp_path, capsys):
     for f in fs[:10]:
         assert f.title in out
     assert "info 2" not in out and "3 informational finding(s) more" in out
+
+
+@pytest.mark.parametrize("window", ["1h", "6h"])
+def test_a_lightly_used_serving_replica_is_not_told_to_scale_to_zero(window):
+    """A replica that served work in the window (activity peaks at or above the idle threshold), or whose sibling
+    replicas are busy, is below the idle mean only because load is low (the demo's infer_small persona is diurnal,
+    gpulib/demo/metrics.py): scaling its owner to zero takes the service down. It gets the right-size SOP
+    (cost_sop.csv rightsize: a read-only look, then the report, which weighs serving metrics), never
+    '--replicas=0'. A pod reserved and unused (persona idle in demo_fleet.yaml) keeps the scale-to-zero SOP."""
+    import yaml
+    from gpulib.core.knowledge import load_table
+    from gpulib.fleet.health import idle_findings
+
+    scen = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
+    persona = {f"{w['namespace']}/{w['pod']}": w["persona"] for n in scen["nodes"] for w in n.get("workloads", [])}
+    sop = {r["kind"]: r["sop_step"] for r in load_table("cost/cost_sop.csv").to_dict("records")}
+    fs = idle_findings(gpulib.connect("demo", end="2026-12-01T06:45:00Z"), window)
+    serving = [f for f in fs if persona.get(f.data["pod"]) in ("infer", "infer_small")]
+    assert serving, "the window should show a low-load serving replica (the test's premise)"
+    for f in serving:
+        assert not any("--replicas=0" in c for c in f.commands), (f.title, f.commands)
+        assert f.sop_step == sop["rightsize"] and f.data["sop_kind"] == "rightsize", f.title
+    for f in fs:
+        if persona.get(f.data["pod"]) == "idle":
+            assert f.data["sop_kind"] == "idle_allocated" and any("--replicas=0" in c for c in f.commands), f.title

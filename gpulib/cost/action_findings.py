@@ -35,11 +35,16 @@ def sop_kind(row: pd.Series) -> str:
     return str(row["action"])
 
 
-def verdict_sop(state: str, ns: str, pod: str, workload: str = "", owner_kind: str = "") -> tuple[str, str, list[str]]:
+def verdict_sop(state: str, ns: str, pod: str, workload: str = "", owner_kind: str = "", *,
+                low_load: bool = False) -> tuple[str, str, list[str]]:
     """(``cost_sop.csv`` kind, SOP step, shell-quoted commands) for a pod that the one idle/zombie rule
     (:func:`gpulib.cost.usage.classify_idle`) calls ``zombie`` (stuck: delete it or scale its owner) or ``idle``
-    (reserved, unused: ``idle_allocated``, a capacity decision), as the report's actions use them."""
-    kind = _zombie_kind(owner_kind, workload) if state == "zombie" else "idle_allocated"
+    (reserved, unused: ``idle_allocated``, a capacity decision), as the report's actions use them. An idle pod
+    with ``low_load`` (it served work in the window, or its sibling replicas are busy) gets ``rightsize``: scaling
+    its owner to zero would take a service down, and right-sizing is weighed against serving metrics by the
+    report (docs/cost-method.md)."""
+    kind = (_zombie_kind(owner_kind, workload) if state == "zombie"
+            else "rightsize" if low_load else "idle_allocated")
     sop, cmds = cost_sop(kind)
     return kind, sop, fill(cmds, ns=ns, pod=pod, wl=workload or pod, kind_l=str(owner_kind or "deployment").lower())
 

@@ -250,25 +250,39 @@ def idle_findings(src, window: str) -> list[Finding]:
     th = Thresholds.from_table()
     has_fb = bool(samples["fb_used_mib"].notna().any())
     verdicts = classify_idle(samples, th)
+    state_of: dict[tuple[str, str], list[str]] = {}   # (namespace, owner) -> the states of its replicas
+    for v in verdicts.itertuples(index=False):
+        wl = owners.get((v.namespace, v.pod), ("", ""))[0]
+        if wl:
+            state_of.setdefault((v.namespace, wl), []).append(v.state)
     out = []
     for r in verdicts[verdicts["state"] != "busy"].itertuples(index=False):
         zombie = r.state == "zombie"
         ns, pod = r.namespace, r.pod
         held = 0.0 if pd.isna(r.fb_used_max_mib) else float(r.fb_used_max_mib)
         # zombie (stuck) and idle allocated (reserved, unused) get the report's SOPs (gpulib/data/cost/cost_sop.csv)
-        kind, sop, commands = verdict_sop(r.state, ns, pod, *owners.get((ns, pod), ("", "")))
-        evidence = [f"mean activity {100 * r.activity_mean:.1f} % over {window} (idle below {100 * th.idle_activity_max:.0f} %) "
-                    f"on {', '.join(r.devices)}",
+        wl, owner_kind = owners.get((ns, pod), ("", ""))
+        busy_sibling = bool(wl) and any(s == "busy" for s in state_of.get((ns, wl), ()))
+        # served work in the window, or its sibling replicas are busy: low load, not a reservation to release
+        lightly_used = not zombie and (r.activity_max >= th.idle_activity_max or busy_sibling)
+        kind, sop, commands = verdict_sop(r.state, ns, pod, wl, owner_kind, low_load=lightly_used)
+        evidence = [f"mean activity {100 * r.activity_mean:.1f} % over {window} (idle below {100 * th.idle_activity_max:.0f} %), "
+                    f"peak {100 * r.activity_max:.1f} % on {', '.join(r.devices)}",
                     f"max memory held {held / 1024:.1f} GiB" if has_fb else "FB_USED not exported: zombie check skipped"]
+        if lightly_used:
+            evidence.append("served work in the window (peak at or above the idle threshold)" if not busy_sibling else
+                            f"other replicas of {owner_kind or 'its owner'} {wl} are busy")
         if zombie:
             evidence.append(f"held >= {th.zombie_fb_used_min_mib:,.0f} MiB with activity below {th.zombie_activity_max:.0%} "
                             f"for {format_duration(r.zombie_s)} (zombie from {format_duration(th.zombie_min_duration_s)}; "
                             "gpulib/data/core/thresholds.csv)")
         out.append(Finding(
             Severity.WARNING if zombie else Severity.INFO,
-            f"{'Zombie' if zombie else 'Idle'} GPU workload {ns}/{pod}", node=r.node, category="cost",
+            f"{'Zombie' if zombie else 'Lightly used' if lightly_used else 'Idle'} GPU workload {ns}/{pod}", node=r.node, category="cost",
             runbook="gpu_utilization_report", confidence=0.8 if metric != "DCGM_FI_DEV_GPU_UTIL" else 0.6,
-            summary=("Holds GPU memory while doing no work." if zombie else "Allocated GPU(s) almost unused.")
+            summary=("Holds GPU memory while doing no work." if zombie else
+                     "Low load on its GPU(s): a right-sizing question, not a reservation to release." if lightly_used
+                     else "Allocated GPU(s) almost unused.")
             + f" Activity from {metric.replace('DCGM_FI_', '')}.",
             evidence=evidence,
             sop_step=sop, commands=[*commands, "gpuops report --window 7d"],
