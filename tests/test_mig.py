@@ -235,7 +235,7 @@ def test_mig_parted_config_roundtrip_and_validation():
     assert mig.validate_mig_parted_config(text, "H100-80GB") == []
     bad = text.replace("3g.40gb: 2", "3g.40gb: 3")
     assert any("at most 2" in p for p in mig.validate_mig_parted_config(bad, "H100-80GB"))
-    assert mig.validate_mig_parted_config("version: v2\nmig-configs: {}\n")[0] == "missing 'version: v1'"
+    assert mig.validate_mig_parted_config("version: v2\nmig-configs: {}\n")[0] == "unknown version: v2"   # spec.go's words
     with pytest.raises(InvalidParameter):
         mig.mig_parted_config({"bad name!": {"1g.10gb": 1}})
 

@@ -44,48 +44,29 @@ def mig_parted_config(configs: dict[str, list[dict] | dict[str, int]]) -> str:
 
 
 def validate_mig_parted_config(text: str, gpu_model: str | None = None) -> list[str]:
-    """Problems in a mig-parted YAML (empty list = valid): structure per ``NVIDIA/mig-parted:
-    deployments/systemd/config-default.yaml`` @ bd7160f4 and, when
-    ``gpu_model`` is given, that every selector's ``mig-devices`` is a valid layout on that GPU."""
+    """Problems in a mig-parted YAML (empty list = valid): mig-parted's own parser rules
+    (:func:`gpulib.mig.parted_merge.schema_problems`, ``NVIDIA/mig-parted: api/spec/v1/spec.go`` @bd7160f4) and,
+    when ``gpu_model`` is given, that every selector's ``mig-devices`` is a valid layout on that GPU."""
     import yaml
+
+    from gpulib.mig.parted_merge import schema_problems
 
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         return [f"not YAML: {e}"]
-    problems = []
-    if not isinstance(doc, dict) or doc.get("version") != "v1":
-        problems.append("missing 'version: v1'")
-    cfgs = doc.get("mig-configs") if isinstance(doc, dict) else None
-    if not isinstance(cfgs, dict) or not cfgs:
-        return problems + ["missing or empty 'mig-configs' map"]
-    for name, sels in cfgs.items():
-        if not isinstance(sels, list) or not sels:
-            problems.append(f"{name}: must be a non-empty list of device selectors")
-            continue
+    problems = schema_problems(doc)
+    if problems or not gpu_model:
+        return problems
+    for name, sels in doc["mig-configs"].items():
         for i, s in enumerate(sels):
-            where = f"{name}[{i}]"
-            if not isinstance(s, dict):
-                problems.append(f"{where}: selector must be a map")
+            md = s.get("mig-devices") or {}
+            if not md:
                 continue
-            dev = s.get("devices")
-            if not (dev == "all" or (isinstance(dev, list) and all(isinstance(d, int) and d >= 0 for d in dev))):
-                problems.append(f"{where}: devices must be 'all' or a list of GPU indexes, got {dev!r}")
-            if not isinstance(s.get("mig-enabled"), bool):
-                problems.append(f"{where}: mig-enabled must be true or false")
-            unknown = set(s) - {"devices", "device-filter", "mig-enabled", "mig-devices"}
-            if unknown:
-                problems.append(f"{where}: unknown keys {sorted(unknown)}")
-            md = s.get("mig-devices", {})
-            if s.get("mig-enabled") is False and md:
-                problems.append(f"{where}: mig-devices given while mig-enabled is false")
-            if not isinstance(md, dict) or not all(isinstance(v, int) and v >= 0 for v in md.values()):
-                problems.append(f"{where}: mig-devices must map profile names to counts")
-            elif gpu_model and md:
-                try:
-                    p = place(gpu_model, md)
-                    if not p.fits:
-                        problems.append(f"{where}: {p.reason}")
-                except InvalidParameter as e:
-                    problems.append(f"{where}: {e}")
+            try:
+                p = place(gpu_model, md)
+                if not p.fits:
+                    problems.append(f"{name}[{i}]: {p.reason}")
+            except InvalidParameter as e:
+                problems.append(f"{name}[{i}]: {e}")
     return problems
