@@ -149,24 +149,18 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
     if not node:
         raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
     node = node_name(node)
-    if smi_file:
-        smi_text, smi_from = _read(smi_file, "smi_file"), smi_file
-    else:
-        smi_text, smi_from = src.smi_query(node), src.describe()
+    def text_input(path: str, param: str, fetch):   # a file given overrides what the source has
+        return (_read(path, param), path) if path else (fetch(node), src.describe())
+
+    smi_text, smi_from = text_input(smi_file, "smi_file", src.smi_query)
     smi = parse_query(smi_text) if smi_text is not None else None
     target = _target(src, node, gpu, window, smi)
     inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target, after_reset=bool(after_reset),
                        end=src.end)
-    if diag_file:
-        inp.diag_text, inp.diag_from = _read(diag_file, "diag_file"), diag_file
-    else:
-        inp.diag_text, inp.diag_from = src.diag_report(node), src.describe()
+    inp.diag_text, inp.diag_from = text_input(diag_file, "diag_file", src.diag_report)
     if inp.diag_text is not None:
         inp.diag = parse_dcgmi_diag(inp.diag_text)
-    if kernel_log_file:
-        inp.kernel_log, inp.kernel_log_from = _read(kernel_log_file, "kernel_log_file"), kernel_log_file
-    else:
-        inp.kernel_log, inp.kernel_log_from = src.kernel_log(node), src.describe()
+    inp.kernel_log, inp.kernel_log_from = text_input(kernel_log_file, "kernel_log_file", src.kernel_log)
     if inp.kernel_log is not None:
         inp.xid_events = parse_kernel_log(inp.kernel_log)
     else:
