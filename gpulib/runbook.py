@@ -355,8 +355,7 @@ class Runbook:
                 Severity.CRITICAL, "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
                 category="usage",
                 summary="No verdict: a parameter names something the source does not have.",
-                evidence=list(self.usage_errors), sop_step="Correct the parameter (see the hint) and re-run the runbook.",
-                runbook=self.name))
+                evidence=list(self.usage_errors), sop_step="Correct the parameter (see the hint) and re-run the runbook."))
         elif self.errors:
             fl.insert(0, Finding(
                 Severity.CRITICAL if self.src is None else Severity.WARNING,

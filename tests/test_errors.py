@@ -58,3 +58,19 @@ def test_hint_reaches_the_message_and_can_be_overridden():
     assert str(e).startswith("window=abc (hint: ") and e.hint == errors.InvalidParameter.hint
     assert errors.EmptyResult("none", hint="look here").hint == "look here"
     assert errors.PrometheusHTTPError("x", status=403).hint.startswith("check GPUOPS_PROMETHEUS_TOKEN")
+
+
+def test_no_finding_of_a_run_points_at_the_runbook_being_read_not_even_a_usage_error():
+    """'Next runbook' never names the runbook the engineer is reading: a usage error says to correct the
+    parameter, it does not send the reader to the same page again."""
+    from gpulib.core.errors import InvalidParameter
+    from gpulib.core.findings import Finding, Severity
+    from gpulib.runbook import Runbook
+
+    rb = Runbook("nccl_check", source="demo")
+    with rb.step("NVLink traffic"):
+        raise InvalidParameter("node='nosuch-node' is not a GPU node of this source")
+    rb.add(Finding(Severity.INFO, "a finding that names its own runbook", runbook="nccl_check"))
+    fl = rb.finish()
+    assert fl[0].category == "usage"
+    assert [f.title for f in fl if f.runbook == "nccl_check"] == []
