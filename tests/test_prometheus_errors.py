@@ -18,7 +18,9 @@ OK_BODY = {"status": "success", "data": {"resultType": "vector", "result": [
 class FakeProm:
     """Answers /api/v1/query with a scripted list of (status, body, delay) and records headers."""
 
-    def __init__(self, script):
+    def __init__(self, script, answer=None):
+        """``script``: (status, body, delay) answers in order, the last one repeated; ``answer(path)``, when
+        given, picks the answer from the request path instead (for concurrent requests)."""
         self.script = list(script)
         self.headers = []
         self.paths = []
@@ -28,7 +30,8 @@ class FakeProm:
             def do_GET(self):  # noqa: N802
                 fake.headers.append(dict(self.headers))
                 fake.paths.append(self.path)
-                status, body, delay = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
+                status, body, delay = (answer(self.path) if answer else
+                                       fake.script.pop(0) if len(fake.script) > 1 else fake.script[0])
                 time.sleep(delay)
                 data = json.dumps(body).encode()
                 try:
@@ -225,22 +228,11 @@ def test_concurrent_queries_each_read_their_own_answer(monkeypatch):
 
     from prometheus_api_client import PrometheusConnect
 
-    class H(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            bad = parse_qs(urlsplit(self.path).query)["query"] == ["bad"]
-            status, body = (500, {"status": "error", "error": "boom"}) if bad else (200, OK_BODY)
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def by_query(path):
+        bad = parse_qs(urlsplit(path).query)["query"] == ["bad"]
+        return (500, {"status": "error", "error": "boom"}, 0) if bad else (200, OK_BODY, 0)
 
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = FakeProm([], answer=by_query)
     real, barrier = PrometheusConnect.custom_query, threading.Barrier(2, timeout=10)
 
     def both_answered_first(self, *a, **k):
@@ -250,7 +242,7 @@ def test_concurrent_queries_each_read_their_own_answer(monkeypatch):
             barrier.wait()
 
     monkeypatch.setattr(PrometheusConnect, "custom_query", both_answered_first)
-    src = _src(f"http://127.0.0.1:{srv.server_address[1]}", retries=0)
+    src = _src(srv.url, retries=0)
     out = {}
 
     def run(q):
@@ -266,6 +258,6 @@ def test_concurrent_queries_each_read_their_own_answer(monkeypatch):
         for t in threads:
             t.join(15)
     finally:
-        srv.shutdown()
+        srv.close()
     assert isinstance(out["ok"], list) and out["ok"][0]["value"] == [1, "55"]
     assert isinstance(out["bad"], PrometheusHTTPError) and out["bad"].status == 500 and "boom" in str(out["bad"])
