@@ -29,8 +29,8 @@ EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
 from gpulib.core.rundir import _atomic_write, write_index  # noqa: F401  (index.html of a runs folder)
-from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
-                              notebook_info, project_root, resolve_params, target_defaults)
+from gpulib.catalogue import NOTEBOOK_DIRS, NotebookInfo, catalogue, find_notebook, notebook_info, project_root  # noqa: F401
+from gpulib.inspection import Param, coerce, resolve_params, target_defaults  # noqa: F401
 
 
 # ------------------------------------------------------------------------------------ execution
