@@ -18,7 +18,7 @@ LAYERS = {
     "sources": 1, "kube": 1, "nvidia": 1,
     "fleet": 2, "xid": 2, "nccl": 2, "mig": 2, "gpu_operator": 2, "vllm": 2, "cost": 2,
     "demo": 3,
-    "runbook": 4, "catalogue": 4, "inspection": 4, "learn": 4, "cli": 5, "serve": 5,
+    "runbook": 4, "catalogue": 4, "inspection": 4, "execute": 4, "learn": 4, "cli": 5, "serve": 5,
 }
 DOMAINS = {k for k, v in LAYERS.items() if v == 2}
 MAX_LINES = 600

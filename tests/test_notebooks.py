@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from gpulib import cli
+from gpulib.catalogue import catalogue, find_notebook
+from gpulib.execute import execute
+from gpulib.inspection import resolve_params
 
-NOTEBOOKS = sorted(cli.catalogue().values(), key=lambda i: i.name)
+NOTEBOOKS = sorted(catalogue().values(), key=lambda i: i.name)
 
 
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
@@ -31,7 +34,7 @@ def test_committed_notebook_is_clean(info):
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
 def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    res = cli.execute(info, {}, tmp_path, progress=False)
+    res = execute(info, {}, tmp_path, progress=False)
     assert res.failed is None, res.failed
     assert res.errors == [], res.errors
     html = res.html.read_text()
@@ -46,10 +49,10 @@ def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
 @pytest.mark.prometheus
 def test_fleet_overview_same_verdict_on_live_and_no_secret_leaks(live_env, tmp_path, monkeypatch, demo_end):
     monkeypatch.setenv("GPUOPS_PROMETHEUS_TOKEN", "s3cr3t-token-value-123")
-    info = cli.find_notebook("fleet_overview")
-    live = cli.execute(info, {"source": "live"}, tmp_path / "live", progress=False)
+    info = find_notebook("fleet_overview")
+    live = execute(info, {"source": "live"}, tmp_path / "live", progress=False)
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    demo = cli.execute(info, {"source": "demo"}, tmp_path / "demo", progress=False)
+    demo = execute(info, {"source": "demo"}, tmp_path / "demo", progress=False)
     assert live.errors == [] and live.failed is None
     crit = lambda r: sorted(f.title for f in r.findings if f.severity.value == "critical")  # noqa: E731
     assert crit(live) == crit(demo)
@@ -99,9 +102,9 @@ def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     from gpulib.core import redact
 
     monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
-    params = [p.name for p in cli.find_notebook("operator_install").params]
+    params = [p.name for p in find_notebook("operator_install").params]
     # what papermill's injected-parameters cell left in the kernel: replicas given, the rest notebook defaults
-    kernel = {p.name: p.default for p in cli.find_notebook("operator_install").params}
+    kernel = {p.name: p.default for p in find_notebook("operator_install").params}
     kernel.update(replicas=8, operator_version="v24.6.2", demo_operator_state="gfd_missing")
     monkeypatch.setattr(nb, "_kernel_namespace", lambda: kernel, raising=False)
     rb = nb.Runbook("operator_install", source="demo", snapshot_dir="", demo_operator_state="gfd_missing")
@@ -115,8 +118,8 @@ def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     assert got["driver_preinstalled"] == "False" and got["mig_strategy"] == "none"  # defaults nobody gave
     assert got["demo_operator_state"] == "gfd_missing"
     # the CLI reads the line back to the same values
-    info = cli.find_notebook("operator_install")
-    resolved = cli.resolve_params(info, cli._pairs([f"{k}={v}" for k, v in pairs]))
+    info = find_notebook("operator_install")
+    resolved = resolve_params(info, cli._pairs([f"{k}={v}" for k, v in pairs]))
     assert resolved["replicas"] == 8 and resolved["driver_preinstalled"] is False
     # outside a kernel (tests, plain Python) the notebook defaults stand in for what was not passed
     monkeypatch.setattr(nb, "_kernel_namespace", lambda: {}, raising=False)
@@ -143,7 +146,7 @@ def test_incident_runbook_sections_are_meaning_impact_diagnosis_mitigation(name)
     """From its Meaning on, an incident runbook's top-level (##) sections are Meaning, Impact, Diagnosis,
     Mitigation in that order (a section before Meaning, e.g. operator_install's Install, is not part of the
     incident); topic headings are ### under one of them."""
-    nb = json.loads(cli.find_notebook(name).path.read_text())
+    nb = json.loads(find_notebook(name).path.read_text())
     h2 = [ln[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown"
           for ln in "".join(c["source"]).splitlines() if ln.startswith("## ")]
     assert "Meaning" in h2, h2
