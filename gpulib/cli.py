@@ -101,8 +101,6 @@ def run_cmd(
     fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", hidden=True,
-                                           help="an existing empty folder for this run (gpuops serve creates it)"),
 ):
     """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
     if fail_on not in ("critical", "warning", "info", "never"):
@@ -112,8 +110,7 @@ def run_cmd(
         params = engine.prepare(info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
-    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
-                         out_dir=run_dir.resolve() if run_dir else None)
+    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
     _print_result(res)
     raise typer.Exit(_exit_code([res], fail_on))
 

@@ -1,5 +1,5 @@
 """gpulib.execute, the one run engine: parameters resolved once (source included), findings.json read once and
-summary.md written once per run, the index row taken from the run, and runs
+summary.md written once per run (``gpuops run`` and ``gpuops serve``), the index row taken from the run, and runs
 in threads of one process each in their own kernel, in the notebook's folder, without moving this process."""
 from __future__ import annotations
 
@@ -71,6 +71,29 @@ def test_a_cli_run_reads_findings_once_and_writes_summary_once(tmp_path, opened,
     assert "XID 79 on dgx-h100-1" in capsys.readouterr().out
 
 
+def test_a_serve_run_goes_through_the_engine_in_process_reading_findings_once(tmp_path, opened, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from gpulib.serve import ServeConfig
+    from gpulib.serve.app import create_app
+
+    app = create_app(ServeConfig.build(out=tmp_path / "runs", token=TOKEN))
+    c = TestClient(app)
+    r = c.get("/run/xid_ecc_triage", params={"node": "n1", "gpu": "3"}, follow_redirects=False)
+    rid = r.headers["location"].rsplit("/", 1)[1]
+    assert app.state.service.pool.join(30)
+    assert opened[("findings.json", "r")] == 1
+    assert opened[("summary.md", "w")] == 1
+    rec = c.get(f"/runs/{rid}/run.json").json()
+    assert (rec["status"], rec["severity"], rec["cause"], rec["command"]) == ("done", "critical", "XID 79 on n1",
+                                                                            "kubectl cordon n1")
+    summary = c.get(f"/runs/{rid}/summary.md").text
+    assert summary.startswith("# xid_ecc_triage: DONE") and "Parameters: `node=n1`, `gpu=3`" in summary
+    assert f"Report: {app.state.service.link(rid)}" in summary
+    doc = c.get(f"/runs/{rid}/findings.json").json()
+    assert doc["parameters"] == {"source": "demo", "node": "n1", "gpu": "3"}
+
+
 # ------------------------------------------------------------------------------------- parameters
 def test_prepare_maps_the_source_once_and_checks_the_source_the_run_will_use(tmp_path):
     info = find_notebook("xid_ecc_triage")
@@ -88,6 +111,28 @@ def test_prepare_maps_the_source_once_and_checks_the_source_the_run_will_use(tmp
     # values checked when a request came in (gpuops serve) are taken as they are, with the server's source
     assert engine.prepare(info, given={"node": "n2", "gpu": "5"}, source="demo") == {"source": "demo", "node": "n2",
                                                                                        "gpu": "5"}
+
+
+def test_serve_passes_its_source_through_the_same_rules(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from gpulib.serve import ServeConfig
+    from gpulib.serve.app import create_app
+
+    seen = []
+
+    def runner(folder, runbook, params, timeout):
+        seen.append(params)
+        return {"status": "done", "error": None, "verdict": {}}
+
+    snap = tmp_path / "incident"
+    snap.mkdir()
+    app = create_app(ServeConfig.build(out=tmp_path / "runs", token=TOKEN, source=str(snap)), runner)
+    TestClient(app).get("/run/xid_ecc_triage", params={"node": "n1"}, follow_redirects=False)
+    assert app.state.service.pool.join(10)
+    assert seen == [{"source": "snapshot", "snapshot_dir": str(snap.resolve()), "node": "n1", "gpu": ""}]
+    with pytest.raises(InvalidParameter, match="--source 'prod'"):
+        ServeConfig.build(out=tmp_path / "runs", token=TOKEN, source="prod")
 
 
 # ---------------------------------------------------------------------------------- real kernels

@@ -31,10 +31,9 @@ def status_of(failed: str | None, usage_errors: list, errors: list) -> str:
     return "failed" if failed else ("bad parameter" if usage_errors else ("incomplete" if errors else "done"))
 
 
-def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any] | None = None) -> Path:
+def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any]) -> Path:
     """``folder/summary.md`` for the run ``rec`` (runbook, status, params, error) with verdict ``v``
-    (:func:`verdict_of`; empty when the run wrote no findings; None: read from the folder) and a link to its report."""
-    v = read_verdict(folder) if v is None else v
+    (:func:`verdict_of`; empty when the run wrote no findings) and a link to its report."""
     lines = [f"# {rec['runbook']}: {rec['status'].upper()}", ""]
     lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
     if rec.get("error"):
