@@ -159,10 +159,10 @@ BACKEND_SNIFFING = [
     re.compile(r"source\s*==\s*['\"](live|demo|snapshot|prometheus)['\"]"),
     re.compile(r"isinstance\([^)]*(DemoSource|PrometheusSource|SnapshotSource|LiveSource)"),
 ]
-#: the rule above that compares a backend name; allowed where a backend is chosen by name (to pass its
-#: arguments to connect())
+#: the rule above that compares a backend name; allowed only where a backend is chosen by name (to pass its
+#: arguments to connect()): the one source mapping, gpulib.inspection.choose_source
 BACKEND_NAME_RULE = 3
-CONNECT_SITES = {"gpulib/cli.py", "gpulib/runbook.py", "gpulib/inspection.py"}
+CONNECT_SITES = {"gpulib/inspection.py"}
 #: attributes that only a backend object has (``self.<name> =`` in gpulib/sources/*.py and gpulib/demo/source.py):
 #: reading one by name from any object (``getattr(x, "kube", None)``, ``hasattr(x, "sim")``, or a loop over such
 #: names) is asking which backend it is; the capability is a Source method (``kube_cluster()``, ``app_series()``)

@@ -97,3 +97,16 @@ def test_connect_arguments_are_the_backends_options_only(tmp_path):
     assert SourceChoice("live").connect_kwargs({"collect": False}) == {}
     assert SourceChoice("demo").connect_kwargs({"collect": True}) == {}
 
+
+def test_the_runbook_connect_step_uses_the_same_rules(tmp_path, monkeypatch):
+    """Runbook(source=<folder>) opens a snapshot of that folder as ``--source <folder>`` does, and a snapshot
+    without a folder is a usage error (exit 2), not a crash or a demo run."""
+    from gpulib.runbook import Runbook
+
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    rb = Runbook("fleet_overview", source=str(tmp_path))
+    assert rb.src is not None and rb.src.name == "snapshot" and not rb.usage_errors
+    bad = Runbook("fleet_overview", source="snapshot", snapshot_dir="")
+    assert bad.src is None and "needs --snapshot DIR" in bad.usage_errors[0]
+    top = bad.finish()[0]
+    assert top.title.startswith("Runbook incomplete: bad parameter") and top.sop_step.startswith("Correct the parameter")

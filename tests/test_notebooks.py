@@ -92,6 +92,34 @@ def test_incomplete_runbook_names_the_exact_rerun_command(monkeypatch):
     assert not any("gpu node 7" in c for c in fl[0].commands), fl[0].commands
 
 
+def test_incomplete_findings_take_their_sop_text_from_core_sop(monkeypatch):
+    """The two 'Runbook incomplete' findings write no SOP sentence of their own: summary and SOP step are the
+    rows of gpulib/data/core/core_sop.csv (a planted table shows it), and every row of that table is used."""
+    import pandas as pd
+
+    import gpulib.runbook as nb
+    from gpulib.core import sop as sopmod
+    from gpulib.core.errors import InvalidParameter, SourceError
+    from gpulib.core.knowledge import load_table
+
+    assert sorted(load_table("core_sop")["key"]) == ["bad_parameter", "missing_data"]
+    planted = pd.DataFrame([{"key": k, "summary": f"planted summary {k}", "sop_step": f"planted step {k}",
+                             "escalation": "", "commands": "", "source": "definition: test"}
+                            for k in ("bad_parameter", "missing_data")])
+    monkeypatch.setattr(sopmod, "load_table", lambda name: planted.copy() if name == "core_sop" else load_table(name))
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    sopmod._rows.cache_clear()
+    try:
+        for exc, key in ((SourceError("no data"), "missing_data"), (InvalidParameter("no such node"), "bad_parameter")):
+            rb = nb.Runbook("xid_ecc_triage", source="demo")
+            with rb.step("Diagnosis"):
+                raise exc
+            top = rb.finish()[0]
+            assert (top.summary, top.sop_step) == (f"planted summary {key}", f"planted step {key}")
+    finally:
+        sopmod._rows.cache_clear()
+
+
 def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     """The 'Run it' line repeats the run even if a notebook default changes: every parameter of the notebook's
     parameters cell with the value the kernel holds after papermill's injection (also those the notebook does not
