@@ -106,10 +106,6 @@ def check_values(params: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------------- the source
-#: the backends a user is pointed to; any other registered backend (gpulib.sources.registry) is accepted too
-NAMED_SOURCES = ("demo", "live", "snapshot")
-
-
 @dataclass(frozen=True)
 class SourceChoice:
     """The data source of one run: a backend name for :func:`gpulib.connect`, and the folder a snapshot reads."""
@@ -146,12 +142,12 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
     """The one mapping of ``--source`` / ``--snapshot`` (and of the ``source`` / ``snapshot_dir`` parameters).
 
     A backend name is that backend (a folder of that name is given as ``./demo``); a folder given as the
-    source is a snapshot of that folder; a snapshot folder given alone means the snapshot source; ``snapshot`` needs a folder and a folder is read only by ``snapshot``; any other name must
-    be a registered backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the
-    notebook's default). The folder is made absolute, so the kernel (which runs in the notebook's folder)
+    source is a snapshot of that folder; a snapshot folder given alone means the snapshot source;
+    ``snapshot`` needs a folder and a folder is read only by ``snapshot``; any other name must be a registered
+    backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the notebook's default). The folder is made absolute, so the kernel (which runs in the notebook's folder)
     reads the folder the caller meant.
     """
-    from gpulib.sources.registry import available
+    from gpulib.sources.registry import BUILTIN, available  # on use: the registry reads entry points
 
     source = source or None
     snapshot = str(snapshot) if snapshot else None
@@ -165,7 +161,7 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
             raise InvalidParameter("--source snapshot needs --snapshot DIR")
         return SourceChoice("snapshot", str(Path(snapshot).resolve()))
     if source not in available():
-        others = [n for n in available() if n not in NAMED_SOURCES]
+        others = [n for n in available() if n not in BUILTIN]  # a third-party backend is named too
         raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder"
                                + (f" (also registered: {', '.join(others)})" if others else ""))
     if snapshot:

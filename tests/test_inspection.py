@@ -82,6 +82,15 @@ def test_source_names_folders_and_snapshot_rules(tmp_path, monkeypatch):
         choose_source("live", "incident")
 
 
+def test_a_registered_third_party_backend_is_a_source_and_is_named_when_one_is_wrong(monkeypatch):
+    from gpulib.sources import registry
+
+    monkeypatch.setitem(registry._REGISTRY, "mysource", "mypkg.source:MySource")
+    assert choose_source("mysource") == SourceChoice("mysource")
+    with pytest.raises(InvalidParameter, match=r"or a snapshot folder \(also registered: mysource\) \(hint"):
+        choose_source("prod")
+
+
 def test_the_choice_as_notebook_parameters_names_only_what_the_notebook_declares(tmp_path):
     snap = SourceChoice("snapshot", str(tmp_path))
     assert snap.notebook_params(find_notebook("fleet_overview")) == {"source": "snapshot", "snapshot_dir": str(tmp_path)}
