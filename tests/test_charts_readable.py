@@ -100,18 +100,15 @@ def build(name: str, src):
 
         return mr.current_step(src, node="a100-40-mig-0", gpu_model="", window="6h", headroom=0.2).diagram()
     if name.startswith("cost_"):
-        import gpulib.cost.analysis as cost
-        import gpulib.cost.report as report
+        import gpulib.cost.steps as report
 
         data = report.load_report_data(src, "24h")
-        rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
-                                window="24h", namespaces=data.namespaces)
+        rep = report.cost_report(data)
         if name == "cost_heatmap":
-            bucket = report.heatmap_bucket("24h", data.step)
-            return report.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
+            return report.heatmap(rep, data)
         if name == "cost_namespaces":
-            return report.namespace_figure(cost.namespace_allocation(rep))
-        return report.waterfall_figure(cost.savings_waterfall(rep), rep.currency)
+            return report.namespace_chart(rep)
+        return report.waterfall(rep)
     raise KeyError(name)
 
 

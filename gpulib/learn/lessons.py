@@ -399,8 +399,8 @@ def cost_report(src, window: str = "24h"):
 
 
 def cost_checklist(rep) -> pd.DataFrame:
-    """The optimisation checklist: every action in gpulib.cost.analysis.ACTIONS with its targets and monthly saving."""
-    from gpulib.cost.analysis import ACTIONS
+    """The optimisation checklist: every action in gpulib.cost.model.ACTIONS with its targets and monthly saving."""
+    from gpulib.cost import ACTIONS
 
     a = rep.actions
     rows = []
