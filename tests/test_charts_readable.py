@@ -96,7 +96,7 @@ def build(name: str, src):
                                                   latency_p99_s=10.0), "H100-80GB")
         return vv.waiting_chart(inference.waiting_requests(src, "inference", "vllm-llama70b", "1h"), "vllm-llama70b")
     if name.startswith("mig_"):
-        import gpulib.mig.runbook as mr
+        import gpulib.mig.steps as mr
 
         return mr.current_step(src, node="a100-40-mig-0", gpu_model="", window="6h", headroom=0.2).diagram()
     if name.startswith("cost_"):
