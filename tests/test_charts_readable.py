@@ -88,7 +88,7 @@ def build(name: str, src):
 
         return ov.daemonset_chart(operator.operator_state(src, "gpu-operator")["daemonsets"])
     if name.startswith("vllm_"):
-        import gpulib.vllm.deploy as inference
+        import gpulib.vllm as inference
         import gpulib.vllm.view as vv
 
         if name == "vllm_memory":
