@@ -174,3 +174,11 @@ def test_size_from_usage_empty_frame():
     df = sz.size_from_usage(pd.DataFrame())
     fs = mig.sizing_findings(pd.DataFrame(), df)
     assert df.empty and fs[0].severity is Severity.INFO and fs[0].title == "No FB_USED data to size from"
+
+
+def test_pod_on_a_gpu_without_mig_keeps_a_whole_gpu_next_to_one_that_fits():
+    """A frame holds the missing profile of the L4 pod as NaN once another row has one: still 'keep a whole GPU'."""
+    fb = _summary(_fb("small", "", 3000, 3500) + _fb("l4-pod", "", 20000, 22000, model="NVIDIA L4"))
+    df = sz.size_from_usage(fb, headroom=0.2)
+    titles = {f.title for f in mig.sizing_findings(fb, df, headroom=0.2)}
+    assert titles == {"ml/small: fits MIG 1g.5gb on A100-40GB", "ml/l4-pod: keep a whole GPU"}

@@ -86,7 +86,7 @@ def sizing_findings(fb_summary: pd.DataFrame | None, sizing: pd.DataFrame, *,
             out.append(Finding(
                 Severity.WARNING, f"{ns}/{pod}: memory looks pre-allocated; size from the model, not FB_USED",
                 summary=t.summary, sop_step=t.sop_step, evidence=ev, category="mig", confidence=0.7, node=r.node))
-        elif r.profile:
+        elif isinstance(r.profile, str) and r.profile:   # a frame holds a missing profile as None or NaN
             t = sop(_TABLE, "fits_profile", memory_gib=r.profile_memory_gib, need_gib=r.need_gib)
             out.append(Finding(Severity.INFO, f"{ns}/{pod}: fits MIG {r.profile} on {r.target_model}",
                                summary=t.summary, evidence=ev, category="mig", node=r.node, sop_step=t.sop_step))
