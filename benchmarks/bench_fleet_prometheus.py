@@ -15,7 +15,7 @@ Measured in one run, each path in a fresh subprocess (peak RSS = that process's 
 
 * **report**: the report's real code path, as the notebook runs it: ``connect("live")`` (Prometheus +
   the Kubernetes API double from ``tests/k8s_double.py`` serving the scenario's 128 nodes and pods through
-  the official client) -> ``report.load_report_data`` -> ``cost.analyze_cost`` -> ``executive_summary``,
+  the official client) -> ``cost.load_report_data`` -> ``cost.analyze_cost`` -> ``executive_summary``,
   ``method_html``, ``node_time_matrix`` + heatmap, ``namespace_allocation`` + bars, ``idle_zombie_table``,
   ``savings_waterfall`` + waterfall (figures built, not serialised);
 * **naive**: prometheus-api-client as its README shows: ``custom_query_range`` of the raw series at the
@@ -168,17 +168,16 @@ def _answer(rep, summary) -> dict:
 
 def _frames(rep, data_step: str) -> tuple[dict, float]:
     """The report's frames and figures (what the notebook cells after the data load build)."""
-    import gpulib.cost.analysis as cost
-    import gpulib.cost.report as report
+    import gpulib.cost as cost
 
     t = time.perf_counter()
-    summary = cost.executive_summary(rep, top_n=int(report.report_policy("top_actions")))
-    html = report.kpi_tiles_html(summary) + report.top_actions_html(summary)
-    bucket = report.heatmap_bucket(WINDOW, data_step)
-    report.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
-    report.namespace_figure(cost.namespace_allocation(rep))
-    html += report.idle_table_html(report.idle_zombie_table(rep), rep.currency)
-    report.waterfall_figure(cost.savings_waterfall(rep), rep.currency)
+    summary = cost.executive_summary(rep, top_n=int(cost.report_policy("top_actions")))
+    html = cost.kpi_tiles_html(summary) + cost.top_actions_html(summary)
+    bucket = cost.heatmap_bucket(WINDOW, data_step)
+    cost.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
+    cost.namespace_figure(cost.namespace_allocation(rep))
+    html += cost.idle_table_html(cost.idle_zombie_table(rep), rep.currency)
+    cost.waterfall_figure(cost.savings_waterfall(rep), rep.currency)
     return summary, time.perf_counter() - t
 
 
@@ -186,8 +185,7 @@ def path_report() -> dict:
     t0 = time.perf_counter()
     import gpulib
     import kubernetes  # noqa: F401  (connect("live") imports the official client: ~2.5 s, reported with imports)
-    import gpulib.cost.analysis as cost
-    import gpulib.cost.report as report
+    import gpulib.cost as cost
     from gpulib.sources.prometheus import PrometheusSource
 
     t_import = time.perf_counter() - t0
@@ -201,11 +199,11 @@ def path_report() -> dict:
     PrometheusSource._get_range = recording
     t1 = time.perf_counter()
     src = gpulib.connect("live")
-    data = report.load_report_data(src, WINDOW, step=os.environ.get("BENCH_REPORT_STEP") or None)
+    data = cost.load_report_data(src, WINDOW, step=os.environ.get("BENCH_REPORT_STEP") or None)
     t2 = time.perf_counter()
     rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
                             window=WINDOW, namespaces=data.namespaces)
-    report.method_html(rep, data)
+    cost.method_section(rep, data)
     t3 = time.perf_counter()
     summary, t_frames = _frames(rep, data.step)
     t4 = time.perf_counter()
@@ -223,7 +221,7 @@ def path_naive() -> dict:
 
     import kubernetes  # noqa: F401  (as in the report path: imports are reported apart)
 
-    import gpulib.cost.analysis as cost
+    import gpulib.cost as cost
     from gpulib.sources.dcgm import normalise_labels
     from gpulib.kube.client import KubeCluster
     from gpulib.core.schema import SERIES_COLUMNS

@@ -195,14 +195,14 @@ def _report_options(price_file: Path | None, namespaces: str | None, provider: s
     """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
     import re
 
-    from gpulib.cost.analysis import load_prices
+    from gpulib.cost import load_prices
 
     pairs: list[tuple[str, str]] = []
     if price_file is not None:
         load_prices(price_file)  # PriceFileError (usage) names the bad column or row
         pairs.append(("price_file", str(price_file.resolve())))
     if namespaces is not None:
-        from gpulib.cost.report import parse_namespaces
+        from gpulib.cost import parse_namespaces
 
         bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
         if bad:

@@ -287,3 +287,47 @@ def demo_knowledge(root: Path) -> list[str]:
                 names = [k.value for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
             bad += [f"{mod}:{getattr(n, 'lineno', 0)}: defines {x}" for x in names if DEMO_NAME.search(x)]
     return list(dict.fromkeys(bad))
+
+
+# --------------------------------------------------------------------------------------------
+# module-level import cycles
+# --------------------------------------------------------------------------------------------
+def module_cycles(root: Path, parts: set[str] | None = None) -> list[list[str]]:
+    """Sets of modules that import each other in a cycle (strongly connected components of the module graph), every
+    import counted: the ones inside functions, ``TYPE_CHECKING`` blocks and a package's ``_EXPORTS`` (a package
+    ``__init__`` points at each submodule it exports, so a submodule that imports its own package closes a cycle).
+    ``parts``: only cycles touching those top-level parts of gpulib."""
+    graph: dict[str, set[str]] = {}
+    for e in edges(root):
+        graph.setdefault(e.src, set()).add(e.dst)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph.get(v, ()):
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return [c for c in out if parts is None or any(part(m) in parts for m in c)]

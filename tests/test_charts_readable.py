@@ -88,7 +88,7 @@ def build(name: str, src):
 
         return ov.daemonset_chart(operator.operator_state(src, "gpu-operator")["daemonsets"])
     if name.startswith("vllm_"):
-        import gpulib.vllm.deploy as inference
+        import gpulib.vllm as inference
         import gpulib.vllm.view as vv
 
         if name == "vllm_memory":
@@ -96,22 +96,19 @@ def build(name: str, src):
                                                   latency_p99_s=10.0), "H100-80GB")
         return vv.waiting_chart(inference.waiting_requests(src, "inference", "vllm-llama70b", "1h"), "vllm-llama70b")
     if name.startswith("mig_"):
-        import gpulib.mig.runbook as mr
+        import gpulib.mig.steps as mr
 
         return mr.current_step(src, node="a100-40-mig-0", gpu_model="", window="6h", headroom=0.2).diagram()
     if name.startswith("cost_"):
-        import gpulib.cost.analysis as cost
-        import gpulib.cost.report as report
+        import gpulib.cost.steps as report
 
         data = report.load_report_data(src, "24h")
-        rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
-                                window="24h", namespaces=data.namespaces)
+        rep = report.cost_report(data)
         if name == "cost_heatmap":
-            bucket = report.heatmap_bucket("24h", data.step)
-            return report.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
+            return report.heatmap(rep, data)
         if name == "cost_namespaces":
-            return report.namespace_figure(cost.namespace_allocation(rep))
-        return report.waterfall_figure(cost.savings_waterfall(rep), rep.currency)
+            return report.namespace_chart(rep)
+        return report.waterfall(rep)
     raise KeyError(name)
 
 

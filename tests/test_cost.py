@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cost_frames import H100, T0, frames, node, pod, series
-import gpulib.cost.analysis as cost
+import gpulib.cost as cost
 from gpulib.core.errors import InvalidParameter, InvalidWindow
 from gpulib.core.findings import Finding, Severity
 from gpulib.cost.usage import GPU_UTIL, GR_ENGINE_ACTIVE, mig_share
@@ -405,3 +405,26 @@ def test_unpriced_model_is_reported_not_crashed():
     f = [f for f in rep.findings if f.title == "GPU models without a price"]
     assert len(f) == 1 and "NVIDIA Quantum Widget" in f[0].data["models"]
     assert math.isnan(rep.usage.iloc[0]["price_per_gpu_hour"])
+
+
+def test_every_cost_sop_row_is_used_and_every_key_asked_for_exists():
+    """cost_sop.csv and the cost domain agree: no finding asks for a row the table lacks, no row is dead text."""
+    from pathlib import Path
+
+    from sopcheck import scan, unknown_keys, unused_rows
+
+    from gpulib.core.sop import keys
+
+    pkg, rows = Path(cost.__file__).parent, set(keys("cost_sop"))
+    assert len(scan(pkg, "cost_sop")[0]) >= 3       # the literal keys found (unallocated_gpus, unpriced_models, ...)
+    assert unknown_keys(pkg, "cost_sop", rows) == []
+    assert unused_rows(pkg, "cost_sop", rows) == []
+
+
+def test_sop_check_catches_a_missing_row_and_a_dead_row(tmp_path):
+    """The check above can fail: a key asked for that the table lacks, and a row no code names."""
+    from sopcheck import unknown_keys, unused_rows
+
+    (tmp_path / "findings.py").write_text('T = "x_sop"\n\n\ndef f():\n    return sop(T, "gone"), sop("x_sop", "here")\n')
+    assert unknown_keys(tmp_path, "x_sop", {"here", "dead"}) == ["gone"]
+    assert unused_rows(tmp_path, "x_sop", {"here", "dead"}) == ["dead"]

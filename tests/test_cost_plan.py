@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from cost_frames import frames, node, pod, series
 import gpulib
 import gpulib.vllm
-import gpulib.cost.analysis as cost
-import gpulib.cost.report as report
+import gpulib.cost as cost
+import gpulib.cost.steps as report
 from gpulib.core.findings import Severity
 
 END = "2026-12-01T06:45:00Z"
@@ -154,7 +154,7 @@ def test_zombie_and_idle_allocated_get_different_sops_from_data():
     n, p = frames([node("n0", gpus=2)], [pod("nb", "stuck-0", "n0", kind="StatefulSet", workload="stuck"),
                                           pod("nb", "spare-0", "n0", kind="StatefulSet", workload="spare")])
     rep = cost.analyze_cost(n, p, pd.concat(acts, ignore_index=True), pd.concat(fbs, ignore_index=True), window="6h")
-    sop = load_table("cost_sop").set_index("kind")
+    sop = load_table("cost_sop").set_index("key")
     zombie = [f for f in rep.findings if f.title.startswith("Zombie pod")]
     idle = [f for f in rep.findings if f.title.startswith("Idle allocated")]
     assert [f.data["pod"] for f in zombie] == ["stuck-0"] and [f.data["workload"] for f in idle] == ["spare"]

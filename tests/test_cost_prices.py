@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from cost_frames import frames, node, pod, series
-import gpulib.cost.analysis as cost
+import gpulib.cost as cost
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table
 

@@ -147,7 +147,7 @@ def _operator(src, p):
 
 
 def _vllm(src, p):
-    import gpulib.vllm.deploy as inference
+    import gpulib.vllm as inference
     ns, dep, w = p.get("namespace", "inference"), p["deployment"], p.get("window", "1h")
     m = inference.vllm_metrics(src, ns, dep, w)
     return inference.assess(m, max_num_seqs=p.get("deployed_max_num_seqs", 64), latency_p99_s=p.get("latency_p99_s", 10.0),

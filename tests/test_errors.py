@@ -42,11 +42,11 @@ def test_every_gpulib_error_subclass_has_a_hint():
 
 
 @pytest.mark.parametrize("where, name", [
-    ("gpulib.cost.analysis", "PriceFileError"), ("gpulib.gpu_operator.plan", "ContradictoryChoice"),
+    ("gpulib.cost.prices", "PriceFileError"), ("gpulib.gpu_operator.plan", "ContradictoryChoice"),
     ("gpulib.kube.frames", "MalformedKubernetesObject"), ("gpulib.kube.remediate", "RemediationRefused"), ("gpulib.kube.lease", "LockBusy"),
     ("gpulib.mig.catalog", "UnknownGPUModel"), ("gpulib.mig.catalog", "UnknownProfile"),
     ("gpulib.mig.smi_parsers", "MigParseError"), ("gpulib.mig.parted_merge", "MigConfigRefused"), ("gpulib.nccl.launcher", "ProbeError"),
-    ("gpulib.nvidia.nvml", "NVMLUnavailable"), ("gpulib.vllm.deploy", "DoesNotFit"),
+    ("gpulib.nvidia.nvml", "NVMLUnavailable"), ("gpulib.vllm.sizing", "DoesNotFit"),
     ("gpulib.vllm.memory", "UnknownModel"),
 ])
 def test_moved_exceptions_still_importable_where_they_were(where, name):

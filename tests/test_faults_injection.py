@@ -35,15 +35,15 @@ def test_xid_commands_quote_the_node():
 
 @pytest.mark.parametrize("name", ["vllm; #", "vllm llama", "Vllm", "x" * 300, "-vllm"])
 def test_manifest_names_are_dns1123(name):
-    from gpulib.vllm import deploy
-    plan = deploy.plan("Llama-3.1-8B", "H100-80GB", gpus=1, context_len=4096, concurrency=8)
+    import gpulib.vllm as vllm
+    plan = vllm.plan("Llama-3.1-8B", "H100-80GB", gpus=1, context_len=4096, concurrency=8)
     with pytest.raises(InvalidParameter):
-        deploy.manifests(plan, name=name)
+        vllm.manifests(plan, name=name)
     with pytest.raises(InvalidParameter):
-        deploy.manifests(plan, namespace=name.replace("-", ";"))
+        vllm.manifests(plan, namespace=name.replace("-", ";"))
 
 
 def test_vllm_promql_selector_escapes():
-    from gpulib.vllm.deploy import _selector
+    from gpulib.vllm.live import _selector
     sel = _selector("inference", 'x"} or vector(1) or up{a="')
     assert sel.count('"') % 2 == 0 and '\\"' in sel

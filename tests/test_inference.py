@@ -8,7 +8,7 @@ import kubernetes_validate
 import pandas as pd
 import pytest
 
-import gpulib.vllm.deploy as inf
+import gpulib.vllm as inf
 import gpulib.vllm.memory as vllm
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity

@@ -303,3 +303,16 @@ def test_gh200_b200_large_profiles_say_how_their_memory_was_inferred():
         assert row["inferred"] == "yes" and "memory_gib" in row["inferred_fields"]
         assert "H200" in row["source"] and "ratio" in row["source"]
         assert row["memory_gib"] > float(name.split(".")[1].removesuffix("gb")) * 0.95  # not the GB->GiB 0.93
+
+
+def test_every_mig_sop_row_is_used_and_every_key_asked_for_exists():
+    """mig_sop.csv and the MIG domain agree: every key a finding asks for is a row, every row is asked for."""
+    from pathlib import Path
+
+    from sopcheck import scan, unknown_keys, unused_rows
+
+    from gpulib.core.sop import keys
+
+    pkg, rows = Path(mig.__file__).parent, set(keys("mig_sop"))
+    assert scan(pkg, "mig_sop")[0] == rows          # every key is asked for by name here, none chosen at run time
+    assert unknown_keys(pkg, "mig_sop", rows) == [] and unused_rows(pkg, "mig_sop", rows) == []

@@ -10,6 +10,7 @@ import yaml
 
 import gpulib.mig as mig
 import gpulib.mig.plan as mp
+import gpulib.mig.sizing as sz
 from gpulib.core.findings import Severity
 
 
@@ -44,7 +45,7 @@ def test_plan_small_instance_hand_checked():
         assert mig.is_valid_layout("A100-40GB", g.layout)
     lay = p.layouts()
     assert sorted(lay["workload"]) == sorted(["a", "b", "b", "b", "c", "c", "d"])
-    assert p.findings()[0].severity is Severity.OK
+    assert mig.plan_findings(p)[0].severity is Severity.OK
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -65,7 +66,7 @@ def test_planner_never_worse_than_ffd_and_reports_unplaced():
     p, f = mp.plan_layout(ws, {"H100-80GB": 40}), mp.plan_ffd(ws, {"H100-80GB": 40})
     assert p.gpus_used <= f.gpus_used
     short = mp.plan_layout([mp.Workload("big", 30, replicas=5)], {"H100-80GB": 2})  # 3g.40gb: 2 per GPU -> 4 fit
-    assert len(short.unplaced) == 1 and short.findings()[1].severity is Severity.WARNING
+    assert len(short.unplaced) == 1 and mig.plan_findings(short)[1].severity is Severity.WARNING
 
 
 def test_outputs_validate():
@@ -110,7 +111,7 @@ def test_whole_gpu_workloads_and_prices():
     assert p.whole_gpus[0]["gpus"] == 2 and p.gpus_used == 3
     assert p.pod_requests()["train"]["limits"] == {"nvidia.com/gpu": 1}
     # money is written by gpulib.core.money (currency code, no "$" that Markdown reads as math)
-    assert any(" USD" in e for e in p.findings()[0].evidence)
+    assert any(" USD" in e for e in mig.plan_findings(p)[0].evidence)
 
 
 def _summary(rows):
@@ -127,7 +128,8 @@ def test_size_from_usage_picks_profile_and_flags_preallocation():
     ])
     act = _summary([{"model": "NVIDIA A100-SXM4-40GB", "pod": "small", "namespace": "ml", "gpu_i_profile": "",
                      "stat": "p95", "value": 0.25}])
-    df, fs = mp.size_from_usage(fb, act, headroom=0.2)
+    df = sz.size_from_usage(fb, act, headroom=0.2)
+    fs = mig.sizing_findings(fb, df, headroom=0.2)
     small = df.set_index("pod").loc["small"]
     # 3500 MiB = 3.42 GiB x 1.2 = 4.10 GiB <= 4.75 -> 1g.5gb; activity 25 % of 7 slices = 1.75 -> 2 slices -> 2g.10gb
     assert small["need_gib"] == pytest.approx(3500 / 1024 * 1.2)
@@ -135,7 +137,7 @@ def test_size_from_usage_picks_profile_and_flags_preallocation():
     vl = df.set_index("pod").loc["vllm"]
     assert bool(vl["preallocated"])  # 36 GiB of 40 GiB = 90 % >= 85 %
     assert any("pre-allocated" in f.title and f.severity is Severity.WARNING for f in fs)
-    ws = mp.workloads_from_sizing(df)
+    ws = sz.workloads_from_sizing(df)
     assert [w.name for w in ws] == ["ml/small"]
 
 
@@ -147,23 +149,36 @@ def _fb(pod, profile, p95_mib, max_mib, model="NVIDIA A100-SXM4-40GB"):
 def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
     # an idle dev pod: 2.6 GiB (2662 MiB), flat, on a 1g.5gb (4.75 GiB) = 55 % of the instance. Flat but
     # below the 70 % pre-allocation share (JAX pools 75 %, vLLM 90 %): size it from usage (2.6 x 1.2 = 3.12 GiB -> 1g.5gb).
-    df, fs = mp.size_from_usage(_summary(_fb("dev-bob-0", "1g.5gb", 2662, 2662)), headroom=0.2)
+    fb = _summary(_fb("dev-bob-0", "1g.5gb", 2662, 2662))
+    df = sz.size_from_usage(fb, headroom=0.2)
+    fs = mig.sizing_findings(fb, df, headroom=0.2)
     row = df.set_index("pod").loc["dev-bob-0"]
     assert not bool(row["preallocated"]) and row["profile"] == "1g.5gb"
     assert not any("pre-allocated" in f.title for f in fs)
-    assert [w.name for w in mp.workloads_from_sizing(df)] == ["ml/dev-bob-0"]
+    assert [w.name for w in sz.workloads_from_sizing(df)] == ["ml/dev-bob-0"]
 
 
 def test_preallocation_needs_flat_memory_at_a_high_share():
-    df, fs = mp.size_from_usage(_summary(
+    fb = _summary(
         _fb("vllm-flat", "3g.20gb", 18000, 18010)        # 17.6 GiB of 19.5 GiB = 90 %, flat: vLLM-style
         + _fb("train-peaky", "", 20480, 36864)           # peaks at 36 GiB of 40 GiB but p95 is 20 GiB: a real need
-        + _fb("flat-low", "", 16384, 16384)), headroom=0.2)  # flat at 16 GiB of 40 GiB: a real, steady need
+        + _fb("flat-low", "", 16384, 16384))             # flat at 16 GiB of 40 GiB: a real, steady need
+    df = sz.size_from_usage(fb, headroom=0.2)
+    fs = mig.sizing_findings(fb, df, headroom=0.2)
     pre = df.set_index("pod")["preallocated"].astype(bool).to_dict()
     assert pre == {"vllm-flat": True, "train-peaky": False, "flat-low": False}
     assert [f.title for f in fs if "pre-allocated" in f.title] == ["ml/vllm-flat: memory looks pre-allocated; size from the model, not FB_USED"]
 
 
 def test_size_from_usage_empty_frame():
-    df, fs = mp.size_from_usage(pd.DataFrame())
-    assert df.empty and fs[0].severity is Severity.INFO
+    df = sz.size_from_usage(pd.DataFrame())
+    fs = mig.sizing_findings(pd.DataFrame(), df)
+    assert df.empty and fs[0].severity is Severity.INFO and fs[0].title == "No FB_USED data to size from"
+
+
+def test_pod_on_a_gpu_without_mig_keeps_a_whole_gpu_next_to_one_that_fits():
+    """A frame holds the missing profile of the L4 pod as NaN once another row has one: still 'keep a whole GPU'."""
+    fb = _summary(_fb("small", "", 3000, 3500) + _fb("l4-pod", "", 20000, 22000, model="NVIDIA L4"))
+    df = sz.size_from_usage(fb, headroom=0.2)
+    titles = {f.title for f in mig.sizing_findings(fb, df, headroom=0.2)}
+    assert titles == {"ml/small: fits MIG 1g.5gb on A100-40GB", "ml/l4-pod: keep a whole GPU"}

@@ -12,7 +12,10 @@ import pandas as pd
 import pytest
 
 import gpulib.mig as mig
+import gpulib.mig.inventory as inventory
 import gpulib.mig.plan as mp
+import gpulib.mig.plan_cost as plan_cost
+import gpulib.mig.sizing as sz
 import gpulib.vllm as vllm
 import gpulib.mig.view as mv
 from gpulib.core.errors import InvalidParameter, UnknownNode
@@ -45,7 +48,7 @@ FB = _fb([
 
 # ---------------------------------------------------------------------------------------- current layout
 def test_current_layout_from_dcgm_instances_and_whole_gpus():
-    cur = mv.current_layout(NODES[NODES["node"].isin(["mig-a", "plain"])], FB)
+    cur = inventory.current_layout(NODES[NODES["node"].isin(["mig-a", "plain"])], FB)
     a = cur[cur["node"] == "mig-a"]
     assert sorted(a["profile"]) == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
     assert mig.is_valid_layout("A100-40GB", list(a["profile"]))
@@ -59,7 +62,7 @@ def test_current_layout_from_dcgm_instances_and_whole_gpus():
 
 
 def test_current_layout_falls_back_to_node_mig_resources():
-    cur = mv.current_layout(NODES[NODES["node"] == "labels-only"], None)
+    cur = inventory.current_layout(NODES[NODES["node"] == "labels-only"], None)
     # capacity 2 x 3g.20gb + 4 x 1g.5gb over 2 GPUs -> per GPU 3g.20gb + 2 x 1g.5gb
     assert len(cur) == 6 and set(cur["gpu"]) == {"0", "1"}
     assert sorted(cur[cur["gpu"] == "0"]["profile"]) == ["1g.5gb", "1g.5gb", "3g.20gb"]
@@ -67,17 +70,17 @@ def test_current_layout_falls_back_to_node_mig_resources():
 
 
 def test_select_nodes_and_target_model_errors():
-    assert list(mv.select_nodes(NODES, "")["node"]) == ["mig-a", "plain", "labels-only"]   # L4 has no MIG
+    assert list(inventory.select_nodes(NODES, "")["node"]) == ["mig-a", "plain", "labels-only"]   # L4 has no MIG
     with pytest.raises(UnknownNode, match="nope"):
-        mv.select_nodes(NODES, "nope")
+        inventory.select_nodes(NODES, "nope")
     with pytest.raises(mig.UnknownGPUModel, match="Z100"):
-        mv.target_model("Z100-999GB", NODES)
+        inventory.target_model("Z100-999GB", NODES)
     with pytest.raises(mig.UnknownGPUModel, match="does not support MIG"):
-        mv.target_model("", NODES[NODES["node"] == "l4"])
-    assert mv.target_model("", NODES[NODES["node"] == "mig-a"]) == "A100-40GB"
+        inventory.target_model("", NODES[NODES["node"] == "l4"])
+    assert inventory.target_model("", NODES[NODES["node"] == "mig-a"]) == "A100-40GB"
     mixed = pd.DataFrame([_node("x", "NVIDIA-A100-SXM4-40GB", 1), _node("y", "NVIDIA-H100-80GB-HBM3", 8)])
     with pytest.raises(InvalidParameter, match="2 GPU models"):
-        mv.target_model("", mixed)
+        inventory.target_model("", mixed)
 
 
 # ---------------------------------------------------------------------------------------- proposed layout
@@ -95,7 +98,7 @@ def test_proposed_layout_headroom_and_savings():
     assert head.loc["a", "profile"] == "1g.10gb" and head.loc["a", "headroom_gib"] == pytest.approx(1.62)
     assert head.loc["c", "headroom_gib"] == pytest.approx(0.75)
     assert head.loc["c", "headroom_pct"] == pytest.approx(round(0.75 / 4.75 * 100, 1))
-    sv = mv.savings(p, "A100-40GB", current_gpus=3).set_index("placement")
+    sv = plan_cost.savings(p, "A100-40GB", current_gpus=3).set_index("placement")
     assert sv.loc["whole GPU per replica", "usd_per_hour"] == pytest.approx(4 * 2.7447)
     assert sv.loc["proposed MIG plan", "usd_per_month"] == pytest.approx(2.7447 * 730)
     assert sv.loc["proposed MIG plan", "usd_saved_per_month_vs_whole"] == pytest.approx(3 * 2.7447 * 730)
@@ -107,7 +110,7 @@ def test_proposed_layout_headroom_and_savings():
 
 def test_savings_without_a_price_is_nan_not_zero():
     p = mp.plan_layout([mp.Workload("a", 5.0)], {"A30-24GB": 1})
-    sv = mv.savings(p, "A30-24GB")
+    sv = plan_cost.savings(p, "A30-24GB")
     assert math.isnan(sv.attrs["price_per_gpu_hour"]) and sv["usd_per_hour"].isna().all()
 
 
@@ -121,7 +124,7 @@ def test_slot_diagram_draws_one_box_per_instance():
     assert "<b>1g.10gb</b><br>a" in texts and "<b>1g.5gb</b><br>d" in texts
     assert fig.layout.xaxis.title.text.startswith("memory slot") and fig.layout.yaxis.title.text.startswith("GPU")
     assert fig.layout.xaxis.range == (0, 8)
-    chart = mv.savings_chart(mv.savings(p, "A100-40GB"))
+    chart = mv.savings_chart(plan_cost.savings(p, "A100-40GB"))
     assert chart.layout.yaxis.title.text == "GPUs (count)"
 
 
@@ -152,15 +155,15 @@ def test_workloads_from_sizing_keep_skip_and_multi_gpu():
         {"namespace": "a", "pod": "train", "need_gib": 70.0, "compute_slices": 7, "profile": None, "preallocated": False,
          "current_profile": "", "device_gib": 40.0, "gpus": 2, "fb_max_gib": 38.0},
     ])
-    skip = {w.name: w for w in mp.workloads_from_sizing(sizing)}
+    skip = {w.name: w for w in sz.workloads_from_sizing(sizing)}
     assert set(skip) == {"a/small", "a/train"}
-    keep = {w.name: w for w in mp.workloads_from_sizing(sizing, preallocated="keep")}
+    keep = {w.name: w for w in sz.workloads_from_sizing(sizing, preallocated="keep")}
     assert keep["a/vllm"].profile == "3g.20gb"
     assert keep["a/train"].isolation == "whole" and keep["a/train"].memory_gib == 80.0
     p = mp.plan_layout(list(keep.values()), {"A100-40GB": 4})
     assert p.baseline_gpus == 4 and p.gpus_used == 3   # 1g.5gb + 3g.20gb share a GPU; train keeps 2
     with pytest.raises(InvalidParameter, match="preallocated"):
-        mp.workloads_from_sizing(sizing, preallocated="maybe")
+        sz.workloads_from_sizing(sizing, preallocated="maybe")
 
 
 def test_workloads_from_models_vllm_need():
@@ -177,9 +180,9 @@ def test_sizing_on_demo_a100_80_node(demo_pinned):
     jupyter-alice (pre-allocated, 59 GiB flat) keeps its GPU -> 6 GPUs against 7 whole."""
     fb = pd.concat([demo_pinned.summary("DCGM_FI_DEV_FB_USED", "6h", st, node="a100-80-0") for st in ("p95", "max")])
     act = demo_pinned.summary("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "6h", "p95", node="a100-80-0")
-    sizing, _ = mp.size_from_usage(fb, act, gpu_model="A100-80GB", headroom=0.2)
+    sizing = sz.size_from_usage(fb, act, gpu_model="A100-80GB", headroom=0.2)
     assert dict(zip(sizing["pod"], sizing["gpus"]))["recsys-train-0"] == 2
-    ws = mp.workloads_from_sizing(sizing, preallocated="keep")
+    ws = sz.workloads_from_sizing(sizing, preallocated="keep")
     p = mp.plan_layout(ws, {"A100-80GB": 8})
     assert (p.gpus_used, p.baseline_gpus) == (6, 7)
     assert [g.layout for g in p.gpus] == [{"1g.10gb": 2}]

@@ -1,4 +1,4 @@
-"""The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its helpers (gpulib.cost.report).
+"""The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its steps (gpulib.cost.steps) and views (gpulib.cost.view).
 
 Notebook runs go through the CLI's papermill path (``gpulib.execute.execute``), which writes the executed
 notebook, the code-free HTML and findings.json, exactly as ``gpuops report`` does.
@@ -107,7 +107,7 @@ def test_bad_window_is_recorded_and_html_still_written(report_env, tmp_path):
 
 # ------------------------------------------------------------------------------ helpers (no kernel)
 def test_parse_namespaces():
-    from gpulib.cost.report import parse_namespaces
+    from gpulib.cost.steps import parse_namespaces
 
     assert parse_namespaces("") is None
     assert parse_namespaces(" ml , ads,,") == ["ml", "ads"]
@@ -115,7 +115,7 @@ def test_parse_namespaces():
 
 
 def test_step_and_bucket_from_policy():
-    from gpulib.cost.report import heatmap_bucket, series_step
+    from gpulib.cost.steps import heatmap_bucket, series_step
 
     assert series_step("7d") == "5m"               # report_policy.csv series_step (with series_agg=max)
     assert series_step("1m") == "1m"               # never coarser than the window
@@ -129,7 +129,7 @@ def test_step_and_bucket_from_policy():
 def test_unknown_namespace_names_the_known_ones():
     import gpulib
     from gpulib.core.errors import InvalidParameter
-    from gpulib.cost.report import load_report_data
+    from gpulib.cost.steps import load_report_data
 
     src = gpulib.connect("demo", end=DEMO_END)
     with pytest.raises(InvalidParameter, match=r"nosuchns.*notebooks"):
@@ -139,8 +139,8 @@ def test_unknown_namespace_names_the_known_ones():
 def test_namespace_filter_and_gpu_util_fallback():
     """Without GR_ENGINE_ACTIVE the report runs on GPU_UTIL and the method says so; namespaces restrict the rollups."""
     import gpulib
-    import gpulib.cost.analysis as cost
-    import gpulib.cost.report as report
+    import gpulib.cost as cost
+    import gpulib.cost.steps as report
 
     src = gpulib.connect("demo", end=DEMO_END)
     data = report.load_report_data(src, "6h", namespaces=["notebooks"])
@@ -149,14 +149,14 @@ def test_namespace_filter_and_gpu_util_fallback():
                             namespaces=data.namespaces)
     assert data.activity_field == "DCGM_FI_DEV_GPU_UTIL" and rep.activity_field == "DCGM_FI_DEV_GPU_UTIL"
     assert set(cost.namespace_allocation(rep)["namespace"]) == {"notebooks"}
-    html = report.method_html(rep, data)
+    html = report.method_section(rep, data)
     assert "GPU_UTIL: percent of time a kernel ran" in html and "Namespaces:</b> notebooks" in html
 
 
 def test_idle_table_keeps_zombies_below_the_cut():
     from types import SimpleNamespace
 
-    import gpulib.cost.report as report
+    import gpulib.cost.view as view
 
     full = pd.DataFrame({"namespace": ["a", "b", "c"], "workload": ["w1", "w2", "w3"], "owner_kind": ["Deployment"] * 3,
                          "allocated_gpu_hours": [10.0, 8.0, 2.0], "idle_allocated_gpu_hours": [9.0, 7.0, 1.5],
@@ -166,16 +166,16 @@ def test_idle_table_keeps_zombies_below_the_cut():
     orig = cost_mod.top_idle_workloads
     cost_mod.top_idle_workloads = lambda rep, n=10: full.head(n).reset_index(drop=True)
     try:
-        t = report.idle_zombie_table(SimpleNamespace(), n=1)
+        t = cost_mod.idle_zombie_table(SimpleNamespace(), n=1)
     finally:
         cost_mod.top_idle_workloads = orig
     assert list(t["workload"]) == ["w1", "w3"]      # top 1 by idle cost + the zombie below the cut
-    page = report.idle_table_html(t, "EUR")
+    page = view.idle_table_html(t, "EUR")
     assert "<b style='color:#b00020'>zombie</b> 1.5 GPU-h" in page and "90.00 EUR" in page and "15.00 EUR" in page
 
 
 def test_kpi_tiles_render_the_summary_numbers():
-    from gpulib.cost.report import kpi_tiles_html, top_actions_html
+    from gpulib.cost.view import kpi_tiles_html, top_actions_html
 
     s = {"currency": "USD", "window_hours": 168.0, "gpu_hours": 1000.0, "allocated_pct": 75.4, "active_pct": 40.0,
          "activity_metric": "DCGM_FI_DEV_GPU_UTIL", "idle_gpu_hours": 123.4, "idle_cost": 456.0,

@@ -40,7 +40,7 @@ def _fleet_verdicts(src, window):
 def _report_zombies(src, window):
     """The zombies of the utilization report, through the report's own data path (notebook cell for cell)."""
     from gpulib.cost import analyze_cost
-    from gpulib.cost.report import load_report_data
+    from gpulib.cost.steps import load_report_data
 
     d = load_report_data(src, window)
     rep = analyze_cost(d.nodes, d.pods, d.gr_engine_active, d.fb_used, gpu_util=d.gpu_util, window=window)
@@ -203,7 +203,7 @@ def test_fleet_overview_gives_idle_and_zombie_pods_their_own_sop_from_data(demo_
     persona = {f"{w['namespace']}/{w['pod']}": w["persona"] for n in spec["nodes"] for w in n.get("workloads", [])}
     idle_pods = {p for p, v in persona.items() if v == "idle"}
     zombie_pods = {p for p, v in persona.items() if v == "zombie"}
-    sop = load_table("cost_sop").set_index("kind")["sop_step"]
+    sop = load_table("cost_sop").set_index("key")["sop_step"]
     fleet = _fleet_verdicts(demo_0645, window)
     for p in idle_pods:
         assert fleet[p].title == f"Idle GPU workload {p}" and fleet[p].sop_step == sop["idle_allocated"], p

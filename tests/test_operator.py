@@ -440,3 +440,41 @@ def test_snapshot_and_demo_operator_state(tmp_path):
     demo = gpulib.connect("demo", operator_scenario="allocatable_zero")
     fs = op.verify(op.operator_state(demo), demo.nodes(), check_metrics=False)
     assert checks(fs) == ["allocatable_zero"] and fs[0].node == "dgx-h100-0"
+
+
+def test_operator_install_verdict_is_one_call_over_the_gathered_inputs():
+    """The steps only gather; steps.findings(inputs) is the run's verdict, in section order (pre-flight, scheduling,
+    verification), and a step whose data could not be read (input left None) loses only its own checks."""
+    import gpulib
+    import gpulib.gpu_operator.steps as steps
+    from conftest import DEMO_END
+
+    src = gpulib.connect("demo", end=DEMO_END, operator_scenario="driver_crashloop")
+    inp = steps.Inputs("gpu-operator")
+    steps.plan_step(src, inp, components=op.DEFAULT_COMPONENTS, driver_preinstalled=False, mig_strategy="none",
+                    sharing="none", replicas=4)
+    steps.state_step(src, inp)
+    steps.preflight_step(src, inp)
+    steps.scheduling_step(src, inp)
+    steps.verification_step(src, inp)
+    titles = [f.title for f in steps.findings(inp)]
+    found = next(i for i, t in enumerate(titles) if "found by NFD" in t)
+    sched = next(i for i, t in enumerate(titles) if "without a GPU request run on GPU nodes" in t)
+    driver = next(i for i, t in enumerate(titles) if t.startswith("Driver pod") and "CrashLoopBackOff" in t)
+    assert found < sched < driver
+    assert [f.title for f in steps.scheduling_findings(inp)] == [titles[sched]]
+    inp.state = None                      # "Operator objects" could not be read: no verification, pre-flight stays
+    without = [f.title for f in steps.findings(inp)]
+    assert titles[found] in without and titles[sched] in without and not any(t.startswith("Driver pod") for t in without)
+
+
+def test_every_gpu_operator_sop_row_is_used_and_every_key_asked_for_exists():
+    """gpu_operator_sop.csv and the operator domain agree: every key a finding asks for is a row, every row is asked
+    for (the check SOPs of operator_sop.yaml are asked for by check id, tests above)."""
+    from sopcheck import scan, unknown_keys, unused_rows
+
+    from gpulib.core.sop import keys
+
+    pkg, rows = Path(op.__file__).parent, set(keys("gpu_operator_sop"))
+    assert scan(pkg, "gpu_operator_sop")[0] == rows
+    assert unknown_keys(pkg, "gpu_operator_sop", rows) == [] and unused_rows(pkg, "gpu_operator_sop", rows) == []

@@ -222,7 +222,7 @@ def test_tls_settings_reach_the_request_sent_through_the_library(kw, want):
 
 
 def test_concurrent_queries_each_read_their_own_answer(monkeypatch):
-    """gpulib/cost/report.py queries one source from two threads: each query's status and body come from its
+    """gpulib/cost/steps.py queries one source from two threads: each query's status and body come from its
     own Response, even when both answers arrive before either is read (a barrier after the library call)."""
     from urllib.parse import parse_qs, urlsplit
 

@@ -11,8 +11,9 @@ import pytest
 from cost_frames import frames, node, pod, series
 import gpulib
 import gpulib.vllm
-import gpulib.cost.analysis as cost
-import gpulib.cost.report as report
+import gpulib.cost as cost
+import gpulib.cost.steps as report
+import gpulib.cost.view as view
 from gpulib.cost.price_age import price_age
 
 END = "2026-12-01T06:45:00Z"
@@ -35,11 +36,11 @@ def _tiles(html_text: str) -> dict[str, float]:
 def test_kpi_tiles_reconcile(demo):
     _, rep = demo
     s = cost.executive_summary(rep)
-    t = _tiles(report.kpi_tiles_html(s))
+    t = _tiles(view.kpi_tiles_html(s))
     assert t["gpu_hours"] == pytest.approx(t["allocated_gpu_hours"] + t["unallocated_gpu_hours"])
     assert t["allocated_gpu_hours"] == pytest.approx(t["active_gpu_hours"] + t["idle_gpu_hours"])
     # the saving tile is the sum of every action the report lists (the "all actions" table total)
-    listed = report.actions_html(rep)
+    listed = view.actions_html(rep)
     rows = re.findall(r"<tr><td[^>]*>(\d+)</td>", listed.split("skipped-actions")[0])
     assert len(rows) == len(rep.actions)
     assert t["potential_monthly_saving"] == pytest.approx(float(rep.actions["monthly_saving"].sum()))
@@ -48,7 +49,7 @@ def test_kpi_tiles_reconcile(demo):
 
 def test_every_listed_action_has_saving_confidence_and_signal(demo):
     _, rep = demo
-    listed = report.actions_html(rep)
+    listed = view.actions_html(rep)
     table = listed.split("skipped-actions")[0]
     for r in rep.actions.itertuples():
         assert str(r.signal) and str(r.signal).replace("'", "&#x27;") in table
@@ -77,7 +78,7 @@ def test_shipped_aws_on_demand_prices_are_after_the_june_2025_cut():
 
 def test_method_section_lists_stale_price_rows_with_dates(demo):
     data, rep = demo
-    html_text = report.method_html(rep, data)
+    html_text = report.method_section(rep, data)
     assert "price-table" in html_text and "2026-01-21" in html_text
     # the AWS spot rows date from 2025-01: older than a year before the window's end (2026-12-01)
     assert "id='stale-prices'" in html_text
@@ -114,7 +115,7 @@ def test_method_section_lists_exactly_the_rows_older_than_a_year(monkeypatch, pr
     rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, window="1d", provider=provider)
     models = set(rep.usage["model_key"].dropna().astype(str))
     expected = _stale_rows_from_the_csv(provider, models, END)
-    html_text = report.method_html(rep, data)
+    html_text = report.method_section(rep, data)
     m = re.search(r"<p id='stale-prices'.*?or undated: (.*?)\. Savings", html_text, re.S)
     listed = set() if m is None else {re.sub(r" \((?:undated|as of [^)]*)\)$", "", x.strip())
                                       for x in m.group(1).split(";")}
@@ -130,7 +131,7 @@ def test_method_section_has_no_stale_warning_when_prices_are_current(tmp_path):
                  "H100-80GB,aws,on_demand,6.88,USD,2026-01-01,test\n")
     rep = cost.analyze_cost(n, p, acts, None, window="4h", price_file=f)
     data = report.ReportData(window="4h", step="1h", nodes=n, pods=p, gr_engine_active=acts)
-    html_text = report.method_html(rep, data, price_file=str(f))
+    html_text = report.method_section(rep, data, price_file=str(f))
     assert "stale-prices" not in html_text and "2026-01-01" in html_text
 
 

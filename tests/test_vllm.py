@@ -6,6 +6,7 @@ import pytest
 import gpulib.vllm.memory as vllm
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
+from gpulib.vllm.findings import budget_findings
 
 GIB = 1024 ** 3
 
@@ -69,7 +70,7 @@ def test_llama3_70b_on_4_h100_and_qwen_on_a100():
 def test_does_not_fit_cases_are_explicit():
     small = vllm.budget("Qwen2.5-7B", "A100-40GB/1g.5gb", max_model_len=4096)
     assert not small.fits and "no memory for the KV cache" in small.reason
-    f = small.findings()[0]
+    f = budget_findings(small)[0]
     assert f.severity is Severity.CRITICAL and "does not fit" in f.title
     tight = vllm.budget("Llama-3.1-8B", "A100-40GB/3g.20gb", max_model_len=131072)
     assert not tight.fits and "fewer than max_model_len" in tight.reason
@@ -109,3 +110,16 @@ def test_bad_parameters_raise_clear_errors():
         vllm.budget("Llama-3-8B", "H100-80GB", gpu_memory_utilization=1.5)
     with pytest.raises(InvalidParameter):
         vllm.dtype_bytes("fp3")
+
+
+def test_every_vllm_sop_row_is_used_and_every_key_asked_for_exists():
+    """vllm_sop.csv and the vLLM domain agree: every key a finding asks for is a row, every row is asked for."""
+    from pathlib import Path
+
+    from sopcheck import scan, unknown_keys, unused_rows
+
+    from gpulib.core.sop import keys
+
+    pkg, rows = Path(vllm.__file__).parent, set(keys("vllm_sop"))
+    assert scan(pkg, "vllm_sop")[0] == rows          # every key is asked for by name
+    assert unknown_keys(pkg, "vllm_sop", rows) == [] and unused_rows(pkg, "vllm_sop", rows) == []

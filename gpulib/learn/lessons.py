@@ -205,7 +205,7 @@ def lesson_text(name: str) -> str:
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
 def vllm_serve_command(model: str, device: str, max_model_len: int) -> str:
-    """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.deploy.plan): its
+    """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.sizing.plan): its
     ``--max-num-seqs`` is the full-length requests the KV cache holds, capped at vLLM's default."""
     from gpulib.vllm import plan
 
@@ -399,8 +399,8 @@ def cost_report(src, window: str = "24h"):
 
 
 def cost_checklist(rep) -> pd.DataFrame:
-    """The optimisation checklist: every action in gpulib.cost.analysis.ACTIONS with its targets and monthly saving."""
-    from gpulib.cost.analysis import ACTIONS
+    """The optimisation checklist: every action in gpulib.cost.model.ACTIONS with its targets and monthly saving."""
+    from gpulib.cost import ACTIONS
 
     a = rep.actions
     rows = []

@@ -1,163 +1,27 @@
-"""The scheduled GPU utilization and cost report: data pull, KPI tiles, tables and charts.
+"""What the GPU utilization and cost report shows: KPI tiles, the savings plan and idle/zombie tables as plain HTML,
+the node x time heatmap, the namespace bars and the savings waterfall as plotly figures, and the Method section.
 
-``reports/gpu_utilization_report.ipynb`` stays thin and calls these; the analysis itself is
-:func:`gpulib.cost.analysis.analyze_cost`. Everything here renders *plain HTML* (tiles, tables) or plotly
-figures with units, so the exported report reads without code and the tables survive an e-mail
-client that strips scripts.
-
-    data = load_report_data(src, "7d", namespaces=parse_namespaces("ml, ads"))
-    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used,
-                            gpu_util=data.gpu_util, window="7d", namespaces=data.namespaces)
-    kpi_tiles_html(cost.executive_summary(rep))
-
-Report settings (series step, heatmap resolution, table sizes) live in
-``gpulib/data/cost/report_policy.csv``.
+No decisions here: the numbers come from :mod:`gpulib.cost.analysis` (the :class:`~gpulib.cost.model.CostReport`,
+its summary and frames), :mod:`gpulib.cost.plan` (the actions) and :mod:`gpulib.cost.price_age` (which prices
+are stale). Everything renders *plain HTML* (tiles, tables, inline styles only: they survive nbconvert and most
+mail clients) or plotly figures with units, so the exported report reads without code.
 """
 from __future__ import annotations
 
 import html
 import math
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from gpulib.core.errors import EmptyResult, InvalidParameter
-from gpulib.core.knowledge import settings
 from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
-from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE
+from gpulib.cost.model import ACTIONS, CostReport
+from gpulib.cost.prices import report_policy
+from gpulib.cost.usage import FB_USED, GR_ENGINE_ACTIVE
 
-__all__ = ["ReportData", "report_policy", "idle_samples", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
-           "kpi_tiles_html", "actions_html", "serving_candidates", "top_actions_html", "headline_html",
-           "idle_zombie_table", "idle_table_html", "heatmap_figure",
+__all__ = ["kpi_tiles_html", "actions_html", "top_actions_html", "headline_html", "idle_table_html", "heatmap_figure",
            "namespace_figure", "waterfall_figure", "method_html"]
-
-
-def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/cost/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
-    return settings("report_policy").text(key)
-
-
-def parse_namespaces(text: str | list[str] | None) -> list[str] | None:
-    """``"ml, ads"`` -> ``["ml", "ads"]``; ``""`` / None -> None (all namespaces)."""
-    if text is None:
-        return None
-    items = text if isinstance(text, list) else str(text).split(",")
-    out = [s.strip() for s in items if s and s.strip()]
-    return out or None
-
-
-def series_step(window: str | timedelta) -> str:
-    """The step the report pulls series at: the policy step, or the whole window when that is shorter."""
-    w = parse_window(window)
-    step = parse_window(report_policy("series_step"), name="series_step")
-    return format_duration(min(step, w))
-
-
-def heatmap_bucket(window: str | timedelta, step: str) -> str:
-    """Heatmap bucket: window / ``heatmap_columns`` rounded up to a whole number of steps (pandas freq)."""
-    w = parse_window(window).total_seconds()
-    s = parse_window(step, name="step").total_seconds()
-    cols = settings("report_policy").number("heatmap_columns")
-    seconds = max(s, math.ceil(w / cols / s) * s)
-    return f"{int(seconds)}s"
-
-
-@dataclass
-class ReportData:
-    """Frames the report analyses, and what was used or missing."""
-
-    window: str
-    step: str
-    nodes: pd.DataFrame
-    pods: pd.DataFrame
-    gr_engine_active: pd.DataFrame | None = None
-    gpu_util: pd.DataFrame | None = None
-    fb_used: pd.DataFrame | None = None
-    namespaces: list[str] | None = None
-    missing: list[str] = field(default_factory=list)
-    #: vLLM live-check verdict per serving workload (gpulib.vllm.serving_signals over serving_candidates)
-    serving: pd.DataFrame | None = None
-
-    @property
-    def activity_field(self) -> str:
-        return GR_ENGINE_ACTIVE if self.gr_engine_active is not None else GPU_UTIL
-
-    @property
-    def samples(self) -> int:
-        return sum(len(f) for f in (self.gr_engine_active, self.gpu_util, self.fb_used) if f is not None)
-
-
-def _try_series(src, fld: str, window: str, step: str, missing: list[str]) -> pd.DataFrame | None:
-    try:
-        return src.series(fld, window, step=step, agg=report_policy("series_agg") or None)
-    except EmptyResult as exc:
-        missing.append(f"{fld}: {str(exc).split(' (hint:')[0]}")
-        return None
-
-
-def load_report_data(src, window: str, *, namespaces: list[str] | None = None, step: str | None = None) -> ReportData:
-    """Pull nodes, pods and the DCGM series the cost analysis needs, at the report's coarse step.
-
-    Activity is ``GR_ENGINE_ACTIVE`` when exported, else ``GPU_UTIL``; ``FB_USED`` is optional (no
-    zombie detection without it). Raises :class:`InvalidParameter` for a namespace the cluster does
-    not have, :class:`~gpulib.core.errors.InvalidWindow` for a bad window, :class:`EmptyResult` when no
-    activity field has data.
-    """
-    parse_window(window)
-    step = step or series_step(window)
-    nodes, pods = src.nodes(), src.pods()
-    if namespaces:
-        known = set(pods["namespace"].astype(str))
-        unknown = [n for n in namespaces if n not in known]
-        if unknown:
-            raise InvalidParameter(f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
-                                   f"namespaces with pods: {', '.join(sorted(known))}")
-    missing: list[str] = []
-    fb_missing: list[str] = []
-    # activity and memory are independent queries: run them side by side, so the client reads one
-    # answer while the server still evaluates the other (at fleet scale each takes seconds)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        fb_job = pool.submit(_try_series, src, FB_USED, window, step, fb_missing)
-        gr = _try_series(src, GR_ENGINE_ACTIVE, window, step, missing)
-        util = None if gr is not None else _try_series(src, GPU_UTIL, window, step, missing)
-        fb = fb_job.result()
-    if gr is None and util is None:
-        raise EmptyResult(f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}",
-                          query=GR_ENGINE_ACTIVE)
-    missing += fb_missing
-    return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
-                      fb_used=fb, namespaces=namespaces, missing=missing)
-
-
-def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:
-    """(namespace, workload) of the serving workloads whose vLLM live check the savings plan needs (owner kinds
-    in cost_policy.csv ``inference_owner_kinds`` with a GPU request); pass them to
-    :func:`gpulib.vllm.serving_signals` and its rows to ``analyze_cost(serving=...)``."""
-    from gpulib.cost.prices import cost_policy_list
-
-    p = pods[pods["owner_kind"].astype("string").fillna("").isin(cost_policy_list("inference_owner_kinds"))]
-    p = p[pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0) > 0]
-    if namespaces:
-        p = p[p["namespace"].astype(str).isin(namespaces)]
-    return p[["namespace", "workload"]].astype(str).drop_duplicates().reset_index(drop=True)
-
-
-def idle_samples(src, window: str) -> tuple[pd.DataFrame, str]:
-    """The samples the one idle/zombie rule (:func:`gpulib.cost.usage.classify_idle`) runs on, pulled exactly as
-    the report pulls them (:func:`load_report_data`: ``series_step``, ``series_agg``), so the fleet overview and
-    the report give a pod the same verdict. Returns (samples, activity field used)."""
-    from gpulib.cost.hygiene import mark_unrequested
-    from gpulib.cost.usage import prepare_samples, select_activity
-
-    data = load_report_data(src, window)
-    act, field_used = select_activity(data.gr_engine_active, data.gpu_util)
-    # as analyze_cost marks them: a pod that requested no GPU holds no allocated GPU time (gpulib.cost.hygiene)
-    return mark_unrequested(prepare_samples(act, data.fb_used, nodes=data.nodes, window=window), data.pods), field_used
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,7 +76,7 @@ def kpi_tiles_html(summary: dict[str, Any]) -> str:
     return "<div class='kpi-tiles'>" + "".join(tiles) + "</div>"
 
 
-def actions_html(rep, *, limit: int | None = None) -> str:
+def actions_html(rep: CostReport, *, limit: int | None = None) -> str:
     """Every action of the savings plan: saving (per month), confidence and the signal it rests on, then the
     candidates left out with the reason (an alternative, vetoed by serving metrics, worth nothing)."""
     e = html.escape
@@ -221,8 +85,6 @@ def actions_html(rep, *, limit: int | None = None) -> str:
     if a.empty:
         out = "<p><b style='color:#1b7f3b'>No savings action found.</b></p>"
     else:
-        from gpulib.cost.findings import ACTIONS
-
         rows = []
         for i, r in enumerate(a.itertuples(), 1):
             target = f"{r.namespace}/{r.pod or r.workload}" if r.namespace else f"node {r.node}"
@@ -270,16 +132,6 @@ def headline_html(summary: dict[str, Any]) -> str:
             + top_actions_html(summary))
 
 
-def idle_zombie_table(rep, n: int | None = None) -> pd.DataFrame:
-    """:func:`gpulib.cost.analysis.top_idle_workloads` top ``n`` by idle cost, plus every zombie workload below the cut."""
-    from gpulib.cost.analysis import top_idle_workloads
-
-    n = int(settings("report_policy")["idle_table_rows"]) if n is None else n
-    full = top_idle_workloads(rep, n=10**9)
-    keep = (full.index < n) | full["zombie"]
-    return full[keep].reset_index(drop=True)
-
-
 def idle_table_html(table: pd.DataFrame, currency: str) -> str:
     """The idle / zombie workloads table (zombie rows flagged)."""
     if table.empty:
@@ -295,6 +147,7 @@ def idle_table_html(table: pd.DataFrame, currency: str) -> str:
                      e(money(float(r.idle_cost), currency))])
     return _table(["namespace", "workload", "kind", "state", "allocated GPU-h", "idle GPU-h", "active %",
                    "peak memory (GiB)", f"idle cost ({currency})"], rows, "idle-zombie-table", {4, 5, 6, 7, 8})
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -345,20 +198,15 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
     return fig
 
 
+
 # ----------------------------------------------------------------------------------------------
 # method
 # ----------------------------------------------------------------------------------------------
-def _price_rows(rep, price_file: str | None) -> pd.DataFrame:
-    from gpulib.cost.prices import load_prices
+def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str | None = None) -> str:
+    """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source.
 
-    prices = load_prices(price_file or None)
-    used = set(rep.usage["model_key"].dropna().astype(str))
-    sel = prices[(prices["provider"] == rep.provider) & (prices["currency"] == rep.currency) & prices["model"].isin(used)]
-    return sel.sort_values(["model", "pricing"])
-
-
-def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
-    """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source."""
+    ``data`` is the :class:`gpulib.cost.steps.ReportData` analysed, ``prices`` the price rows behind ``rep`` with
+    their age (:func:`gpulib.cost.price_age.report_price_age`)."""
     e = html.escape
     th = rep.thresholds
     util_note = ("ratio of time the graphics engine was busy (DCGM profiling field DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
@@ -387,10 +235,7 @@ def method_html(rep, data: ReportData, *, price_file: str | None = None) -> str:
     ]
     if data.missing:
         items.append("<b>Not available:</b> " + e("; ".join(data.missing)))
-    from gpulib.cost.price_age import price_age
-
     end = rep.samples["timestamp"].max() if len(rep.samples) else pd.Timestamp.now(tz="UTC")
-    prices = price_age(_price_rows(rep, price_file), end)
     limit = float(report_policy("price_max_age_days"))
     src = e(price_file) if price_file else "gpulib/data/cost/gpu_prices.csv (defaults; override with price_file)"
     rows = [[e(str(r.model)), e(str(r.pricing)), f"{r.price_per_gpu_hour:.2f}",
