@@ -155,6 +155,7 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     finally:  # a run that ended by itself as the time ran out did not time out
         if watch is not None:
             res.timed_out = watch.stop() and res.failed is not None
+        _shutdown(km)
     if res.timed_out:
         res.failed = f"timed out after {run_timeout:g} s: the run and its kernel were killed"
     if out_nb.exists():
@@ -172,6 +173,23 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
     write_index(out_root, known)
     return res
+
+
+def _shutdown(km) -> None:
+    """Stop the run's kernel. nbclient shuts down only a kernel it started itself: given ``km=``, papermill leaves
+    the kernel running (nbclient ``NotebookClient.owns_km``,
+    https://github.com/jupyter/nbclient/blob/main/nbclient/client.py), so without this every in-process run
+    (``gpuops demo``, ``gpuops serve``) would leave one idle kernel process behind."""
+    from jupyter_core.utils import run_sync
+
+    try:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001 - a kernel that cannot be asked to stop is killed below
+        pass
+    process = getattr(km.provisioner, "process", None) if km.provisioner is not None else None
+    if process is not None and process.poll() is None:
+        kill_tree(process.pid)
 
 
 def _read_findings(res: RunResult, path: Path, info: NotebookInfo) -> dict[str, Any] | None:

@@ -170,3 +170,39 @@ def test_runs_in_threads_each_run_in_the_notebooks_folder_without_moving_this_pr
     seen = {n: (r.out_dir / "kernel.txt").read_text().splitlines() for n, r in res.items()}
     assert seen["a"] == [str(tmp_path / "a"), "absent"]            # the token named in unset_env is not there
     assert seen["b"] == [str(tmp_path / "b"), TOKEN]                # (an ordinary run inherits the environment)
+
+
+def _kernel_children() -> list[int]:
+    """Running ipykernel processes whose parent is this test process."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"ipykernel" in cmd:
+            out.append(int(d.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+def test_a_run_leaves_no_kernel_behind(tmp_path):
+    """papermill given ``km=`` leaves the kernel running; every in-process run (gpuops demo runs 17, gpuops serve one
+    per alert) would keep an idle kernel, ~170 MiB each. After each run no kernel of this process is left."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from gpulib.catalogue import notebook_info
+
+    nb = new_notebook(cells=[new_code_cell("x = 1")],
+                      metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    nbformat.write(nb, str(tmp_path / "nb_k.ipynb"))
+    before = set(_kernel_children())
+    for _ in range(2):
+        res = engine.execute(notebook_info(tmp_path / "nb_k.ipynb"), {}, tmp_path / "out", progress=False, timeout=120)
+        assert res.failed is None
+        assert set(_kernel_children()) - before == set()
