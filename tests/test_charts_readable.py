@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.runbook as xr
+import gpulib.xid.steps as xs
+import gpulib.xid.view as xv
 import gpulib.nccl.runbook as nr
 from chartcheck import annotation_boxes, axis_problems, legend_problems, overlaps, title_problems
 
@@ -34,7 +35,7 @@ _INPUTS: dict = {}
 def _inp(src, node, gpu, window="6h"):
     key = (node, gpu, window)
     if key not in _INPUTS:
-        _INPUTS[key] = xr.collect(src, node, gpu, window)
+        _INPUTS[key] = xs.collect(src, node, gpu, window)
     return _INPUTS[key]
 
 
@@ -56,8 +57,8 @@ def build(name: str, src):
         node, gpu = {"xid": XID_NODE, "ecc": ECC_NODE, "hot": HOT_NODE, "quiet": QUIET_NODE}[case]
         inp = _inp(src, node, gpu)
         if what == "timeline":
-            return xr.timeline_chart(xr.xid_timeline(inp), inp.node, "6h", inp.end)
-        return {"memory": xr.memory_chart, "thermal": xr.thermal_chart}[what](inp)
+            return xv.timeline_chart(xs.xid_timeline(inp), inp.node, "6h", inp.end)
+        return {"memory": xv.memory_chart, "thermal": xv.thermal_chart}[what](inp)
     if name.startswith("nccl_"):
         topo, results, vs = _nccl(src)
         if name == "nccl_topology":
@@ -170,9 +171,9 @@ def test_the_checker_sees_overlapping_threshold_labels_and_unitless_axes():
 def test_the_xid_timeline_spans_the_whole_window(case, src):
     node, gpu = {"xid": XID_NODE, "quiet": QUIET_NODE}[case]
     inp = _inp(src, node, gpu)
-    events = xr.xid_timeline(inp)
+    events = xs.xid_timeline(inp)
     assert (len(events) > 0) == (case == "xid")
-    fig = xr.timeline_chart(events, inp.node, "6h", inp.end)
+    fig = xv.timeline_chart(events, inp.node, "6h", inp.end)
     assert fig.layout.xaxis.type == "date"  # also without a trace to tell plotly the axis holds times
     lo, hi = (pd.Timestamp(v) for v in fig.layout.xaxis.range)
     assert (lo.tz_convert("UTC") if lo.tzinfo else lo.tz_localize("UTC")) == END_TS - pd.Timedelta("6h")
@@ -185,10 +186,10 @@ def test_the_xid_timeline_spans_the_whole_window(case, src):
 # ------------------------------------------------------------------------------------ flat panels
 def test_all_zero_ecc_counters_are_a_sentence_not_a_flat_chart(src):
     inp = _inp(src, *XID_NODE)
-    for f in (xr.triage.DBE_VOL, xr.triage.SBE_VOL, xr.triage.UNC_REMAP, xr.triage.REMAP_FAILURE):
+    for f in (xs.triage.DBE_VOL, xs.triage.SBE_VOL, xs.triage.UNC_REMAP, xs.triage.REMAP_FAILURE):
         s = inp.series[f]
         assert (s[s["gpu"] == "5"]["value"] == 0).all()  # the demo premise: this GPU's counters never moved
-    out = xr.memory_chart(inp)
+    out = xv.memory_chart(inp)
     assert isinstance(out, str)
     assert out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 GPU 5 over the last 6h")
     for f in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
@@ -198,10 +199,10 @@ def test_all_zero_ecc_counters_are_a_sentence_not_a_flat_chart(src):
 
 def test_a_moving_counter_is_drawn_and_the_flat_ones_are_named(src):
     inp = _inp(src, *ECC_NODE)
-    fig = xr.memory_chart(inp)
+    fig = xv.memory_chart(inp)
     assert not isinstance(fig, str) and fig is not None
     drawn = {a.text for a in fig.layout.annotations if a.textangle in (90, -90)} | {tr.name for tr in fig.data}
-    sbe = inp.series[xr.triage.SBE_VOL]
+    sbe = inp.series[xs.triage.SBE_VOL]
     assert (sbe[sbe["gpu"] == "1"]["value"] == 0).all()  # demo premise: SBE stays 0 on GPU 1
     assert not any("SBE" in (t or "") for t in drawn)
     assert "ECC_SBE_VOL_TOTAL" in fig.layout.title.text and "0" in fig.layout.title.text
@@ -241,9 +242,9 @@ def test_nvlink_bandwidth_is_drawn_in_gbs_from_dcgm_mbs(src):
 # ------------------------------------------------------------------------------------ thresholds close together
 def test_temperature_thresholds_one_degree_apart_both_read(src, monkeypatch):
     inp = _inp(src, *HOT_NODE)
-    real = xr.threshold
-    monkeypatch.setattr(xr, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
-    fig = xr.thermal_chart(inp)
+    real = xv.threshold
+    monkeypatch.setattr(xv, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
+    fig = xv.thermal_chart(inp)
     texts = [b[0] for b in annotation_boxes(fig)]
     assert any("88" in t for t in texts) and any("89" in t for t in texts)
     assert overlaps(fig) == []
@@ -279,22 +280,22 @@ def test_flat_but_not_zero_counters_are_stated_with_their_values():
     def frame(v):
         return pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": float(v)})
 
-    inp = xr.TriageInputs(node="n", gpu="0", window="6h", end=END_TS,
-                          series={xr.triage.DBE_VOL: frame(0), xr.triage.SBE_VOL: frame(0), xr.triage.UNC_REMAP: frame(7)})
-    out = xr.memory_chart(inp)
+    inp = xs.TriageInputs(node="n", gpu="0", window="6h", end=END_TS,
+                          series={xs.triage.DBE_VOL: frame(0), xs.triage.SBE_VOL: frame(0), xs.triage.UNC_REMAP: frame(7)})
+    out = xv.memory_chart(inp)
     assert isinstance(out, str) and not out.startswith("No ")
     assert "UNCORRECTABLE_REMAPPED_ROWS = 7" in out and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
 
 
 def test_the_node_view_sentence_names_the_node(src):
-    out = xr.memory_chart(_inp(src, "dgx-h100-1", None))
+    out = xv.memory_chart(_inp(src, "dgx-h100-1", None))
     assert isinstance(out, str) and out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 over the last 6h")
 
 
 def test_a_field_without_samples_is_not_counted_as_zero():
     ts = pd.date_range(END_TS - pd.Timedelta("6h"), END_TS, freq="10min")
     zero = pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": 0.0})
-    series = {f: zero for f in (xr.triage.DBE_VOL, xr.triage.SBE_VOL, xr.triage.UNC_REMAP)}
-    series[xr.triage.REMAP_FAILURE] = zero.assign(value=float("nan"))
-    out = xr.memory_chart(xr.TriageInputs(node="n", gpu="0", window="6h", end=END_TS, series=series))
+    series = {f: zero for f in (xs.triage.DBE_VOL, xs.triage.SBE_VOL, xs.triage.UNC_REMAP)}
+    series[xs.triage.REMAP_FAILURE] = zero.assign(value=float("nan"))
+    out = xv.memory_chart(xs.TriageInputs(node="n", gpu="0", window="6h", end=END_TS, series=series))
     assert isinstance(out, str) and not out.startswith("No ") and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
