@@ -73,7 +73,7 @@ def build(name: str, src):
         if name == "nccl_nvlink":
             return nr.nvlink_chart(nr.nvlink_rates(nr.nvlink_series(src, "dgx-h100-0", "6h")), "dgx-h100-0", "6h")
     if name.startswith("fleet_"):
-        import gpulib.fleet.health as fleet
+        import gpulib.fleet as fleet
 
         if name == "fleet_allocation":
             return fleet.allocation_chart(fleet.inventory(src.nodes(), src.pods()))
@@ -262,10 +262,11 @@ def test_busbw_band_and_link_peak_one_gbs_apart_both_read(src):
 
 
 def test_fleet_temperature_thresholds_one_degree_apart_both_read(src, monkeypatch):
-    import gpulib.fleet.health as fleet
+    import gpulib.fleet as fleet
+    import gpulib.fleet.view as fleet_view
 
-    real = fleet.threshold
-    monkeypatch.setattr(fleet, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
+    real = fleet_view.threshold
+    monkeypatch.setattr(fleet_view, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
     fig = fleet.temp_power_chart(fleet.health_frames(src, "6h"))
     texts = [b[0] for b in annotation_boxes(fig)]
     assert "warn 88 °C" in texts and "critical 89 °C" in texts

@@ -19,7 +19,7 @@ def _injected(cmd: str) -> bool:
 
 
 def test_stale_telemetry_commands_quote_a_node_label_from_data():
-    import gpulib.fleet.health as fleet
+    import gpulib.fleet as fleet
     end = pd.Timestamp("2026-11-29T12:00:00Z")
     act = pd.DataFrame({"timestamp": [end - pd.Timedelta(hours=1)], "node": [EVIL_NODE], "gpu": ["0"], "pct": [1.0]})
     (f,) = fleet.stale_telemetry(act, end)

@@ -54,7 +54,7 @@ def test_no_code_is_ignore_and_fatal_at_once():
 
 @pytest.mark.parametrize("code,severity", [(160, Severity.WARNING), (108, Severity.WARNING), (79, Severity.CRITICAL)])
 def test_fleet_overview_xid_severity(code, severity):
-    from gpulib.fleet import health
+    import gpulib.fleet.findings as fleet_findings
 
     class Frames:  # the one field the fleet's XID rule reads
         window = "6h"
@@ -62,7 +62,7 @@ def test_fleet_overview_xid_severity(code, severity):
         def get(self, field):
             return pd.DataFrame([{"node": "n", "gpu": "0", "value": float(code), "pod": "", "namespace": ""}])
 
-    (f,) = health._xid_findings(Frames())
+    (f,) = fleet_findings.xid_findings(Frames())
     assert f.severity is severity
 
 

@@ -32,10 +32,10 @@ def demo_findings():
     fs = []
     for node in ("dgx-h100-1", "a100-80-0", "h200-infer-0", "a100-40-mig-0", "l4-spot-0"):
         fs += xs.findings(xs.collect(src, node, None, "6h"))
-    from gpulib.fleet import health
-    hf = health.health_frames(src, "6h")
-    fs += health.health_findings(hf)
-    fs += health.stale_telemetry(src.series("DCGM_FI_DEV_GPU_TEMP", "6h"), pd.Timestamp(src.end))
+    import gpulib.fleet as fleet
+    hf = fleet.health_frames(src, "6h")
+    fs += fleet.health_findings(hf)
+    fs += fleet.stale_telemetry(src.series("DCGM_FI_DEV_GPU_TEMP", "6h"), pd.Timestamp(src.end))
     return fs
 
 
