@@ -12,7 +12,8 @@ import pytest
 import gpulib
 import gpulib.xid.steps as xs
 import gpulib.xid.view as xv
-import gpulib.nccl.runbook as nr
+import gpulib.nccl.steps as ns
+import gpulib.nccl.view as nv
 from chartcheck import annotation_boxes, axis_problems, legend_problems, overlaps, title_problems
 
 END = "2026-12-01T06:45:00Z"
@@ -43,10 +44,10 @@ def _nccl(src):
     from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY
     import gpulib.nvidia as nvidia
 
-    topo = nvidia.parse_topology(nr.read_input("", "topology_file", DEMO_TOPOLOGY)[0])
-    text = nr.read_input("", "nccl_tests_file", DEMO_NCCL_TESTS)[0]
-    results = nr.read_results(text)
-    vs = nr.verdicts(results, text=text, **nr.model_kwargs(topology=topo))
+    topo = nvidia.parse_topology(ns.read_input("", "topology_file", DEMO_TOPOLOGY)[0])
+    text = ns.read_input("", "nccl_tests_file", DEMO_NCCL_TESTS)[0]
+    results = ns.read_results(text)
+    vs = ns.verdicts(results, text=text, **ns.model_kwargs(topology=topo))
     return topo, results, vs
 
 
@@ -62,16 +63,15 @@ def build(name: str, src):
     if name.startswith("nccl_"):
         topo, results, vs = _nccl(src)
         if name == "nccl_topology":
-            return nr.topology_chart(topo)
+            return nv.topology_chart(topo)
         if name == "nccl_busbw":
-            return nr.busbw_chart(results[0], vs[0])
+            return nv.busbw_chart(results[0], vs[0])
         if name == "nccl_history":
-            import gpulib.nccl.history as nh
             from gpulib.demo.nccl_history import demo_nccl_history
 
-            return nh.history_chart(demo_nccl_history())
+            return nv.history_chart(demo_nccl_history())
         if name == "nccl_nvlink":
-            return nr.nvlink_chart(nr.nvlink_rates(nr.nvlink_series(src, "dgx-h100-0", "6h")), "dgx-h100-0", "6h")
+            return nv.nvlink_chart(ns.nvlink_rates(ns.nvlink_series(src, "dgx-h100-0", "6h")), "dgx-h100-0", "6h")
     if name.startswith("fleet_"):
         import gpulib.fleet as fleet
 
@@ -220,7 +220,7 @@ def test_the_notebook_shows_a_sentence_as_a_note(monkeypatch):
 def test_no_nvlink_traffic_is_a_sentence():
     ts = pd.date_range(END_TS - pd.Timedelta("1h"), END_TS, freq="5min")
     series = pd.DataFrame({"timestamp": list(ts) * 2, "node": "n", "gpu": ["0"] * len(ts) + ["1"] * len(ts), "value": 0.0})
-    out = nr.nvlink_chart(nr.nvlink_rates(series), "n", "1h")
+    out = nv.nvlink_chart(ns.nvlink_rates(series), "n", "1h")
     assert isinstance(out, str) and out.startswith("No NVLink traffic on n")
 
 
@@ -231,8 +231,8 @@ def test_nvlink_bandwidth_is_drawn_in_gbs_from_dcgm_mbs(src):
 
     row = load_table("nvidia/dcgm_fields.csv").set_index("field").loc["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"]
     assert row["unit"] == "MB/s" and "dcgm_fields.cpp" in row["source"]
-    series = nr.nvlink_series(src, "dgx-h100-0", "6h")
-    fig = nr.nvlink_chart(nr.nvlink_rates(series), "dgx-h100-0", "6h")
+    series = ns.nvlink_series(src, "dgx-h100-0", "6h")
+    fig = nv.nvlink_chart(ns.nvlink_rates(series), "dgx-h100-0", "6h")
     assert "(GB/s)" in fig.layout.yaxis.title.text
     g0 = series[series["gpu"] == "0"].sort_values("timestamp")
     tr = next(t for t in fig.data if t.name == "GPU 0")
@@ -255,7 +255,7 @@ def test_busbw_band_and_link_peak_one_gbs_apart_both_read(src):
     v = vs[0]
     assert v.band is not None
     close = replace(v, band=replace(v.band, low=v.band.low, high=v.band.low + 10, link_peak=v.band.low + 11))
-    fig = nr.busbw_chart(results[0], close)
+    fig = nv.busbw_chart(results[0], close)
     texts = [b[0] for b in annotation_boxes(fig)]
     assert any("expected" in t for t in texts) and any("link peak" in t for t in texts)
     assert overlaps(fig) == []

@@ -126,10 +126,10 @@ def _fleet(src, p):
 
 
 def _nccl(src, p):
-    import gpulib.nccl.runbook as nr
+    import gpulib.nccl.steps as ns
     w = p.get("window", "6h")
-    nr.nvlink_series(src, p["node"], w)   # the notebook's chart: raises UnknownNode for a node the source lacks
-    return nr.nvlink_findings(src, p["node"], w)
+    ns.nvlink_series(src, p["node"], w)   # the notebook's chart: raises UnknownNode for a node the source lacks
+    return ns.findings(ns.NcclInputs(nvlink=ns.nvlink_frames(src, p["node"], w)))
 
 
 def _operator(src, p):
