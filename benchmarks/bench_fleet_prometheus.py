@@ -304,12 +304,13 @@ def path_e2e() -> dict:
     """The whole notebook as ``gpuops report --source live`` runs it (papermill, kernel, HTML export)."""
     import resource
 
-    from gpulib import cli
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
 
-    info = cli.find_notebook("gpu_utilization_report")
+    info = find_notebook("gpu_utilization_report")
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        res = cli.execute(info, {"window": WINDOW, "source": "live"}, Path(tmp), progress=False)
+        res = execute(info, {"window": WINDOW, "source": "live"}, Path(tmp), progress=False)
         wall = time.perf_counter() - t
     return {"e2e_s": wall, "failed": res.failed, "errors": res.errors,
             "children_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}

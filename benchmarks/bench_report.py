@@ -75,14 +75,15 @@ def e2e(window: str) -> dict:
     """Whole notebook via the CLI's papermill path (kernel start, execution, HTML export)."""
     import tempfile
 
-    from gpulib import cli
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
 
     os.environ["GPUOPS_END"] = DEMO_END
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    info = cli.find_notebook("gpu_utilization_report")
+    info = find_notebook("gpu_utilization_report")
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        res = cli.execute(info, {"window": window, "source": "demo"}, Path(tmp), progress=False)
+        res = execute(info, {"window": window, "source": "demo"}, Path(tmp), progress=False)
         wall = time.perf_counter() - t
         size = res.html.stat().st_size / 1024 if res.html else 0.0
     return {"e2e_s": wall, "html_kib": size, "failed": res.failed, "errors": res.errors}

@@ -18,7 +18,7 @@ LAYERS = {
     "sources": 1, "kube": 1, "nvidia": 1,
     "fleet": 2, "xid": 2, "nccl": 2, "mig": 2, "gpu_operator": 2, "vllm": 2, "cost": 2,
     "demo": 3,
-    "runbook": 4, "catalogue": 4, "learn": 4, "cli": 5, "serve": 5,
+    "runbook": 4, "catalogue": 4, "inspection": 4, "execute": 4, "learn": 4, "cli": 5, "serve": 5,
 }
 DOMAINS = {k for k, v in LAYERS.items() if v == 2}
 MAX_LINES = 600
@@ -159,10 +159,10 @@ BACKEND_SNIFFING = [
     re.compile(r"source\s*==\s*['\"](live|demo|snapshot|prometheus)['\"]"),
     re.compile(r"isinstance\([^)]*(DemoSource|PrometheusSource|SnapshotSource|LiveSource)"),
 ]
-#: the rule above that compares a backend name; allowed where a backend is chosen by name (to pass its
-#: arguments to connect())
+#: the rule above that compares a backend name; allowed only where a backend is chosen by name (to pass its
+#: arguments to connect()): the one source mapping, gpulib.inspection.choose_source
 BACKEND_NAME_RULE = 3
-CONNECT_SITES = {"gpulib/cli.py", "gpulib/runbook.py"}
+CONNECT_SITES = {"gpulib/inspection.py"}
 #: attributes that only a backend object has (``self.<name> =`` in gpulib/sources/*.py and gpulib/demo/source.py):
 #: reading one by name from any object (``getattr(x, "kube", None)``, ``hasattr(x, "sim")``, or a loop over such
 #: names) is asking which backend it is; the capability is a Source method (``kube_cluster()``, ``app_series()``)

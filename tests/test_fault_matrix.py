@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from gpulib import cli
+from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
 
 from faultserver import FaultServer
@@ -65,15 +66,15 @@ _LOCAL = threading.local()
 
 
 def _execute(info, params, out_root, env):
-    """``cli.execute`` with a per-run kernel environment. For measuring the code before ``execute(env=...)``
+    """``gpulib.execute.execute`` with a per-run kernel environment. For measuring the code before ``execute(env=...)``
     existed (the "before" column of benchmarks/RESULTS.md), papermill is wrapped once so each thread's kernel
     manager gets that thread's environment, with the findings path next to the output notebook."""
     import inspect
-    if "env" in inspect.signature(cli.execute).parameters:
-        return cli.execute(info, params, out_root, progress=False, timeout=120, env=env)
+    if "env" in inspect.signature(engine.execute).parameters:
+        return engine.execute(info, params, out_root, progress=False, timeout=120, env=env)
     _wrap_papermill()
     _LOCAL.env = env
-    return cli.execute(info, params, out_root, progress=False, timeout=120)
+    return engine.execute(info, params, out_root, progress=False, timeout=120)
 
 
 def _wrap_papermill():

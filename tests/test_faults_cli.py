@@ -44,7 +44,8 @@ def test_huge_window_is_an_invalid_window_not_an_overflow():
 
 
 def test_empty_gpu_and_node_stay_allowed(capsys):
-    from gpulib.catalogue import find_notebook, resolve_params
+    from gpulib.catalogue import find_notebook
+    from gpulib.inspection import resolve_params
     assert resolve_params(find_notebook("xid_ecc_triage"), [("gpu", ""), ("node", "dgx-h100-1")]) == {"gpu": "", "node": "dgx-h100-1"}
     with pytest.raises(UnknownGPU):
         resolve_params(find_notebook("xid_ecc_triage"), [("gpu", "5; rm -rf /")])

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpulib import cli
+from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
 from gpulib.core.findings import Finding, Severity, save_findings
+from gpulib.core.rundir import new_run_dir
 
 
 def _stub_execute(input_path, output_path, parameters=None, km=None, **kw):
@@ -34,10 +35,10 @@ def _run_one(out_root: str, node: str, barrier=None, patch: bool = True) -> tupl
         import papermill
 
         papermill.execute_notebook = _stub_execute
-        cli.export_html = _stub_html
+        engine.export_html = _stub_html
     if barrier is not None:
         barrier.wait()
-    res = cli.execute(find_notebook("xid_ecc_triage"), {"node": node}, Path(out_root))
+    res = engine.execute(find_notebook("xid_ecc_triage"), {"node": node}, Path(out_root))
     return node, str(res.out_dir), res.findings[0].node
 
 
@@ -47,7 +48,7 @@ def test_new_run_dirs_in_one_second_are_distinct(tmp_path):
 
     def go():
         barrier.wait()
-        dirs.append(cli.new_run_dir(tmp_path, "xid_ecc_triage"))
+        dirs.append(new_run_dir(tmp_path, "xid_ecc_triage"))
 
     ts = [threading.Thread(target=go) for _ in range(16)]
     [t.start() for t in ts]
@@ -59,7 +60,7 @@ def test_concurrent_runs_in_threads_keep_their_own_verdict(tmp_path, monkeypatch
     import papermill
 
     monkeypatch.setattr(papermill, "execute_notebook", _stub_execute)
-    monkeypatch.setattr(cli, "export_html", _stub_html)
+    monkeypatch.setattr(engine, "export_html", _stub_html)
     barrier = threading.Barrier(8)
     out = []
     nodes = [f"node-{i}" for i in range(8)]
@@ -89,7 +90,7 @@ def test_two_real_runs_at_once_in_threads(tmp_path, monkeypatch):
     res = {}
 
     def go(node, gpu):
-        res[node] = cli.execute(info, {"node": node, "gpu": gpu, "source": "demo"}, tmp_path, progress=False, timeout=300)
+        res[node] = engine.execute(info, {"node": node, "gpu": gpu, "source": "demo"}, tmp_path, progress=False, timeout=300)
 
     ts = [threading.Thread(target=go, args=a) for a in (("dgx-h100-1", "5"), ("h200-infer-0", ""))]
     [t.start() for t in ts]

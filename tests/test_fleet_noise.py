@@ -65,8 +65,9 @@ def test_other_problems_are_kept(overview):
 
 
 def test_cli_names_every_critical_and_warning(tmp_path, capsys):
-    from gpulib.cli import RunResult, _print_result
+    from gpulib.cli import _print_result
     from gpulib.core.findings import Finding, Severity
+    from gpulib.execute import RunResult
 
     fs = [Finding(Severity.CRITICAL, f"crit {i}") for i in range(4)] + [Finding(Severity.WARNING, f"warn {i}") for i in range(6)] \
         + [Finding(Severity.INFO, f"info {i}") for i in range(3)]

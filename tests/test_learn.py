@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 import gpulib
-from gpulib import cli
+from gpulib.catalogue import find_notebook
+from gpulib.execute import execute
 import gpulib.learn.lessons as learn
 import gpulib.nccl as nccl
 import gpulib.nvidia as nvidia
@@ -178,7 +179,7 @@ def _copy_package(tmp_path: Path) -> Path:
 
 
 def _run(name: str, out: Path, params: dict | None = None):
-    res = cli.execute(cli.find_notebook(name), params or {}, out, progress=False)
+    res = execute(find_notebook(name), params or {}, out, progress=False)
     assert res.failed is None, res.failed
     assert res.errors == [], res.errors
     return res, json.loads((res.out_dir / "figures.json").read_text()), res.html.read_text()

@@ -16,7 +16,8 @@ import re
 import pytest
 import yaml
 
-from gpulib import cli
+from gpulib.catalogue import find_notebook
+from gpulib.execute import execute
 import gpulib.mig as mig
 
 pytestmark = pytest.mark.notebook
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.notebook
 def _run(tmp_path, params, monkeypatch=None, demo_end=None):
     if monkeypatch is not None:
         monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    return cli.execute(cli.find_notebook("mig_sizing"), params, tmp_path, progress=False)
+    return execute(find_notebook("mig_sizing"), params, tmp_path, progress=False)
 
 
 def _mig_parted_text(res) -> str:

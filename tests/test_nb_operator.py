@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulib import cli
+from gpulib.catalogue import find_notebook
+from gpulib.execute import execute
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,7 @@ def run(tmp_path, monkeypatch, demo_end):
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
 
     def go(params, sub="out"):
-        res = cli.execute(cli.find_notebook("operator_install"), params, tmp_path / sub, progress=False)
+        res = execute(find_notebook("operator_install"), params, tmp_path / sub, progress=False)
         assert res.failed is None, res.failed
         doc = json.loads((res.out_dir / "findings.json").read_text())
         return res, doc

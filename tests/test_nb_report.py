@@ -1,6 +1,6 @@
 """The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its helpers (gpulib.cost.report).
 
-Notebook runs go through the CLI's papermill path (``gpulib.cli.execute``), which writes the executed
+Notebook runs go through the CLI's papermill path (``gpulib.execute.execute``), which writes the executed
 notebook, the code-free HTML and findings.json, exactly as ``gpuops report`` does.
 
 Expected money is worked out from the demo scenario (gpulib/data/demo/demo_fleet.yaml) and the price table by hand:
@@ -34,11 +34,12 @@ def report_env(monkeypatch):
 
 
 def run_report(out: Path, **params):
-    from gpulib import cli
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
 
-    info = cli.find_notebook("gpu_utilization_report")
+    info = find_notebook("gpu_utilization_report")
     assert info.path == ROOT / "reports" / "gpu_utilization_report.ipynb"
-    res = cli.execute(info, params, out, progress=False, timeout=300)
+    res = execute(info, params, out, progress=False, timeout=300)
     doc = json.loads((res.out_dir / "findings.json").read_text())
     return res, doc
 

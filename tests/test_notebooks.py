@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from gpulib import cli
+from gpulib.catalogue import catalogue, find_notebook
+from gpulib.execute import execute
+from gpulib.inspection import resolve_params
 
-NOTEBOOKS = sorted(cli.catalogue().values(), key=lambda i: i.name)
+NOTEBOOKS = sorted(catalogue().values(), key=lambda i: i.name)
 
 
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
@@ -31,7 +34,7 @@ def test_committed_notebook_is_clean(info):
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
 def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    res = cli.execute(info, {}, tmp_path, progress=False)
+    res = execute(info, {}, tmp_path, progress=False)
     assert res.failed is None, res.failed
     assert res.errors == [], res.errors
     html = res.html.read_text()
@@ -46,10 +49,10 @@ def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
 @pytest.mark.prometheus
 def test_fleet_overview_same_verdict_on_live_and_no_secret_leaks(live_env, tmp_path, monkeypatch, demo_end):
     monkeypatch.setenv("GPUOPS_PROMETHEUS_TOKEN", "s3cr3t-token-value-123")
-    info = cli.find_notebook("fleet_overview")
-    live = cli.execute(info, {"source": "live"}, tmp_path / "live", progress=False)
+    info = find_notebook("fleet_overview")
+    live = execute(info, {"source": "live"}, tmp_path / "live", progress=False)
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    demo = cli.execute(info, {"source": "demo"}, tmp_path / "demo", progress=False)
+    demo = execute(info, {"source": "demo"}, tmp_path / "demo", progress=False)
     assert live.errors == [] and live.failed is None
     crit = lambda r: sorted(f.title for f in r.findings if f.severity.value == "critical")  # noqa: E731
     assert crit(live) == crit(demo)
@@ -89,6 +92,34 @@ def test_incomplete_runbook_names_the_exact_rerun_command(monkeypatch):
     assert not any("gpu node 7" in c for c in fl[0].commands), fl[0].commands
 
 
+def test_incomplete_findings_take_their_sop_text_from_core_sop(monkeypatch):
+    """The two 'Runbook incomplete' findings write no SOP sentence of their own: summary and SOP step are the
+    rows of gpulib/data/core/core_sop.csv (a planted table shows it), and every row of that table is used."""
+    import pandas as pd
+
+    import gpulib.runbook as nb
+    from gpulib.core import sop as sopmod
+    from gpulib.core.errors import InvalidParameter, SourceError
+    from gpulib.core.knowledge import load_table
+
+    assert sorted(load_table("core_sop")["key"]) == ["bad_parameter", "missing_data"]
+    planted = pd.DataFrame([{"key": k, "summary": f"planted summary {k}", "sop_step": f"planted step {k}",
+                             "escalation": "", "commands": "", "source": "definition: test"}
+                            for k in ("bad_parameter", "missing_data")])
+    monkeypatch.setattr(sopmod, "load_table", lambda name: planted.copy() if name == "core_sop" else load_table(name))
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    sopmod._rows.cache_clear()
+    try:
+        for exc, key in ((SourceError("no data"), "missing_data"), (InvalidParameter("no such node"), "bad_parameter")):
+            rb = nb.Runbook("xid_ecc_triage", source="demo")
+            with rb.step("Diagnosis"):
+                raise exc
+            top = rb.finish()[0]
+            assert (top.summary, top.sop_step) == (f"planted summary {key}", f"planted step {key}")
+    finally:
+        sopmod._rows.cache_clear()
+
+
 def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     """The 'Run it' line repeats the run even if a notebook default changes: every parameter of the notebook's
     parameters cell with the value the kernel holds after papermill's injection (also those the notebook does not
@@ -99,9 +130,9 @@ def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     from gpulib.core import redact
 
     monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
-    params = [p.name for p in cli.find_notebook("operator_install").params]
+    params = [p.name for p in find_notebook("operator_install").params]
     # what papermill's injected-parameters cell left in the kernel: replicas given, the rest notebook defaults
-    kernel = {p.name: p.default for p in cli.find_notebook("operator_install").params}
+    kernel = {p.name: p.default for p in find_notebook("operator_install").params}
     kernel.update(replicas=8, operator_version="v24.6.2", demo_operator_state="gfd_missing")
     monkeypatch.setattr(nb, "_kernel_namespace", lambda: kernel, raising=False)
     rb = nb.Runbook("operator_install", source="demo", snapshot_dir="", demo_operator_state="gfd_missing")
@@ -115,8 +146,8 @@ def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     assert got["driver_preinstalled"] == "False" and got["mig_strategy"] == "none"  # defaults nobody gave
     assert got["demo_operator_state"] == "gfd_missing"
     # the CLI reads the line back to the same values
-    info = cli.find_notebook("operator_install")
-    resolved = cli.resolve_params(info, cli._pairs([f"{k}={v}" for k, v in pairs]))
+    info = find_notebook("operator_install")
+    resolved = resolve_params(info, cli._pairs([f"{k}={v}" for k, v in pairs]))
     assert resolved["replicas"] == 8 and resolved["driver_preinstalled"] is False
     # outside a kernel (tests, plain Python) the notebook defaults stand in for what was not passed
     monkeypatch.setattr(nb, "_kernel_namespace", lambda: {}, raising=False)
@@ -143,7 +174,7 @@ def test_incident_runbook_sections_are_meaning_impact_diagnosis_mitigation(name)
     """From its Meaning on, an incident runbook's top-level (##) sections are Meaning, Impact, Diagnosis,
     Mitigation in that order (a section before Meaning, e.g. operator_install's Install, is not part of the
     incident); topic headings are ### under one of them."""
-    nb = json.loads(cli.find_notebook(name).path.read_text())
+    nb = json.loads(find_notebook(name).path.read_text())
     h2 = [ln[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown"
           for ln in "".join(c["source"]).splitlines() if ln.startswith("## ")]
     assert "Meaning" in h2, h2

@@ -199,7 +199,7 @@ def _planted_notebook_html(tmp_path) -> str:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-    from gpulib.cli import export_html
+    from gpulib.execute import export_html
 
     note = new_output("display_data", data={"text/html": "<div style='border-left:4px solid #1b7f3b'>No XID.</div>",
                                             "text/plain": "<IPython.core.display.HTML object>"})
@@ -234,19 +234,19 @@ def test_no_section_of_any_rendered_page_is_empty(demo_html):
 
 
 def _runbooks_and_report():
-    from gpulib import cli
-    return sorted((i for i in cli.catalogue().values() if i.kind != "learn"), key=lambda i: i.name)
+    from gpulib.catalogue import catalogue
+    return sorted((i for i in catalogue().values() if i.kind != "learn"), key=lambda i: i.name)
 
 
 @pytest.mark.parametrize("info", _runbooks_and_report(), ids=lambda i: i.name)
 def test_no_section_is_empty_when_the_data_is_missing(info, tmp_path):
     """On a snapshot folder with no files every step that reads data fails: the steps that need its result say
     so in their own section instead of showing nothing."""
-    from gpulib import cli
+    from gpulib.execute import execute
 
     empty = tmp_path / "empty-snapshot"
     empty.mkdir()
-    res = cli.execute(info, {"source": "snapshot", "snapshot_dir": str(empty)}, tmp_path / "out", progress=False)
+    res = execute(info, {"source": "snapshot", "snapshot_dir": str(empty)}, tmp_path / "out", progress=False)
     assert res.failed is None, res.failed
     assert res.errors or res.usage_errors, "an empty snapshot must make the run incomplete"
     found = empty_sections(res.html.read_text(errors="replace"))

@@ -67,14 +67,15 @@ def exe():
 @pytest.fixture(scope="module")
 def report_html(exe, tmp_path_factory):
     """The report as `gpuops report` writes it on the demo fleet (7 d)."""
-    from gpulib import cli
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
 
     mp = pytest.MonkeyPatch()
     mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
     try:
         out = tmp_path_factory.mktemp("report-out")
-        res = cli.execute(cli.find_notebook("gpu_utilization_report"), {"source": "demo", "window": "7d"}, out,
+        res = execute(find_notebook("gpu_utilization_report"), {"source": "demo", "window": "7d"}, out,
                           progress=False, timeout=300)
     finally:
         mp.undo()

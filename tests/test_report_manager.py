@@ -139,14 +139,15 @@ def test_gpuops_report_takes_the_notebooks_parameters(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from gpulib import cli
+    from gpulib import execute as engine
 
     seen = {}
 
     def fake_execute(info, params, out_root, **kw):
         seen.update(params)
-        return cli.RunResult(name=info.name, out_dir=tmp_path, notebook=tmp_path / "x.ipynb", html=None)
+        return engine.RunResult(name=info.name, out_dir=tmp_path, notebook=tmp_path / "x.ipynb", html=None)
 
-    monkeypatch.setattr(cli, "execute", fake_execute)
+    monkeypatch.setattr(engine, "execute", fake_execute)
     monkeypatch.setattr(cli, "_print_result", lambda *a, **k: None)
     prices = tmp_path / "p.csv"
     prices.write_text("model,provider,pricing,price_per_gpu_hour,currency,as_of,source\n"

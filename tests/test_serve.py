@@ -1,13 +1,12 @@
 """gpuops serve under load and faults, with a stub runner where the real papermill run is not the point:
 a 200-post burst with duplicates (every alert is a run or a dedupe record, never more than the configured
-kernels at once, a full queue answers 503 + Retry-After), a hanging run killed at its timeout with the process
-it started, bad requests answered 4xx with a reason, the index rebuilt after a restart, and a schemathesis fuzz
+kernels at once, a full queue answers 503 + Retry-After), a hanging run (the real in-process runner) killed at
+its timeout with its kernel and the process the kernel started, bad requests answered 4xx with a reason, the index rebuilt after a restart, and a schemathesis fuzz
 of the OpenAPI schema with no 5xx (test_serve_fuzz)."""
 from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,6 @@ import requests
 from gpulib.core.findings import Finding, Severity, save_findings
 from gpulib.serve import ServeConfig
 from gpulib.serve.app import create_app
-from gpulib.serve.runner import SubprocessRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "test-token-" + "y" * 24
@@ -181,9 +179,30 @@ def test_notification_slack_and_generic_json(tmp_path):
 
 
 # -------------------------------------------------------------------------------- faults
-HANG = ("import subprocess, sys, time; "
-        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], start_new_session=True); "
-        "open(sys.argv[1], 'w').write(str(c.pid)); time.sleep(300)")
+#: a runbook that hangs: its kernel starts a process in a session of its own (as a stray tool would), writes
+#: both pids and whether it sees the webhook token into the run folder, then sleeps
+HANG_CELL = """import os, subprocess, sys, time
+from pathlib import Path
+run = Path(os.environ["GPUOPS_FINDINGS_PATH"]).parent
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+(run / "token.txt").write_text(os.environ.get("GPUOPS_SERVE_TOKEN", "absent"))
+(run / "pids.txt").write_text(f"{os.getpid()} {child.pid}")
+time.sleep(300)"""
+
+
+def planted_home(tmp_path, cell: str) -> Path:
+    """A project folder whose runbooks/xid_ecc_triage.ipynb is ``cell`` after the real parameters cell, so the
+    alert route, the parameter checks and the default (in-process) runner all find it by name."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    real = nbformat.read(str(ROOT / "runbooks" / "xid_ecc_triage.ipynb"), as_version=4)
+    params = next(c for c in real.cells if "parameters" in c.metadata.get("tags", []))
+    home = tmp_path / "home"
+    (home / "runbooks").mkdir(parents=True)
+    nb = new_notebook(cells=[new_markdown_cell("# Planted"), params, new_code_cell(cell)], metadata=real.metadata)
+    nbformat.write(nb, str(home / "runbooks" / "xid_ecc_triage.ipynb"))
+    return home
 
 
 def _alive(pid: int) -> bool:
@@ -195,22 +214,44 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
 
 
-def test_a_hanging_run_is_killed_at_its_timeout_with_its_kernel_and_shown_failed(tmp_path):
-    runner = SubprocessRunner(argv=lambda folder, rb, p: [sys.executable, "-c", HANG, str(folder / "kernel.pid")])
-    app, c = make(tmp_path, runner, run_timeout=3)
+@pytest.mark.notebook
+def test_a_hanging_run_is_killed_at_its_timeout_with_its_kernel_and_shown_failed(tmp_path, monkeypatch):
+    """The default runner runs the notebook in this process; at the run timeout its kernel and the process the
+    kernel started in its own session are killed, the run is failed with the timeout named, and the kernel never
+    saw the webhook token."""
+    from fastapi.testclient import TestClient
+
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
+    from gpulib.serve.runner import EngineRunner
+
+    # the timeout must leave the kernel time to start on a loaded machine: four times what a run that
+    # does nothing takes here and now, at least 15 s
+    monkeypatch.setenv("GPUOPS_HOME", str(planted_home(tmp_path / "warm", "x = 1")))
     t0 = time.monotonic()
+    execute(find_notebook("xid_ecc_triage"), {}, tmp_path / "warm-runs", progress=False)
+    limit = max(15, round(4 * (time.monotonic() - t0)))
+    monkeypatch.setenv("GPUOPS_HOME", str(planted_home(tmp_path, HANG_CELL)))
+    monkeypatch.setenv("GPUOPS_SERVE_TOKEN", TOKEN)
+    app = create_app(ServeConfig.build(out=tmp_path / "runs", run_timeout=limit))
+    assert isinstance(app.state.service.runner, EngineRunner)
+    c = TestClient(app)
     rid = c.post("/alertmanager", json=payload([xid()]), headers=AUTH).json()["runs"][0]
-    assert app.state.service.pool.join(30)
-    assert time.monotonic() - t0 < 20
+    assert app.state.service.pool.join(limit + 60)
     rec = c.get(f"/runs/{rid}/run.json").json()
-    assert rec["status"] == "failed" and "timed out after 3 s" in rec["error"]
-    kernel = int((tmp_path / "runs" / rid / "kernel.pid").read_text())
-    deadline = time.monotonic() + 5
-    while _alive(kernel) and time.monotonic() < deadline:
+    assert rec["status"] == "failed" and rec["error"] == f"timed out after {limit} s: the run and its kernel were killed"
+    folder = tmp_path / "runs" / rid
+    assert (folder / "pids.txt").is_file(), f"the kernel did not reach its first cell within {limit} s"
+    assert (folder / "token.txt").read_text() == "absent"
+    kernel, child = map(int, (folder / "pids.txt").read_text().split())
+    deadline = time.monotonic() + 10
+    while (_alive(kernel) or _alive(child)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(kernel), "the run's own-session child (a kernel stand-in) survived the timeout"
+    assert not _alive(kernel), "the run's kernel survived the timeout"
+    assert not _alive(child), "the kernel's own-session child survived the timeout"
     page = c.get(f"/runs/{rid}").text
     assert "data-status='failed'" in page and "timed out" in page
+    assert f"**Error:** timed out after {limit} s" in (folder / "summary.md").read_text()
     assert "gpuops_serve_runs_total{outcome=\"failed\",runbook=\"xid_ecc_triage\"} 1.0" in c.get("/metrics").text
 
 
@@ -344,7 +385,7 @@ def test_fuzz_check_can_fail(tmp_path):
 
 
 def test_run_folders_are_unique_under_a_burst(tmp_path):
-    from gpulib.cli import new_run_dir
+    from gpulib.core.rundir import new_run_dir
 
     with ThreadPoolExecutor(16) as ex:
         dirs = list(ex.map(lambda _: new_run_dir(tmp_path, "xid_ecc_triage"), range(64)))
@@ -367,20 +408,3 @@ def test_cli_alerts_and_serve_help(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUOPS_SERVE_TOKEN", raising=False)
     r = CliRunner().invoke(cli, ["serve", "--out", str(tmp_path / "runs")])
     assert r.exit_code == 2 and "GPUOPS_SERVE_TOKEN" in r.output
-
-
-def test_the_real_runner_runs_exactly_gpuops_run(tmp_path):
-    import typer.main
-
-    from gpulib.cli import _pairs, app as cli
-    from gpulib.serve.runner import default_argv
-
-    argv = default_argv(tmp_path / "run-1", "nccl_check", {"node": "dgx-h100-0", "record_history": False,
-                                                           "source": "demo", "probe_gpus": 8})
-    assert argv[1:4] == ["-m", "gpulib.cli", "run"]
-    cmd = typer.main.get_command(cli)
-    sub = cmd.get_command(cmd.make_context("gpuops", argv[3:]), "run")
-    ctx = sub.make_context("run", argv[4:])
-    assert ctx.params["run_dir"] == tmp_path / "run-1" and ctx.params["fail_on"] == "never"
-    assert _pairs(ctx.params["param"]) == [("node", "dgx-h100-0"), ("record_history", "false"), ("source", "demo"),
-                                           ("probe_gpus", "8")]
