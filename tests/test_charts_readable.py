@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.runbook as xr
-import gpulib.nccl.runbook as nr
+import gpulib.xid.steps as xs
+import gpulib.xid.view as xv
+import gpulib.nccl.steps as ns
+import gpulib.nccl.view as nv
 from chartcheck import annotation_boxes, axis_problems, legend_problems, overlaps, title_problems
 
 END = "2026-12-01T06:45:00Z"
@@ -34,7 +36,7 @@ _INPUTS: dict = {}
 def _inp(src, node, gpu, window="6h"):
     key = (node, gpu, window)
     if key not in _INPUTS:
-        _INPUTS[key] = xr.collect(src, node, gpu, window)
+        _INPUTS[key] = xs.collect(src, node, gpu, window)
     return _INPUTS[key]
 
 
@@ -42,10 +44,10 @@ def _nccl(src):
     from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY
     import gpulib.nvidia as nvidia
 
-    topo = nvidia.parse_topology(nr.read_input("", "topology_file", DEMO_TOPOLOGY)[0])
-    text = nr.read_input("", "nccl_tests_file", DEMO_NCCL_TESTS)[0]
-    results = nr.read_results(text)
-    vs = nr.verdicts(results, text=text, **nr.model_kwargs(topology=topo))
+    topo = nvidia.parse_topology(ns.read_input("", "topology_file", DEMO_TOPOLOGY)[0])
+    text = ns.read_input("", "nccl_tests_file", DEMO_NCCL_TESTS)[0]
+    results = ns.read_results(text)
+    vs = ns.verdicts(results, text=text, **ns.model_kwargs(topology=topo))
     return topo, results, vs
 
 
@@ -56,23 +58,22 @@ def build(name: str, src):
         node, gpu = {"xid": XID_NODE, "ecc": ECC_NODE, "hot": HOT_NODE, "quiet": QUIET_NODE}[case]
         inp = _inp(src, node, gpu)
         if what == "timeline":
-            return xr.timeline_chart(xr.xid_timeline(inp), inp.node, "6h", inp.end)
-        return {"memory": xr.memory_chart, "thermal": xr.thermal_chart}[what](inp)
+            return xv.timeline_chart(xs.xid_timeline(inp), inp.node, "6h", inp.end)
+        return {"memory": xv.memory_chart, "thermal": xv.thermal_chart}[what](inp)
     if name.startswith("nccl_"):
         topo, results, vs = _nccl(src)
         if name == "nccl_topology":
-            return nr.topology_chart(topo)
+            return nv.topology_chart(topo)
         if name == "nccl_busbw":
-            return nr.busbw_chart(results[0], vs[0])
+            return nv.busbw_chart(results[0], vs[0])
         if name == "nccl_history":
-            import gpulib.nccl.history as nh
             from gpulib.demo.nccl_history import demo_nccl_history
 
-            return nh.history_chart(demo_nccl_history())
+            return nv.history_chart(demo_nccl_history())
         if name == "nccl_nvlink":
-            return nr.nvlink_chart(nr.nvlink_rates(nr.nvlink_series(src, "dgx-h100-0", "6h")), "dgx-h100-0", "6h")
+            return nv.nvlink_chart(ns.nvlink_rates(ns.nvlink_series(src, "dgx-h100-0", "6h")), "dgx-h100-0", "6h")
     if name.startswith("fleet_"):
-        import gpulib.fleet.health as fleet
+        import gpulib.fleet as fleet
 
         if name == "fleet_allocation":
             return fleet.allocation_chart(fleet.inventory(src.nodes(), src.pods()))
@@ -167,9 +168,9 @@ def test_the_checker_sees_overlapping_threshold_labels_and_unitless_axes():
 def test_the_xid_timeline_spans_the_whole_window(case, src):
     node, gpu = {"xid": XID_NODE, "quiet": QUIET_NODE}[case]
     inp = _inp(src, node, gpu)
-    events = xr.xid_timeline(inp)
+    events = xs.xid_timeline(inp)
     assert (len(events) > 0) == (case == "xid")
-    fig = xr.timeline_chart(events, inp.node, "6h", inp.end)
+    fig = xv.timeline_chart(events, inp.node, "6h", inp.end)
     assert fig.layout.xaxis.type == "date"  # also without a trace to tell plotly the axis holds times
     lo, hi = (pd.Timestamp(v) for v in fig.layout.xaxis.range)
     assert (lo.tz_convert("UTC") if lo.tzinfo else lo.tz_localize("UTC")) == END_TS - pd.Timedelta("6h")
@@ -182,10 +183,10 @@ def test_the_xid_timeline_spans_the_whole_window(case, src):
 # ------------------------------------------------------------------------------------ flat panels
 def test_all_zero_ecc_counters_are_a_sentence_not_a_flat_chart(src):
     inp = _inp(src, *XID_NODE)
-    for f in (xr.triage.DBE_VOL, xr.triage.SBE_VOL, xr.triage.UNC_REMAP, xr.triage.REMAP_FAILURE):
+    for f in (xs.triage.DBE_VOL, xs.triage.SBE_VOL, xs.triage.UNC_REMAP, xs.triage.REMAP_FAILURE):
         s = inp.series[f]
         assert (s[s["gpu"] == "5"]["value"] == 0).all()  # the demo premise: this GPU's counters never moved
-    out = xr.memory_chart(inp)
+    out = xv.memory_chart(inp)
     assert isinstance(out, str)
     assert out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 GPU 5 over the last 6h")
     for f in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
@@ -195,10 +196,10 @@ def test_all_zero_ecc_counters_are_a_sentence_not_a_flat_chart(src):
 
 def test_a_moving_counter_is_drawn_and_the_flat_ones_are_named(src):
     inp = _inp(src, *ECC_NODE)
-    fig = xr.memory_chart(inp)
+    fig = xv.memory_chart(inp)
     assert not isinstance(fig, str) and fig is not None
     drawn = {a.text for a in fig.layout.annotations if a.textangle in (90, -90)} | {tr.name for tr in fig.data}
-    sbe = inp.series[xr.triage.SBE_VOL]
+    sbe = inp.series[xs.triage.SBE_VOL]
     assert (sbe[sbe["gpu"] == "1"]["value"] == 0).all()  # demo premise: SBE stays 0 on GPU 1
     assert not any("SBE" in (t or "") for t in drawn)
     assert "ECC_SBE_VOL_TOTAL" in fig.layout.title.text and "0" in fig.layout.title.text
@@ -216,7 +217,7 @@ def test_the_notebook_shows_a_sentence_as_a_note(monkeypatch):
 def test_no_nvlink_traffic_is_a_sentence():
     ts = pd.date_range(END_TS - pd.Timedelta("1h"), END_TS, freq="5min")
     series = pd.DataFrame({"timestamp": list(ts) * 2, "node": "n", "gpu": ["0"] * len(ts) + ["1"] * len(ts), "value": 0.0})
-    out = nr.nvlink_chart(nr.nvlink_rates(series), "n", "1h")
+    out = nv.nvlink_chart(ns.nvlink_rates(series), "n", "1h")
     assert isinstance(out, str) and out.startswith("No NVLink traffic on n")
 
 
@@ -227,8 +228,8 @@ def test_nvlink_bandwidth_is_drawn_in_gbs_from_dcgm_mbs(src):
 
     row = load_table("nvidia/dcgm_fields.csv").set_index("field").loc["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"]
     assert row["unit"] == "MB/s" and "dcgm_fields.cpp" in row["source"]
-    series = nr.nvlink_series(src, "dgx-h100-0", "6h")
-    fig = nr.nvlink_chart(nr.nvlink_rates(series), "dgx-h100-0", "6h")
+    series = ns.nvlink_series(src, "dgx-h100-0", "6h")
+    fig = nv.nvlink_chart(ns.nvlink_rates(series), "dgx-h100-0", "6h")
     assert "(GB/s)" in fig.layout.yaxis.title.text
     g0 = series[series["gpu"] == "0"].sort_values("timestamp")
     tr = next(t for t in fig.data if t.name == "GPU 0")
@@ -238,9 +239,9 @@ def test_nvlink_bandwidth_is_drawn_in_gbs_from_dcgm_mbs(src):
 # ------------------------------------------------------------------------------------ thresholds close together
 def test_temperature_thresholds_one_degree_apart_both_read(src, monkeypatch):
     inp = _inp(src, *HOT_NODE)
-    real = xr.threshold
-    monkeypatch.setattr(xr, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
-    fig = xr.thermal_chart(inp)
+    real = xv.threshold
+    monkeypatch.setattr(xv, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
+    fig = xv.thermal_chart(inp)
     texts = [b[0] for b in annotation_boxes(fig)]
     assert any("88" in t for t in texts) and any("89" in t for t in texts)
     assert overlaps(fig) == []
@@ -251,17 +252,18 @@ def test_busbw_band_and_link_peak_one_gbs_apart_both_read(src):
     v = vs[0]
     assert v.band is not None
     close = replace(v, band=replace(v.band, low=v.band.low, high=v.band.low + 10, link_peak=v.band.low + 11))
-    fig = nr.busbw_chart(results[0], close)
+    fig = nv.busbw_chart(results[0], close)
     texts = [b[0] for b in annotation_boxes(fig)]
     assert any("expected" in t for t in texts) and any("link peak" in t for t in texts)
     assert overlaps(fig) == []
 
 
 def test_fleet_temperature_thresholds_one_degree_apart_both_read(src, monkeypatch):
-    import gpulib.fleet.health as fleet
+    import gpulib.fleet as fleet
+    import gpulib.fleet.view as fleet_view
 
-    real = fleet.threshold
-    monkeypatch.setattr(fleet, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
+    real = fleet_view.threshold
+    monkeypatch.setattr(fleet_view, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
     fig = fleet.temp_power_chart(fleet.health_frames(src, "6h"))
     texts = [b[0] for b in annotation_boxes(fig)]
     assert "warn 88 °C" in texts and "critical 89 °C" in texts
@@ -276,22 +278,22 @@ def test_flat_but_not_zero_counters_are_stated_with_their_values():
     def frame(v):
         return pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": float(v)})
 
-    inp = xr.TriageInputs(node="n", gpu="0", window="6h", end=END_TS,
-                          series={xr.triage.DBE_VOL: frame(0), xr.triage.SBE_VOL: frame(0), xr.triage.UNC_REMAP: frame(7)})
-    out = xr.memory_chart(inp)
+    inp = xs.TriageInputs(node="n", gpu="0", window="6h", end=END_TS,
+                          series={xs.triage.DBE_VOL: frame(0), xs.triage.SBE_VOL: frame(0), xs.triage.UNC_REMAP: frame(7)})
+    out = xv.memory_chart(inp)
     assert isinstance(out, str) and not out.startswith("No ")
     assert "UNCORRECTABLE_REMAPPED_ROWS = 7" in out and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
 
 
 def test_the_node_view_sentence_names_the_node(src):
-    out = xr.memory_chart(_inp(src, "dgx-h100-1", None))
+    out = xv.memory_chart(_inp(src, "dgx-h100-1", None))
     assert isinstance(out, str) and out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 over the last 6h")
 
 
 def test_a_field_without_samples_is_not_counted_as_zero():
     ts = pd.date_range(END_TS - pd.Timedelta("6h"), END_TS, freq="10min")
     zero = pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": 0.0})
-    series = {f: zero for f in (xr.triage.DBE_VOL, xr.triage.SBE_VOL, xr.triage.UNC_REMAP)}
-    series[xr.triage.REMAP_FAILURE] = zero.assign(value=float("nan"))
-    out = xr.memory_chart(xr.TriageInputs(node="n", gpu="0", window="6h", end=END_TS, series=series))
+    series = {f: zero for f in (xs.triage.DBE_VOL, xs.triage.SBE_VOL, xs.triage.UNC_REMAP)}
+    series[xs.triage.REMAP_FAILURE] = zero.assign(value=float("nan"))
+    out = xv.memory_chart(xs.TriageInputs(node="n", gpu="0", window="6h", end=END_TS, series=series))
     assert isinstance(out, str) and not out.startswith("No ") and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.runbook as xr
+import gpulib.xid.steps as xs
 from collect_logs import demo_sections, framed
 
 NODE, GPU = "dgx-h100-1", "5"
@@ -40,8 +40,8 @@ def test_kernel_log_xid_on_a_gpu_nvidia_smi_cannot_see_is_not_dropped(tmp_path, 
     """XID 79 (fell off the bus): nvidia-smi has no block for that GPU, and a snapshot has no DCGM labels to
     map its PCI bus id to index 5. Asking about GPU 5 must not answer 'no XID'."""
     snap = gpulib.connect("snapshot", path=str(_snapshot(tmp_path, demo_src)))
-    fs = xr.findings(xr.collect(snap, NODE, GPU, "6h"))
-    demo = xr.findings(xr.collect(demo_src, NODE, GPU, "6h"))
+    fs = xs.findings(xs.collect(snap, NODE, GPU, "6h"))
+    demo = xs.findings(xs.collect(demo_src, NODE, GPU, "6h"))
     assert demo[0].severity.value == "critical" and demo[0].data.get("bucket") == "RESTART_BM"
     assert _verdict(fs) == _verdict(demo)
     assert "0000:68:00" in " ".join(fs[0].evidence) + fs[0].title
@@ -77,7 +77,7 @@ def test_gpuops_collect_then_snapshot_triage_reaches_the_demo_verdict(tmp_path, 
     r = CliRunner().invoke(app, ["run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(snap), "-q",
                                  "--out", str(tmp_path / "out"), "-p", "node=dgx-h100-1", "-p", "gpu=5"])
     found = json.loads(next((tmp_path / "out").glob("*xid_ecc_triage*/findings.json")).read_text())
-    demo = xr.findings(xr.collect(demo_src, NODE, GPU, "6h"))
+    demo = xs.findings(xs.collect(demo_src, NODE, GPU, "6h"))
     top = sorted(found["findings"], key=lambda f: ["critical", "warning", "info", "ok"].index(f["severity"]))
     hw = [f for f in top if f.get("category") != "preflight" and "could not run" not in f["title"]]
     assert hw[0]["severity"] == demo[0].severity.value == "critical"
@@ -90,16 +90,16 @@ def test_live_collect_reaches_the_same_verdict_as_a_snapshot_of_the_same_evidenc
     against a snapshot holding the same files: same top verdict, and the pod is gone."""
     live_env.pod_script.log = framed(demo_sections(demo_pinned, NODE), token="{token}")
     live = gpulib.connect("live", collect=True, collect_dir=str(tmp_path / "kept"))
-    inp = xr.collect(live, NODE, GPU, "6h")
+    inp = xs.collect(live, NODE, GPU, "6h")
     assert inp.kernel_log == demo_pinned.kernel_log(NODE) and inp.smi is not None
     assert live_env.pods_in("gpuops-collect") == [] and len(live_env.created) == 1
-    fs_live = xr.findings(inp)
+    fs_live = xs.findings(inp)
     snap = gpulib.connect("snapshot", path=str(tmp_path / "kept"), end=demo_pinned.end)
-    fs_snap = xr.findings(xr.collect(snap, NODE, GPU, "6h"))
-    fs_demo = xr.findings(xr.collect(demo_pinned, NODE, GPU, "6h"))
+    fs_snap = xs.findings(xs.collect(snap, NODE, GPU, "6h"))
+    fs_demo = xs.findings(xs.collect(demo_pinned, NODE, GPU, "6h"))
     assert _verdict(fs_live) == _verdict(fs_snap) == _verdict(fs_demo)
     # without collect the live path has no kernel log (and says so), so the collect is what carries the verdict
-    plain = xr.collect(gpulib.connect("live"), NODE, GPU, "6h")
+    plain = xs.collect(gpulib.connect("live"), NODE, GPU, "6h")
     assert plain.kernel_log is None and "kernel log" in plain.missing
 
 
@@ -131,7 +131,7 @@ def test_live_collect_failure_makes_the_gather_step_fail_not_a_verdict(tmp_path,
     try:
         live = gpulib.connect("live", collect=True)
         with pytest.raises(CollectError, match="ImagePullFailed"):
-            xr.collect(live, NODE, GPU, "6h")
+            xs.collect(live, NODE, GPU, "6h")
         assert double.created and double.pods_in("gpuops-collect") == []
     finally:
         double.stop()

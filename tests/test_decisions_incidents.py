@@ -109,28 +109,27 @@ def check_row(row: dict, findings: list[Finding], expected: str | None = None, r
 
 # ----------------------------------------------------------------------------------------- the domain code
 def _fleet(src, p):
-    import gpulib.fleet.health as fleet
-    import gpulib.fleet.scheduling as scheduling
-    from gpulib.fleet import merge_findings
+    """The fleet_overview steps' inputs gathered as the notebook gathers them, then the one findings call."""
+    import gpulib.fleet as fleet
+    import gpulib.fleet.steps as fleet_steps
 
     w = p.get("window", "6h")
-    caps = src.preflight(w)
-    fs = list(caps.findings)
-    pods, nodes = src.pods(), src.nodes()
-    fs += scheduling.check_scheduling(nodes, pods, pod_specs=scheduling.pod_specs_from(src))
-    act = fleet.activity(src, w, caps.activity_metric)
-    fs += fleet.stale_telemetry(act, src.end, last_seen=src.last_seen(caps.activity_metric))
-    fs += fleet.unrequested_gpu_use(act, pods)
-    fs += fleet.health_findings(fleet.health_frames(src, w))
-    fs += fleet.idle_findings(src, w)
-    return merge_findings(fs)
+    inp = fleet_steps.FleetInputs(w)
+    inp.caps = src.preflight(w)
+    inp.pods = src.pods()
+    inp.scheduling = fleet_steps.scheduling_inputs(src, inp.pods)
+    act = fleet.activity(src, w, inp.caps.activity_metric)
+    inp.activity = fleet_steps.activity_inputs(src, act, inp.caps.activity_metric)
+    inp.health = fleet.health_frames(src, w)
+    inp.idle = fleet_steps.idle_inputs(src, w)
+    return fleet_steps.findings(inp)
 
 
 def _nccl(src, p):
-    import gpulib.nccl.runbook as nr
+    import gpulib.nccl.steps as ns
     w = p.get("window", "6h")
-    nr.nvlink_series(src, p["node"], w)   # the notebook's chart: raises UnknownNode for a node the source lacks
-    return nr.nvlink_findings(src, p["node"], w)
+    ns.nvlink_series(src, p["node"], w)   # the notebook's chart: raises UnknownNode for a node the source lacks
+    return ns.findings(ns.NcclInputs(nvlink=ns.nvlink_frames(src, p["node"], w)))
 
 
 def _operator(src, p):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.runbook as xr
+import gpulib.xid.steps as xs
 from gpulib.core.errors import GpulibError
 from gpulib.core.findings import Severity
 
@@ -43,11 +43,11 @@ def _check(row: dict, fs: list, expected: str, root: str) -> None:
 def _run_domain(src, row, expected, root):
     if expected == "usage":
         with pytest.raises(GpulibError) as exc:
-            xr.collect(src, row["node"], row["gpu"], "6h")
+            xs.collect(src, row["node"], row["gpu"], "6h")
         assert type(exc.value).__name__ == root
         assert row["node"] in str(exc.value) or "is not a GPU" in str(exc.value)
         return
-    _check(row, xr.findings(xr.collect(src, row["node"], row["gpu"], "6h")), expected, root)
+    _check(row, xs.findings(xs.collect(src, row["node"], row["gpu"], "6h")), expected, root)
 
 
 @pytest.fixture(scope="module")

@@ -103,23 +103,23 @@ def test_after_reset_is_not_believed_while_nvidia_smi_still_owes_a_reset():
 
 
 def test_runbook_keeps_the_xid_step_when_nvidia_smi_contradicts_after_reset(tmp_path, monkeypatch):
-    import gpulib.xid.runbook as xr
+    import gpulib.xid.steps as xs
 
     diag = _doc({"software": "Pass", "memory": "Pass", "pcie": "Pass", "diagnostic": "Pass"})
     # GPU 5 still off the bus at the end: nvidia-smi -q has no block for it
     snap = _snapshot_with_diag(tmp_path / "gone", monkeypatch, diag, smi_after_reset=False)
-    fs = xr.findings(xr.collect(snap, NODE, "5", "6h", after_reset=True))
+    fs = xs.findings(xs.collect(snap, NODE, "5", "6h", after_reset=True))
     rules = [f.data.get("rule") or f.data.get("bucket") for f in fs]
     assert "DIAG_RESET_NOT_SEEN" in rules and "DIAG_RETURN_TO_SERVICE" not in rules
     assert fs[0].data.get("bucket") == "RESTART_BM" and fs[0].severity is Severity.CRITICAL   # the XID step stays
-    assert xr.remediation_plan(fs, NODE) != []
+    assert xs.remediation_plan(fs, NODE) != []
     nope = next(f for f in fs if f.data.get("rule") == "DIAG_RESET_NOT_SEEN")
     assert any("is missing a GPU's block, so GPU 5 cannot be found in it by index" in e for e in nope.evidence)
     # with the GPU's bus id known (the demo source's DCGM labels), the evidence names it
     from gpulib.xid.diag import reset_owed
     import gpulib
     demo = gpulib.connect("demo")
-    inp = xr.collect(demo, NODE, "5", "6h")
+    inp = xs.collect(demo, NODE, "5", "6h")
     assert reset_owed(inp.smi, "5", pci_bus_id=inp.target.pci_bus_id) == [
         "nvidia-smi -q (Tue Dec 01 08:00:00 2026) has no block for GPU 5 (PCI 0000:68:00.0): the GPU is not back"]
     # GPU 5 back, but its block says what GPU 1 of tests/fixtures/smi/h100x2_incident_q.txt says
@@ -129,7 +129,7 @@ def test_runbook_keeps_the_xid_step_when_nvidia_smi_contradicts_after_reset(tmp_
     (i,) = [n for n, blk in enumerate(blocks) if re.search(r"(?m)^    Minor Number\s+: 5$", blk)]
     blocks[i] = re.sub(r"(?m)^(    GPU Recovery Action\s+: )None$", r"\1Drain and Reset", blocks[i])
     path.write_text(head + "".join(blocks))
-    fs = xr.findings(xr.collect(type(snap)(path.parent), NODE, "5", "6h", after_reset=True))
+    fs = xs.findings(xs.collect(type(snap)(path.parent), NODE, "5", "6h", after_reset=True))
     nope = next(f for f in fs if f.data.get("rule") == "DIAG_RESET_NOT_SEEN")
     assert any(e.endswith("GPU 5 GPU Recovery Action: Drain and Reset") for e in nope.evidence)
     assert fs[0].data.get("bucket") == "RESTART_BM" and fs[0].severity is Severity.CRITICAL
@@ -169,24 +169,24 @@ def _snapshot_with_diag(tmp_path, monkeypatch, diag_text, *, smi_after_reset=Tru
 
 
 def test_runbook_all_pass_after_reset_tops_the_xid_with_return_to_service(tmp_path, monkeypatch):
-    import gpulib.xid.runbook as xr
+    import gpulib.xid.steps as xs
 
     snap = _snapshot_with_diag(tmp_path, monkeypatch, _doc({"software": "Pass", "memory": "Pass", "pcie": "Pass", "diagnostic": "Pass"}))
-    before = xr.findings(xr.collect(snap, NODE, "5", "6h"))
+    before = xs.findings(xs.collect(snap, NODE, "5", "6h"))
     assert before[0].data.get("bucket") == "RESTART_BM"  # a pass without the reset does not clear the XID's step
     assert any(f.data.get("rule") == "DIAG_PASS" for f in before)
-    after = xr.findings(xr.collect(snap, NODE, "5", "6h", after_reset=True))
+    after = xs.findings(xs.collect(snap, NODE, "5", "6h", after_reset=True))
     assert all(f.severity in (Severity.INFO, Severity.OK) for f in after)
     rts = next(f for f in after if f.data.get("rule") == "DIAG_RETURN_TO_SERVICE")
     assert rts.commands == ["kubectl uncordon dgx-h100-1"]
-    assert xr.remediation_plan(after, NODE) == []  # nothing drains the node any more
+    assert xs.remediation_plan(after, NODE) == []  # nothing drains the node any more
 
 
 def test_runbook_failed_memory_test_stays_rma_after_reset(tmp_path, monkeypatch):
-    import gpulib.xid.runbook as xr
+    import gpulib.xid.steps as xs
 
     snap = _snapshot_with_diag(tmp_path, monkeypatch, _doc({"software": "Pass", "memory": "Fail", "pcie": "Pass"}))
-    fs = xr.findings(xr.collect(snap, NODE, "5", "6h", after_reset=True))
+    fs = xs.findings(xs.collect(snap, NODE, "5", "6h", after_reset=True))
     rules = [f.data.get("rule") or f.data.get("bucket") for f in fs if f.severity is Severity.CRITICAL]
     assert "DIAG_RMA" in rules and "RESTART_BM" in rules
     assert any("memory (GPU 5): Fail" in e for f in fs for e in f.evidence)

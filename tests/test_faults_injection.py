@@ -19,7 +19,7 @@ def _injected(cmd: str) -> bool:
 
 
 def test_stale_telemetry_commands_quote_a_node_label_from_data():
-    import gpulib.fleet.health as fleet
+    import gpulib.fleet as fleet
     end = pd.Timestamp("2026-11-29T12:00:00Z")
     act = pd.DataFrame({"timestamp": [end - pd.Timedelta(hours=1)], "node": [EVIL_NODE], "gpu": ["0"], "pct": [1.0]})
     (f,) = fleet.stale_telemetry(act, end)
@@ -27,8 +27,8 @@ def test_stale_telemetry_commands_quote_a_node_label_from_data():
 
 
 def test_xid_commands_quote_the_node():
-    import gpulib.xid.runbook as xr
-    cmds = [xr.kernel_log_command(EVIL_NODE), *xr.smi_query_commands(EVIL_NODE)]
+    import gpulib.xid.steps as xs
+    cmds = [xs.kernel_log_command(EVIL_NODE), *xs.smi_query_commands(EVIL_NODE)]
     assert not any(_injected(c) for c in cmds), cmds
     assert _injected(f"kubectl debug node/{EVIL_NODE}")  # the check itself sees an unquoted injection
 

@@ -95,7 +95,7 @@ def test_malformed_scrapes_are_named_or_parsed(tmp_path, case):
 
 
 def test_plain_scrape_without_timestamps_has_datetime_samples(tmp_path):
-    import gpulib.fleet.health as fleet
+    import gpulib.fleet as fleet
     d = _folder(tmp_path)
     src = SnapshotSource(d)
     df = src.series("DCGM_FI_DEV_GPU_UTIL", "6h")

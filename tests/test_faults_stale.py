@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 
-import gpulib.fleet.health as fleet
+import gpulib.fleet as fleet
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource
 
 END = pd.Timestamp("2026-11-29T12:00:00Z")

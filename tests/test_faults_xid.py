@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import gpulib.xid.runbook as xr
+import gpulib.xid.steps as xs
 from gpulib.core.errors import EmptyResult, GpulibError
 from gpulib.core.findings import Severity
 from gpulib.core.schema import POD_COLUMNS, empty
@@ -74,17 +74,17 @@ def _gauge(days: int, spike_at: pd.Timestamp, code: int) -> pd.DataFrame:
 
 
 def test_no_input_at_all_is_not_ok():
-    inp = xr.collect(StubPrometheus({}), "n1", "5", "6h")
+    inp = xs.collect(StubPrometheus({}), "n1", "5", "6h")
     with pytest.raises(GpulibError) as e:
-        xr.findings(inp)
+        xs.findings(inp)
     assert "no input" in str(e.value).lower() and e.value.hint
 
 
 def test_xid_79_in_a_year_long_window_is_found():
     spike = END - pd.Timedelta(days=100, minutes=17)  # 10 minutes of XID 79, between two 12 h grid points
     src = StubPrometheus({"DCGM_FI_DEV_XID_ERRORS": _gauge(365, spike, 79)})
-    inp = xr.collect(src, "n1", "5", "365d")
-    events = xr.xid_timeline(inp)
+    inp = xs.collect(src, "n1", "5", "365d")
+    events = xs.xid_timeline(inp)
     assert 79 in set(events["xid"]), events
-    top = xr.findings(inp)[0]
+    top = xs.findings(inp)[0]
     assert top.severity == Severity.CRITICAL and "79" in top.title

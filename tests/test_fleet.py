@@ -4,7 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import gpulib.fleet.health as fleet
+import gpulib.fleet as fleet
+import gpulib.fleet.steps as fleet_steps
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def test_health_findings_match_injected_incidents(hf):
 
 def test_idle_zombie_stale_and_unrequested(demo_pinned, hf):
     act = fleet.activity(demo_pinned, "6h", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
-    idle = {f.title: f for f in fleet.idle_findings(demo_pinned, "6h")}
+    idle = {f.title: f for f in fleet.idle_findings(fleet_steps.idle_inputs(demo_pinned, "6h"))}
     z = idle["Zombie GPU workload notebooks/jupyter-alice-0"]
     assert z.severity.value == "warning" and "59." in z.evidence[1]
     assert not any("llm-pretrain" in t for t in idle)  # busy training is never idle

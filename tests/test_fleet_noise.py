@@ -89,12 +89,13 @@ def test_a_lightly_used_serving_replica_is_not_told_to_scale_to_zero(window):
     '--replicas=0'. A pod reserved and unused (persona idle in demo_fleet.yaml) keeps the scale-to-zero SOP."""
     import yaml
     from gpulib.core.knowledge import load_table
-    from gpulib.fleet.health import idle_findings
+    from gpulib.fleet.findings import idle_findings
+    from gpulib.fleet.steps import idle_inputs
 
     scen = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     persona = {f"{w['namespace']}/{w['pod']}": w["persona"] for n in scen["nodes"] for w in n.get("workloads", [])}
     sop = {r["key"]: r["sop_step"] for r in load_table("cost/cost_sop.csv").to_dict("records")}
-    fs = idle_findings(gpulib.connect("demo", end="2026-12-01T06:45:00Z"), window)
+    fs = idle_findings(idle_inputs(gpulib.connect("demo", end="2026-12-01T06:45:00Z"), window))
     serving = [f for f in fs if persona.get(f.data["pod"]) in ("infer", "infer_small")]
     assert serving, "the window should show a low-load serving replica (the test's premise)"
     for f in serving:

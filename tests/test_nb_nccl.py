@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpulib.nccl as nccl
-import gpulib.nccl.runbook as nr
+import gpulib.nccl.steps as ns
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 from gpulib.core.errors import InvalidParameter
 
@@ -41,7 +41,7 @@ def _statuses(doc):
 
 def test_capture_healthy_against_measured_band():
     res = nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text())
-    vs = nr.verdicts(res)
+    vs = ns.verdicts(res)
     got = {v.collective: (v.status, v.measured_busbw, v.band.low, v.band.high) for v in vs}
     assert got == {"all_reduce": ("healthy", 346.80, 343.3, 346.8), "all_gather": ("healthy", 303.57, 285.7, 303.6),
                    "reduce_scatter": ("healthy", 295.92, 289.6, 295.9)}
@@ -50,13 +50,13 @@ def test_capture_healthy_against_measured_band():
 
 def test_expected_override_and_bad_value():
     res = nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text())[:1]
-    v = nr.verdicts(res, expected="400-420")[0]
+    v = ns.verdicts(res, expected="400-420")[0]
     assert v.status == "degraded" and (v.band.low, v.band.high) == (400.0, 420.0)
-    assert nr.verdicts(res, expected="300")[0].status == "healthy"
+    assert ns.verdicts(res, expected="300")[0].status == "healthy"
     with pytest.raises(InvalidParameter, match="expected='fast'"):
-        nr.parse_expected("fast", "all_reduce")
+        ns.parse_expected("fast", "all_reduce")
     with pytest.raises(InvalidParameter, match="below the low end"):
-        nr.parse_expected("340-300", "all_reduce")
+        ns.parse_expected("340-300", "all_reduce")
 
 
 def test_nvlink_rates_are_dcgm_mbs_in_gbs():
@@ -66,7 +66,7 @@ def test_nvlink_rates_are_dcgm_mbs_in_gbs():
 
     ts = pd.to_datetime(["2026-11-29 10:00:00", "2026-11-29 10:00:30", "2026-11-29 10:01:00", "2026-11-29 10:01:30"], utc=True)
     s = pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": [0.0, 3000.0, 60.0, 3060.0]})
-    r = nr.nvlink_rates(s)
+    r = ns.nvlink_rates(s)
     assert r["gbs"].tolist() == [0.0, 3.0, 0.06, 3.06]
 
 

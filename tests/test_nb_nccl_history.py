@@ -12,7 +12,7 @@ import pytest
 
 import gpulib.nccl as nccl
 import gpulib.nccl.history as H
-import gpulib.nccl.runbook as nr
+import gpulib.nccl.steps as ns
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 from gpulib.demo.nccl_history import runbook_default_history
 from gpulib.core.errors import InvalidParameter
@@ -42,31 +42,31 @@ def _seed(tmp_path) -> Path:
 def test_runbook_history_modes(tmp_path):
     res = nccl.parse_nccl_tests_all(DEGRADED.read_text())
     vs = [nccl.verdict(r) for r in res]
-    demo, where = nr.runbook_history("", "demo", results=res, verdicts=vs,
+    demo, where = ns.runbook_history("", "demo", results=res, verdicts=vs,
                                    default_history=runbook_default_history)
     assert len(demo) == 27 and "demo history" in where and "gpulib/data/demo/nccl_history_scenario.csv" in where
-    nothing, why = nr.runbook_history("", "demo", results=res, verdicts=vs)   # no default history passed in
+    nothing, why = ns.runbook_history("", "demo", results=res, verdicts=vs)   # no default history passed in
     assert nothing is None and "set history_dir" in why
-    none, why = nr.runbook_history("", "demo", results=res, verdicts=vs, default_input=False)
+    none, why = ns.runbook_history("", "demo", results=res, verdicts=vs, default_input=False)
     assert none is None and "set history_dir" in why
     with pytest.raises(InvalidParameter, match="record_history=True needs history_dir"):
-        nr.runbook_history("", "demo", results=res, verdicts=vs, record=True)
+        ns.runbook_history("", "demo", results=res, verdicts=vs, record=True)
     with pytest.raises(InvalidParameter, match="does not exist"):
-        nr.runbook_history(str(tmp_path), "lab", results=res, verdicts=vs)
+        ns.runbook_history(str(tmp_path), "lab", results=res, verdicts=vs)
     p = _seed(tmp_path)
-    h, where = nr.runbook_history(str(tmp_path), "lab", results=res, verdicts=vs, record=True, instance_type="2xH200")
+    h, where = ns.runbook_history(str(tmp_path), "lab", results=res, verdicts=vs, record=True, instance_type="2xH200")
     assert where == str(p) and len(h) == 4 and h["busbw_gbs"].tolist()[-1] == 120.0
     assert h["origin"].tolist()[-1] == "runbook nccl_check" and h["status"].tolist()[-1] == "degraded"
 
 
 def test_runbook_probe_manifest_validates():
-    m, checked = nr.runbook_probe_manifest(1, 8, "dgx-h100-0")
+    m, checked = ns.runbook_probe_manifest(1, 8, "dgx-h100-0")
     assert [i["kind"] for i in m["items"]] == ["ConfigMap", "Job"]
     assert checked[:2] == ["ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
                            "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"] and len(checked) == 3
-    m, checked = nr.runbook_probe_manifest(2, 4)
+    m, checked = ns.runbook_probe_manifest(2, 4)
     assert [i["kind"] for i in m["items"]] == ["ConfigMap", "PyTorchJob"] and len(checked) == 5
-    m, _ = nr.runbook_probe_manifest(1, 8, "dgx-h100-0", "registry.internal/gpu-runbooks-nccl-probe:0.1.0")
+    m, _ = ns.runbook_probe_manifest(1, 8, "dgx-h100-0", "registry.internal/gpu-runbooks-nccl-probe:0.1.0")
     assert m["items"][1]["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "registry.internal/gpu-runbooks-nccl-probe:0.1.0"
 

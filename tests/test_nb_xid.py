@@ -47,7 +47,7 @@ def test_demo_xid79_reboot_node(run_nb):
     _check_xid79(doc)
     assert "PLAN (no cluster; nothing sent): drain dgx-h100-1" in nb_text
     assert "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in nb_text     # Meaning table from the catalog
-    # GPU 5's ECC and row-remap counters never moved: a sentence, not a flat chart (gpulib.xid.runbook.memory_chart)
+    # GPU 5's ECC and row-remap counters never moved: a sentence, not a flat chart (gpulib.xid.view.memory_chart)
     assert "No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 GPU 5 over the last 6h" in nb_text
     assert "ECC errors and remapped rows on" not in nb_text
 

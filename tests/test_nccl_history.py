@@ -10,6 +10,7 @@ import pytest
 
 import gpulib.nccl as nccl
 import gpulib.nccl.history as H
+import gpulib.nccl.view as nv
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 from gpulib.demo.nccl_history import demo_nccl_history
 from gpulib.core.errors import InvalidParameter
@@ -111,14 +112,14 @@ def test_demo_history_from_the_real_capture():
 
 def test_history_chart_panels_and_marks():
     h = demo_nccl_history()
-    fig = H.history_chart(h)
+    fig = nv.history_chart(h)
     assert [a.text for a in fig.layout.annotations][:3] == ["all_reduce", "all_gather", "reduce_scatter"]
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     marks = [t for t in fig.data if t.name == "not healthy"]
     assert len(lines) == 3 and len(marks) == 3 and all(len(m.x) == 1 for m in marks)
     assert fig.layout.yaxis.title.text == "busbw (GB/s)" and fig.layout.xaxis3.title.text == "run time (UTC)"
     with pytest.raises(InvalidParameter, match="empty"):
-        H.history_chart(h.iloc[0:0])
+        nv.history_chart(h.iloc[0:0])
 
 
 def test_reachable_as_gpulib_nccl_history():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import gpulib.nccl as nccl
-import gpulib.nccl.runbook as nr
+import gpulib.nccl.steps as ns
 from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,7 +14,7 @@ FIXTURE = demo_file(DEMO_NCCL_TESTS)  # the real 2xH200 capture the 2-GPU H200 b
 
 def _verdicts(text):
     results = [r for r in nccl.parse_nccl_tests_all(text) if len(r.table)]
-    return nr.verdicts(results, text=text, gpu_model="H200", interconnect="NVLink4")
+    return ns.verdicts(results, text=text, gpu_model="H200", interconnect="NVLink4")
 
 
 def test_packaged_capture_is_a_reference_not_a_healthy_verdict():

@@ -32,9 +32,10 @@ def demo_0645():
 
 
 def _fleet_verdicts(src, window):
-    import gpulib.fleet.health as fleet
+    import gpulib.fleet.findings as fleet_findings
+    import gpulib.fleet.steps as fleet_steps
 
-    return {f.title.split()[-1]: f for f in fleet.idle_findings(src, window)}
+    return {f.title.split()[-1]: f for f in fleet_findings.idle_findings(fleet_steps.idle_inputs(src, window))}
 
 
 def _report_zombies(src, window):

@@ -93,12 +93,12 @@ def test_dmon_file_serves_temperature_and_power_where_no_scrape_exists(tmp_path)
 
 
 def test_xid_triage_reads_the_thermal_panel_from_dmon(tmp_path):
-    import gpulib.xid.runbook as xr
+    import gpulib.xid.steps as xs
 
     d = _dmon_snapshot(tmp_path)
     (d / "pods.json").write_text(json.dumps({"kind": "PodList", "items": []}))
     src = gpulib.connect("snapshot", path=d)
-    inp = xr.collect(src, "gpu-node-1", "0", "6h")
+    inp = xs.collect(src, "gpu-node-1", "0", "6h")
     assert "DCGM_FI_DEV_GPU_TEMP" not in inp.missing and "DCGM_FI_DEV_POWER_USAGE" not in inp.missing
     assert inp.summaries["DCGM_FI_DEV_GPU_TEMP"]["value"].tolist() == [34.0]
     assert "DCGM_FI_DEV_XID_ERRORS" in inp.missing   # what dmon does not carry stays missing

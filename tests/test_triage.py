@@ -4,11 +4,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import gpulib.xid.findings as xid_findings
 import gpulib.xid.triage as triage
 from gpulib.core.findings import Severity
 from gpulib.core.schema import POD_COLUMNS, SUMMARY_COLUMNS
 from gpulib.nvidia.smi import parse_query
 from gpulib.xid.kernel_log import parse_kernel_log
+from gpulib.xid.sops import pod_impact
 
 FIX = Path(__file__).parent / "fixtures"
 NODE = "gpu-node-7"
@@ -59,7 +61,7 @@ def test_xid79_kernel_log_leads_to_node_reboot_and_pod_impact():
     # capture taken with `-i`: no index column, so PCI -> UUID (nvidia-smi) -> gpu (DCGM label) must be joined
     smi = parse_query((FIX / "smi" / "h100x2_incident_q.txt").read_text()).assign(index=float("nan"))
     dcgm = {"DCGM_FI_DEV_GPU_TEMP": summary([(1, "GPU-7c3cadbd-17e5-0913-f69b-c618122ea0cd", "vllm-7d9f-abc", "infer", 60.0)], "max")}
-    fs = triage.triage_node(NODE, xid_events=ev, smi=smi, dcgm=dcgm, pods=pods_frame(), window="1h")
+    fs = xid_findings.triage_node(NODE, xid_events=ev, smi=smi, dcgm=dcgm, pods=pods_frame(), window="1h")
     top = fs[0]
     assert top.severity == Severity.CRITICAL and top.data["bucket"] == "RESTART_BM" and top.category == "hardware"
     assert top.gpu == "1"       # PCI 0000:2a:00 mapped to GPU 1 through the DCGM uuid label
@@ -73,7 +75,7 @@ def test_xid13_on_healthy_gpu_notifies_owner_not_drain():
     ev = parse_kernel_log((FIX / "xid" / "syslog_iso.txt").read_text()).iloc[[0, 1, 2]]  # 13, 13, 43 from pid 48213
     ev = ev.assign(pci_bus_id="0000:18:00.0")
     smi = parse_query((FIX / "smi" / "h100x2_incident_q.txt").read_text()).iloc[[0]]
-    fs = triage.triage_node(NODE, xid_events=ev, smi=smi, pods=pods_frame())
+    fs = xid_findings.triage_node(NODE, xid_events=ev, smi=smi, pods=pods_frame())
     xf = [f for f in fs if "xids" in f.data][0]
     assert xf.data["xids"] == [13, 43] and xf.data["bucket"] == "WORKFLOW_XID_13" and xf.category == "application"
     assert xf.severity == Severity.WARNING
@@ -85,15 +87,22 @@ def test_xid13_on_healthy_gpu_notifies_owner_not_drain():
 def test_xid13_from_two_processes_on_one_gpu_is_hardware_suspect():
     text = ("[ 1.0] NVRM: Xid (PCI:0000:18:00): 13, pid=100, name=a, Graphics SM Warp Exception\n"
             "[ 2.0] NVRM: Xid (PCI:0000:18:00): 13, pid=200, name=b, Graphics SM Warp Exception\n")
-    fs = triage.triage_node(NODE, xid_events=parse_kernel_log(text), pods=pods_frame())
+    fs = xid_findings.triage_node(NODE, xid_events=parse_kernel_log(text), pods=pods_frame())
     xf = fs[0]
     assert xf.category == "hardware" and xf.data["bucket"] == "RESET_GPU"
     assert any("dcgmi diag -r 3" in c for c in xf.commands)
+    # the step of the APP_XID_SEVERAL_PROCESSES row (xid_sop.csv), graded warning; RESET_GPU's commands; the
+    # escalation stays XID 13's workflow (EUD fails or XID 13 repeats across jobs: RMA)
+    assert xf.severity == Severity.WARNING
+    assert xf.sop_step.startswith("Application-class XIDs from several different processes on the same GPU")
+    assert any(c.startswith("sudo nvidia-smi -r -i") for c in xf.commands)
+    assert xf.escalation.startswith("EUD fails, or XID 13 repeats")
+    assert "application XIDs came from 2 different processes on this GPU (>= 2)" in xf.evidence
 
 
 def test_dbe_and_remap_failure_lead_to_cordon_drain_rma():
     smi = parse_query((FIX / "smi" / "a100x2_d_ecc_remap.txt").read_text())
-    fs = triage.triage_node(NODE, smi=smi, gpu="1")
+    fs = xid_findings.triage_node(NODE, smi=smi, gpu="1")
     keys = [f.data.get("rule") for f in fs]
     assert keys[0] == "ROW_REMAP_FAILURE" and fs[0].severity == Severity.CRITICAL
     assert fs[0].commands[:2] == ["kubectl cordon gpu-node-7",
@@ -106,7 +115,7 @@ def test_dbe_and_remap_failure_lead_to_cordon_drain_rma():
 
 def test_pending_remap_leads_to_reset_at_convenient_time():
     smi = parse_query((FIX / "smi" / "a100x2_d_ecc_remap.txt").read_text())
-    fs = triage.triage_node(NODE, smi=smi, gpu="0")
+    fs = xid_findings.triage_node(NODE, smi=smi, gpu="0")
     assert [f.data.get("rule") for f in fs] == ["ROW_REMAP_PENDING"]
     assert fs[0].severity == Severity.WARNING and "convenient time" in fs[0].sop_step
     reset = next(i for i, c in enumerate(fs[0].commands) if c.startswith("sudo nvidia-smi -r -i 0"))
@@ -121,7 +130,7 @@ def test_dcgm_dbe_increase_and_sticky_xid48_not_double_counted():
     kernel = kernel.assign(gpu="3", uuid=u)
     dcgm = {"DCGM_FI_DEV_XID_ERRORS": summary([(3, u, "", "", 48.0)], "last"),
             "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": summary([(3, u, "", "", 2.0)], "increase")}
-    fs = triage.triage_node(NODE, xid_events=kernel, dcgm=dcgm, window="6h")
+    fs = xid_findings.triage_node(NODE, xid_events=kernel, dcgm=dcgm, window="6h")
     xf = fs[0]
     assert xf.data["bucket"] == "WORKFLOW_XID_48" and xf.gpu == "3"
     assert any(e.startswith("XID 48 ROBUST_CHANNEL_GPU_ECC_DBE x1") for e in xf.evidence)   # not x2
@@ -131,7 +140,7 @@ def test_dcgm_dbe_increase_and_sticky_xid48_not_double_counted():
 
 def test_gauge_only_xid_says_sticky_in_evidence():
     dcgm = {"DCGM_FI_DEV_XID_ERRORS": summary([(2, "GPU-b", "train-0", "ml", 79.0), (0, "GPU-c", "", "", 0.0)], "last")}
-    fs = triage.triage_node(NODE, dcgm=dcgm, pods=pods_frame())
+    fs = xid_findings.triage_node(NODE, dcgm=dcgm, pods=pods_frame())
     assert fs[0].data["xids"] == [79] and fs[0].gpu == "2"
     assert any("sticky gauge" in e for e in fs[0].evidence)
     assert fs[0].confidence < 1.0
@@ -140,13 +149,13 @@ def test_gauge_only_xid_says_sticky_in_evidence():
 
 def test_xid154_follows_announced_recovery_action():
     ev = parse_kernel_log("NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\n")
-    fs = triage.triage_node(NODE, xid_events=ev)
+    fs = xid_findings.triage_node(NODE, xid_events=ev)
     assert fs[0].data["bucket"] == "RESET_GPU"
 
 
 def test_thermal_from_smi_clock_events():
     smi = parse_query((FIX / "smi" / "h100x2_incident_q.txt").read_text())
-    fs = triage.triage_node(NODE, smi=smi, gpu="1")
+    fs = xid_findings.triage_node(NODE, smi=smi, gpu="1")
     thermal = [f for f in fs if f.data.get("rule") == "THERMAL"][0]
     assert thermal.severity == Severity.WARNING     # 88 C: >= warn 85, < critical 89
     assert any("HW_SLOWDOWN, SW_THERMAL, HW_THERMAL" in e for e in thermal.evidence)
@@ -156,12 +165,12 @@ def test_thermal_from_smi_clock_events():
 
 def test_healthy_node_gives_ok():
     smi = parse_query((FIX / "smi" / "h200_q.txt").read_text())
-    fs = triage.triage_node(NODE, smi=smi)
+    fs = xid_findings.triage_node(NODE, smi=smi)
     assert len(fs) == 1 and fs[0].severity == Severity.OK
 
 
 def test_pod_impact_falls_back_to_node_gpu_pods():
-    imp = triage.pod_impact(NODE, "0", pods=pods_frame())
+    imp = pod_impact(NODE, "0", pods=pods_frame())
     assert sorted(imp["pod"]) == ["llama-ft-0", "vllm-7d9f-abc"]    # GPU pods on the node only
     assert set(imp["matched_by"]) == {"GPU pod on the node (pod list; GPU not pinned)"}
 
@@ -193,7 +202,7 @@ def test_kernel_log_xid_mapped_by_dcgm_pci_bus_id_to_this_nodes_gpu_and_uuid():
                           "GPU has fallen off the bus.\n")
     dcgm = {"DCGM_FI_DEV_GPU_TEMP": _fleet_summary("p95", {}),
             triage.XID_GAUGE: _fleet_summary("last", {(NODE, "1"): 79.0})}
-    fs = triage.triage_node(NODE, xid_events=ev, dcgm=dcgm, pods=pods_frame())
+    fs = xid_findings.triage_node(NODE, xid_events=ev, dcgm=dcgm, pods=pods_frame())
     top = fs[0]
     assert top.data["bucket"] == "RESTART_BM" and top.gpu == "1"
     # gpu-node-8 GPU 1 sits on the same bus number: the UUID must be this node's
@@ -207,18 +216,18 @@ def test_kernel_log_xid_mapped_by_dcgm_pci_bus_id_to_this_nodes_gpu_and_uuid():
 
 def test_demo_xid_timeline_puts_the_kernel_log_line_on_gpu_5_with_its_uuid():
     import gpulib
-    import gpulib.xid.runbook as xr
+    import gpulib.xid.steps as xs
 
     src = gpulib.connect("demo")
-    inp = xr.collect(src, "dgx-h100-1", None, "6h")
+    inp = xs.collect(src, "dgx-h100-1", None, "6h")
     inp.smi = None   # without nvidia-smi: only DCGM's pci_bus_id can place the line
     dev = next(d for d in src.sim.devices if d.node == "dgx-h100-1" and d.index == 5 and not d.is_instance)
-    ev = xr.xid_timeline(inp)
+    ev = xs.xid_timeline(inp)
     kernel = ev[ev["source"] == "kernel log"]
     assert kernel[["gpu", "uuid", "pci_bus_id", "xid"]].values.tolist() == [["5", dev.uuid, "0000:68:00.0", 79]]
     gauge = ev[ev["source"].str.startswith(triage.XID_GAUGE)]
     assert gauge[["gpu", "uuid", "pci_bus_id", "xid"]].values.tolist() == [["5", dev.uuid, "0000:68:00.0", 79]]
-    top = xr.findings(inp)[0]
+    top = xs.findings(inp)[0]
     assert top.gpu == "5" and top.data["uuid"] == dev.uuid and top.data["xids"] == [79]
     assert any("x1" in e and "[kernel log]" in e for e in top.evidence)
 
@@ -226,7 +235,7 @@ def test_demo_xid_timeline_puts_the_kernel_log_line_on_gpu_5_with_its_uuid():
 @pytest.mark.prometheus
 def test_live_kernel_log_file_lands_on_gpu_5_through_prometheus_pci_bus_id(live_env, tmp_path):
     import gpulib
-    import gpulib.xid.runbook as xr
+    import gpulib.xid.steps as xs
     from gpulib.demo.simulator import FleetSimulator
     from conftest import DEMO_END, SCRAPE
 
@@ -234,9 +243,9 @@ def test_live_kernel_log_file_lands_on_gpu_5_through_prometheus_pci_bus_id(live_
     log = tmp_path / "dmesg-T.txt"
     log.write_text(sim.kernel_log("dgx-h100-1"))
     dev = next(d for d in sim.devices if d.node == "dgx-h100-1" and d.index == 5 and not d.is_instance)
-    inp = xr.collect(gpulib.connect("live"), "dgx-h100-1", None, "6h", kernel_log_file=str(log))
+    inp = xs.collect(gpulib.connect("live"), "dgx-h100-1", None, "6h", kernel_log_file=str(log))
     assert inp.smi is None                      # the live source has no nvidia-smi -q
-    ev = xr.xid_timeline(inp)
+    ev = xs.xid_timeline(inp)
     assert ev.loc[ev["source"] == "kernel log", ["gpu", "uuid"]].values.tolist() == [["5", dev.uuid]]
-    top = xr.findings(inp)[0]
+    top = xs.findings(inp)[0]
     assert top.gpu == "5" and top.data["bucket"] == "RESTART_BM" and top.data["uuid"] == dev.uuid

@@ -13,7 +13,8 @@ primary source named next to it, never read back from the CSV under test.
 import pandas as pd
 import pytest
 
-import gpulib.xid.triage as triage
+import gpulib.xid.findings as xid_findings
+import gpulib.xid.sops as sops
 from gpulib.core.findings import Severity
 from gpulib.core.knowledge import load_table
 from gpulib.xid.catalog import lookup
@@ -53,7 +54,7 @@ def test_no_code_is_ignore_and_fatal_at_once():
 
 @pytest.mark.parametrize("code,severity", [(160, Severity.WARNING), (108, Severity.WARNING), (79, Severity.CRITICAL)])
 def test_fleet_overview_xid_severity(code, severity):
-    from gpulib.fleet import health
+    import gpulib.fleet.findings as fleet_findings
 
     class Frames:  # the one field the fleet's XID rule reads
         window = "6h"
@@ -61,7 +62,7 @@ def test_fleet_overview_xid_severity(code, severity):
         def get(self, field):
             return pd.DataFrame([{"node": "n", "gpu": "0", "value": float(code), "pod": "", "namespace": ""}])
 
-    (f,) = health._xid_findings(Frames())
+    (f,) = fleet_findings.xid_findings(Frames())
     assert f.severity is severity
 
 
@@ -92,13 +93,13 @@ def test_codes_dcgm_does_not_map_have_no_dcgm_severity():
 
 # ---------------------------------------------------------------- SOP wording
 def test_check_uvm_resets_only_when_uvm_or_vgpu_is_in_use():
-    row = triage.sop("CHECK_UVM")
+    row = sops.sop("CHECK_UVM")
     assert "RESET_GPU if UVM/vGPU is in use, else ignore" in row["sop_step"]
     assert not any("delete pod" in c for c in row["commands"])
 
 
 def test_workflow_xid_13_runs_the_dcgm_eud_first():
-    row = triage.sop("WORKFLOW_XID_13")
+    row = sops.sop("WORKFLOW_XID_13")
     assert "EUD" in row["sop_step"].split(".")[0]          # the first step of the workflow
     cmds = row["commands"]
     eud = next(i for i, c in enumerate(cmds) if c.startswith("dcgmi diag -r eud -i {gpu}"))
@@ -131,11 +132,11 @@ def test_nvlink5_xid_bucket_follows_the_decode():
     log = ("Sep 19 10:30:06 n kernel: NVRM: Xid (PCI:0018:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link -1 "
            "(0x00000001 0x00000004 0x00000000 0x00000000)\n")
     ev = parse_kernel_log(log, year=2025)
-    fs = triage.triage_node("n", xid_events=ev)
+    fs = xid_findings.triage_node("n", xid_events=ev)
     top = fs[0]
     assert top.data["bucket"] == "IGNORE" and top.severity is Severity.INFO
     fatal = log.replace("0x00000004 0x00000000", "0x00000002 0x00000000")
-    top = triage.triage_node("n", xid_events=parse_kernel_log(fatal, year=2025))[0]
+    top = xid_findings.triage_node("n", xid_events=parse_kernel_log(fatal, year=2025))[0]
     assert top.data["bucket"] == "RESET_GPU" and top.severity is Severity.CRITICAL
 
 

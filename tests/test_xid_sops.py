@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.runbook as xr
-import gpulib.xid.triage as triage
+import gpulib.xid.steps as xs
+import gpulib.xid.findings as xid_findings
+import gpulib.xid.sops as sops
 from gpulib.core.schema import POD_COLUMNS
 from gpulib.xid.kernel_log import parse_kernel_log
 
@@ -30,11 +31,11 @@ def demo_findings():
     src = gpulib.connect("demo", end=DEMO_END)
     fs = []
     for node in ("dgx-h100-1", "a100-80-0", "h200-infer-0", "a100-40-mig-0", "l4-spot-0"):
-        fs += xr.findings(xr.collect(src, node, None, "6h"))
-    from gpulib.fleet import health
-    hf = health.health_frames(src, "6h")
-    fs += health.health_findings(hf)
-    fs += health.stale_telemetry(src.series("DCGM_FI_DEV_GPU_TEMP", "6h"), pd.Timestamp(src.end))
+        fs += xs.findings(xs.collect(src, node, None, "6h"))
+    import gpulib.fleet as fleet
+    hf = fleet.health_frames(src, "6h")
+    fs += fleet.health_findings(hf)
+    fs += fleet.stale_telemetry(src.series("DCGM_FI_DEV_GPU_TEMP", "6h"), pd.Timestamp(src.end))
     return fs
 
 
@@ -66,7 +67,7 @@ def test_every_gpu_reset_first_stops_the_gpu_clients(demo_findings):
         assert any("--query-compute-apps" in c for c in before), f.title
         assert any(c.startswith("kubectl drain") for c in before), f.title
         assert "dcgm-exporter" in f.sop_step and "device plugin" in f.sop_step
-    for key, row in triage._sop_table().items():
+    for key, row in sops._sop_table().items():
         if "nvidia-smi -r" in str(row["commands"]) or "{reset_gpu}" in str(row["commands"]):
             assert "nvidia-smi/index.html" in row["source"], key
 
@@ -86,7 +87,7 @@ def _pods():
 @pytest.mark.parametrize("code,bucket", [(13, "WORKFLOW_XID_13"), (31, "RESTART_APP")])
 def test_deployment_and_statefulset_pods_are_scaled_or_restarted_not_deleted(code, bucket):
     ev = parse_kernel_log(f"[ 1.0] NVRM: Xid (PCI:0000:18:00): {code}, pid=1, name=python3, fault\n")
-    f = triage.triage_node("n", xid_events=ev, pods=_pods())[0]
+    f = xid_findings.triage_node("n", xid_events=ev, pods=_pods())[0]
     assert f.data["bucket"] == bucket
     assert not [c for c in f.commands if "delete pod" in c], f.commands
     if bucket == "WORKFLOW_XID_13":
@@ -102,17 +103,17 @@ def test_deployment_and_statefulset_pods_are_scaled_or_restarted_not_deleted(cod
 def test_interpolated_values_are_shell_quoted():
     pods = _pods().assign(namespace="ns$(id)", pod="p;reboot", owner_kind="Job", owner_name="j")
     ev = parse_kernel_log("[ 1.0] NVRM: Xid (PCI:0000:18:00): 31, pid=1, name=python3, fault\n")
-    f = triage.triage_node("n", xid_events=ev, pods=pods)[0]
+    f = xid_findings.triage_node("n", xid_events=ev, pods=pods)[0]
     joined = "\n".join(f.commands)
     assert "-n 'ns$(id)'" in joined and "'p;reboot'" in joined
     assert " ns$(id) " not in joined
 
 
 def test_triage_fetch_commands_are_quoted_and_find_dead_gpus():
-    cmd = xr.kernel_log_command("gpu-node-1")
+    cmd = xs.kernel_log_command("gpu-node-1")
     assert "fallen off the bus" in cmd and "NVRM: Xid" in cmd
     assert " -it " not in cmd          # a TTY does not survive the pipe into grep
-    assert all("--field-selector" not in c or " logs " not in c for c in xr.smi_query_commands("gpu-node-1"))
+    assert all("--field-selector" not in c or " logs " not in c for c in xs.smi_query_commands("gpu-node-1"))
 
 
 def test_cheatsheet_says_what_works_on_r580():

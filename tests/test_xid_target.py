@@ -7,7 +7,7 @@ DBE + row-remap failure on a100-80-0 GPU 1, MIG on a100-40-mig-0), not from the 
 import pytest
 
 import gpulib
-import gpulib.xid.runbook as xr
+import gpulib.xid.steps as xs
 from gpulib.core.errors import InvalidParameter, UnknownGPU
 from gpulib.core.findings import Severity
 
@@ -27,7 +27,7 @@ def _dev(src, node, index, mig_gi=None):
 
 
 def _verdict(src, node, gpu):
-    fs = xr.findings(xr.collect(src, node, gpu, "6h"))
+    fs = xs.findings(xs.collect(src, node, gpu, "6h"))
     return [(f.severity, f.title, f.node, f.gpu) for f in fs]
 
 
@@ -46,10 +46,10 @@ def test_incident_gpu_by_uuid_gives_the_same_verdict_as_by_index(src, node, inde
 
 def test_made_up_uuid_is_a_usage_error_naming_the_nodes_gpus(src):
     with pytest.raises(InvalidParameter) as exc:
-        xr.collect(src, "dgx-h100-1", "GPU-0000", "6h")
+        xs.collect(src, "dgx-h100-1", "GPU-0000", "6h")
     assert isinstance(exc.value, UnknownGPU)
     with pytest.raises(UnknownGPU) as exc:   # well formed, but a GPU of another node
-        xr.collect(src, "dgx-h100-1", _dev(src, "a100-80-0", 1).uuid, "6h")
+        xs.collect(src, "dgx-h100-1", _dev(src, "a100-80-0", 1).uuid, "6h")
     msg = str(exc.value)
     for i in range(8):
         assert _dev(src, "dgx-h100-1", i).uuid in msg
@@ -58,14 +58,14 @@ def test_made_up_uuid_is_a_usage_error_naming_the_nodes_gpus(src):
 
 def test_index_beyond_the_node_is_a_usage_error(src):
     with pytest.raises(UnknownGPU):
-        xr.collect(src, "l4-spot-0", "4", "6h")
+        xs.collect(src, "l4-spot-0", "4", "6h")
 
 
 def test_mig_uuid_resolves_to_its_parent_gpu(src):
     node = "a100-40-mig-0"
     inst = _dev(src, node, 0, mig_gi="2")
     assert inst.mig_uuid.startswith("MIG-")
-    inp = xr.collect(src, node, inst.mig_uuid, "6h")
+    inp = xs.collect(src, node, inst.mig_uuid, "6h")
     assert inp.gpu == "0" and inp.target.mig_uuid == inst.mig_uuid and inp.target.gpu_i_id == "2"
     assert _verdict(src, node, inst.mig_uuid) == _verdict(src, node, "0")
 
@@ -114,8 +114,8 @@ def test_gpu_silent_for_longer_than_the_window_is_still_a_gpu_of_the_node():
     assert set(inv.columns) == set(GPU_COLUMNS)
     row = inv[inv["gpu"] == "5"]
     assert len(row) == 1                    # listed: by a longer lookback, or at least from the node's GPU count
-    t = xr.collect(src, "dgx-h100-1", "5", "1h").target
+    t = xs.collect(src, "dgx-h100-1", "5", "1h").target
     assert t.gpu == "5"
-    t = xr.collect(src, "dgx-h100-1", dead.uuid, "1h").target   # the UUID DCGM reported before it went silent
+    t = xs.collect(src, "dgx-h100-1", dead.uuid, "1h").target   # the UUID DCGM reported before it went silent
     assert t.gpu == "5"
     assert pd.notna(t.uuid)

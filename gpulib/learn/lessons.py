@@ -344,7 +344,7 @@ def xid_sop(code: int) -> dict[str, Any]:
 
     rec = xid.lookup(code)
     bucket = triage._bucket_for(int(code))  # noqa: SLF001 - the same mapping triage_node uses
-    sop = triage.sop(bucket)
+    sop = xid.sop(bucket)
     cmds = " ".join(sop["commands"])
     recovery = "node reboot" if "reboot" in cmds else "GPU reset" if "nvidia-smi -r" in cmds else "restart the workload"
     return {"recovery": recovery, "code": int(code), "mnemonic": rec.mnemonic, "description": rec.description, "bucket": bucket,

@@ -1,28 +1,31 @@
-"""What ``runbooks/nccl_check.ipynb`` shows: nccl-tests results against the expected band, the
-topology, the NCCL log diagnosis, environment checks and a node's NVLink traffic from DCGM.
+"""The steps of ``runbooks/nccl_check.ipynb``: the runbook's inputs (a file given as a parameter, else a packaged
+capture under ``gpulib/data/`` that the runbook names), the parameters applied to the verdict (GPU model,
+interconnect, an ``expected`` override), a node's NVLink traffic from DCGM, the results history and the
+in-cluster probe manifest.
 
-The parsers, bands and verdicts are :mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`;
-this module loads the runbook's inputs
-(a file given as a parameter, else a packaged capture under ``gpulib/data/`` that the runbook names),
-applies the parameters (GPU model, interconnect, an ``expected`` override) and draws the charts.
+Each step gathers what it read into one :class:`NcclInputs`; :func:`findings` turns what was gathered into the run's
+findings in one call, so a caller without a notebook gets the same verdict. The parsers, bands and verdicts are
+:mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`; the tables and charts
+:mod:`gpulib.nccl.view`.
 """
 from __future__ import annotations
 
-import math
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 
 import gpulib.nccl as nccl
-from gpulib.nccl.findings import _fmt_bytes
-from gpulib.nvidia.topology import Topology
+import gpulib.nccl.history as nh
+import gpulib.nccl.job as nccl_job
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import data_path
 from gpulib.fleet import NVLINK_MB_PER_GB, HealthFrames, health_findings
+from gpulib.nccl.findings import reference_finding
+from gpulib.nvidia.topology import Topology
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
@@ -88,18 +91,7 @@ def verdicts(results: list[nccl.NcclTestResult], *, expected: str = "", node: st
         host = node or capture_hosts(r)
         v = nccl.verdict(r, parse_expected(expected, r.collective or "unknown"), node=host, **model)
         if text is not None and v.band is not None and not expected and _band_measured_on(v.band, text):
-            from dataclasses import replace
-
-            from gpulib.core.findings import Severity
-
-            f = Finding(Severity.INFO, f"Reference capture, not judged ({v.collective})", node=host, category="nccl",
-                        summary=(f"The expected band ({v.band.low:g}-{v.band.high:g} GB/s) was measured on this very "
-                                 f"capture from host {host or 'unknown'}, so comparing them says nothing about any node. "
-                                 "Run the probe on your nodes and give its output as nccl_tests_file for a verdict."),
-                        evidence=[f"best busbw {v.measured_busbw:g} GB/s" if v.measured_busbw is not None else "no busbw",
-                                  f"band source: {v.band.source}"],
-                        data={"status": "reference", "host": host})
-            v = replace(v, status="reference", finding=f)
+            v = replace(v, status="reference", finding=reference_finding(v, host))
         out.append(v)
     return out
 
@@ -117,60 +109,9 @@ def _band_measured_on(band: nccl.Band, text: str) -> bool:
     return False
 
 
-def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:
-    rows = [{"collective": v.collective, "status": v.status, "best busbw (GB/s)": v.measured_busbw,
-             "at size": _fmt_bytes(v.size_bytes) if v.size_bytes else "",
-             "expected (GB/s)": f"{v.band.low:g}-{v.band.high:g}" if v.band else "no band",
-             "link peak (GB/s)": v.band.link_peak if v.band else None,
-             "basis": v.band.basis if v.band else ""} for v in vs]
-    return pd.DataFrame(rows)
-
-
-def _size_ticks(sizes: pd.Series) -> tuple[list[float], list[str]]:
-    lo, hi = int(math.log2(max(sizes.min(), 1))), int(math.ceil(math.log2(max(sizes.max(), 1))))
-    vals = [2.0 ** k for k in range(lo, hi + 1, 2)]
-    return vals, [_fmt_bytes(int(v)) for v in vals]
-
-
-def busbw_chart(result: nccl.NcclTestResult, verdict: nccl.Verdict | None = None):
-    """busbw (GB/s) vs message size on a log2 axis, out-of-place and in-place, with the expected band."""
-    import plotly.graph_objects as go
-
-    t = result.table
-    fig = go.Figure()
-    for side, name, dash in (("oop", "out-of-place", "solid"), ("ip", "in-place", "dot")):
-        fig.add_trace(go.Scatter(x=t["size_bytes"], y=t[f"{side}_busbw"], mode="lines+markers", name=name,
-                                 line={"dash": dash}))
-    band = verdict.band if verdict else None
-    if band is not None:
-        fig.add_hrect(y0=band.low, y1=max(band.high, band.low + 0.5), fillcolor="#1b7f3b", opacity=0.18, line_width=0,
-                      annotation_text=f"expected {band.low:g}-{band.high:g} GB/s", annotation_position="top left")
-        if band.link_peak:
-            fig.add_hline(y=band.link_peak, line_dash="dash", line_color="#555",
-                          annotation_text=f"link peak {band.link_peak:g} GB/s")
-    vals, text = _size_ticks(t["size_bytes"]) if len(t) else ([], [])
-    status = f" - {verdict.status}" if verdict else ""
-    fig.update_xaxes(type="log", tickvals=vals, ticktext=text, title_text="message size (bytes, log2 scale)")
-    fig.update_yaxes(title_text="bus bandwidth (GB/s)", rangemode="tozero")
-    fig.update_layout(title=f"{result.collective or 'collective'}: busbw vs message size ({result.nranks or '?'} ranks){status}",
-                      height=420)
-    return fig
-
-
-def topology_chart(topo: Topology):
-    """Device x device heatmap of ``nvidia-smi topo -m`` link codes (NV# = number of bonded NVLinks)."""
-    import plotly.graph_objects as go
-
-    order = {"X": np.nan, "SYS": 0, "NODE": 1, "PHB": 2, "PXB": 3, "PIX": 4}
-    links = topo.links
-    z = [[(float(c[2:]) + 4 if re.fullmatch(r"NV\d+", str(c)) else order.get(str(c), np.nan)) for c in row]
-         for row in links.to_numpy()]
-    fig = go.Figure(go.Heatmap(z=z, x=list(links.columns), y=list(links.index), text=links.to_numpy(),
-                               texttemplate="%{text}", colorscale="Blues", showscale=False))
-    fig.update_layout(title=f"nvidia-smi topo -m ({topo.interconnect}; min NVLinks per GPU pair {topo.min_nvlinks})",
-                      xaxis_title="device", yaxis_title="device", height=max(300, 140 + 45 * len(links)),
-                      yaxis={"autorange": "reversed"})
-    return fig
+def log_node(results: list[nccl.NcclTestResult]) -> str | None:
+    """The host(s) the NCCL log's findings are about: those of the first run's rank lines."""
+    return capture_hosts(results[0]) if results else None
 
 
 def environment_findings(log_text: str, node: str | None = None) -> list[Finding]:
@@ -191,31 +132,15 @@ def nvlink_rates(series: pd.DataFrame) -> pd.DataFrame:
     return out.dropna(subset=["gbs"]).reset_index(drop=True)[cols]
 
 
-def nvlink_chart(rates: pd.DataFrame, node: str, window: str):
-    """NVLink bandwidth per GPU (GB/s) over the window; a sentence (str) when no GPU moved any traffic (a flat
-    line at 0 says less than the sentence); None without samples."""
-    import plotly.express as px
-
-    if rates is None or rates.empty:
-        return None
-    if (rates["gbs"] == 0).all():
-        return (f"No NVLink traffic on {node} over the last {window}: {NVLINK_FIELD} was 0 on every GPU "
-                f"({', '.join(sorted(rates['gpu'].unique(), key=lambda g: (len(g), g)))}).")
-    df = rates.assign(gpu="GPU " + rates["gpu"])
-    fig = px.line(df, x="timestamp", y="gbs", color="gpu", title=f"NVLink bandwidth per GPU on {node} (last {window})",
-                  labels={"timestamp": "time (UTC)", "gbs": "NVLink bandwidth (GB/s)", "gpu": "GPU"})
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(height=380)
-    return fig
-
-
-def nvlink_findings(src, node: str, window: str) -> list[Finding]:
-    """NVLink traffic far below the node's other GPUs (:mod:`gpulib.fleet.health`'s check on this node only)."""
+def nvlink_frames(src, node: str, window: str) -> HealthFrames:
+    """The node's mean NVLink bandwidth per GPU over the window, as the fleet's health checks read it: its NVLink
+    rule (:func:`gpulib.fleet.health_findings`) on this node only is the step's finding."""
     df = src.summary(NVLINK_FIELD, window, "avg", node=node)
-    return health_findings(HealthFrames(window=window, frames={NVLINK_FIELD: df}))
+    return HealthFrames(window=window, frames={NVLINK_FIELD: df})
 
 
 def nvlink_series(src, node: str, window: str) -> pd.DataFrame:
+    """The node's NVLink bandwidth series; EmptyResult saying why when the field has no samples there."""
     try:
         return src.series(NVLINK_FIELD, window, node=node)
     except EmptyResult as exc:
@@ -236,8 +161,6 @@ def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTe
     (``default_input``; the runbook passes :func:`gpulib.demo.nccl_history.runbook_default_history`); none for a
     user's own file (a history of the packaged capture next to it would mislead) or when no ``default_history``
     is given."""
-    import gpulib.nccl.history as nh
-
     if not history_dir:
         if record:
             raise InvalidParameter("record_history=True needs history_dir (the folder of the per-cluster CSVs)")
@@ -260,8 +183,6 @@ def runbook_probe_manifest(nodes: int, gpus: int, node: str = "", image: str = "
     """The in-cluster probe manifest for the runbook's parameters (the probe's ConfigMap plus a Job on ``node`` for
     one node, a PyTorchJob for several; ``image`` empty: the public default of ``nccl_job_defaults.csv``) and what
     validation said (kubernetes-validate is a test extra: skipped with a line if absent)."""
-    import gpulib.nccl.job as nccl_job
-
     manifest = nccl_job.probe_manifest(nodes, gpus=gpus, node=node or None, image=image or None)
     try:
         checked = nccl_job.validate(manifest)
@@ -273,3 +194,39 @@ def runbook_probe_manifest(nodes: int, gpus: int, node: str = "", image: str = "
 def read_results(text: str) -> list[nccl.NcclTestResult]:
     """The nccl-tests runs of ``text`` that have a result table or errors (runs that printed nothing are dropped)."""
     return [r for r in nccl.parse_nccl_tests_all(text) if len(r.table) or r.errors]
+
+
+# ------------------------------------------------------------------------------------ the verdict
+@dataclass
+class NcclInputs:
+    """Everything the nccl_check findings are computed from, step by step; None: the step could not read it."""
+
+    #: one verdict per collective run (:func:`verdicts`)
+    verdicts: list[nccl.Verdict] | None = None
+    #: the results history (:func:`runbook_history`)
+    history: pd.DataFrame | None = None
+    #: the NCCL_DEBUG=INFO log (a file, or the NCCL lines of the nccl-tests output) and the host(s) it is about
+    log_text: str | None = None
+    log_node: str | None = None
+    #: the node's NVLink traffic from DCGM (:func:`nvlink_frames`)
+    nvlink: HealthFrames | None = None
+    #: the in-cluster probe manifest (:func:`runbook_probe_manifest`)
+    manifest: dict[str, Any] | None = None
+
+
+def findings(inp: NcclInputs) -> list[Finding]:
+    """The findings of the run from what the steps gathered, in the order of the steps: the verdict of each run,
+    the history's drop check, the log's diagnosis (when it has NCCL lines) and environment checks (when there is a
+    log), the node's NVLink traffic, and the probe pods' NCCL checks."""
+    fs = [v.finding for v in inp.verdicts or [] if v.finding is not None]
+    if inp.history is not None:
+        fs += nh.history_findings(inp.history)
+    if inp.log_text is not None and "NCCL " in inp.log_text:
+        fs += nccl.diagnose_log(inp.log_text, node=inp.log_node)
+    if inp.log_text:
+        fs += environment_findings(inp.log_text, node=inp.log_node)
+    if inp.nvlink is not None:
+        fs += health_findings(inp.nvlink)
+    if inp.manifest is not None:
+        fs += nccl_job.pod_findings(inp.manifest)
+    return fs
