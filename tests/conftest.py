@@ -2,32 +2,13 @@
 from __future__ import annotations
 
 import os
-import sys
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import datetime
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers (promharness, k8s_double)
-ROOT = Path(__file__).resolve().parents[1]
-
-from promharness import PrometheusServer, backfill, binaries  # noqa: E402
-
-#: the end of the pinned demo scenario used by integration tests
-DEMO_END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
-#: window backfilled into Prometheus (the runbooks' default window fits inside it)
-BACKFILL_WINDOW = "6h10m"
-#: scrape interval of the integration scenario (coarser than the demo's 30 s to keep the TSDB small)
-SCRAPE = "60s"
-
-
-def _need_prometheus():
-    prom, tool = binaries()
-    if not (prom and tool):
-        msg = "Debian's prometheus/promtool are not installed (.ci/run installs them: apt-get install prometheus)"
-        if os.environ.get("GPUOPS_REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+from tests.helpers.pinned import BACKFILL_WINDOW, DEMO_END, ROOT, SCRAPE
+from tests.helpers.pinned import need_prometheus as _need_prometheus
+from tests.helpers.promharness import PrometheusServer, backfill
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +64,7 @@ def live_env(prometheus, tmp_path, monkeypatch):
     """Environment for ``source="live"``: the real Prometheus above plus a Kubernetes API double serving
     the same scenario's nodes and pods, window end pinned to the scenario's end (GPUOPS_END)."""
     from gpulib.demo.simulator import FleetSimulator
-    from k8s_double import start_k8s_double
+    from tests.helpers.k8s_double import start_k8s_double
 
     sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)
     for var in ("NO_PROXY", "no_proxy"):
