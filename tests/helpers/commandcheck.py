@@ -1,7 +1,7 @@
 """Check printed shell commands with the real tools (kubectl) or the real tools' captured help (nvidia-smi, dcgmi).
 
 * ``kubectl``: every stage runs through the real ``/usr/bin/kubectl``. With an API double holding the demo fleet
-  (``tests/kubectl_double.py``, see :class:`Checker`) it runs against it -- mutating subcommands with
+  (``tests/helpers/kubectl_double.py``, see :class:`Checker`) it runs against it -- mutating subcommands with
   ``--dry-run=server`` -- and must exit 0 with no ``error:`` line, so a node, pod, namespace or kind the fleet
   does not have, or a change the API server would reject, fails. Without one (and for data-file templates and
   the subcommands in :data:`PARSE_ONLY`) the kubeconfig's server is a closed loopback port, so kubectl parses the

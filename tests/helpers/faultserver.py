@@ -1,7 +1,7 @@
 """Small loopback servers that fail the way a real Prometheus, proxy or login page does.
 
 ``FaultServer(mode)`` answers every request according to ``mode``; ``closed_url()`` is a port nobody
-listens on. Used by the fault tests and the fault matrix (tests/test_fault_matrix.py).
+listens on. Used by the fault tests and the fault matrix (tests/project/test_fault_matrix.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The loopback API double (``tests/k8s_double.py``) grown so the REAL ``kubectl`` can talk to it.
+"""The loopback API double (``tests/helpers/k8s_double.py``) grown so the REAL ``kubectl`` can talk to it.
 
 What kubectl needs beyond the Python client's paths, after the Kubernetes API concepts page
 (https://kubernetes.io/docs/reference/using-api/api-concepts/: resource URIs, "Dry-run", "Receiving resources as
@@ -12,7 +12,7 @@ Tables") and the discovery section of https://kubernetes.io/docs/concepts/overvi
   to the per-group lists (seen with ``kubectl get nodes -v=8``: it asks for ``as=APIGroupDiscoveryList`` then reads
   ``/api/v1`` and each ``/apis/<group>/<version>``). No ``/openapi/v2``/``v3`` either: ``kubectl get`` prints
   its default NAME/AGE columns when the answer is not a ``Table``, and ``kubectl apply`` runs with
-  ``--validate=false`` (see ``tests/commandcheck.py``).
+  ``--validate=false`` (see ``tests/helpers/commandcheck.py``).
 * every resource of :data:`RESOURCES`, cluster-scoped or namespaced: list (``labelSelector``; ``fieldSelector``
   with ``=``/``==``/``!=`` on the field labels the API server supports per kind, :data:`FIELD_LABELS`, anything
   else answers 400 ``field label not supported``), get (404 ``NotFound`` Status naming the resource, e.g.
@@ -28,7 +28,7 @@ Tables") and the discovery section of https://kubernetes.io/docs/concepts/overvi
   label keys and values, replicas >= 0, the body's kind matches the URL, the namespace exists).
 
 Objects that do not exist answer 404, so a printed command naming a node, pod or namespace the fleet does not
-have, or a StatefulSet addressed as ``deployment/<name>``, fails. :func:`demo_cluster` (``tests/demo_cluster.py``)
+have, or a StatefulSet addressed as ``deployment/<name>``, fails. :func:`demo_cluster` (``tests/helpers/demo_cluster.py``)
 builds the demo fleet's objects.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """gpulib.nccl.job: the in-cluster probe as a Job (kubernetes-validate strict) and a PyTorchJob (structural +
 pod templates strict), with the NCCL pod checks of gpulib.nccl.env.check_pod_spec finding nothing to fix.
-Both come as a v1 List with the probe's ConfigMap (tests/test_nccl_probe_configmap.py covers that part)."""
+Both come as a v1 List with the probe's ConfigMap (tests/nccl/test_probe_files.py covers that part)."""
 from __future__ import annotations
 
 import shlex
@@ -37,7 +37,7 @@ def test_job_is_valid_and_gives_nccl_what_it_needs():
                            "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
     assert checked[2].startswith("Job/nccl-probe: every pod mounts ConfigMap/nccl-probe-script read-only")
     job = J.workload(m)
-    kubernetes_validate.validate(job, "1.30.0", strict=True)        # the library directly, as the brief asks
+    kubernetes_validate.validate(job, "1.30.0", strict=True)        # the Job alone through kubernetes-validate itself, not only J.validate
     assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]

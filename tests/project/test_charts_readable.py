@@ -1,5 +1,5 @@
 """Charts an engineer can read in an incident channel: every chart of the runbooks, built from the demo source
-with the calls the notebooks make, checked on the plotly Figure objects (tests/chartcheck.py): axis titles with
+with the calls the notebooks make, checked on the plotly Figure objects (tests/helpers/chartcheck.py): axis titles with
 units, titles that fit, threshold labels that do not collide, the XID timeline over the whole window, and a
 sentence instead of a flat chart where a panel's counters never moved."""
 from __future__ import annotations

@@ -29,7 +29,7 @@ from tests.helpers.k8s_double import start_k8s_double
 TIMEOUT_S = 3  # GPUOPS_PROMETHEUS_TIMEOUT for every cell
 #: extra seconds a cell may take over the fastest cell of its runbook beyond 2 x TIMEOUT_S: kernels of 4 cells
 #: share the cores (CI runs on 2 cores shared with other jobs); the per-query bound itself (<= the timeout, Retry-After
-#: capped, later steps fail fast) is asserted exactly in tests/test_faults_source.py
+#: capped, later steps fail fast) is asserted exactly in tests/sources/test_promhttp_faults.py
 CONTENTION_S = float(os.environ.get("GPUOPS_MATRIX_SLACK", "30"))
 SECRET = "matrix-s3cret-token-9f8e7d"
 

@@ -4,8 +4,8 @@ The runbooks and the report run in-process on the demo source (window end pinned
 notebook's code cells are executed in order with its parameters, the way papermill would, and every
 ``Finding.commands`` entry, the operator install plan's commands and the NCCL probe's apply commands are
 collected; the SOP and cheat-sheet data files add their command templates (placeholders filled with sample
-values). ``tests/commandcheck.py`` says how each tool is checked. The printed kubectl commands run against
-``tests/kubectl_double.py`` loaded with the demo fleet of their GPU Operator scenario (``tests/demo_cluster.py``).
+values). ``tests/helpers/commandcheck.py`` says how each tool is checked. The printed kubectl commands run against
+``tests/helpers/kubectl_double.py`` loaded with the demo fleet of their GPU Operator scenario (``tests/helpers/demo_cluster.py``).
 """
 from __future__ import annotations
 

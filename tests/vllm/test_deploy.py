@@ -206,7 +206,7 @@ def test_assess_verdicts(over, verdict, sev):
 def test_hpa_commands_find_the_hpa_by_its_target():
     """An HPA's name is free (its spec.scaleTargetRef names the Deployment) and a Deployment may have none, so the
     printed commands list the namespace's HPAs with their targets instead of ``get hpa <workload>`` (NotFound on
-    the demo fleet, which has no HPA: tests/test_printed_commands.py::test_every_printed_command_runs_on_the_demo_cluster)."""
+    the demo fleet, which has no HPA: tests/project/test_printed_commands.py::test_every_printed_command_runs_on_the_demo_cluster)."""
     listing = ("kubectl -n inference get hpa -o custom-columns=NAME:.metadata.name,"
                "TARGET:.spec.scaleTargetRef.name,MIN:.spec.minReplicas,MAX:.spec.maxReplicas")
     up = inf.assess(_frame(waiting_max=30.0), max_num_seqs=64, workload="vllm-a", namespace="inference")[0]

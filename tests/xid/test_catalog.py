@@ -110,7 +110,7 @@ def test_every_sop_and_catalog_row_cites_a_source_readers_can_open():
     for table in ("xid_sop", "xid_catalog", "nccl_signatures", "nccl_link_bandwidth", "xid_nvlink5_decode"):
         src = load_table(table)["source"].fillna("")
         assert (src != "").all(), table
-        # (that each source opens is tests/test_repo_rules.py's check)
+        # (that each source opens is tests/project/test_repo_rules.py's check)
 
 
 # ---------------------------------------------------------------- NVLink5 XIDs 144-150
