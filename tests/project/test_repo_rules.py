@@ -205,3 +205,84 @@ def test_the_readme_layout_names_every_package():
     pkgs = [p.name for p in (ROOT / "gpulib").iterdir() if p.is_dir() and (p / "__init__.py").exists()]
     assert not [p for p in pkgs if f"{p}/" not in layout], "README Layout misses a gpulib package"
     assert "docs/architecture.md" in layout
+
+
+TESTS = ROOT / "tests"
+#: test folders that are not a gpulib package: shared doubles and servers, notebook runs, cross-cutting suites,
+#: and the two data folders (hand-built inputs, decision tables)
+TEST_FOLDERS = {"helpers": "code", "runbooks": "code", "project": "code", "fixtures": "data", "decisions": "data"}
+#: files of tests/runbooks/ that run every notebook rather than one
+ALL_NOTEBOOK_SUITES = {"test_notebooks.py", "test_nbval.py"}
+
+
+def _test_tree_problems(tests: Path, gpulib: Path, notebooks: set[str]) -> list[str]:
+    """Why ``tests`` does not mirror ``gpulib`` (docs/architecture.md, "Tests"): every folder is a gpulib
+    package or one of ``TEST_FOLDERS``, every code folder (and ``tests`` itself) is a Python package so one
+    basename may appear in two folders, a test at the top level tests a top-level module
+    (``test_cli*.py``), helpers hold no tests and tests sit nowhere else, and each file of
+    ``tests/runbooks/`` is named after a notebook."""
+    packages = {p.name for p in gpulib.iterdir() if (p / "__init__.py").exists()}
+    top_modules = {p.stem for p in gpulib.glob("*.py") if p.name != "__init__.py"}
+    out = []
+    if not (tests / "__init__.py").exists():
+        out.append("tests/__init__.py missing")
+    for d in sorted(p for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        kind = "code" if d.name in packages else TEST_FOLDERS.get(d.name)
+        if kind is None:
+            out.append(f"tests/{d.name}/ is neither a gpulib package nor one of {sorted(TEST_FOLDERS)}")
+            continue
+        if kind == "data":
+            stray = [p.name for p in d.rglob("test_*.py")]
+            out += [f"tests/{d.name}/{n}: a test in a data folder" for n in stray]
+            continue
+        if not (d / "__init__.py").exists():
+            out.append(f"tests/{d.name}/__init__.py missing")
+        subdirs = [p.name for p in d.iterdir() if p.is_dir() and p.name != "__pycache__"]
+        out += [f"tests/{d.name}/{s}/: one folder level only" for s in subdirs]
+        for f in sorted(d.glob("*.py")):
+            if f.name == "__init__.py":
+                continue
+            is_test = f.name.startswith("test_")
+            if d.name == "helpers" and is_test:
+                out.append(f"tests/helpers/{f.name}: a test among the helpers")
+            elif d.name != "helpers" and not is_test:
+                out.append(f"tests/{d.name}/{f.name}: a helper outside tests/helpers/")
+            elif d.name == "runbooks" and f.name not in ALL_NOTEBOOK_SUITES and not any(
+                    f.stem == f"test_{n}" or f.stem.startswith(f"test_{n}_") for n in notebooks):
+                out.append(f"tests/runbooks/{f.name}: not named after a notebook")
+    for f in sorted(tests.glob("*.py")):
+        if f.name in ("__init__.py", "conftest.py"):
+            continue
+        if not any(f.stem == f"test_{m}" or f.stem.startswith(f"test_{m}_") for m in top_modules):
+            out.append(f"tests/{f.name}: only tests of a top-level module (gpulib/<module>.py) sit in tests/")
+    return out
+
+
+def test_the_test_tree_mirrors_the_package():
+    from gpulib.catalogue import catalogue
+
+    assert _test_tree_problems(TESTS, ROOT / "gpulib", set(catalogue())) == []
+
+
+def test_the_test_tree_check_catches_a_flat_or_misplaced_file(tmp_path):
+    gp, t = tmp_path / "gpulib", tmp_path / "tests"
+    for d in (gp / "xid", t / "xid", t / "helpers", t / "runbooks", t / "fixtures"):
+        d.mkdir(parents=True)
+    for f in (gp / "__init__.py", gp / "xid" / "__init__.py", gp / "cli.py", t / "__init__.py",
+              t / "helpers" / "__init__.py", t / "runbooks" / "__init__.py", t / "xid" / "test_triage.py",
+              t / "test_cli.py", t / "runbooks" / "test_xid_ecc_triage.py", t / "fixtures" / "dmesg.txt"):
+        f.write_text("")
+    assert _test_tree_problems(t, gp, {"xid_ecc_triage"}) == ["tests/xid/__init__.py missing"]
+    (t / "xid" / "__init__.py").write_text("")
+    assert _test_tree_problems(t, gp, {"xid_ecc_triage"}) == []
+    for f in (t / "test_triage.py", t / "helpers" / "test_double.py", t / "xid" / "double.py",
+              t / "runbooks" / "test_xid.py", t / "fixtures" / "test_old.py"):
+        f.write_text("")
+    (t / "triage").mkdir()
+    assert _test_tree_problems(t, gp, {"xid_ecc_triage"}) == [
+        "tests/fixtures/test_old.py: a test in a data folder",
+        "tests/helpers/test_double.py: a test among the helpers",
+        "tests/runbooks/test_xid.py: not named after a notebook",
+        "tests/triage/ is neither a gpulib package nor one of ['decisions', 'fixtures', 'helpers', 'project', 'runbooks']",
+        "tests/xid/double.py: a helper outside tests/helpers/",
+        "tests/test_triage.py: only tests of a top-level module (gpulib/<module>.py) sit in tests/"]
