@@ -9,11 +9,21 @@ import pytest
 from tests.helpers.pinned import BACKFILL_WINDOW, DEMO_END, ROOT, SCRAPE
 from tests.helpers.pinned import need_prometheus as _need_prometheus
 from tests.helpers.promharness import PrometheusServer, backfill
+from tests.helpers.shared_runs import SharedRuns
 
 
 @pytest.fixture(scope="session")
 def demo_end() -> datetime:
     return DEMO_END
+
+
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory) -> SharedRuns:
+    """Notebook runs on the demo fleet made once per session, read by every test that needs them, on every xdist
+    worker (tests/helpers/shared_runs.py): ``shared_runs.demo()`` is the one ``gpuops demo``,
+    ``shared_runs.run(name, **params)`` one notebook's run."""
+    base = tmp_path_factory.getbasetemp()
+    return SharedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
 
 
 @pytest.fixture(scope="session")
@@ -107,3 +117,4 @@ def run_notebook(tmp_path, monkeypatch):
             return json.loads(findings.read_text()), out.read_text()
         return run
     return factory
+

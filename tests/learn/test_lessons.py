@@ -222,12 +222,14 @@ def _scenario_without(tmp_path: Path, node: str) -> tuple[Path, int]:
 
 
 @pytest.mark.notebook
-def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_end):
+def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_end, shared_runs):
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
     # the kernel imports this checkout's gpulib (not another installed copy)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
-    _, base, base_html = _run("learn_interview_prep", tmp_path / "base")
+    demo = shared_runs.run("learn_interview_prep")   # its defaults: the session's `gpuops demo` run of it
+    assert demo.failed is None and demo.errors == [], (demo.failed, demo.errors)
+    base, base_html = json.loads((demo.out_dir / "figures.json").read_text()), demo.html.read_text()
     assert base["gpus"] == sum(n["gpus"] for n in full["nodes"])
     assert any("XID 79" in t and "dgx-h100-1" in t for t in base["critical_incidents"])   # the scenario's incident
     assert "XID 48: GPU reset · XID 79: node reboot" in base_html

@@ -191,18 +191,14 @@ def test_decision_on_demo_source(row):
 
 
 # ------------------------------------------------------------------------------------------- papermill
-NOTEBOOKS = {r: ROOT / "runbooks" / f"{r}.ipynb" for r in RUNNERS}
 PAPERMILL = [r for r in ROWS if r["papermill"] == "yes"]
-_NB: dict[tuple, dict] = {}   # (runbook, params) -> findings JSON of its one notebook run (CI: --dist loadfile)
 
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("row", PAPERMILL, ids=[r["id"] for r in PAPERMILL])
-def test_decision_through_the_notebook(row, run_notebook):
-    key = (row["runbook"], row["params"])
-    if key not in _NB:
-        _NB[key], _ = run_notebook(NOTEBOOKS[row["runbook"]])(source="demo", **params_of(row))
-    doc = _NB[key]
+def test_decision_through_the_notebook(row, shared_runs):
+    # one notebook run per (runbook, parameters) in the session, shared with the other tests of that run
+    doc, _ = shared_runs.notebook(row["runbook"], source="demo", **params_of(row))
     fs = [Finding.from_dict(d) for d in doc["findings"]]
     if row["expected"] == "incomplete":
         assert doc.get("errors") and not doc.get("usage_errors"), (row["id"], doc.get("usage_errors"))

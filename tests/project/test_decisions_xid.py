@@ -16,7 +16,6 @@ from tests.helpers.pinned import DEMO_END, ROOT
 
 TABLE = pd.read_csv(Path(__file__).parents[1] / "decisions" / "xid_triage.csv", dtype=str).fillna("")
 ROWS = TABLE.to_dict("records")
-NOTEBOOK = ROOT / "runbooks" / "xid_ecc_triage.ipynb"
 
 
 def _split(cell: str) -> list[str]:
@@ -77,8 +76,8 @@ PAPERMILL = [r for r in ROWS if r["papermill"] == "yes"]
 
 
 @pytest.mark.parametrize("row", PAPERMILL, ids=[r["id"] for r in PAPERMILL])
-def test_decision_through_the_notebook(row, run_notebook):
-    doc, _ = run_notebook(NOTEBOOK)(source="demo", node=row["node"], gpu=row["gpu"])
+def test_decision_through_the_notebook(row, shared_runs):
+    doc, _ = shared_runs.notebook("xid_ecc_triage", source="demo", node=row["node"], gpu=row["gpu"])
     from gpulib.core.findings import Finding
     fs = [Finding.from_dict(d) for d in doc["findings"]]
     if row["expected"] == "usage":

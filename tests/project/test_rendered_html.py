@@ -2,19 +2,15 @@
 pandas index column, no dict or list repr, no text cut with "…" in any rendered table, and no section heading
 with nothing under it.
 
-One `gpuops demo --out DIR` run (session-scoped fixture) is shared by every check here."""
+One `gpuops demo --out DIR` run per session (``shared_runs.demo()``, tests/helpers/shared_runs.py) is shared by
+every check here and by the other tests that read the demo's outputs."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.notebook
 
 
@@ -153,11 +149,9 @@ def empty_sections(html_text: str, levels=(2, 3)) -> list[str]:
     return out
 
 @pytest.fixture(scope="session")
-def demo_html(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUOPS_END": "2026-11-29T12:00:00+00:00"}
-    p = subprocess.run([sys.executable, "-m", "gpulib.cli", "demo", "--out", str(out), "-q"], capture_output=True,
-                       text=True, env=env, timeout=1500, cwd=ROOT)
+def demo_html(shared_runs):
+    demo = shared_runs.demo()
+    out, p = demo.out, demo.proc
     pages = sorted(out.glob("*/*.html"))
     assert pages, p.stdout[-2000:] + p.stderr[-2000:]
     return out, pages, p

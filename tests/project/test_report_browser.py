@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.pinned import DEMO_END
-
-ROOT = Path(__file__).resolve().parents[2]
 CHART_TITLES = ("GPU activity per node", "Allocation vs activity per namespace", "Savings waterfall")
 WINDOW = (1280, 2000)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -65,19 +62,9 @@ def exe():
 
 
 @pytest.fixture(scope="module")
-def report_html(exe, tmp_path_factory):
-    """The report as `gpuops report` writes it on the demo fleet (7 d)."""
-    from gpulib import cli
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])))
-    mp.setenv("GPUOPS_END", DEMO_END.isoformat())
-    try:
-        out = tmp_path_factory.mktemp("report-out")
-        res = cli.execute(cli.find_notebook("gpu_utilization_report"), {"source": "demo", "window": "7d"}, out,
-                          progress=False, timeout=300)
-    finally:
-        mp.undo()
+def report_html(exe, shared_runs):
+    """The report as `gpuops report` writes it on the demo fleet (7 d, its default: the session's demo run of it)."""
+    res = shared_runs.run("gpu_utilization_report", source="demo", window="7d")
     assert res.failed is None and res.errors == [] and res.html is not None
     return res.html
 

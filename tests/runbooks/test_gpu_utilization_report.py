@@ -57,8 +57,9 @@ def table_html(page: str, table_id: str) -> str:
 
 
 # ------------------------------------------------------------------------------ notebook runs
-def test_demo_report_finds_zombie_with_monthly_saving(report_env, tmp_path):
-    res, doc = run_report(tmp_path, source="demo", window="7d")
+def test_demo_report_finds_zombie_with_monthly_saving(shared_runs):
+    res = shared_runs.run("gpu_utilization_report", source="demo", window="7d")
+    doc = res.doc
     assert res.failed is None and doc["errors"] == []
     f = zombie_finding(doc, *ZOMBIE)
     assert f["severity"] == "warning"
@@ -82,7 +83,7 @@ def test_demo_report_finds_zombie_with_monthly_saving(report_env, tmp_path):
     # exported without code (exclude_input): no notebook source in the page
     assert "rb = nb.Runbook" not in page and "report.load_report_data" not in page
     assert page.count("plotly-graph-div") >= 3
-    assert (tmp_path / "index.html").read_text().count(f"{res.out_dir.name}/gpu_utilization_report.html") == 1
+    assert (res.out_dir.parent / "index.html").read_text().count(f"{res.out_dir.name}/gpu_utilization_report.html") == 1
 
 
 def test_live_report_finds_the_same_zombie(report_env, live_env, tmp_path):

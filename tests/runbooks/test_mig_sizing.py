@@ -63,8 +63,8 @@ def _check_plan(res, gpu_model, used, whole):
     return text
 
 
-def test_demo_mig_node_packs_four_pods_onto_one_gpu(tmp_path, monkeypatch, demo_end):
-    res = _run(tmp_path, {}, monkeypatch, demo_end)
+def test_demo_mig_node_packs_four_pods_onto_one_gpu(shared_runs):
+    res = shared_runs.run("mig_sizing")
     text = _check_plan(res, "A100-40GB", used=1, whole=4)
     sels = yaml.safe_load(text)["mig-configs"]["gpuops-plan-1"]
     assert sels == [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "1g.5gb": 2}},

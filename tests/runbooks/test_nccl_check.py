@@ -73,8 +73,8 @@ def test_nvlink_rates_are_dcgm_mbs_in_gbs():
 # ------------------------------------------------------------------ notebook executions
 
 @pytest.mark.notebook
-def test_demo_defaults(run_nb):
-    doc, nb_text = run_nb()
+def test_demo_defaults(shared_runs):
+    doc, nb_text = shared_runs.notebook("nccl_check")
     assert doc["errors"] == []
     # the demo's capture is the one the bands were measured on: never judged against itself (3 collectives)
     assert _statuses(doc) == {} and len(_references(doc)) == 3

@@ -74,8 +74,8 @@ def test_runbook_probe_manifest_validates():
 # ------------------------------------------------------------------ notebook executions
 
 @pytest.mark.notebook
-def test_demo_history_and_manifest_rendered(run_nb):
-    doc, nb_text = run_nb()
+def test_demo_history_and_manifest_rendered(shared_runs):
+    doc, nb_text = shared_runs.notebook("nccl_check")
     assert doc["errors"] == []
     titles = [f["title"] for f in doc["findings"]]
     assert "NCCL busbw steady over time" in titles

@@ -29,9 +29,8 @@ def test_committed_notebook_is_clean(info):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
-def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
-    monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    res = cli.execute(info, {}, tmp_path, progress=False)
+def test_notebook_runs_on_demo(info, shared_runs):
+    res = shared_runs.run(info.name)   # its defaults: the session's one `gpuops demo` run of it
     assert res.failed is None, res.failed
     assert res.errors == [], res.errors
     html = res.html.read_text()
@@ -44,12 +43,11 @@ def test_notebook_runs_on_demo(info, tmp_path, monkeypatch, demo_end):
 
 @pytest.mark.notebook
 @pytest.mark.prometheus
-def test_fleet_overview_same_verdict_on_live_and_no_secret_leaks(live_env, tmp_path, monkeypatch, demo_end):
+def test_fleet_overview_same_verdict_on_live_and_no_secret_leaks(live_env, tmp_path, monkeypatch, shared_runs):
     monkeypatch.setenv("GPUOPS_PROMETHEUS_TOKEN", "s3cr3t-token-value-123")
     info = cli.find_notebook("fleet_overview")
     live = cli.execute(info, {"source": "live"}, tmp_path / "live", progress=False)
-    monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
-    demo = cli.execute(info, {"source": "demo"}, tmp_path / "demo", progress=False)
+    demo = shared_runs.run("fleet_overview", source="demo")
     assert live.errors == [] and live.failed is None
     crit = lambda r: sorted(f.title for f in r.findings if f.severity.value == "critical")  # noqa: E731
     assert crit(live) == crit(demo)

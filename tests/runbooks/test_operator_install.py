@@ -30,8 +30,10 @@ def checks(doc):
 
 
 @pytest.mark.notebook
-def test_demo_driver_crashloop_leads_with_the_driver_sop(run):
-    res, doc = run({"demo_operator_state": "driver_crashloop"})
+def test_demo_driver_crashloop_leads_with_the_driver_sop(shared_runs):
+    res = shared_runs.run("operator_install", demo_operator_state="driver_crashloop")
+    assert res.failed is None, res.failed
+    doc = res.doc
     assert doc["errors"] == []
     assert {"driver_crashloop", "validator_init", "policy_not_ready"} <= checks(doc)
     drv = next(f for f in doc["findings"] if f["data"].get("check") == "driver_crashloop")
@@ -39,7 +41,7 @@ def test_demo_driver_crashloop_leads_with_the_driver_sop(run):
     html = res.html.read_text()
     assert "Recommended SOP step" in html and "helm upgrade --install gpu-operator nvidia/gpu-operator" in html
     # healthy demo: no operator check fails; the only DCGM gap is the GPU that fell off the bus (XID 79)
-    _, healthy = run({}, "healthy")
+    healthy = shared_runs.run("operator_install").doc
     assert not {"driver_crashloop", "policy_not_ready", "daemonset_not_ready", "allocatable_zero"} & checks(healthy)
     gaps = [(f["node"], f["data"]["gpus"]) for f in healthy["findings"] if f["data"].get("check") == "dcgm_missing"]
     assert gaps == [("dgx-h100-1", "5")]

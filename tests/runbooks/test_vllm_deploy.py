@@ -29,8 +29,10 @@ def verdict(doc, wl="vllm-llama70b"):
 
 
 @pytest.mark.notebook
-def test_demo_sizing_manifests_and_scale_up(run):
-    res, doc = run({})
+def test_demo_sizing_manifests_and_scale_up(shared_runs):
+    res = shared_runs.run("vllm_deploy")
+    assert res.failed is None, res.failed
+    doc = res.doc
     assert doc["errors"] == []
     size = next(f for f in doc["findings"] if f["data"].get("fits") is not None)
     assert size["data"] == {"fits": True, "tp": 4} and "479,504 KV tokens" in size["title"]

@@ -41,8 +41,8 @@ def _check_rma(doc):
     assert {f["gpu"] for f in doc["findings"]} <= {"1", None}
 
 
-def test_demo_xid79_reboot_node(run_nb):
-    doc, nb_text = run_nb()                       # defaults: dgx-h100-1 GPU 5
+def test_demo_xid79_reboot_node(shared_runs):
+    doc, nb_text = shared_runs.notebook("xid_ecc_triage")   # defaults: dgx-h100-1 GPU 5
     assert doc["errors"] == []
     _check_xid79(doc)
     assert "PLAN (no cluster; nothing sent): drain dgx-h100-1" in nb_text
@@ -52,8 +52,8 @@ def test_demo_xid79_reboot_node(run_nb):
     assert "ECC errors and remapped rows on" not in nb_text
 
 
-def test_demo_dbe_row_remap_failure_rma(run_nb):
-    doc, nb_text = run_nb(node="a100-80-0", gpu="1")
+def test_demo_dbe_row_remap_failure_rma(shared_runs):
+    doc, nb_text = shared_runs.notebook("xid_ecc_triage", node="a100-80-0", gpu="1")
     assert doc["errors"] == []
     _check_rma(doc)
     xid = next(f for f in doc["findings"] if f["data"].get("bucket"))
