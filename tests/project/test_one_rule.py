@@ -14,6 +14,8 @@ fleet with the window ending 2026-12-01T06:45:00Z:
 """
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from gpulib.core.errors import InvalidParameter, UnknownSetting
@@ -31,12 +33,14 @@ def demo_0645():
     return connect("demo", end=END)
 
 
+@functools.cache  # one computation per (source, window): several tests read the same verdicts, none changes them
 def _fleet_verdicts(src, window):
     import gpulib.fleet.health as fleet
 
     return {f.title.split()[-1]: f for f in fleet.idle_findings(src, window)}
 
 
+@functools.cache  # as above, the report's zombies per (source, window)
 def _report_zombies(src, window):
     """The zombies of the utilization report, through the report's own data path (notebook cell for cell)."""
     from gpulib.cost import analyze_cost
