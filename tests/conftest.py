@@ -118,3 +118,21 @@ def run_notebook(tmp_path, monkeypatch):
         return run
     return factory
 
+
+#: test files handed out first, the longest first, so that under ``-n 2 --dist loadfile`` no worker is left alone with
+#: a long file at the end, and the session's shared ``gpuops demo`` run (tests/project/test_rendered_html.py makes
+#: it) is done before the files that read it come up; durations in README.md ("Tests")
+FIRST = [
+    "tests/project/test_fault_matrix.py",
+    "tests/project/test_rendered_html.py",
+    "tests/serve/test_e2e.py",
+    "tests/project/test_printed_commands.py",
+    "tests/learn/test_lessons.py",
+    "tests/project/test_one_rule.py",
+    "tests/project/test_packaging.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {f: i for i, f in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))  # stable: file order kept
