@@ -6,6 +6,7 @@ from datetime import datetime
 
 import pytest
 
+from tests.helpers import kernels
 from tests.helpers.pinned import BACKFILL_WINDOW, DEMO_END, ROOT, SCRAPE
 from tests.helpers.pinned import need_prometheus as _need_prometheus
 from tests.helpers.promharness import PrometheusServer, backfill
@@ -69,37 +70,13 @@ def _isolated_env(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
 
 
-def _live_kernels() -> set[int]:
-    """This process' live ipykernel children (from /proc)."""
-    from pathlib import Path
-
-    out = set()
-    for d in Path("/proc").iterdir():
-        try:
-            stat = (d / "stat").read_text() if d.name.isdigit() else ""
-            if stat and b"ipykernel_launcher" in (d / "cmdline").read_bytes():
-                fields = stat[stat.rindex(")") + 2:].split()
-                if int(fields[1]) == os.getpid() and fields[0] != "Z":
-                    out.add(int(d.name))
-        except OSError:
-            continue
-    return out
-
-
 @pytest.fixture(autouse=True)
 def _stop_leftover_kernels():
     """Kernels a test's notebook runs left alive are stopped when the test ends, so a worker does not pile up dozens
     of idle kernels (memory) over a session. The leak itself is tests/test_cli_runs.py::test_a_run_leaves_no_kernel_behind."""
-    import signal
-
-    before = _live_kernels()
+    before = kernels.live_kernels()
     yield
-    for pid in _live_kernels() - before:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+    kernels.stop(kernels.live_kernels() - before)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.kernels import stop_kernel_of
 from tests.helpers.pinned import DEMO_END, ROOT
 
 #: environment of the developer's cluster that a demo run must not see (the autouse fixture of conftest.py
@@ -130,6 +131,7 @@ class SharedRuns:
                     mp.setenv("PYTHONPATH", str(ROOT))
                     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
                     res = cli.execute(info, params, out_dir.parent, progress=False, out_dir=out_dir)
+                    stop_kernel_of(out_dir)
                 done.write_text(json.dumps({"failed": res.failed, "errors": res.errors,
                                             "usage_errors": res.usage_errors}))
         d = json.loads(done.read_text())

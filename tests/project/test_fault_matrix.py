@@ -24,6 +24,7 @@ from gpulib import cli
 from gpulib.catalogue import find_notebook
 
 from tests.helpers.faultserver import FaultServer
+from tests.helpers.kernels import stop_kernel_of
 from tests.helpers.k8s_double import start_k8s_double
 
 TIMEOUT_S = 3  # GPUOPS_PROMETHEUS_TIMEOUT for every cell
@@ -124,6 +125,7 @@ def _run_cell(root: Path, runbook: str, fault: str) -> dict:
         t0 = time.monotonic()
         res = _execute(info, {"source": "live", **PARAMS[runbook]}, cell_dir / "out", env)
         wall = time.monotonic() - t0
+        stop_kernel_of(res.out_dir)  # 47 cells: their idle kernels would otherwise live until the session ends
     finally:
         for s in servers:
             (s.close if hasattr(s, "close") else s.stop)()
