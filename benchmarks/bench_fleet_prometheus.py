@@ -14,7 +14,7 @@ memory ever holds the whole text; Prometheus then compacts the blocks once. The 
 Measured in one run, each path in a fresh subprocess (peak RSS = that process's ``VmHWM``):
 
 * **report**: the report's real code path, as the notebook runs it: ``connect("live")`` (Prometheus +
-  the Kubernetes API double from ``tests/k8s_double.py`` serving the scenario's 128 nodes and pods through
+  the Kubernetes API double from ``tests/helpers/k8s_double.py`` serving the scenario's 128 nodes and pods through
   the official client) -> ``cost.load_report_data`` -> ``cost.analyze_cost`` -> ``executive_summary``,
   ``method_html``, ``node_time_matrix`` + heatmap, ``namespace_allocation`` + bars, ``idle_zombie_table``,
   ``savings_waterfall`` + waterfall (figures built, not serialised);
@@ -52,7 +52,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-for p in (str(ROOT), str(HERE), str(ROOT / "tests")):
+for p in (str(ROOT), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -82,7 +82,7 @@ def _log(msg: str) -> None:
 
 def build_tsdb(cache: Path, days: int) -> Path:
     """Backfill ``days`` of the scenario, one 2-hour chunk at a time (resumable), then compact once."""
-    from promharness import binaries
+    from tests.helpers.promharness import binaries
 
     tsdb = cache / "tsdb"
     done_file = cache / "chunks_done.txt"
@@ -131,7 +131,7 @@ def _metric(url: str, name: str) -> float:
 
 def compact(tsdb: Path, cache: Path, quiet_s: float = 150) -> int:
     """Run Prometheus on the TSDB until no compaction happened for ``quiet_s`` (it plans every minute)."""
-    from promharness import PrometheusServer
+    from tests.helpers.promharness import PrometheusServer
 
     server = PrometheusServer(tsdb, cache)
     try:
@@ -360,8 +360,8 @@ def main() -> None:
 
 
 def measure(tsdb: Path, args) -> None:
-    from k8s_double import start_k8s_double
-    from promharness import PrometheusServer
+    from tests.helpers.k8s_double import start_k8s_double
+    from tests.helpers.promharness import PrometheusServer
 
     sim = simulator()
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))

@@ -199,7 +199,7 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
             f"<h4>Mitigation</h4><p>{mitig}</p>")
 
 
-#: parameter names never repeated in a printed command (tests/test_notebooks.py also keeps them out of notebooks)
+#: parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of notebooks)
 _SECRET_NAME = re.compile(r"token|password|secret|credential", re.I)
 
 

@@ -30,7 +30,6 @@ from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
 from gpulib.core.money import money as _money
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
-from gpulib.learn.frames import *  # noqa: F401,F403  (the lessons import this module as `learn`: one call per row they ask about)
 
 GIB = 1024 ** 3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it

@@ -6,7 +6,7 @@ import pytest
 
 from gpulib.core import sop as core_sop
 from gpulib.core.knowledge import load_table
-from sop_usage import placeholders, sop_calls
+from tests.helpers.sop_usage import placeholders, sop_calls
 
 CALLS = sop_calls("nccl", "nccl_sop")
 
