@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import requests
+from tests.helpers.procs import die_with_parent
 
 
 def free_port() -> int:
@@ -43,7 +44,7 @@ class PrometheusServer:
             [binaries()[0], f"--config.file={cfg}", f"--storage.tsdb.path={tsdb}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=20y",
              "--query.lookback-delta=5m", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:

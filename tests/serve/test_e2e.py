@@ -22,6 +22,7 @@ import yaml
 
 from gpulib.xid import write_alert_rules
 from tests.project.test_report_browser import FLAGS, chromium_binary
+from tests.helpers.procs import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE, GPU = "dgx-h100-1", "5"
@@ -73,7 +74,7 @@ def procs():
 
 def spawn(procs, argv, log: Path, env=None):
     p = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         env=env, start_new_session=True)
+                         env=env, start_new_session=True, preexec_fn=die_with_parent)
     procs.append(p)
     return p
 

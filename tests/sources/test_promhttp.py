@@ -10,6 +10,7 @@ import pytest
 
 from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, PrometheusTimeout, PrometheusUnreachable
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource, load_settings
+from tests.helpers.procs import die_with_parent
 
 OK_BODY = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"}, "value": [1, "55"]}]}}
@@ -180,7 +181,7 @@ def test_demo_exporter_serves_metrics(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     p = subprocess.Popen([sys.executable, "-m", "gpulib.cli", "exporter", "--port", str(port), "--node", "l4-spot-0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
     try:
         for _ in range(100):
             try:
