@@ -447,7 +447,7 @@ def test_operator_install_verdict_is_one_call_over_the_gathered_inputs():
     verification), and a step whose data could not be read (input left None) loses only its own checks."""
     import gpulib
     import gpulib.gpu_operator.steps as steps
-    from conftest import DEMO_END
+    from tests.helpers.pinned import DEMO_END
 
     src = gpulib.connect("demo", end=DEMO_END, operator_scenario="driver_crashloop")
     inp = steps.Inputs("gpu-operator")
