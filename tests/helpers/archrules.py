@@ -331,3 +331,59 @@ def module_cycles(root: Path, parts: set[str] | None = None) -> list[list[str]]:
         if v not in index:
             strong(v)
     return [c for c in out if parts is None or any(part(m) in parts for m in c)]
+
+
+# ------------------------------------------------------------------------------------------------ domain rooms
+#: the files every domain package has (docs/architecture.md, "The inner shape of a domain")
+ROOMS = ("__init__.py", "findings.py", "view.py", "steps.py")
+#: modules outside a domain's view.py that may import plotly: the notebook plumbing (``gpulib.runbook.show``)
+PLOTLY_ALLOWED = {"gpulib/runbook.py"}
+#: Finding keywords whose text comes from data (an SOP table), never from a literal in code
+SOP_KEYWORDS = ("sop_step", "escalation")
+
+
+def room_problems(root: Path) -> list[str]:
+    """A domain package missing one of :data:`ROOMS`, or still holding a ``runbook.py`` (now ``steps.py``)."""
+    out = []
+    for d in sorted(DOMAINS):
+        pkg = root / d
+        out += [f"gpulib/{d}/ has no {f}" for f in ROOMS if not (pkg / f).is_file()]
+        if (pkg / "runbook.py").exists():
+            out.append(f"gpulib/{d}/runbook.py: the notebook steps live in steps.py")
+    return out
+
+
+def plotly_importers(root: Path) -> list[str]:
+    """Modules that import plotly other than a domain's ``view.py`` and :data:`PLOTLY_ALLOWED`."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = "gpulib/" + path.relative_to(root).as_posix()
+        if rel in PLOTLY_ALLOWED or (path.name == "view.py" and path.parent.name in DOMAINS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "plotly" or n.startswith("plotly.") for n in names):
+                out.append(f"{rel}:{node.lineno} imports plotly")
+    return out
+
+
+def _literal_text(node: ast.AST) -> bool:
+    """A string literal, an f-string, or a concatenation or parenthesised join of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(node.value.strip())
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal_text(node.left) or _literal_text(node.right)
+    return False
+
+
+def inline_sop(root: Path) -> list[str]:
+    """``sop_step=`` / ``escalation=`` given text written in code (the SOP sentence belongs in a data table)."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.keyword) and node.arg in SOP_KEYWORDS and _literal_text(node.value):
+                out.append(f"gpulib/{path.relative_to(root).as_posix()}:{node.value.lineno} {node.arg}= written in code")
+    return out

@@ -132,3 +132,32 @@ def test_checker_catches_planted_demo_data_in_a_domain(tmp_path):
     assert found == ["gpulib.cost.planted_g:4: defines _DEMO_PRICES", "gpulib.cost.planted_g:7: defines demo",
                      "gpulib.cost.planted_g:8: names demo data 'demo/demo_gpu_models'",
                      "gpulib.cost.planted_g:12: names demo data 'gpulib/data/demo/demo_fleet.yaml'"]
+
+
+def test_every_domain_has_the_same_rooms():
+    assert archrules.room_problems(GPULIB) == []
+
+
+def test_only_views_and_the_notebook_plumbing_import_plotly():
+    assert archrules.plotly_importers(GPULIB) == []
+
+
+def test_no_sop_sentence_is_written_in_code():
+    assert archrules.inline_sop(GPULIB) == []
+
+
+def test_room_checks_catch_a_missing_room_a_stray_plotly_import_and_an_inline_sop(tmp_path):
+    tree = _copy(tmp_path)
+    (tree / "vllm" / "view.py").unlink()
+    (tree / "nccl" / "runbook.py").write_text("")
+    (tree / "cost" / "analysis.py").write_text((tree / "cost" / "analysis.py").read_text()
+                                              + "\n\ndef _planted():\n    import plotly.graph_objects as go\n    return go\n")
+    (tree / "fleet" / "planted.py").write_text(
+        "from gpulib.core.findings import Finding\n\n"
+        "def f(node):\n    return Finding('warning', 't', sop_step=f'Cordon {node}', escalation='Call ' + 'the vendor')\n")
+    assert "gpulib/vllm/ has no view.py" in archrules.room_problems(tree)
+    assert any("gpulib/nccl/runbook.py" in p for p in archrules.room_problems(tree))
+    assert any(p.startswith("gpulib/cost/analysis.py:") for p in archrules.plotly_importers(tree))
+    found = archrules.inline_sop(tree)
+    assert any("fleet/planted.py" in p and "sop_step" in p for p in found), found
+    assert any("fleet/planted.py" in p and "escalation" in p for p in found), found
