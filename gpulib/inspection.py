@@ -7,6 +7,7 @@ default text is turned into a value with :func:`ast.literal_eval`, so :func:`coe
 to the default's type. The data source (``--source`` / ``--snapshot``, the ``source`` and ``snapshot_dir``
 parameters) is mapped by :func:`choose_source` alone.
 """
+
 from __future__ import annotations
 
 import ast
@@ -76,6 +77,7 @@ def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, An
         out[key] = coerce(known[key], raw)
     if "window" in out:
         from gpulib.core.timeutil import parse_window
+
         parse_window(out["window"])
     check_values(out)
     return out
@@ -144,7 +146,8 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
     A backend name is that backend (a folder of that name is given as ``./demo``); a folder given as the
     source is a snapshot of that folder; a snapshot folder given alone means the snapshot source;
     ``snapshot`` needs a folder and a folder is read only by ``snapshot``; any other name must be a registered
-    backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the notebook's default). The folder is made absolute, so the kernel (which runs in the notebook's folder)
+    backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the notebook's default). The folder is
+    made absolute, so the kernel (which runs in the notebook's folder)
     reads the folder the caller meant.
     """
     from gpulib.sources.registry import BUILTIN, available  # on use: the registry reads entry points
@@ -162,8 +165,10 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
         return SourceChoice("snapshot", str(Path(snapshot).resolve()))
     if source not in available():
         others = [n for n in available() if n not in BUILTIN]  # a third-party backend is named too
-        raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder"
-                               + (f" (also registered: {', '.join(others)})" if others else ""))
+        raise InvalidParameter(
+            f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder"
+            + (f" (also registered: {', '.join(others)})" if others else "")
+        )
     if snapshot:
         raise InvalidParameter(f"--snapshot {snapshot} is read only with --source snapshot, not --source {source}")
     return SourceChoice(source)
@@ -187,5 +192,6 @@ def target_defaults(info: Declares, given: dict[str, Any], source: str) -> dict[
             else:
                 raise InvalidParameter(
                     f"{info.name} needs -p {p.name} with --source {source}: its default {p.default!r} is a demo-fleet name",
-                    hint=f"give the {p.name} from the alert with -p {p.name} NAME")
+                    hint=f"give the {p.name} from the alert with -p {p.name} NAME",
+                )
     return out
