@@ -20,6 +20,7 @@ import pandas as pd
 from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
@@ -101,18 +102,15 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     names = set(metrics)
     caps = Capabilities(metrics=names, series=len(label_sets))
     if not names:
+        s = sop("sources_sop", "no_dcgm_metrics")
         caps.findings.append(
             Finding(
                 Severity.CRITICAL,
                 "No DCGM metrics found",
                 category="preflight",
-                summary="The metrics backend holds no DCGM_* series in the window.",
-                sop_step="Check that dcgm-exporter runs on every GPU node and that Prometheus scrapes it.",
-                commands=[
-                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter",
-                    "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide",
-                    'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"',
-                ],
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
             )
         )
         return caps
@@ -138,44 +136,40 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     if "DCGM_FI_DEV_GPU_UTIL" in missing and caps.mig_present and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in names:
         missing.remove("DCGM_FI_DEV_GPU_UTIL")
     if missing:
+        s = sop("sources_sop", "fields_not_exported")
         caps.findings.append(
             Finding(
                 Severity.INFO,
                 f"{len(missing)} useful DCGM field(s) not exported",
                 category="preflight",
-                summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
+                summary=s.summary,
                 evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
-                sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
-                commands=[
-                    "kubectl -n gpu-operator create configmap dcgm-metrics --from-file=dcgm-metrics.csv",
-                    "helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
-                    "--set dcgmExporter.config.name=dcgm-metrics",
-                ],
+                sop_step=s.sop_step,
+                commands=s.commands,
             )
         )
     if caps.pod_label is None:
+        s = sop("sources_sop", "no_pod_labels")
         caps.findings.append(
             Finding(
                 Severity.WARNING,
                 "DCGM series carry no pod labels",
                 category="preflight",
-                summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
-                sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
-                "and mount the kubelet pod-resources socket.",
-                commands=[
-                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"
-                ],
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
             )
         )
     elif caps.pod_label == "exported_pod":
+        s = sop("sources_sop", "exported_pod_labels")
         caps.findings.append(
             Finding(
                 Severity.INFO,
                 "Workload labels arrive as exported_pod/exported_namespace",
                 category="preflight",
                 confidence=1.0,
-                summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
-                sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor.",
+                summary=s.summary,
+                sop_step=s.sop_step,
             )
         )
     if caps.host_label == "Hostname":
@@ -184,7 +178,7 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 Severity.INFO,
                 "Host label is 'Hostname' (dcgm-exporter before PR #655)",
                 category="preflight",
-                summary="Newer exporters write 'hostname'; queries here accept both.",
+                summary=sop("sources_sop", "old_host_label").summary,
             )
         )
     return caps

@@ -94,3 +94,40 @@ def test_runbook_passes_the_demo_operator_scenario_to_connect(monkeypatch):
     assert [
         f.severity.name for f in op.verify(op.operator_state(healthy.src), healthy.src.nodes(), check_metrics=False)
     ] == ["OK"]
+
+
+def test_preflight_findings_take_their_sop_text_from_sources_sop():
+    """The preflight's SOP text is the rows of gpulib/data/sources/sources_sop.csv, literal braces rendered once."""
+    from gpulib.sources.base import capabilities_from
+
+    (none,) = capabilities_from([], []).findings
+    assert none.title == "No DCGM metrics found"
+    assert none.summary == "The metrics backend holds no DCGM_* series in the window."
+    assert none.commands[-1] == 'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"'
+    by_title = {f.title: f for f in capabilities_from(["DCGM_FI_DEV_GPU_TEMP"], [{"Hostname": "n1"}]).findings}
+    no_pod = by_title["DCGM series carry no pod labels"]
+    assert no_pod.commands == [
+        "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"
+    ]
+    assert no_pod.sop_step.startswith("Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true")
+    assert by_title["Host label is 'Hostname' (dcgm-exporter before PR #655)"].summary == (
+        "Newer exporters write 'hostname'; queries here accept both."
+    )
+    fields = next(f for t, f in by_title.items() if t.endswith("useful DCGM field(s) not exported"))
+    assert fields.commands[1].endswith("--reuse-values --set dcgmExporter.config.name=dcgm-metrics")
+    exported = capabilities_from(["DCGM_FI_DEV_GPU_TEMP"], [{"hostname": "n1", "exported_pod": "p"}]).findings
+    assert [f.sop_step for f in exported if "exported_pod" in f.title] == [
+        "Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor."
+    ]
+
+
+def test_every_sources_sop_row_is_used_and_every_key_asked_for_exists():
+    from pathlib import Path
+
+    import gpulib.sources
+    from gpulib.core.sop import keys
+    from tests.helpers.sopcheck import scan, unknown_keys, unused_rows
+
+    pkg, rows = Path(gpulib.sources.__file__).parent, set(keys("sources_sop"))
+    assert scan(pkg, "sources_sop")[0] == rows
+    assert unknown_keys(pkg, "sources_sop", rows) == [] and unused_rows(pkg, "sources_sop", rows) == []
