@@ -40,34 +40,6 @@ IMPORTANT_FIELDS = {
 }
 
 
-@dataclass(frozen=True)
-class MigConfigInUse:
-    """The mig-parted ``config.yaml`` MIG Manager applies now (:meth:`Source.current_mig_config`).
-
-    ``text``: the document; ``where``: a sentence saying where it was read; ``configmap`` / ``namespace``: the
-    MIG Manager ConfigMap it is (or stands for), to print the ``kubectl get configmap`` command that shows it."""
-
-    text: str
-    where: str
-    configmap: str = ""
-    namespace: str = ""
-
-
-def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
-    """The sentence a runbook prints for the MIG Manager ConfigMap ``namespace/name`` it read. Without a custom
-    ConfigMap, GPU Operator v26.3 and later let MIG Manager generate each node's configs from its GPUs (published
-    as ConfigMap ``<node>-mig-config``) and keep ``default-mig-parted-config`` as the fallback (NVIDIA/gpu-operator
-    controllers/object_controls.go @a22dbf67; NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go ``setupMigConfig``
-    @bd7160f4)."""
-    if custom:
-        return f"the cluster's MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy spec.migManager.config.name)"
-    return (
-        f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
-        "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
-        "<node>-mig-config, and uses this set only when that fails)"
-    )
-
-
 @dataclass
 class Capabilities:
     """What the metrics backend actually exposes (the metric preflight)."""
@@ -446,63 +418,117 @@ class Source(ABC):
     def _diag_report(self, node: str) -> str | None:
         return None
 
-    # ---- what only some backends have ---------------------------------------------------------
-    # Domains ask the source for these instead of checking which backend it is. Each default raises
-    # NotProvided (a SourceError, so a runbook step shows its hint and the run is INCOMPLETE); a
-    # backend that has the data overrides it. Callers for which the data is optional catch NotProvided.
-    def operator_objects(self, namespace: str) -> dict:
-        """The GPU Operator's raw objects: ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of
-        any namespace, at least the operator's], "nodes": [...], "namespaces": {name: labels}}`` (items of
-        ``kubectl get ... -o json``); :func:`gpulib.gpu_operator.state.state_from_objects` turns them into state."""
-        raise NotProvided(
-            f"GPU Operator objects are not available from this source ({self.describe()})",
-            hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
-        )
+    # ---- generic access: raw objects and PromQL -------------------------------------------------
+    # What only some backends have is asked through these two methods, never through a method per domain: the
+    # domains turn the raw objects into results (gpulib.gpu_operator.operator_objects, gpulib.mig.current_mig_config,
+    # gpulib.fleet.pod_specs_from, gpulib.vllm.vllm_metrics). A backend without the data raises NotProvided (a
+    # SourceError, so a runbook step shows its hint and the run is INCOMPLETE); callers for which the data is
+    # optional catch it.
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Raw objects of ``kind`` (one of :data:`OBJECT_KINDS`), as the items of ``kubectl get <kind> -o json``:
+        of ``namespace`` for a namespaced kind (None: every namespace; :data:`NAMESPACE_REQUIRED` need one), the
+        Namespace named ``namespace`` for ``namespaces``; a cluster-scoped kind ignores it. NotProvided (with the
+        kind's hint) where the source does not hold them."""
+        from gpulib.core import validate
 
-    def pod_objects(self) -> list[dict]:
-        """Raw Pod objects of every namespace (the items of ``kubectl get pods -A -o json``), with their specs."""
-        raise NotProvided(
-            f"Pod specs are not available from this source ({self.describe()})",
-            hint="use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs",
-        )
+        validate.one_of(kind, OBJECT_KINDS, param="kind")
+        if namespace not in (None, ""):
+            namespace = validate.namespace(namespace)
+        elif kind in NAMESPACE_REQUIRED:
+            raise InvalidParameter(f"objects({kind!r}) needs a namespace")
+        else:
+            namespace = None
+        return self._objects(kind, namespace)
 
-    def instant_query(self, promql: str) -> list[dict]:
-        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]``."""
+    def _objects(self, kind: str, namespace: str | None) -> list[dict]:
+        subject, hint = OBJECT_KINDS[kind]
+        raise NotProvided(f"{subject} not available from this source ({self.describe()})", hint=hint)
+
+    def query(self, promql: str) -> list[dict]:
+        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]`` (a range
+        selector such as ``{__name__=~"vllm:.+"}[3600s]``: ``[{"metric": {labels}, "values": [[t, "v"], ...]}]``)."""
         raise NotProvided(
             f"PromQL queries are not available from this source ({self.describe()})",
             hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
-        )
-
-    def app_series(self, family: str, window: timedelta) -> list[tuple[str, dict[str, str], np.ndarray]]:
-        """Simulated application series of ``family`` (``"vllm"``: vLLM's ``vllm:*`` series) over ``window``
-        before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""
-        raise NotProvided(
-            f"no simulated {family} series in this source ({self.describe()})",
-            hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL",
-        )
-
-    def current_mig_config(self, namespace: str = "gpu-operator") -> MigConfigInUse:
-        """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
-        ``spec.migManager.config.name`` names, else the GPU Operator's ``default-mig-parted-config``, in the
-        operator namespace ``namespace`` (NVIDIA/gpu-operator ``api/nvidia/v1/clusterpolicy_types.go``
-        ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67).
-        The default raises NotProvided; :func:`gpulib.mig.parted_merge.configs_in_use` then falls back to
-        mig-parted's default set and says so."""
-        from gpulib.core import validate
-
-        return self._current_mig_config(validate.namespace(namespace, param="operator_namespace"))
-
-    def _current_mig_config(self, namespace: str) -> MigConfigInUse:
-        raise NotProvided(
-            f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
-            hint="use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
-            "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
         )
 
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
         source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
         return None
+
+
+#: the object kinds :meth:`Source.objects` knows: what a backend without them says, and the hint
+OBJECT_KINDS = {
+    "pods": (
+        "Pod specs are",
+        "use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs",
+    ),
+    "nodes": (
+        "Node objects are",
+        "use source='live' (Kubernetes API) or a snapshot with nodes.json",
+    ),
+    "daemonsets": (
+        "DaemonSet objects are",
+        "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+    ),
+    "clusterpolicies": (
+        "ClusterPolicy objects are",
+        "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+    ),
+    "namespaces": (
+        "Namespace objects are",
+        "use source='live' (Kubernetes API)",
+    ),
+    # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
+    # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
+    "mig-parted-config": (
+        "the MIG Manager ConfigMap is",
+        "use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
+        "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
+    ),
+}
+
+#: the kinds asked of one namespace only (the Namespace itself; the operator's DaemonSets and MIG Manager ConfigMap)
+NAMESPACE_REQUIRED = ("namespaces", "daemonsets", "mig-parted-config")
+
+#: the annotation of a ``mig-parted-config`` object that says where the backend read it (a sentence)
+WHERE_ANNOTATION = "gpulib/read-from"
+
+#: the public names of :class:`Source` (``name`` the backend's), the whole interface: the questions every runbook
+#: asks (DCGM series and summaries, nodes, pods, GPUs, the metric preflight, a node's text evidence) and generic
+#: access to raw objects and PromQL. A domain's reader is a function of its domain over these
+#: (``tests/sources/test_base.py`` holds every backend to this list)
+PUBLIC_METHODS = (
+    "name",
+    "end",
+    "describe",
+    "known_nodes",
+    "series",
+    "summary",
+    "last_seen",
+    "nodes",
+    "pods",
+    "gpus",
+    "preflight",
+    "kernel_log",
+    "smi_query",
+    "diag_report",
+    "objects",
+    "query",
+    "kube_cluster",
+)
+
+
+def mig_parted_object(text: str, name: str, namespace: str, where: str) -> dict:
+    """The ``mig-parted-config`` object of :meth:`Source.objects`: ConfigMap ``namespace/name`` holding ``text`` as
+    its ``config.yaml``, annotated with where it was read."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {WHERE_ANNOTATION: where}},
+        "data": {"config.yaml": text},
+    }
 
 
 def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:
