@@ -144,3 +144,18 @@ def test_the_runbook_connect_step_uses_the_same_rules(tmp_path, monkeypatch):
     assert top.title.startswith("Runbook incomplete: bad parameter") and top.sop_step.startswith(
         "Correct the parameter"
     )
+
+
+def test_choose_source_is_the_only_mapping_of_snapshot_dir(tmp_path, monkeypatch):
+    """The ``snapshot_dir`` parameter reaches the snapshot backend only through choose_source/connect_kwargs (as
+    ``path=``); gpulib.connect passes keywords to the backend as they are and maps nothing itself."""
+    import gpulib
+    from gpulib.core.errors import SnapshotError
+    from gpulib.runbook import Runbook
+
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    rb = Runbook("fleet_overview", source="snapshot", snapshot_dir=str(tmp_path))
+    assert rb.src is not None and rb.src.path == tmp_path.resolve() and not rb.usage_errors
+    assert gpulib.connect("snapshot", path=tmp_path).path == tmp_path
+    with pytest.raises(SnapshotError, match="path="):
+        gpulib.connect("snapshot", snapshot_dir=str(tmp_path))

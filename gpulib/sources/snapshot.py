@@ -43,6 +43,11 @@ class SnapshotSource(Source):
 
     def __init__(self, path: str | Path | None = None, *, end: datetime | str | None = None, **_ignored):
         if path in (None, ""):
+            if _ignored.get("snapshot_dir"):  # the notebook parameter: gpulib.inspection.choose_source maps it
+                raise SnapshotError(
+                    "connect('snapshot') takes the folder as path=, not snapshot_dir= (a run's snapshot_dir "
+                    "parameter is mapped by gpulib.inspection.choose_source)"
+                )
             raise SnapshotError("source='snapshot' needs a folder: pass snapshot_dir / --source snapshot DIR")
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
