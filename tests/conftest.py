@@ -86,11 +86,12 @@ def live_env(prometheus, tmp_path, monkeypatch):
     for var in ("NO_PROXY", "no_proxy"):
         monkeypatch.setenv(var, ",".join(filter(None, [os.environ.get(var, ""), "127.0.0.1"])))
     import gpulib
+    from gpulib.mig import current_mig_config
 
     # the MIG Manager ConfigMap the fixture ClusterPolicy names holds what the demo's does (its nodes' layouts)
     mig_cm = {
         "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
-        "data": {"config.yaml": gpulib.connect("demo", end=DEMO_END).current_mig_config().text},
+        "data": {"config.yaml": current_mig_config(gpulib.connect("demo", end=DEMO_END)).text},
     }
     double = start_k8s_double(
         tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"], configmaps=[mig_cm]

@@ -186,3 +186,18 @@ def test_a_run_kernel_gets_its_notebooks_parameters(tmp_path, monkeypatch):
     engine.execute(info, {}, tmp_path / "out", progress=False, summary=False)
     assert json.loads(seen[PARAMS_ENV])["notebook"] == "planted"
     assert [p[0] for p in json.loads(seen[PARAMS_ENV])["params"]] == [p.name for p in info.params]
+
+
+def test_choose_source_is_the_only_mapping_of_snapshot_dir(tmp_path, monkeypatch):
+    """The ``snapshot_dir`` parameter reaches the snapshot backend only through choose_source/connect_kwargs (as
+    ``path=``); gpulib.connect passes keywords to the backend as they are and maps nothing itself."""
+    import gpulib
+    from gpulib.core.errors import SnapshotError
+    from gpulib.runbook import Runbook
+
+    monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
+    rb = Runbook("fleet_overview", source="snapshot", snapshot_dir=str(tmp_path))
+    assert rb.src is not None and rb.src.path == tmp_path.resolve() and not rb.usage_errors
+    assert gpulib.connect("snapshot", path=tmp_path).path == tmp_path
+    with pytest.raises(SnapshotError, match="path="):
+        gpulib.connect("snapshot", snapshot_dir=str(tmp_path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from gpulib.sources.base import Source, summarise_frame
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
 TARGET_POINTS = 720
+
+#: the PromQL the demo answers (:meth:`DemoSource.query`): every sample of its simulated vllm: series in a window
+_VLLM_RANGE = re.compile(r'\{__name__=~"vllm:\.\+"\}\[(\d+)s\]')
 
 
 class DemoSource(Source):
@@ -110,15 +114,34 @@ class DemoSource(Source):
             return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
 
-    def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
+    def _operator_objects(self, namespace: str | None = "gpu-operator") -> dict:
         from gpulib.demo.operator_objects import demo_objects
 
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
-    def operator_objects(self, namespace: str = "gpu-operator") -> dict:
-        return self._operator_objects(namespace)
+    #: the key of each object kind in the demo's GPU Operator objects
+    #: (:func:`gpulib.demo.operator_objects.demo_objects`)
+    _OPERATOR_KINDS = {"daemonsets": "daemonsets", "clusterpolicies": "cluster_policies", "nodes": "nodes"}
 
-    def _current_mig_config(self, namespace):
+    def _objects(self, kind, namespace):
+        """The simulated cluster's objects. Its GPU Operator is installed in the namespace asked about (a
+        cluster-scoped ClusterPolicy names it in ``status.namespace``); ``pods`` of every namespace are the
+        workloads', of one namespace the operator's operand pods there."""
+        if kind == "pods" and namespace is None:
+            return list(self.sim.pods_json().get("items", []))
+        if kind == "mig-parted-config":
+            return [self._mig_parted_config(namespace)]
+        objs = self._operator_objects(namespace)
+        if kind == "pods":
+            return [p for p in objs["pods"] if (p.get("metadata") or {}).get("namespace") == namespace]
+        if kind == "namespaces":
+            labels = objs["namespaces"].get(namespace)
+            if labels is None:
+                return []
+            return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]
+        return objs[self._OPERATOR_KINDS[kind]]
+
+    def _mig_parted_config(self, namespace):
         """mig-parted's default set plus each demo MIG node's current layout, as the GPU Operator's custom
         ConfigMap ``custom-mig-config`` (ClusterPolicy ``spec.migManager.config.name``) would hold it."""
         from collections import Counter
@@ -126,7 +149,7 @@ class DemoSource(Source):
         import yaml
 
         from gpulib.mig import default_configs
-        from gpulib.sources.base import MigConfigInUse
+        from gpulib.sources.base import mig_parted_object
 
         doc = default_configs()
         for spec in self.sim.node_specs:
@@ -135,12 +158,12 @@ class DemoSource(Source):
                 doc["mig-configs"][mig["config"]] = [
                     {"devices": "all", "mig-enabled": True, "mig-devices": dict(Counter(mig["layout"]))}
                 ]
-        return MigConfigInUse(
+        return mig_parted_object(
             yaml.safe_dump(doc, sort_keys=False),
-            f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
-            "default set plus each demo MIG node's current layout)",
             "custom-mig-config",
             namespace,
+            f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
+            "default set plus each demo MIG node's current layout)",
         )
 
     def _pods(self):
@@ -193,13 +216,18 @@ class DemoSource(Source):
     def pods_json(self) -> dict:
         return self.sim.pods_json()
 
-    def pod_objects(self) -> list[dict]:
-        return list(self.sim.pods_json().get("items", []))
-
-    def app_series(self, family, window):
-        if family != "vllm":
-            return super().app_series(family, window)
+    def query(self, promql):
+        """The one PromQL form the demo answers: a range selector over its simulated ``vllm:`` series,
+        ``{__name__=~"vllm:.+"}[<seconds>s]`` (every sample of the window, as Prometheus returns a range vector
+        from an instant query); any other query raises NotProvided like a source without PromQL."""
+        m = _VLLM_RANGE.fullmatch(promql.strip())
+        if m is None:
+            return super().query(promql)
         from gpulib.demo.vllm_series import demo_vllm_series
 
         end = self.end.timestamp()
-        return demo_vllm_series(self.sim, self.sim.grid(end - window.total_seconds(), end, self.sim.scrape_interval))
+        t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)
+        return [
+            {"metric": {"__name__": name, **labels}, "values": [[float(ts), str(v)] for ts, v in zip(t, values)]}
+            for name, labels, values in demo_vllm_series(self.sim, t)
+        ]

@@ -1,8 +1,9 @@
 """Simulated ``vllm:`` series of the demo fleet's vLLM pods: what vLLM's ``/metrics`` would export for them
 (running / waiting requests, KV-cache usage, preemptions, TTFT and end-to-end latency histograms).
 
-Served through the Source interface: :meth:`gpulib.demo.source.DemoSource.app_series` (``app_series("vllm",
-window)``, read by :func:`gpulib.vllm.live.vllm_metrics` when the source has no PromQL), ``series()`` /
+Served through the Source interface: :meth:`gpulib.demo.source.DemoSource.query` (the range selector
+``{__name__=~"vllm:.+"}[<window>s]`` that :func:`gpulib.vllm.live.vllm_metrics` asks where the source cannot
+evaluate its aggregates), ``series()`` /
 ``summary()`` of a ``vllm:`` field, and the OpenMetrics backfill of :mod:`gpulib.demo.metrics`. The vLLM
 domain itself knows nothing of them.
 """

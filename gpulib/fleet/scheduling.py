@@ -315,8 +315,8 @@ def check_scheduling(
 
 
 def pod_specs_from(src) -> list[dict]:
-    """Raw Pod objects from a source when it has them (:meth:`gpulib.sources.base.Source.pod_objects`), else []."""
+    """Raw Pod objects of every namespace from a source when it has them (``src.objects("pods")``), else []."""
     try:
-        return list(src.pod_objects())
+        return list(src.objects("pods"))
     except NotProvided:
         return []

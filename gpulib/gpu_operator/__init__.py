@@ -32,6 +32,7 @@ _EXPORTS = {
     "install_plan": "plan",
     "manifest_text": "view",
     "node_table": "pre_install",
+    "operator_objects": "state",
     "operator_state": "state",
     "plan_text": "view",
     "preflight": "pre_install",

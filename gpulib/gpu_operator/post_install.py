@@ -426,7 +426,7 @@ def dcgm_presence(src, window: str | None = None) -> tuple[pd.DataFrame | None, 
     except EmptyResult:
         last = None
     try:  # the exporter's scrape health, where the source can run PromQL (NotProvided is a SourceError)
-        up = src.instant_query('up{job=~".*dcgm.*"}') or None
+        up = src.query('up{job=~".*dcgm.*"}') or None
     except SourceError:
         up = None
     return last, up

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from gpulib.core.errors import KubernetesError, NotProvided
 from gpulib.gpu_operator.knowledge import setting
 from gpulib.kube.frames import daemonsets_frame
 
@@ -45,10 +46,51 @@ def collect_state(kube, namespace: str | None = None) -> dict:
     return state_from_objects(kube.operator_objects(ns), ns)
 
 
+def operator_objects(src, namespace: str) -> dict:
+    """The GPU Operator's raw objects from a source's generic :meth:`~gpulib.sources.base.Source.objects`:
+    ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of the namespace], "nodes": [...],
+    "namespaces": {name: labels}}``, the shape :func:`state_from_objects` reads (and
+    :meth:`gpulib.kube.client.KubeCluster.operator_objects` returns). ClusterPolicies are none when the CRD is not
+    served (404), the namespace's labels left out when they cannot be read; pods and nodes the source lacks are
+    none. NotProvided where the source holds neither DaemonSets nor ClusterPolicies."""
+    try:
+        policies = src.objects("clusterpolicies", namespace)
+    except NotProvided:
+        policies = None
+    except KubernetesError as exc:
+        if exc.status != 404:
+            raise
+        policies = []
+    try:
+        namespaces = {
+            (o.get("metadata") or {}).get("name", namespace): dict((o.get("metadata") or {}).get("labels") or {})
+            for o in src.objects("namespaces", namespace)
+        }
+    except (NotProvided, KubernetesError):
+        namespaces = {}
+    try:
+        daemonsets = src.objects("daemonsets", namespace)
+    except NotProvided:
+        daemonsets = None
+    if policies is None and daemonsets is None:
+        raise NotProvided(
+            f"GPU Operator objects are not available from this source ({src.describe()})",
+            hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+        )
+    out = {"daemonsets": daemonsets or [], "cluster_policies": policies or []}
+    for kind in ("pods", "nodes"):
+        try:
+            out[kind] = src.objects(kind, namespace if kind == "pods" else None)
+        except NotProvided:
+            out[kind] = []
+    out["namespaces"] = namespaces
+    return out
+
+
 def operator_state(src, namespace: str | None = None) -> dict:
-    """Operator state from a source's raw objects (:meth:`gpulib.sources.base.Source.operator_objects`):
+    """Operator state from a source's raw objects (:func:`operator_objects`):
     ``{"daemonsets":
     DataFrame, "cluster_policy": dict | None, "pods": [pod objects in the namespace], "namespace_labels": dict | None,
     "runtimes": {node: runtime}}``. Raises SourceError (with a hint) where the source has no operator objects."""
     ns = namespace or setting("namespace")
-    return state_from_objects(src.operator_objects(ns), ns)
+    return state_from_objects(operator_objects(src, ns), ns)

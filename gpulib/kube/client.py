@@ -353,8 +353,8 @@ class KubeCluster:
         return text, name, custom
 
     def operator_objects(self, namespace: str) -> dict:
-        """The GPU Operator's raw objects as :meth:`gpulib.sources.base.Source.operator_objects` returns them:
-        DaemonSets and pods of ``namespace``, ClusterPolicies (none when the CRD is not served), nodes, and the
+        """The GPU Operator's raw objects as :func:`gpulib.gpu_operator.operator_objects` assembles them from a
+        source: DaemonSets and pods of ``namespace``, ClusterPolicies (none when the CRD is not served), nodes, and the
         namespace's labels (left out when they cannot be read)."""
         try:
             policies = self.list_cluster_policies()["items"]
@@ -445,7 +445,7 @@ class KubeCluster:
         try:
             text = self.mig_parted_config(operator_namespace)[0]
         except MalformedKubernetesObject:
-            pass  # the snapshot then has no MIG config and says so (Source.current_mig_config)
+            pass  # the snapshot then has no MIG config and says so (gpulib.mig.current_mig_config)
         except KubernetesError as exc:
             if exc.status not in (403, 404):
                 raise

@@ -444,6 +444,21 @@ def mig_parted_configmap(cluster_policies: list[dict]) -> tuple[str, bool]:
         ) from None
 
 
+def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
+    """The sentence a runbook prints for the MIG Manager ConfigMap ``namespace/name`` it read. Without a custom
+    ConfigMap, GPU Operator v26.3 and later let MIG Manager generate each node's configs from its GPUs (published
+    as ConfigMap ``<node>-mig-config``) and keep ``default-mig-parted-config`` as the fallback (NVIDIA/gpu-operator
+    controllers/object_controls.go @a22dbf67; NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go ``setupMigConfig``
+    @bd7160f4)."""
+    if custom:
+        return f"the cluster's MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy spec.migManager.config.name)"
+    return (
+        f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
+        "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
+        "<node>-mig-config, and uses this set only when that fails)"
+    )
+
+
 def configmap_config_yaml(configmap: dict) -> str | None:
     """The ``config.yaml`` key of a MIG Manager ConfigMap object, or None when it has none."""
     text = ((configmap or {}).get("data") or {}).get(MIG_PARTED_CONFIG_KEY)

@@ -20,12 +20,12 @@ GPU node (the scheduling checks and the cost report both read it); agents are ex
 
 from __future__ import annotations
 
-import shlex
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.sop import sop
 
 __all__ = [
     "REQUEST_LIMIT_COLUMNS",
@@ -196,6 +196,7 @@ def request_limit_findings(
         ns, pod, c = r["namespace"], r["pod"], r["container"]
         where = f"{ns}/{pod}" + (f" container {c}" if c else "")
         key = (ns, pod)
+        s = sop("kube_sop", "request_limit", detail=r["detail"], resource=r["resource"], ns=ns, pod=pod)
         out.append(
             Finding(
                 Severity.CRITICAL,
@@ -203,17 +204,14 @@ def request_limit_findings(
                 category="scheduling",
                 node=str(r["node"]) or None,
                 runbook=runbook,
-                summary="The API server rejects this pod spec (Invalid): " + r["detail"] + ".",
+                summary=s.summary,
                 evidence=[
                     f"{r['resource']}: request {'none' if r['request'] is None else r['request']}, "
                     f"limit {'none' if r['limit'] is None else r['limit']}"
                 ]
                 + list((evidence or {}).get(key, [])),
-                sop_step=f"Set only limits: {{{r['resource']}: <whole number>}} (requests default to the limit); "
-                "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
-                commands=[
-                    f"kubectl -n {shlex.quote(ns)} get pod {shlex.quote(pod)} -o jsonpath='{{.spec.containers[*].resources}}'"
-                ],
+                sop_step=s.sop_step,
+                commands=s.commands,
                 data={
                     "check": "request_limit",
                     "action": "fix_limits",

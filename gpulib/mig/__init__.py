@@ -53,6 +53,8 @@ _EXPORTS = {
     "safe_config": "parted_merge",
     "config_for_cluster": "parted_merge",
     "configs_in_use": "parted_merge",
+    "current_mig_config": "parted_merge",
+    "MigConfigInUse": "parted_merge",
     "ConfigsInUse": "parted_merge",
     "schema_problems": "parted_merge",
     "default_configs": "parted_merge",

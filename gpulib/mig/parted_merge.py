@@ -6,7 +6,7 @@ node's ``nvidia.com/mig.config`` label. A generated file holding only the plan's
 node labelled ``all-disabled`` (or with its current layout) pointing at a name that no longer exists. So:
 
 * :func:`merge_configs` starts from the configs in use (the cluster's ConfigMap via
-  :meth:`gpulib.sources.base.Source.current_mig_config`, or mig-parted's default set shipped as
+  :func:`current_mig_config`, or mig-parted's default set shipped as
   ``gpulib/data/mig/mig_parted_default_config.yaml``) and adds the plan's configs;
 * :func:`schema_problems` checks the document against mig-parted's own parser rules
   (NVIDIA/mig-parted ``api/spec/v1/spec.go`` @bd7160f4: ``Spec.UnmarshalJSON`` and
@@ -207,6 +207,39 @@ def safe_config(
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+@dataclass(frozen=True)
+class MigConfigInUse:
+    """The mig-parted ``config.yaml`` MIG Manager applies now (:func:`current_mig_config`).
+
+    ``text``: the document; ``where``: a sentence saying where it was read; ``configmap`` / ``namespace``: the
+    MIG Manager ConfigMap it is (or stands for), to print the ``kubectl get configmap`` command that shows it."""
+
+    text: str
+    where: str
+    configmap: str = ""
+    namespace: str = ""
+
+
+def current_mig_config(src, namespace: str = "gpu-operator") -> MigConfigInUse:
+    """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
+    ``spec.migManager.config.name`` names, else the GPU Operator's ``default-mig-parted-config``, in the
+    operator namespace ``namespace`` (NVIDIA/gpu-operator ``api/nvidia/v1/clusterpolicy_types.go``
+    ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67),
+    read through the source's ``objects("mig-parted-config", namespace)``. NotProvided where the source does not
+    hold it; :func:`configs_in_use` then falls back to mig-parted's default set and says so."""
+    from gpulib.sources.base import WHERE_ANNOTATION
+
+    ns = validate.namespace(namespace, param="operator_namespace")
+    (cm,) = src.objects("mig-parted-config", ns)
+    meta = cm.get("metadata") or {}
+    return MigConfigInUse(
+        cm["data"]["config.yaml"],
+        (meta.get("annotations") or {}).get(WHERE_ANNOTATION, ""),
+        meta.get("name", ""),
+        meta.get("namespace", ns),
+    )
+
+
 @dataclass
 class ConfigsInUse:
     """Step "MIG Manager configs in use": the base the generated config merges into (``text``; None: mig-parted's
@@ -301,7 +334,7 @@ def check_commands(namespace: str) -> list[str]:
 
 def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-operator") -> ConfigsInUse:
     """Where the generated config's base comes from: the file ``current_config_path`` (the MIG Manager ConfigMap's
-    config.yaml) when given, else the source's MIG Manager ConfigMap (:meth:`Source.current_mig_config`), else
+    config.yaml) when given, else the source's MIG Manager ConfigMap (:func:`current_mig_config`), else
     mig-parted's default set. The fallback is never silent: the result says so, lists the commands to check the
     cluster's ConfigMap, and keeps the error when the ConfigMap exists but could not be read (403, 5xx)."""
     ns = validate.namespace(namespace, param="operator_namespace")
@@ -312,7 +345,7 @@ def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-ope
         return ConfigsInUse(p.read_text(), f"the configs in {current_config_path} (current_mig_config)", namespace=ns)
     default = "mig-parted's default config set (gpulib/data/mig/mig_parted_default_config.yaml)"
     try:
-        cur = src.current_mig_config(ns)
+        cur = current_mig_config(src, ns)
     except NotProvided as exc:
         return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
     except KubernetesError as exc:

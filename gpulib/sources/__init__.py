@@ -13,9 +13,9 @@ __all__ = ["connect", "Source", "Capabilities", "available", "capabilities_from"
 
 
 def connect(source: str = "demo", **kwargs) -> Source:
-    """Open a source by name; keyword arguments go to the backend's constructor."""
+    """Open a source by name; keyword arguments go to the backend's constructor as they are (a snapshot's folder
+    is ``path=``). A run's ``source`` / ``snapshot_dir`` parameters are mapped to these by the one source mapping,
+    :func:`gpulib.inspection.choose_source` and its ``connect_kwargs``."""
     if isinstance(source, Source):
         return source
-    if source == "snapshot" and "path" not in kwargs:
-        kwargs["path"] = kwargs.pop("snapshot_dir", None)
     return get_source_class(source)(**kwargs)

@@ -20,6 +20,7 @@ import pandas as pd
 from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
@@ -37,34 +38,6 @@ IMPORTANT_FIELDS = {
     "DCGM_FI_DEV_XID_ERRORS": "XIDs can only be read from the kernel log",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER",
 }
-
-
-@dataclass(frozen=True)
-class MigConfigInUse:
-    """The mig-parted ``config.yaml`` MIG Manager applies now (:meth:`Source.current_mig_config`).
-
-    ``text``: the document; ``where``: a sentence saying where it was read; ``configmap`` / ``namespace``: the
-    MIG Manager ConfigMap it is (or stands for), to print the ``kubectl get configmap`` command that shows it."""
-
-    text: str
-    where: str
-    configmap: str = ""
-    namespace: str = ""
-
-
-def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
-    """The sentence a runbook prints for the MIG Manager ConfigMap ``namespace/name`` it read. Without a custom
-    ConfigMap, GPU Operator v26.3 and later let MIG Manager generate each node's configs from its GPUs (published
-    as ConfigMap ``<node>-mig-config``) and keep ``default-mig-parted-config`` as the fallback (NVIDIA/gpu-operator
-    controllers/object_controls.go @a22dbf67; NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go ``setupMigConfig``
-    @bd7160f4)."""
-    if custom:
-        return f"the cluster's MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy spec.migManager.config.name)"
-    return (
-        f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
-        "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
-        "<node>-mig-config, and uses this set only when that fails)"
-    )
 
 
 @dataclass
@@ -101,18 +74,15 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     names = set(metrics)
     caps = Capabilities(metrics=names, series=len(label_sets))
     if not names:
+        s = sop("sources_sop", "no_dcgm_metrics")
         caps.findings.append(
             Finding(
                 Severity.CRITICAL,
                 "No DCGM metrics found",
                 category="preflight",
-                summary="The metrics backend holds no DCGM_* series in the window.",
-                sop_step="Check that dcgm-exporter runs on every GPU node and that Prometheus scrapes it.",
-                commands=[
-                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter",
-                    "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide",
-                    'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"',
-                ],
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
             )
         )
         return caps
@@ -138,44 +108,40 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     if "DCGM_FI_DEV_GPU_UTIL" in missing and caps.mig_present and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in names:
         missing.remove("DCGM_FI_DEV_GPU_UTIL")
     if missing:
+        s = sop("sources_sop", "fields_not_exported")
         caps.findings.append(
             Finding(
                 Severity.INFO,
                 f"{len(missing)} useful DCGM field(s) not exported",
                 category="preflight",
-                summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
+                summary=s.summary,
                 evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
-                sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
-                commands=[
-                    "kubectl -n gpu-operator create configmap dcgm-metrics --from-file=dcgm-metrics.csv",
-                    "helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
-                    "--set dcgmExporter.config.name=dcgm-metrics",
-                ],
+                sop_step=s.sop_step,
+                commands=s.commands,
             )
         )
     if caps.pod_label is None:
+        s = sop("sources_sop", "no_pod_labels")
         caps.findings.append(
             Finding(
                 Severity.WARNING,
                 "DCGM series carry no pod labels",
                 category="preflight",
-                summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
-                sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
-                "and mount the kubelet pod-resources socket.",
-                commands=[
-                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"
-                ],
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
             )
         )
     elif caps.pod_label == "exported_pod":
+        s = sop("sources_sop", "exported_pod_labels")
         caps.findings.append(
             Finding(
                 Severity.INFO,
                 "Workload labels arrive as exported_pod/exported_namespace",
                 category="preflight",
                 confidence=1.0,
-                summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
-                sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor.",
+                summary=s.summary,
+                sop_step=s.sop_step,
             )
         )
     if caps.host_label == "Hostname":
@@ -184,7 +150,7 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 Severity.INFO,
                 "Host label is 'Hostname' (dcgm-exporter before PR #655)",
                 category="preflight",
-                summary="Newer exporters write 'hostname'; queries here accept both.",
+                summary=sop("sources_sop", "old_host_label").summary,
             )
         )
     return caps
@@ -452,63 +418,117 @@ class Source(ABC):
     def _diag_report(self, node: str) -> str | None:
         return None
 
-    # ---- what only some backends have ---------------------------------------------------------
-    # Domains ask the source for these instead of checking which backend it is. Each default raises
-    # NotProvided (a SourceError, so a runbook step shows its hint and the run is INCOMPLETE); a
-    # backend that has the data overrides it. Callers for which the data is optional catch NotProvided.
-    def operator_objects(self, namespace: str) -> dict:
-        """The GPU Operator's raw objects: ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of
-        any namespace, at least the operator's], "nodes": [...], "namespaces": {name: labels}}`` (items of
-        ``kubectl get ... -o json``); :func:`gpulib.gpu_operator.state.state_from_objects` turns them into state."""
-        raise NotProvided(
-            f"GPU Operator objects are not available from this source ({self.describe()})",
-            hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
-        )
+    # ---- generic access: raw objects and PromQL -------------------------------------------------
+    # What only some backends have is asked through these two methods, never through a method per domain: the
+    # domains turn the raw objects into results (gpulib.gpu_operator.operator_objects, gpulib.mig.current_mig_config,
+    # gpulib.fleet.pod_specs_from, gpulib.vllm.vllm_metrics). A backend without the data raises NotProvided (a
+    # SourceError, so a runbook step shows its hint and the run is INCOMPLETE); callers for which the data is
+    # optional catch it.
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Raw objects of ``kind`` (one of :data:`OBJECT_KINDS`), as the items of ``kubectl get <kind> -o json``:
+        of ``namespace`` for a namespaced kind (None: every namespace; :data:`NAMESPACE_REQUIRED` need one), the
+        Namespace named ``namespace`` for ``namespaces``; a cluster-scoped kind ignores it. NotProvided (with the
+        kind's hint) where the source does not hold them."""
+        from gpulib.core import validate
 
-    def pod_objects(self) -> list[dict]:
-        """Raw Pod objects of every namespace (the items of ``kubectl get pods -A -o json``), with their specs."""
-        raise NotProvided(
-            f"Pod specs are not available from this source ({self.describe()})",
-            hint="use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs",
-        )
+        validate.one_of(kind, OBJECT_KINDS, param="kind")
+        if namespace not in (None, ""):
+            namespace = validate.namespace(namespace)
+        elif kind in NAMESPACE_REQUIRED:
+            raise InvalidParameter(f"objects({kind!r}) needs a namespace")
+        else:
+            namespace = None
+        return self._objects(kind, namespace)
 
-    def instant_query(self, promql: str) -> list[dict]:
-        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]``."""
+    def _objects(self, kind: str, namespace: str | None) -> list[dict]:
+        subject, hint = OBJECT_KINDS[kind]
+        raise NotProvided(f"{subject} not available from this source ({self.describe()})", hint=hint)
+
+    def query(self, promql: str) -> list[dict]:
+        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]`` (a range
+        selector such as ``{__name__=~"vllm:.+"}[3600s]``: ``[{"metric": {labels}, "values": [[t, "v"], ...]}]``)."""
         raise NotProvided(
             f"PromQL queries are not available from this source ({self.describe()})",
             hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
-        )
-
-    def app_series(self, family: str, window: timedelta) -> list[tuple[str, dict[str, str], np.ndarray]]:
-        """Simulated application series of ``family`` (``"vllm"``: vLLM's ``vllm:*`` series) over ``window``
-        before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""
-        raise NotProvided(
-            f"no simulated {family} series in this source ({self.describe()})",
-            hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL",
-        )
-
-    def current_mig_config(self, namespace: str = "gpu-operator") -> MigConfigInUse:
-        """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
-        ``spec.migManager.config.name`` names, else the GPU Operator's ``default-mig-parted-config``, in the
-        operator namespace ``namespace`` (NVIDIA/gpu-operator ``api/nvidia/v1/clusterpolicy_types.go``
-        ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67).
-        The default raises NotProvided; :func:`gpulib.mig.parted_merge.configs_in_use` then falls back to
-        mig-parted's default set and says so."""
-        from gpulib.core import validate
-
-        return self._current_mig_config(validate.namespace(namespace, param="operator_namespace"))
-
-    def _current_mig_config(self, namespace: str) -> MigConfigInUse:
-        raise NotProvided(
-            f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
-            hint="use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
-            "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
         )
 
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
         source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
         return None
+
+
+#: the object kinds :meth:`Source.objects` knows: what a backend without them says, and the hint
+OBJECT_KINDS = {
+    "pods": (
+        "Pod specs are",
+        "use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs",
+    ),
+    "nodes": (
+        "Node objects are",
+        "use source='live' (Kubernetes API) or a snapshot with nodes.json",
+    ),
+    "daemonsets": (
+        "DaemonSet objects are",
+        "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+    ),
+    "clusterpolicies": (
+        "ClusterPolicy objects are",
+        "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+    ),
+    "namespaces": (
+        "Namespace objects are",
+        "use source='live' (Kubernetes API)",
+    ),
+    # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
+    # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
+    "mig-parted-config": (
+        "the MIG Manager ConfigMap is",
+        "use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
+        "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
+    ),
+}
+
+#: the kinds asked of one namespace only (the Namespace itself; the operator's DaemonSets and MIG Manager ConfigMap)
+NAMESPACE_REQUIRED = ("namespaces", "daemonsets", "mig-parted-config")
+
+#: the annotation of a ``mig-parted-config`` object that says where the backend read it (a sentence)
+WHERE_ANNOTATION = "gpulib/read-from"
+
+#: the public names of :class:`Source` (``name`` the backend's), the whole interface: the questions every runbook
+#: asks (DCGM series and summaries, nodes, pods, GPUs, the metric preflight, a node's text evidence) and generic
+#: access to raw objects and PromQL. A domain's reader is a function of its domain over these
+#: (``tests/sources/test_base.py`` holds every backend to this list)
+PUBLIC_METHODS = (
+    "name",
+    "end",
+    "describe",
+    "known_nodes",
+    "series",
+    "summary",
+    "last_seen",
+    "nodes",
+    "pods",
+    "gpus",
+    "preflight",
+    "kernel_log",
+    "smi_query",
+    "diag_report",
+    "objects",
+    "query",
+    "kube_cluster",
+)
+
+
+def mig_parted_object(text: str, name: str, namespace: str, where: str) -> dict:
+    """The ``mig-parted-config`` object of :meth:`Source.objects`: ConfigMap ``namespace/name`` holding ``text`` as
+    its ``config.yaml``, annotated with where it was read."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {WHERE_ANNOTATION: where}},
+        "data": {"config.yaml": text},
+    }
 
 
 def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:

@@ -473,24 +473,30 @@ class PrometheusSource(Source):
     def _pods(self):
         return self._require_kube().pods()
 
-    def operator_objects(self, namespace):
-        return self._require_kube().operator_objects(namespace)
+    def _objects(self, kind, namespace):
+        if kind == "pods":
+            if self.kube is None:  # no Kubernetes API configured: Pod specs are optional for their callers
+                return super()._objects(kind, namespace)
+            return list(self.kube.list_pods(namespace).get("items", []))
+        if kind == "mig-parted-config":
+            if self.kube is None and self._kube_factory is None:  # Prometheus only: no Kubernetes API to read it
+                return super()._objects(kind, namespace)
+            from gpulib.kube.frames import mig_configmap_where
+            from gpulib.sources.base import mig_parted_object
 
-    def _current_mig_config(self, namespace):
-        if self.kube is None and self._kube_factory is None:  # Prometheus only: no Kubernetes API to read it from
-            return super()._current_mig_config(namespace)
-        from gpulib.sources.base import MigConfigInUse, mig_configmap_where
-
-        text, name, custom = self._require_kube().mig_parted_config(namespace)
-        return MigConfigInUse(text, mig_configmap_where(namespace, name, custom), name, namespace)
-
-    def pod_objects(self):
-        if self.kube is None:  # no Kubernetes API configured: Pod specs are optional for their callers
-            return super().pod_objects()
-        return list(self.kube.list_pods().get("items", []))
-
-    def instant_query(self, promql):
-        return self.query(promql)
+            text, name, custom = self._require_kube().mig_parted_config(namespace)
+            return [mig_parted_object(text, name, namespace, mig_configmap_where(namespace, name, custom))]
+        kube = self._require_kube()
+        if kind == "nodes":
+            return kube.list_nodes()["items"]
+        if kind == "daemonsets":
+            return kube.list_daemonsets(namespace)["items"]
+        if kind == "clusterpolicies":
+            return kube.list_cluster_policies()["items"]
+        if kind == "namespaces":
+            labels = kube.namespace_labels(namespace)
+            return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]
+        return super()._objects(kind, namespace)
 
     def kube_cluster(self):
         return self.kube

@@ -14,7 +14,7 @@ A folder holding any of:
   dmon's default 1 s apart (``dmon -d``); GPU UUIDs and bus ids come from the node's ``nvidia-smi -q`` file.
 * ``daemonsets.json`` — ``kubectl -n gpu-operator get ds -o json``; ``clusterpolicies.json`` —
   ``kubectl get clusterpolicies.nvidia.com -o json``
-* the mig-parted config MIG Manager uses (:meth:`~gpulib.sources.base.Source.current_mig_config`), either
+* the mig-parted config MIG Manager uses (``objects("mig-parted-config", namespace)``), either
   ``mig-parted-config.yaml`` — ``kubectl -n gpu-operator get configmap <name> -o jsonpath='{.data.config\\.yaml}'``
   — or ``configmaps.json`` — ``kubectl -n gpu-operator get configmap <name> -o json`` (one ConfigMap or a List);
   ``<name>`` is ClusterPolicy ``spec.migManager.config.name``, else ``default-mig-parted-config``
@@ -43,6 +43,11 @@ class SnapshotSource(Source):
 
     def __init__(self, path: str | Path | None = None, *, end: datetime | str | None = None, **_ignored):
         if path in (None, ""):
+            if _ignored.get("snapshot_dir"):  # the notebook parameter: gpulib.inspection.choose_source maps it
+                raise SnapshotError(
+                    "connect('snapshot') takes the folder as path=, not snapshot_dir= (a run's snapshot_dir "
+                    "parameter is mapped by gpulib.inspection.choose_source)"
+                )
             raise SnapshotError("source='snapshot' needs a folder: pass snapshot_dir / --source snapshot DIR")
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
@@ -171,20 +176,28 @@ class SnapshotSource(Source):
 
         return self._frame("pods.json", pods_frame)
 
-    def operator_objects(self, namespace):
-        if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
-            return super().operator_objects(namespace)
-        items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
-        return {
-            "daemonsets": items("daemonsets.json"),
-            "cluster_policies": items("clusterpolicies.json"),
-            "pods": items("pods.json"),
-            "nodes": items("nodes.json"),
-        }
+    #: the file of each object kind (``kubectl get <kind> -o json``)
+    _OBJECT_FILES = {
+        "pods": "pods.json",
+        "nodes": "nodes.json",
+        "daemonsets": "daemonsets.json",
+        "clusterpolicies": "clusterpolicies.json",
+    }
 
-    def _current_mig_config(self, namespace):
-        from gpulib.kube.frames import configmap_config_yaml, mig_parted_configmap
-        from gpulib.sources.base import MigConfigInUse, mig_configmap_where
+    def _objects(self, kind, namespace):
+        if kind == "mig-parted-config":
+            return [self._mig_parted_config(namespace)]
+        name = self._OBJECT_FILES.get(kind)
+        if name is None or not (self.path / name).exists():
+            return super()._objects(kind, namespace)
+        items = self._json(name).get("items", [])
+        if namespace is None or kind in ("nodes", "clusterpolicies"):
+            return items
+        return [o for o in items if ((o or {}).get("metadata") or {}).get("namespace", namespace) == namespace]
+
+    def _mig_parted_config(self, namespace):
+        from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap
+        from gpulib.sources.base import mig_parted_object
 
         policies = (
             self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
@@ -193,11 +206,11 @@ class SnapshotSource(Source):
         f = self.path / "mig-parted-config.yaml"
         if f.exists() or f.is_symlink():
             text = self._read(f).decode("utf-8", errors="replace")
-            return MigConfigInUse(
-                text, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})", name, namespace
+            return mig_parted_object(
+                text, name, namespace, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})"
             )
         if not (self.path / "configmaps.json").exists():
-            return super()._current_mig_config(namespace)
+            return super()._objects("mig-parted-config", namespace)[0]
         doc = self._json("configmaps.json")
         items = doc.get("items", []) if "items" in doc else [doc]
         for cm in items:
@@ -208,11 +221,11 @@ class SnapshotSource(Source):
                     raise SnapshotError(
                         f"{self.path / 'configmaps.json'}: ConfigMap {namespace}/{name} has no config.yaml key"
                     )
-                return MigConfigInUse(
+                return mig_parted_object(
                     text,
-                    f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
                     name,
                     namespace,
+                    f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
                 )
         from gpulib.core.errors import NotProvided
 

@@ -3,8 +3,9 @@ usage, TTFT and end-to-end p99, preemptions; https://docs.vllm.ai/en/latest/usag
 memory and activity of its pods, ending in a scale-up / scale-down / retune verdict (:func:`verdict`; the finding is
 :func:`gpulib.vllm.findings.assess`). Thresholds are ``gpulib/data/vllm/vllm_deploy.csv``.
 
-Without PromQL the check reads the source's ``app_series("vllm", window)`` (the demo backend serves simulated
-``vllm:`` series there, :mod:`gpulib.demo.vllm_series`).
+Where the source cannot evaluate those queries the check asks it for every sample of the window with a range
+selector, ``{__name__=~"vllm:.+"}[<window>s]`` (:data:`RAW_QUERY`; the demo backend answers it with its simulated
+``vllm:`` series, :mod:`gpulib.demo.vllm_series`), and reduces them here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from gpulib.core.errors import EmptyResult, InvalidParameter, NotProvided, SourceError
@@ -21,6 +23,10 @@ from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import promql_string
 
 __all__ = ["Verdict", "histogram_quantile", "vllm_metrics", "verdict", "dcgm_for_pods", "waiting_requests"]
+
+
+#: every sample of the window's vllm: series (a range vector), the fallback where the aggregates are not evaluated
+RAW_QUERY = '{{__name__=~"vllm:.+"}}[{seconds}s]'
 
 
 def _f(key: str) -> float:
@@ -71,7 +77,7 @@ def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.D
         rows = _prometheus_rows(src, _selector(namespace, workload), f"{int(w.total_seconds())}s")
     except NotProvided:
         try:
-            series = src.app_series("vllm", w)
+            series = _raw_series(src, w)
         except NotProvided:
             raise NotProvided(
                 f"source {src.describe()} has no vLLM metrics",
@@ -90,7 +96,7 @@ def _no_series(src, namespace: str, workload: str, window: str, series) -> Excep
     what = f"no vllm: series for pods {workload}-* in namespace {namespace} in the last {window}"
     if series is None:
         q = f"count by (namespace, pod) (last_over_time(vllm:num_requests_running[{int(parse_window(window).total_seconds())}s]))"
-        pods = {(r["metric"].get("namespace", ""), r["metric"].get("pod", "")) for r in src.instant_query(q)}
+        pods = {(r["metric"].get("namespace", ""), r["metric"].get("pod", "")) for r in src.query(q)}
     else:
         pods = {(lab["namespace"], lab["pod"]) for name, lab, _ in series if name == "vllm:num_requests_running"}
     if pods:
@@ -106,6 +112,17 @@ def _no_series(src, namespace: str, workload: str, window: str, series) -> Excep
         hint="no pod exports vllm: series: check that Prometheus scrapes vLLM's /metrics endpoint "
         "(https://docs.vllm.ai/en/latest/usage/metrics.html) in this window",
     )
+
+
+def _raw_series(src, w) -> list[tuple[str, dict[str, str], np.ndarray]]:
+    """``(metric, labels, values)`` of every vllm: series of the window ``w``, values in time order, from the
+    source's answer to :data:`RAW_QUERY`."""
+    result = src.query(RAW_QUERY.format(seconds=int(w.total_seconds())))
+    out = []
+    for r in result:
+        labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
+        out.append((r["metric"].get("__name__", ""), labels, np.array([float(v) for _, v in r["values"]])))
+    return out
 
 
 def _series_rows(series, namespace: str, workload: str) -> list[dict]:
@@ -145,7 +162,7 @@ def _prometheus_rows(src, sel: str, w: str) -> list[dict]:
     }
     per: dict[str, dict] = {}
     for col, q in queries.items():
-        for r in src.instant_query(q):
+        for r in src.query(q):
             pod = r["metric"].get("pod", "")
             per.setdefault(pod, {"pod": pod})[col] = float(r["value"][1])
     return list(per.values())

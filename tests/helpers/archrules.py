@@ -199,7 +199,7 @@ BACKEND_NAME_RULE = 3
 CONNECT_SITES = {"gpulib/inspection.py"}
 #: attributes that only a backend object has (``self.<name> =`` in gpulib/sources/*.py and gpulib/demo/source.py):
 #: reading one by name from any object (``getattr(x, "kube", None)``, ``hasattr(x, "sim")``, or a loop over such
-#: names) is asking which backend it is; the capability is a Source method (``kube_cluster()``, ``app_series()``)
+#: names) is asking which backend it is; the capability is a Source method (``kube_cluster()``, ``objects()``)
 BACKEND_ATTRS = frozenset(
     {"kube", "_kube", "k8s", "sim", "operator_scenario", "prom", "scrape", "scrape_files", "collect_dir"}
 )

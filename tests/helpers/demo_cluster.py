@@ -2,7 +2,7 @@
 
 From the demo source (``gpulib.connect("demo", operator_scenario=...)``): its nodes (as the operator scenario
 leaves them), its workload pods and the GPU Operator's operand pods, DaemonSets, ClusterPolicy and namespace
-labels (``operator_objects()``). Added, because the pods imply them:
+labels (``gpulib.gpu_operator.operator_objects(src, ns)``). Added, because the pods imply them:
 
 * each pod's owner chain from its ``ownerReferences``: a ReplicaSet ``<deployment>-<pod-template-hash>`` and its
   Deployment (the ReplicaSet naming of https://kubernetes.io/docs/concepts/workloads/controllers/deployment/),
@@ -65,11 +65,12 @@ def demo_cluster(scenario: str = "healthy") -> list[dict]:
 
 def _build(scenario: str) -> list[dict]:
     import gpulib
+    from gpulib.gpu_operator import operator_objects
     from tests.helpers.pinned import DEMO_END
 
     src = gpulib.connect("demo", end=DEMO_END, operator_scenario=scenario)
-    op = src.operator_objects()
-    pods = copy.deepcopy(src.pod_objects()) + copy.deepcopy(op["pods"])
+    op = operator_objects(src, "gpu-operator")
+    pods = copy.deepcopy(src.objects("pods")) + copy.deepcopy(op["pods"])
     objects: list[dict] = [dict(n, apiVersion="v1", kind="Node") for n in copy.deepcopy(op["nodes"])]
     objects += [dict(p, apiVersion="v1", kind="Pod") for p in pods]
     objects += [dict(d, apiVersion="apps/v1", kind="DaemonSet") for d in copy.deepcopy(op["daemonsets"])]

@@ -9,6 +9,7 @@ import pytest
 
 import gpulib.kube as k8s
 from gpulib.core.errors import KubeconfigMissing, KubernetesError
+from gpulib.mig import current_mig_config
 from tests.helpers.k8s_double import KubeApiDouble, free_port
 
 FIX = Path(__file__).parents[1] / "fixtures" / "k8s"
@@ -152,10 +153,10 @@ def test_dump_writes_kubectl_shaped_snapshot(k8s_double, tmp_path):
     doc = k8s.read_list(tmp_path / "snap" / "pods.json")
     assert doc["kind"] == "List" and len(doc["items"]) == 11
     assert len(k8s.nodes_frame(k8s.read_list(tmp_path / "snap" / "nodes.json"))) == 6
-    # the snapshot answers current_mig_config() with the ConfigMap the ClusterPolicy names, as the live API does
+    # the snapshot answers current_mig_config(src) with the ConfigMap the ClusterPolicy names, as the live API does
     import gpulib
 
-    cur = gpulib.connect("snapshot", path=tmp_path / "snap").current_mig_config()
+    cur = current_mig_config(gpulib.connect("snapshot", path=tmp_path / "snap"))
     assert cur.text == k8s_double.configmaps[0]["data"]["config.yaml"] and cur.configmap == "default-mig-parted-config"
 
 

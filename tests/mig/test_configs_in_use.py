@@ -1,4 +1,4 @@
-"""The base of a generated mig-parted config is the cluster's MIG Manager ConfigMap (Source.current_mig_config):
+"""The base of a generated mig-parted config is the cluster's MIG Manager ConfigMap (gpulib.mig.current_mig_config):
 the live source reads the ClusterPolicy's ``spec.migManager.config.name`` (NVIDIA/gpu-operator
 api/nvidia/v1/clusterpolicy_types.go ``MIGPartedConfigSpec`` @a22dbf67) and that ConfigMap's ``config.yaml`` through
 the real kubernetes client against the loopback API double; a snapshot reads ``mig-parted-config.yaml`` or
@@ -16,7 +16,7 @@ import yaml
 import gpulib
 import gpulib.mig.plan as mp
 from gpulib.core.errors import KubernetesError, MigConfigRefused, NotProvided
-from gpulib.mig.parted_merge import config_for_cluster, configs_in_use, default_configs
+from gpulib.mig.parted_merge import config_for_cluster, configs_in_use, current_mig_config, default_configs
 from tests.helpers.k8s_double import load_items, start_k8s_double
 
 #: a config only the cluster's ConfigMap defines (not in mig-parted's default set), and the node labelled with it
@@ -65,7 +65,7 @@ def _plan():
 
 
 def test_live_source_reads_the_configmap_the_cluster_policy_names(cluster):
-    cur = _live(cluster).current_mig_config()
+    cur = current_mig_config(_live(cluster))
     assert CUSTOM in yaml.safe_load(cur.text)["mig-configs"]
     assert (cur.configmap, cur.namespace) == (SITE_CM, "gpu-operator")
     assert f"gpu-operator/{SITE_CM}" in cur.where and "spec.migManager.config.name" in cur.where
@@ -80,7 +80,7 @@ def test_default_configmap_when_the_cluster_policy_names_none(tmp_path, monkeypa
     del policies[0]["spec"]["migManager"]["config"]["name"]
     double = start_k8s_double(tmp_path, cluster_policies=policies)
     try:
-        cur = _live(double).current_mig_config()
+        cur = current_mig_config(_live(double))
     finally:
         double.stop()
     assert cur.configmap == "default-mig-parted-config" and "all-balanced" in yaml.safe_load(cur.text)["mig-configs"]
@@ -115,7 +115,7 @@ def test_403_on_the_configmap_is_an_rbac_error_and_a_loud_fallback(cluster):
     )
     live = _live(cluster)
     with pytest.raises(KubernetesError) as e:
-        live.current_mig_config()
+        current_mig_config(live)
     assert e.value.status == 403 and "get configmaps" in str(e.value)
     assert "configmaps in the operator namespace gpu-operator" in e.value.hint
     assert f"kubectl auth can-i get configmaps/{SITE_CM} -n gpu-operator" in e.value.hint
@@ -138,7 +138,7 @@ def test_operator_namespace_is_validated_before_any_request(cluster):
 
     live = _live(cluster)
     with pytest.raises(InvalidParameter, match="operator_namespace"):
-        live.current_mig_config("gpu operator; rm -rf /")
+        current_mig_config(live, "gpu operator; rm -rf /")
     with pytest.raises(InvalidParameter, match="operator_namespace"):
         configs_in_use(live, namespace="Bad_NS")
     assert cluster.requests_to("GET", "/api/v1/namespaces/*/configmaps/*") == []
@@ -149,7 +149,7 @@ def test_snapshot_reads_the_saved_configmap_and_says_so_without_one(tmp_path):
     (tmp_path / "nodes.json").write_text(json.dumps(sim_nodes))
     snap = gpulib.connect("snapshot", path=tmp_path)
     with pytest.raises(NotProvided) as e:
-        snap.current_mig_config()
+        current_mig_config(snap)
     assert "mig-parted-config.yaml" in e.value.hint and "configmaps.json" in e.value.hint
     base = configs_in_use(snap)
     assert base.fallback and base.error is None and "kubectl" in base.note()[0]
@@ -157,13 +157,13 @@ def test_snapshot_reads_the_saved_configmap_and_says_so_without_one(tmp_path):
     cm = copy.deepcopy(load_items("configmaps-gpu-operator.json")[0])
     cm["data"]["config.yaml"] = _site_config()
     (tmp_path / "configmaps.json").write_text(json.dumps(dict(cm, apiVersion="v1", kind="ConfigMap")))
-    cur = gpulib.connect("snapshot", path=tmp_path).current_mig_config()
+    cur = current_mig_config(gpulib.connect("snapshot", path=tmp_path))
     assert CUSTOM in cur.text and "configmaps.json" in cur.where and cur.configmap == "default-mig-parted-config"
     # the config.yaml itself wins (kubectl ... -o jsonpath='{.data.config\.yaml}' > mig-parted-config.yaml)
     (tmp_path / "mig-parted-config.yaml").write_text(
         "version: v1\nmig-configs:\n  only-this:\n    - devices: all\n      mig-enabled: false\n"
     )
-    cur = gpulib.connect("snapshot", path=tmp_path).current_mig_config()
+    cur = current_mig_config(gpulib.connect("snapshot", path=tmp_path))
     assert "only-this" in cur.text and "mig-parted-config.yaml" in cur.where
 
 
@@ -186,6 +186,6 @@ def test_a_configmap_name_that_is_no_kubernetes_name_is_refused_not_requested(tm
     )
     snap = gpulib.connect("snapshot", path=tmp_path)
     with pytest.raises(MalformedKubernetesObject, match="spec.migManager.config.name"):
-        snap.current_mig_config()
+        current_mig_config(snap)
     base = configs_in_use(snap)
     assert base.fallback and isinstance(base.error, MalformedKubernetesObject)  # loud: the run is incomplete

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 import gpulib
 import gpulib.mig.plan as mp
-from gpulib.mig.parted_merge import MigConfigRefused, default_configs, missing_references, schema_problems
+from gpulib.mig.parted_merge import (
+    MigConfigRefused,
+    current_mig_config,
+    default_configs,
+    missing_references,
+    schema_problems,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +94,7 @@ def test_refuses_with_the_reason_when_the_current_layout_is_not_in_the_base(demo
 def test_merged_with_the_clusters_configmap_keeps_every_referenced_name(demo):
     nodes = demo.nodes()
     p = _plan()
-    text = p.safe_mig_parted_config(nodes, demo.current_mig_config().text)
+    text = p.safe_mig_parted_config(nodes, current_mig_config(demo).text)
     doc = yaml.safe_load(text)
     assert schema_problems(doc) == []
     assert missing_references(doc, nodes, {n: [n] for n in []}) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
@@ -16,6 +16,7 @@ import gpulib.gpu_operator as op
 import gpulib.vllm as vllm
 from gpulib.core.errors import NotProvided, SourceError
 from gpulib.demo.simulator import FleetSimulator
+from gpulib.mig import current_mig_config
 from gpulib.runbook import Runbook
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -37,11 +38,13 @@ def snap(tmp_path_factory):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda s: s.operator_objects("gpu-operator"),
-        lambda s: s.pod_objects(),
-        lambda s: s.instant_query("up"),
-        lambda s: s.app_series("vllm", timedelta(hours=1)),
-        lambda s: s.current_mig_config("gpu-operator"),
+        lambda s: s.objects("daemonsets", "gpu-operator"),
+        lambda s: s.objects("clusterpolicies"),
+        lambda s: s.objects("namespaces", "gpu-operator"),
+        lambda s: s.objects("mig-parted-config", "gpu-operator"),
+        lambda s: s.query("up"),
+        lambda s: op.operator_objects(s, "gpu-operator"),
+        lambda s: current_mig_config(s, "gpu-operator"),
     ],
 )
 def test_defaults_raise_not_provided_with_a_hint(snap, call):
@@ -50,26 +53,40 @@ def test_defaults_raise_not_provided_with_a_hint(snap, call):
     assert isinstance(e.value, SourceError) and e.value.hint and snap.describe() in str(e.value)
 
 
+def test_objects_checks_its_kind_and_namespace_before_asking_the_backend(snap):
+    from gpulib.core.errors import InvalidParameter
+
+    with pytest.raises(InvalidParameter, match="kind"):
+        snap.objects("secrets")
+    with pytest.raises(InvalidParameter, match="namespace"):
+        snap.objects("pods", "Bad_NS")
+    with pytest.raises(InvalidParameter, match="needs a namespace"):
+        snap.objects("daemonsets")
+
+
 def test_no_cluster_means_a_plan(snap):
     assert snap.kube_cluster() is None and gpulib.connect("demo", end=END).kube_cluster() is None
 
 
 def test_demo_has_pod_specs_and_vllm_series_but_no_promql():
     demo = gpulib.connect("demo", end=END)
-    pods = demo.pod_objects()
+    pods = demo.objects("pods")
     assert pods and all(p["kind"] == "Pod" or "spec" in p for p in pods)
     assert [p["metadata"]["name"] for p in pods] == [p["metadata"]["name"] for p in demo.sim.pods_json()["items"]]
-    series = demo.app_series("vllm", timedelta(hours=1))
-    assert {name for name, _, _ in series} >= {"vllm:num_requests_running", "vllm:kv_cache_usage_perc"}
+    series = demo.query('{__name__=~"vllm:.+"}[3600s]')
+    assert {r["metric"]["__name__"] for r in series} >= {"vllm:num_requests_running", "vllm:kv_cache_usage_perc"}
+    assert {len(r["values"]) for r in series} == {3600 // 30 + 1}  # every 30 s scrape of the hour, both ends
     with pytest.raises(NotProvided):
-        demo.app_series("triton", timedelta(hours=1))
+        demo.query('{__name__=~"triton:.+"}[3600s]')
     with pytest.raises(NotProvided):
-        demo.instant_query("up")
+        demo.query("up")
 
 
 def test_domains_ask_the_source(snap):
-    # optional pod specs: none from a snapshot, the simulated ones from the demo
-    assert scheduling.pod_specs_from(snap) == []
+    # optional pod specs: the snapshot's pods.json (kubectl get pods -A -o json), the simulated ones from the demo
+    assert [p["metadata"]["name"] for p in scheduling.pod_specs_from(snap)] == [
+        p["metadata"]["name"] for p in FleetSimulator(end=END).pods_json()["items"]
+    ]
     assert len(scheduling.pod_specs_from(gpulib.connect("demo", end=END))) == len(
         FleetSimulator(end=END).pods_json()["items"]
     )
@@ -94,3 +111,109 @@ def test_runbook_passes_the_demo_operator_scenario_to_connect(monkeypatch):
     assert [
         f.severity.name for f in op.verify(op.operator_state(healthy.src), healthy.src.nodes(), check_metrics=False)
     ] == ["OK"]
+
+
+def test_preflight_findings_take_their_sop_text_from_sources_sop():
+    """The preflight's SOP text is the rows of gpulib/data/sources/sources_sop.csv, literal braces rendered once."""
+    from gpulib.sources.base import capabilities_from
+
+    (none,) = capabilities_from([], []).findings
+    assert none.title == "No DCGM metrics found"
+    assert none.summary == "The metrics backend holds no DCGM_* series in the window."
+    assert none.commands[-1] == 'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"'
+    by_title = {f.title: f for f in capabilities_from(["DCGM_FI_DEV_GPU_TEMP"], [{"Hostname": "n1"}]).findings}
+    no_pod = by_title["DCGM series carry no pod labels"]
+    assert no_pod.commands == [
+        "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"
+    ]
+    assert no_pod.sop_step.startswith("Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true")
+    assert by_title["Host label is 'Hostname' (dcgm-exporter before PR #655)"].summary == (
+        "Newer exporters write 'hostname'; queries here accept both."
+    )
+    fields = next(f for t, f in by_title.items() if t.endswith("useful DCGM field(s) not exported"))
+    assert fields.commands[1].endswith("--reuse-values --set dcgmExporter.config.name=dcgm-metrics")
+    exported = capabilities_from(["DCGM_FI_DEV_GPU_TEMP"], [{"hostname": "n1", "exported_pod": "p"}]).findings
+    assert [f.sop_step for f in exported if "exported_pod" in f.title] == [
+        "Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor."
+    ]
+
+
+def test_every_sources_sop_row_is_used_and_every_key_asked_for_exists():
+    from pathlib import Path
+
+    import gpulib.sources
+    from gpulib.core.sop import keys
+    from tests.helpers.sopcheck import scan, unknown_keys, unused_rows
+
+    pkg, rows = Path(gpulib.sources.__file__).parent, set(keys("sources_sop"))
+    assert scan(pkg, "sources_sop")[0] == rows
+    assert unknown_keys(pkg, "sources_sop", rows) == [] and unused_rows(pkg, "sources_sop", rows) == []
+
+
+#: what a built-in backend offers beside the interface: its own plumbing, never a domain's question
+BACKEND_EXTRAS = {
+    "PrometheusSource": {"http", "kube", "query_range"},
+    "LiveSource": {"http", "kube", "query_range"},
+    "DemoSource": {"nodes_json", "pods_json"},
+    "SnapshotSource": set(),
+}
+
+
+def _public_members(cls) -> set[str]:
+    """Public methods and properties ``cls`` and its bases up to (and including) Source define."""
+    from gpulib.sources.base import Source
+
+    out = set()
+    for klass in cls.__mro__[: cls.__mro__.index(Source) + 1]:
+        out |= {
+            n
+            for n, v in vars(klass).items()
+            if not n.startswith("_") and (callable(v) or isinstance(v, (property, staticmethod, classmethod)))
+        }
+    return out
+
+
+def interface_problems(classes) -> list[str]:
+    """Public members beyond :data:`gpulib.sources.base.PUBLIC_METHODS` (and a backend's listed extras)."""
+    from gpulib.sources.base import PUBLIC_METHODS
+
+    out = []
+    for cls in classes:
+        extra = _public_members(cls) - set(PUBLIC_METHODS) - BACKEND_EXTRAS.get(cls.__name__, set())
+        out += [f"{cls.__name__}.{n}" for n in sorted(extra)]
+    return out
+
+
+def _builtin_backends():
+    from gpulib.sources.base import Source
+    from gpulib.sources.registry import BUILTIN, get_source_class
+
+    return [Source] + [get_source_class(name) for name in BUILTIN]
+
+
+def test_the_source_interface_is_the_fixed_list_and_every_backend_keeps_to_it():
+    """Source offers the core questions and generic objects()/query() only (PUBLIC_METHODS); a domain's reader
+    (a MIG config, vLLM series, GPU Operator objects) is a function of its domain over them."""
+    from gpulib.sources.base import PUBLIC_METHODS, Source
+
+    assert _public_members(Source) == set(PUBLIC_METHODS) - {"name"}
+    assert {c.__name__ for c in _builtin_backends()} >= set(BACKEND_EXTRAS)
+    assert interface_problems(_builtin_backends()) == []
+
+
+def test_the_interface_check_catches_a_domain_method_planted_on_a_backend_or_the_base():
+    from gpulib.demo.source import DemoSource
+    from gpulib.sources.base import Source
+
+    class PlantedDemo(DemoSource):
+        def current_mig_config(self, namespace="gpu-operator"):
+            return None
+
+    class PlantedBase(Source):
+        @property
+        def operator_objects(self):
+            return {}
+
+    PlantedDemo.__name__ = "DemoSource"  # even under a listed backend's name
+    assert interface_problems([PlantedDemo]) == ["DemoSource.current_mig_config"]
+    assert interface_problems([PlantedBase]) == ["PlantedBase.operator_objects"]

@@ -6,6 +6,7 @@ import pytest
 
 import gpulib
 from gpulib.core.errors import UnknownGPU, UnknownNode
+from gpulib.mig import current_mig_config
 
 
 @pytest.mark.prometheus
@@ -50,7 +51,7 @@ def test_live_without_kubeconfig_still_answers_dcgm_and_names_the_missing_config
 
 @pytest.mark.prometheus
 def test_live_reads_the_mig_manager_configmap_the_cluster_policy_names(live_env):
-    cur = gpulib.connect("live").current_mig_config()
+    cur = current_mig_config(gpulib.connect("live"))
     assert cur.text == live_env.configmaps[0]["data"]["config.yaml"] and "a100-40gb-mixed-3-2-1-1" in cur.text
     assert (cur.namespace, cur.configmap) == ("gpu-operator", "default-mig-parted-config")
     assert live_env.requests_to("GET", "/apis/nvidia.com/v1/clusterpolicies")

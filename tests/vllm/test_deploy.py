@@ -318,7 +318,7 @@ def test_no_vllm_series_at_all_is_missing_data_with_a_vllm_hint():
     from gpulib.core.errors import EmptyResult, InvalidParameter
 
     class NoVllm:
-        def instant_query(self, q):
+        def query(self, q):
             return []
 
         def describe(self):
