@@ -21,14 +21,21 @@ writes the one-node manifest (``--help`` for the options).
 
 from __future__ import annotations
 
+import argparse
 import copy
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+import yaml
 
 import gpulib.nccl.probe_files as _files
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import settings
+from gpulib.nccl.env import check_pod_spec
+from gpulib.nccl.probe import SUPPORTED, parse_size, size_sweep
 from gpulib.nccl.probe_files import configmap_bytes
 
 __all__ = [
@@ -88,8 +95,6 @@ def _positive_int(value: Any, what: str) -> int:
 
 
 def _collectives(value: Iterable[str] | str | None, d: Mapping[str, str]) -> list[str]:
-    from gpulib.nccl.probe import SUPPORTED
-
     raw = (
         d["collectives"].split(";") if value is None else (value.split(",") if isinstance(value, str) else list(value))
     )
@@ -101,8 +106,6 @@ def _collectives(value: Iterable[str] | str | None, d: Mapping[str, str]) -> lis
 
 
 def _sizes(min_bytes: str | int | None, max_bytes: str | int | None, d: Mapping[str, str]) -> tuple[str, str]:
-    from gpulib.nccl.probe import parse_size, size_sweep
-
     lo = str(d["min_bytes"] if min_bytes is None else min_bytes)
     hi = str(d["max_bytes"] if max_bytes is None else max_bytes)
     try:
@@ -483,8 +486,6 @@ def pod_templates(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def pod_findings(manifest: Mapping[str, Any]) -> list:
     """:func:`gpulib.nccl.env.check_pod_spec` over every pod template (multi-node for a PyTorchJob)."""
-    from gpulib.nccl.env import check_pod_spec
-
     manifest = workload(manifest)
     multi = manifest.get("kind") == "PyTorchJob"
     out = []
@@ -626,8 +627,6 @@ def _check_wiring(cm: Mapping[str, Any], work: Mapping[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------ output
 def to_yaml(manifest: Mapping[str, Any]) -> str:
-    import yaml
-
     class _NoAliases(yaml.SafeDumper):
         def ignore_aliases(self, data):
             return True
@@ -672,10 +671,6 @@ def apply_commands(manifest: Mapping[str, Any], path: str | Path = "nccl-probe.y
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python3 -m gpulib.nccl.job``: print (or ``--out``) a validated probe manifest; the image note on stderr."""
-    import argparse
-    import json
-    import sys
-
     d = defaults()
     p = argparse.ArgumentParser(prog="python3 -m gpulib.nccl.job", description=main.__doc__)
     p.add_argument("--nodes", type=int, default=1, help="1: a Job on one node; 2+: a Kubeflow PyTorchJob")

@@ -17,8 +17,10 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
+from gpulib.core import validate
+from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
@@ -300,8 +302,6 @@ class Source(ABC):
         if node in ("", None):
             raise InvalidParameter("gpus() needs a node name")
         node, _ = self._check_target(node, None)
-        from gpulib.core.knowledge import settings
-
         look = timedelta(seconds=float(settings("alert_settings").number("gpu_inventory_lookback_s")))
         df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
         for c in GPU_COLUMNS:
@@ -312,8 +312,6 @@ class Source(ABC):
     def _uncounted_gpus(self, node: str, df: pd.DataFrame) -> pd.DataFrame:
         """Index-only rows for the GPUs the node's capacity counts that ``df`` does not name (not with the MIG
         single strategy, whose gpu.count counts MIG devices)."""
-        from gpulib.core.errors import GpulibError
-
         try:
             n = self.nodes().set_index("node")
         except GpulibError:  # no Kubernetes API: the DCGM rows are all there is
@@ -357,8 +355,6 @@ class Source(ABC):
         return sorted(self.nodes()["node"].astype(str))
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
-        from gpulib.core import validate
-
         if node in ("", None):
             node = None
         else:
@@ -403,8 +399,6 @@ class Source(ABC):
 
     def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
         """Default: the newest raw sample of each series within the lookback."""
-        from gpulib.core.errors import EmptyResult
-
         try:
             df = self._series(field, LOOKBACK, node, None, self._native_step())
         except EmptyResult:
@@ -431,8 +425,6 @@ class Source(ABC):
         """Default inventory: the labels of the node's DCGM temperature and framebuffer series (every
         physical GPU reports DCGM_FI_DEV_GPU_TEMP; MIG instances report FB_USED with GPU_I_ID). DCGM labels
         carry no MIG device UUID, so ``mig_uuid`` stays empty."""
-        from gpulib.core.errors import EmptyResult
-
         parts = []
         for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED"):
             try:
@@ -494,8 +486,6 @@ class Source(ABC):
         ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67).
         The default raises NotProvided; :func:`gpulib.mig.parted_merge.configs_in_use` then falls back to
         mig-parted's default set and says so."""
-        from gpulib.core import validate
-
         return self._current_mig_config(validate.namespace(namespace, param="operator_namespace"))
 
     def _current_mig_config(self, namespace: str) -> MigConfigInUse:

@@ -33,8 +33,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.core.errors import EmptyResult, SnapshotError, SourceError
-from gpulib.sources.base import Source, summarise_frame
+from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, SourceError
+from gpulib.core.schema import SERIES_COLUMNS
+from gpulib.kube.frames import configmap_config_yaml, mig_parted_configmap, nodes_frame, pods_frame
+from gpulib.nvidia.dmon import parse_dmon
+from gpulib.nvidia.smi import parse_query
+from gpulib.sources.base import MigConfigInUse, Source, mig_configmap_where, summarise_frame
 from gpulib.sources.dcgm import parse_scrape
 
 
@@ -162,13 +166,9 @@ class SnapshotSource(Source):
         return df
 
     def _nodes(self):
-        from gpulib.kube.frames import nodes_frame
-
         return self._frame("nodes.json", nodes_frame)
 
     def _pods(self):
-        from gpulib.kube.frames import pods_frame
-
         return self._frame("pods.json", pods_frame)
 
     def operator_objects(self, namespace):
@@ -183,9 +183,6 @@ class SnapshotSource(Source):
         }
 
     def _current_mig_config(self, namespace):
-        from gpulib.kube.frames import configmap_config_yaml, mig_parted_configmap
-        from gpulib.sources.base import MigConfigInUse, mig_configmap_where
-
         policies = (
             self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
         )
@@ -214,8 +211,6 @@ class SnapshotSource(Source):
                     name,
                     namespace,
                 )
-        from gpulib.core.errors import NotProvided
-
         raise NotProvided(
             f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
             hint=f"save it with `kubectl -n {namespace} get configmap {name} -o json > configmaps.json`",
@@ -247,8 +242,6 @@ class SnapshotSource(Source):
         if not node:
             return None
         if node not in self._dmon_cache:
-            from gpulib.nvidia.dmon import parse_dmon
-
             df = None
             for name in (f"dmon-{node}.txt", "dmon.txt"):
                 f = self.path / name
@@ -269,8 +262,6 @@ class SnapshotSource(Source):
         text = self._smi_query(node)
         if text is None or df.empty:
             return df
-        from gpulib.nvidia.smi import parse_query
-
         smi = parse_query(text)
         smi = smi[smi["index"].notna()]
         ids = {str(int(r["index"])): r for r in smi.to_dict("records")}
@@ -282,8 +273,6 @@ class SnapshotSource(Source):
 
     def _dmon_metric(self, field: str, node, gpu) -> pd.DataFrame | None:
         """Rows of ``field`` from the node's dmon file (None: no file or no column mapped to ``field``)."""
-        from gpulib.core.schema import SERIES_COLUMNS
-
         df = self._dmon(node)
         if df is None:
             return None

@@ -68,6 +68,30 @@ def test_cycle_checker_catches_a_cycle_hidden_in_a_function(tmp_path):
     assert ["gpulib.mig", "gpulib.mig.planted_f"] in found
 
 
+def test_imports_sit_at_module_top_except_the_deferred_heavy_libraries():
+    """An import inside a function hides a dependency (and a cycle: see the test above); the only ones allowed are
+    the heavy optional libraries of archrules.DEFERRED_IMPORTS, each with its reason."""
+    assert archrules.function_imports(GPULIB) == []
+
+
+def test_function_import_checker_catches_a_planted_case(tmp_path):
+    tree = _copy(tmp_path)
+    target = tree / "cost" / "analysis.py"
+    target.write_text(
+        target.read_text()
+        + "\n\ndef _planted():\n    import json\n    from gpulib.xid import lookup\n"
+        + "    from scipy.optimize import milp  # on the list\n    return json, lookup, milp\n"
+    )
+    (tree / "kube" / "planted_i.py").write_text("class C:\n    def f(self):\n        from . import labels\n")
+    found = [f for f in archrules.function_imports(tree) if "planted" in f or "analysis.py" in f]
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "import json",
+        "from gpulib.xid import lookup",
+        "from . import labels",
+    ]
+    assert all(f.startswith(("gpulib/cost/analysis.py:", "gpulib/kube/planted_i.py:3")) for f in found), found
+
+
 def test_checker_catches_a_reach_into_another_domain(tmp_path):
     tree = _copy(tmp_path)
     (tree / "cost" / "planted_c.py").write_text("from gpulib.xid.catalog import lookup  # noqa\n")
