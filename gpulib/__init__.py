@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from gpulib.core.errors import GpulibError
 from gpulib.core.findings import Finding, FindingList, Severity
+from gpulib.sources import connect as _connect
 
 __version__ = "0.1.0"
 __all__ = ["connect", "Finding", "FindingList", "Severity", "GpulibError", "__version__"]
@@ -22,6 +23,4 @@ def connect(source: str = "demo", **kwargs):
 
     See :mod:`gpulib.sources` for each backend's keyword arguments.
     """
-    from gpulib.sources import connect as _connect
-
     return _connect(source, **kwargs)

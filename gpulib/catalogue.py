@@ -8,6 +8,7 @@ https://papermill.readthedocs.io/en/latest/usage-parameterize.html), read by :mo
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -78,8 +79,6 @@ def find_notebook(name: str) -> NotebookInfo:
     cat = _paths()
     key = Path(name).stem
     if key not in cat:
-        import difflib
-
         close = difflib.get_close_matches(key, list(cat), n=3, cutoff=0.6) or [
             n for n in cat if key.lower() in n.lower() or n.lower() in key.lower()
         ]

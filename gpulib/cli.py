@@ -17,10 +17,26 @@ try:
 except ImportError as exc:  # the base (GPU-node) install has no CLI stack: see the README's install section
     raise SystemExit("gpuops needs the runbooks extra: pip install 'gpu-runbooks[runbooks]' (or '[all]')") from exc
 
+import re
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import yaml
+
 from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook
-from gpulib.core.errors import GpulibError, InvalidParameter
+from gpulib.core.errors import CollectError, GpulibError, InvalidParameter
+from gpulib.core.findings import Severity, sort_findings
+from gpulib.core.redact import redact
+from gpulib.core.timeutil import parse_window
+from gpulib.core.validate import command
+from gpulib.cost import load_prices, parse_namespaces
+from gpulib.demo.simulator import FleetSimulator
 from gpulib.execute import RunResult
+from gpulib.kube import collect as kc
+from gpulib.kube.client import KubeCluster
+from gpulib.runbook import PLOTLY_JS_MODES
+from gpulib.xid import write_alert_rules
 
 app = typer.Typer(
     add_completion=False,
@@ -33,9 +49,6 @@ EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 # ------------------------------------------------------------------------------------- printing
 def _print_result(res: RunResult, limit: int = 5) -> None:
-    from gpulib.core.findings import sort_findings
-    from gpulib.core.redact import redact
-
     status = (
         "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
     )
@@ -59,8 +72,6 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
 
 
 def _exit_code(results: list[RunResult], fail_on: str) -> int:
-    from gpulib.core.findings import Severity
-
     if any(r.usage_errors for r in results):
         return EXIT_USAGE
     if any(r.failed or r.errors for r in results):
@@ -74,8 +85,6 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    from gpulib.core.redact import redact
-
     typer.echo(redact(f"error: {exc}"), err=True)
     raise typer.Exit(EXIT_USAGE)
 
@@ -200,8 +209,6 @@ def report_cmd(
 
 
 def _charts_option(charts: str | None) -> list[tuple[str, str]]:
-    from gpulib.runbook import PLOTLY_JS_MODES
-
     if charts is None:
         return []
     if charts not in PLOTLY_JS_MODES:
@@ -213,17 +220,11 @@ def _report_options(
     price_file: Path | None, namespaces: str | None, provider: str | None, currency: str | None
 ) -> list[tuple[str, str]]:
     """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
-    import re
-
-    from gpulib.cost import load_prices
-
     pairs: list[tuple[str, str]] = []
     if price_file is not None:
         load_prices(price_file)  # PriceFileError (usage) names the bad column or row
         pairs.append(("price_file", str(price_file.resolve())))
     if namespaces is not None:
-        from gpulib.cost import parse_namespaces
-
         bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
         if bad:
             raise InvalidParameter(f"--namespaces {namespaces!r}: {bad} are not Kubernetes namespace names")
@@ -258,10 +259,6 @@ def collect_cmd(
     context: Optional[str] = typer.Option(None, help="kubeconfig context (default: current)"),
 ):
     """Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a snapshot folder."""
-    import yaml
-
-    from gpulib.kube import collect as kc
-
     over = {
         "namespace": namespace,
         "timeout_s": timeout,
@@ -286,11 +283,6 @@ def collect_cmd(
         )
         typer.echo(yaml.safe_dump(spec, sort_keys=False).rstrip())
         return
-    from datetime import datetime, timezone
-
-    from gpulib.core.errors import CollectError
-    from gpulib.kube.client import KubeCluster
-
     folder = out or Path(f"collect-{node}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
     try:
         cluster = KubeCluster(kubeconfig=kubeconfig, context=context)
@@ -313,8 +305,6 @@ def collect_cmd(
         typer.echo(f"   {f.name}")
     for p in res.problems:
         typer.echo(f"   note: {p}")
-    from gpulib.core.validate import command
-
     typer.echo(
         "next: "
         + command(
@@ -329,9 +319,6 @@ def exporter_cmd(
     node: Optional[str] = typer.Option(None, help="serve one node's GPUs only"),
 ):
     """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from gpulib.demo.simulator import FleetSimulator
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -364,9 +351,6 @@ def backfill_cmd(
     step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)"),
 ):
     """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
-    from gpulib.core.timeutil import parse_window
-    from gpulib.demo.simulator import FleetSimulator
-
     try:
         sim = FleetSimulator()
         st = parse_window(step, name="step").total_seconds() if step else None
@@ -387,8 +371,6 @@ def alerts_cmd(
     out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files"),
 ):
     """Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the promtool fixture."""
-    from gpulib.xid import write_alert_rules
-
     try:
         for p in write_alert_rules(out, base_url):
             typer.echo(f"wrote {p}")

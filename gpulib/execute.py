@@ -26,6 +26,7 @@ from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
 from gpulib.core.summary import status_of, verdict_of, write_summary
 from gpulib.inspection import choose_source, params_env, resolve_params, target_defaults
+from gpulib.sources.prometheus import load_settings
 
 #: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
 KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
@@ -96,8 +97,6 @@ def check_backend(name: str) -> None:
     """Settings of a Prometheus backend (URL, timeout, retries, token) read before any notebook runs, so a
     mistyped variable is a usage error (exit 2), not a failed run."""
     if name in ("live", "prometheus"):
-        from gpulib.sources.prometheus import load_settings
-
         load_settings()
 
 

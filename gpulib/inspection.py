@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
+from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
+from gpulib.core.timeutil import parse_window
+from gpulib.sources.registry import BUILTIN, available  # on use: the registry reads entry points
 
 
 @dataclass
@@ -110,8 +113,6 @@ def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, An
             raise InvalidParameter(f"{info.name} has no parameter {key!r}; parameters: {', '.join(known) or 'none'}")
         out[key] = coerce(known[key], raw)
     if "window" in out:
-        from gpulib.core.timeutil import parse_window
-
         parse_window(out["window"])
     check_values(out)
     return out
@@ -120,8 +121,6 @@ def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, An
 def check_values(params: dict[str, Any]) -> None:
     """Validate the parameters that reach PromQL, a manifest or a shell command (gpulib.core.validate);
     InvalidParameter (a usage error) for a value that is not a name of its kind. Empty means 'all'."""
-    from gpulib.core import validate
-
     for key, value in params.items():
         if value in ("", None):
             continue
@@ -184,8 +183,6 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
     made absolute, so the kernel (which runs in the notebook's folder)
     reads the folder the caller meant.
     """
-    from gpulib.sources.registry import BUILTIN, available  # on use: the registry reads entry points
-
     source = source or None
     snapshot = str(snapshot) if snapshot else None
     if source is None and snapshot is None:

@@ -15,15 +15,22 @@ is recorded so the CLI exits non-zero.
 
 from __future__ import annotations
 
+import ast
 import html
 import json
 import os
 import re
+import shlex
 from contextlib import contextmanager
 from typing import Any, Iterable
 
+import pandas as pd
+
+from gpulib import connect
+from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
+from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV
 from gpulib.core.sop import sop
 from gpulib.inspection import choose_source, params_from_env
@@ -53,8 +60,6 @@ def _cell(v: Any) -> str:
     if isinstance(v, (list, tuple, set, frozenset)):
         return ", ".join(_cell(x) for x in v) or "–"
     try:
-        import pandas as pd
-
         if v is None or (not hasattr(v, "__len__") and pd.isna(v)):
             return "–"
     except (TypeError, ValueError):
@@ -62,8 +67,6 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
     if isinstance(v, str) and v[:1] in "{[" and v[-1:] in "}]":  # a dict/list already turned into its repr
-        import ast
-
         try:
             parsed = ast.literal_eval(v)
         except (ValueError, SyntaxError):
@@ -75,8 +78,6 @@ def _cell(v: Any) -> str:
 def table_html(df) -> str:
     """A DataFrame as HTML for a report: every cell through :func:`_cell`, text never cut, no pandas index
     column (a meaningful index becomes an ordinary first column)."""
-    import pandas as pd
-
     if not isinstance(df.index, pd.RangeIndex) or df.index.name:
         df = df.reset_index()
     shown = df.astype(object).map(_cell) if hasattr(df, "map") else df.astype(object).applymap(_cell)
@@ -88,7 +89,6 @@ def _install_table_formatter() -> None:
     """In a kernel, render every displayed DataFrame with :func:`table_html` (IPython display formatters:
     https://ipython.readthedocs.io/en/stable/config/integrating.html#formatters-for-third-party-types)."""
     try:
-        import pandas as pd
         from IPython import get_ipython
     except ImportError:
         return
@@ -110,8 +110,6 @@ def plotly_js(mode: str) -> None:
     """Choose how :func:`show` ships plotly.js in the exported HTML (see :data:`PLOTLY_JS_MODES`)."""
     global _PLOTLY_JS_MODE
     if mode not in PLOTLY_JS_MODES:
-        from gpulib.core.errors import InvalidParameter
-
         raise InvalidParameter(f"charts={mode!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
     _PLOTLY_JS_MODE = mode
 
@@ -145,7 +143,6 @@ def show(fig) -> None:
 
 
 def note(text: str, level: str = "info") -> None:
-    from gpulib.core.redact import redact
 
     text = redact(text)
     colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
@@ -161,8 +158,6 @@ def guarded_step(what: str, errors: list[str], usage: list[str] | None = None):
     try:
         yield
     except GpulibError as exc:
-        from gpulib.core.redact import redact
-
         errors.append(redact(f"{what}: {exc}"))
         if usage is not None and isinstance(exc, InvalidParameter):
             usage.append(redact(str(exc)))
@@ -246,8 +241,6 @@ def _parameters_used(name: str, given: dict[str, Any]) -> dict[str, Any]:
     """Every parameter of notebook ``name`` (its cell tagged ``parameters``, :mod:`gpulib.catalogue`) with the
     value used: what the notebook passed to :class:`Runbook`, else what the kernel holds after papermill's
     injection, else the notebook default; then anything passed that the parameters cell does not name."""
-    from gpulib.catalogue import find_notebook
-
     declared = params_from_env(name)  # what the run engine read with papermill, else read it here
     if declared is None:
         try:
@@ -297,8 +290,6 @@ class Runbook:
         )
         note("Run it: <code>" + html.escape(self.rerun_command()) + "</code>")
         with self.step("Connect to the data source"):
-            from gpulib import connect
-
             choice = choose_source(source, snapshot_dir)  # the same rules as gpuops run --source / --snapshot
             self.src = connect(choice.name, **choice.connect_kwargs(params))
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
@@ -307,10 +298,6 @@ class Runbook:
         """The ``gpuops run`` line that repeats this execution: every parameter with the value used (see
         :func:`_parameters_used`), defaults and empty values included, so it still repeats the run after a
         notebook default changes; values are shell-quoted and configured secrets masked."""
-        import shlex
-
-        from gpulib.core.redact import redact
-
         src = self.params.get("source", "demo")
         parts = ["gpuops", "run", self.name, "--source", str(src)]
         if src == "snapshot" and self.params.get("snapshot_dir"):

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 
 from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
@@ -285,8 +286,6 @@ def idle_table_html(table: pd.DataFrame, currency: str) -> str:
 # ----------------------------------------------------------------------------------------------
 def heatmap_figure(matrix: pd.DataFrame, activity_field: str, bucket: str):
     """Node x time heatmap of active % (tidy frame from :func:`gpulib.cost.usage.node_time_matrix`)."""
-    import plotly.graph_objects as go
-
     piv = matrix.pivot(index="node", columns="time", values="active_pct").sort_index()
     fig = go.Figure(
         go.Heatmap(
@@ -313,8 +312,6 @@ def heatmap_figure(matrix: pd.DataFrame, activity_field: str, bucket: str):
 
 def namespace_figure(ns: pd.DataFrame):
     """Grouped bars: allocated, active and idle GPU-hours per namespace."""
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     for col, name, colour in (
         ("allocated_gpu_hours", "allocated", "#8c959f"),
@@ -342,8 +339,6 @@ def namespace_figure(ns: pd.DataFrame):
 
 def waterfall_figure(wf: pd.DataFrame, currency: str):
     """Savings waterfall from :func:`gpulib.cost.analysis.savings_waterfall` (currency per month)."""
-    import plotly.graph_objects as go
-
     fig = go.Figure(
         go.Waterfall(
             x=wf["step"],

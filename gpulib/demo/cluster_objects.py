@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from gpulib.core.knowledge import load_table
 from gpulib.demo.scenario import DAY, _rel
 
 
@@ -92,8 +93,6 @@ class FleetObjects:
 
     def pods_json(self) -> dict:
         """``kubectl get pods -A -o json`` for the fleet's workloads."""
-        from gpulib.core.knowledge import load_table
-
         owners = load_table("owner_kinds")  # an ownerReference's apiVersion is its owner kind's group/version
         api_of = dict(zip(owners["kind"], owners["api_version"]))
         items = []

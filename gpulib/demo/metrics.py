@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
+from gpulib.core.schema import SERIES_COLUMNS, empty
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.scenario import DAY, Device
+from gpulib.demo.vllm_series import demo_vllm_series
 from gpulib.sources.dcgm import format_labels, format_value
 
 #: dcgm-exporter listens on :9400; the GPU Operator's service/DaemonSet is ``nvidia-dcgm-exporter``
@@ -372,8 +374,6 @@ class FleetMetrics:
                 )
             )
         if not parts:
-            from gpulib.core.schema import SERIES_COLUMNS, empty
-
             return empty(SERIES_COLUMNS)
         return pd.concat(parts, ignore_index=True)
 
@@ -484,8 +484,6 @@ class FleetMetrics:
     def _write_vllm_openmetrics(self, fh, t: np.ndarray) -> None:
         """The demo vLLM pods' ``vllm:`` series (gpulib.demo.vllm_series.demo_vllm_series), one family per sample name
         (counters and histogram buckets typed ``unknown``, like the DCGM counters above)."""
-        from gpulib.demo.vllm_series import demo_vllm_series
-
         families: dict[str, list[tuple[dict, np.ndarray]]] = {}
         for name, lab, v in demo_vllm_series(self, t):
             families.setdefault(name, []).append((lab, v))

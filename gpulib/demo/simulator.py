@@ -23,7 +23,7 @@ from typing import Iterable
 
 import yaml
 
-from gpulib.core.errors import InvalidParameter
+from gpulib.core.errors import InvalidParameter, UnknownNode
 from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
@@ -76,8 +76,6 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         self.exporter_down = frozenset(exporter_down)
         unknown = sorted(self.exporter_down - names)
         if unknown:
-            from gpulib.core.errors import UnknownNode
-
             raise UnknownNode(
                 f"exporter_down names unknown node(s) {', '.join(unknown)}; nodes: {', '.join(sorted(names))}"
             )

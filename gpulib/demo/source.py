@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pandas as pd
+import yaml
+
 from gpulib.core.errors import EmptyResult
+from gpulib.core.schema import GPU_COLUMNS
+from gpulib.demo.artifacts import render_smi_query
 from gpulib.demo.metrics import METRICS
+from gpulib.demo.operator_objects import demo_objects
 from gpulib.demo.simulator import FleetSimulator
-from gpulib.sources.base import Source, summarise_frame
+from gpulib.demo.vllm_series import demo_vllm_frame, demo_vllm_series
+from gpulib.kube.frames import nodes_frame, pods_frame
+from gpulib.mig import default_configs
+from gpulib.sources.base import Source, mig_parted_object, summarise_frame
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
 TARGET_POINTS = 720
@@ -79,8 +89,6 @@ class DemoSource(Source):
         end = self.end.timestamp()
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
-            from gpulib.demo.vllm_series import demo_vllm_frame
-
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
         df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
         if df.empty:
@@ -96,8 +104,6 @@ class DemoSource(Source):
         self._check_field(field)
         end = self.end.timestamp()
         if field.startswith("vllm:"):
-            from gpulib.demo.vllm_series import demo_vllm_frame
-
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
             df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
@@ -108,14 +114,12 @@ class DemoSource(Source):
         return summarise_frame(df, stat)
 
     def _nodes(self):
-        from gpulib.kube.frames import nodes_frame
 
         if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
             return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
 
     def _operator_objects(self, namespace: str | None = "gpu-operator") -> dict:
-        from gpulib.demo.operator_objects import demo_objects
 
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
@@ -144,13 +148,6 @@ class DemoSource(Source):
     def _mig_parted_config(self, namespace):
         """mig-parted's default set plus each demo MIG node's current layout, as the GPU Operator's custom
         ConfigMap ``custom-mig-config`` (ClusterPolicy ``spec.migManager.config.name``) would hold it."""
-        from collections import Counter
-
-        import yaml
-
-        from gpulib.mig import default_configs
-        from gpulib.sources.base import mig_parted_object
-
         doc = default_configs()
         for spec in self.sim.node_specs:
             mig = spec.get("mig") or {}
@@ -167,7 +164,6 @@ class DemoSource(Source):
         )
 
     def _pods(self):
-        from gpulib.kube.frames import pods_frame
 
         return pods_frame(self.sim.pods_json())
 
@@ -177,10 +173,6 @@ class DemoSource(Source):
 
     def _gpus(self, node, window):
         """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L would)."""
-        import pandas as pd
-
-        from gpulib.core.schema import GPU_COLUMNS
-
         return pd.DataFrame(
             [
                 {
@@ -203,7 +195,6 @@ class DemoSource(Source):
         return self.sim.kernel_log(node)
 
     def _smi_query(self, node):
-        from gpulib.demo.artifacts import render_smi_query
 
         return render_smi_query(self.sim, node)
 
@@ -223,7 +214,6 @@ class DemoSource(Source):
         m = _VLLM_RANGE.fullmatch(promql.strip())
         if m is None:
             return super().query(promql)
-        from gpulib.demo.vllm_series import demo_vllm_series
 
         end = self.end.timestamp()
         t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)

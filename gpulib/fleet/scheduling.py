@@ -28,6 +28,7 @@ from gpulib.kube.frames import iter_gpu_nodes
 from gpulib.kube.labels import GPU_RESOURCE
 from gpulib.kube.requests import non_gpu_pods, request_limit_findings
 from gpulib.kube.requests import request_limit_problems as _request_limit_frame
+from gpulib.nvidia.topology import Topology, parse_topology
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
@@ -246,8 +247,6 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> list[Findi
 def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> list[Finding]:
     """Multi-GPU pods on nodes whose GPUs per NUMA node are fewer than the pod needs and whose cross-NUMA GPU
     links go through the CPU interconnect (``SYS``): the pod's GPUs are split across sockets."""
-    from gpulib.nvidia.topology import Topology, parse_topology
-
     out = []
     for node, topo in topologies.items():
         t = topo if isinstance(topo, Topology) else parse_topology(topo)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import pandas as pd
+import yaml
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import data_path, load_table, settings
@@ -35,8 +36,6 @@ def setting(key: str) -> str:
 @lru_cache(maxsize=1)
 def sop_table() -> dict[str, dict]:
     """``data/gpu_operator/operator_sop.yaml``: check id -> severity, title, sop_step, commands, escalation, source."""
-    import yaml
-
     doc = yaml.safe_load(data_path("operator_sop.yaml").read_text())
     for key, entry in doc.items():
         if not str(entry.get("source", "")).strip():

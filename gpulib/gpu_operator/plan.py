@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import pandas as pd
+import yaml
 
 import gpulib.mig as mig
 from gpulib.core.errors import ContradictoryChoice, InvalidParameter
@@ -63,8 +64,6 @@ class InstallPlan:
         return out
 
     def values_yaml(self) -> str:
-        import yaml
-
         return yaml.safe_dump(self.values, sort_keys=True)
 
     def helm_command(self, *, upgrade: bool = False) -> str:

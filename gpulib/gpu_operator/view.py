@@ -9,6 +9,8 @@ import html
 from typing import Any, Iterable
 
 import pandas as pd
+import plotly.graph_objects as go
+import yaml
 
 from gpulib.core.findings import Finding, FindingList, Severity, sort_findings
 from gpulib.core.redact import redact
@@ -20,8 +22,6 @@ _DS_COLUMNS = ["daemonset", "desired", "current", "ready", "unavailable"]
 
 def manifest_text(obj: dict[str, Any] | list[dict[str, Any]]) -> str:
     """One Kubernetes object (or several, as a multi-document stream) as YAML in the order its keys were built."""
-    import yaml
-
     objs = obj if isinstance(obj, list) else [obj]
     return yaml.safe_dump_all(objs, sort_keys=False)
 
@@ -43,8 +43,6 @@ def daemonset_chart(ds: pd.DataFrame):
     """Grouped bars of desired vs ready pods per operand DaemonSet; None when there is no DaemonSet."""
     if ds is None or not len(ds):
         return None
-    import plotly.graph_objects as go
-
     fig = go.Figure(
         [
             go.Bar(name="desired", x=ds["daemonset"], y=ds["desired"]),

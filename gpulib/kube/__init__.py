@@ -9,7 +9,7 @@ from gpulib.core.lazy import lazy_exports
 _EXPORTS = {
     "ANNOTATION_MIRROR_POD": "labels",
     "DAEMONSET_COLUMNS": "frames",
-    "DEFAULT_AUDIT_LOG": "remediate",
+    "DEFAULT_AUDIT_LOG": "audit",
     "GPU_RESOURCE": "labels",
     "GPU_SHARED_RESOURCE": "labels",
     "KubeCluster": "client",
@@ -35,7 +35,7 @@ _EXPORTS = {
     "RemediationResult": "remediate",
     "SHARED_PRODUCT_SUFFIX": "labels",
     "TAINT_EFFECTS": "remediate",
-    "audit_path": "remediate",
+    "audit_path": "audit",
     "check_circuit_breaker": "remediate",
     "cluster_policy_status": "frames",
     "configmap_config_yaml": "frames",

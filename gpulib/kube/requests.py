@@ -25,7 +25,9 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import settings
 from gpulib.core.sop import sop
+from gpulib.kube.labels import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
 
 __all__ = [
     "REQUEST_LIMIT_COLUMNS",
@@ -57,8 +59,6 @@ REQUEST_LIMIT_COLUMNS = [
 
 def is_extended_gpu_resource(key: str) -> bool:
     """``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` or a ``nvidia.com/mig-*`` resource."""
-    from gpulib.kube.labels import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
-
     return key in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or key.startswith(MIG_RESOURCE_PREFIX)
 
 
@@ -144,7 +144,6 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> pd.DataFra
 
 
 def _frame_resources(gpu: Any, mig: Any) -> dict[str, Any]:
-    from gpulib.kube.labels import GPU_RESOURCE
 
     out = {k: v for k, v in (dict(mig) if isinstance(mig, Mapping) else {}).items() if v}
     g = pd.to_numeric(pd.Series([gpu]), errors="coerce").iloc[0]
@@ -232,8 +231,6 @@ NON_GPU_POD_COLUMNS = ["node", "namespace", "pod", "owner_kind", "owner_name"]
 
 def system_namespaces() -> set[str]:
     """Namespaces whose pods on GPU nodes are expected agents (``scheduling_settings.csv`` system_namespaces)."""
-    from gpulib.core.knowledge import settings
-
     return set(settings("scheduling_settings").items_list("system_namespaces"))
 
 

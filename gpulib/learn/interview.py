@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table
 
 __all__ = ["PARTS", "model_answer", "follow_ups", "follow_up_html"]
@@ -23,8 +24,6 @@ def model_answer(part: str, figures: Mapping[str, Any]) -> str:
     """The part's model answer (situation, decision, result, next check) filled with ``figures``."""
     t = load_table("learn/interview_answers").set_index("part")
     if part not in t.index:
-        from gpulib.core.errors import InvalidParameter
-
         raise InvalidParameter(f"part={part!r}: use one of {', '.join(PARTS)}")
     crit = list(figures.get("critical_incidents") or [])
     values = {
@@ -36,8 +35,6 @@ def model_answer(part: str, figures: Mapping[str, Any]) -> str:
     try:
         return str(t.loc[part, "template"]).format(**values)
     except KeyError as exc:
-        from gpulib.core.errors import InvalidParameter
-
         raise InvalidParameter(
             f"the {part} model answer needs the figure {exc.args[0]!r}, which was not computed",
             hint="the step above that computes it failed: see its error box",

@@ -18,19 +18,35 @@ Self-check questions render with the answer in a collapsed ``<details>`` block (
 from __future__ import annotations
 
 import html
+import importlib
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
+import yaml
 
-from gpulib.core.errors import GpulibError, InvalidParameter
+import gpulib.cost.analysis as cost
+import gpulib.mig as mig
+import gpulib.xid as xid
+import gpulib.xid.triage as triage
+from gpulib import connect as _connect
+from gpulib.catalogue import catalogue, project_root
+from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter
+from gpulib.core.findings import save_findings
 from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.money import money as _money
+from gpulib.cost import ACTIONS
+from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
+from gpulib.kube.requests import resource_problems
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
+from gpulib.runbook import guarded_step
+from gpulib.vllm import plan
+from gpulib.xid import alert_rules, alert_rules_yaml
 
 GIB = 1024**3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
@@ -151,8 +167,6 @@ def runbook_ref(name: str, **params: Any) -> str:
     """Markdown pointing at the operational runbook a lesson prepares for: its command and its notebook."""
     cmd = "gpuops run " + name + "".join(f" -p {k} {v}" for k, v in params.items())
     try:
-        from gpulib.catalogue import catalogue
-
         info = catalogue().get(name)
     except GpulibError:
         info = None
@@ -181,8 +195,6 @@ class Lesson:
 
     def step(self, what: str):
         """Run a block; a GpulibError becomes a rendered box instead of a traceback (shared with runbooks)."""
-        from gpulib.runbook import guarded_step
-
         return guarded_step(what, self.errors)
 
     def figure(self, key: str, value: Any) -> Any:
@@ -194,8 +206,6 @@ class Lesson:
         """Write findings JSON (errors only: lessons have no findings) and ``figures.json`` when the CLI asks."""
         path = os.environ.get(FINDINGS_ENV)
         if path:
-            from gpulib.core.findings import save_findings
-
             save_findings([], path, runbook=self.name, parameters=self.params, errors=self.errors)
             Path(path).with_name("figures.json").write_text(json.dumps(self.figures, indent=2, default=str))
         return self.figures
@@ -203,8 +213,6 @@ class Lesson:
 
 def connect(source: str = "demo", scenario: str = ""):
     """Open a source; for ``demo`` an optional scenario YAML replaces the packaged demo fleet."""
-    from gpulib import connect as _connect
-
     if scenario and not Path(scenario).is_file():
         raise InvalidParameter(
             f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml"
@@ -224,8 +232,6 @@ def lesson_text(name: str) -> str:
 def vllm_serve_command(model: str, device: str, max_model_len: int) -> str:
     """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.sizing.plan): its
     ``--max-num-seqs`` is the full-length requests the KV cache holds, capped at vLLM's default."""
-    from gpulib.vllm import plan
-
     p = plan(model, device, context_len=max_model_len)
     args = p.vllm_args()
     return "vllm serve " + " ".join(args[1:2] + args[2:])
@@ -241,9 +247,6 @@ def pod_resources_outcome(
     the verdict of the one request/limit check (:func:`gpulib.kube.requests.resource_problems`, which the cost
     report and the scheduling checks use too), and which nodes of ``nodes`` advertise enough of the resource.
     """
-    from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
-    from gpulib.kube.requests import resource_problems
-
     pod = {
         "kind": "Pod",
         "metadata": {"name": "example", "namespace": "default"},
@@ -288,8 +291,6 @@ def _allocatable(node, resource: str) -> int:
 # -------------------------------------------------------------------------------------- MIG
 def mig_fit_count(gpu_model: str, profile: str, alongside: Sequence[str] = ()) -> int:
     """How many ``profile`` instances fit on one ``gpu_model`` next to ``alongside`` (by the MIG placer)."""
-    import gpulib.mig as mig
-
     n = 0
     while mig.place(gpu_model, list(alongside) + [profile] * (n + 1)).fits:
         n += 1
@@ -313,10 +314,6 @@ def dcgm_fields_frame(enabled_by_default: bool | None = None) -> pd.DataFrame:
 def alert_catalog() -> pd.DataFrame:
     """The generated Prometheus alert rules (gpulib.xid.alerts) with what each catches and the DCGM
     fields it needs that dcgm-exporter does not export by default (so it would never fire)."""
-    import re
-
-    from gpulib.xid import alert_rules
-
     off = set(dcgm_fields_frame(False)["field"])
     rows = []
     for group in alert_rules()["groups"]:
@@ -337,12 +334,8 @@ def alert_catalog() -> pd.DataFrame:
 
 def alerts_file_status(path: str | Path | None = None) -> str:
     """Whether the committed ``deploy/prometheus/gpu-alerts.yaml`` equals what the data files generate now."""
-    from gpulib.xid import alert_rules_yaml
-
     if path is None:
         try:
-            from gpulib.catalogue import project_root
-
             path = project_root() / "deploy" / "prometheus" / "gpu-alerts.yaml"
         except GpulibError:
             return "no checkout found (deploy/prometheus/gpu-alerts.yaml is not part of the installed package)"
@@ -375,9 +368,6 @@ def smi_section(text: str, command: str) -> str:
 
 def xid_sop(code: int) -> dict[str, Any]:
     """NVIDIA's catalog entry for an XID with the project's SOP for its resolution bucket."""
-    import gpulib.xid as xid
-    import gpulib.xid.triage as triage
-
     rec = xid.lookup(code)
     bucket = triage._bucket_for(int(code))
     sop = xid.sop(bucket)
@@ -441,8 +431,6 @@ def load_times(size_gb: float, tiers: pd.DataFrame | None = None) -> pd.DataFram
 # -------------------------------------------------------------------------------------------- cost
 def cost_report(src, window: str = "24h"):
     """``gpulib.cost.analysis.analyze_cost`` over a source's window (GR_ENGINE_ACTIVE when exported, else GPU_UTIL)."""
-    import gpulib.cost.analysis as cost
-    from gpulib.core.errors import EmptyResult
 
     def _get(field):
         try:
@@ -462,8 +450,6 @@ def cost_report(src, window: str = "24h"):
 
 def cost_checklist(rep) -> pd.DataFrame:
     """The optimisation checklist: every action in gpulib.cost.model.ACTIONS with its targets and monthly saving."""
-    from gpulib.cost import ACTIONS
-
     a = rep.actions
     rows = []
     for key, label in ACTIONS.items():
@@ -481,8 +467,6 @@ def cost_checklist(rep) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------- manifests
 def _yaml(doc: Mapping[str, Any]) -> str:
-    import yaml
-
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -563,8 +547,6 @@ def pytorchjob_yaml(name: str, *, workers: int = 2, gpus_per_worker: int = 8, na
 
 def optional_module(name: str):
     """``gpulib.<name>`` if this checkout has it, else None after rendering a note that names the gap."""
-    import importlib
-
     try:
         return importlib.import_module(f"gpulib.{name}")
     except ModuleNotFoundError as exc:

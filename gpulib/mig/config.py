@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from gpulib.core.errors import InvalidParameter
 from gpulib.mig.geometry import place
 from gpulib.mig.parted_merge import schema_problems
@@ -35,8 +37,6 @@ def mig_parted_config(configs: dict[str, list[dict] | dict[str, int]]) -> str:
     Apply with ``nvidia-mig-parted apply -f config.yaml -c <name>`` or the GPU Operator's MIG Manager
     (custom ConfigMap with key ``config.yaml``, node label ``nvidia.com/mig.config=<name>``).
     """
-    import yaml
-
     doc = {"version": "v1", "mig-configs": {}}
     for name, sels in configs.items():
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or len(name) > 63:
@@ -52,8 +52,6 @@ def validate_mig_parted_config(text: str, gpu_model: str | None = None) -> list[
     """Problems in a mig-parted YAML (empty list = valid): mig-parted's own parser rules
     (:func:`gpulib.mig.parted_merge.schema_problems`, ``NVIDIA/mig-parted: api/spec/v1/spec.go`` @bd7160f4) and,
     when ``gpu_model`` is given, that every selector's ``mig-devices`` is a valid layout on that GPU."""
-    import yaml
-
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
+import yaml
 
 from gpulib.core import validate
 from gpulib.core.errors import (
@@ -40,6 +41,7 @@ from gpulib.core.knowledge import data_path
 from gpulib.core.sop import sop
 from gpulib.core.validate import command
 from gpulib.kube.labels import MIG_PARTED_DEFAULT_CONFIGMAP as _DEFAULT_CONFIGMAP
+from gpulib.sources.base import WHERE_ANNOTATION
 
 __all__ = [
     "MigConfigRefused",
@@ -69,8 +71,6 @@ def _default_text() -> str:
 
 def default_configs() -> dict:
     """mig-parted's default config set (``deployments/systemd/config-default.yaml`` @bd7160f4) as a dict."""
-    import yaml
-
     return yaml.safe_load(_default_text())
 
 
@@ -137,8 +137,6 @@ def merge_configs(plan: Mapping[str, list], base: Mapping | str | None = None) -
     """``base`` (a mig-parted document, its YAML text, or None for mig-parted's default set) plus ``plan``'s
     configs. A plan name that ``base`` already defines differently is refused (it would change what nodes
     labelled with it get)."""
-    import yaml
-
     doc = default_configs() if base is None else (yaml.safe_load(base) if isinstance(base, str) else dict(base))
     bad = schema_problems(doc)
     if bad:
@@ -188,8 +186,6 @@ def safe_config(
 
     ``labels``: node -> config name the plan's label commands set.
     """
-    import yaml
-
     doc = merge_configs(plan, base)
     bad = schema_problems(doc)
     if bad:
@@ -227,8 +223,6 @@ def current_mig_config(src, namespace: str = "gpu-operator") -> MigConfigInUse:
     ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67),
     read through the source's ``objects("mig-parted-config", namespace)``. NotProvided where the source does not
     hold it; :func:`configs_in_use` then falls back to mig-parted's default set and says so."""
-    from gpulib.sources.base import WHERE_ANNOTATION
-
     ns = validate.namespace(namespace, param="operator_namespace")
     (cm,) = src.objects("mig-parted-config", ns)
     meta = cm.get("metadata") or {}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.mig.catalog import device_memory_gib, is_mig_capable, profile_objects, resolve_gpu_model
@@ -200,8 +202,6 @@ def time_slicing_config(
     ``renameByDefault: true`` advertises ``<resource>.shared`` (e.g. ``nvidia.com/gpu.shared``) so pods opt in
     explicitly; ``failRequestsGreaterThanOne: true`` rejects requests > 1 (they would get no more compute).
     """
-    import yaml
-
     return yaml.safe_dump(
         _sharing_doc(
             "timeSlicing", replicas, resource, rename_by_default, fail_requests_greater_than_one, mig_strategy
@@ -212,8 +212,6 @@ def time_slicing_config(
 
 def mps_config(replicas: int, *, rename_by_default: bool = False, fail_requests_greater_than_one: bool = True) -> str:
     """Device-plugin config for MPS: each of ``replicas`` clients gets 1/replicas of memory and compute."""
-    import yaml
-
     return yaml.safe_dump(
         _sharing_doc("mps", replicas, "nvidia.com/gpu", rename_by_default, fail_requests_greater_than_one, "none"),
         sort_keys=False,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 
 import pandas as pd
+import plotly.graph_objects as go
 
 from gpulib.core.money import money
 from gpulib.mig.catalog import get_profile, slot_geometry
@@ -114,8 +115,6 @@ def slot_diagram(layout: pd.DataFrame, title: str):
 
     Filled boxes hold a workload, pale ones are empty instances; orange boxes are whole GPUs (MIG off).
     """
-    import plotly.graph_objects as go
-
     fig = go.Figure()
     rows = list(dict.fromkeys(layout["row"]))
     ypos = {r: len(rows) - 1 - k for k, r in enumerate(rows)}
@@ -195,8 +194,6 @@ def slot_diagram(layout: pd.DataFrame, title: str):
 
 def savings_chart(sv: pd.DataFrame):
     """Bar chart of GPUs per placement, USD/month in the hover."""
-    import plotly.graph_objects as go
-
     fig = go.Figure(
         go.Bar(
             x=sv["placement"],

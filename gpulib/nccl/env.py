@@ -7,7 +7,9 @@ and commands of each finding are a row of ``gpulib/data/nccl/nccl_sop.csv``.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import resource
 from typing import Any, Mapping, Sequence
 
 from gpulib.core.errors import InvalidParameter
@@ -325,8 +327,6 @@ def check_pod_spec(pod: Mapping[str, Any], *, multi_node: bool = False) -> Findi
 
 def collect_environment() -> dict[str, Any]:
     """Read the local values :func:`check_environment` needs (env, interfaces, HCAs, /dev/shm, memlock)."""
-    import os
-    import resource
 
     def _ls(p: str) -> list[str]:
         try:

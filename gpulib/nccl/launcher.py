@@ -4,7 +4,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from typing import Iterable
+
+import pynvml  # nvidia-ml-py
 
 from gpulib.core.errors import ProbeError
 from gpulib.nccl.results import NcclTestResult, _canonical_collective, parse_nccl_tests, parse_nccl_tests_all
@@ -31,11 +37,6 @@ def run_probe(
     ``python -m gpulib.nccl.probe`` (torch.distributed over NCCL, one process per GPU). NVLink SHARP
     stays off (``NCCL_NVLS_ENABLE=0``).
     """
-    import os
-    import shutil
-    import subprocess
-    import sys
-
     colls = [_canonical_collective(c) for c in collectives]
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")
     results: list[NcclTestResult] = []
@@ -87,8 +88,6 @@ def run_probe(
 
 def _visible_gpus() -> int:
     try:
-        import pynvml  # nvidia-ml-py
-
         pynvml.nvmlInit()
         try:
             return int(pynvml.nvmlDeviceGetCount())

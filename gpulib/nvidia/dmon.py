@@ -25,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from gpulib.core.knowledge import load_table
 from gpulib.core.schema import SERIES_COLUMNS
 
 DMON_COLUMNS = SERIES_COLUMNS + ["field", "column", "unit", "sample"]
@@ -34,8 +35,6 @@ _TIME_COLUMNS = {"date", "time"}
 
 @lru_cache(maxsize=1)
 def _mapping() -> dict[str, tuple[str, str, float]]:
-    from gpulib.core.knowledge import load_table
-
     t = load_table("dmon_columns").fillna({"field": "", "unit": ""})
     return {str(r.column): (str(r.field), str(r.unit), float(r.scale)) for r in t.itertuples()}
 

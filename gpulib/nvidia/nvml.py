@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     pynvml = None  # type: ignore
 
 from gpulib.core.errors import NVMLUnavailable
+from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.nvidia.smi import clock_event_table, decode_clock_events
 
 PROBE_COLUMNS = [
@@ -154,8 +155,6 @@ class Device:
 
     @property
     def pci_bus_id(self) -> str | None:
-        from gpulib.core.ids import normalise_pci_bus_id
-
         info = self._get("pci_bus_id", "nvmlDeviceGetPciInfo")
         return normalise_pci_bus_id(_s(getattr(info, "busId", None))) if info is not None else None
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.text import _lines
+from gpulib.nvidia.topo_repair import repair_topology_lines
 
 # --------------------------------------------------------------------------------------------
 # nvidia-smi topo -m
@@ -105,8 +106,6 @@ def parse_topology(text: str | bytes) -> Topology:
     ``CPU Affinity``/``NUMA Affinity``/``GPU NUMA ID`` columns, old ``mlx5_0`` NIC columns).
     Never raises on text: without a matrix, ``gpus`` is empty. Damaged pastes (NIC rows cut, wrapped
     rows, cut columns) are repaired or refused first, with ``warnings`` (:mod:`gpulib.nvidia.topo_repair`)."""
-    from gpulib.nvidia.topo_repair import repair_topology_lines
-
     lines, warnings = repair_topology_lines(_lines(text))
     devices: list[str] = []
     extra: list[str] = []

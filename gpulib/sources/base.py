@@ -17,8 +17,10 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
+from gpulib.core import validate
+from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
@@ -266,7 +268,6 @@ class Source(ABC):
         if node in ("", None):
             raise InvalidParameter("gpus() needs a node name")
         node, _ = self._check_target(node, None)
-        from gpulib.core.knowledge import settings
 
         look = timedelta(seconds=float(settings("alert_settings").number("gpu_inventory_lookback_s")))
         df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
@@ -278,8 +279,6 @@ class Source(ABC):
     def _uncounted_gpus(self, node: str, df: pd.DataFrame) -> pd.DataFrame:
         """Index-only rows for the GPUs the node's capacity counts that ``df`` does not name (not with the MIG
         single strategy, whose gpu.count counts MIG devices)."""
-        from gpulib.core.errors import GpulibError
-
         try:
             n = self.nodes().set_index("node")
         except GpulibError:  # no Kubernetes API: the DCGM rows are all there is
@@ -323,7 +322,6 @@ class Source(ABC):
         return sorted(self.nodes()["node"].astype(str))
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
-        from gpulib.core import validate
 
         if node in ("", None):
             node = None
@@ -369,8 +367,6 @@ class Source(ABC):
 
     def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
         """Default: the newest raw sample of each series within the lookback."""
-        from gpulib.core.errors import EmptyResult
-
         try:
             df = self._series(field, LOOKBACK, node, None, self._native_step())
         except EmptyResult:
@@ -397,8 +393,6 @@ class Source(ABC):
         """Default inventory: the labels of the node's DCGM temperature and framebuffer series (every
         physical GPU reports DCGM_FI_DEV_GPU_TEMP; MIG instances report FB_USED with GPU_I_ID). DCGM labels
         carry no MIG device UUID, so ``mig_uuid`` stays empty."""
-        from gpulib.core.errors import EmptyResult
-
         parts = []
         for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED"):
             try:
@@ -429,8 +423,6 @@ class Source(ABC):
         of ``namespace`` for a namespaced kind (None: every namespace; :data:`NAMESPACE_REQUIRED` need one), the
         Namespace named ``namespace`` for ``namespaces``; a cluster-scoped kind ignores it. NotProvided (with the
         kind's hint) where the source does not hold them."""
-        from gpulib.core import validate
-
         validate.one_of(kind, OBJECT_KINDS, param="kind")
         if namespace not in (None, ""):
             namespace = validate.namespace(namespace)

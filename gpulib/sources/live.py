@@ -6,6 +6,8 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from gpulib.kube.client import KubeCluster
+from gpulib.kube.collect import collect_node
 from gpulib.sources.prometheus import PrometheusSource
 
 
@@ -48,8 +50,6 @@ class LiveSource(PrometheusSource):
             context = context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None
 
             def factory():
-                from gpulib.kube.client import KubeCluster
-
                 return KubeCluster(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
 
             self._kube_factory = factory
@@ -61,8 +61,6 @@ class LiveSource(PrometheusSource):
         if not self.collect:
             return None
         if node not in self._collected:
-            from gpulib.kube.collect import collect_node
-
             out = self.collect_dir  # the files carry the node name (dmesg-<node>.txt ...)
             self._collected[node] = collect_node(
                 self._require_kube(), node, apply=True, diag_level=self.diag_level, force=False, out_dir=out

@@ -27,15 +27,21 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
+import yaml
 
-from gpulib.core import redact
+from gpulib.core import redact, validate
 from gpulib.core.errors import (
     EmptyResult,
     InvalidParameter,
+    KubeconfigMissing,
+    UnknownNode,
 )
 from gpulib.core.schema import SERIES_COLUMNS, empty
-from gpulib.sources.base import Source, default_step
+from gpulib.core.validate import promql_string
+from gpulib.kube.frames import mig_configmap_where
+from gpulib.sources.base import Source, default_step, mig_parted_object
 from gpulib.sources.dcgm import normalise_labels
+from gpulib.sources.promhttp import PromHTTP, check_result
 
 #: Prometheus refuses range queries of more than 11,000 points per series
 MAX_POINTS = 11000
@@ -93,8 +99,6 @@ def load_settings(
     cfg: dict = {}
     path = config or env.get("GPUOPS_CONFIG")
     if path:
-        import yaml
-
         p = Path(path).expanduser()
         if not p.exists():
             raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r} does not exist")
@@ -171,8 +175,6 @@ def _number(raw, key: str, kind, lo: float, hi: float):
 
 def _selector(field: str, node: str | None, gpu: str | None, host_label: str) -> str:
     """``field{host="node",gpu|UUID="gpu"}`` with every label value escaped (validate.promql_string)."""
-    from gpulib.core.validate import promql_string
-
     m = [f"{host_label}={promql_string(node)}"] if node else []
     if gpu is not None:
         m.append(f"UUID={promql_string(gpu)}" if not gpu.isdigit() else f"gpu={promql_string(gpu)}")
@@ -281,8 +283,6 @@ class PrometheusSource(Source):
     @property
     def http(self):
         if self._http is None:
-            from gpulib.sources.promhttp import PromHTTP
-
             self._http = PromHTTP(self.settings)
         return self._http
 
@@ -300,8 +300,6 @@ class PrometheusSource(Source):
 
     def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
-        from gpulib.sources.promhttp import check_result
-
         resp = self.http.range(promql, round(start), round(end), step)
         parsed = parse_matrix(resp.content)
         if parsed is None:
@@ -447,8 +445,6 @@ class PrometheusSource(Source):
         """The Kubernetes backend, built on first use; None when there is none (or its config is missing,
         in which case the DCGM queries still work and nodes()/pods() raise the kubeconfig error)."""
         if self._kube is None and self._kube_factory is not None and self._kube_error is None:
-            from gpulib.core.errors import KubeconfigMissing
-
             try:
                 self._kube = self._kube_factory()
             except KubeconfigMissing as exc:
@@ -457,8 +453,6 @@ class PrometheusSource(Source):
 
     def _require_kube(self):
         if self.kube is None:
-            from gpulib.core.errors import KubeconfigMissing
-
             if self._kube_error is not None:
                 raise self._kube_error
             raise KubeconfigMissing(
@@ -481,8 +475,6 @@ class PrometheusSource(Source):
         if kind == "mig-parted-config":
             if self.kube is None and self._kube_factory is None:  # Prometheus only: no Kubernetes API to read it
                 return super()._objects(kind, namespace)
-            from gpulib.kube.frames import mig_configmap_where
-            from gpulib.sources.base import mig_parted_object
 
             text, name, custom = self._require_kube().mig_parted_config(namespace)
             return [mig_parted_object(text, name, namespace, mig_configmap_where(namespace, name, custom))]
@@ -508,7 +500,6 @@ class PrometheusSource(Source):
         return super().known_nodes()
 
     def _check_target(self, node, gpu):
-        from gpulib.core import validate
 
         if node:
             validate.node_name(node)
@@ -517,8 +508,6 @@ class PrometheusSource(Source):
         if self.kube is None and node:
             known = self.known_nodes()
             if known and node not in known:
-                from gpulib.core.errors import UnknownNode
-
                 raise UnknownNode(
                     f"node={node!r} has no DCGM series at {self.settings.url}; known: {', '.join(known[:20])}"
                 )

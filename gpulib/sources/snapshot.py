@@ -33,8 +33,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.core.errors import EmptyResult, SnapshotError, SourceError
-from gpulib.sources.base import Source, summarise_frame
+from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, SourceError
+from gpulib.core.schema import SERIES_COLUMNS
+from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap, nodes_frame, pods_frame
+from gpulib.nvidia.dmon import parse_dmon
+from gpulib.nvidia.smi import parse_query
+from gpulib.sources.base import Source, mig_parted_object, summarise_frame
 from gpulib.sources.dcgm import parse_scrape
 
 
@@ -167,12 +171,10 @@ class SnapshotSource(Source):
         return df
 
     def _nodes(self):
-        from gpulib.kube.frames import nodes_frame
 
         return self._frame("nodes.json", nodes_frame)
 
     def _pods(self):
-        from gpulib.kube.frames import pods_frame
 
         return self._frame("pods.json", pods_frame)
 
@@ -196,8 +198,6 @@ class SnapshotSource(Source):
         return [o for o in items if ((o or {}).get("metadata") or {}).get("namespace", namespace) == namespace]
 
     def _mig_parted_config(self, namespace):
-        from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap
-        from gpulib.sources.base import mig_parted_object
 
         policies = (
             self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
@@ -227,7 +227,6 @@ class SnapshotSource(Source):
                     namespace,
                     f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
                 )
-        from gpulib.core.errors import NotProvided
 
         raise NotProvided(
             f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
@@ -260,8 +259,6 @@ class SnapshotSource(Source):
         if not node:
             return None
         if node not in self._dmon_cache:
-            from gpulib.nvidia.dmon import parse_dmon
-
             df = None
             for name in (f"dmon-{node}.txt", "dmon.txt"):
                 f = self.path / name
@@ -282,7 +279,6 @@ class SnapshotSource(Source):
         text = self._smi_query(node)
         if text is None or df.empty:
             return df
-        from gpulib.nvidia.smi import parse_query
 
         smi = parse_query(text)
         smi = smi[smi["index"].notna()]
@@ -295,8 +291,6 @@ class SnapshotSource(Source):
 
     def _dmon_metric(self, field: str, node, gpu) -> pd.DataFrame | None:
         """Rows of ``field`` from the node's dmon file (None: no file or no column mapped to ``field``)."""
-        from gpulib.core.schema import SERIES_COLUMNS
-
         df = self._dmon(node)
         if df is None:
             return None

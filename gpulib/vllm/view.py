@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import yaml
 
 __all__ = ["memory_chart", "waiting_chart", "manifests_text"]
 
@@ -13,8 +16,6 @@ __all__ = ["memory_chart", "waiting_chart", "manifests_text"]
 def manifests_text(validated: list[str], objs: list[dict[str, Any]], adapter_rules: str, tgi_args: list[str]) -> str:
     """What the Manifests step prints: one validation line per object, the objects as a YAML stream (in the order
     their keys were built), the Prometheus Adapter rules and the TGI command line."""
-    import yaml
-
     return "\n".join(
         validated
         + [
@@ -28,8 +29,6 @@ def manifests_text(validated: list[str], objs: list[dict[str, Any]], adapter_rul
 def memory_chart(p, device: str):
     """Stacked bar of one GPU's memory under plan ``p`` (:func:`gpulib.vllm.sizing.plan`): weights, activations,
     non-torch memory, KV cache and what ``--gpu-memory-utilization`` leaves unrequested (GiB)."""
-    import plotly.graph_objects as go
-
     b = p.budget
     parts = {
         "weights": b.weights_gib,
@@ -50,8 +49,6 @@ def memory_chart(p, device: str):
 
 def waiting_chart(series: pd.DataFrame, workload: str):
     """Waiting requests per pod over time (:func:`gpulib.vllm.live.waiting_requests`)."""
-    import plotly.express as px
-
     fig = px.line(series, x="timestamp", y="value", color="pod", title=f"{workload}: waiting requests")
     fig.update_layout(xaxis_title="time (UTC)", yaxis_title="waiting requests (count)")
     return fig

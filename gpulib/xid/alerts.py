@@ -30,8 +30,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
+
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table, settings, threshold
+from gpulib.cost import Thresholds  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
+from gpulib.xid.triage import DRAIN_BUCKETS
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -74,8 +78,6 @@ def _dur(seconds: float) -> str:
 
 def critical_xids() -> list[int]:
     """XID codes whose NVIDIA immediate bucket takes the GPU out of service (the alert's critical set)."""
-    from gpulib.xid.triage import DRAIN_BUCKETS
-
     cat = load_table("xid_catalog")
     m = cat["immediate_action"].isin(sorted(DRAIN_BUCKETS)) & (cat["unused_on_datacenter"] == "no")
     return sorted(int(c) for c in cat.loc[m, "code"])
@@ -135,8 +137,6 @@ def specs() -> list[AlertSpec]:
     busy = _setting("nvlink_degraded_busy_min")
     warn, critc, memw = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c"), threshold("memory_temp_warn_c")
     fb_ratio, idle = _setting("fb_used_ratio_warn"), threshold("idle_activity_max")
-    from gpulib.cost import Thresholds  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
-
     zt = Thresholds.from_table()
     z_act, z_fb, z_for = zt.zombie_activity_max, zt.zombie_fb_used_min_mib, zt.zombie_min_duration_s
     seen_crit = f"max_over_time(({crit_any})[{win}:{step}])"
@@ -375,8 +375,6 @@ GENERATED_HEADER = _header("rules", DEFAULT_BASE_URL)
 
 
 def _dump(doc: Any) -> str:
-    import yaml
-
     return yaml.safe_dump(doc, sort_keys=False, width=1000, allow_unicode=True)
 
 

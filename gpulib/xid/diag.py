@@ -30,6 +30,7 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.core.knowledge import load_table
 from gpulib.core.validate import node_name, shell_quote
 from gpulib.xid.sops import sop
 
@@ -46,8 +47,6 @@ _RULE_FOR_FAIL = {
 
 @lru_cache(maxsize=1)
 def _classes() -> dict[str, str]:
-    from gpulib.core.knowledge import load_table
-
     return {str(r.test): str(r["class"]) for _, r in load_table("dcgm_diag_tests").iterrows()}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+import gpulib.kube.remediate as remediate
 import gpulib.xid.findings as xfindings
 import gpulib.xid.triage as triage
 from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
@@ -343,8 +344,6 @@ def takes_gpu_out(f: Finding | None) -> bool:
 def remediation_plan(fs: list[Finding], node: str, cluster: Any = None):
     """Dry-run remediation for the top finding: a drain (cordon + GPU pod evictions) when its SOP takes the
     GPU out of service, nothing otherwise. ``cluster``: a KubeCluster for a server-side dry run, else a plan."""
-    import gpulib.kube.remediate as remediate
-
     top = fs[0] if fs else None
     if not takes_gpu_out(top):
         return []

@@ -378,6 +378,59 @@ def module_cycles(root: Path, parts: set[str] | None = None) -> list[list[str]]:
     return [c for c in out if parts is None or any(part(m) in parts for m in c)]
 
 
+# --------------------------------------------------------------------------------------------
+# imports at module top
+# --------------------------------------------------------------------------------------------
+#: the one list of imports that may sit inside a function in gpulib/: heavy libraries of an extra (README's extras
+#: table), deferred on purpose so the modules that use them in one or two functions import without them, and
+#: quickly. Key: an imported module (it and its submodules); value: why. Every other import is at module top
+#: (tests/project/test_architecture.py::test_imports_sit_at_module_top_except_the_deferred_heavy_libraries).
+DEFERRED_IMPORTS = {
+    "kubernetes": "k8s extra, seconds to import: only the calls to an API server need it; kubectl JSON (kube/frames), "
+    "snapshots and the demo are read without it",
+    "kubernetes_validate": "k8s extra, loads the OpenAPI schemas (seconds): only when a manifest is validated",
+    "urllib3": "arrives with kubernetes / requests: its errors are caught only around their calls",
+    "prometheus_api_client": "prometheus extra: only the live Prometheus source's HTTP (sources/promhttp.py)",
+    "requests": "prometheus extra: only the live Prometheus source's HTTP (sources/promhttp.py)",
+    "scipy": "runbooks extra, seconds to import: only the MIG planner's exact solve (mig/plan.py)",
+    "papermill": "runbooks extra, seconds to import: only when a notebook runs or its parameters are read; the CLI "
+    "and serve import execute.py / inspection.py for every command",
+    "nbformat": "runbooks extra: as papermill, only when a run's notebook is written",
+    "nbconvert": "runbooks extra, seconds to import: only when a run's HTML is exported",
+    "jupyter_client": "runbooks extra: only when a run's kernel is started",
+    "jupyter_core": "runbooks extra: only when a run's kernel is stopped",
+    "IPython": "present in a notebook kernel: runbook.py, the lessons and the operator view are imported outside one "
+    "(the CLI, tests), where runbook.py prints instead",
+    "torch": "nccl/probe.py runs with the standard library alone until it measures (--help, sizes, the ConfigMap "
+    "copy; tests/nccl/test_probe.py)",
+    "gpulib.serve": "FastAPI and uvicorn (serve extra) load with it: only `gpuops serve` needs them",
+}
+
+
+def function_imports(root: Path, allowed: dict[str, str] = DEFERRED_IMPORTS) -> list[str]:
+    """``gpulib/x.py:line: import y`` for every import inside a function of the tree under ``root`` whose module is
+    not one of ``allowed`` (nor a submodule of one). Imports under ``if TYPE_CHECKING:`` or a module-level
+    ``try:`` are at module level and not listed."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        mod = module_name(root, path)
+        is_pkg = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        for fn in funcs:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    names = [_resolve(mod, is_pkg, node.level, node.module)]
+                else:
+                    continue
+                for name in names:
+                    if not any(name == k or name.startswith(k + ".") for k in allowed):
+                        out.append(f"gpulib/{path.relative_to(root).as_posix()}:{node.lineno}: {ast.unparse(node)}")
+    return list(dict.fromkeys(out))
+
+
 # ------------------------------------------------------------------------------------------------ domain rooms
 #: the files every domain package has (docs/architecture.md, "The inner shape of a domain")
 ROOMS = ("__init__.py", "findings.py", "view.py", "steps.py")
