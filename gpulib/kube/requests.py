@@ -212,7 +212,8 @@ def request_limit_findings(
                 sop_step=f"Set only limits: {{{r['resource']}: <whole number>}} (requests default to the limit); "
                 "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
                 commands=[
-                    f"kubectl -n {shlex.quote(ns)} get pod {shlex.quote(pod)} -o jsonpath='{{.spec.containers[*].resources}}'"
+                    f"kubectl -n {shlex.quote(ns)} get pod {shlex.quote(pod)} -o "
+                    "jsonpath='{.spec.containers[*].resources}'"
                 ],
                 data={
                     "check": "request_limit",

@@ -28,14 +28,20 @@ AGGS = ("avg", "max", "min")
 #: fields a runbook needs, the fallback used when missing, and what to enable
 #: (``NVIDIA/dcgm-exporter: etc/default-counters.csv`` @ d5e5f510)
 IMPORTANT_FIELDS = {
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)",
-    "DCGM_FI_PROF_SM_ACTIVE": "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (
+        "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)"
+    ),
+    "DCGM_FI_PROF_SM_ACTIVE": (
+        "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity"
+    ),
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ECC counters are off by default; XID 48/63/64 and remapped rows are used instead",
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ECC counters are off by default; SBE trends cannot be shown",
     "DCGM_FI_DEV_GPU_UTIL": "absent for MIG instances (dcgm-exporter #430); GR_ENGINE_ACTIVE is used",
     "DCGM_FI_DEV_FB_USED": "memory per GPU/pod cannot be shown",
     "DCGM_FI_DEV_XID_ERRORS": "XIDs can only be read from the kernel log",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": (
+        "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER"
+    ),
 }
 
 
@@ -143,7 +149,9 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 Severity.INFO,
                 f"{len(missing)} useful DCGM field(s) not exported",
                 category="preflight",
-                summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
+                summary=(
+                    "Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage."
+                ),
                 evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
                 sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
                 commands=[
@@ -160,10 +168,11 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 "DCGM series carry no pod labels",
                 category="preflight",
                 summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
-                sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
-                "and mount the kubelet pod-resources socket.",
+                sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator "
+                "default) and mount the kubelet pod-resources socket.",
                 commands=[
-                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"
+                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o "
+                    "jsonpath='{.spec.template.spec.containers[0].env}'"
                 ],
             )
         )
@@ -174,7 +183,10 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 "Workload labels arrive as exported_pod/exported_namespace",
                 category="preflight",
                 confidence=1.0,
-                summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
+                summary=(
+                    "Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib "
+                    "normalises them."
+                ),
                 sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor.",
             )
         )
