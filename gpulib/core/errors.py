@@ -31,7 +31,7 @@ class InvalidParameter(GpulibError, ValueError):
 
 
 class UnknownSetting(InvalidParameter, KeyError):
-    """A key that a ``gpulib/data/<name>.csv`` settings table does not have (one text for every table)."""
+    """A key that a ``gpulib/data/<domain>/<name>.csv`` settings table does not have (one text for every table)."""
 
     def __init__(self, where: str, key: str, known: list[str]):
         self.where, self.key, self.known = where, key, list(known)
@@ -191,7 +191,7 @@ class CollectError(KubernetesError):
 # domain errors (raised by one domain; re-exported by the module that raises them)
 # --------------------------------------------------------------------------------------------------
 class UnknownGPUModel(InvalidParameter):
-    """A GPU model that is not in the MIG catalog (``gpulib/data/mig_profiles.csv``)."""
+    """A GPU model that is not in the MIG catalog (``gpulib/data/mig/mig_profiles.csv``)."""
 
     hint = (
         "use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "

@@ -28,7 +28,7 @@ from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTE
 # the live client
 # --------------------------------------------------------------------------------------------
 def _policy(key: str) -> float:
-    """A number of ``gpulib/data/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    """A number of ``gpulib/data/kube/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
     return settings("remediation_policy").number(key)
 
 

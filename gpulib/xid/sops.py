@@ -1,4 +1,4 @@
-"""SOP rows and the commands printed from them: ``gpulib/data/xid_sop.csv`` rows filled with the node, the GPU
+"""SOP rows and the commands printed from them: ``gpulib/data/xid/xid_sop.csv`` rows filled with the node, the GPU
 and the pods on it (who was hit, from DCGM's pod labels or the pod list, with their owners).
 
 Every value that lands in a printed command is shell-quoted (:func:`gpulib.core.validate.shell_quote`). Pods of a
