@@ -521,8 +521,9 @@ def report_table(warm, rep, floor, kernel, naive, e2e, args) -> None:
         speedup = naive_total / report_total
         verdict[">= 10x faster than naive"] = speedup >= 10
         print(
-            f"  naive data path:                            {naive['data_path_s']:7.2f} s   (load {naive['load_s']:.1f}, "
-            f"analyze {naive['analyze_s']:.1f}, frames {naive['frames_s']:.1f}); samples {naive['samples']:,}; "
+            f"  naive data path:                            {naive['data_path_s']:7.2f} s   "
+            f"(load {naive['load_s']:.1f}, analyze {naive['analyze_s']:.1f}, frames {naive['frames_s']:.1f}); "
+            f"samples {naive['samples']:,}; "
             f"peak RSS {naive['peak_rss_mib']:.0f} MiB"
         )
         print(
@@ -533,7 +534,8 @@ def report_table(warm, rep, floor, kernel, naive, e2e, args) -> None:
         print(
             f"  answers: idle GPU-h report {last['idle_gpu_hours']:,.1f} vs naive {naive['idle_gpu_hours']:,.1f}; "
             f"active % {last['active_pct']:.1f} vs {naive['active_pct']:.1f}; zombie pods {len(last['zombies'])} vs "
-            f"{len(naive['zombies'])} ({'same set' if same else 'differ: ' + str(sorted(set(naive['zombies']) ^ set(last['zombies'])))})"
+            f"{len(naive['zombies'])} "
+            f"({'same set' if same else 'differ: ' + str(sorted(set(naive['zombies']) ^ set(last['zombies'])))})"
         )
     if e2e:
         print(

@@ -129,7 +129,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     r = fleet(a.gpus, a.workloads, a.time_limit)
     print(
-        f"fleet: {a.gpus} GPUs (A100-80GB + H100-80GB), {a.workloads} workloads; whole-GPU placement {r['baseline']} GPUs"
+        f"fleet: {a.gpus} GPUs (A100-80GB + H100-80GB), {a.workloads} workloads; whole-GPU placement "
+        f"{r['baseline']} GPUs"
     )
     print(
         f"  planner (MILP): {r['milp_s']:.1f} s, {r['milp_gpus']} GPUs, {r['milp_unplaced']} unplaced, "
@@ -137,7 +138,8 @@ def main(argv=None) -> int:
     )
     print(f"  FFD baseline:   {r['ffd_s']:.1f} s, {r['ffd_gpus']} GPUs, {r['ffd_unplaced']} unplaced")
     print(
-        f"  ratios: GPUs planner/FFD = {r['milp_gpus'] / r['ffd_gpus']:.3f} ({r['ffd_gpus'] - r['milp_gpus']} GPUs fewer), "
+        f"  ratios: GPUs planner/FFD = {r['milp_gpus'] / r['ffd_gpus']:.3f} "
+        f"({r['ffd_gpus'] - r['milp_gpus']} GPUs fewer), "
         f"time planner/FFD = {r['milp_s'] / r['ffd_s']:.1f}x"
     )
     checked, bad, t = optimality(a.random)

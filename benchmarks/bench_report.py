@@ -149,7 +149,10 @@ def main() -> None:
     if args.e2e:
         e = e2e(args.window)
         print(
-            f"\nend to end (papermill + HTML export, kernel start included): {e['e2e_s']:.1f} s, HTML {e['html_kib']:,.0f} KiB"
+            (
+                f"\nend to end (papermill + HTML export, kernel start included): {e['e2e_s']:.1f} s, HTML "
+                f"{e['html_kib']:,.0f} KiB"
+            )
             + (f", FAILED: {e['failed']}" if e["failed"] else "")
             + (f", errors: {e['errors']}" if e["errors"] else "")
         )

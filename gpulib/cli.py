@@ -107,7 +107,11 @@ def list_cmd(kind: Optional[str] = typer.Option(None, help="runbook, report or l
             typer.echo(f"    -p {p.name} {p.default!r}" + (f"   # {p.help}" if p.help else ""))
 
 
-@app.command("run")
+@app.command(
+    "run",
+    help="Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the "
+    "findings.",
+)
 def run_cmd(
     name: str = typer.Argument(..., help="runbook or report name (see `gpuops list`)"),
     param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
@@ -124,7 +128,6 @@ def run_cmd(
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ):
-    """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
     if fail_on not in ("critical", "warning", "info", "never"):
         _fail(InvalidParameter(f"--fail-on {fail_on!r}: use critical, warning, info or never"))
     try:
@@ -241,7 +244,11 @@ def _report_options(
     return pairs
 
 
-@app.command("collect")
+@app.command(
+    "collect",
+    help="Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a "
+    "snapshot folder.",
+)
 def collect_cmd(
     node: str = typer.Argument(..., help="the GPU node to collect evidence from"),
     apply: bool = typer.Option(False, "--apply", help="create the pod (default: dry run, print the pod spec)"),
@@ -258,7 +265,7 @@ def collect_cmd(
     kubeconfig: Optional[Path] = typer.Option(None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"),
     context: Optional[str] = typer.Option(None, help="kubeconfig context (default: current)"),
 ):
-    """Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a snapshot folder."""
+
     over = {
         "namespace": namespace,
         "timeout_s": timeout,
@@ -360,7 +367,11 @@ def backfill_cmd(
     typer.echo(f"wrote {path}; next: promtool tsdb create-blocks-from openmetrics {path} ./data")
 
 
-@app.command("alerts")
+@app.command(
+    "alerts",
+    help="Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the "
+    "promtool fixture.",
+)
 def alerts_cmd(
     base_url: str = typer.Option(
         ...,
@@ -370,7 +381,7 @@ def alerts_cmd(
     ),
     out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files"),
 ):
-    """Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the promtool fixture."""
+
     try:
         for p in write_alert_rules(out, base_url):
             typer.echo(f"wrote {p}")
@@ -391,7 +402,9 @@ def serve_cmd(
     source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, passed to every run"),
     routes_file: Optional[Path] = typer.Option(
         None,
-        help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)",
+        help=(
+            "alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)"
+        ),
     ),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),

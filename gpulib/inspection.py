@@ -222,7 +222,10 @@ def target_defaults(info: Declares, given: dict[str, Any], source: str) -> dict[
                 out[p.name] = ""
             else:
                 raise InvalidParameter(
-                    f"{info.name} needs -p {p.name} with --source {source}: its default {p.default!r} is a demo-fleet name",
+                    (
+                        f"{info.name} needs -p {p.name} with --source {source}: its default {p.default!r} is a "
+                        "demo-fleet name"
+                    ),
                     hint=f"give the {p.name} from the alert with -p {p.name} NAME",
                 )
     return out

@@ -188,7 +188,8 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
     if top is None:
         return (
             "<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
-            f"runbook ran and found nothing to act on.</p><p><small>Run: <code>{e(rb.rerun_command())}</code></small></p>"
+            "runbook ran and found nothing to act on.</p><p><small>Run: "
+            f"<code>{e(rb.rerun_command())}</code></small></p>"
         )
     sev = top.severity
     nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
@@ -408,7 +409,9 @@ class Runbook:
         top = fl[0] if fl else None
         if top is None:
             _display(
-                html_text="<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>"
+                html_text=(
+                    "<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>"
+                )
             )
         else:
             _display(

@@ -157,7 +157,8 @@ def test_serve_passes_its_source_through_the_same_rules(tmp_path):
 # ---------------------------------------------------------------------------------- real kernels
 CWD_CELL = """import os
 from pathlib import Path
-Path(os.environ["GPUOPS_FINDINGS_PATH"]).with_name("kernel.txt").write_text(os.getcwd() + "\\n" + os.environ.get("GPUOPS_SERVE_TOKEN", "absent"))
+Path(os.environ["GPUOPS_FINDINGS_PATH"]).with_name("kernel.txt").write_text(\
+os.getcwd() + "\\n" + os.environ.get("GPUOPS_SERVE_TOKEN", "absent"))
 """
 
 

@@ -1,4 +1,5 @@
-"""Core: errors, findings, schema, time, knowledge tables and identifier normalisation. Imports nothing else of gpulib."""
+"""Core: errors, findings, schema, time, knowledge tables and identifier normalisation. Imports nothing else of
+gpulib."""
 
 from __future__ import annotations
 

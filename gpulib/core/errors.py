@@ -31,7 +31,7 @@ class InvalidParameter(GpulibError, ValueError):
 
 
 class UnknownSetting(InvalidParameter, KeyError):
-    """A key that a ``gpulib/data/<name>.csv`` settings table does not have (one text for every table)."""
+    """A key that a ``gpulib/data/<domain>/<name>.csv`` settings table does not have (one text for every table)."""
 
     def __init__(self, where: str, key: str, known: list[str]):
         self.where, self.key, self.known = where, key, list(known)
@@ -59,7 +59,10 @@ class UnknownGPU(InvalidParameter):
 class SourceError(GpulibError):
     """A data source could not answer."""
 
-    hint = "check that the data source (source=, snapshot_dir=, GPUOPS_PROMETHEUS_URL, KUBECONFIG) is reachable and complete"
+    hint = (
+        "check that the data source (source=, snapshot_dir=, GPUOPS_PROMETHEUS_URL, KUBECONFIG) is reachable and "
+        "complete"
+    )
 
 
 class NotProvided(SourceError):
@@ -82,7 +85,10 @@ class PrometheusUnreachable(PrometheusError):
 
 
 class PrometheusTimeout(PrometheusError):
-    hint = "shorten the window, raise GPUOPS_PROMETHEUS_TIMEOUT, or check Prometheus load (prometheus_engine_query_duration_seconds)"
+    hint = (
+        "shorten the window, raise GPUOPS_PROMETHEUS_TIMEOUT, or check Prometheus load "
+        "(prometheus_engine_query_duration_seconds)"
+    )
 
 
 class PrometheusHTTPError(PrometheusError):
@@ -149,7 +155,10 @@ class KubeconfigMissing(KubernetesError):
 
 
 class SnapshotError(SourceError):
-    hint = "a snapshot folder holds nodes.json (kubectl get nodes -o json), pods.json (kubectl get pods -A -o json) and metrics.txt (curl <dcgm-exporter>:9400/metrics)"
+    hint = (
+        "a snapshot folder holds nodes.json (kubectl get nodes -o json), pods.json (kubectl get pods -A -o json) "
+        "and metrics.txt (curl <dcgm-exporter>:9400/metrics)"
+    )
 
 
 class CollectError(KubernetesError):
@@ -158,7 +167,10 @@ class CollectError(KubernetesError):
     ``CleanupFailed``, ``CollectRefused``); ``result`` holds what was collected before it failed, if anything."""
 
     reason = "CollectFailed"
-    hint = "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings (gpulib/data/kube/collect_settings.csv)"
+    hint = (
+        "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings "
+        "(gpulib/data/kube/collect_settings.csv)"
+    )
 
     def __init__(
         self,
@@ -179,7 +191,7 @@ class CollectError(KubernetesError):
 # domain errors (raised by one domain; re-exported by the module that raises them)
 # --------------------------------------------------------------------------------------------------
 class UnknownGPUModel(InvalidParameter):
-    """A GPU model that is not in the MIG catalog (``gpulib/data/mig_profiles.csv``)."""
+    """A GPU model that is not in the MIG catalog (``gpulib/data/mig/mig_profiles.csv``)."""
 
     hint = (
         "use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "

@@ -123,7 +123,8 @@ class Finding:
             + cmds
             + (f"<div><b>Escalate:</b> {e(self.escalation)}</div>" if self.escalation else "")
             + (f"<div><b>Next runbook:</b> <code>{e(self.runbook)}</code></div>" if self.runbook else "")
-            + f"<div><small>confidence {self.confidence:.0%}{' · ' + e(self.category) if self.category else ''}</small></div>"
+            + f"<div><small>confidence {self.confidence:.0%}"
+            f"{' · ' + e(self.category) if self.category else ''}</small></div>"
             "</div>"
         )
 

@@ -83,7 +83,10 @@ def action_finding(row: pd.Series, rep: CostReport) -> Finding:
     evidence = [
         str(row["detail"]),
         f"{row['gpus']:.2f} GPU-equivalents, {money(float(row['monthly_cost']), cur)}/month",
-        f"estimated saving {money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
+        (
+            f"estimated saving {money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence "
+            f"{float(row['confidence']):.0%}"
+        ),
         f"signal: {row['signal']}",
     ]
     if kind in ("zombie", "zombie_owned"):

@@ -371,7 +371,10 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
                     "monthly_saving": zp["cost"] * m,
                     "confidence": 0.9,
                     "detail": [
-                        f"zombie: FB_USED {fb / 1024:.1f} GiB held, activity max {a:.1%} for {format_duration(d)} (GPU {g})"
+                        (
+                            f"zombie: FB_USED {fb / 1024:.1f} GiB held, activity max {a:.1%} for "
+                            f"{format_duration(d)} (GPU {g})"
+                        )
                         for fb, a, d, g in zip(
                             zp["fb"], zp["act"], zp["duration_s"].clip(upper=rep.window_hours * 3600), zp["gpu"]
                         )

@@ -55,7 +55,8 @@ def cost_policy_list(key: str) -> list[str]:
 
 
 def report_policy(key: str) -> str:
-    """A setting from ``gpulib/data/cost/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    """A setting from ``gpulib/data/cost/report_policy.csv`` as written there
+    (:func:`gpulib.core.knowledge.settings`)."""
     return settings("report_policy").text(key)
 
 

@@ -190,14 +190,16 @@ def actions_html(rep: CostReport, *, limit: int | None = None) -> str:
 
 def _table(head: list[str], rows: list[list[str]], table_id: str, align_right: set[int] = frozenset()) -> str:
     th = "".join(
-        f"<th style='text-align:{'right' if i in align_right else 'left'};padding:4px 8px;border-bottom:2px solid #d0d7de'>"
+        f"<th style='text-align:{'right' if i in align_right else 'left'};padding:4px 8px;"
+        "border-bottom:2px solid #d0d7de'>"
         f"{html.escape(h)}</th>"
         for i, h in enumerate(head)
     )
     body = "".join(
         "<tr>"
         + "".join(
-            f"<td style='text-align:{'right' if i in align_right else 'left'};padding:3px 8px;border-bottom:1px solid #eaeef2'>{c}</td>"
+            f"<td style='text-align:{'right' if i in align_right else 'left'};padding:3px 8px;"
+            f"border-bottom:1px solid #eaeef2'>{c}</td>"
             for i, c in enumerate(r)
         )
         + "</tr>"
@@ -387,9 +389,11 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
         + ("" if data.fb_used is not None else " <b>not available: zombie detection skipped</b>")
         + ".",
         f"<b>Sampling:</b> one sample per series every {e(data.step)} over the last {e(data.window)} "
-        f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share (MIG g/7, time-sliced 1/replicas).",
-        f"<b>Active / idle:</b> allocated time at or above / below {th.idle_activity_max:.0%} activity (active + idle = "
-        "allocated); <i>mean activity</i> weights each hour by its activity and is what right-sizing uses.",
+        f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share "
+        "(MIG g/7, time-sliced 1/replicas).",
+        f"<b>Active / idle:</b> allocated time at or above / below {th.idle_activity_max:.0%} activity "
+        "(active + idle = allocated); <i>mean activity</i> weights each hour by its activity and is what "
+        "right-sizing uses.",
         "<b>Savings plan:</b> actions on one workload are alternatives (right-size, consolidate, quantise: the largest "
         "is kept) or applied in sequence on what the earlier ones leave (reclaim, then shrink, then spot), so no "
         "workload saves more than it spends and the headline is the sum of the listed actions "
@@ -439,8 +443,9 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
             for m, p, u, a in zip(stale["model"], stale["pricing"], stale["undated"], stale["as_of"])
         )
         warn = (
-            f"<p id='stale-prices' style='color:#b36b00'><b>Stale prices:</b> {len(stale)} row(s) used here are older than "
-            f"{limit:.0f} days before the window's end ({e(str(end)[:10])}) or undated: {e(lst)}. Savings that use "
+            f"<p id='stale-prices' style='color:#b36b00'><b>Stale prices:</b> {len(stale)} row(s) used here "
+            f"are older than {limit:.0f} days before the window's end ({e(str(end)[:10])}) or undated: "
+            f"{e(lst)}. Savings that use "
             "them may be off; pass a current price_file.</p>"
         )
     return (

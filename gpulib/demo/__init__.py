@@ -1,4 +1,5 @@
-"""The demo fleet: the simulator and every demo-only artefact (node files, NCCL history, operator objects, vLLM series)."""
+"""The demo fleet: the simulator and every demo-only artefact (node files, NCCL history, operator objects, vLLM
+series)."""
 
 from __future__ import annotations
 

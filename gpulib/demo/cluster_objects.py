@@ -187,16 +187,28 @@ class FleetObjects:
                 stamp = datetime.fromtimestamp(at, tz=timezone.utc).strftime("%a %b %d %H:%M:%S %Y")
                 msg = {
                     79: "GPU has fallen off the bus.",
-                    48: "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 3, subpartition 0.",
+                    48: (
+                        "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at "
+                        "partition 3, subpartition 0."
+                    ),
                     64: "Row remapper failure for bank 7 row 0x1f2a, recording to InfoROM failed",
                     13: "Graphics SM Warp Exception on (GPC 1, TPC 2, SM 0): Out Of Range Address",
                 }.get(code, "Unknown error")
                 pid = "" if code == 79 else f"pid={4000 + d.index}, name=python3, "
                 lines.append(f"[{stamp}] NVRM: Xid (PCI:{bus[:10]}): {code}, {pid}{msg}")
         header = [
-            f"[{datetime.fromtimestamp(boot, tz=timezone.utc).strftime('%a %b %d %H:%M:%S %Y')}] Linux version 5.15.0-1063-aws",
-            f"[{datetime.fromtimestamp(boot + 20, tz=timezone.utc).strftime('%a %b %d %H:%M:%S %Y')}] nvidia: loading out-of-tree module taints kernel.",
-            f"[{datetime.fromtimestamp(boot + 21, tz=timezone.utc).strftime('%a %b %d %H:%M:%S %Y')}] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {self.driver_version}",
+            (
+                f"[{datetime.fromtimestamp(boot, tz=timezone.utc).strftime('%a %b %d %H:%M:%S %Y')}] Linux "
+                "version 5.15.0-1063-aws"
+            ),
+            (
+                f"[{datetime.fromtimestamp(boot + 20, tz=timezone.utc).strftime('%a %b %d %H:%M:%S %Y')}] "
+                "nvidia: loading out-of-tree module taints kernel."
+            ),
+            (
+                f"[{datetime.fromtimestamp(boot + 21, tz=timezone.utc).strftime('%a %b %d %H:%M:%S %Y')}] NVRM: "
+                f"loading NVIDIA UNIX x86_64 Kernel Module  {self.driver_version}"
+            ),
         ]
         return (
             "\n".join(header + sorted(lines, key=lambda s: datetime.strptime(s[1:25], "%a %b %d %H:%M:%S %Y"))) + "\n"

@@ -291,7 +291,8 @@ class FleetMetrics:
         return v
 
     def labels(self, d: Device) -> dict[str, str]:
-        """dcgm-exporter labels of a device, as the exporter (``new``) or a default ServiceMonitor (``old``) shows them."""
+        """dcgm-exporter labels of a device, as the exporter (``new``) or a default ServiceMonitor (``old``) shows
+        them."""
         host_key = "hostname" if self.label_style == "new" else "Hostname"
         lab = {
             "gpu": str(d.index),

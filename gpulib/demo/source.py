@@ -59,7 +59,10 @@ class DemoSource(Source):
         self._end = self.sim.end
 
     def describe(self) -> str:
-        return f"demo fleet ({len(self.sim.node_specs)} nodes, {sum(1 for d in self.sim.devices if not d.is_instance)} GPUs)"
+        return (
+            f"demo fleet ({len(self.sim.node_specs)} nodes, "
+            f"{sum(1 for d in self.sim.devices if not d.is_instance)} GPUs)"
+        )
 
     def _devices(self, node, gpu):
         for d in self.sim.devices:
@@ -172,7 +175,8 @@ class DemoSource(Source):
         return set(self.sim.metric_names()), [self.sim.labels(d) for d in devs]
 
     def _gpus(self, node, window):
-        """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L would)."""
+        """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L
+        would)."""
         return pd.DataFrame(
             [
                 {

@@ -48,7 +48,10 @@ def xid_findings(hf: HealthFrames) -> list[Finding]:
                 category="xid",
                 runbook="xid_ecc_triage",
                 confidence=0.9,
-                summary=f"Last XID reported by DCGM is {int(r.value)}: {rec.category}; NVIDIA's immediate action: {rec.immediate_action}.",
+                summary=(
+                    f"Last XID reported by DCGM is {int(r.value)}: {rec.category}; NVIDIA's immediate action: "
+                    f"{rec.immediate_action}."
+                ),
                 evidence=[
                     f"DCGM_FI_DEV_XID_ERRORS last value {int(r.value)} in the last {hf.window} "
                     "(a sticky gauge: it holds the last XID until the driver or DCGM restarts)"
@@ -183,9 +186,12 @@ def stale_telemetry(
                 category="telemetry",
                 runbook="xid_ecc_triage",
                 confidence=0.8,
-                summary="DCGM stopped reporting this GPU: it may have fallen off the bus (XID 79) or the exporter lost it.",
+                summary=(
+                    "DCGM stopped reporting this GPU: it may have fallen off the bus (XID 79) or the exporter lost it."
+                ),
                 evidence=[
-                    f"last sample {ts:%Y-%m-%d %H:%M} UTC, {format_duration((pd.Timestamp(end) - ts).total_seconds())} before the window end"
+                    f"last sample {ts:%Y-%m-%d %H:%M} UTC, "
+                    f"{format_duration((pd.Timestamp(end) - ts).total_seconds())} before the window end"
                 ],
                 sop_step=s.sop_step,
                 commands=s.commands,
@@ -209,7 +215,8 @@ def idle_findings(idle: IdleInputs) -> list[Finding]:
         # zombie (stuck) and idle allocated (reserved, unused) get the report's SOPs (gpulib/data/cost/cost_sop.csv)
         kind, step, commands = verdict_sop(r.state, ns, pod, p.workload, p.owner_kind, low_load=p.lightly_used)
         evidence = [
-            f"mean activity {100 * r.activity_mean:.1f} % over {window} (idle below {100 * th.idle_activity_max:.0f} %), "
+            f"mean activity {100 * r.activity_mean:.1f} % over {window} "
+            f"(idle below {100 * th.idle_activity_max:.0f} %), "
             f"peak {100 * r.activity_max:.1f} % on {', '.join(r.devices)}",
             f"max memory held {held / 1024:.1f} GiB" if has_fb else "FB_USED not exported: zombie check skipped",
         ]

@@ -86,7 +86,10 @@ class InstallPlan:
         cmds = [
             f"helm repo add {setting('helm_repo_name')} {setting('helm_repo_url')} && helm repo update",
             f"kubectl create namespace {ns} --dry-run=client -o yaml | kubectl apply -f -",
-            f"kubectl label --overwrite namespace {ns} {setting('pod_security_label')}={setting('pod_security_required')}",
+            (
+                f"kubectl label --overwrite namespace {ns} "
+                f"{setting('pod_security_label')}={setting('pod_security_required')}"
+            ),
         ]
         for obj in self.objects:
             cmds.append(f"kubectl apply -f {obj['metadata']['name']}.yaml   # {obj['kind']} below")

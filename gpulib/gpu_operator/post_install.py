@@ -25,12 +25,17 @@ from gpulib.kube.labels import gpu_resource_name
 #: what to do for each ClusterPolicy condition reason
 #: (``NVIDIA/gpu-operator: internal/conditions/consts.go`` @ a22dbf67)
 _REASON_ADVICE = {
-    "OperandNotReady": "Each state named in the message maps to one operand DaemonSet (gpulib/data/gpu_operator/operator_components.csv): fix its pods.",
+    "OperandNotReady": (
+        "Each state named in the message maps to one operand DaemonSet "
+        "(gpulib/data/gpu_operator/operator_components.csv): fix its pods."
+    ),
     "DriverNotReady": "The driver DaemonSet is not ready on some node: see the driver pod findings.",
     "NFDLabelsMissing": "No node carries NFD labels: enable NFD (nfd.enabled=true) or install node-feature-discovery.",
     "NoGPUNodes": "No node has the NFD pci-10de label: check lspci on the GPU nodes and the NFD worker pods.",
     "NodeStatusExporterNotReady": "The node-status-exporter DaemonSet is not ready: read its pod log.",
-    "PrerequisiteNotMet": "A prerequisite of the ClusterPolicy is not met: read the condition message and the operator log.",
+    "PrerequisiteNotMet": (
+        "A prerequisite of the ClusterPolicy is not met: read the condition message and the operator log."
+    ),
     "ReconcileFailed": "The operator failed to reconcile: read the operator Deployment log.",
 }
 

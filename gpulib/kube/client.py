@@ -28,7 +28,7 @@ from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTE
 # the live client
 # --------------------------------------------------------------------------------------------
 def _policy(key: str) -> float:
-    """A number of ``gpulib/data/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
+    """A number of ``gpulib/data/kube/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
     return settings("remediation_policy").number(key)
 
 
@@ -346,7 +346,10 @@ class KubeCluster:
         text = configmap_config_yaml(cm)
         if text is None:
             raise KubernetesError(
-                f"ConfigMap {namespace}/{name} has no config.yaml key ({self._url(f'/api/v1/namespaces/{namespace}/configmaps/{name}')})",
+                (
+                    f"ConfigMap {namespace}/{name} has no config.yaml key "
+                    f"({self._url(f'/api/v1/namespaces/{namespace}/configmaps/{name}')})"
+                ),
                 status=404,
                 hint="MIG Manager reads the mig-parted document from the key config.yaml",
             )

@@ -106,12 +106,19 @@ def script(token: str, diag_level: int | None = None) -> str:
     lines = [
         "set -u",
         "R=/host",
-        "if [ ! -x /host/usr/bin/nvidia-smi ] && [ -x /host/run/nvidia/driver/usr/bin/nvidia-smi ]; then R=/host/run/nvidia/driver; fi",
-        f'run() {{ s=$1; shift; echo "@@gpuops:{token}:begin:$s"; "$@" 2>&1; rc=$?; echo; echo "@@gpuops:{token}:end:$s:rc=$rc"; }}',
+        (
+            "if [ ! -x /host/usr/bin/nvidia-smi ] && [ -x /host/run/nvidia/driver/usr/bin/nvidia-smi ]; then "
+            "R=/host/run/nvidia/driver; fi"
+        ),
+        (
+            f'run() {{ s=$1; shift; echo "@@gpuops:{token}:begin:$s"; "$@" 2>&1; rc=$?; '
+            f'echo; echo "@@gpuops:{token}:end:$s:rc=$rc"; }}'
+        ),
     ]
     if diag_level is not None:
         lines.append(
-            "command -v nv-hostengine >/dev/null 2>&1 && { nv-hostengine >/tmp/nv-hostengine.log 2>&1 || true; sleep 3; }"
+            "command -v nv-hostengine >/dev/null 2>&1 && { nv-hostengine >/tmp/nv-hostengine.log 2>&1 || "
+            "true; sleep 3; }"
         )
     for c in sections(diag_level):
         cmd = c["command"]
@@ -383,7 +390,10 @@ def _wait_started(cluster, ns, name, s, clock, sleep, res: CollectResult) -> Non
                 or "no reason given"
             )
             raise CollectError(
-                f"pod {ns}/{name} still {phase or 'Pending'} on {res.node} after {s['pending_timeout_s']:.0f} s ({why})",
+                (
+                    f"pod {ns}/{name} still {phase or 'Pending'} on {res.node} after "
+                    f"{s['pending_timeout_s']:.0f} s ({why})"
+                ),
                 reason="PodStuckPending",
                 hint=f"kubectl -n {ns} describe pod {name}: a node without room for the pod's requests, a "
                 "PodSecurity policy refusing a privileged pod, or a slow image pull",

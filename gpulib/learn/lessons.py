@@ -560,7 +560,8 @@ def optional_module(name: str):
 
 
 def resources_text(resources: dict) -> str:
-    """A container's ``resources`` as the line an engineer reads in a pod spec: ``limits nvidia.com/gpu=1; requests ...``."""
+    """A container's ``resources`` as the line an engineer reads in a pod spec: ``limits nvidia.com/gpu=1; requests
+    ...``."""
     return (
         "; ".join(
             f"{kind} " + ", ".join(f"{name}={qty}" for name, qty in (spec or {}).items())

@@ -145,7 +145,10 @@ def expected_busbw(
         nhigh = nics_per_node * per_nic * _thr("nic_efficiency_high") * _thr("multinode_nic_sum_high")
         if nlow < low or nhigh < high:
             basis += f"; capped by {nics_per_node} x {nic_gbit:g} Gb/s NICs per node x NIC efficiency"
-            source += "; nccl_thresholds.csv nic_efficiency_* and multinode_nic_sum_* (NVIDIA/nccl-tests#290, NVIDIA/nccl#412)"
+            source += (
+                "; nccl_thresholds.csv nic_efficiency_* and multinode_nic_sum_* (NVIDIA/nccl-tests#290, "
+                "NVIDIA/nccl#412)"
+            )
         low, high = min(low, nlow), min(high, nhigh)
     return Band(coll, round(low, 1), round(high, 1), f"derived: {basis}", source, True, link_peak=peak)
 
@@ -266,7 +269,8 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     if status != "broken" and measured is not None and n != 1:
         if size is not None and size < _thr("verdict_min_bytes"):
             reasons.append(
-                f"largest size is {_fmt_bytes(size)}; published bands are for >= {_fmt_bytes(int(_thr('verdict_min_bytes')))} messages"
+                f"largest size is {_fmt_bytes(size)}; published bands are for >= "
+                f"{_fmt_bytes(int(_thr('verdict_min_bytes')))} messages"
             )
         if band is None:
             reasons.append("no expected band for this setup; pass gpu_model=/topology=/interconnect=")
@@ -284,7 +288,8 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
             else:
                 status = "degraded"
                 reasons.append(
-                    f"busbw {measured:g} GB/s at {_fmt_bytes(size)} is {ratio:.0%} of the expected low end {band.low:g} GB/s"
+                    f"busbw {measured:g} GB/s at {_fmt_bytes(size)} is {ratio:.0%} of the expected low end "
+                    f"{band.low:g} GB/s"
                 )
                 reasons.extend(_degraded_hints(measured, band))
     cons = check_busbw(result)
@@ -292,7 +297,8 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
         bad = cons[~cons["ok"]]
         reasons.append(
             f"{len(bad)} row(s) where busbw/algbw disagree with the {coll} factor for {n} ranks "
-            f"(first: {_fmt_bytes(int(bad['size_bytes'].iloc[0]))} {bad['problem'].iloc[0]}): wrong rank count or an edited table"
+            f"(first: {_fmt_bytes(int(bad['size_bytes'].iloc[0]))} {bad['problem'].iloc[0]}): "
+            "wrong rank count or an edited table"
         )
     f = _verdict_finding(status, coll, measured, size, band, reasons, node)
     return Verdict(status, coll, measured, size, band, reasons, f)

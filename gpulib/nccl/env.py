@@ -93,7 +93,10 @@ def check_environment(
                 Finding(
                     Severity.WARNING,
                     f"Debugging variable {name} left set",
-                    summary=f"{known.loc[name, 'meaning']}; NCCL's docs say debugging variables should not stay in production",
+                    summary=(
+                        f"{known.loc[name, 'meaning']}; NCCL's docs say debugging variables should not stay in "
+                        "production"
+                    ),
                     sop_step=step.sop_step,
                     commands=step.commands,
                     evidence=[f"{name}={val}"],
@@ -159,7 +162,10 @@ def check_environment(
                 Finding(
                     Severity.WARNING,
                     "/dev/shm is small for NCCL",
-                    summary=f"/dev/shm is {_fmt_bytes(int(shm_bytes))}; NCCL's SHM transport fails with 'No space left on device' (container default 64 MiB)",
+                    summary=(
+                        f"/dev/shm is {_fmt_bytes(int(shm_bytes))}; NCCL's SHM transport fails with 'No space "
+                        "left on device' (container default 64 MiB)"
+                    ),
                     sop_step=step.sop_step,
                     commands=step.commands,
                     evidence=[f"/dev/shm {shm_bytes} bytes < {int(floor)} bytes"],
@@ -242,7 +248,10 @@ def check_pod_spec(pod: Mapping[str, Any], *, multi_node: bool = False) -> Findi
             Finding(
                 Severity.WARNING,
                 "No /dev/shm volume in the pod",
-                summary="the container gets the 64 MiB default /dev/shm; NCCL fails with 'Error while creating shared memory segment'",
+                summary=(
+                    "the container gets the 64 MiB default /dev/shm; NCCL fails with 'Error while creating "
+                    "shared memory segment'"
+                ),
                 sop_step=sop("nccl_sop", "pod_no_shm_volume").sop_step,
                 evidence=[f"{name}: no volumeMount at /dev/shm"],
                 category="nccl-pod",
@@ -291,7 +300,9 @@ def check_pod_spec(pod: Mapping[str, Any], *, multi_node: bool = False) -> Findi
             Finding(
                 Severity.WARNING,
                 "Multi-node job without RDMA resources",
-                summary="no rdma/* or SR-IOV resource requested and no hostNetwork: NCCL will use TCP sockets between nodes",
+                summary=(
+                    "no rdma/* or SR-IOV resource requested and no hostNetwork: NCCL will use TCP sockets between nodes"
+                ),
                 sop_step=sop("nccl_sop", "pod_multi_node_without_rdma").sop_step,
                 evidence=[f"{name}: resources {sorted(res_names)}"],
                 category="nccl-pod",

@@ -440,7 +440,8 @@ def _check_wiring(cm: Mapping[str, Any], work: Mapping[str, Any]) -> str:
         []
         if cm_md.get("namespace") == md.get("namespace")
         else [
-            f"ConfigMap/{cm_md.get('name')} is in namespace {cm_md.get('namespace')!r}, the pods in {md.get('namespace')!r}"
+            f"ConfigMap/{cm_md.get('name')} is in namespace {cm_md.get('namespace')!r}, the pods in "
+            f"{md.get('namespace')!r}"
         ]
     )
     for rt, tpl in pod_templates(work).items():

@@ -1,4 +1,5 @@
-"""NVIDIA node tools: NVML (pynvml), nvidia-smi (``-q``, table, ``dmon``) and ``dcgmi diag`` parsers. Importable with numpy, pandas and nvidia-ml-py only."""
+"""NVIDIA node tools: NVML (pynvml), nvidia-smi (``-q``, table, ``dmon``) and ``dcgmi diag`` parsers. Importable with
+numpy, pandas and nvidia-ml-py only."""
 
 from __future__ import annotations
 

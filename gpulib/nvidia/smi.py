@@ -201,7 +201,8 @@ def _sum_if_complete(d: dict[str, str], parts: list[str]) -> float:
 
 @lru_cache(maxsize=1)
 def clock_event_table() -> pd.DataFrame:
-    """Clock event (throttle) reason bits (NVIDIA/DCGM: dcgmlib/dcgm_fields.h @ 72fa3fea) from ``gpulib/data/nvidia/clock_event_reasons.csv``."""
+    """Clock event (throttle) reason bits (NVIDIA/DCGM: dcgmlib/dcgm_fields.h @ 72fa3fea) from
+    ``gpulib/data/nvidia/clock_event_reasons.csv``."""
     t = load_table("clock_event_reasons")
     t["bit"] = t["bit"].map(lambda s: int(str(s), 16))
     return t

@@ -23,7 +23,10 @@ def body(rec: dict[str, Any], link: str, fmt: str) -> dict[str, Any]:
     if fmt == "json":
         return facts
     where = " ".join(f"{k}={v}" for k, v in rec["params"].items())
-    text = f"*{rec['runbook']}* {where}: *{rec.get('severity') or rec['status']}* - {rec.get('cause') or rec.get('error') or ''}"
+    text = (
+        f"*{rec['runbook']}* {where}: *{rec.get('severity') or rec['status']}* - "
+        f"{rec.get('cause') or rec.get('error') or ''}"
+    )
     if rec.get("command"):
         text += f"\nnext: `{rec['command']}`"
     return {"text": text + f"\n<{link}|open the report>"}

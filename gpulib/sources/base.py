@@ -31,14 +31,20 @@ AGGS = ("avg", "max", "min")
 #: fields a runbook needs, the fallback used when missing, and what to enable
 #: (``NVIDIA/dcgm-exporter: etc/default-counters.csv`` @ d5e5f510)
 IMPORTANT_FIELDS = {
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)",
-    "DCGM_FI_PROF_SM_ACTIVE": "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (
+        "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)"
+    ),
+    "DCGM_FI_PROF_SM_ACTIVE": (
+        "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity"
+    ),
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ECC counters are off by default; XID 48/63/64 and remapped rows are used instead",
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ECC counters are off by default; SBE trends cannot be shown",
     "DCGM_FI_DEV_GPU_UTIL": "absent for MIG instances (dcgm-exporter #430); GR_ENGINE_ACTIVE is used",
     "DCGM_FI_DEV_FB_USED": "memory per GPU/pod cannot be shown",
     "DCGM_FI_DEV_XID_ERRORS": "XIDs can only be read from the kernel log",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": (
+        "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER"
+    ),
 }
 
 

@@ -116,7 +116,8 @@ def check_result(doc, url: str, query: str, kind: str) -> list:
             raise bad(f"a data.result item has no [time, value] pair (resultType {str(data.get('resultType'))[:20]!r})")
         if kind == "matrix" and not (isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 for p in v)):
             raise bad(
-                f"a data.result item has no list of [time, value] pairs (resultType {str(data.get('resultType'))[:20]!r})"
+                "a data.result item has no list of [time, value] pairs (resultType "
+                f"{str(data.get('resultType'))[:20]!r})"
             )
     return result
 

@@ -119,7 +119,8 @@ class SnapshotSource(Source):
         return doc
 
     def _frame(self, name: str, convert) -> pd.DataFrame:
-        """``convert`` (nodes_frame / pods_frame) of ``name``; a malformed object becomes a SnapshotError naming the file."""
+        """``convert`` (nodes_frame / pods_frame) of ``name``; a malformed object becomes a SnapshotError naming the
+        file."""
         doc = self._json(name)
         try:
             return convert(doc)

@@ -105,7 +105,8 @@ def budget_findings(b) -> list[Finding]:
 
 
 def no_tp_fits(model: str, device: str, gpus: int, concurrency: int, tried: list[str]) -> Finding:
-    """CRITICAL: no tensor-parallel size up to ``gpus`` holds ``concurrency`` requests (:func:`gpulib.vllm.choose_tp`)."""
+    """CRITICAL: no tensor-parallel size up to ``gpus`` holds ``concurrency`` requests
+    (:func:`gpulib.vllm.choose_tp`)."""
     t = sop(_TABLE, "no_tp_fits")
     return Finding(
         Severity.CRITICAL,

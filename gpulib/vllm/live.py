@@ -95,7 +95,10 @@ def _no_series(src, namespace: str, workload: str, window: str, series) -> Excep
     name no vLLM deployment (a usage error, exit 2); or no pod does (missing data: vLLM's /metrics is not scraped)."""
     what = f"no vllm: series for pods {workload}-* in namespace {namespace} in the last {window}"
     if series is None:
-        q = f"count by (namespace, pod) (last_over_time(vllm:num_requests_running[{int(parse_window(window).total_seconds())}s]))"
+        q = (
+            "count by (namespace, pod) "
+            f"(last_over_time(vllm:num_requests_running[{int(parse_window(window).total_seconds())}s]))"
+        )
         pods = {(r["metric"].get("namespace", ""), r["metric"].get("pod", "")) for r in src.query(q)}
     else:
         pods = {(lab["namespace"], lab["pod"]) for name, lab, _ in series if name == "vllm:num_requests_running"}
@@ -155,10 +158,19 @@ def _prometheus_rows(src, sel: str, w: str) -> list[dict]:
         "running_max": f"max_over_time(vllm:num_requests_running{{{sel}}}[{w}])",
         "waiting_avg": f"avg_over_time(vllm:num_requests_waiting{{{sel}}}[{w}])",
         "waiting_max": f"max_over_time(vllm:num_requests_waiting{{{sel}}}[{w}])",
-        "kv_usage_max": f"max_over_time(vllm:kv_cache_usage_perc{{{sel}}}[{w}]) or max_over_time(vllm:gpu_cache_usage_perc{{{sel}}}[{w}])",
+        "kv_usage_max": (
+            f"max_over_time(vllm:kv_cache_usage_perc{{{sel}}}[{w}]) or "
+            f"max_over_time(vllm:gpu_cache_usage_perc{{{sel}}}[{w}])"
+        ),
         "preemptions": f"increase(vllm:num_preemptions_total{{{sel}}}[{w}])",
-        "ttft_p99_s": f"histogram_quantile(0.99, sum by (pod, le) (increase(vllm:time_to_first_token_seconds_bucket{{{sel}}}[{w}])))",
-        "e2e_p99_s": f"histogram_quantile(0.99, sum by (pod, le) (increase(vllm:e2e_request_latency_seconds_bucket{{{sel}}}[{w}])))",
+        "ttft_p99_s": (
+            "histogram_quantile(0.99, sum by (pod, le) "
+            f"(increase(vllm:time_to_first_token_seconds_bucket{{{sel}}}[{w}])))"
+        ),
+        "e2e_p99_s": (
+            "histogram_quantile(0.99, sum by (pod, le) "
+            f"(increase(vllm:e2e_request_latency_seconds_bucket{{{sel}}}[{w}])))"
+        ),
     }
     per: dict[str, dict] = {}
     for col, q in queries.items():

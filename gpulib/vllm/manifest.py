@@ -158,12 +158,14 @@ def adapter_rules() -> str:
 - seriesQuery: 'vllm:e2e_request_latency_seconds_bucket{namespace!="",pod!=""}'
   resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
   name: {matches: "vllm:e2e_request_latency_seconds_bucket", as: "vllm_e2e_request_latency_seconds_p99"}
-  metricsQuery: 'histogram_quantile(0.99, sum by (le, <<.GroupBy>>) (rate(vllm:e2e_request_latency_seconds_bucket{<<.LabelMatchers>>}[5m])))'
+  metricsQuery: 'histogram_quantile(0.99, sum by (le, <<.GroupBy>>) \
+(rate(vllm:e2e_request_latency_seconds_bucket{<<.LabelMatchers>>}[5m])))'
 """
 
 
 def validate_manifests(objs: Iterable[dict], version: str = "1.29") -> list[str]:
-    """Validate with kubernetes-validate (strict); returns ``["Deployment/vllm: ok", ...]`` or raises InvalidParameter."""
+    """Validate with kubernetes-validate (strict); returns ``["Deployment/vllm: ok", ...]`` or raises
+    InvalidParameter."""
     import kubernetes_validate
 
     out = []

@@ -114,7 +114,8 @@ def weights_gib(model: str | ModelSpec, dtype: str = "bfloat16", tp: int = 1) ->
 
 
 def kv_bytes_per_token(model: str | ModelSpec, kv_cache_dtype: str = "auto", tp: int = 1) -> float:
-    """KV bytes per token per GPU = 2 x layers x kv_heads/TP x head_dim x bytes (heads replicated when TP > kv_heads)."""
+    """KV bytes per token per GPU = 2 x layers x kv_heads/TP x head_dim x bytes (heads replicated when TP >
+    kv_heads)."""
     m = get_model(model)
     return 2 * m.layers * max(1, m.kv_heads // tp) * m.head_dim * dtype_bytes(kv_cache_dtype)
 

@@ -104,7 +104,8 @@ class DeploymentPlan:
         return args
 
     def arithmetic(self) -> pd.DataFrame:
-        """The memory arithmetic, per GPU, the way vLLM accounts it (vllm-project/vllm: vllm/v1/worker/gpu_worker.py determine_available_memory @ 002f10e0)."""
+        """The memory arithmetic, per GPU, the way vLLM accounts it (vllm-project/vllm: vllm/v1/worker/gpu_worker.py
+        determine_available_memory @ 002f10e0)."""
         b = self.budget
         m = self.model
         rows = [

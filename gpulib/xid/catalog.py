@@ -102,7 +102,8 @@ def lookup(code: Any) -> XidRecord:
         category="unknown",
         fatal=False,
         known=False,
-        description=f"XID {code!r} is not in NVIDIA's catalog as shipped here (codes 1-172); newer drivers may define it",
+        description=f"XID {code!r} is not in NVIDIA's catalog as shipped here (codes 1-172); "
+        "newer drivers may define it",
         immediate_action="CONTACT_SUPPORT",
         investigatory_action="CONTACT_SUPPORT",
         notes="check https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html for newer codes",

@@ -51,7 +51,8 @@ def _classes() -> dict[str, str]:
 
 
 def diag_test_class(name: str) -> str:
-    """``memory``/``pcie``/``diagnostic``/``retirement``/``stress``/``deployment``, or ``other`` for a test not in the table."""
+    """``memory``/``pcie``/``diagnostic``/``retirement``/``stress``/``deployment``, or ``other`` for a test not in the
+    table."""
     key = re.sub(r"[\s_-]+", "_", str(name).strip().lower())
     return _classes().get(key, "other")
 

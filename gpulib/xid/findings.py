@@ -109,6 +109,7 @@ def triage_node(
         findings += ([xid_finding(node, r)] if r.xid else []) + [rule_finding(h, node, r) for h in r.memory + r.thermal]
     if not findings:
         read = {k: v for k, v in (dcgm or {}).items() if v is not None}
+        checked = ", ".join(k for k, v in (("kernel log", xid_events), ("nvidia-smi", smi)) if v is not None)
         findings.append(
             Finding(
                 severity=Severity.OK,
@@ -118,7 +119,7 @@ def triage_node(
                 category="ok",
                 runbook="xid_ecc_triage",
                 evidence=[
-                    f"inputs checked: {', '.join(k for k, v in (('kernel log', xid_events), ('nvidia-smi', smi)) if v is not None) or 'none'}"
+                    f"inputs checked: {checked or 'none'}"
                     + (f"; DCGM fields: {', '.join(sorted(read))}" if read else "")
                 ],
             )

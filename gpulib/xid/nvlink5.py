@@ -1,4 +1,4 @@
-"""Decode of the NVLink5 XIDs 144-150 (NVIDIA's "XID 144-150 Decode" sheet, ``gpulib/data/xid_nvlink5_decode.csv``).
+"""Decode of the NVLink5 XIDs 144-150 (NVIDIA's "XID 144-150 Decode" sheet, ``gpulib/data/xid/xid_nvlink5_decode.csv``).
 
 The driver prints these XIDs with an interrupt-info word and an error-status word:
 ``NVRM: Xid (PCI:0018:01:00): 149, NETIR_LINK_EVT/NETIR_LINK_DOWN Fatal XC0 i0 Link 07 (0x02500011 0x00000000 ...)``

@@ -1,4 +1,4 @@
-"""SOP rows and the commands printed from them: ``gpulib/data/xid_sop.csv`` rows filled with the node, the GPU
+"""SOP rows and the commands printed from them: ``gpulib/data/xid/xid_sop.csv`` rows filled with the node, the GPU
 and the pods on it (who was hit, from DCGM's pod labels or the pod list, with their owners).
 
 Every value that lands in a printed command is shell-quoted (:func:`gpulib.core.validate.shell_quote`). Pods of a
@@ -130,7 +130,10 @@ def _workload_commands(key: str, impact: pd.DataFrame, node: str) -> list[str]:
             if key == "stop_workload":
                 out.append(
                     command("kubectl", "-n", ns, "scale", obj, "--replicas=0")
-                    + f"   # {kind} {name} would re-create a deleted pod; it runs {int(r.get('owner_pods') or 1)} pod(s) now"
+                    + (
+                        f"   # {kind} {name} would re-create a deleted pod; it runs "
+                        f"{int(r.get('owner_pods') or 1)} pod(s) now"
+                    )
                 )
             elif key == "resume_workload":
                 out.append(command("kubectl", "-n", ns, "scale", obj, f"--replicas={int(r.get('owner_pods') or 1)}"))

@@ -86,7 +86,8 @@ def kernel_log_command(node: str) -> str:
 
 
 def collect_command(node: str) -> str:
-    """The ``gpuops collect`` line that fetches the node's kernel log and nvidia-smi reports (:mod:`gpulib.kube.collect`)."""
+    """The ``gpuops collect`` line that fetches the node's kernel log and nvidia-smi reports
+    (:mod:`gpulib.kube.collect`)."""
     return command("gpuops", "collect", node_name(node), "--apply")
 
 

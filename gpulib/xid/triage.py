@@ -378,7 +378,8 @@ def thermal_rules(
     temp = _summary_value(dcgm, GPU_TEMP, node, case.gpu, case.uuid)
     if temp and temp[1] != "increase (resets handled)" and temp[0] >= warn:
         ev.append(
-            f"{GPU_TEMP} {temp[1]} {temp[0]:.0f} C over {window or 'the window'} (warn {warn:.0f} C, critical {crit:.0f} C)"
+            f"{GPU_TEMP} {temp[1]} {temp[0]:.0f} C over {window or 'the window'} (warn {warn:.0f} C, "
+            f"critical {crit:.0f} C)"
         )
         sev = Severity.CRITICAL if temp[0] >= crit else Severity.WARNING
     t_now = s.get("temperature_gpu_c")

@@ -549,7 +549,11 @@ class KubeApiDouble:
             return 415, _status(
                 415,
                 "UnsupportedMediaType",
-                f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ctype!r})",
+                (
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, "
+                    f"application/strategic-merge-patch+json (got {ctype!r})"
+                ),
             )
         if not isinstance(body, dict):
             return 400, _status(400, "BadRequest", "patch body must be a JSON object")

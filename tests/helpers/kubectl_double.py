@@ -457,12 +457,14 @@ class KubectlDouble(KubeApiDouble):
                 out.append(f"metadata.labels: Invalid value: {k!r}: name part must consist of alphanumeric characters")
             if not isinstance(v, str) or not _LABEL_VALUE.match(v):
                 out.append(
-                    f"metadata.labels: Invalid value: {v!r}: a valid label must be an empty string or consist of alphanumeric characters"
+                    f"metadata.labels: Invalid value: {v!r}: a valid label must be an empty string or "
+                    "consist of alphanumeric characters"
                 )
         for t in (obj.get("spec") or {}).get("taints") or [] if res[3] == "Node" else []:
             if t.get("effect") not in TAINT_EFFECTS:
                 out.append(
-                    f"spec.taints[].effect: Unsupported value: {t.get('effect')!r}: supported values: {', '.join(sorted(TAINT_EFFECTS))}"
+                    f"spec.taints[].effect: Unsupported value: {t.get('effect')!r}: supported values: "
+                    f"{', '.join(sorted(TAINT_EFFECTS))}"
                 )
             if not _LABEL_KEY.match(t.get("key") or ""):
                 out.append(f"spec.taints[].key: Invalid value: {t.get('key')!r}")

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def sop_calls(domain: str, table: str) -> list[tuple[str, object, set[str]]]:
-    """(``file:line``, key or None when it is not a string literal, keywords passed) of each ``sop(table, ...)`` call."""
+    """(``file:line``, key or None when it is not a string literal, keywords passed) of each ``sop(table, ...)``
+    call."""
     out = []
     for path in sorted((ROOT / "gpulib" / domain).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -128,7 +128,10 @@ def test_the_collected_kernel_log_format_is_read():
     real = data_path("captures/h200_dmesg_iso_nvrm.txt").read_text()  # real H200, driver 580.159.04: NVRM lines, no Xid
     assert "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04" in real
     assert parse_kernel_log(real).empty
-    line = "2026-12-01T08:20:48,832638+00:00 NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+    line = (
+        "2026-12-01T08:20:48,832638+00:00 NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python3, GPU has fallen "
+        "off the bus."
+    )
     ev = parse_kernel_log(real + line + "\n")
     assert len(ev) == 1 and int(ev["xid"].iloc[0]) == 79 and ev["pci_bus_id"].iloc[0] == "0000:18:00.0"
     assert ev["timestamp"].iloc[0] == pd.Timestamp("2026-12-01T08:20:48.832638Z") and ev["host"].isna().iloc[0]

@@ -158,7 +158,10 @@ def test_parse_args():
 
 
 def test_module_imports_without_torch():
-    code = "import sys, gpulib.nccl.probe, gpulib.nccl.results, gpulib.nccl.bands, gpulib.nvidia.topology; print('torch' in sys.modules)"
+    code = (
+        "import sys, gpulib.nccl.probe, gpulib.nccl.results, gpulib.nccl.bands, gpulib.nvidia.topology; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -185,8 +185,12 @@ def test_per_iteration_and_timestamp_columns():
         "# Collective test starting: all_reduce_perf\n"
         "#  Rank  0 Group  0 Pid   1 on h device  0 [0000:18:00] NVIDIA H200\n"
         "#  Rank  1 Group  0 Pid   1 on h device  1 [0000:2a:00] NVIDIA H200\n"
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%           timestamp\n"
-        "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    19.10    22.40    22.10     3.20    19.50   53.77   53.77       0    19.00    21.00    20.90     2.10  2025-01-02 03:04:05\n"
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    "
+        "i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    "
+        "i_cv%           timestamp\n"
+        "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    19.10    "
+        "22.40    22.10     3.20    19.50   53.77   53.77       0    19.00    21.00    20.90     2.10  "
+        "2025-01-02 03:04:05\n"
         "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 53.1 \n"
     )
     r = N.parse_nccl_tests(text)

@@ -6,7 +6,8 @@ import pytest
 
 from gpulib.nccl import parse_nccl_tests, verdict
 
-HDR = """# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: {v} graph: 0
+HDR = """# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 \
+validation: {v} graph: 0
 #
 #                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong

@@ -1,4 +1,5 @@
-"""gpulib.nvidia.nvml decoding against a fake pynvml module (error / NOT_SUPPORTED paths), plus a live probe on a real GPU."""
+"""gpulib.nvidia.nvml decoding against a fake pynvml module (error / NOT_SUPPORTED paths), plus a live probe on a real
+GPU."""
 
 import json
 import math
@@ -189,7 +190,8 @@ def test_cli_without_driver_exits_2(fake, capsys):
 
 def test_imports_with_only_numpy_pandas_pynvml():
     code = (
-        "import sys; import gpulib.nvidia.nvml; bad = [m for m in ('kubernetes','plotly','prometheus_api_client','yaml','scipy')"
+        "import sys; import gpulib.nvidia.nvml; bad = [m for m in "
+        "('kubernetes','plotly','prometheus_api_client','yaml','scipy')"
         " if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2]).returncode == 0

@@ -188,7 +188,8 @@ def test_room_checks_catch_a_missing_room_a_stray_plotly_import_and_an_inline_so
     )
     (tree / "fleet" / "planted.py").write_text(
         "from gpulib.core.findings import Finding\n\n"
-        "def f(node):\n    return Finding('warning', 't', sop_step=f'Cordon {node}', escalation='Call ' + 'the vendor')\n"
+        "def f(node):\n    return Finding('warning', 't', sop_step=f'Cordon {node}', escalation='Call ' + "
+        "'the vendor')\n"
     )
     assert "gpulib/vllm/ has no view.py" in archrules.room_problems(tree)
     assert any("gpulib/nccl/runbook.py" in p for p in archrules.room_problems(tree))

@@ -346,7 +346,8 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         f"kubectl patch node dgx-h100-1 -p {shlex.quote(bad_effect)}": "Unsupported value: 'NoScheduel'",
         "kubectl -n research get pytorchjob/forecast-train": 'pytorchjobs.kubeflow.org "forecast-train" not found',
         "kubectl -n ml logs train-0": 'namespaces "ml" not found',
-        "kubectl -n gpu-operator logs nvidia-driver-daemonset-fa6fd -c nvidia-driver-ctr --previous": "previous terminated container",
+        "kubectl -n gpu-operator logs nvidia-driver-daemonset-fa6fd -c nvidia-driver-ctr "
+        "--previous": "previous terminated container",
         "kubectl -n gpu-operator logs nvidia-operator-validator-ccaf1 -c driver-validaton": "is not valid for pod",
         "kubectl get pods -A --field-selector spec.node=dgx-h100-1": "not a known field selector",
         "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
@@ -355,7 +356,8 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exportr -o wide": "No resources found",
         "kubectl debug node/dgx-h100-9 -it --image=busybox -- chroot /host dmesg -T": 'nodes "dgx-h100-9" not found',
         "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
-        "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver -- nvidia-smi": "has no container 'nvidia-driver'",
+        "--field-selector spec.nodeName=dgx-h100-1 -o name) "
+        "-c nvidia-driver -- nvidia-smi": "has no container 'nvidia-driver'",
         "kubectl -n gpu-operator logs -l app=nvidia-dcgm-exportr --tail=50": "No resources found",
         "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
     }

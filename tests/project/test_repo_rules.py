@@ -316,7 +316,10 @@ def test_the_test_tree_check_catches_a_flat_or_misplaced_file(tmp_path):
         "tests/fixtures/test_old.py: a test in a data folder",
         "tests/helpers/test_double.py: a test among the helpers",
         "tests/runbooks/test_xid.py: not named after a notebook",
-        "tests/triage/ is neither a gpulib package nor one of ['decisions', 'fixtures', 'helpers', 'project', 'runbooks']",
+        (
+            "tests/triage/ is neither a gpulib package nor one of ['decisions', 'fixtures', 'helpers', "
+            "'project', 'runbooks']"
+        ),
         "tests/xid/double.py: a helper outside tests/helpers/",
         "tests/test_triage.py: only tests of a top-level module (gpulib/<module>.py) sit in tests/",
     ]

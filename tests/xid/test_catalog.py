@@ -174,11 +174,21 @@ def test_nvlink5_xid_bucket_follows_the_decode():
     "line",
     [
         # NCCL <= 2.19 (net_ib.cc "with error %d, opcode %d, len %d, vendor err %d (%s)")
-        "node-1:81:95 [0] transport/net_ib.cc:1333 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<43210> with error 12, opcode 0, len 0, vendor err 129 (Recv)",
+        (
+            "node-1:81:95 [0] transport/net_ib.cc:1333 NCCL WARN NET/IB : Got completion from peer "
+            "10.0.0.2<43210> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
+        ),
         # NCCL 2.20-2.28 ("with status=%d opcode=%d len=%u vendor err %u (%s)")
-        "node-1:81:95 [0] transport/net_ib.cc:2470 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0",
+        (
+            "node-1:81:95 [0] transport/net_ib.cc:2470 NCCL WARN NET/IB: Got completion from peer "
+            "10.0.0.2<43210> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0"
+        ),
         # NCCL >= 2.29 (p2p.cc "with status=%s(%d) opcode=%s(%d) vendor_err=%u")
-        "node-1:81:95 [0] transport/net_ib/p2p.cc:550 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 (Send) hca mlx5_0",
+        (
+            "node-1:81:95 [0] transport/net_ib/p2p.cc:550 NCCL WARN NET/IB: Got completion from peer "
+            "10.0.0.2<43210> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 (Send) "
+            "hca mlx5_0"
+        ),
     ],
 )
 def test_ib_retry_exceeded_in_every_nccl_format(line):

@@ -58,7 +58,10 @@ def test_xid_line_cut_before_the_comma_is_kept():
 
 
 def test_dmesg_time_format_iso():
-    line = "2024-11-15T12:02:03,470068+00:00 NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    line = (
+        "2024-11-15T12:02:03,470068+00:00 NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU "
+        "has fallen off the bus.\n"
+    )
     df = parse_kernel_log(line)
     assert df["xid"].tolist() == [79]
     assert df["timestamp"].iloc[0] == pd.Timestamp("2024-11-15 12:02:03.470068", tz="UTC")

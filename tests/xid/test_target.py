@@ -1,7 +1,7 @@
 """Which GPU the XID triage looks at: an index, a GPU UUID and a MIG UUID of the same GPU give the same
 verdict; a reference that matches no GPU of the node is a usage error naming the node's GPUs, never OK.
 
-Expected values come from the demo scenario (``gpulib/data/demo_fleet.yaml``: XID 79 on dgx-h100-1 GPU 5,
+Expected values come from the demo scenario (``gpulib/data/demo/demo_fleet.yaml``: XID 79 on dgx-h100-1 GPU 5,
 DBE + row-remap failure on a100-80-0 GPU 1, MIG on a100-40-mig-0), not from the code under test.
 """
 
