@@ -33,9 +33,9 @@ from gpulib.core.validate import command
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.execute import RunResult
+from gpulib.inspection import PLOTLY_JS_MODES
 from gpulib.kube import collect as kc
 from gpulib.kube.client import KubeCluster
-from gpulib.runbook import PLOTLY_JS_MODES
 from gpulib.xid import write_alert_rules
 
 app = typer.Typer(

@@ -37,6 +37,9 @@ class Declares(Protocol):
     params: list[Param]
 
 
+#: how a report ships plotly.js in its HTML: ``gpuops report --charts`` (:func:`gpulib.runbook.plotly_js`)
+PLOTLY_JS_MODES = ("inline", "cdn")
+
 #: the environment variable through which the run engine hands a notebook's parameters (read once, with papermill) to
 #: the notebook's own kernel, so that :class:`gpulib.runbook.Runbook` does not import papermill again to learn them
 #: (importing papermill loads nbformat and jsonschema, about 1 s of CPU per kernel: benchmarks/RESULTS.md)

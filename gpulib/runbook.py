@@ -33,7 +33,7 @@ from gpulib.core.findings import Finding, FindingList, Severity, save_findings, 
 from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV
 from gpulib.core.sop import sop
-from gpulib.inspection import choose_source, params_from_env
+from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
 
 
 def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | None = None) -> None:
@@ -102,7 +102,6 @@ _install_table_formatter()
 _PLOTLY_JS_SENT = False
 #: how exported HTML gets plotly.js: "inline" (once per report, opens offline, ~5 MB) or "cdn" (a <script>
 #: from cdn.plot.ly at the package's plotly.js version: the report stays small enough to e-mail)
-PLOTLY_JS_MODES = ("inline", "cdn")
 _PLOTLY_JS_MODE = "inline"
 
 

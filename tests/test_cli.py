@@ -76,3 +76,14 @@ def test_run_writes_notebook_html_findings_and_index(tmp_path, demo_end):
     html = (d / "fleet_overview.html").read_text()
     assert "plotly" in html and "nb.Runbook(" not in html  # charts embedded, code hidden
     assert d.name in (tmp_path / "index.html").read_text()
+
+
+def test_the_cli_starts_without_the_notebook_kernel_libraries():
+    """``gpuops`` parses its command before any notebook runs: importing the CLI loads neither IPython (the
+    Runbook's table formatter) nor papermill; the run engine loads papermill when a run starts."""
+    import subprocess
+    import sys
+
+    code = "import sys, gpulib.cli; print(sorted(m for m in ('IPython', 'papermill') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
