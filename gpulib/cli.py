@@ -1,169 +1,57 @@
-"""``gpuops``: list, run and schedule the runbooks and reports.
+"""``gpuops``: list, run and schedule the runbooks and reports. This module only parses commands, calls the run
+engine (:mod:`gpulib.execute`) or serve / collect / alerts, prints, and sets the exit code.
 
 Exit codes: 0 = ran, no finding at or above ``--fail-on``; 1 = a finding at or above ``--fail-on``
 stands (default: critical); 2 = bad usage (unknown runbook, parameter or value); 3 = the run failed or a
 step could not get its data.
 """
+
 from __future__ import annotations
 
-import ast
-import json
-import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 try:
     import typer
 except ImportError as exc:  # the base (GPU-node) install has no CLI stack: see the README's install section
     raise SystemExit("gpuops needs the runbooks extra: pip install 'gpu-runbooks[runbooks]' (or '[all]')") from exc
 
-from gpulib.core.errors import GpulibError, InvalidParameter
+import re
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.")
+import yaml
+
+from gpulib import execute as engine
+from gpulib.catalogue import catalogue, find_notebook
+from gpulib.core.errors import CollectError, GpulibError, InvalidParameter
+from gpulib.core.findings import Severity, sort_findings
+from gpulib.core.redact import redact
+from gpulib.core.timeutil import parse_window
+from gpulib.core.validate import command
+from gpulib.cost import load_prices, parse_namespaces
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.execute import RunResult
+from gpulib.inspection import PLOTLY_JS_MODES
+from gpulib.kube import collect as kc
+from gpulib.kube.client import KubeCluster
+from gpulib.xid import write_alert_rules
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.",
+)
 
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 
-from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
-from gpulib.core.rundir import _atomic_write, write_index  # noqa: F401  (index.html of a runs folder)
-from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
-                              notebook_info, project_root, resolve_params, target_defaults)
-
-
-# ------------------------------------------------------------------------------------ execution
-@dataclass
-class RunResult:
-    name: str
-    out_dir: Path
-    notebook: Path
-    html: Path | None
-    findings: list = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    failed: str | None = None
-    usage_errors: list[str] = field(default_factory=list)
-
-    @property
-    def worst(self) -> str:
-        from gpulib.core.findings import worst_severity
-        return worst_severity(self.findings).value
-
-
-def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
-    """HTML without code cells (what a report reader wants)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
-    from gpulib.core.redact import redact
-    html_path.write_text(redact(body))
-    return html_path
-
-
-#: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
-KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
-def _kernel_manager(env: dict[str, str]):
-    """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
-    one process (threads) each tell their own kernel where to write findings (no shared os.environ)."""
-    from jupyter_client.manager import KernelManager
-
-    class RunKernelManager(KernelManager):
-        async def _async_pre_start_kernel(self, **kw):
-            kw["env"] = {**(kw.get("env") or os.environ), **env}
-            return await super()._async_pre_start_kernel(**kw)
-
-    km = RunKernelManager(kernel_name="python3")
-    km.run_env = dict(env)
-    return km
-
-
-def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900, out_dir: Path | None = None, env: dict[str, str] | None = None) -> RunResult:
-    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML.
-    ``env``: extra environment for this run's kernel only (e.g. another GPUOPS_PROMETHEUS_URL)."""
-    import papermill as pm
-
-    from gpulib.core.findings import load_findings
-    from gpulib.core.redact import redact
-
-    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
-    out_nb = out_dir / f"{info.name}.ipynb"
-    findings_path = out_dir / "findings.json"
-    res = RunResult(info.name, out_dir, out_nb, None)
-    try:
-        pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
-                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
-                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}),
-                            extra_arguments=list(KERNEL_ARGS))
-    except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-        res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
-    if out_nb.exists():
-        _redact_file(out_nb)
-        try:
-            res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
-        except Exception as exc:  # an HTML failure must not hide the run's result
-            res.errors.append(redact(f"HTML export failed: {exc}"))
-    if findings_path.exists():
-        res.findings, doc = load_findings(findings_path)
-        res.errors += doc.get("errors", [])
-        res.usage_errors += doc.get("usage_errors", [])
-    elif res.failed is None and info.kind != "learn":
-        res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
-    if info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
-        from gpulib.core.summary import status_of, write_summary
-        write_summary(out_dir, {"runbook": info.name, "status": status_of(res.failed, res.usage_errors, res.errors),
-                                "params": params, "error": res.failed}, res.html.name if res.html else out_nb.name)
-    write_index(out_root)
-    return res
-
-
-def _redact_file(path: Path) -> None:
-    """Mask configured secrets in an output file (the executed notebook), whatever cell printed them."""
-    from gpulib.core.redact import redact
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return
-    clean = redact(text)
-    if clean != text:
-        _atomic_write(path, clean)
-
-
-def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None) -> dict[str, Any]:
-    names = {p.name for p in info.params}
-    out: dict[str, Any] = {}
-    if source and Path(source).is_dir():
-        source, snapshot = "snapshot", source
-    if source:
-        if source not in ("demo", "live", "snapshot"):
-            raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder")
-        if "source" in names:
-            out["source"] = source
-    if source == "snapshot" and not snapshot:
-        raise InvalidParameter("--source snapshot needs --snapshot DIR")
-    if snapshot and "snapshot_dir" in names:
-        out["snapshot_dir"] = str(Path(snapshot).resolve())
-    return out
-
-
-def _check_backend(info: NotebookInfo, params: dict[str, Any]) -> None:
-    """Settings of a live backend (URL, timeout, retries, token) checked before any notebook runs, so a
-    mistyped variable is a usage error (exit 2), not a failed run."""
-    default = next((p.default for p in info.params if p.name == "source"), None)
-    if params.get("source", default) == "live":
-        from gpulib.sources.prometheus import load_settings
-        load_settings()
-
-
+# ------------------------------------------------------------------------------------- printing
 def _print_result(res: RunResult, limit: int = 5) -> None:
-    from gpulib.core.findings import sort_findings
-    from gpulib.core.redact import redact
-
-    status = "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
+    status = (
+        "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
+    )
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
     if res.failed:
         typer.echo(f"   error: {redact(res.failed)}", err=True)
@@ -184,8 +72,6 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
 
 
 def _exit_code(results: list[RunResult], fail_on: str) -> int:
-    from gpulib.core.findings import Severity
-
     if any(r.usage_errors for r in results):
         return EXIT_USAGE
     if any(r.failed or r.errors for r in results):
@@ -199,7 +85,6 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    from gpulib.core.redact import redact
     typer.echo(redact(f"error: {exc}"), err=True)
     raise typer.Exit(EXIT_USAGE)
 
@@ -222,32 +107,35 @@ def list_cmd(kind: Optional[str] = typer.Option(None, help="runbook, report or l
             typer.echo(f"    -p {p.name} {p.default!r}" + (f"   # {p.help}" if p.help else ""))
 
 
-@app.command("run")
+@app.command(
+    "run",
+    help="Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the "
+    "findings.",
+)
 def run_cmd(
     name: str = typer.Argument(..., help="runbook or report name (see `gpuops list`)"),
     param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"),
-    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<random>/"),
-    fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
+    snapshot: Optional[Path] = typer.Option(
+        None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"
+    ),
+    out: Path = typer.Option(
+        Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<random>/"
+    ),
+    fail_on: str = typer.Option(
+        "critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"
+    ),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", hidden=True,
-                                           help="an existing empty folder for this run (gpuops serve creates it)"),
 ):
-    """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
     if fail_on not in ("critical", "warning", "info", "never"):
         _fail(InvalidParameter(f"--fail-on {fail_on!r}: use critical, warning, info or never"))
     try:
         info = find_notebook(name)
-        params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, _pairs(param)))
-        params.update(target_defaults(info, params, str(params.get("source") or "")))
-        _check_backend(info, params)
+        params = engine.prepare(info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
-    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
-                  out_dir=run_dir.resolve() if run_dir else None)
+    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
     _print_result(res)
     raise typer.Exit(_exit_code([res], fail_on))
 
@@ -278,8 +166,11 @@ def demo_cmd(
     todo = [i for i in cat.values() if include_learn or i.kind != "learn"]
     for n, info in enumerate(todo, 1):
         typer.echo(f"[{n}/{len(todo)}] {info.name}")
-        params = {"source": "demo"} if any(p.name == "source" for p in info.params) else {}
-        res = execute(info, params, out.resolve(), progress=not quiet)
+        try:
+            params = engine.prepare(info, source="demo")
+        except GpulibError as exc:
+            _fail(exc)
+        res = engine.execute(info, params, out.resolve(), progress=not quiet)
         _print_result(res, limit=1)
         results.append(res)
     failed = [r.name for r in results if r.failed]
@@ -296,29 +187,31 @@ def report_cmd(
     snapshot: Optional[Path] = typer.Option(None, "--snapshot"),
     price_file: Optional[Path] = typer.Option(None, help="CSV of GPU prices overriding the shipped table"),
     namespaces: Optional[str] = typer.Option(None, help="comma-separated namespaces to report on (default: all)"),
-    provider: Optional[str] = typer.Option(None, help="price rows to use: aws, gcp or azure (default: the policy default)"),
+    provider: Optional[str] = typer.Option(
+        None, help="price rows to use: aws, gcp or azure (default: the policy default)"
+    ),
     currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
-    charts: Optional[str] = typer.Option(None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"),
+    charts: Optional[str] = typer.Option(
+        None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"
+    ),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
     """Run the GPU utilization and cost report (for CronJobs: exit 0 unless the run failed)."""
     try:
         info = find_notebook("gpu_utilization_report")
-        params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
-                                          + _charts_option(charts)))
-        _check_backend(info, params)
+        pairs = (
+            [("window", window)] + _report_options(price_file, namespaces, provider, currency) + _charts_option(charts)
+        )
+        params = engine.prepare(info, pairs, source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
-    res = execute(info, params, out.resolve(), progress=not quiet)
+    res = engine.execute(info, params, out.resolve(), progress=not quiet)
     _print_result(res)
     raise typer.Exit(_exit_code([res], "never"))
 
 
 def _charts_option(charts: str | None) -> list[tuple[str, str]]:
-    from gpulib.runbook import PLOTLY_JS_MODES
-
     if charts is None:
         return []
     if charts not in PLOTLY_JS_MODES:
@@ -326,20 +219,15 @@ def _charts_option(charts: str | None) -> list[tuple[str, str]]:
     return [("charts", charts)]
 
 
-def _report_options(price_file: Path | None, namespaces: str | None, provider: str | None,
-                    currency: str | None) -> list[tuple[str, str]]:
+def _report_options(
+    price_file: Path | None, namespaces: str | None, provider: str | None, currency: str | None
+) -> list[tuple[str, str]]:
     """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
-    import re
-
-    from gpulib.cost.analysis import load_prices
-
     pairs: list[tuple[str, str]] = []
     if price_file is not None:
         load_prices(price_file)  # PriceFileError (usage) names the bad column or row
         pairs.append(("price_file", str(price_file.resolve())))
     if namespaces is not None:
-        from gpulib.cost.report import parse_namespaces
-
         bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
         if bad:
             raise InvalidParameter(f"--namespaces {namespaces!r}: {bad} are not Kubernetes namespace names")
@@ -356,44 +244,52 @@ def _report_options(price_file: Path | None, namespaces: str | None, provider: s
     return pairs
 
 
-@app.command("collect")
+@app.command(
+    "collect",
+    help="Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a "
+    "snapshot folder.",
+)
 def collect_cmd(
     node: str = typer.Argument(..., help="the GPU node to collect evidence from"),
     apply: bool = typer.Option(False, "--apply", help="create the pod (default: dry run, print the pod spec)"),
-    diag: Optional[int] = typer.Option(None, "--diag", help="also run `dcgmi diag -r LEVEL -j` (1-4): it LOADS the GPUs"),
+    diag: Optional[int] = typer.Option(
+        None, "--diag", help="also run `dcgmi diag -r LEVEL -j` (1-4): it LOADS the GPUs"
+    ),
     force: bool = typer.Option(False, "--force", help="run --diag even though GPU pods run on the node"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="snapshot folder to write (default: collect-<node>-<UTC time>)"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="snapshot folder to write (default: collect-<node>-<UTC time>)"
+    ),
     image: Optional[str] = typer.Option(None, help="collection image (default: collect_settings.csv)"),
     namespace: Optional[str] = typer.Option(None, help="namespace of the pod (default: collect_settings.csv)"),
     timeout: Optional[float] = typer.Option(None, help="seconds the pod may run (default: collect_settings.csv)"),
     kubeconfig: Optional[Path] = typer.Option(None, help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)"),
     context: Optional[str] = typer.Option(None, help="kubeconfig context (default: current)"),
 ):
-    """Collect a node's kernel log, nvidia-smi reports (and a DCGM diagnostic) with a short-lived pod into a snapshot folder."""
-    import yaml
 
-    from gpulib.kube import collect as kc
-
-    over = {"namespace": namespace, "timeout_s": timeout, "diag_timeout_s": timeout,
-            "image": image if diag is None else None, "diag_image": image if diag is not None else None}
+    over = {
+        "namespace": namespace,
+        "timeout_s": timeout,
+        "diag_timeout_s": timeout,
+        "image": image if diag is None else None,
+        "diag_image": image if diag is not None else None,
+    }
     try:
         spec = kc.pod_spec(node, diag_level=diag, **over)
         kc.validate_spec(spec)
     except GpulibError as exc:
         _fail(exc)
     if diag is not None:
-        typer.echo(f"note: dcgmi diag -r {diag} loads every GPU of {node} for minutes (level 3: about 15 min); it is "
-                   "refused while GPU pods run there unless --force")
+        typer.echo(
+            f"note: dcgmi diag -r {diag} loads every GPU of {node} for minutes (level 3: about 15 min); it is "
+            "refused while GPU pods run there unless --force"
+        )
     if not apply:
-        typer.echo(f"dry run: the pod below would run on {node}; add --apply to create it "
-                   f"(RBAC: deploy/collect/rbac.yaml)\n---")
+        typer.echo(
+            f"dry run: the pod below would run on {node}; add --apply to create it "
+            f"(RBAC: deploy/collect/rbac.yaml)\n---"
+        )
         typer.echo(yaml.safe_dump(spec, sort_keys=False).rstrip())
         return
-    from gpulib.core.errors import CollectError
-    from gpulib.kube.client import KubeCluster
-
-    from datetime import datetime, timezone
-
     folder = out or Path(f"collect-{node}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
     try:
         cluster = KubeCluster(kubeconfig=kubeconfig, context=context)
@@ -403,7 +299,7 @@ def collect_cmd(
         partial = exc.result
         if partial is not None and partial.files:
             typer.echo(f"kept what finished in {folder}: {', '.join(p.name for p in partial.files)}", err=True)
-        for p in (partial.problems if partial is not None else []):
+        for p in partial.problems if partial is not None else []:
             typer.echo(f"   {p}", err=True)
         raise typer.Exit(EXIT_FAILED)
     except InvalidParameter as exc:
@@ -416,20 +312,23 @@ def collect_cmd(
         typer.echo(f"   {f.name}")
     for p in res.problems:
         typer.echo(f"   note: {p}")
-    from gpulib.core.validate import command
-    typer.echo("next: " + command("gpuops", "run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(folder), "-p", "node", node))
+    typer.echo(
+        "next: "
+        + command(
+            "gpuops", "run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(folder), "-p", "node", node
+        )
+    )
 
 
 @app.command("exporter")
-def exporter_cmd(port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
-                 node: Optional[str] = typer.Option(None, help="serve one node's GPUs only")):
+def exporter_cmd(
+    port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
+    node: Optional[str] = typer.Option(None, help="serve one node's GPUs only"),
+):
     """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from gpulib.demo.simulator import FleetSimulator
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404, "only /metrics is served")
                 return
@@ -453,13 +352,12 @@ def exporter_cmd(port: int = typer.Option(9400, help="listen port on 127.0.0.1")
 
 
 @app.command("backfill")
-def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to write"),
-                 window: str = typer.Option("24h", help="how much history to write"),
-                 step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)")):
+def backfill_cmd(
+    path: Path = typer.Argument(..., help="OpenMetrics file to write"),
+    window: str = typer.Option("24h", help="how much history to write"),
+    step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)"),
+):
     """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
-    from gpulib.demo.simulator import FleetSimulator
-    from gpulib.core.timeutil import parse_window
-
     try:
         sim = FleetSimulator()
         st = parse_window(step, name="step").total_seconds() if step else None
@@ -469,12 +367,20 @@ def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to writ
     typer.echo(f"wrote {path}; next: promtool tsdb create-blocks-from openmetrics {path} ./data")
 
 
-@app.command("alerts")
-def alerts_cmd(base_url: str = typer.Option(..., "--base-url", help="where gpuops serve is reached, e.g. https://gpuops.example.com; "
-                                            "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=..."),
-               out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files")):
-    """Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the promtool fixture."""
-    from gpulib.xid import write_alert_rules
+@app.command(
+    "alerts",
+    help="Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the "
+    "promtool fixture.",
+)
+def alerts_cmd(
+    base_url: str = typer.Option(
+        ...,
+        "--base-url",
+        help="where gpuops serve is reached, e.g. https://gpuops.example.com; "
+        "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=...",
+    ),
+    out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files"),
+):
 
     try:
         for p in write_alert_rules(out, base_url):
@@ -487,10 +393,19 @@ def alerts_cmd(base_url: str = typer.Option(..., "--base-url", help="where gpuop
 def serve_cmd(
     host: str = typer.Option("127.0.0.1", help="listen address"),
     port: int = typer.Option(8080, help="listen port"),
-    out: Path = typer.Option(Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"),
-    token_file: Optional[Path] = typer.Option(None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"),
+    out: Path = typer.Option(
+        Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"
+    ),
+    token_file: Optional[Path] = typer.Option(
+        None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"
+    ),
     source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, passed to every run"),
-    routes_file: Optional[Path] = typer.Option(None, help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)"),
+    routes_file: Optional[Path] = typer.Option(
+        None,
+        help=(
+            "alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)"
+        ),
+    ),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
@@ -509,11 +424,23 @@ def serve_cmd(
     from gpulib.serve import ServeConfig, run_server
 
     try:
-        cfg = ServeConfig.build(host=host, port=port, out=out, token_file=token_file, source=source,
-                                routes_file=routes_file, kernels=kernels, queue_limit=queue_limit,
-                                run_timeout=run_timeout, dedupe_window=dedupe_window, fresh_for=fresh_for,
-                                public_url=public_url, notify_url=notify_url, notify_format=notify_format,
-                                max_body=max_body)
+        cfg = ServeConfig.build(
+            host=host,
+            port=port,
+            out=out,
+            token_file=token_file,
+            source=source,
+            routes_file=routes_file,
+            kernels=kernels,
+            queue_limit=queue_limit,
+            run_timeout=run_timeout,
+            dedupe_window=dedupe_window,
+            fresh_for=fresh_for,
+            public_url=public_url,
+            notify_url=notify_url,
+            notify_format=notify_format,
+            max_body=max_body,
+        )
     except GpulibError as exc:
         _fail(exc)
     run_server(cfg)

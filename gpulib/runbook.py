@@ -12,20 +12,28 @@ A step that hits a :class:`~gpulib.core.errors.GpulibError` (Prometheus down, un
 series...) does not stop the notebook: it renders what is missing and what to check, and the error
 is recorded so the CLI exits non-zero.
 """
+
 from __future__ import annotations
 
+import ast
 import html
 import json
 import os
 import re
+import shlex
 from contextlib import contextmanager
 from typing import Any, Iterable
 
+import pandas as pd
+
+from gpulib import connect
+from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
-
-#: the CLI sets this so the executed notebook writes its findings beside itself
-FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+from gpulib.core.redact import redact
+from gpulib.core.rundir import FINDINGS_ENV
+from gpulib.core.sop import sop
+from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
 
 
 def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | None = None) -> None:
@@ -52,8 +60,6 @@ def _cell(v: Any) -> str:
     if isinstance(v, (list, tuple, set, frozenset)):
         return ", ".join(_cell(x) for x in v) or "–"
     try:
-        import pandas as pd
-
         if v is None or (not hasattr(v, "__len__") and pd.isna(v)):
             return "–"
     except (TypeError, ValueError):
@@ -61,8 +67,6 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
     if isinstance(v, str) and v[:1] in "{[" and v[-1:] in "}]":  # a dict/list already turned into its repr
-        import ast
-
         try:
             parsed = ast.literal_eval(v)
         except (ValueError, SyntaxError):
@@ -74,8 +78,6 @@ def _cell(v: Any) -> str:
 def table_html(df) -> str:
     """A DataFrame as HTML for a report: every cell through :func:`_cell`, text never cut, no pandas index
     column (a meaningful index becomes an ordinary first column)."""
-    import pandas as pd
-
     if not isinstance(df.index, pd.RangeIndex) or df.index.name:
         df = df.reset_index()
     shown = df.astype(object).map(_cell) if hasattr(df, "map") else df.astype(object).applymap(_cell)
@@ -87,7 +89,6 @@ def _install_table_formatter() -> None:
     """In a kernel, render every displayed DataFrame with :func:`table_html` (IPython display formatters:
     https://ipython.readthedocs.io/en/stable/config/integrating.html#formatters-for-third-party-types)."""
     try:
-        import pandas as pd
         from IPython import get_ipython
     except ImportError:
         return
@@ -101,7 +102,6 @@ _install_table_formatter()
 _PLOTLY_JS_SENT = False
 #: how exported HTML gets plotly.js: "inline" (once per report, opens offline, ~5 MB) or "cdn" (a <script>
 #: from cdn.plot.ly at the package's plotly.js version: the report stays small enough to e-mail)
-PLOTLY_JS_MODES = ("inline", "cdn")
 _PLOTLY_JS_MODE = "inline"
 
 
@@ -109,7 +109,6 @@ def plotly_js(mode: str) -> None:
     """Choose how :func:`show` ships plotly.js in the exported HTML (see :data:`PLOTLY_JS_MODES`)."""
     global _PLOTLY_JS_MODE
     if mode not in PLOTLY_JS_MODES:
-        from gpulib.core.errors import InvalidParameter
         raise InvalidParameter(f"charts={mode!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
     _PLOTLY_JS_MODE = mode
 
@@ -133,11 +132,17 @@ def show(fig) -> None:
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
     html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
     _PLOTLY_JS_SENT = True
-    _display(bundle={"application/vnd.plotly.v1+json": spec, "text/html": html_text, "text/plain": f"<{fig.layout.title.text or 'figure'}>"})
+    _display(
+        bundle={
+            "application/vnd.plotly.v1+json": spec,
+            "text/html": html_text,
+            "text/plain": f"<{fig.layout.title.text or 'figure'}>",
+        }
+    )
 
 
 def note(text: str, level: str = "info") -> None:
-    from gpulib.core.redact import redact
+
     text = redact(text)
     colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
     _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
@@ -152,7 +157,6 @@ def guarded_step(what: str, errors: list[str], usage: list[str] | None = None):
     try:
         yield
     except GpulibError as exc:
-        from gpulib.core.redact import redact
         errors.append(redact(f"{what}: {exc}"))
         if usage is not None and isinstance(exc, InvalidParameter):
             usage.append(redact(str(exc)))
@@ -181,25 +185,44 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
     says why."""
     e = html.escape
     if top is None:
-        return ("<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
-                f"runbook ran and found nothing to act on.</p><p><small>Run: <code>{e(rb.rerun_command())}</code></small></p>")
+        return (
+            "<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
+            "runbook ran and found nothing to act on.</p><p><small>Run: "
+            f"<code>{e(rb.rerun_command())}</code></small></p>"
+        )
     sev = top.severity
     nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
-    head = (f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
-            + (f" <small>({e(top.where)})</small>" if top.where else "") + "</h3>"
-            + (f"<p><b>Next:</b> <code>{e(nxt)}</code></p>" if nxt else "<p><b>Next:</b> no command: read the Mitigation below.</p>"))
+    head = (
+        f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
+        + (f" <small>({e(top.where)})</small>" if top.where else "")
+        + "</h3>"
+        + (
+            f"<p><b>Next:</b> <code>{e(nxt)}</code></p>"
+            if nxt
+            else "<p><b>Next:</b> no command: read the Mitigation below.</p>"
+        )
+    )
     meaning = e(top.summary) if top.summary else "The finding carries no explanation beyond its title."
-    impact = e(top.escalation) if top.escalation else (
-        f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
-    diag = ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>") if top.evidence else \
-        "<p>No evidence lines: the title is the whole signal.</p>"
+    impact = (
+        e(top.escalation)
+        if top.escalation
+        else (f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
+    )
+    diag = (
+        ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>")
+        if top.evidence
+        else "<p>No evidence lines: the title is the whole signal.</p>"
+    )
     cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in top.commands)
     mitig = (e(top.sop_step) if top.sop_step else "No SOP step: nothing to change.") + cmds
-    return (head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
-            f"<h4>Mitigation</h4><p>{mitig}</p>")
+    return (
+        head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
+        f"<h4>Mitigation</h4><p>{mitig}</p>"
+    )
 
 
-#: parameter names never repeated in a printed command (tests/test_notebooks.py also keeps them out of notebooks)
+# : parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of
+# notebooks)
 _SECRET_NAME = re.compile(r"token|password|secret|credential", re.I)
 
 
@@ -218,12 +241,12 @@ def _parameters_used(name: str, given: dict[str, Any]) -> dict[str, Any]:
     """Every parameter of notebook ``name`` (its cell tagged ``parameters``, :mod:`gpulib.catalogue`) with the
     value used: what the notebook passed to :class:`Runbook`, else what the kernel holds after papermill's
     injection, else the notebook default; then anything passed that the parameters cell does not name."""
-    from gpulib.catalogue import find_notebook
-
-    try:
-        declared = find_notebook(name).params
-    except GpulibError:  # not a catalogued notebook (a test's planted runbook): what was passed is all there is
-        declared = []
+    declared = params_from_env(name)  # what the run engine read with papermill, else read it here
+    if declared is None:
+        try:
+            declared = find_notebook(name).params
+        except GpulibError:  # not a catalogued notebook (a test's planted runbook): what was passed is all there is
+            declared = []
     ns = _kernel_namespace()
     out = {p.name: given[p.name] if p.name in given else ns.get(p.name, p.default) for p in declared}
     out.update({k: v for k, v in given.items() if k not in out})
@@ -260,27 +283,21 @@ class Runbook:
         self.failed_steps: list[str] = []
         self.src = None
         self._verdict_id = f"gpuops-verdict-{name}-{id(self):x}"
-        _verdict_box("<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
-                     "(if it stays, the run stopped before its last cell).</p>", self._verdict_id)
+        _verdict_box(
+            "<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
+            "(if it stays, the run stopped before its last cell).</p>",
+            self._verdict_id,
+        )
         note("Run it: <code>" + html.escape(self.rerun_command()) + "</code>")
         with self.step("Connect to the data source"):
-            from gpulib import connect
-            kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
-            if source == "demo" and params.get("demo_operator_state"):   # gpulib.demo.operator_objects.SCENARIOS
-                kwargs["operator_scenario"] = params["demo_operator_state"]
-            if source == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
-                kwargs["collect"] = True  # node evidence from a short-lived pod (gpulib.kube.collect)
-            self.src = connect(source, **kwargs)
+            choice = choose_source(source, snapshot_dir)  # the same rules as gpuops run --source / --snapshot
+            self.src = connect(choice.name, **choice.connect_kwargs(params))
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 
     def rerun_command(self) -> str:
         """The ``gpuops run`` line that repeats this execution: every parameter with the value used (see
         :func:`_parameters_used`), defaults and empty values included, so it still repeats the run after a
         notebook default changes; values are shell-quoted and configured secrets masked."""
-        import shlex
-
-        from gpulib.core.redact import redact
-
         src = self.params.get("source", "demo")
         parts = ["gpuops", "run", self.name, "--source", str(src)]
         if src == "snapshot" and self.params.get("snapshot_dir"):
@@ -309,15 +326,26 @@ class Runbook:
         comes from a step that could not run (named; its box above says why), one that is empty (``""``,
         ``[]``, ``0``, an empty frame) means there is nothing to show, for the reason ``why``."""
         needs = needs or (self.src,)
-        failed = f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)" \
-            if self.failed_steps else "an earlier step did not run"
+        failed = (
+            f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)"
+            if self.failed_steps
+            else "an earlier step did not run"
+        )
         if any(n is None for n in needs):
-            note("Not checked: no data source (the box at the top says why)." if self.src is None
-                 else f"Not checked: {failed}, and this section needs its result.", "warning")
+            note(
+                "Not checked: no data source (the box at the top says why)."
+                if self.src is None
+                else f"Not checked: {failed}, and this section needs its result.",
+                "warning",
+            )
             return False
         if any(_is_empty(n) for n in needs):
-            note("Nothing to show: " + html.escape(why or "the earlier steps found nothing for this section.")
-                 + (f" Also, {failed}." if self.failed_steps else ""), "info")
+            note(
+                "Nothing to show: "
+                + html.escape(why or "the earlier steps found nothing for this section.")
+                + (f" Also, {failed}." if self.failed_steps else ""),
+                "info",
+            )
             return False
         return True
 
@@ -351,29 +379,51 @@ class Runbook:
                 f.runbook = None
         fl = FindingList(sort_findings(self.findings))
         if self.usage_errors:
-            fl.insert(0, Finding(
-                Severity.CRITICAL, "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
-                category="usage",
-                summary="No verdict: a parameter names something the source does not have.",
-                evidence=list(self.usage_errors), sop_step="Correct the parameter (see the hint) and re-run the runbook."))
+            s = sop("core_sop", "bad_parameter")
+            fl.insert(
+                0,
+                Finding(
+                    Severity.CRITICAL,
+                    "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
+                    category="usage",
+                    summary=s.summary,
+                    evidence=list(self.usage_errors),
+                    sop_step=s.sop_step,
+                ),
+            )
         elif self.errors:
-            fl.insert(0, Finding(
-                Severity.CRITICAL if self.src is None else Severity.WARNING,
-                f"Runbook incomplete: {len(self.errors)} step(s) could not get data", category="data",
-                summary="The verdict below is based on partial data.", evidence=list(self.errors),
-                sop_step="Fix the data source (see each step's hint) and re-run the runbook.",
-                commands=[self.rerun_command()]))
+            s = sop("core_sop", "missing_data")
+            fl.insert(
+                0,
+                Finding(
+                    Severity.CRITICAL if self.src is None else Severity.WARNING,
+                    f"Runbook incomplete: {len(self.errors)} step(s) could not get data",
+                    category="data",
+                    summary=s.summary,
+                    evidence=list(self.errors),
+                    sop_step=s.sop_step,
+                    commands=[self.rerun_command()],
+                ),
+            )
         top = fl[0] if fl else None
         if top is None:
-            _display(html_text="<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>")
+            _display(
+                html_text=(
+                    "<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>"
+                )
+            )
         else:
-            _display(html_text="<h3>Recommended SOP step</h3>" + top._repr_html_()
-                     + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else ""))
+            _display(
+                html_text="<h3>Recommended SOP step</h3>"
+                + top._repr_html_()
+                + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else "")
+            )
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
         _verdict_box(verdict_html(top, self), self._verdict_id, update=True)
         path = os.environ.get(FINDINGS_ENV)
         if path:
-            save_findings(fl, path, runbook=self.name, parameters=self.params, errors=self.errors,
-                          usage_errors=self.usage_errors)
+            save_findings(
+                fl, path, runbook=self.name, parameters=self.params, errors=self.errors, usage_errors=self.usage_errors
+            )
         return fl

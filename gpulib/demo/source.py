@@ -1,17 +1,31 @@
 """``demo``: the embedded fleet simulator as a source (the default, so every runbook works offline)."""
+
 from __future__ import annotations
 
+import re
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pandas as pd
+import yaml
 
-from gpulib.demo.metrics import METRICS
-from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import EmptyResult
-from gpulib.sources.base import Source, summarise_frame
+from gpulib.core.schema import GPU_COLUMNS
+from gpulib.demo.artifacts import render_smi_query
+from gpulib.demo.metrics import METRICS
+from gpulib.demo.operator_objects import demo_objects
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.demo.vllm_series import demo_vllm_frame, demo_vllm_series
+from gpulib.kube.frames import nodes_frame, pods_frame
+from gpulib.mig import default_configs
+from gpulib.sources.base import Source, mig_parted_object, summarise_frame
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
 TARGET_POINTS = 720
+
+#: the PromQL the demo answers (:meth:`DemoSource.query`): every sample of its simulated vllm: series in a window
+_VLLM_RANGE = re.compile(r'\{__name__=~"vllm:\.\+"\}\[(\d+)s\]')
 
 
 class DemoSource(Source):
@@ -19,18 +33,36 @@ class DemoSource(Source):
 
     name = "demo"
 
-    def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | str | None = None, seed: int = 7,
-                 label_style: str = "new", counters: str = "full",
-                 scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
+    def __init__(
+        self,
+        scenario: str | Path | dict | None = None,
+        *,
+        end: datetime | str | None = None,
+        seed: int = 7,
+        label_style: str = "new",
+        counters: str = "full",
+        scrape_interval: str | None = None,
+        operator_scenario: str = "healthy",
+        **_ignored,
+    ):
         super().__init__(end=end)
         # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
         self.operator_scenario = operator_scenario
-        self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
-                                  scrape_interval=scrape_interval)
+        self.sim = FleetSimulator(
+            scenario,
+            end=self._end,
+            seed=seed,
+            label_style=label_style,
+            counters=counters,
+            scrape_interval=scrape_interval,
+        )
         self._end = self.sim.end
 
     def describe(self) -> str:
-        return f"demo fleet ({len(self.sim.node_specs)} nodes, {sum(1 for d in self.sim.devices if not d.is_instance)} GPUs)"
+        return (
+            f"demo fleet ({len(self.sim.node_specs)} nodes, "
+            f"{sum(1 for d in self.sim.devices if not d.is_instance)} GPUs)"
+        )
 
     def _devices(self, node, gpu):
         for d in self.sim.devices:
@@ -49,19 +81,23 @@ class DemoSource(Source):
         if field.startswith("vllm:"):  # simulated vLLM server metrics (gpulib.demo.vllm_series)
             return
         if field not in self.sim.metric_names():
-            raise EmptyResult(f"{field} is not exported by the demo fleet" + (
-                " (off in dcgm-exporter's default counters)" if field in METRICS else ""), query=field)
+            raise EmptyResult(
+                f"{field} is not exported by the demo fleet"
+                + (" (off in dcgm-exporter's default counters)" if field in METRICS else ""),
+                query=field,
+            )
 
     def _series(self, field, window, node, gpu, step):
         self._check_field(field)
         end = self.end.timestamp()
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
-            from gpulib.demo.vllm_series import demo_vllm_frame
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
         df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
         if df.empty:
-            raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
+            raise EmptyResult(
+                f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
+            )
         return df
 
     def _native_step(self):
@@ -71,48 +107,67 @@ class DemoSource(Source):
         self._check_field(field)
         end = self.end.timestamp()
         if field.startswith("vllm:"):
-            from gpulib.demo.vllm_series import demo_vllm_frame
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
             df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
         if df.empty:
-            raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
+            raise EmptyResult(
+                f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
+            )
         return summarise_frame(df, stat)
 
     def _nodes(self):
-        from gpulib.kube.frames import nodes_frame
+
         if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
             return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
 
-    def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
-        from gpulib.demo.operator_objects import demo_objects
+    def _operator_objects(self, namespace: str | None = "gpu-operator") -> dict:
+
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
-    def operator_objects(self, namespace: str = "gpu-operator") -> dict:
-        return self._operator_objects(namespace)
+    #: the key of each object kind in the demo's GPU Operator objects
+    #: (:func:`gpulib.demo.operator_objects.demo_objects`)
+    _OPERATOR_KINDS = {"daemonsets": "daemonsets", "clusterpolicies": "cluster_policies", "nodes": "nodes"}
 
-    def _current_mig_config(self, namespace):
+    def _objects(self, kind, namespace):
+        """The simulated cluster's objects. Its GPU Operator is installed in the namespace asked about (a
+        cluster-scoped ClusterPolicy names it in ``status.namespace``); ``pods`` of every namespace are the
+        workloads', of one namespace the operator's operand pods there."""
+        if kind == "pods" and namespace is None:
+            return list(self.sim.pods_json().get("items", []))
+        if kind == "mig-parted-config":
+            return [self._mig_parted_config(namespace)]
+        objs = self._operator_objects(namespace)
+        if kind == "pods":
+            return [p for p in objs["pods"] if (p.get("metadata") or {}).get("namespace") == namespace]
+        if kind == "namespaces":
+            labels = objs["namespaces"].get(namespace)
+            if labels is None:
+                return []
+            return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]
+        return objs[self._OPERATOR_KINDS[kind]]
+
+    def _mig_parted_config(self, namespace):
         """mig-parted's default set plus each demo MIG node's current layout, as the GPU Operator's custom
         ConfigMap ``custom-mig-config`` (ClusterPolicy ``spec.migManager.config.name``) would hold it."""
-        import yaml
-        from collections import Counter
-
-        from gpulib.mig import default_configs
-        from gpulib.sources.base import MigConfigInUse
-
         doc = default_configs()
         for spec in self.sim.node_specs:
             mig = spec.get("mig") or {}
             if mig.get("config") and mig.get("layout"):
-                doc["mig-configs"][mig["config"]] = [{"devices": "all", "mig-enabled": True,
-                                                      "mig-devices": dict(Counter(mig["layout"]))}]
-        return MigConfigInUse(yaml.safe_dump(doc, sort_keys=False),
-                              f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
-                              "default set plus each demo MIG node's current layout)", "custom-mig-config", namespace)
+                doc["mig-configs"][mig["config"]] = [
+                    {"devices": "all", "mig-enabled": True, "mig-devices": dict(Counter(mig["layout"]))}
+                ]
+        return mig_parted_object(
+            yaml.safe_dump(doc, sort_keys=False),
+            "custom-mig-config",
+            namespace,
+            f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
+            "default set plus each demo MIG node's current layout)",
+        )
 
     def _pods(self):
-        from gpulib.kube.frames import pods_frame
+
         return pods_frame(self.sim.pods_json())
 
     def _inventory(self, window):
@@ -120,18 +175,31 @@ class DemoSource(Source):
         return set(self.sim.metric_names()), [self.sim.labels(d) for d in devs]
 
     def _gpus(self, node, window):
-        """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L would)."""
-        import pandas as pd
-        from gpulib.core.schema import GPU_COLUMNS
-        return pd.DataFrame([{"node": d.node, "gpu": str(d.index), "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
-                              "model": d.model_name, "gpu_i_id": d.gi_id, "gpu_i_profile": d.gi_profile,
-                              "mig_uuid": d.mig_uuid} for d in self.sim.devices if d.node == node], columns=GPU_COLUMNS)
+        """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L
+        would)."""
+        return pd.DataFrame(
+            [
+                {
+                    "node": d.node,
+                    "gpu": str(d.index),
+                    "uuid": d.uuid,
+                    "pci_bus_id": d.pci_bus_id,
+                    "model": d.model_name,
+                    "gpu_i_id": d.gi_id,
+                    "gpu_i_profile": d.gi_profile,
+                    "mig_uuid": d.mig_uuid,
+                }
+                for d in self.sim.devices
+                if d.node == node
+            ],
+            columns=GPU_COLUMNS,
+        )
 
     def _kernel_log(self, node):
         return self.sim.kernel_log(node)
 
     def _smi_query(self, node):
-        from gpulib.demo.artifacts import render_smi_query
+
         return render_smi_query(self.sim, node)
 
     def known_nodes(self):
@@ -143,12 +211,17 @@ class DemoSource(Source):
     def pods_json(self) -> dict:
         return self.sim.pods_json()
 
-    def pod_objects(self) -> list[dict]:
-        return list(self.sim.pods_json().get("items", []))
+    def query(self, promql):
+        """The one PromQL form the demo answers: a range selector over its simulated ``vllm:`` series,
+        ``{__name__=~"vllm:.+"}[<seconds>s]`` (every sample of the window, as Prometheus returns a range vector
+        from an instant query); any other query raises NotProvided like a source without PromQL."""
+        m = _VLLM_RANGE.fullmatch(promql.strip())
+        if m is None:
+            return super().query(promql)
 
-    def app_series(self, family, window):
-        if family != "vllm":
-            return super().app_series(family, window)
-        from gpulib.demo.vllm_series import demo_vllm_series
         end = self.end.timestamp()
-        return demo_vllm_series(self.sim, self.sim.grid(end - window.total_seconds(), end, self.sim.scrape_interval))
+        t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)
+        return [
+            {"metric": {"__name__": name, **labels}, "values": [[float(ts), str(v)] for ts, v in zip(t, values)]}
+            for name, labels, values in demo_vllm_series(self.sim, t)
+        ]

@@ -1,8 +1,10 @@
 """GPU Operator state (DaemonSets, ClusterPolicy, operand pods, namespace labels, node runtimes) from raw objects
 (a snapshot folder, the demo) or from a live cluster through :class:`gpulib.kube.client.KubeCluster`.
 """
+
 from __future__ import annotations
 
+from gpulib.core.errors import KubernetesError, NotProvided
 from gpulib.gpu_operator.knowledge import setting
 from gpulib.kube.frames import daemonsets_frame
 
@@ -15,14 +17,26 @@ def state_from_objects(objects: dict, namespace: str | None = None) -> dict:
     ``namespaces`` {name: labels} and ``nodes`` items for runtimes)."""
     ns = namespace or setting("namespace")
     pols = objects.get("cluster_policies") or []
-    policy = next((p for p in pols if (p.get("metadata") or {}).get("name") == setting("clusterpolicy_name")),
-                  pols[0] if pols else None)
+    policy = next(
+        (p for p in pols if (p.get("metadata") or {}).get("name") == setting("clusterpolicy_name")),
+        pols[0] if pols else None,
+    )
     ds_items = [d for d in objects.get("daemonsets") or [] if (d.get("metadata") or {}).get("namespace", ns) == ns]
     pods = [p for p in objects.get("pods") or [] if (p.get("metadata") or {}).get("namespace") == ns]
-    runtimes = {(n.get("metadata") or {}).get("name", ""): ((n.get("status") or {}).get("nodeInfo") or {}).get(
-        "containerRuntimeVersion", "") for n in objects.get("nodes") or []}
-    return {"namespace": ns, "daemonsets": daemonsets_frame({"items": ds_items}), "cluster_policy": policy,
-            "pods": pods, "namespace_labels": (objects.get("namespaces") or {}).get(ns), "runtimes": runtimes}
+    runtimes = {
+        (n.get("metadata") or {}).get("name", ""): ((n.get("status") or {}).get("nodeInfo") or {}).get(
+            "containerRuntimeVersion", ""
+        )
+        for n in objects.get("nodes") or []
+    }
+    return {
+        "namespace": ns,
+        "daemonsets": daemonsets_frame({"items": ds_items}),
+        "cluster_policy": policy,
+        "pods": pods,
+        "namespace_labels": (objects.get("namespaces") or {}).get(ns),
+        "runtimes": runtimes,
+    }
 
 
 def collect_state(kube, namespace: str | None = None) -> dict:
@@ -32,9 +46,51 @@ def collect_state(kube, namespace: str | None = None) -> dict:
     return state_from_objects(kube.operator_objects(ns), ns)
 
 
+def operator_objects(src, namespace: str) -> dict:
+    """The GPU Operator's raw objects from a source's generic :meth:`~gpulib.sources.base.Source.objects`:
+    ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of the namespace], "nodes": [...],
+    "namespaces": {name: labels}}``, the shape :func:`state_from_objects` reads (and
+    :meth:`gpulib.kube.client.KubeCluster.operator_objects` returns). ClusterPolicies are none when the CRD is not
+    served (404), the namespace's labels left out when they cannot be read; pods and nodes the source lacks are
+    none. NotProvided where the source holds neither DaemonSets nor ClusterPolicies."""
+    try:
+        policies = src.objects("clusterpolicies", namespace)
+    except NotProvided:
+        policies = None
+    except KubernetesError as exc:
+        if exc.status != 404:
+            raise
+        policies = []
+    try:
+        namespaces = {
+            (o.get("metadata") or {}).get("name", namespace): dict((o.get("metadata") or {}).get("labels") or {})
+            for o in src.objects("namespaces", namespace)
+        }
+    except (NotProvided, KubernetesError):
+        namespaces = {}
+    try:
+        daemonsets = src.objects("daemonsets", namespace)
+    except NotProvided:
+        daemonsets = None
+    if policies is None and daemonsets is None:
+        raise NotProvided(
+            f"GPU Operator objects are not available from this source ({src.describe()})",
+            hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+        )
+    out = {"daemonsets": daemonsets or [], "cluster_policies": policies or []}
+    for kind in ("pods", "nodes"):
+        try:
+            out[kind] = src.objects(kind, namespace if kind == "pods" else None)
+        except NotProvided:
+            out[kind] = []
+    out["namespaces"] = namespaces
+    return out
+
+
 def operator_state(src, namespace: str | None = None) -> dict:
-    """Operator state from a source's raw objects (:meth:`gpulib.sources.base.Source.operator_objects`): ``{"daemonsets":
+    """Operator state from a source's raw objects (:func:`operator_objects`):
+    ``{"daemonsets":
     DataFrame, "cluster_policy": dict | None, "pods": [pod objects in the namespace], "namespace_labels": dict | None,
     "runtimes": {node: runtime}}``. Raises SourceError (with a hint) where the source has no operator objects."""
     ns = namespace or setting("namespace")
-    return state_from_objects(src.operator_objects(ns), ns)
+    return state_from_objects(operator_objects(src, ns), ns)

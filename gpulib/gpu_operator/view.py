@@ -1,20 +1,27 @@
 """Tables, text and charts of the operator_install runbook (no decisions here: the plan, the pre-flight and the
-verification are :mod:`gpulib.gpu_operator.plan`, :mod:`gpulib.gpu_operator.pre_install` and :mod:`gpulib.gpu_operator.post_install`). Axes carry their units."""
+verification are :mod:`gpulib.gpu_operator.plan`, :mod:`gpulib.gpu_operator.pre_install` and
+:mod:`gpulib.gpu_operator.post_install`, the findings of a run :func:`gpulib.gpu_operator.steps.findings`). Axes carry
+their units."""
+
 from __future__ import annotations
 
-from typing import Any
+import html
+from typing import Any, Iterable
 
 import pandas as pd
+import plotly.graph_objects as go
+import yaml
 
-__all__ = ["plan_text", "manifest_text", "daemonset_table", "daemonset_chart"]
+from gpulib.core.findings import Finding, FindingList, Severity, sort_findings
+from gpulib.core.redact import redact
+
+__all__ = ["plan_text", "manifest_text", "daemonset_table", "daemonset_chart", "findings_block"]
 
 _DS_COLUMNS = ["daemonset", "desired", "current", "ready", "unavailable"]
 
 
 def manifest_text(obj: dict[str, Any] | list[dict[str, Any]]) -> str:
     """One Kubernetes object (or several, as a multi-document stream) as YAML in the order its keys were built."""
-    import yaml
-
     objs = obj if isinstance(obj, list) else [obj]
     return yaml.safe_dump_all(objs, sort_keys=False)
 
@@ -36,10 +43,29 @@ def daemonset_chart(ds: pd.DataFrame):
     """Grouped bars of desired vs ready pods per operand DaemonSet; None when there is no DaemonSet."""
     if ds is None or not len(ds):
         return None
-    import plotly.graph_objects as go
-
-    fig = go.Figure([go.Bar(name="desired", x=ds["daemonset"], y=ds["desired"]),
-                     go.Bar(name="ready", x=ds["daemonset"], y=ds["ready"])])
-    fig.update_layout(title="Operand DaemonSets: desired vs ready pods", barmode="group",
-                      xaxis_title="DaemonSet", yaxis_title="pods (count)")
+    fig = go.Figure(
+        [
+            go.Bar(name="desired", x=ds["daemonset"], y=ds["desired"]),
+            go.Bar(name="ready", x=ds["daemonset"], y=ds["ready"]),
+        ]
+    )
+    fig.update_layout(
+        title="Operand DaemonSets: desired vs ready pods",
+        barmode="group",
+        xaxis_title="DaemonSet",
+        yaxis_title="pods (count)",
+    )
     return fig
+
+
+def findings_block(findings: Iterable[Finding], *, empty: str):
+    """A section's findings, most severe first, or (none) the note saying what was checked and found fine, in the
+    look of :meth:`gpulib.runbook.Runbook.report`; the findings count once, in the run's closing step."""
+    fs = list(findings)
+    if fs:
+        return FindingList(sort_findings(fs))
+    from IPython.display import HTML
+
+    return HTML(
+        f"<div style='border-left:4px solid {Severity.OK.colour};padding:4px 10px'>{redact(html.escape(empty))}</div>"
+    )

@@ -6,7 +6,7 @@ node's ``nvidia.com/mig.config`` label. A generated file holding only the plan's
 node labelled ``all-disabled`` (or with its current layout) pointing at a name that no longer exists. So:
 
 * :func:`merge_configs` starts from the configs in use (the cluster's ConfigMap via
-  :meth:`gpulib.sources.base.Source.current_mig_config`, or mig-parted's default set shipped as
+  :func:`current_mig_config`, or mig-parted's default set shipped as
   ``gpulib/data/mig/mig_parted_default_config.yaml``) and adds the plan's configs;
 * :func:`schema_problems` checks the document against mig-parted's own parser rules
   (NVIDIA/mig-parted ``api/spec/v1/spec.go`` @bd7160f4: ``Spec.UnmarshalJSON`` and
@@ -14,22 +14,47 @@ node labelled ``all-disabled`` (or with its current layout) pointing at a name t
 * :func:`referenced_names` / :func:`safe_config` refuse (:class:`MigConfigRefused`, with the reason) a config
   that lacks a name some node label references.
 """
+
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
+import yaml
 
-from gpulib.core.errors import GpulibError, InvalidParameter, MigConfigRefused
+from gpulib.core import validate
+from gpulib.core.errors import (
+    GpulibError,
+    InvalidParameter,
+    KubernetesError,
+    MigConfigRefused,
+    NotProvided,
+    SourceError,
+)
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import data_path
+from gpulib.core.sop import sop
+from gpulib.core.validate import command
 from gpulib.kube.labels import MIG_PARTED_DEFAULT_CONFIGMAP as _DEFAULT_CONFIGMAP
+from gpulib.sources.base import WHERE_ANNOTATION
 
-__all__ = ["MigConfigRefused", "default_configs", "schema_problems", "merge_configs", "referenced_names",
-           "missing_references", "safe_config", "ConfigsInUse", "configs_in_use", "config_for_cluster"]
+__all__ = [
+    "MigConfigRefused",
+    "default_configs",
+    "schema_problems",
+    "merge_configs",
+    "referenced_names",
+    "missing_references",
+    "safe_config",
+    "ConfigsInUse",
+    "configs_in_use",
+    "config_for_cluster",
+]
 
 #: mig-parted api/spec/v1/spec.go: the only top-level keys and the only keys of one config entry
 _SPEC_KEYS = {"version", "mig-configs"}
@@ -46,8 +71,6 @@ def _default_text() -> str:
 
 def default_configs() -> dict:
     """mig-parted's default config set (``deployments/systemd/config-default.yaml`` @bd7160f4) as a dict."""
-    import yaml
-
     return yaml.safe_load(_default_text())
 
 
@@ -83,10 +106,15 @@ def schema_problems(doc: Any) -> list[str]:
                 if k not in _ENTRY_KEYS:
                     out.append(f"{where}: unexpected field: {k}")
             dev = e.get("devices")
-            if "devices" in e and not (dev == "all" or (isinstance(dev, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in dev))):
+            if "devices" in e and not (
+                dev == "all"
+                or (isinstance(dev, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in dev))
+            ):
                 out.append(f"{where}: devices must be 'all' or a list of integers, not {dev!r}")
             flt = e.get("device-filter")
-            if "device-filter" in e and not (isinstance(flt, str) or (isinstance(flt, list) and all(isinstance(x, str) for x in flt))):
+            if "device-filter" in e and not (
+                isinstance(flt, str) or (isinstance(flt, list) and all(isinstance(x, str) for x in flt))
+            ):
                 out.append(f"{where}: device-filter must be a string or a list of strings")
             en = e.get("mig-enabled")
             if "mig-enabled" in e and not isinstance(en, bool):
@@ -109,8 +137,6 @@ def merge_configs(plan: Mapping[str, list], base: Mapping | str | None = None) -
     """``base`` (a mig-parted document, its YAML text, or None for mig-parted's default set) plus ``plan``'s
     configs. A plan name that ``base`` already defines differently is refused (it would change what nodes
     labelled with it get)."""
-    import yaml
-
     doc = default_configs() if base is None else (yaml.safe_load(base) if isinstance(base, str) else dict(base))
     bad = schema_problems(doc)
     if bad:
@@ -118,8 +144,9 @@ def merge_configs(plan: Mapping[str, list], base: Mapping | str | None = None) -
     merged = {"version": "v1", "mig-configs": dict(doc["mig-configs"])}
     for name, sels in plan.items():
         if name in merged["mig-configs"] and merged["mig-configs"][name] != list(sels):
-            raise MigConfigRefused(f"config {name!r} already exists in the configs in use with a different layout; "
-                                   "pick another name")
+            raise MigConfigRefused(
+                f"config {name!r} already exists in the configs in use with a different layout; pick another name"
+            )
         merged["mig-configs"][name] = list(sels)
     return merged
 
@@ -135,24 +162,30 @@ def referenced_names(nodes: pd.DataFrame | None) -> dict[str, list[str]]:
     return out
 
 
-def missing_references(doc: Mapping, nodes: pd.DataFrame | None, extra: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+def missing_references(
+    doc: Mapping, nodes: pd.DataFrame | None, extra: Mapping[str, Iterable[str]] | None = None
+) -> list[str]:
     """One line per config name referenced by a node label (or by ``extra``: name -> nodes the plan will
     label) that ``doc`` does not define."""
     have = set((doc.get("mig-configs") or {}).keys())
     refs = referenced_names(nodes)
     for name, ns in (extra or {}).items():
         refs.setdefault(name, []).extend(ns)
-    return [f"{name!r} (labelled on {', '.join(sorted(set(ns)))})" for name, ns in sorted(refs.items()) if name not in have]
+    return [
+        f"{name!r} (labelled on {', '.join(sorted(set(ns)))})" for name, ns in sorted(refs.items()) if name not in have
+    ]
 
 
-def safe_config(plan: Mapping[str, list], nodes: pd.DataFrame | None, base: Mapping | str | None = None,
-                labels: Mapping[str, str] | None = None) -> str:
+def safe_config(
+    plan: Mapping[str, list],
+    nodes: pd.DataFrame | None,
+    base: Mapping | str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> str:
     """The merged mig-parted YAML, or :class:`MigConfigRefused` naming what would break.
 
     ``labels``: node -> config name the plan's label commands set.
     """
-    import yaml
-
     doc = merge_configs(plan, base)
     bad = schema_problems(doc)
     if bad:
@@ -162,9 +195,43 @@ def safe_config(plan: Mapping[str, list], nodes: pd.DataFrame | None, base: Mapp
         extra.setdefault(name, []).append(node)
     missing = missing_references(doc, nodes, extra)
     if missing:
-        raise MigConfigRefused("refusing to emit a mig-parted config without config name(s) that node labels reference: "
-                               + "; ".join(missing) + ". MIG Manager would fail on those nodes.")
+        raise MigConfigRefused(
+            "refusing to emit a mig-parted config without config name(s) that node labels reference: "
+            + "; ".join(missing)
+            + ". MIG Manager would fail on those nodes."
+        )
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+@dataclass(frozen=True)
+class MigConfigInUse:
+    """The mig-parted ``config.yaml`` MIG Manager applies now (:func:`current_mig_config`).
+
+    ``text``: the document; ``where``: a sentence saying where it was read; ``configmap`` / ``namespace``: the
+    MIG Manager ConfigMap it is (or stands for), to print the ``kubectl get configmap`` command that shows it."""
+
+    text: str
+    where: str
+    configmap: str = ""
+    namespace: str = ""
+
+
+def current_mig_config(src, namespace: str = "gpu-operator") -> MigConfigInUse:
+    """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
+    ``spec.migManager.config.name`` names, else the GPU Operator's ``default-mig-parted-config``, in the
+    operator namespace ``namespace`` (NVIDIA/gpu-operator ``api/nvidia/v1/clusterpolicy_types.go``
+    ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67),
+    read through the source's ``objects("mig-parted-config", namespace)``. NotProvided where the source does not
+    hold it; :func:`configs_in_use` then falls back to mig-parted's default set and says so."""
+    ns = validate.namespace(namespace, param="operator_namespace")
+    (cm,) = src.objects("mig-parted-config", ns)
+    meta = cm.get("metadata") or {}
+    return MigConfigInUse(
+        cm["data"]["config.yaml"],
+        (meta.get("annotations") or {}).get(WHERE_ANNOTATION, ""),
+        meta.get("name", ""),
+        meta.get("namespace", ns),
+    )
 
 
 @dataclass
@@ -180,41 +247,67 @@ class ConfigsInUse:
     commands: list[str] = field(default_factory=list)
     error: GpulibError | None = None
     namespace: str = "gpu-operator"
-    configmap: str = ""   # the cluster's MIG Manager ConfigMap the base was read from ("" when not read)
+    configmap: str = ""  # the cluster's MIG Manager ConfigMap the base was read from ("" when not read)
 
     def note(self) -> tuple[str, str]:
         """(HTML-escaped text, level) for :func:`gpulib.runbook.note`."""
-        import html
-
         if not self.fallback:
             return html.escape(f"Base config: {self.where}."), "info"
-        return html.escape(f"Base config: {self.where}. The cluster's own MIG Manager ConfigMap was NOT read, so "
-                           "configs it holds that no node label names yet would be missing from the file below: check "
-                           "it against the cluster's ConfigMap before applying (" + "; ".join(self.commands) + ")."), "warning"
+        return html.escape(
+            f"Base config: {self.where}. The cluster's own MIG Manager ConfigMap was NOT read, so "
+            "configs it holds that no node label names yet would be missing from the file below: check "
+            "it against the cluster's ConfigMap before applying (" + "; ".join(self.commands) + ")."
+        ), "warning"
 
     def findings(self) -> list[Finding]:
         if not self.fallback:
             return []
-        return [Finding(Severity.WARNING, "mig-parted config built on mig-parted's default set, not the cluster's "
-                        "MIG Manager ConfigMap", category="mig",
-                        summary=f"Base config: {self.where}.",
-                        sop_step="Compare the printed config with the cluster's MIG Manager ConfigMap and copy in every "
-                                 "config it holds before applying it; or re-run with current_mig_config set to that "
-                                 "ConfigMap's config.yaml.",
-                        commands=list(self.commands))]
+        t = sop("mig_sop", "config_base_fallback", where=self.where)
+        return [
+            Finding(
+                Severity.WARNING,
+                "mig-parted config built on mig-parted's default set, not the cluster's MIG Manager ConfigMap",
+                category="mig",
+                summary=t.summary,
+                sop_step=t.sop_step,
+                commands=list(self.commands),
+            )
+        ]
 
     def apply_commands(self) -> list[str]:
         """How to hand the printed file (saved as ``config.yaml``) to MIG Manager: replace the custom ConfigMap in
         use, else create one and point ClusterPolicy ``spec.migManager.config.name`` at it (the operator owns and
         reconciles ``default-mig-parted-config``; NVIDIA/gpu-operator controllers/object_controls.go @a22dbf67)."""
-        from gpulib.core.validate import command
-
         if self.configmap and self.configmap != _DEFAULT_CONFIGMAP:
-            return [command("kubectl", "-n", self.namespace, "create", "configmap", self.configmap,
-                            "--from-file=config.yaml", "--dry-run=client", "-o", "yaml") + " | kubectl apply -f -"]
-        return [command("kubectl", "-n", self.namespace, "create", "configmap", "custom-mig-config", "--from-file=config.yaml"),
-                command("kubectl", "patch", "clusterpolicies.nvidia.com", "cluster-policy", "--type=merge", "-p",
-                        '{"spec":{"migManager":{"config":{"name":"custom-mig-config"}}}}')]
+            return [
+                command(
+                    "kubectl",
+                    "-n",
+                    self.namespace,
+                    "create",
+                    "configmap",
+                    self.configmap,
+                    "--from-file=config.yaml",
+                    "--dry-run=client",
+                    "-o",
+                    "yaml",
+                )
+                + " | kubectl apply -f -"
+            ]
+        return [
+            command(
+                "kubectl", "-n", self.namespace, "create", "configmap", "custom-mig-config", "--from-file=config.yaml"
+            ),
+            command(
+                "kubectl",
+                "patch",
+                "clusterpolicies.nvidia.com",
+                "cluster-policy",
+                "--type=merge",
+                "-p",
+                '{"spec":{"migManager":{"config":{"name":"custom-mig-config"}}}}',
+            ),
+        ]
 
     def raise_error(self) -> None:
         """Raise the error that forced the fallback (never a silent default)."""
@@ -225,23 +318,19 @@ class ConfigsInUse:
 def check_commands(namespace: str) -> list[str]:
     """The commands that show the MIG Manager ConfigMap in use: its name (ClusterPolicy
     ``spec.migManager.config.name``; empty means ``default-mig-parted-config``), then the ConfigMap."""
-    from gpulib.core.validate import command
-
-    return [command("kubectl", "get", "clusterpolicies.nvidia.com", "-o",
-                    "jsonpath={.items[*].spec.migManager.config.name}"),
-            command("kubectl", "-n", namespace, "get", "configmap", _DEFAULT_CONFIGMAP, "-o", "yaml")]
+    return [
+        command(
+            "kubectl", "get", "clusterpolicies.nvidia.com", "-o", "jsonpath={.items[*].spec.migManager.config.name}"
+        ),
+        command("kubectl", "-n", namespace, "get", "configmap", _DEFAULT_CONFIGMAP, "-o", "yaml"),
+    ]
 
 
 def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-operator") -> ConfigsInUse:
     """Where the generated config's base comes from: the file ``current_config_path`` (the MIG Manager ConfigMap's
-    config.yaml) when given, else the source's MIG Manager ConfigMap (:meth:`Source.current_mig_config`), else
+    config.yaml) when given, else the source's MIG Manager ConfigMap (:func:`current_mig_config`), else
     mig-parted's default set. The fallback is never silent: the result says so, lists the commands to check the
     cluster's ConfigMap, and keeps the error when the ConfigMap exists but could not be read (403, 5xx)."""
-    from pathlib import Path
-
-    from gpulib.core import validate
-    from gpulib.core.errors import KubernetesError, NotProvided, SourceError
-
     ns = validate.namespace(namespace, param="operator_namespace")
     if current_config_path:
         p = Path(current_config_path)
@@ -250,17 +339,29 @@ def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-ope
         return ConfigsInUse(p.read_text(), f"the configs in {current_config_path} (current_mig_config)", namespace=ns)
     default = "mig-parted's default config set (gpulib/data/mig/mig_parted_default_config.yaml)"
     try:
-        cur = src.current_mig_config(ns)
+        cur = current_mig_config(src, ns)
     except NotProvided as exc:
         return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
     except KubernetesError as exc:
-        if exc.status == 404:   # no ClusterPolicy / ConfigMap / config.yaml key: nothing to merge with
+        if exc.status == 404:  # no ClusterPolicy / ConfigMap / config.yaml key: nothing to merge with
             return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
-        return ConfigsInUse(None, f"{default}: the cluster's ConfigMap could not be read", True, check_commands(ns),
-                            error=exc, namespace=ns)
+        return ConfigsInUse(
+            None,
+            f"{default}: the cluster's ConfigMap could not be read",
+            True,
+            check_commands(ns),
+            error=exc,
+            namespace=ns,
+        )
     except SourceError as exc:
-        return ConfigsInUse(None, f"{default}: the cluster's ConfigMap could not be read", True, check_commands(ns),
-                            error=exc, namespace=ns)
+        return ConfigsInUse(
+            None,
+            f"{default}: the cluster's ConfigMap could not be read",
+            True,
+            check_commands(ns),
+            error=exc,
+            namespace=ns,
+        )
     return ConfigsInUse(cur.text, cur.where, namespace=ns, configmap=cur.configmap)
 
 

@@ -1,5 +1,6 @@
 """Settings of ``gpuops serve``; the webhook token comes from ``$GPUOPS_SERVE_TOKEN`` or a file, never a flag
 (a flag shows in ``ps``), and is never printed or written anywhere."""
+
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.validate import one_of
+from gpulib.inspection import choose_source
 
 TOKEN_ENV = "GPUOPS_SERVE_TOKEN"
 
@@ -42,14 +44,18 @@ class ServeConfig:
             else:
                 token = os.environ.get(TOKEN_ENV, "").strip()
         if len(token or "") < 16:
-            raise InvalidParameter("no webhook token (or one shorter than 16 characters)",
-                                   hint=f"set {TOKEN_ENV} or --token-file; e.g. `openssl rand -hex 32`")
+            raise InvalidParameter(
+                "no webhook token (or one shorter than 16 characters)",
+                hint=f"set {TOKEN_ENV} or --token-file; e.g. `openssl rand -hex 32`",
+            )
         kw = {k: v for k, v in kw.items() if v is not None}
         for k in ("kernels", "queue_limit", "run_timeout", "max_body"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
         if "notify_format" in kw:
             one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
+        if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder
+            choose_source(kw["source"])
         cfg = cls(token=token, **kw)
         cfg.out = Path(cfg.out).resolve()
         if not cfg.public_url:

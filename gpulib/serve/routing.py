@@ -2,10 +2,11 @@
 (``deploy/prometheus/routes.yaml``, :func:`gpulib.xid.alert_routes`), and the checks every parameter passes.
 
 Only runbooks of the catalogue and their parameters are accepted; values are converted as ``gpuops run -p``
-converts them (:func:`gpulib.catalogue.resolve_params`) and node names / GPU ids are checked by
+converts them (:func:`gpulib.inspection.resolve_params`) and node names / GPU ids are checked by
 :mod:`gpulib.core.validate`, so a label value from an alert never reaches PromQL or a shell unchecked.
 Parameters that name files or folders, or pick the data source, are the server's to set, never a caller's.
 """
+
 from __future__ import annotations
 
 import threading
@@ -15,9 +16,11 @@ from typing import Any
 
 import yaml
 
-from gpulib.catalogue import catalogue, resolve_params
+from gpulib.catalogue import catalogue
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
+from gpulib.inspection import resolve_params
+from gpulib.xid import alert_routes
 
 #: parameters a request may never set: the data source and anything that names a path on the server
 SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
@@ -28,8 +31,9 @@ def server_only(name: str) -> bool:
 
 
 def load_catalogue() -> dict[str, Any]:
-    """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` from several
-    threads at once can fail on CPython 3.11 ("AST constructor recursion depth mismatch")."""
+    """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` (the parameter
+    defaults' ``literal_eval``) from several threads at once can fail on CPython 3.11 ("AST constructor
+    recursion depth mismatch"). Runs look their notebook up here too."""
     with _CAT_LOCK:
         return catalogue()
 
@@ -39,7 +43,6 @@ _CAT_LOCK = threading.Lock()
 
 def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     if path is None:
-        from gpulib.xid import alert_routes
         return alert_routes()["routes"]
     doc = yaml.safe_load(Path(path).read_text()) or {}
     routes = doc.get("routes")
@@ -48,7 +51,9 @@ def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> 
     cat = cat if cat is not None else load_catalogue()
     for alert, r in routes.items():
         if r.get("runbook") not in cat:
-            raise InvalidParameter(f"{path}: alert {alert} routes to {r.get('runbook')!r}, which is not in the catalogue")
+            raise InvalidParameter(
+                f"{path}: alert {alert} routes to {r.get('runbook')!r}, which is not in the catalogue"
+            )
     return routes
 
 
@@ -56,8 +61,10 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict
     """Validated, typed parameters for ``runbook`` of ``cat`` (InvalidParameter / UnknownGPU on anything else)."""
     info = cat.get(runbook)
     if info is None or info.kind != "runbook":
-        raise InvalidParameter(f"no runbook named {runbook!r}",
-                               hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"))
+        raise InvalidParameter(
+            f"no runbook named {runbook!r}",
+            hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"),
+        )
     for k in raw:
         if server_only(k):
             raise InvalidParameter(f"parameter {k!r} is set by the server, not by a request")
@@ -71,8 +78,9 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict
     return params
 
 
-def route_alert(alert: dict[str, Any], routes: dict[str, dict[str, Any]],
-                cat: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def route_alert(
+    alert: dict[str, Any], routes: dict[str, dict[str, Any]], cat: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
     """(runbook, params) for one Alertmanager alert; InvalidParameter when it has no route or a bad label."""
     labels = alert.get("labels") or {}
     name = labels.get("alertname", "")

@@ -1,14 +1,19 @@
-"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are appended
+"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are
+appended
 to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a run
 that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging."""
+
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from gpulib.core.rundir import new_run_dir
 
 RUN_FILE = "run.json"
 ALERT_LOG = "alerts.jsonl"
@@ -36,8 +41,11 @@ class RunStore:
                 except (OSError, json.JSONDecodeError):
                     continue
                 if rec.get("status") in ACTIVE:
-                    rec.update(status="failed", error="interrupted: the server stopped before the run finished",
-                               finished=rec.get("finished") or time.time())
+                    rec.update(
+                        status="failed",
+                        error="interrupted: the server stopped before the run finished",
+                        finished=rec.get("finished") or time.time(),
+                    )
                     self._write(rec)
                 self._runs[rec["id"]] = rec
 
@@ -48,12 +56,22 @@ class RunStore:
         os.replace(tmp, d / RUN_FILE)
 
     def create(self, runbook: str, params: dict[str, Any], *, trigger: dict[str, Any]) -> dict[str, Any]:
-        from gpulib.core.rundir import new_run_dir
-
         d = new_run_dir(self.root, runbook)
-        rec = {"id": d.name, "runbook": runbook, "params": params, "status": "queued", "created": time.time(),
-               "started": None, "finished": None, "verdict": None, "severity": None, "cause": None,
-               "command": None, "error": None, "trigger": trigger}
+        rec = {
+            "id": d.name,
+            "runbook": runbook,
+            "params": params,
+            "status": "queued",
+            "created": time.time(),
+            "started": None,
+            "finished": None,
+            "verdict": None,
+            "severity": None,
+            "cause": None,
+            "command": None,
+            "error": None,
+            "trigger": trigger,
+        }
         with self._lock:
             self._runs[rec["id"]] = rec
             self._write(rec)
@@ -68,8 +86,6 @@ class RunStore:
 
     def forget(self, run_id: str) -> None:
         """Drop a run that was never queued (the queue was full): its folder goes too."""
-        import shutil
-
         with self._lock:
             self._runs.pop(run_id, None)
         shutil.rmtree(self.root / run_id, ignore_errors=True)

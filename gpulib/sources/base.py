@@ -1,8 +1,10 @@
 """The source interface every backend implements, and the registry ``connect`` uses.
 
-Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with a handful of methods and a tiny registry
+Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with
+a handful of methods and a tiny registry
 (:func:`register`, :func:`get_source_class`) so a new backend plugs in without touching callers.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,9 +17,12 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
+from gpulib.core import validate
+from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
@@ -26,41 +31,21 @@ AGGS = ("avg", "max", "min")
 #: fields a runbook needs, the fallback used when missing, and what to enable
 #: (``NVIDIA/dcgm-exporter: etc/default-counters.csv`` @ d5e5f510)
 IMPORTANT_FIELDS = {
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)",
-    "DCGM_FI_PROF_SM_ACTIVE": "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (
+        "activity falls back to DCGM_FI_DEV_GPU_UTIL (coarse; reads 100 % on a hung NCCL kernel)"
+    ),
+    "DCGM_FI_PROF_SM_ACTIVE": (
+        "off in dcgm-exporter's default counters; enable it in the counters CSV for SM-level activity"
+    ),
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ECC counters are off by default; XID 48/63/64 and remapped rows are used instead",
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ECC counters are off by default; SBE trends cannot be shown",
     "DCGM_FI_DEV_GPU_UTIL": "absent for MIG instances (dcgm-exporter #430); GR_ENGINE_ACTIVE is used",
     "DCGM_FI_DEV_FB_USED": "memory per GPU/pod cannot be shown",
     "DCGM_FI_DEV_XID_ERRORS": "XIDs can only be read from the kernel log",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": (
+        "row-remap failure (RMA signal) cannot be seen in metrics; run nvidia-smi -q -d ROW_REMAPPER"
+    ),
 }
-
-
-@dataclass(frozen=True)
-class MigConfigInUse:
-    """The mig-parted ``config.yaml`` MIG Manager applies now (:meth:`Source.current_mig_config`).
-
-    ``text``: the document; ``where``: a sentence saying where it was read; ``configmap`` / ``namespace``: the
-    MIG Manager ConfigMap it is (or stands for), to print the ``kubectl get configmap`` command that shows it."""
-
-    text: str
-    where: str
-    configmap: str = ""
-    namespace: str = ""
-
-
-def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
-    """The sentence a runbook prints for the MIG Manager ConfigMap ``namespace/name`` it read. Without a custom
-    ConfigMap, GPU Operator v26.3 and later let MIG Manager generate each node's configs from its GPUs (published
-    as ConfigMap ``<node>-mig-config``) and keep ``default-mig-parted-config`` as the fallback (NVIDIA/gpu-operator
-    controllers/object_controls.go @a22dbf67; NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go ``setupMigConfig``
-    @bd7160f4)."""
-    if custom:
-        return f"the cluster's MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy spec.migManager.config.name)"
-    return (f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
-            "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
-            "<node>-mig-config, and uses this set only when that fails)")
 
 
 @dataclass
@@ -68,9 +53,9 @@ class Capabilities:
     """What the metrics backend actually exposes (the metric preflight)."""
 
     metrics: set[str] = field(default_factory=set)
-    host_label: str | None = None          # "hostname" or "Hostname"
-    pod_label: str | None = None           # "pod", "exported_pod", "pod_name" or None (no pod mapping)
-    pod_coverage: float = 0.0              # share of FB_USED series with a workload pod label
+    host_label: str | None = None  # "hostname" or "Hostname"
+    pod_label: str | None = None  # "pod", "exported_pod", "pod_name" or None (no pod mapping)
+    pod_coverage: float = 0.0  # share of FB_USED series with a workload pod label
     mig_present: bool = False
     series: int = 0
     findings: list[Finding] = field(default_factory=list)
@@ -78,7 +63,11 @@ class Capabilities:
     @property
     def activity_metric(self) -> str:
         """GR_ENGINE_ACTIVE when exported (0..1), else GPU_UTIL (0..100)."""
-        return "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in self.metrics else "DCGM_FI_DEV_GPU_UTIL"
+        return (
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+            if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in self.metrics
+            else "DCGM_FI_DEV_GPU_UTIL"
+        )
 
     def has(self, metric: str) -> bool:
         return metric in self.metrics
@@ -93,19 +82,31 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     names = set(metrics)
     caps = Capabilities(metrics=names, series=len(label_sets))
     if not names:
-        caps.findings.append(Finding(
-            Severity.CRITICAL, "No DCGM metrics found", category="preflight",
-            summary="The metrics backend holds no DCGM_* series in the window.",
-            sop_step="Check that dcgm-exporter runs on every GPU node and that Prometheus scrapes it.",
-            commands=["kubectl -n gpu-operator get ds nvidia-dcgm-exporter",
-                      "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide",
-                      'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"']))
+        s = sop("sources_sop", "no_dcgm_metrics")
+        caps.findings.append(
+            Finding(
+                Severity.CRITICAL,
+                "No DCGM metrics found",
+                category="preflight",
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
+            )
+        )
         return caps
     hosts = [k for k in ("hostname", "Hostname") if any(k in ls for ls in label_sets)]
     caps.host_label = hosts[0] if hosts else None
     for key in ("exported_pod", "pod", "pod_name"):
-        with_pod = [ls for ls in label_sets if ls.get(key) and not (key == "pod" and "exported_pod" not in ls
-                                                                     and str(ls[key]).startswith(("nvidia-dcgm-exporter", "dcgm-exporter")))]
+        with_pod = [
+            ls
+            for ls in label_sets
+            if ls.get(key)
+            and not (
+                key == "pod"
+                and "exported_pod" not in ls
+                and str(ls[key]).startswith(("nvidia-dcgm-exporter", "dcgm-exporter"))
+            )
+        ]
         if with_pod:
             caps.pod_label = key
             caps.pod_coverage = len(with_pod) / max(len(label_sets), 1)
@@ -115,30 +116,51 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     if "DCGM_FI_DEV_GPU_UTIL" in missing and caps.mig_present and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in names:
         missing.remove("DCGM_FI_DEV_GPU_UTIL")
     if missing:
-        caps.findings.append(Finding(
-            Severity.INFO, f"{len(missing)} useful DCGM field(s) not exported", category="preflight",
-            summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
-            evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
-            sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
-            commands=["kubectl -n gpu-operator create configmap dcgm-metrics --from-file=dcgm-metrics.csv",
-                      "helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
-                      "--set dcgmExporter.config.name=dcgm-metrics"]))
+        s = sop("sources_sop", "fields_not_exported")
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                f"{len(missing)} useful DCGM field(s) not exported",
+                category="preflight",
+                summary=s.summary,
+                evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
+                sop_step=s.sop_step,
+                commands=s.commands,
+            )
+        )
     if caps.pod_label is None:
-        caps.findings.append(Finding(
-            Severity.WARNING, "DCGM series carry no pod labels", category="preflight",
-            summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
-            sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
-                     "and mount the kubelet pod-resources socket.",
-            commands=["kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"]))
+        s = sop("sources_sop", "no_pod_labels")
+        caps.findings.append(
+            Finding(
+                Severity.WARNING,
+                "DCGM series carry no pod labels",
+                category="preflight",
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
+            )
+        )
     elif caps.pod_label == "exported_pod":
-        caps.findings.append(Finding(
-            Severity.INFO, "Workload labels arrive as exported_pod/exported_namespace", category="preflight", confidence=1.0,
-            summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
-            sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor."))
+        s = sop("sources_sop", "exported_pod_labels")
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                "Workload labels arrive as exported_pod/exported_namespace",
+                category="preflight",
+                confidence=1.0,
+                summary=s.summary,
+                sop_step=s.sop_step,
+            )
+        )
     if caps.host_label == "Hostname":
-        caps.findings.append(Finding(
-            Severity.INFO, "Host label is 'Hostname' (dcgm-exporter before PR #655)", category="preflight",
-            summary="Newer exporters write 'hostname'; queries here accept both."))
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                "Host label is 'Hostname' (dcgm-exporter before PR #655)",
+                category="preflight",
+                summary=sop("sources_sop", "old_host_label").summary,
+            )
+        )
     return caps
 
 
@@ -170,8 +192,16 @@ class Source(ABC):
         return self._end or utcnow()
 
     # ---- public API ---------------------------------------------------------------------
-    def series(self, field: str, window: str | timedelta = "6h", *, node: str | None = None,
-               gpu: str | int | None = None, step: str | float | None = None, agg: str | None = None) -> pd.DataFrame:
+    def series(
+        self,
+        field: str,
+        window: str | timedelta = "6h",
+        *,
+        node: str | None = None,
+        gpu: str | int | None = None,
+        step: str | float | None = None,
+        agg: str | None = None,
+    ) -> pd.DataFrame:
         """Range series of one DCGM field (``SERIES_COLUMNS``), optionally for one node / GPU.
 
         ``step`` spaces the points. With ``agg`` ("avg", "max" or "min") each point summarises every
@@ -195,8 +225,15 @@ class Source(ABC):
                 df = self._series_agg(field, w, node, gpu, step_s, agg)
         return conform(df, SERIES_COLUMNS)
 
-    def summary(self, field: str, window: str | timedelta = "6h", stat: str = "avg", *, node: str | None = None,
-                gpu: str | int | None = None) -> pd.DataFrame:
+    def summary(
+        self,
+        field: str,
+        window: str | timedelta = "6h",
+        stat: str = "avg",
+        *,
+        node: str | None = None,
+        gpu: str | int | None = None,
+    ) -> pd.DataFrame:
         """Per-series summary over the window (``SUMMARY_COLUMNS``): avg, max, min, p95, last or increase."""
         if stat not in STATS:
             raise InvalidParameter(f"stat={stat!r}; use one of {', '.join(STATS)}")
@@ -214,7 +251,9 @@ class Source(ABC):
         df = self._last_seen(field, node)
         cols = ["node", "gpu", "uuid", "gpu_i_id", "timestamp"]
         if df.empty:
-            return pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols})
+            return pd.DataFrame(
+                {c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols}
+            )
         return df[cols].reset_index(drop=True)
 
     def nodes(self) -> pd.DataFrame:
@@ -235,7 +274,7 @@ class Source(ABC):
         if node in ("", None):
             raise InvalidParameter("gpus() needs a node name")
         node, _ = self._check_target(node, None)
-        from gpulib.core.knowledge import settings
+
         look = timedelta(seconds=float(settings("alert_settings").number("gpu_inventory_lookback_s")))
         df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
         for c in GPU_COLUMNS:
@@ -246,7 +285,6 @@ class Source(ABC):
     def _uncounted_gpus(self, node: str, df: pd.DataFrame) -> pd.DataFrame:
         """Index-only rows for the GPUs the node's capacity counts that ``df`` does not name (not with the MIG
         single strategy, whose gpu.count counts MIG devices)."""
-        from gpulib.core.errors import GpulibError
         try:
             n = self.nodes().set_index("node")
         except GpulibError:  # no Kubernetes API: the DCGM rows are all there is
@@ -257,7 +295,9 @@ class Source(ABC):
         if pd.isna(count):
             return pd.DataFrame(columns=GPU_COLUMNS)
         have = set(df.loc[df["gpu_i_id"] == "", "gpu"])
-        rows = [dict({c: "" for c in GPU_COLUMNS}, node=node, gpu=str(i)) for i in range(int(count)) if str(i) not in have]
+        rows = [
+            dict({c: "" for c in GPU_COLUMNS}, node=node, gpu=str(i)) for i in range(int(count)) if str(i) not in have
+        ]
         return pd.DataFrame(rows, columns=GPU_COLUMNS)
 
     def preflight(self, window: str | timedelta = "1h") -> Capabilities:
@@ -288,7 +328,7 @@ class Source(ABC):
         return sorted(self.nodes()["node"].astype(str))
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
-        from gpulib.core import validate
+
         if node in ("", None):
             node = None
         else:
@@ -296,8 +336,10 @@ class Source(ABC):
             known = self.known_nodes()
             if known and node not in known:
                 close = [n for n in known if node.lower() in n.lower() or n.lower() in node.lower()]
-                raise UnknownNode(f"node={node!r} is not a GPU node of this source ({self.describe()}); "
-                                  f"known: {', '.join(close or known[:20])}{' ...' if len(known) > 20 and not close else ''}")
+                raise UnknownNode(
+                    f"node={node!r} is not a GPU node of this source ({self.describe()}); "
+                    f"known: {', '.join(close or known[:20])}{' ...' if len(known) > 20 and not close else ''}"
+                )
         if gpu in ("", None):
             return node, None
         g = str(gpu).strip()
@@ -313,7 +355,9 @@ class Source(ABC):
 
     # ---- backend hooks --------------------------------------------------------------------
     @abstractmethod
-    def _series(self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float | None) -> pd.DataFrame: ...
+    def _series(
+        self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float | None
+    ) -> pd.DataFrame: ...
 
     @abstractmethod
     def _summary(self, field: str, window: timedelta, stat: str, node: str | None, gpu: str | None) -> pd.DataFrame: ...
@@ -329,7 +373,6 @@ class Source(ABC):
 
     def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
         """Default: the newest raw sample of each series within the lookback."""
-        from gpulib.core.errors import EmptyResult
         try:
             df = self._series(field, LOOKBACK, node, None, self._native_step())
         except EmptyResult:
@@ -344,8 +387,9 @@ class Source(ABC):
         """Spacing of the raw samples, when the backend knows it (the demo's scrape interval)."""
         return None
 
-    def _series_agg(self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float,
-                    agg: str) -> pd.DataFrame:
+    def _series_agg(
+        self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float, agg: str
+    ) -> pd.DataFrame:
         """Default: fetch raw samples and aggregate each step client-side (see :func:`aggregate_steps`)."""
         raw = self._series(field, window + timedelta(seconds=step), node, gpu, self._native_step())
         end = self.end.timestamp()
@@ -355,7 +399,6 @@ class Source(ABC):
         """Default inventory: the labels of the node's DCGM temperature and framebuffer series (every
         physical GPU reports DCGM_FI_DEV_GPU_TEMP; MIG instances report FB_USED with GPU_I_ID). DCGM labels
         carry no MIG device UUID, so ``mig_uuid`` stays empty."""
-        from gpulib.core.errors import EmptyResult
         parts = []
         for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED"):
             try:
@@ -375,53 +418,115 @@ class Source(ABC):
     def _diag_report(self, node: str) -> str | None:
         return None
 
-    # ---- what only some backends have ---------------------------------------------------------
-    # Domains ask the source for these instead of checking which backend it is. Each default raises
-    # NotProvided (a SourceError, so a runbook step shows its hint and the run is INCOMPLETE); a
-    # backend that has the data overrides it. Callers for which the data is optional catch NotProvided.
-    def operator_objects(self, namespace: str) -> dict:
-        """The GPU Operator's raw objects: ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of
-        any namespace, at least the operator's], "nodes": [...], "namespaces": {name: labels}}`` (items of
-        ``kubectl get ... -o json``); :func:`gpulib.gpu_operator.state.state_from_objects` turns them into state."""
-        raise NotProvided(f"GPU Operator objects are not available from this source ({self.describe()})",
-                          hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json")
+    # ---- generic access: raw objects and PromQL -------------------------------------------------
+    # What only some backends have is asked through these two methods, never through a method per domain: the
+    # domains turn the raw objects into results (gpulib.gpu_operator.operator_objects, gpulib.mig.current_mig_config,
+    # gpulib.fleet.pod_specs_from, gpulib.vllm.vllm_metrics). A backend without the data raises NotProvided (a
+    # SourceError, so a runbook step shows its hint and the run is INCOMPLETE); callers for which the data is
+    # optional catch it.
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Raw objects of ``kind`` (one of :data:`OBJECT_KINDS`), as the items of ``kubectl get <kind> -o json``:
+        of ``namespace`` for a namespaced kind (None: every namespace; :data:`NAMESPACE_REQUIRED` need one), the
+        Namespace named ``namespace`` for ``namespaces``; a cluster-scoped kind ignores it. NotProvided (with the
+        kind's hint) where the source does not hold them."""
+        validate.one_of(kind, OBJECT_KINDS, param="kind")
+        if namespace not in (None, ""):
+            namespace = validate.namespace(namespace)
+        elif kind in NAMESPACE_REQUIRED:
+            raise InvalidParameter(f"objects({kind!r}) needs a namespace")
+        else:
+            namespace = None
+        return self._objects(kind, namespace)
 
-    def pod_objects(self) -> list[dict]:
-        """Raw Pod objects of every namespace (the items of ``kubectl get pods -A -o json``), with their specs."""
-        raise NotProvided(f"Pod specs are not available from this source ({self.describe()})",
-                          hint="use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs")
+    def _objects(self, kind: str, namespace: str | None) -> list[dict]:
+        subject, hint = OBJECT_KINDS[kind]
+        raise NotProvided(f"{subject} not available from this source ({self.describe()})", hint=hint)
 
-    def instant_query(self, promql: str) -> list[dict]:
-        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]``."""
-        raise NotProvided(f"PromQL queries are not available from this source ({self.describe()})",
-                          hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload")
-
-    def app_series(self, family: str, window: timedelta) -> list[tuple[str, dict[str, str], np.ndarray]]:
-        """Simulated application series of ``family`` (``"vllm"``: vLLM's ``vllm:*`` series) over ``window``
-        before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""
-        raise NotProvided(f"no simulated {family} series in this source ({self.describe()})",
-                          hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL")
-
-    def current_mig_config(self, namespace: str = "gpu-operator") -> MigConfigInUse:
-        """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
-        ``spec.migManager.config.name`` names, else the GPU Operator's ``default-mig-parted-config``, in the
-        operator namespace ``namespace`` (NVIDIA/gpu-operator ``api/nvidia/v1/clusterpolicy_types.go``
-        ``MIGPartedConfigSpec`` and ``controllers/object_controls.go`` ``MigPartedDefaultConfigMapName`` @a22dbf67).
-        The default raises NotProvided; :func:`gpulib.mig.parted_merge.configs_in_use` then falls back to
-        mig-parted's default set and says so."""
-        from gpulib.core import validate
-
-        return self._current_mig_config(validate.namespace(namespace, param="operator_namespace"))
-
-    def _current_mig_config(self, namespace: str) -> MigConfigInUse:
-        raise NotProvided(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
-                          hint="use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
-                               "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config")
+    def query(self, promql: str) -> list[dict]:
+        """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]`` (a range
+        selector such as ``{__name__=~"vllm:.+"}[3600s]``: ``[{"metric": {labels}, "values": [[t, "v"], ...]}]``)."""
+        raise NotProvided(
+            f"PromQL queries are not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
+        )
 
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
         source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
         return None
+
+
+#: the object kinds :meth:`Source.objects` knows: what a backend without them says, and the hint
+OBJECT_KINDS = {
+    "pods": (
+        "Pod specs are",
+        "use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs",
+    ),
+    "nodes": (
+        "Node objects are",
+        "use source='live' (Kubernetes API) or a snapshot with nodes.json",
+    ),
+    "daemonsets": (
+        "DaemonSet objects are",
+        "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+    ),
+    "clusterpolicies": (
+        "ClusterPolicy objects are",
+        "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+    ),
+    "namespaces": (
+        "Namespace objects are",
+        "use source='live' (Kubernetes API)",
+    ),
+    # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
+    # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
+    "mig-parted-config": (
+        "the MIG Manager ConfigMap is",
+        "use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
+        "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
+    ),
+}
+
+#: the kinds asked of one namespace only (the Namespace itself; the operator's DaemonSets and MIG Manager ConfigMap)
+NAMESPACE_REQUIRED = ("namespaces", "daemonsets", "mig-parted-config")
+
+#: the annotation of a ``mig-parted-config`` object that says where the backend read it (a sentence)
+WHERE_ANNOTATION = "gpulib/read-from"
+
+#: the public names of :class:`Source` (``name`` the backend's), the whole interface: the questions every runbook
+#: asks (DCGM series and summaries, nodes, pods, GPUs, the metric preflight, a node's text evidence) and generic
+#: access to raw objects and PromQL. A domain's reader is a function of its domain over these
+#: (``tests/sources/test_base.py`` holds every backend to this list)
+PUBLIC_METHODS = (
+    "name",
+    "end",
+    "describe",
+    "known_nodes",
+    "series",
+    "summary",
+    "last_seen",
+    "nodes",
+    "pods",
+    "gpus",
+    "preflight",
+    "kernel_log",
+    "smi_query",
+    "diag_report",
+    "objects",
+    "query",
+    "kube_cluster",
+)
+
+
+def mig_parted_object(text: str, name: str, namespace: str, where: str) -> dict:
+    """The ``mig-parted-config`` object of :meth:`Source.objects`: ConfigMap ``namespace/name`` holding ``text`` as
+    its ``config.yaml``, annotated with where it was read."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {WHERE_ANNOTATION: where}},
+        "data": {"config.yaml": text},
+    }
 
 
 def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:

@@ -1,12 +1,14 @@
 """dcgm-exporter metrics: field catalogue, label normalisation and the ``/metrics`` scrape parser.
 
-dcgm-exporter's labels moved over time (NVIDIA/dcgm-exporter: internal/pkg/rendermetrics/render_metrics.go @ d5e5f510): ``Hostname`` became ``hostname`` (NVIDIA/dcgm-exporter#655),
+dcgm-exporter's labels moved over time (NVIDIA/dcgm-exporter: internal/pkg/rendermetrics/render_metrics.go @ d5e5f510):
+``Hostname`` became ``hostname`` (NVIDIA/dcgm-exporter#655),
 old-namespace mode writes ``pod_name``/``pod_namespace``/``container_name``, and a Prometheus scrape
 through a ServiceMonitor without ``honorLabels`` renames the workload labels to ``exported_pod``,
 ``exported_namespace``, ``exported_container`` (the target's own ``pod`` is the exporter's pod).
 :func:`normalise_labels` maps all of them onto one vocabulary: ``node, gpu, uuid, model, pci_bus_id,
 pod, namespace, container, gpu_i_profile, gpu_i_id``.
 """
+
 from __future__ import annotations
 
 import math
@@ -96,7 +98,7 @@ def _closing_quote(text: str, pos: int) -> int:
 
 def _parse_labels_at(text: str, pos: int) -> tuple[dict[str, str], int] | None:
     """Labels ``name="value",...`` from ``text[pos:]`` up to the closing ``}``; (labels, index after ``}``) or None.
-    No regex runs over a value, so time and memory stay linear in the line (tests/test_parser_limits.py)."""
+    No regex runs over a value, so time and memory stay linear in the line (tests/project/test_parser_limits.py)."""
     out: dict[str, str] = {}
     n = len(text)
     count = 0
@@ -112,7 +114,7 @@ def _parse_labels_at(text: str, pos: int) -> tuple[dict[str, str], int] | None:
         end = _closing_quote(text, m.end())
         if end < 0:
             return None
-        out[m.group(1)] = _unescape(text[m.end():end])
+        out[m.group(1)] = _unescape(text[m.end() : end])
         pos = end + 1
         while pos < n and text[pos] in " \t":
             pos += 1
@@ -194,11 +196,32 @@ def parse_scrape(text: str | bytes) -> pd.DataFrame:
         except (ValueError, OverflowError, pd.errors.OutOfBoundsDatetime):
             skipped += 1
             continue
-        row = {"metric": name, **normalise_labels(labels), "value": value, "timestamp": stamp,
-               "labels": labels, "type": types.get(name, "untyped")}
+        row = {
+            "metric": name,
+            **normalise_labels(labels),
+            "value": value,
+            "timestamp": stamp,
+            "labels": labels,
+            "type": types.get(name, "untyped"),
+        }
         rows.append(row)
-    cols = ["metric", "node", "gpu", "uuid", "model", "pci_bus_id", "pod", "namespace", "container",
-            "gpu_i_profile", "gpu_i_id", "value", "timestamp", "labels", "type"]
+    cols = [
+        "metric",
+        "node",
+        "gpu",
+        "uuid",
+        "model",
+        "pci_bus_id",
+        "pod",
+        "namespace",
+        "container",
+        "gpu_i_profile",
+        "gpu_i_id",
+        "value",
+        "timestamp",
+        "labels",
+        "type",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     df["value"] = df["value"].astype(float)
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)

@@ -14,7 +14,7 @@ A folder holding any of:
   dmon's default 1 s apart (``dmon -d``); GPU UUIDs and bus ids come from the node's ``nvidia-smi -q`` file.
 * ``daemonsets.json`` — ``kubectl -n gpu-operator get ds -o json``; ``clusterpolicies.json`` —
   ``kubectl get clusterpolicies.nvidia.com -o json``
-* the mig-parted config MIG Manager uses (:meth:`~gpulib.sources.base.Source.current_mig_config`), either
+* the mig-parted config MIG Manager uses (``objects("mig-parted-config", namespace)``), either
   ``mig-parted-config.yaml`` — ``kubectl -n gpu-operator get configmap <name> -o jsonpath='{.data.config\\.yaml}'``
   — or ``configmaps.json`` — ``kubectl -n gpu-operator get configmap <name> -o json`` (one ConfigMap or a List);
   ``<name>`` is ClusterPolicy ``spec.migManager.config.name``, else ``default-mig-parted-config``
@@ -24,6 +24,7 @@ A folder holding any of:
 A scrape is one instant, so ``series`` has one point per GPU and every ``summary`` stat is that
 value (``increase`` is NaN: a counter needs two samples). A dmon file has its samples: ``summary`` reduces them.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, SourceError
+from gpulib.core.schema import SERIES_COLUMNS
+from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap, nodes_frame, pods_frame
+from gpulib.nvidia.dmon import parse_dmon
+from gpulib.nvidia.smi import parse_query
+from gpulib.sources.base import Source, mig_parted_object, summarise_frame
 from gpulib.sources.dcgm import parse_scrape
-from gpulib.core.errors import EmptyResult, SnapshotError, SourceError
-from gpulib.sources.base import Source, summarise_frame
 
 
 class SnapshotSource(Source):
@@ -42,6 +47,11 @@ class SnapshotSource(Source):
 
     def __init__(self, path: str | Path | None = None, *, end: datetime | str | None = None, **_ignored):
         if path in (None, ""):
+            if _ignored.get("snapshot_dir"):  # the notebook parameter: gpulib.inspection.choose_source maps it
+                raise SnapshotError(
+                    "connect('snapshot') takes the folder as path=, not snapshot_dir= (a run's snapshot_dir "
+                    "parameter is mapped by gpulib.inspection.choose_source)"
+                )
             raise SnapshotError("source='snapshot' needs a folder: pass snapshot_dir / --source snapshot DIR")
         self.path = Path(path).expanduser()
         if not self.path.is_dir():
@@ -64,8 +74,10 @@ class SnapshotSource(Source):
         self._dmon_cache: dict[str, pd.DataFrame | None] = {}
         if end is None and not self.scrape.empty:
             end = self.scrape["timestamp"].max().to_pydatetime()
-        elif end is None:   # no scrape: the newest dmon sample
-            stamps = [df["timestamp"].max() for n in self._dmon_nodes() if (df := self._dmon(n)) is not None and len(df)]
+        elif end is None:  # no scrape: the newest dmon sample
+            stamps = [
+                df["timestamp"].max() for n in self._dmon_nodes() if (df := self._dmon(n)) is not None and len(df)
+            ]
             end = max(stamps).to_pydatetime() if stamps and not pd.isna(max(stamps)) else None
         super().__init__(end=end)
 
@@ -78,7 +90,9 @@ class SnapshotSource(Source):
         try:
             return f.read_bytes()
         except OSError as exc:
-            raise SnapshotError(f"snapshot file {str(f)!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+            raise SnapshotError(
+                f"snapshot file {str(f)!r} cannot be read: {exc.strerror or type(exc).__name__}"
+            ) from None
 
     def _json(self, name: str) -> dict:
         f = self.path / name
@@ -88,44 +102,61 @@ class SnapshotSource(Source):
         try:
             doc = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise SnapshotError(f"{f} is not UTF-8 text (byte {exc.start}): is it `kubectl get ... -o json` output?") from None
+            raise SnapshotError(
+                f"{f} is not UTF-8 text (byte {exc.start}): is it `kubectl get ... -o json` output?"
+            ) from None
         except json.JSONDecodeError as exc:
-            raise SnapshotError(f"{f} is not valid JSON (line {exc.lineno}): is it `kubectl get ... -o json` output?") from None
+            raise SnapshotError(
+                f"{f} is not valid JSON (line {exc.lineno}): is it `kubectl get ... -o json` output?"
+            ) from None
         except RecursionError:
             raise SnapshotError(f"{f} is nested too deeply to be a Kubernetes list") from None
         if not isinstance(doc, dict):
-            raise SnapshotError(f"{f} holds a JSON {type(doc).__name__}, not a Kubernetes list object "
-                                "(`kubectl get ... -o json` writes {{\"kind\": \"...List\", \"items\": [...]}})")
+            raise SnapshotError(
+                f"{f} holds a JSON {type(doc).__name__}, not a Kubernetes list object "
+                '(`kubectl get ... -o json` writes {{"kind": "...List", "items": [...]}})'
+            )
         return doc
 
     def _frame(self, name: str, convert) -> pd.DataFrame:
-        """``convert`` (nodes_frame / pods_frame) of ``name``; a malformed object becomes a SnapshotError naming the file."""
+        """``convert`` (nodes_frame / pods_frame) of ``name``; a malformed object becomes a SnapshotError naming the
+        file."""
         doc = self._json(name)
         try:
             return convert(doc)
         except SnapshotError:
             raise
         except (SourceError, AttributeError, TypeError, KeyError, ValueError, RecursionError) as exc:
-            raise SnapshotError(f"{self.path / name} holds an object that is not shaped like a Kubernetes "
-                                f"{name.split('.')[0][:-1]}: {str(exc).split(' (hint:')[0][:200] or type(exc).__name__}") from None
+            raise SnapshotError(
+                f"{self.path / name} holds an object that is not shaped like a Kubernetes "
+                f"{name.split('.')[0][:-1]}: {str(exc).split(' (hint:')[0][:200] or type(exc).__name__}"
+            ) from None
 
     def _metric(self, field: str, node, gpu) -> pd.DataFrame:
-        if self.scrape.empty or not (self.scrape["metric"].eq(field) & (self.scrape["node"].eq(node) if node else True)).any():
+        if (
+            self.scrape.empty
+            or not (self.scrape["metric"].eq(field) & (self.scrape["node"].eq(node) if node else True)).any()
+        ):
             dm = self._dmon_metric(field, node, gpu)
             if dm is not None:
                 return dm
         if self.scrape.empty:
-            raise EmptyResult(f"snapshot {str(self.path)!r} has no dcgm-exporter scrape (metrics*.txt or *.prom)"
-                              + (f" and its dmon file for {node} has no column for {field}" if self._dmon(node) is not None else ""),
-                              query=field)
+            raise EmptyResult(
+                f"snapshot {str(self.path)!r} has no dcgm-exporter scrape (metrics*.txt or *.prom)"
+                + (f" and its dmon file for {node} has no column for {field}" if self._dmon(node) is not None else ""),
+                query=field,
+            )
         df = self.scrape[self.scrape["metric"] == field]
         if node:
             df = df[df["node"] == node]
         if gpu is not None:
             df = df[(df["gpu"] == gpu) | (df["uuid"] == gpu)]
         if df.empty:
-            raise EmptyResult(f"{field} is not in the snapshot scrape(s) {', '.join(self.scrape_files)} "
-                              f"for node={node or '*'} gpu={gpu or '*'}", query=field)
+            raise EmptyResult(
+                f"{field} is not in the snapshot scrape(s) {', '.join(self.scrape_files)} "
+                f"for node={node or '*'} gpu={gpu or '*'}",
+                query=field,
+            )
         return df
 
     def _series(self, field, window, node, gpu, step):
@@ -133,7 +164,7 @@ class SnapshotSource(Source):
 
     def _summary(self, field, window, stat, node, gpu):
         df = self._metric(field, node, gpu)
-        if df.attrs.get("from") == "dmon":   # samples over time: reduced like PromQL's *_over_time
+        if df.attrs.get("from") == "dmon":  # samples over time: reduced like PromQL's *_over_time
             return summarise_frame(df.drop(columns=["metric", "labels", "type"]), stat)
         df = df.drop(columns=["metric", "labels", "type", "timestamp"])
         if stat == "increase":
@@ -141,32 +172,46 @@ class SnapshotSource(Source):
         return df
 
     def _nodes(self):
-        from gpulib.kube.frames import nodes_frame
+
         return self._frame("nodes.json", nodes_frame)
 
     def _pods(self):
-        from gpulib.kube.frames import pods_frame
+
         return self._frame("pods.json", pods_frame)
 
-    def operator_objects(self, namespace):
-        if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
-            return super().operator_objects(namespace)
-        items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
-        return {"daemonsets": items("daemonsets.json"), "cluster_policies": items("clusterpolicies.json"),
-                "pods": items("pods.json"), "nodes": items("nodes.json")}
+    #: the file of each object kind (``kubectl get <kind> -o json``)
+    _OBJECT_FILES = {
+        "pods": "pods.json",
+        "nodes": "nodes.json",
+        "daemonsets": "daemonsets.json",
+        "clusterpolicies": "clusterpolicies.json",
+    }
 
-    def _current_mig_config(self, namespace):
-        from gpulib.kube.frames import configmap_config_yaml, mig_parted_configmap
-        from gpulib.sources.base import MigConfigInUse, mig_configmap_where
+    def _objects(self, kind, namespace):
+        if kind == "mig-parted-config":
+            return [self._mig_parted_config(namespace)]
+        name = self._OBJECT_FILES.get(kind)
+        if name is None or not (self.path / name).exists():
+            return super()._objects(kind, namespace)
+        items = self._json(name).get("items", [])
+        if namespace is None or kind in ("nodes", "clusterpolicies"):
+            return items
+        return [o for o in items if ((o or {}).get("metadata") or {}).get("namespace", namespace) == namespace]
 
-        policies = self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
+    def _mig_parted_config(self, namespace):
+
+        policies = (
+            self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
+        )
         name, custom = mig_parted_configmap(policies)
         f = self.path / "mig-parted-config.yaml"
         if f.exists() or f.is_symlink():
             text = self._read(f).decode("utf-8", errors="replace")
-            return MigConfigInUse(text, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})", name, namespace)
+            return mig_parted_object(
+                text, name, namespace, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})"
+            )
         if not (self.path / "configmaps.json").exists():
-            return super()._current_mig_config(namespace)
+            return super()._objects("mig-parted-config", namespace)[0]
         doc = self._json("configmaps.json")
         items = doc.get("items", []) if "items" in doc else [doc]
         for cm in items:
@@ -174,12 +219,20 @@ class SnapshotSource(Source):
             if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
                 text = configmap_config_yaml(cm)
                 if text is None:
-                    raise SnapshotError(f"{self.path / 'configmaps.json'}: ConfigMap {namespace}/{name} has no config.yaml key")
-                return MigConfigInUse(text, f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
-                                      name, namespace)
-        from gpulib.core.errors import NotProvided
-        raise NotProvided(f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
-                          hint=f"save it with `kubectl -n {namespace} get configmap {name} -o json > configmaps.json`")
+                    raise SnapshotError(
+                        f"{self.path / 'configmaps.json'}: ConfigMap {namespace}/{name} has no config.yaml key"
+                    )
+                return mig_parted_object(
+                    text,
+                    name,
+                    namespace,
+                    f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
+                )
+
+        raise NotProvided(
+            f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
+            hint=f"save it with `kubectl -n {namespace} get configmap {name} -o json > configmaps.json`",
+        )
 
     def known_nodes(self):
         if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():
@@ -200,22 +253,20 @@ class SnapshotSource(Source):
     # ---- nvidia-smi dmon ------------------------------------------------------------------
     def _dmon_nodes(self) -> list[str]:
         """Nodes named by ``dmon-<node>.txt`` files."""
-        return sorted(f.name[len("dmon-"):-len(".txt")] for f in self.path.glob("dmon-*.txt"))
+        return sorted(f.name[len("dmon-") : -len(".txt")] for f in self.path.glob("dmon-*.txt"))
 
     def _dmon(self, node: str | None) -> pd.DataFrame | None:
         """The node's ``nvidia-smi dmon`` file parsed (:func:`gpulib.nvidia.dmon.parse_dmon`), or None."""
         if not node:
             return None
         if node not in self._dmon_cache:
-            from gpulib.nvidia.dmon import parse_dmon
-
             df = None
             for name in (f"dmon-{node}.txt", "dmon.txt"):
                 f = self.path / name
                 if f.exists() or f.is_symlink():
                     text = self._read(f).decode("utf-8", errors="replace")
                     df = parse_dmon(text, node=node)
-                    if len(df) and df["timestamp"].isna().all():   # no -o DT: the last sample is as old as the file
+                    if len(df) and df["timestamp"].isna().all():  # no -o DT: the last sample is as old as the file
                         taken = pd.Timestamp(f.stat().st_mtime, unit="s", tz="UTC")
                         df = parse_dmon(text, node=node, start=taken - pd.Timedelta(seconds=float(df["sample"].max())))
                     df = self._dmon_ids(df, node)
@@ -229,7 +280,6 @@ class SnapshotSource(Source):
         text = self._smi_query(node)
         if text is None or df.empty:
             return df
-        from gpulib.nvidia.smi import parse_query
 
         smi = parse_query(text)
         smi = smi[smi["index"].notna()]
@@ -242,8 +292,6 @@ class SnapshotSource(Source):
 
     def _dmon_metric(self, field: str, node, gpu) -> pd.DataFrame | None:
         """Rows of ``field`` from the node's dmon file (None: no file or no column mapped to ``field``)."""
-        from gpulib.core.schema import SERIES_COLUMNS
-
         df = self._dmon(node)
         if df is None:
             return None

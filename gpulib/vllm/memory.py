@@ -13,17 +13,19 @@ Weights and KV bytes are exact from the model shape; activation and non-torch te
 from ``model_memory_overheads.csv`` (flagged inferred there). ``device`` is a GPU model
 (``"H100-80GB"``, a product label) or a MIG profile (``"A100-40GB/3g.20gb"``).
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
 
 from gpulib.core.errors import InvalidParameter, UnknownModel
-from gpulib.core.findings import Finding, Severity
+from gpulib.core.findings import Finding
 from gpulib.core.knowledge import load_table, overhead, settings  # noqa: F401
-from gpulib.mig import device_memory_gib   # memory of a whole GPU or a MIG instance (the MIG catalog)
+from gpulib.mig import device_memory_gib  # memory of a whole GPU or a MIG instance (the MIG catalog)
+from gpulib.vllm.findings import budget_findings, no_tp_fits
 
-GIB = 1024 ** 3
+GIB = 1024**3
 TP_SIZES = (1, 2, 4, 8)
 
 
@@ -60,10 +62,20 @@ def get_model(name: str | ModelSpec) -> ModelSpec:
     if hit.empty:
         raise UnknownModel(f"model {name!r} is not in the catalog; known: {', '.join(df['model'])}")
     r = hit.iloc[0]
-    return ModelSpec(name=r["model"], params_b=float(r["params_b"]), layers=int(r["layers"]),
-                     kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), hidden=int(r["hidden"]),
-                     intermediate=int(r["intermediate"]), vocab=int(r["vocab"]), attn_heads=int(r["attn_heads"]),
-                     max_context=int(r["max_context"]), experts=int(r["experts"]), hf_id=str(r["hf_id"]))
+    return ModelSpec(
+        name=r["model"],
+        params_b=float(r["params_b"]),
+        layers=int(r["layers"]),
+        kv_heads=int(r["kv_heads"]),
+        head_dim=int(r["head_dim"]),
+        hidden=int(r["hidden"]),
+        intermediate=int(r["intermediate"]),
+        vocab=int(r["vocab"]),
+        attn_heads=int(r["attn_heads"]),
+        max_context=int(r["max_context"]),
+        experts=int(r["experts"]),
+        hf_id=str(r["hf_id"]),
+    )
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -76,7 +88,8 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def default_batch(device: str, total_gib: float | None = None) -> tuple[int, int]:
-    """vLLM OpenAI-server defaults (max_num_seqs, max_num_batched_tokens), ``vllm-project/vllm: vllm/engine/arg_utils.py``
+    """vLLM OpenAI-server defaults (max_num_seqs, max_num_batched_tokens), ``vllm-project/vllm:
+    vllm/engine/arg_utils.py``
     get_batch_defaults: GPUs with >= 70 GiB
     that are not A100 get 1024 / 8192, otherwise 256 / 2048."""
     total = total_gib if total_gib is not None else device_memory_gib(device)
@@ -86,8 +99,10 @@ def default_batch(device: str, total_gib: float | None = None) -> tuple[int, int
 
 def _check_tp(model: ModelSpec, tp: int) -> None:
     if tp < 1 or model.attn_heads % tp:
-        raise InvalidParameter(f"tensor_parallel_size {tp} must divide the {model.attn_heads} attention heads of "
-                               f"{model.name}", hint=f"use one of {[t for t in TP_SIZES if model.attn_heads % t == 0]}")
+        raise InvalidParameter(
+            f"tensor_parallel_size {tp} must divide the {model.attn_heads} attention heads of {model.name}",
+            hint=f"use one of {[t for t in TP_SIZES if model.attn_heads % t == 0]}",
+        )
 
 
 def weights_gib(model: str | ModelSpec, dtype: str = "bfloat16", tp: int = 1) -> float:
@@ -99,24 +114,30 @@ def weights_gib(model: str | ModelSpec, dtype: str = "bfloat16", tp: int = 1) ->
 
 
 def kv_bytes_per_token(model: str | ModelSpec, kv_cache_dtype: str = "auto", tp: int = 1) -> float:
-    """KV bytes per token per GPU = 2 x layers x kv_heads/TP x head_dim x bytes (heads replicated when TP > kv_heads)."""
+    """KV bytes per token per GPU = 2 x layers x kv_heads/TP x head_dim x bytes (heads replicated when TP >
+    kv_heads)."""
     m = get_model(model)
     return 2 * m.layers * max(1, m.kv_heads // tp) * m.head_dim * dtype_bytes(kv_cache_dtype)
 
 
-def activation_gib(model: str | ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1,
-                   act_dtype: str = "bfloat16") -> float:
+def activation_gib(
+    model: str | ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, act_dtype: str = "bfloat16"
+) -> float:
     """Estimated profiled peak: batched tokens x (a*hidden + b*intermediate/TP) x bytes + FP32 logits of the
     dummy requests (coefficients in model_memory_overheads.csv, inferred)."""
     m = get_model(model)
-    per_tok = overhead("activation_hidden_factor") * m.hidden + overhead("activation_intermediate_factor") * m.intermediate / tp
+    per_tok = (
+        overhead("activation_hidden_factor") * m.hidden
+        + overhead("activation_intermediate_factor") * m.intermediate / tp
+    )
     logits = min(max_num_batched_tokens, max_num_seqs) * m.vocab * overhead("logits_bytes")
     return (max_num_batched_tokens * per_tok * dtype_bytes(act_dtype) + logits) / GIB
 
 
 @dataclass
 class MemoryBudget:
-    """vLLM's memory arithmetic for one configuration (GiB per GPU)."""
+    """vLLM's memory arithmetic for one configuration (GiB per GPU); as a finding:
+    :func:`gpulib.vllm.findings.budget_findings`."""
 
     model: str
     device: str
@@ -141,32 +162,27 @@ class MemoryBudget:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    def findings(self) -> list[Finding]:
-        ev = [f"requested {self.requested_gib:.1f} GiB = {self.gpu_memory_utilization} x {self.total_gib:.1f} GiB",
-              f"weights {self.weights_gib:.1f} GiB/GPU (TP={self.tp})",
-              f"activations {self.activation_gib:.1f} GiB + non-torch {self.non_torch_gib:.1f} GiB (estimates)",
-              f"KV cache {self.kv_gib:.1f} GiB = {self.kv_tokens:,} tokens at {self.kv_bytes_per_token / 1024:.0f} KiB/token",
-              f"max concurrency at {self.max_model_len} tokens: {self.max_concurrency:.2f}x"]
-        flags = (f"--tensor-parallel-size {self.tp} --gpu-memory-utilization {self.gpu_memory_utilization} "
-                 f"--max-model-len {self.max_model_len} --max-num-seqs {self.max_num_seqs}")
-        if self.fits:
-            sev = Severity.OK if self.max_concurrency >= 1 else Severity.WARNING
-            return [Finding(sev, f"{self.model} fits on {self.device}", summary=self.reason, evidence=ev,
-                            sop_step="start vLLM with these flags and compare the 'GPU KV cache size' log line",
-                            commands=[f"vllm serve {self.hf_id or self.model} {flags}"], category="vllm", data=self.as_dict())]
-        return [Finding(Severity.CRITICAL, f"{self.model} does not fit on {self.device}", summary=self.reason,
-                        evidence=ev, sop_step="raise tensor-parallel size, use fp8 weights/KV cache, lower "
-                        "--max-model-len, or pick a larger GPU / MIG profile", category="vllm", data=self.as_dict())]
 
-
-def budget(model: str | ModelSpec, device: str, *, tp: int = 1, gpu_memory_utilization: float | None = None,
-           max_model_len: int | None = None, max_num_seqs: int | None = None,
-           max_num_batched_tokens: int | None = None, dtype: str = "bfloat16", kv_cache_dtype: str = "auto",
-           total_gib: float | None = None, estimate_cudagraphs: bool = False) -> MemoryBudget:
+def budget(
+    model: str | ModelSpec,
+    device: str,
+    *,
+    tp: int = 1,
+    gpu_memory_utilization: float | None = None,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    dtype: str = "bfloat16",
+    kv_cache_dtype: str = "auto",
+    total_gib: float | None = None,
+    estimate_cudagraphs: bool = False,
+) -> MemoryBudget:
     """vLLM's memory budget of ``model`` on ``device`` (per GPU, with ``tp`` GPUs of that kind)."""
     m = get_model(model)
     _check_tp(m, tp)
-    util = overhead("gpu_memory_utilization_default") if gpu_memory_utilization is None else float(gpu_memory_utilization)
+    util = (
+        overhead("gpu_memory_utilization_default") if gpu_memory_utilization is None else float(gpu_memory_utilization)
+    )
     if not 0 < util <= 1:
         raise InvalidParameter(f"gpu_memory_utilization must be in (0, 1], got {util}")
     max_model_len = m.max_context if max_model_len is None else int(max_model_len)
@@ -187,19 +203,56 @@ def budget(model: str | ModelSpec, device: str, *, tp: int = 1, gpu_memory_utili
     kv_tokens = max(0, int(kv * GIB // (per_tok * block)) * block)
     conc = kv_tokens / max_model_len
     if kv <= 0:
-        fits, reason = False, (f"no memory for the KV cache: weights {w:.1f} + activations/overhead "
-                               f"{act + non_torch + graphs:.1f} GiB exceed the {requested:.1f} GiB requested")
+        fits, reason = (
+            False,
+            (
+                f"no memory for the KV cache: weights {w:.1f} + activations/overhead "
+                f"{act + non_torch + graphs:.1f} GiB exceed the {requested:.1f} GiB requested"
+            ),
+        )
     elif kv_tokens < max_model_len:
-        fits, reason = False, (f"KV cache holds {kv_tokens:,} tokens, fewer than max_model_len {max_model_len:,} "
-                               "(vLLM refuses to start)")
+        fits, reason = (
+            False,
+            (
+                f"KV cache holds {kv_tokens:,} tokens, fewer than max_model_len {max_model_len:,} "
+                "(vLLM refuses to start)"
+            ),
+        )
     else:
         fits, reason = True, f"{kv_tokens:,} KV tokens = {conc:.1f} concurrent requests at {max_model_len:,} tokens"
-    return MemoryBudget(m.name, str(device), tp, util, max_model_len, seqs, tokens, total, requested, w, act,
-                        non_torch + graphs, kv, per_tok, kv_tokens, conc, fits, reason, m.hf_id)
+    return MemoryBudget(
+        m.name,
+        str(device),
+        tp,
+        util,
+        max_model_len,
+        seqs,
+        tokens,
+        total,
+        requested,
+        w,
+        act,
+        non_torch + graphs,
+        kv,
+        per_tok,
+        kv_tokens,
+        conc,
+        fits,
+        reason,
+        m.hf_id,
+    )
 
 
-def memory_needed(model: str | ModelSpec, *, max_model_len: int, concurrency: int, tp: int = 1,
-                  dtype: str = "bfloat16", kv_cache_dtype: str = "auto", max_num_batched_tokens: int = 2048) -> float:
+def memory_needed(
+    model: str | ModelSpec,
+    *,
+    max_model_len: int,
+    concurrency: int,
+    tp: int = 1,
+    dtype: str = "bfloat16",
+    kv_cache_dtype: str = "auto",
+    max_num_batched_tokens: int = 2048,
+) -> float:
     """GiB per GPU for weights + KV of ``concurrency`` full-length requests + activations + non-torch memory."""
     m = get_model(model)
     _check_tp(m, tp)
@@ -214,20 +267,25 @@ def max_fit(model: str | ModelSpec, device: str, *, concurrency: int | None = No
     b = budget(model, device, **kw)
     m = get_model(model)
     conc = concurrency or b.max_num_seqs
-    return {"max_num_seqs": int(b.kv_tokens // b.max_model_len),
-            "max_model_len": int(min(m.max_context, b.kv_tokens // conc)), "budget": b}
+    return {
+        "max_num_seqs": int(b.kv_tokens // b.max_model_len),
+        "max_model_len": int(min(m.max_context, b.kv_tokens // conc)),
+        "budget": b,
+    }
 
 
-def gpu_memory_utilization_for(model: str | ModelSpec, device: str, *, max_model_len: int, concurrency: int,
-                               tp: int = 1, **kw) -> float:
+def gpu_memory_utilization_for(
+    model: str | ModelSpec, device: str, *, max_model_len: int, concurrency: int, tp: int = 1, **kw
+) -> float:
     """Smallest ``gpu_memory_utilization`` (2 decimals) that holds ``concurrency`` requests at ``max_model_len``;
     useful when two vLLM instances share a GPU (the fraction counts the whole device)."""
     need = memory_needed(model, max_model_len=max_model_len, concurrency=concurrency, tp=tp, **kw)
     return math.ceil(need / device_memory_gib(device) * 100) / 100
 
 
-def choose_tp(model: str | ModelSpec, device: str, *, gpus: int = 8, max_model_len: int | None = None,
-              concurrency: int = 1, **kw) -> list[Finding]:
+def choose_tp(
+    model: str | ModelSpec, device: str, *, gpus: int = 8, max_model_len: int | None = None, concurrency: int = 1, **kw
+) -> list[Finding]:
     """Smallest tensor-parallel size (1, 2, 4, 8, <= ``gpus``) whose KV cache holds ``concurrency`` requests at
     ``max_model_len``; a CRITICAL Finding when none does."""
     m = get_model(model)
@@ -238,11 +296,8 @@ def choose_tp(model: str | ModelSpec, device: str, *, gpus: int = 8, max_model_l
         b = budget(m, device, tp=tp, max_model_len=max_model_len, **kw)
         tried.append(f"TP={tp}: {b.kv_tokens:,} KV tokens, {b.max_concurrency:.2f}x at {b.max_model_len}")
         if b.fits and b.max_concurrency >= concurrency:
-            f = b.findings()[0]
+            f = budget_findings(b)[0]
             f.title = f"{m.name}: tensor-parallel size {tp} on {device}"
             f.evidence = tried[:-1] + f.evidence
             return [f]
-    return [Finding(Severity.CRITICAL, f"{m.name} does not fit {concurrency} request(s) on up to {gpus} x {device}",
-                    summary="no tensor-parallel size up to the GPUs available holds the KV cache needed",
-                    evidence=tried, sop_step="use fp8 weights / --kv-cache-dtype fp8, a shorter --max-model-len, "
-                    "more GPUs (pipeline parallel across nodes) or a larger GPU", category="vllm")]
+    return [no_tp_fits(m.name, device, gpus, concurrency, tried)]
