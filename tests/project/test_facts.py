@@ -30,3 +30,12 @@ def test_violation_counters_are_nanoseconds_everywhere():
     follow = _rows("interview_followups")
     for text in follow["answer"] if "answer" in follow.columns else follow.iloc[:, 2]:
         assert "microseconds throttled" not in str(text), text
+
+
+def test_xid_errors_count_is_declared_a_counter_in_a_sliding_window():
+    # NVIDIA/dcgm-exporter: etc/default-counters.csv @d5e5f510 line 40:
+    # "# DCGM_EXP_XID_ERRORS_COUNT, counter, reported XIDs during last window"
+    row = _rows("dcgm_fields").set_index("field").loc["DCGM_EXP_XID_ERRORS_COUNT"]
+    assert row["prom_type"] == "counter"
+    assert "window" in row["meaning"]
+    assert "@d5e5f510" in row["source"] or "@ d5e5f510" in row["source"]
