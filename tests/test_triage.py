@@ -111,7 +111,7 @@ def test_pending_remap_leads_to_reset_at_convenient_time():
     assert fs[0].severity == Severity.WARNING and "convenient time" in fs[0].sop_step
     reset = next(i for i, c in enumerate(fs[0].commands) if c.startswith("sudo nvidia-smi -r -i 0"))
     # the GPU Operator's GPU clients are stopped before the reset (nvidia-smi -r needs the GPU free)
-    assert any("nvidia.com/gpu.deploy.dcgm=false" in c for c in fs[0].commands[:reset])
+    assert any("nvidia.com/gpu.deploy.dcgm=paused-for-gpu-reset" in c for c in fs[0].commands[:reset])
 
 
 def test_dcgm_dbe_increase_and_sticky_xid48_not_double_counted():

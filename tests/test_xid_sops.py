@@ -61,8 +61,9 @@ def test_every_gpu_reset_first_stops_the_gpu_clients(demo_findings):
     for f in resets:
         i = next(i for i, c in enumerate(f.commands) if "nvidia-smi -r" in c)
         before = f.commands[:i]
-        assert any("nvidia.com/gpu.deploy.device-plugin=false" in c and "nvidia.com/gpu.deploy.dcgm-exporter=false" in c
-                   and "nvidia.com/gpu.deploy.dcgm=false" in c for c in before), f.title
+        assert any("nvidia.com/gpu.deploy.device-plugin=paused-for-gpu-reset" in c
+                   and "nvidia.com/gpu.deploy.dcgm-exporter=paused-for-gpu-reset" in c
+                   and "nvidia.com/gpu.deploy.dcgm=paused-for-gpu-reset" in c for c in before), f.title
         assert any("--query-compute-apps" in c for c in before), f.title
         assert any(c.startswith("kubectl drain") for c in before), f.title
         assert "dcgm-exporter" in f.sop_step and "device plugin" in f.sop_step
