@@ -79,3 +79,16 @@ def test_demo_h200_limits_are_the_nvml_probes():
     assert (row["shutdown_temp_c"], row["slowdown_temp_c"], row["max_operating_temp_c"], row["memory_max_operating_temp_c"]) \
         == (g["temperature_shutdown_c"], g["temperature_slowdown_c"], g["temperature_max_operating_c"], g["temperature_memory_max_c"])
     assert "2xh200_nvml_probe.json" in row["source"]
+
+
+def test_measured_drift_of_derived_thresholds_is_at_most_one_degree():
+    """gpulib/data/captures/h200x_uvm_tlimit.txt: 40 samples of nvidia-smi -q -d TEMPERATURE on a heating H200, each
+    with the slowdown threshold derived from current temperature + margins next to NVML's: never more than 1 C off,
+    and 1 C off in some samples (so the derived value needs the tolerance, and NVML's value is the one to show)."""
+    import re
+
+    text = (CAP / "h200x_uvm_tlimit.txt").read_text()
+    pairs = [(int(d), int(n)) for d, n in re.findall(r"derived slowdown (\d+) NVML (\d+)", text)]
+    assert len(pairs) == 40
+    diffs = {d - n for d, n in pairs}
+    assert diffs <= {0, 1} and 1 in diffs, diffs
