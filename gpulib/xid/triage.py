@@ -29,6 +29,7 @@ from gpulib.xid import nvlink5
 from gpulib.xid.sops import POD_IMPACT_COLUMNS, _sop_table, pod_impact, sop  # noqa: F401  (re-exported)
 from gpulib.xid.sops import fill_commands as _fill, impact_evidence as _impact_evidence
 from gpulib.xid.catalog import lookup
+from gpulib.xid.xid13 import workflow as workflow_xid13
 
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
@@ -167,8 +168,11 @@ def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | N
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
     bucket = _worst_bucket(driving)
     row = sop(bucket)
+    flow = workflow_xid13(ev) if bucket == "WORKFLOW_XID_13" else None   # its branch: repeats and GPC/TPC (xid13.py)
+    if flow is not None:
+        row = sop(flow.sop_key)
     verdict, severity = row["verdict"], Severity(row["severity"])
-    evidence = []
+    evidence = list(flow.evidence) if flow is not None else []
     for c in codes:
         rec, sub = lookup(c), ev[ev["xid"] == c]
         times = pd.to_datetime(sub["timestamp"], utc=True, errors="coerce").dropna() if "timestamp" in sub else pd.Series([], dtype="datetime64[ns, UTC]")
@@ -180,7 +184,7 @@ def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | N
         evidence.append(f"{XID_GAUGE} is a sticky gauge holding the last XID code, not a count: only changes are "
                         "events, repeats of the same code are invisible, codes already in the kernel log are not recounted")
     escalation = row["escalation"]
-    if bucket in APP_BUCKETS:
+    if bucket in APP_BUCKETS and not (flow is not None and flow.key == "same_unit"):   # the EUD already suspects the GPU
         procs = set()
         for col in ("pid", "process"):
             if col in ev.columns:
@@ -202,7 +206,7 @@ def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | N
         sop_step=row["sop_step"], commands=_fill(row["commands"], node, case.gpu, impact), evidence=evidence,
         escalation=escalation, runbook="xid_ecc_triage", confidence=0.9 if (ev["source"] == XID_GAUGE).all() else 1.0,
         data={"xids": codes, "bucket": bucket, "verdict": verdict, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id,
-              "pods": impact.to_dict("records")})
+              "pods": impact.to_dict("records"), **({"xid13": flow.key} if flow is not None else {})})
 
 
 def _rule_finding(key: str, node: str, case: _GpuCase, impact: pd.DataFrame, evidence: list[str], title: str,
