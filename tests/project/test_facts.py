@@ -45,7 +45,7 @@ _UNOPENABLE = ("found by code search", "not recorded", "file not recorded")
 
 
 def test_every_source_can_be_opened_no_code_search_without_a_repository():
-    # Issue 25: a source a reader cannot open ("found by code search (repositories not recorded)") is no
+    # A source a reader cannot open ("found by code search (repositories not recorded)") is no
     # source; each row must cite a repository + commit (or a URL), or be dropped.
     from pathlib import Path
 
