@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpulib.xid import triage
+from gpulib.xid import findings as triage
 from gpulib.xid.kernel_log import parse_kernel_log
 from gpulib.xid.xid13 import location, workflow
 
