@@ -13,6 +13,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
+from gpulib.core.redact import redact, redact_obj
+
 
 class Severity(str, Enum):
     CRITICAL = "critical"
@@ -77,7 +79,6 @@ class Finding:
         return ", ".join(parts)
 
     def as_text(self) -> str:
-        from gpulib.core.redact import redact
         return redact(self._text())
 
     def _text(self) -> str:
@@ -100,7 +101,6 @@ class Finding:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from gpulib.core.redact import redact
         return redact(self._html())
 
     def _html(self) -> str:
@@ -181,7 +181,6 @@ def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str
     }
     if usage_errors:
         doc["usage_errors"] = list(usage_errors)
-    from gpulib.core.redact import redact, redact_obj
     path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 

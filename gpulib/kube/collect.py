@@ -29,8 +29,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpulib.core.errors import CollectError, InvalidParameter, KubernetesError, UnknownNode
+from gpulib.core.knowledge import load_table, settings as settings_table
 from gpulib.core.validate import namespace as valid_namespace
 from gpulib.core.validate import node_name
+from gpulib.kube.client import _Call
+from gpulib.kube.frames import pods_frame
 
 COLLECT_LABEL = "app.kubernetes.io/name"
 COLLECT_APP = "gpuops-collect"
@@ -43,8 +46,6 @@ _SECTION = re.compile(r"^@@gpuops:(?P<token>[0-9a-f]{16}):(?P<what>begin|end):(?
 
 @lru_cache(maxsize=1)
 def _settings_table() -> dict[str, str]:
-    from gpulib.core.knowledge import settings as settings_table
-
     t = settings_table("collect_settings")
     return {key: t.text(key) for key in t}
 
@@ -64,8 +65,6 @@ def settings(**overrides: Any) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _commands() -> list[dict]:
-    from gpulib.core.knowledge import load_table
-
     return load_table("collect_commands").to_dict("records")
 
 
@@ -237,8 +236,6 @@ class CollectResult:
 # ---------------------------------------------------------------------------------------- the run
 def gpu_pods_on(cluster, node: str) -> list[str]:
     """``namespace/pod`` of the running or pending pods on ``node`` that request GPUs."""
-    from gpulib.kube.frames import pods_frame
-
     pods = pods_frame(cluster.list_pods(field_selector=f"spec.nodeName={node}"))
     live = pods[~pods["phase"].isin(["Succeeded", "Failed"]) & (pods["gpu_request"] > 0)]
     return [f"{r.namespace}/{r.pod}" for r in live.itertuples()]
@@ -297,16 +294,12 @@ def collect_node(cluster, node: str, *, apply: bool = False, diag_level: int | N
 
 
 def _create(cluster, spec: dict) -> None:
-    from gpulib.kube.client import _Call
-
     ns = spec["metadata"]["namespace"]
     call = _Call("create", "pods", f"/api/v1/namespaces/{ns}/pods", "", ns)
     cluster._request(cluster.core.create_namespaced_pod, call, namespace=ns, body=spec)
 
 
 def _read_pod(cluster, ns: str, name: str) -> dict:
-    from gpulib.kube.client import _Call
-
     call = _Call("get", "pods", f"/api/v1/namespaces/{ns}/pods/{name}", "", ns)
     return cluster._request(cluster.core.read_namespaced_pod, call, name=name, namespace=ns)
 
@@ -353,8 +346,6 @@ def _stream(cluster, ns, name, s, *, follow: bool) -> tuple[str, str]:
     import urllib3
     from kubernetes.client.exceptions import ApiException
 
-    from gpulib.kube.client import _Call
-
     call = _Call("get", "pods/log", f"/api/v1/namespaces/{ns}/pods/{name}/log", "", ns)
     chunks: list[bytes] = []
     try:
@@ -398,8 +389,6 @@ def _read_pod_quiet(cluster, ns, name) -> dict | None:
 
 
 def _delete(cluster, ns, name, s, res: CollectResult, primary: BaseException | None) -> None:
-    from gpulib.kube.client import _Call
-
     call = _Call("delete", "pods", f"/api/v1/namespaces/{ns}/pods/{name}", "", ns)
     last: KubernetesError | None = None
     for _ in range(max(1, int(s["delete_attempts"]))):

@@ -15,7 +15,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from gpulib.core.errors import MalformedKubernetesObject
+from gpulib.core import validate
+from gpulib.core.errors import InvalidParameter, MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
 from gpulib.kube.labels import (GPU_RESOURCE, GPU_SHARED_RESOURCE, LABEL_COUNT, LABEL_INSTANCE_TYPE,
                                 LABEL_INSTANCE_TYPE_BETA, LABEL_MACHINE, LABEL_MEMORY, LABEL_MIG_CONFIG,
@@ -366,9 +367,6 @@ def mig_parted_configmap(cluster_policies: list[dict]) -> tuple[str, bool]:
     ``spec.migManager.config.name`` when set and not the default name, else ``default-mig-parted-config``
     (NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go ``GetConfigMapName`` @ a22dbf67). The policy named
     ``cluster-policy`` is read first, like :meth:`gpulib.kube.client.KubeCluster.cluster_policy`."""
-    from gpulib.core import validate
-    from gpulib.core.errors import InvalidParameter
-
     def sub(obj: Any, key: str) -> dict:
         v = obj.get(key) if isinstance(obj, dict) else None
         return v if isinstance(v, dict) else {}

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpulib.core.knowledge import load_table
 from gpulib.core.schema import NODE_COLUMNS
 
 
@@ -51,8 +52,6 @@ MIG_PARTED_DEFAULT_CONFIGMAP, MIG_PARTED_CONFIG_KEY = "default-mig-parted-config
 
 @lru_cache(maxsize=1)
 def _spot_rules() -> tuple[tuple[str, str], ...]:
-    from gpulib.core.knowledge import load_table
-
     t = load_table("spot_labels")
     return tuple((str(r.label), str(r.value).lower()) for r in t.itertuples())
 

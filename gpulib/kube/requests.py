@@ -37,7 +37,7 @@ REQUEST_LIMIT_COLUMNS = ["namespace", "pod", "node", "workload", "container", "r
 
 def is_extended_gpu_resource(key: str) -> bool:
     """``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` or a ``nvidia.com/mig-*`` resource."""
-    from gpulib.kube import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
+    from gpulib.kube.labels import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
 
     return key in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or key.startswith(MIG_RESOURCE_PREFIX)
 
@@ -108,7 +108,7 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> pd.DataFra
 
 
 def _frame_resources(gpu: Any, mig: Any) -> dict[str, Any]:
-    from gpulib.kube import GPU_RESOURCE
+    from gpulib.kube.labels import GPU_RESOURCE
 
     out = {k: v for k, v in (dict(mig) if isinstance(mig, Mapping) else {}).items() if v}
     g = pd.to_numeric(pd.Series([gpu]), errors="coerce").iloc[0]

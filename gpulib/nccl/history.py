@@ -20,11 +20,11 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-import gpulib.nccl as nccl
-from gpulib.nccl.results import _thr
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.sop import sop
+from gpulib.nccl.bands import Verdict
+from gpulib.nccl.results import NcclTestResult, _thr
 
 __all__ = ["HISTORY_COLUMNS", "DEFAULT_ROOT", "default_path", "rows_from_run", "append", "load", "load_cluster",
            "history_findings", "group_label"]
@@ -53,7 +53,7 @@ def _utc(ts: Any) -> pd.Timestamp:
     return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
 
 
-def rows_from_run(results: Sequence[nccl.NcclTestResult], verdicts: Sequence[nccl.Verdict], *, cluster: str,
+def rows_from_run(results: Sequence[NcclTestResult], verdicts: Sequence[Verdict], *, cluster: str,
                   timestamp: Any = None, instance_type: str = "", hosts: str | None = None,
                   origin: str = "") -> pd.DataFrame:
     """History rows (``HISTORY_COLUMNS``) for one run: one per collective, from its result and verdict.

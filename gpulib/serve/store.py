@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from gpulib.core.rundir import new_run_dir
 
 RUN_FILE = "run.json"
 ALERT_LOG = "alerts.jsonl"
@@ -48,8 +51,6 @@ class RunStore:
         os.replace(tmp, d / RUN_FILE)
 
     def create(self, runbook: str, params: dict[str, Any], *, trigger: dict[str, Any]) -> dict[str, Any]:
-        from gpulib.core.rundir import new_run_dir
-
         d = new_run_dir(self.root, runbook)
         rec = {"id": d.name, "runbook": runbook, "params": params, "status": "queued", "created": time.time(),
                "started": None, "finished": None, "verdict": None, "severity": None, "cause": None,
@@ -68,8 +69,6 @@ class RunStore:
 
     def forget(self, run_id: str) -> None:
         """Drop a run that was never queued (the queue was full): its folder goes too."""
-        import shutil
-
         with self._lock:
             self._runs.pop(run_id, None)
         shutil.rmtree(self.root / run_id, ignore_errors=True)
