@@ -16,6 +16,7 @@ The GPC/TPC/SM come from ``... on (GPC 1, TPC 3, SM 0): ...`` (NVSentinel's pars
 health-monitors/syslog-health-monitor/pkg/xid/parser/csv_test.go @ 3e97fd00). Thresholds live in
 ``gpulib/data/xid/alert_settings.csv``; the SOP text of each branch in ``xid_sop.csv`` (``WORKFLOW_XID_13_<BRANCH>``).
 """
+
 from __future__ import annotations
 
 import re
@@ -28,9 +29,13 @@ from gpulib.core.knowledge import settings
 _LOCATION = re.compile(r"\(GPC\s+(\d+),\s*TPC\s+(\d+),\s*SM\s+(\d+)\)")
 
 #: branch -> SOP row key of xid_sop.csv
-SOP_KEYS = {"solo": "WORKFLOW_XID_13_SOLO", "same_unit": "WORKFLOW_XID_13_SAME_UNIT",
-            "different_units": "WORKFLOW_XID_13_DIFFERENT_UNITS", "repeated_unknown_unit": "WORKFLOW_XID_13_REPEATED_UNKNOWN_UNIT",
-            "none": "WORKFLOW_XID_13"}
+SOP_KEYS = {
+    "solo": "WORKFLOW_XID_13_SOLO",
+    "same_unit": "WORKFLOW_XID_13_SAME_UNIT",
+    "different_units": "WORKFLOW_XID_13_DIFFERENT_UNITS",
+    "repeated_unknown_unit": "WORKFLOW_XID_13_REPEATED_UNKNOWN_UNIT",
+    "none": "WORKFLOW_XID_13",
+}
 
 
 def location(message: object) -> tuple[int, int, int] | None:
@@ -45,7 +50,7 @@ class Workflow:
 
     key: str
     bursts: int = 0
-    units: dict[tuple[int, int], int] = field(default_factory=dict)   # (GPC, TPC) -> bursts naming it
+    units: dict[tuple[int, int], int] = field(default_factory=dict)  # (GPC, TPC) -> bursts naming it
     evidence: list[str] = field(default_factory=list)
 
     @property
@@ -78,7 +83,7 @@ def workflow(events: pd.DataFrame | None) -> Workflow:
     need = int(s["xid13_repeat_min_bursts"])
     msgs = ev["message"].tolist() if "message" in ev.columns else [None] * len(ev)
     secs = _seconds(ev)
-    if secs is None:           # no clock on every line: each line is its own occurrence, in log order
+    if secs is None:  # no clock on every line: each line is its own occurrence, in log order
         order, t = list(range(len(ev))), [float(i) * (burst_s + 1) for i in range(len(ev))]
     else:
         order = sorted(range(len(ev)), key=lambda i: secs.iloc[i])
@@ -98,10 +103,14 @@ def workflow(events: pd.DataFrame | None) -> Workflow:
         if loc:
             unit_bursts.setdefault(loc[:2], set()).add(burst_of[k])
     units = {u: len(bs) for u, bs in unit_bursts.items()}
-    named = ", ".join(f"GPC {g}, TPC {p} in {n} burst{'s' if n != 1 else ''}" for (g, p), n in sorted(units.items())) \
+    named = (
+        ", ".join(f"GPC {g}, TPC {p} in {n} burst{'s' if n != 1 else ''}" for (g, p), n in sorted(units.items()))
         or "no GPC/TPC in the Xid lines"
-    evidence = [f"XID 13: {len(order)} line(s) in {n_bursts} burst(s) (lines less than {burst_s:g} s apart are one burst) "
-                f"in the last {window_s / 3600:g} h; {named}"]
+    )
+    evidence = [
+        f"XID 13: {len(order)} line(s) in {n_bursts} burst(s) (lines less than {burst_s:g} s apart are one burst) "
+        f"in the last {window_s / 3600:g} h; {named}"
+    ]
     if n_bursts == 1:
         key = "solo"
     elif any(n >= need for n in units.values()):

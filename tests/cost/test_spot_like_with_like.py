@@ -6,6 +6,7 @@ https://aws.amazon.com/blogs/aws/announcing-up-to-45-price-reduction-for-amazon-
 A saving computed as 1 - spot / on-demand must use two prices of the same date: the expected values below are
 that snapshot's own on-demand price and the midpoint of its us-east-1/2 spot range, per instance.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -47,12 +48,15 @@ def test_h100_spot_saving_is_not_a_2025_spot_against_a_2026_on_demand():
     assert saving == pytest.approx(1 - 22.35165 / 98.32, abs=0.005)
 
 
-@pytest.mark.parametrize("model,instance,per_gpu,dearer", [
-    # tsaol/aws-gpu: data/g6e_instances.js and data/g5_instances.js @77fcd9fe (instances.vantage.sh, 2026-01-21),
-    # us-east-1 on-demand $/h of the one-GPU sizes
-    ("L40S", "g6e.xlarge", 1.861, {"g6e.2xlarge": 2.24208, "g6e.4xlarge": 3.00424}),
-    ("A10G", "g5.xlarge", 1.006, {"g5.2xlarge": 1.212, "g5.4xlarge": 1.624}),
-])
+@pytest.mark.parametrize(
+    "model,instance,per_gpu,dearer",
+    [
+        # tsaol/aws-gpu: data/g6e_instances.js and data/g5_instances.js @77fcd9fe (instances.vantage.sh, 2026-01-21),
+        # us-east-1 on-demand $/h of the one-GPU sizes
+        ("L40S", "g6e.xlarge", 1.861, {"g6e.2xlarge": 2.24208, "g6e.4xlarge": 3.00424}),
+        ("A10G", "g5.xlarge", 1.006, {"g5.2xlarge": 1.212, "g5.4xlarge": 1.624}),
+    ],
+)
 def test_single_gpu_rows_use_the_cheapest_instance_per_gpu(model, instance, per_gpu, dearer):
     rows = _aws()[_aws()["model"] == model]
     assert set(rows["instance_type"]) == {instance}, rows["instance_type"].tolist()

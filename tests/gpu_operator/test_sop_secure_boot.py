@@ -1,5 +1,6 @@
 """The driver CrashLoopBackOff SOP (gpulib/data/gpu_operator/operator_sop.yaml) follows NVIDIA's current guide on
 Secure Boot, not the Ubuntu 20.04/22.04 page of the 470/510/515 branches."""
+
 from __future__ import annotations
 
 import yaml

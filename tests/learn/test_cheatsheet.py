@@ -1,4 +1,5 @@
 """The troubleshooting cheat sheet (gpulib/data/learn/cheatsheet.csv) and its lesson name parsers that exist."""
+
 from __future__ import annotations
 
 import importlib
@@ -21,7 +22,7 @@ def _resolve(dotted: str):
 def test_every_parsed_by_cell_names_a_parser_that_exists(row):
     cell = str(row["parsed_by"])
     assert "no parser" not in cell, f"{row['command']}: {cell}"
-    name = cell.split(" (")[0].strip()      # "gpulib.kube.nodes_frame (on kubectl get nodes -o json)"
+    name = cell.split(" (")[0].strip()  # "gpulib.kube.nodes_frame (on kubectl get nodes -o json)"
     assert callable(_resolve(name)), name
 
 

@@ -1,4 +1,5 @@
 """Interview prep answers (gpulib/data/learn/interview_answers.csv, interview_followups.csv) say true things."""
+
 from __future__ import annotations
 
 from gpulib.core.knowledge import load_table
@@ -7,8 +8,15 @@ from gpulib.learn import interview
 
 def test_zombie_pod_count_prints_as_a_whole_number():
     """The lesson stores its figures as floats (round(float(x), 2)), so a count of 1 arrives as 1.0."""
-    figs = {"idle_gpu_hours": 219.0, "idle_cost": 771.0, "zombie_pods": 1.0, "active_pct": 73.0,
-            "potential_monthly_saving": 75820.0, "monthly_cost": 200000.0, "currency": "USD"}
+    figs = {
+        "idle_gpu_hours": 219.0,
+        "idle_cost": 771.0,
+        "zombie_pods": 1.0,
+        "active_pct": 73.0,
+        "potential_monthly_saving": 75820.0,
+        "monthly_cost": 200000.0,
+        "currency": "USD",
+    }
     text = interview.model_answer("monitoring_cost", figs)
     assert "1 zombie pod" in text and "1.0 zombie" not in text
 

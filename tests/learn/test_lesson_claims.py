@@ -1,4 +1,5 @@
 """Claims the onboarding lessons make, checked against the capture or source each one cites."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """gpulib/data/learn/storage_tiers.csv: the NVMe figure against the PCIe generation it names."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,7 @@ GEN3_LANE, GEN4_LANE = 8 * 128 / 130 / 8, 16 * 128 / 130 / 8
 def test_gen4_nvme_figure_is_not_a_gen3_one():
     hot = learn.storage_tiers().set_index("tier").loc["hot"]
     assert "Gen4" in hot["note"]
-    x4_gen3, x4_gen4 = 4 * GEN3_LANE, 4 * GEN4_LANE            # 3.94 and 7.88 GB/s for an x4 drive
+    x4_gen3, x4_gen4 = 4 * GEN3_LANE, 4 * GEN4_LANE  # 3.94 and 7.88 GB/s for an x4 drive
     gb_s = float(hot["read_gb_s"])
     assert gb_s > x4_gen3, (gb_s, x4_gen3)
     assert hot["basis"] == "line rate" and gb_s == pytest.approx(x4_gen4, abs=0.01)

@@ -5,6 +5,7 @@ gpulib/data/mig/mig_parted_default_config.yaml): the ``all-<profile>`` configs g
 GPU, the ``all-balanced`` entries with device filters 0x294110DE (GB200 HGX), 0x31C210DE (GB300) and 0x318210DE
 (B300) the balanced layout of each; mig-parted#227 prints GB200's nvidia-smi mig -lgip (1g/2g IDs and GiB).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -53,5 +54,10 @@ def test_gb200_measured_profiles_match_its_lgip():
     # NVIDIA/mig-parted#227 (GB200, nvidia-smi mig -lgip): 1g.23gb ID 19 22.00 GiB, 1g.23gb+me ID 20 22.00,
     # 1g.47gb ID 15 45.50, 2g.47gb ID 14 45.50
     p = mig.profiles("GB200").set_index("profile")
-    for name, pid, gib in (("1g.23gb", 19, 22.0), ("1g.23gb+me", 20, 22.0), ("1g.47gb", 15, 45.5), ("2g.47gb", 14, 45.5)):
+    for name, pid, gib in (
+        ("1g.23gb", 19, 22.0),
+        ("1g.23gb+me", 20, 22.0),
+        ("1g.47gb", 15, 45.5),
+        ("2g.47gb", 14, 45.5),
+    ):
         assert (int(p.loc[name, "profile_id"]), float(p.loc[name, "memory_gib"])) == (pid, gib), name

@@ -1,9 +1,9 @@
 """Rows of gpulib/data/mig/mig_profiles.csv against the ``nvidia-smi mig -lgip`` captures they cite."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from gpulib.core.knowledge import load_table
@@ -34,7 +34,10 @@ def test_measured_rows_match_the_lgip_capture_they_cite(model):
         if r["profile"] not in cap.index:
             continue
         c = cap.loc[r["profile"]]
-        assert (float(r["memory_gib"]), int(r["profile_id"]), int(r["max_count"])) == \
-            (float(c["memory_gib"]), int(c["profile_id"]), int(c["total"])), (model, r["profile"])
+        assert (float(r["memory_gib"]), int(r["profile_id"]), int(r["max_count"])) == (
+            float(c["memory_gib"]),
+            int(c["profile_id"]),
+            int(c["total"]),
+        ), (model, r["profile"])
         checked += 1
     assert checked >= 5, f"{model}: only {checked} profiles compared"

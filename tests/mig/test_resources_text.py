@@ -1,4 +1,5 @@
 """Texts the MIG sizing runbook shows (gpulib.mig.resources): names, not Python reprs."""
+
 from __future__ import annotations
 
 from gpulib import mig

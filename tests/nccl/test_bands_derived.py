@@ -7,6 +7,7 @@ Published ring (NVLS off) all_reduce busbw, stas00/ml-engineering: network/READM
   project's 2x H200 (gpulib/data/captures/2xh200_nccl_probe.txt): 343.28 in place / 346.80 out of place at 4 GiB
   B200 NVLink5 (p6-b200) with NVLS off: 673.2 (4 GPUs), 677.8 (5, 6), 680.5 (7), 682.2 GB/s (8 GPUs), 8 GiB
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,7 @@ PUBLISHED = {
 
 @pytest.mark.parametrize("model,link", sorted(PUBLISHED))
 def test_published_ring_measurements_fall_inside_the_derived_band(model, link):
-    band = expected_busbw("all_reduce", gpu_model=model, interconnect=link)        # GPU count unknown: derived
+    band = expected_busbw("all_reduce", gpu_model=model, interconnect=link)  # GPU count unknown: derived
     assert band is not None and band.inferred and band.basis.startswith("derived")
     for gbs in PUBLISHED[(model, link)]:
         assert band.low <= gbs <= band.high, (model, gbs, band.low, band.high)

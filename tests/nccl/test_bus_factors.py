@@ -1,4 +1,5 @@
 """gpulib/data/nccl/nccl_bus_factors.csv against nccl-tests' own GetBw functions."""
+
 from __future__ import annotations
 
 from gpulib.core.knowledge import load_table

@@ -7,6 +7,7 @@ nvmlDeviceGetTemperatureThreshold (2xh200_nvml_probe.json: shutdown 95, slowdown
 The current temperature and the margin are two readings taken at different instants: a GPU one degree warmer when
 the temperature was read than when the margin was gives a T.Limit one degree too high.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ CAP = ROOT / "gpulib" / "data" / "captures"
 def _one_degree_warmer() -> str:
     """The 2x H200 capture with 'GPU Current Temp' read one degree higher (34 C) than when the margin was read."""
     text = (CAP / "2xh200_580.159.04_smi_q.txt").read_text()
-    warm = text.replace("GPU Current Temp                               : 33 C",
-                        "GPU Current Temp                               : 34 C")
+    warm = text.replace(
+        "GPU Current Temp                               : 33 C", "GPU Current Temp                               : 34 C"
+    )
     assert warm != text
     return warm
 
@@ -55,9 +57,13 @@ def test_nvml_thresholds_replace_derived_ones_on_the_same_gpus():
     q = smi.parse_query(_one_degree_warmer())
     out = smi.with_nvml_thresholds(q, _nvml())
     for _, r in out.iterrows():
-        assert (r["temperature_slowdown_c"], r["temperature_shutdown_c"], r["temperature_max_operating_c"]) == (89, 95, 87)
+        assert (r["temperature_slowdown_c"], r["temperature_shutdown_c"], r["temperature_max_operating_c"]) == (
+            89,
+            95,
+            87,
+        )
         assert r["temperature_thresholds_from"] == "NVML" and r["temperature_thresholds_tolerance_c"] == 0.0
-        assert r["temperature_slowdown_tlimit_c"] == -2          # the printed margins are untouched
+        assert r["temperature_slowdown_tlimit_c"] == -2  # the printed margins are untouched
     # the derived values were within the stated tolerance of NVML's
     for (_, a), (_, b) in zip(q.iterrows(), out.iterrows()):
         for col in ("temperature_slowdown_c", "temperature_shutdown_c", "temperature_max_operating_c"):
@@ -76,8 +82,17 @@ def test_demo_h200_limits_are_the_nvml_probes():
     """demo_smi_limits.csv's H200 row takes NVML's figures of the project's own H200 probe."""
     row = load_table("demo_smi_limits").set_index("model").loc["H200"]
     g = _nvml().iloc[0]
-    assert (row["shutdown_temp_c"], row["slowdown_temp_c"], row["max_operating_temp_c"], row["memory_max_operating_temp_c"]) \
-        == (g["temperature_shutdown_c"], g["temperature_slowdown_c"], g["temperature_max_operating_c"], g["temperature_memory_max_c"])
+    assert (
+        row["shutdown_temp_c"],
+        row["slowdown_temp_c"],
+        row["max_operating_temp_c"],
+        row["memory_max_operating_temp_c"],
+    ) == (
+        g["temperature_shutdown_c"],
+        g["temperature_slowdown_c"],
+        g["temperature_max_operating_c"],
+        g["temperature_memory_max_c"],
+    )
     assert "2xh200_nvml_probe.json" in row["source"]
 
 

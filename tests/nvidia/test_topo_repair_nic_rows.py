@@ -4,6 +4,7 @@ the GPU-NIC links are read from the NIC rows (the matrix is symmetric) instead o
 Input: tests/fixtures/nccl/topo_8xH100_tabs_nics.txt copied as a rectangle 9 cells wide (a narrow terminal or a
 column selection): the header keeps GPU0..GPU7, each GPU row its 8 GPU codes, each NIC row its 8 GPU codes.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,13 +28,13 @@ def test_nic_links_are_read_from_the_nic_rows_when_the_header_lost_them():
     whole = parse_topology(FULL)
     t = parse_topology(_rectangle(9))
     assert len(t.gpus) == 8 and len(t.nics) == 10, (t.gpus, t.nics, t.warnings)
-    assert list(t.nics["name"]) == list(whole.nics["name"])          # NIC Legend names survive below the matrix
+    assert list(t.nics["name"]) == list(whole.nics["name"])  # NIC Legend names survive below the matrix
     for g in range(8):
         assert t.nearest_nics(g) == whole.nearest_nics(g), g
         for n in whole.nics["nic"]:
             assert t.link(f"GPU{g}", n) == whole.link(f"GPU{g}", n)
     assert t.gpu_links.equals(whole.gpu_links)
-    assert t.link("NIC3", "NIC4") == "N/A" and t.link("NIC3", "NIC3") == "X"   # NIC-to-NIC codes were cut
+    assert t.link("NIC3", "NIC4") == "N/A" and t.link("NIC3", "NIC3") == "X"  # NIC-to-NIC codes were cut
     assert any("header" in w and "NIC rows" in w for w in t.warnings), t.warnings
 
 

@@ -1,6 +1,7 @@
 """deploy/report: every manifest validates against the Kubernetes schema (kubernetes-validate, strict), RBAC is
 read-only, the CronJob's arguments parse with the real CLI, its env is what the Prometheus source reads, and the
 Dockerfile copies paths that exist and runs the report (docker cannot run here, so the image is not built)."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,19 @@ def test_every_manifest_validates_strictly():
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     found = docs()
     kinds = sorted(d["kind"] for _, d in found)
-    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                            "PersistentVolumeClaim", "CronJob"])
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "PersistentVolumeClaim",
+            "CronJob",
+        ]
+    )
     for name, d in found:
-        kubernetes_validate.validate(d, K8S_VERSION, strict=True)   # raises ValidationError naming the field
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)  # raises ValidationError naming the field
 
 
 def test_validator_rejects_a_broken_cronjob():
@@ -55,15 +65,20 @@ def test_validator_rejects_a_broken_cronjob():
 
 def test_clusterrole_is_read_only_on_nodes_pods_namespaces():
     (role,) = by_kind("ClusterRole")
-    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-               for v in rule["verbs"]}
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
     assert granted == {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list")}
     (binding,) = by_kind("ClusterRoleBinding")
     (sa,) = by_kind("ServiceAccount")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
-                                    "namespace": sa["metadata"]["namespace"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"]}
+    ]
 
 
 def _pod_spec() -> dict:
@@ -74,7 +89,7 @@ def _pod_spec() -> dict:
 def test_cronjob_weekly_with_the_report_identity_and_output_volume():
     (cj,) = by_kind("CronJob")
     fields = cj["spec"]["schedule"].split()
-    assert len(fields) == 5 and fields[2:4] == ["*", "*"] and fields[4] not in ("*",)   # one day of the week
+    assert len(fields) == 5 and fields[2:4] == ["*", "*"] and fields[4] not in ("*",)  # one day of the week
     assert cj["spec"]["concurrencyPolicy"] == "Forbid"
     pod = _pod_spec()
     (sa,) = by_kind("ServiceAccount")
@@ -87,7 +102,7 @@ def test_cronjob_weekly_with_the_report_identity_and_output_volume():
     vols = {v["name"]: v for v in pod["volumes"]}
     (pvc,) = by_kind("PersistentVolumeClaim")
     assert vols[mounts[out]]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
-    assert "emptyDir" in vols[mounts["/tmp"]]                       # read-only root: Jupyter writes under HOME=/tmp
+    assert "emptyDir" in vols[mounts["/tmp"]]  # read-only root: Jupyter writes under HOME=/tmp
     assert c["securityContext"]["readOnlyRootFilesystem"] is True and pod["securityContext"]["runAsNonRoot"] is True
 
 
@@ -103,7 +118,7 @@ def test_cronjob_args_parse_with_the_real_cli():
     ctx = cmd.make_context("report", list(args[1:]))
     assert ctx.params["window"] == "7d" and ctx.params["source"] == "live" and ctx.params["quiet"] is True
     with pytest.raises(Exception):
-        cmd.make_context("report", ["--windw", "7d"])                # the parse above is not vacuous
+        cmd.make_context("report", ["--windw", "7d"])  # the parse above is not vacuous
 
 
 def test_prometheus_settings_come_from_configmap_and_secret_env_only():
@@ -149,7 +164,7 @@ def test_dockerfile_copies_existing_paths_and_runs_the_report():
     cmd = json.loads(next(r for i, r in steps if i == "CMD"))
     assert entry == ["gpuops"]
     assert cmd[:5] == ["report", "--window", "7d", "--source", "live"]
-    assert cmd == _pod_spec()["containers"][0]["args"]                 # image default == CronJob args
+    assert cmd == _pod_spec()["containers"][0]["args"]  # image default == CronJob args
     users = [r for i, r in steps if i == "USER"]
     assert users and users[-1] not in ("0", "root")
     envs = " ".join(r for i, r in steps if i == "ENV")

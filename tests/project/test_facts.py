@@ -3,6 +3,7 @@
 Each test names the source of its expected value (a file of an upstream repository at a commit, or a
 capture of this repository), so a reader can open it and see the same figure.
 """
+
 from __future__ import annotations
 
 import pandas as pd

@@ -6,6 +6,7 @@ allocation (no CUDA managed memory) has /dev/nvidia-uvm open, and /proc/modules 
 nvidia_uvm ('-'). So 'lsmod | grep nvidia_uvm, a use count above 0 means UVM is in use' says "in use" for every
 busy GPU (or nothing), and XID 159 would reset any GPU that runs CUDA.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_check_uvm_does_not_read_uvm_use_from_lsmod():
     cmds = " ".join(row["commands"])
     assert "lsmod" not in cmds.split("#")[0] and "use count above 0 means UVM is in use" not in cmds
     assert not any(c.startswith("lsmod") for c in row["commands"])
-    assert any("virtualization mode" in c.lower() for c in row["commands"])        # vGPU can be read from the node
+    assert any("virtualization mode" in c.lower() for c in row["commands"])  # vGPU can be read from the node
     step = row["sop_step"]
     assert "RESET_GPU if UVM/vGPU is in use, else ignore" in step
     assert "cannot be told from the node" in step and "managed memory" in step

@@ -7,6 +7,7 @@ Sources (open at these commits):
   NVSentinel: NVIDIA/NVSentinel: health-monitors/syslog-health-monitor/pkg/gpufallen/gpufallen_handler_test.go
               @1275b0c3 (TestParseGPUFallenError) and pkg/xid/parser/csv_test.go @3e97fd00 (TestCSVParser_Parse)
 """
+
 from __future__ import annotations
 
 from gpulib.xid import lookup
@@ -31,9 +32,11 @@ def test_nvsentinel_xid_line_inside_a_multi_line_fallen_message_is_that_xid():
     printed between the lines of the driver's fallen-off-the-bus message is the event (XID 79 of 0000:b3:00.0), not
     a second, inferred 79; and it is a whole line (the message continues on the next line), not one cut after its
     code."""
-    text = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
-            "               NVRM: Xid (PCI:0000:b3:00.0): 79\n"
-            "               NVRM: fallen off the bus and is not responding to commands.\n")
+    text = (
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: Xid (PCI:0000:b3:00.0): 79\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+    )
     df = parse_kernel_log(text)
     assert list(df["xid"]) == [79] and list(df["pci_bus_id"]) == ["0000:b3:00.0"]
     row = df.iloc[0]
@@ -43,10 +46,12 @@ def test_nvsentinel_xid_line_inside_a_multi_line_fallen_message_is_that_xid():
 
 def test_nvsentinel_xid_following_the_fallen_message_is_one_event():
     """NVSentinel "GPU Fallen Error with XID following - Should NOT match" (already agreed): one XID 79, the Xid line."""
-    text = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
-            "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
-            "               NVRM: fallen off the bus and is not responding to commands.\n"
-            "NVRM: Xid (PCI:0000:b3:00.0): 79, pid=12345, GPU has fallen off the bus.\n")
+    text = (
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "NVRM: Xid (PCI:0000:b3:00.0): 79, pid=12345, GPU has fallen off the bus.\n"
+    )
     df = parse_kernel_log(text)
     assert list(df["xid"]) == [79] and df.iloc[0]["message"] == "GPU has fallen off the bus."
 

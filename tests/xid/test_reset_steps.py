@@ -10,19 +10,25 @@ NVIDIA/mig-parted: pkg/mig/reconfigure/reconfigure.go @bd7160f4:
       app=nvidia-dcgm, then the DaemonSet pods selecting nvidia.com/gpu.deploy.client, 5 minutes each
   restartKubernetesGPUClients: each label back to "true" unless it was "false" (maybeSetTrue)
 """
+
 from __future__ import annotations
 
 from gpulib.xid import sops
 
-LABELS = ["nvidia.com/gpu.deploy.device-plugin", "nvidia.com/gpu.deploy.gpu-feature-discovery",
-          "nvidia.com/gpu.deploy.dcgm-exporter", "nvidia.com/gpu.deploy.dcgm", "nvidia.com/gpu.deploy.nvsm"]
+LABELS = [
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+    "nvidia.com/gpu.deploy.dcgm",
+    "nvidia.com/gpu.deploy.nvsm",
+]
 CLIENT = "nvidia.com/gpu.deploy.client"
 APPS = ["nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-dcgm"]
 
 
 def _split(cmds):
     i = next(i for i, c in enumerate(cmds) if "nvidia-smi -r" in c)
-    return cmds[:i], cmds[i + 1:]
+    return cmds[:i], cmds[i + 1 :]
 
 
 def test_reset_steps_pause_wait_and_restore_like_mig_parted():
@@ -45,7 +51,9 @@ def test_reset_steps_pause_wait_and_restore_like_mig_parted():
 
 def test_every_reset_sop_says_which_clients_stop_and_cites_mig_parted():
     table = sops._sop_table()
-    resets = [k for k, r in table.items() if "{reset_gpu}" in str(r["commands"]) or "nvidia-smi -r" in str(r["commands"])]
+    resets = [
+        k for k, r in table.items() if "{reset_gpu}" in str(r["commands"]) or "nvidia-smi -r" in str(r["commands"])
+    ]
     assert len(resets) >= 9, resets
     for key in resets:
         row = table[key]

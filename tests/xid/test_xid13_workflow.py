@@ -11,6 +11,7 @@ RepeatedXID13OnSameGPCAndTPC, RepeatedXID13OnDifferentGPCAndTPC):
 GPC/TPC/SM come from the line, ``Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0)``
 (health-monitors/syslog-health-monitor/pkg/xid/parser/csv_test.go @3e97fd00, "Parse metadata from XID-13").
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -23,8 +24,11 @@ PCI = "0000:b5:00"
 
 
 def _line(ts: str, gpc: int | None, tpc: int | None, sm: int = 0, pid: int = 4242) -> str:
-    where = (f"Graphics SM Warp Exception on (GPC {gpc}, TPC {tpc}, SM {sm}): Out Of Range Address" if gpc is not None
-             else "Graphics Exception: ESR 0x50df30=0x107000e 0x50df34=0x20")
+    where = (
+        f"Graphics SM Warp Exception on (GPC {gpc}, TPC {tpc}, SM {sm}): Out Of Range Address"
+        if gpc is not None
+        else "Graphics Exception: ESR 0x50df30=0x107000e 0x50df34=0x20"
+    )
     return f"{ts} node-a kernel: NVRM: Xid (PCI:{PCI}): 13, pid={pid}, name=python3, {where}\n"
 
 
@@ -84,7 +88,9 @@ def test_same_unit_from_different_processes_still_runs_the_eud():
 
 
 def test_workflow_reads_uptime_when_the_log_has_no_dates():
-    ev = parse_kernel_log("[ 100.0] NVRM: Xid (PCI:0000:b5:00): 13, pid=1, name=x, Graphics SM Warp Exception on (GPC 0, TPC 2, SM 0): x\n"
-                          "[ 5000.0] NVRM: Xid (PCI:0000:b5:00): 13, pid=1, name=x, Graphics SM Warp Exception on (GPC 0, TPC 2, SM 1): x\n")
+    ev = parse_kernel_log(
+        "[ 100.0] NVRM: Xid (PCI:0000:b5:00): 13, pid=1, name=x, Graphics SM Warp Exception on (GPC 0, TPC 2, SM 0): x\n"
+        "[ 5000.0] NVRM: Xid (PCI:0000:b5:00): 13, pid=1, name=x, Graphics SM Warp Exception on (GPC 0, TPC 2, SM 1): x\n"
+    )
     assert workflow(ev).key == "same_unit"
     assert workflow(pd.DataFrame(columns=ev.columns)).key == "none"
