@@ -209,7 +209,8 @@ def nodes_frame(node_list_json: dict) -> pd.DataFrame:
 
     GPU product/count/memory come from GFD labels (under the MIG *single* strategy they describe the
     MIG devices, ``NVIDIA/k8s-device-plugin: docs/gpu-feature-discovery/README.md`` @ 1b826acc);
-    capacity/allocatable for ``nvidia.com/gpu`` and every ``nvidia.com/mig-*``; ``ready`` is the Ready condition; ``spot`` follows ``data/kube/spot_labels.csv``.
+    capacity/allocatable for ``nvidia.com/gpu`` and every ``nvidia.com/mig-*``; ``ready`` is the Ready condition;
+    ``spot`` follows ``data/kube/spot_labels.csv``.
     Missing labels give ``""`` / ``<NA>``, never a KeyError.
     """
     rows = [node_row(n) for n in _items(node_list_json, "Node")]

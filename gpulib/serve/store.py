@@ -1,4 +1,5 @@
-"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are appended
+"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are
+appended
 to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a run
 that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging."""
 

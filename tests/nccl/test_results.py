@@ -1,7 +1,9 @@
-"""Tests for gpulib.nccl (results, bands, log, env) and gpulib.nvidia.topology: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
+"""Tests for gpulib.nccl (results, bands, log, env) and gpulib.nvidia.topology: parsers, bus factors, expected bands,
+verdicts, log diagnosis, env checks.
 
 Expected numbers are worked out by hand from the fixture text (see tests/fixtures/nccl/README.md)
-or from NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22 (nccl-tests formulas and published figures), not copied from the code's output.
+or from NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22 (nccl-tests formulas and published figures), not copied from
+the code's output.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def read(name: str) -> str:
     return (FIX / name).read_text()
 
 
-# ------------------------------------------------------------------ bus factors (NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22)
+# ------------------------------------------------------------------ bus factors (NVIDIA/nccl-tests: doc/PERFORMANCE.md
+# @ a0b82b22)
 
 
 @pytest.mark.parametrize(
