@@ -35,6 +35,7 @@ _EXPORTS = {
     "parse_topology": "topology",
     "probe": "nvml",
     "probe_json": "nvml",
+    "with_nvml_thresholds": "smi",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -299,13 +299,6 @@ def test_inference_lesson_command_follows_vllm_deploys_max_num_seqs_rule():
     assert seqs <= fit < 1024 and cmd.startswith("vllm serve ")
 
 
-def test_violation_counters_are_microseconds():
-    """dcgm-exporter etc/default-counters.csv: 'Throttling duration due to power constraints (in us)'."""
-    f = learn.load_table("dcgm_fields").set_index(learn.load_table("dcgm_fields").columns[0])
-    for name in ("DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION"):
-        assert f.loc[name, "unit"] == "us"
-
-
 def test_interview_prep_has_model_answers_from_the_demo_and_follow_ups_hidden(demo_end):
     """Each of the four parts has a model answer built from the demo fleet's figures, and follow-up questions
     (queueing, DRA, RDMA/GPUDirect, MIG vs time-slicing) whose answers sit in a closed <details> block."""
