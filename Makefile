@@ -16,4 +16,4 @@ demo: setup
 	gpuops demo --out reports/out
 
 test: setup
-	GPUOPS_REQUIRE_PROMETHEUS=1 GPUOPS_REQUIRE_BROWSER=1 $(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p no:cacheprovider -p no:benchmark --durations=15
+	GPUOPS_REQUIRE_PROMETHEUS=1 GPUOPS_REQUIRE_BROWSER=1 $(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -p no:cacheprovider -p no:benchmark --durations=15

@@ -22,7 +22,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gpulib.cost.analysis as cost  # noqa: E402
+import gpulib.cost as cost  # noqa: E402
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS  # noqa: E402
 from gpulib.cost.usage import Thresholds  # noqa: E402
 

@@ -14,8 +14,8 @@ memory ever holds the whole text; Prometheus then compacts the blocks once. The 
 Measured in one run, each path in a fresh subprocess (peak RSS = that process's ``VmHWM``):
 
 * **report**: the report's real code path, as the notebook runs it: ``connect("live")`` (Prometheus +
-  the Kubernetes API double from ``tests/k8s_double.py`` serving the scenario's 128 nodes and pods through
-  the official client) -> ``report.load_report_data`` -> ``cost.analyze_cost`` -> ``executive_summary``,
+  the Kubernetes API double from ``tests/helpers/k8s_double.py`` serving the scenario's 128 nodes and pods through
+  the official client) -> ``cost.load_report_data`` -> ``cost.analyze_cost`` -> ``executive_summary``,
   ``method_html``, ``node_time_matrix`` + heatmap, ``namespace_allocation`` + bars, ``idle_zombie_table``,
   ``savings_waterfall`` + waterfall (figures built, not serialised);
 * **naive**: prometheus-api-client as its README shows: ``custom_query_range`` of the raw series at the
@@ -52,7 +52,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-for p in (str(ROOT), str(HERE), str(ROOT / "tests")):
+for p in (str(ROOT), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
@@ -82,7 +82,7 @@ def _log(msg: str) -> None:
 
 def build_tsdb(cache: Path, days: int) -> Path:
     """Backfill ``days`` of the scenario, one 2-hour chunk at a time (resumable), then compact once."""
-    from promharness import binaries
+    from tests.helpers.promharness import binaries
 
     tsdb = cache / "tsdb"
     done_file = cache / "chunks_done.txt"
@@ -131,7 +131,7 @@ def _metric(url: str, name: str) -> float:
 
 def compact(tsdb: Path, cache: Path, quiet_s: float = 150) -> int:
     """Run Prometheus on the TSDB until no compaction happened for ``quiet_s`` (it plans every minute)."""
-    from promharness import PrometheusServer
+    from tests.helpers.promharness import PrometheusServer
 
     server = PrometheusServer(tsdb, cache)
     try:
@@ -168,17 +168,16 @@ def _answer(rep, summary) -> dict:
 
 def _frames(rep, data_step: str) -> tuple[dict, float]:
     """The report's frames and figures (what the notebook cells after the data load build)."""
-    import gpulib.cost.analysis as cost
-    import gpulib.cost.report as report
+    import gpulib.cost as cost
 
     t = time.perf_counter()
-    summary = cost.executive_summary(rep, top_n=int(report.report_policy("top_actions")))
-    html = report.kpi_tiles_html(summary) + report.top_actions_html(summary)
-    bucket = report.heatmap_bucket(WINDOW, data_step)
-    report.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
-    report.namespace_figure(cost.namespace_allocation(rep))
-    html += report.idle_table_html(report.idle_zombie_table(rep), rep.currency)
-    report.waterfall_figure(cost.savings_waterfall(rep), rep.currency)
+    summary = cost.executive_summary(rep, top_n=int(cost.report_policy("top_actions")))
+    html = cost.kpi_tiles_html(summary) + cost.top_actions_html(summary)
+    bucket = cost.heatmap_bucket(WINDOW, data_step)
+    cost.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
+    cost.namespace_figure(cost.namespace_allocation(rep))
+    html += cost.idle_table_html(cost.idle_zombie_table(rep), rep.currency)
+    cost.waterfall_figure(cost.savings_waterfall(rep), rep.currency)
     return summary, time.perf_counter() - t
 
 
@@ -186,8 +185,7 @@ def path_report() -> dict:
     t0 = time.perf_counter()
     import gpulib
     import kubernetes  # noqa: F401  (connect("live") imports the official client: ~2.5 s, reported with imports)
-    import gpulib.cost.analysis as cost
-    import gpulib.cost.report as report
+    import gpulib.cost as cost
     from gpulib.sources.prometheus import PrometheusSource
 
     t_import = time.perf_counter() - t0
@@ -201,11 +199,11 @@ def path_report() -> dict:
     PrometheusSource._get_range = recording
     t1 = time.perf_counter()
     src = gpulib.connect("live")
-    data = report.load_report_data(src, WINDOW, step=os.environ.get("BENCH_REPORT_STEP") or None)
+    data = cost.load_report_data(src, WINDOW, step=os.environ.get("BENCH_REPORT_STEP") or None)
     t2 = time.perf_counter()
     rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
                             window=WINDOW, namespaces=data.namespaces)
-    report.method_html(rep, data)
+    cost.method_section(rep, data)
     t3 = time.perf_counter()
     summary, t_frames = _frames(rep, data.step)
     t4 = time.perf_counter()
@@ -223,7 +221,7 @@ def path_naive() -> dict:
 
     import kubernetes  # noqa: F401  (as in the report path: imports are reported apart)
 
-    import gpulib.cost.analysis as cost
+    import gpulib.cost as cost
     from gpulib.sources.dcgm import normalise_labels
     from gpulib.kube.client import KubeCluster
     from gpulib.core.schema import SERIES_COLUMNS
@@ -304,12 +302,13 @@ def path_e2e() -> dict:
     """The whole notebook as ``gpuops report --source live`` runs it (papermill, kernel, HTML export)."""
     import resource
 
-    from gpulib import cli
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
 
-    info = cli.find_notebook("gpu_utilization_report")
+    info = find_notebook("gpu_utilization_report")
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        res = cli.execute(info, {"window": WINDOW, "source": "live"}, Path(tmp), progress=False)
+        res = execute(info, {"window": WINDOW, "source": "live"}, Path(tmp), progress=False)
         wall = time.perf_counter() - t
     return {"e2e_s": wall, "failed": res.failed, "errors": res.errors,
             "children_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
@@ -361,8 +360,8 @@ def main() -> None:
 
 
 def measure(tsdb: Path, args) -> None:
-    from k8s_double import start_k8s_double
-    from promharness import PrometheusServer
+    from tests.helpers.k8s_double import start_k8s_double
+    from tests.helpers.promharness import PrometheusServer
 
     sim = simulator()
     work = Path(tempfile.mkdtemp(prefix="bench-fleet-"))

@@ -39,26 +39,25 @@ DEMO_END = "2026-11-29T12:00:00+00:00"
 def one(step: str, window: str) -> dict:
     """Run the data path once at ``step`` ('raw' = scrape interval) and return timings and results."""
     import gpulib
-    import gpulib.cost.analysis as cost
-    import gpulib.cost.report as report
+    import gpulib.cost as cost
     from gpulib.core.timeutil import format_duration
 
     t0 = time.perf_counter()
     src = gpulib.connect("demo", end=DEMO_END)
     st = format_duration(src.sim.scrape_interval) if step == "raw" else step
     t1 = time.perf_counter()
-    data = report.load_report_data(src, window, step=st)
+    data = cost.load_report_data(src, window, step=st)
     t2 = time.perf_counter()
     rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
                             window=window)
     t3 = time.perf_counter()
     summary = cost.executive_summary(rep)
-    bucket = report.heatmap_bucket(window, st)
-    figs = [report.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket),
-            report.namespace_figure(cost.namespace_allocation(rep)),
-            report.waterfall_figure(cost.savings_waterfall(rep), rep.currency)]
-    page = (report.kpi_tiles_html(summary) + report.top_actions_html(summary)
-            + report.idle_table_html(report.idle_zombie_table(rep), rep.currency) + report.method_html(rep, data))
+    bucket = cost.heatmap_bucket(window, st)
+    figs = [cost.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket),
+            cost.namespace_figure(cost.namespace_allocation(rep)),
+            cost.waterfall_figure(cost.savings_waterfall(rep), rep.currency)]
+    page = (cost.kpi_tiles_html(summary) + cost.top_actions_html(summary)
+            + cost.idle_table_html(cost.idle_zombie_table(rep), rep.currency) + cost.method_section(rep, data))
     fig_bytes = sum(len(f.to_json()) for f in figs)
     t4 = time.perf_counter()
     zombies = sorted(f"{ns}/{p}" for ns, p in rep.zombies[["namespace", "pod"]].drop_duplicates().itertuples(index=False))
@@ -75,14 +74,15 @@ def e2e(window: str) -> dict:
     """Whole notebook via the CLI's papermill path (kernel start, execution, HTML export)."""
     import tempfile
 
-    from gpulib import cli
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import execute
 
     os.environ["GPUOPS_END"] = DEMO_END
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    info = cli.find_notebook("gpu_utilization_report")
+    info = find_notebook("gpu_utilization_report")
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        res = cli.execute(info, {"window": window, "source": "demo"}, Path(tmp), progress=False)
+        res = execute(info, {"window": window, "source": "demo"}, Path(tmp), progress=False)
         wall = time.perf_counter() - t
         size = res.html.stat().st_size / 1024 if res.html else 0.0
     return {"e2e_s": wall, "html_kib": size, "failed": res.failed, "errors": res.errors}

@@ -1,4 +1,5 @@
-"""``gpuops``: list, run and schedule the runbooks and reports.
+"""``gpuops``: list, run and schedule the runbooks and reports. This module only parses commands, calls the run
+engine (:mod:`gpulib.execute`) or serve / collect / alerts, prints, and sets the exit code.
 
 Exit codes: 0 = ran, no finding at or above ``--fail-on``; 1 = a finding at or above ``--fail-on``
 stands (default: critical); 2 = bad usage (unknown runbook, parameter or value); 3 = the run failed or a
@@ -6,20 +7,19 @@ step could not get its data.
 """
 from __future__ import annotations
 
-import ast
-import json
-import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 try:
     import typer
 except ImportError as exc:  # the base (GPU-node) install has no CLI stack: see the README's install section
     raise SystemExit("gpuops needs the runbooks extra: pip install 'gpu-runbooks[runbooks]' (or '[all]')") from exc
 
+from gpulib import execute as engine
+from gpulib.catalogue import catalogue, find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
+from gpulib.execute import RunResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.")
@@ -27,138 +27,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
 
-from gpulib.core.rundir import new_run_dir  # noqa: E402,F401  (one function names every run folder)
-from gpulib.core.rundir import _atomic_write, write_index  # noqa: F401  (index.html of a runs folder)
-from gpulib.catalogue import (NOTEBOOK_DIRS, NotebookInfo, Param, catalogue, coerce, find_notebook,  # noqa: F401
-                              notebook_info, project_root, resolve_params, target_defaults)
-
-
-# ------------------------------------------------------------------------------------ execution
-@dataclass
-class RunResult:
-    name: str
-    out_dir: Path
-    notebook: Path
-    html: Path | None
-    findings: list = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    failed: str | None = None
-    usage_errors: list[str] = field(default_factory=list)
-
-    @property
-    def worst(self) -> str:
-        from gpulib.core.findings import worst_severity
-        return worst_severity(self.findings).value
-
-
-def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
-    """HTML without code cells (what a report reader wants)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
-    from gpulib.core.redact import redact
-    html_path.write_text(redact(body))
-    return html_path
-
-
-#: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
-KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
-def _kernel_manager(env: dict[str, str]):
-    """A kernel manager whose kernel gets ``env`` on top of this process' environment, so concurrent runs in
-    one process (threads) each tell their own kernel where to write findings (no shared os.environ)."""
-    from jupyter_client.manager import KernelManager
-
-    class RunKernelManager(KernelManager):
-        async def _async_pre_start_kernel(self, **kw):
-            kw["env"] = {**(kw.get("env") or os.environ), **env}
-            return await super()._async_pre_start_kernel(**kw)
-
-    km = RunKernelManager(kernel_name="python3")
-    km.run_env = dict(env)
-    return km
-
-
-def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900, out_dir: Path | None = None, env: dict[str, str] | None = None) -> RunResult:
-    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``) and export HTML.
-    ``env``: extra environment for this run's kernel only (e.g. another GPUOPS_PROMETHEUS_URL)."""
-    import papermill as pm
-
-    from gpulib.core.findings import load_findings
-    from gpulib.core.redact import redact
-
-    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
-    out_nb = out_dir / f"{info.name}.ipynb"
-    findings_path = out_dir / "findings.json"
-    res = RunResult(info.name, out_dir, out_nb, None)
-    try:
-        pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
-                            progress_bar=progress, cwd=str(info.path.parent), execution_timeout=timeout,
-                            km=_kernel_manager({**(env or {}), "GPUOPS_FINDINGS_PATH": str(findings_path)}),
-                            extra_arguments=list(KERNEL_ARGS))
-    except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
-        res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
-    if out_nb.exists():
-        _redact_file(out_nb)
-        try:
-            res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
-        except Exception as exc:  # an HTML failure must not hide the run's result
-            res.errors.append(redact(f"HTML export failed: {exc}"))
-    if findings_path.exists():
-        res.findings, doc = load_findings(findings_path)
-        res.errors += doc.get("errors", [])
-        res.usage_errors += doc.get("usage_errors", [])
-    elif res.failed is None and info.kind != "learn":
-        res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
-    if info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
-        from gpulib.core.summary import status_of, write_summary
-        write_summary(out_dir, {"runbook": info.name, "status": status_of(res.failed, res.usage_errors, res.errors),
-                                "params": params, "error": res.failed}, res.html.name if res.html else out_nb.name)
-    write_index(out_root)
-    return res
-
-
-def _redact_file(path: Path) -> None:
-    """Mask configured secrets in an output file (the executed notebook), whatever cell printed them."""
-    from gpulib.core.redact import redact
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return
-    clean = redact(text)
-    if clean != text:
-        _atomic_write(path, clean)
-
-
-def _source_params(info: NotebookInfo, source: str | None, snapshot: str | None) -> dict[str, Any]:
-    names = {p.name for p in info.params}
-    out: dict[str, Any] = {}
-    if source and Path(source).is_dir():
-        source, snapshot = "snapshot", source
-    if source:
-        if source not in ("demo", "live", "snapshot"):
-            raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder")
-        if "source" in names:
-            out["source"] = source
-    if source == "snapshot" and not snapshot:
-        raise InvalidParameter("--source snapshot needs --snapshot DIR")
-    if snapshot and "snapshot_dir" in names:
-        out["snapshot_dir"] = str(Path(snapshot).resolve())
-    return out
-
-
-def _check_backend(info: NotebookInfo, params: dict[str, Any]) -> None:
-    """Settings of a live backend (URL, timeout, retries, token) checked before any notebook runs, so a
-    mistyped variable is a usage error (exit 2), not a failed run."""
-    default = next((p.default for p in info.params if p.name == "source"), None)
-    if params.get("source", default) == "live":
-        from gpulib.sources.prometheus import load_settings
-        load_settings()
-
-
+# ------------------------------------------------------------------------------------- printing
 def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
     from gpulib.core.redact import redact
@@ -232,22 +101,16 @@ def run_cmd(
     fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", hidden=True,
-                                           help="an existing empty folder for this run (gpuops serve creates it)"),
 ):
     """Execute a runbook with papermill; write the notebook, its HTML (no code) and findings.json; print the findings."""
     if fail_on not in ("critical", "warning", "info", "never"):
         _fail(InvalidParameter(f"--fail-on {fail_on!r}: use critical, warning, info or never"))
     try:
         info = find_notebook(name)
-        params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, _pairs(param)))
-        params.update(target_defaults(info, params, str(params.get("source") or "")))
-        _check_backend(info, params)
+        params = engine.prepare(info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
-    res = execute(info, params, out.resolve(), progress=not quiet, timeout=timeout,
-                  out_dir=run_dir.resolve() if run_dir else None)
+    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
     _print_result(res)
     raise typer.Exit(_exit_code([res], fail_on))
 
@@ -278,8 +141,11 @@ def demo_cmd(
     todo = [i for i in cat.values() if include_learn or i.kind != "learn"]
     for n, info in enumerate(todo, 1):
         typer.echo(f"[{n}/{len(todo)}] {info.name}")
-        params = {"source": "demo"} if any(p.name == "source" for p in info.params) else {}
-        res = execute(info, params, out.resolve(), progress=not quiet)
+        try:
+            params = engine.prepare(info, source="demo")
+        except GpulibError as exc:
+            _fail(exc)
+        res = engine.execute(info, params, out.resolve(), progress=not quiet)
         _print_result(res, limit=1)
         results.append(res)
     failed = [r.name for r in results if r.failed]
@@ -305,13 +171,11 @@ def report_cmd(
     """Run the GPU utilization and cost report (for CronJobs: exit 0 unless the run failed)."""
     try:
         info = find_notebook("gpu_utilization_report")
-        params = _source_params(info, source, str(snapshot) if snapshot else None)
-        params.update(resolve_params(info, [("window", window)] + _report_options(price_file, namespaces, provider, currency)
-                                          + _charts_option(charts)))
-        _check_backend(info, params)
+        pairs = [("window", window)] + _report_options(price_file, namespaces, provider, currency) + _charts_option(charts)
+        params = engine.prepare(info, pairs, source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
-    res = execute(info, params, out.resolve(), progress=not quiet)
+    res = engine.execute(info, params, out.resolve(), progress=not quiet)
     _print_result(res)
     raise typer.Exit(_exit_code([res], "never"))
 
@@ -331,14 +195,14 @@ def _report_options(price_file: Path | None, namespaces: str | None, provider: s
     """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
     import re
 
-    from gpulib.cost.analysis import load_prices
+    from gpulib.cost import load_prices
 
     pairs: list[tuple[str, str]] = []
     if price_file is not None:
         load_prices(price_file)  # PriceFileError (usage) names the bad column or row
         pairs.append(("price_file", str(price_file.resolve())))
     if namespaces is not None:
-        from gpulib.cost.report import parse_namespaces
+        from gpulib.cost import parse_namespaces
 
         bad = [n for n in (parse_namespaces(namespaces) or []) if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n)]
         if bad:

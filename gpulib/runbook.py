@@ -23,9 +23,9 @@ from typing import Any, Iterable
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
-
-#: the CLI sets this so the executed notebook writes its findings beside itself
-FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+from gpulib.core.rundir import FINDINGS_ENV
+from gpulib.core.sop import sop
+from gpulib.inspection import choose_source
 
 
 def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | None = None) -> None:
@@ -199,7 +199,7 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
             f"<h4>Mitigation</h4><p>{mitig}</p>")
 
 
-#: parameter names never repeated in a printed command (tests/test_notebooks.py also keeps them out of notebooks)
+#: parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of notebooks)
 _SECRET_NAME = re.compile(r"token|password|secret|credential", re.I)
 
 
@@ -265,12 +265,8 @@ class Runbook:
         note("Run it: <code>" + html.escape(self.rerun_command()) + "</code>")
         with self.step("Connect to the data source"):
             from gpulib import connect
-            kwargs = {"path": snapshot_dir} if source == "snapshot" else {}
-            if source == "demo" and params.get("demo_operator_state"):   # gpulib.demo.operator_objects.SCENARIOS
-                kwargs["operator_scenario"] = params["demo_operator_state"]
-            if source == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
-                kwargs["collect"] = True  # node evidence from a short-lived pod (gpulib.kube.collect)
-            self.src = connect(source, **kwargs)
+            choice = choose_source(source, snapshot_dir)  # the same rules as gpuops run --source / --snapshot
+            self.src = connect(choice.name, **choice.connect_kwargs(params))
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
 
     def rerun_command(self) -> str:
@@ -351,17 +347,16 @@ class Runbook:
                 f.runbook = None
         fl = FindingList(sort_findings(self.findings))
         if self.usage_errors:
+            s = sop("core_sop", "bad_parameter")
             fl.insert(0, Finding(
                 Severity.CRITICAL, "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
-                category="usage",
-                summary="No verdict: a parameter names something the source does not have.",
-                evidence=list(self.usage_errors), sop_step="Correct the parameter (see the hint) and re-run the runbook."))
+                category="usage", summary=s.summary, evidence=list(self.usage_errors), sop_step=s.sop_step))
         elif self.errors:
+            s = sop("core_sop", "missing_data")
             fl.insert(0, Finding(
                 Severity.CRITICAL if self.src is None else Severity.WARNING,
                 f"Runbook incomplete: {len(self.errors)} step(s) could not get data", category="data",
-                summary="The verdict below is based on partial data.", evidence=list(self.errors),
-                sop_step="Fix the data source (see each step's hint) and re-run the runbook.",
+                summary=s.summary, evidence=list(self.errors), sop_step=s.sop_step,
                 commands=[self.rerun_command()]))
         top = fl[0] if fl else None
         if top is None:

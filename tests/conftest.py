@@ -2,37 +2,28 @@
 from __future__ import annotations
 
 import os
-import sys
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import datetime
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers (promharness, k8s_double)
-ROOT = Path(__file__).resolve().parents[1]
-
-from promharness import PrometheusServer, backfill, binaries  # noqa: E402
-
-#: the end of the pinned demo scenario used by integration tests
-DEMO_END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
-#: window backfilled into Prometheus (the runbooks' default window fits inside it)
-BACKFILL_WINDOW = "6h10m"
-#: scrape interval of the integration scenario (coarser than the demo's 30 s to keep the TSDB small)
-SCRAPE = "60s"
-
-
-def _need_prometheus():
-    prom, tool = binaries()
-    if not (prom and tool):
-        msg = "Debian's prometheus/promtool are not installed (.ci/run installs them: apt-get install prometheus)"
-        if os.environ.get("GPUOPS_REQUIRE_PROMETHEUS") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+from tests.helpers.pinned import BACKFILL_WINDOW, DEMO_END, ROOT, SCRAPE
+from tests.helpers.pinned import need_prometheus as _need_prometheus
+from tests.helpers.promharness import PrometheusServer, backfill
+from tests.helpers.shared_runs import SharedRuns
 
 
 @pytest.fixture(scope="session")
 def demo_end() -> datetime:
     return DEMO_END
+
+
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory) -> SharedRuns:
+    """Notebook runs on the demo fleet made once per session, read by every test that needs them, on every xdist
+    worker (tests/helpers/shared_runs.py): ``shared_runs.demo()`` is the one ``gpuops demo``,
+    ``shared_runs.run(name, **params)`` one notebook's run."""
+    base = tmp_path_factory.getbasetemp()
+    return SharedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +74,7 @@ def live_env(prometheus, tmp_path, monkeypatch):
     """Environment for ``source="live"``: the real Prometheus above plus a Kubernetes API double serving
     the same scenario's nodes and pods, window end pinned to the scenario's end (GPUOPS_END)."""
     from gpulib.demo.simulator import FleetSimulator
-    from k8s_double import start_k8s_double
+    from tests.helpers.k8s_double import start_k8s_double
 
     sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)
     for var in ("NO_PROXY", "no_proxy"):
@@ -126,3 +117,22 @@ def run_notebook(tmp_path, monkeypatch):
             return json.loads(findings.read_text()), out.read_text()
         return run
     return factory
+
+
+#: test files handed out first, the longest first, so that under ``-n 2 --dist loadfile`` no worker is left alone with
+#: a long file at the end, and the session's shared ``gpuops demo`` run (tests/project/test_rendered_html.py makes
+#: it) is done before the files that read it come up; durations in README.md ("Tests")
+FIRST = [
+    "tests/project/test_fault_matrix.py",
+    "tests/project/test_rendered_html.py",
+    "tests/serve/test_e2e.py",
+    "tests/project/test_printed_commands.py",
+    "tests/learn/test_lessons.py",
+    "tests/project/test_one_rule.py",
+    "tests/project/test_packaging.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {f: i for i, f in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))  # stable: file order kept

@@ -8,6 +8,9 @@ import sys
 import pytest
 
 from gpulib import cli
+from gpulib.catalogue import NotebookInfo
+from gpulib.core.errors import InvalidParameter
+from gpulib.inspection import Param, resolve_params
 
 
 def run(args, capsys):
@@ -38,10 +41,10 @@ def test_bad_usage_exits_2_with_a_specific_message(args, needle, capsys):
 
 
 def test_typed_parameters():
-    info = cli.NotebookInfo("x", None, "runbook", params=[cli.Param("gpu", 0), cli.Param("apply", False), cli.Param("names", ["a"])])
-    assert cli.resolve_params(info, [("gpu", "3"), ("apply", "true"), ("names", "a, b")]) == {"gpu": 3, "apply": True, "names": ["a", "b"]}
-    with pytest.raises(cli.InvalidParameter) as e:
-        cli.resolve_params(info, [("gpu", "three")])
+    info = NotebookInfo("x", None, "runbook", params=[Param("gpu", 0), Param("apply", False), Param("names", ["a"])])
+    assert resolve_params(info, [("gpu", "3"), ("apply", "true"), ("names", "a, b")]) == {"gpu": 3, "apply": True, "names": ["a", "b"]}
+    with pytest.raises(InvalidParameter) as e:
+        resolve_params(info, [("gpu", "three")])
     assert "expected int" in str(e.value)
 
 

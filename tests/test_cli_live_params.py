@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpulib import cli
-from gpulib.catalogue import find_notebook, target_defaults
+from gpulib.catalogue import find_notebook
 from gpulib.core.errors import InvalidParameter
+from gpulib.inspection import target_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 

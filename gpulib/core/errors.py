@@ -189,7 +189,7 @@ class UnknownModel(InvalidParameter):
 
 
 class DoesNotFit(InvalidParameter):
-    """Raised by :func:`gpulib.vllm.deploy.plan` with ``strict=True`` when no configuration fits."""
+    """Raised by :func:`gpulib.vllm.sizing.plan` with ``strict=True`` when no configuration fits."""
 
     hint = ("try more GPUs (tensor parallel), a GPU with more memory, a shorter context_len, fewer concurrent "
             "requests or an FP8 KV cache; strict=False returns the closest plan with its findings")

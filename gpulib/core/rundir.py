@@ -8,6 +8,9 @@ import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
+#: the run engine (gpulib.execute) sets this in a run's kernel: the file the notebook writes its findings to
+FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+
 
 def new_run_dir(out_root: Path, name: str) -> Path:
     """``<out_root>/<UTC timestamp>-<name>-<random>``, created exclusively (``mkdir`` without ``exist_ok`` fails
@@ -25,7 +28,7 @@ def new_run_dir(out_root: Path, name: str) -> Path:
     raise OSError(f"could not create a unique run folder under {out_root}")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (atomic on POSIX), so a
     reader never sees a half-written file and concurrent writers leave one whole version."""
     import tempfile
@@ -40,21 +43,23 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def write_index(out_root: Path) -> Path:
-    """``index.html`` listing every generated report, newest first, with its worst severity. Written atomically
-    (tmp + rename) under an exclusive lock on ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing
-    together the last writer lists them all (each run writes its HTML before taking the lock)."""
+def write_index(out_root: Path, known: dict[str, tuple[str, int]] | None = None) -> Path:
+    """``index.html`` listing every generated report, newest first, with its worst severity and number of
+    findings (``known``: those of run folders the caller has already read, by folder name; the others are read
+    from their findings.json). Written atomically (tmp + rename) under an exclusive lock on
+    ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing together the last writer lists them all
+    (each run writes its HTML before taking the lock)."""
     import fcntl
 
     with open(out_root / ".index.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            return _write_index(out_root)
+            return _write_index(out_root, known or {})
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _write_index(out_root: Path) -> Path:
+def _write_index(out_root: Path, known: dict[str, tuple[str, int]]) -> Path:
     import html
 
     rows = []
@@ -62,9 +67,9 @@ def _write_index(out_root: Path) -> Path:
         htmls = sorted(d.glob("*.html"))
         if not htmls:
             continue
-        worst, n = "", 0
+        worst, n = known.get(d.name, ("", 0))
         fj = d / "findings.json"
-        if fj.exists():
+        if d.name not in known and fj.exists():
             try:
                 doc = json.loads(fj.read_text())
                 worst, n = doc.get("worst", ""), len(doc.get("findings", []))
@@ -76,5 +81,5 @@ def _write_index(out_root: Path) -> Path:
             "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
             f"<th>findings</th></tr>{''.join(rows)}</table></body></html>")
     idx = out_root / "index.html"
-    _atomic_write(idx, page)
+    atomic_write(idx, page)
     return idx

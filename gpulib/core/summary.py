@@ -4,15 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpulib.core.findings import load_findings, sort_findings
+from gpulib.core.findings import Finding, load_findings, sort_findings
 
 
-def verdict(folder: Path) -> dict[str, Any]:
-    """severity, cause (top finding), its SOP step and commands, from the run's findings.json (empty if none)."""
-    fj = folder / "findings.json"
-    if not fj.is_file():
-        return {}
-    findings, doc = load_findings(fj)
+def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
+    """severity, cause (top finding), its SOP step and commands, from a run's findings and its findings.json
+    document (``worst``, ``errors``)."""
     fs = sort_findings(findings)
     top = fs[0] if fs else None
     return {"severity": doc.get("worst", "ok"), "cause": top.title if top else "no finding",
@@ -20,13 +17,23 @@ def verdict(folder: Path) -> dict[str, Any]:
             "findings": len(fs), "errors": doc.get("errors", [])}
 
 
+def read_verdict(folder: Path) -> dict[str, Any]:
+    """:func:`verdict_of` the folder's findings.json (empty if none): for a run that was not made by
+    :func:`gpulib.execute.execute`, which hands its verdict over instead."""
+    fj = folder / "findings.json"
+    if not fj.is_file():
+        return {}
+    return verdict_of(*load_findings(fj))
+
+
 def status_of(failed: str | None, usage_errors: list, errors: list) -> str:
     """A run's status word, as ``gpuops run`` prints it."""
     return "failed" if failed else ("bad parameter" if usage_errors else ("incomplete" if errors else "done"))
 
 
-def write_summary(folder: Path, rec: dict[str, Any], link: str) -> Path:
-    v = verdict(folder)
+def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any]) -> Path:
+    """``folder/summary.md`` for the run ``rec`` (runbook, status, params, error) with verdict ``v``
+    (:func:`verdict_of`; empty when the run wrote no findings) and a link to its report."""
     lines = [f"# {rec['runbook']}: {rec['status'].upper()}", ""]
     lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
     if rec.get("error"):

@@ -10,8 +10,10 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.money import money
+from gpulib.core.sop import sop
 from gpulib.core.timeutil import format_duration
-from gpulib.cost.hygiene import cost_sop, fill
+from gpulib.cost.model import ACTIONS, CostReport
+from gpulib.cost.usage import GR_ENGINE_ACTIVE
 
 __all__ = ["action_finding", "sop_kind", "verdict_sop"]
 
@@ -45,22 +47,18 @@ def verdict_sop(state: str, ns: str, pod: str, workload: str = "", owner_kind: s
     report (docs/cost-method.md)."""
     kind = (_zombie_kind(owner_kind, workload) if state == "zombie"
             else "rightsize" if low_load else "idle_allocated")
-    sop, cmds = cost_sop(kind)
-    return kind, sop, fill(cmds, ns=ns, pod=pod, wl=workload or pod, kind_l=str(owner_kind or "deployment").lower())
+    t = sop("cost_sop", kind, ns=ns, pod=pod, wl=workload or pod, kind_l=str(owner_kind or "deployment").lower())
+    return kind, t.sop_step, t.commands
 
 
-def action_finding(row: pd.Series, rep) -> Finding:
+def action_finding(row: pd.Series, rep: CostReport) -> Finding:
     """The finding for one chosen action (``rep.actions`` row)."""
-    from gpulib.cost.findings import ACTIONS
-    from gpulib.cost.usage import GR_ENGINE_ACTIVE
-
     cur = rep.currency
     action = row["action"]
     kind = sop_kind(row)
     ns, wl, pod = row["namespace"], row["workload"], row["pod"]
-    sop, cmds = cost_sop(kind)
-    commands = fill(cmds, ns=ns, wl=wl, pod=pod, kind_l=str(row["owner_kind"] or "deployment").lower(), node=row["node"],
-                    n="<n>")
+    t = sop("cost_sop", kind, ns=ns, wl=wl, pod=pod, kind_l=str(row["owner_kind"] or "deployment").lower(),
+            node=row["node"], n="<n>")
     saving = float(row["monthly_saving"])
     alone = float(row.get("saving_alone", saving))
     if kind in ("zombie", "zombie_owned"):
@@ -86,9 +84,8 @@ def action_finding(row: pd.Series, rep) -> Finding:
                   f" (window {format_duration(rep.window_hours * 3600)} extrapolated to a month)."))
     conf = float(row["confidence"]) * (1.0 if rep.activity_field == GR_ENGINE_ACTIVE else 0.8)
     return Finding(
-        severity=sev, title=title, summary=summary, sop_step=sop, commands=commands, evidence=evidence,
-        escalation="If the owner disputes the figures, share this report's per-workload table with the namespace owner.",
-        confidence=conf, category="cost", node=row["node"] or None, runbook="gpu_utilization_report",
+        severity=sev, title=title, summary=summary, sop_step=t.sop_step, commands=t.commands, evidence=evidence,
+        escalation=t.escalation, confidence=conf, category="cost", node=row["node"] or None, runbook="gpu_utilization_report",
         data={"action": action, "kind": kind, "monthly_saving": round(saving, 2), "saving_alone": round(alone, 2),
               "window_cost": None if row["window_cost"] != row["window_cost"] else round(float(row["window_cost"]), 2),
               "monthly_cost": round(float(row["monthly_cost"]), 2), "currency": cur, "namespace": ns, "workload": wl,

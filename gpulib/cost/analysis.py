@@ -9,7 +9,9 @@ Flow (docs/architecture.md, "The flow")::
     node_time_matrix(rep.samples)   # tidy frames for the charts
 
 Prices are :mod:`gpulib.cost.prices` (``price_file=`` / ``price_overrides=`` override the shipped table);
-the findings are built by :mod:`gpulib.cost.findings`. Policy numbers (hours per month, right-size
+the candidate actions (:func:`savings_actions`, each valued alone) become the plan that keeps the
+non-overlapping ones in :mod:`gpulib.cost.plan`, the findings are :mod:`gpulib.cost.findings`; the result is a
+:class:`gpulib.cost.model.CostReport`. Policy numbers (hours per month, right-size
 target, consolidation limits) live in ``gpulib/data/cost/cost_policy.csv``; idle/zombie thresholds in
 ``thresholds.csv`` (the one idle/zombie rule is :mod:`gpulib.cost.usage`).
 
@@ -17,7 +19,6 @@ Monthly figures extrapolate the window: ``window cost x hours_per_month / window
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -26,16 +27,13 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from gpulib.core.findings import Finding
 from gpulib.core.knowledge import load_table, settings
 from gpulib.core.timeutil import format_duration
-from gpulib.cost.findings import ACTIONS, cost_findings
+from gpulib.cost.findings import cost_findings
 from gpulib.cost.hygiene import mark_unrequested
+from gpulib.cost.model import ACTIONS, CostReport
 from gpulib.cost.plan import plan_actions
-from gpulib.cost.prices import (  # noqa: F401  (PRICE_COLUMNS, PriceFileError, canonical_model, load_prices: kept importable here)
-    PRICE_COLUMNS,
-    PriceFileError,
-    canonical_model,
+from gpulib.cost.prices import (
     canonical_models,
     cost_policy,
     cost_policy_list,
@@ -48,7 +46,6 @@ from gpulib.cost.usage import (
     Thresholds,
     attach_workloads,
     mig_share,
-    node_time_matrix,
     prepare_samples,
     rollup,
     select_activity,
@@ -59,7 +56,7 @@ from gpulib.cost.usage import (
 from gpulib.kube.requests import non_gpu_pods, request_limit_issues
 
 __all__ = [
-    "CostReport", "analyze_cost", "executive_summary", "namespace_allocation", "top_idle_workloads",
+    "analyze_cost", "executive_summary", "namespace_allocation", "top_idle_workloads", "idle_zombie_table",
     "savings_waterfall", "gpu_utilization", "savings_actions", "workload_usage", "node_inventory",
     "non_gpu_pods_on_gpu_nodes",
 ]
@@ -122,37 +119,10 @@ def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.Da
     return non_gpu_pods(pods, gpu_nodes.astype(str))
 
 
+
 # ----------------------------------------------------------------------------------------------
 # the analysis
 # ----------------------------------------------------------------------------------------------
-@dataclass
-class CostReport:
-    """Everything the report needs. Frames are tidy; money is in ``currency`` per window unless *monthly*."""
-
-    window_hours: float
-    activity_field: str
-    currency: str
-    provider: str
-    month_factor: float
-    thresholds: Thresholds
-    prices: pd.DataFrame
-    samples: pd.DataFrame
-    usage: pd.DataFrame
-    zombies: pd.DataFrame
-    nodes: pd.DataFrame
-    request_limit: pd.DataFrame
-    non_gpu_pods: pd.DataFrame
-    actions: pd.DataFrame
-    findings: list[Finding] = field(default_factory=list)
-    #: candidate actions left out of the plan, each with its reason (gpulib.cost.plan)
-    skipped: pd.DataFrame = field(default_factory=pd.DataFrame)
-    #: per serving workload: the vLLM live-check verdict (gpulib.vllm.serving_signals), or None
-    serving: pd.DataFrame | None = None
-    #: the nodes / pods frames analysed (taints, requests: the hygiene findings read them)
-    cluster_nodes: pd.DataFrame | None = None
-    cluster_pods: pd.DataFrame | None = None
-
-
 def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.DataFrame | None = None,
                  fb_used: pd.DataFrame | None = None, *, gpu_util: pd.DataFrame | None = None,
                  window: str | timedelta | None = None, price_file: str | Path | None = None,
@@ -202,7 +172,7 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
                      thresholds=th, prices=table, samples=samples, usage=usage, zombies=zombies, nodes=inv,
                      request_limit=request_limit_issues(pods), non_gpu_pods=non_gpu_pods_on_gpu_nodes(pods, inv["node"]),
                      actions=pd.DataFrame(), serving=serving, cluster_nodes=nodes, cluster_pods=pods)
-    rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep), serving)
+    rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep), serving, workloads=workload_usage(rep))
     rep.findings = cost_findings(rep)
     return rep
 
@@ -227,6 +197,7 @@ def _price_usage(usage: pd.DataFrame, inv: pd.DataFrame, nodes: pd.DataFrame, ta
                          ("idle_allocated_gpu_hours", "idle_cost"), ("unallocated_gpu_hours", "unallocated_cost")):
         u[money] = u[hours] * u["price_per_gpu_hour"]
     return u
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -403,6 +374,7 @@ def _consolidation_target(w: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return share, how
 
 
+
 # ----------------------------------------------------------------------------------------------
 # report frames
 # ----------------------------------------------------------------------------------------------
@@ -476,6 +448,15 @@ def top_idle_workloads(rep: CostReport, n: int = 10) -> pd.DataFrame:
             "fb_used_max_mib", "idle_cost", "zombie", "zombie_hours"]
     out = out[cols].sort_values(["idle_cost", "idle_allocated_gpu_hours"], ascending=False, kind="stable")
     return out[out["idle_allocated_gpu_hours"] > 0].head(n).reset_index(drop=True)
+
+
+def idle_zombie_table(rep: CostReport, n: int | None = None) -> pd.DataFrame:
+    """:func:`top_idle_workloads` top ``n`` by idle cost (default ``idle_table_rows`` of
+    ``gpulib/data/cost/report_policy.csv``), plus every zombie workload below the cut."""
+    n = int(settings("report_policy")["idle_table_rows"]) if n is None else n
+    full = top_idle_workloads(rep, n=10**9)
+    keep = (full.index < n) | full["zombie"]
+    return full[keep].reset_index(drop=True)
 
 
 def savings_waterfall(rep: CostReport) -> pd.DataFrame:

@@ -1,47 +1,38 @@
-"""Savings findings: one :class:`~gpulib.core.findings.Finding` per savings action of a cost analysis, plus
-request/limit hygiene, non-GPU pods on GPU nodes, the spot share, unallocated GPU time and unpriced models.
+"""Findings of a cost analysis: one :class:`~gpulib.core.findings.Finding` per savings action, plus request/limit
+hygiene, GPUs used without a request, non-GPU pods on GPU nodes, the spot share, unallocated GPU time and unpriced
+models.
 
-Input is a :class:`gpulib.cost.analysis.CostReport`; one finding per chosen action is
-:func:`gpulib.cost.action_findings.action_finding` (SOP text from ``gpulib/data/cost/cost_sop.csv``), the
-non-GPU-pod and unrequested-GPU findings are :mod:`gpulib.cost.hygiene` (the non-GPU pods themselves come
-from the one rule, :func:`gpulib.kube.requests.non_gpu_pods`); money is formatted by
+Input is a :class:`gpulib.cost.model.CostReport`; one finding per chosen action is
+:func:`gpulib.cost.action_findings.action_finding`. SOP text, commands and escalation come from
+``gpulib/data/cost/cost_sop.csv`` (:func:`gpulib.core.sop.sop`); the pods themselves come from the one rule of each
+check (:mod:`gpulib.cost.hygiene`, :func:`gpulib.kube.requests.non_gpu_pods`); money is formatted by
 :func:`gpulib.core.money.money`.
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.core.money import money
+from gpulib.core.sop import sop
 from gpulib.cost.action_findings import action_finding
-from gpulib.cost.hygiene import non_gpu_pod_findings, unrequested_findings
+from gpulib.cost.hygiene import has_gpu_taint, unrequested_gpu_pods
+from gpulib.cost.model import CostReport
 from gpulib.cost.prices import cost_policy
 from gpulib.kube.labels import GPU_RESOURCE
 from gpulib.kube.requests import request_limit_findings
 
-if TYPE_CHECKING:
-    from gpulib.cost.analysis import CostReport
+__all__ = ["cost_findings", "unrequested_findings", "non_gpu_pod_findings"]
 
-__all__ = ["ACTIONS", "cost_findings"]
-
-#: action -> (label for charts, verb for the SOP step)
-ACTIONS = {
-    "reclaim": "Reclaim idle / zombie GPUs",
-    "rightsize": "Right-size multi-GPU workloads",
-    "spot": "Move batch work to spot (with checkpointing)",
-    "consolidate": "Consolidate with MIG / time-slicing",
-    "quantise": "Quantise inference models",
-    "scale_down": "Remove never-allocated GPU nodes",
-}
+#: the cost domain's SOP table (gpulib/data/cost/cost_sop.csv)
+_TABLE = "cost_sop"
 
 
 def cost_findings(rep: CostReport) -> list[Finding]:
     """Findings: one per savings action, plus request/limit hygiene, non-GPU pods, spot share, unpriced models."""
     out = [action_finding(r, rep) for _, r in rep.actions.iterrows()]
-    cur, m = rep.currency, rep.month_factor
+    cur = rep.currency
     price_by_node = dict(zip(rep.nodes["node"].astype(str), rep.nodes["price_per_gpu_hour"]))
     rl = rep.request_limit
     ev: dict[tuple[str, str], list[str]] = {}
@@ -71,10 +62,11 @@ def cost_findings(rep: CostReport) -> list[Finding]:
     unpriced = u[u["price_per_gpu_hour"].isna()]
     if len(unpriced):
         models = sorted(set(unpriced["model"].astype(str)) | set(unpriced["model_key"].dropna().astype(str)))
+        t = sop(_TABLE, "unpriced_models", gpu_hours=unpriced["gpu_hours"].sum(), provider=rep.provider, currency=cur,
+                models=models)
         out.append(Finding(
             severity=Severity.INFO, title="GPU models without a price",
-            summary=f"{unpriced['gpu_hours'].sum():.1f} GPU-h are not costed: no {rep.provider}/{cur} price for {models}.",
-            sop_step="Add rows for these models to a price file (same columns as gpulib/data/cost/gpu_prices.csv) and pass price_file=.",
+            summary=t.summary, sop_step=t.sop_step, commands=t.commands,
             evidence=[f"models {models}"], confidence=1.0, category="cost",
             data={"action": "", "monthly_saving": 0.0, "currency": cur, "models": models}))
     return sort_findings(out)
@@ -90,15 +82,69 @@ def _unallocated_findings(rep: CostReport) -> list[Finding]:
         return []
     cur, m = rep.currency, rep.month_factor
     monthly = float(part["unallocated_cost"].sum(skipna=True)) * m
+    t = sop(_TABLE, "unallocated_gpus", gpu_hours=part["unallocated_gpu_hours"].sum(), monthly=money(monthly, cur))
     return [Finding(
         severity=Severity.INFO, title=f"Unallocated GPUs on {len(part)} partly used node(s)",
-        summary=f"{part['unallocated_gpu_hours'].sum():.1f} GPU-h had no pod ({money(monthly, cur)}/month): "
-                "bin-pack GPU pods so whole nodes empty out and the autoscaler can remove them.",
-        sop_step="Check which pending or small pods could fill these GPUs; consider a bin-packing scheduler profile "
-                 "(MostAllocated scoring) for GPU nodes.",
-        commands=["kubectl describe nodes -l nvidia.com/gpu.present=true | grep -A8 'Allocated resources'"],
+        summary=t.summary, sop_step=t.sop_step, commands=t.commands,
         evidence=[f"{node}: {h:.1f} unallocated GPU-h" for node, h in part["unallocated_gpu_hours"].head(10).items()],
         category="cost", data={"action": "bin_pack", "monthly_saving": 0.0, "monthly_cost": round(monthly, 2),
                                "currency": cur, "nodes": list(part.index)})]
 
 
+def unrequested_findings(rep: CostReport, pods: pd.DataFrame | None) -> list[Finding]:
+    """One WARNING per pod whose DCGM series show GPU use although it requested no GPU."""
+    un = unrequested_gpu_pods(pods)
+    if un.empty:
+        return []
+    u = rep.usage
+    out = []
+    for r in un.itertuples():
+        mine = u[(u["namespace"] == r.namespace) & (u["pod"] == r.pod)]
+        if mine.empty:
+            continue
+        hours = float(mine["gpu_hours"].sum())
+        act = float((mine["activity_mean"] * mine["gpu_hours"]).sum() / hours) if hours else float("nan")
+        gpus = ", ".join(sorted({f"{n}/GPU {g}" for n, g in zip(mine["node"], mine["gpu"])}))
+        t = sop(_TABLE, "unrequested_gpu", ns=r.namespace, pod=r.pod)
+        out.append(Finding(
+            severity=Severity.WARNING, title=f"Pod {r.namespace}/{r.pod} uses a GPU it never requested",
+            summary=f"DCGM attributes {hours:.1f} GPU-h on {gpus} to this pod, but it requests no nvidia.com/gpu: "
+                    "the scheduler counts that GPU as free and may place another pod on it.",
+            sop_step=t.sop_step, commands=t.commands,
+            evidence=[f"gpu_request 0, no MIG request; DCGM series on {gpus}",
+                      f"{hours:.1f} GPU-h used, mean activity {act:.1%}" if act == act else f"{hours:.1f} GPU-h used"],
+            category="cost", node=str(r.node) or None, runbook="gpu_utilization_report",
+            data={"action": "unrequested_gpu", "monthly_saving": 0.0, "currency": rep.currency,
+                  "namespace": r.namespace, "pod": r.pod, "workload": r.workload, "gpu_hours": round(hours, 3)}))
+    return out
+
+
+def non_gpu_pod_findings(rep: CostReport, nodes: pd.DataFrame, pods: pd.DataFrame | None) -> list[Finding]:
+    """INFO per GPU node with pods that request no GPU and do not use one; the taint command only where missing."""
+    ng = rep.non_gpu_pods
+    if ng is None or ng.empty:
+        return []
+    un = unrequested_gpu_pods(pods)
+    users = set(zip(rep.usage.loc[rep.usage["pod"] != "", "namespace"], rep.usage.loc[rep.usage["pod"] != "", "pod"]))
+    using = {k for k in zip(un["namespace"], un["pod"]) if k in users}
+    ng = ng[[(a, b) not in using for a, b in zip(ng["namespace"], ng["pod"])]]
+    taints = dict(zip(nodes["node"].astype(str), nodes["taints"]))
+    out = []
+    for node, grp in ng.groupby("node", sort=True):
+        tainted = has_gpu_taint(taints.get(str(node)))
+        kind = "non_gpu_pod_tolerates" if tainted else "non_gpu_pod_untainted"
+        # one toleration fix per pod where the node is tainted, else the node's taint command
+        rows = ([sop(_TABLE, kind, ns=ns, pod=p) for ns, p in zip(grp["namespace"], grp["pod"])] if tainted
+                else [sop(_TABLE, kind, node=node)])
+        t, commands = rows[0], sum((x.commands for x in rows), [])
+        out.append(Finding(
+            severity=Severity.INFO, title=f"{len(grp)} non-GPU pod(s) on GPU node {node}",
+            summary="Pods without GPU requests take CPU/memory on an expensive GPU node and can block GPU pods"
+                    + (" (the node has the nvidia.com/gpu taint: these pods tolerate it)." if tainted else "."),
+            sop_step=t.sop_step, commands=commands,
+            evidence=[f"{ns}/{p} ({k or 'bare pod'})" for ns, p, k in zip(grp["namespace"], grp["pod"], grp["owner_kind"])][:10]
+            + [f"node taint nvidia.com/gpu: {'present' if tainted else 'missing'}"],
+            category="cost", node=str(node),
+            data={"action": "taint" if not tainted else "toleration", "monthly_saving": 0.0, "currency": rep.currency,
+                  "pods": [f"{a}/{b}" for a, b in zip(grp["namespace"], grp["pod"])]}))
+    return out

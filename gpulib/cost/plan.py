@@ -28,6 +28,8 @@ import pandas as pd
 
 from gpulib.core.knowledge import load_table
 from gpulib.core.money import money
+from gpulib.cost.model import ACTIONS, CostReport
+from gpulib.cost.prices import cost_policy
 
 __all__ = ["PLAN_COLUMNS", "SKIPPED_COLUMNS", "savings_rules", "zombie_values", "plan_actions"]
 
@@ -46,15 +48,13 @@ def savings_rules() -> pd.DataFrame:
     return _rules().copy()
 
 
-def zombie_values(rep) -> pd.DataFrame:
+def zombie_values(rep: CostReport) -> pd.DataFrame:
     """Per zombie pod: ``window_cost`` (its zombie GPU-hours x price, so far) and ``monthly_from_now``.
 
     A zombie run that reaches the window's end (its last sample within 1.5 steps of the newest sample)
     still holds its GPU share: freeing it saves share x price x hours per month. A run that ended
     earlier was freed already and saves nothing from now on.
     """
-    from gpulib.cost.prices import cost_policy
-
     z = rep.zombies
     cols = ["namespace", "pod", "window_cost", "gpus_held_now", "monthly_from_now"]
     if z is None or len(z) == 0:
@@ -93,16 +93,17 @@ def _signal(row: pd.Series, rules: pd.DataFrame, activity: str, serving: dict) -
     return f"{sv['signal']}; {base}"
 
 
-def plan_actions(rep, candidates: pd.DataFrame, serving: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFrame | None = None, *,
+                 workloads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Choose the non-overlapping actions from ``candidates``; returns ``(plan, skipped)``.
+
+    ``workloads``: the per-workload usage of ``rep`` (:func:`gpulib.cost.analysis.workload_usage`), whose monthly
+    allocated cost caps what one workload's actions save together (a node's ``scale_down`` is capped by its own
+    monthly cost).
 
     ``plan`` has :data:`PLAN_COLUMNS`, sorted by monthly saving; ``skipped`` has
     :data:`SKIPPED_COLUMNS` with the reason each candidate is not in the plan.
     """
-    from gpulib.cost.analysis import workload_usage
-    from gpulib.cost.findings import ACTIONS
-    from gpulib.cost.prices import cost_policy
-
     rules = _rules()
     if candidates is None or len(candidates) == 0:
         return pd.DataFrame(columns=PLAN_COLUMNS), pd.DataFrame(columns=SKIPPED_COLUMNS)
@@ -145,7 +146,7 @@ def plan_actions(rep, candidates: pd.DataFrame, serving: pd.DataFrame | None = N
     a = a[~veto]
 
     spend = pd.Series(dtype=float)
-    w = workload_usage(rep)
+    w = workloads
     if len(w):
         spend = (w.groupby(["namespace", "workload"])["allocated_cost"].sum() * rep.month_factor)
     a["key_ns"] = a["namespace"].where(a["namespace"] != "", "")

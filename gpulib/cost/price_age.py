@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["price_age"]
+from gpulib.cost.model import CostReport
+from gpulib.cost.prices import load_prices, report_policy
+
+__all__ = ["price_age", "report_price_age"]
 
 
 def price_age(prices: pd.DataFrame, reference: pd.Timestamp | str, *, max_age_days: float | None = None) -> pd.DataFrame:
     """``prices`` plus ``as_of_date`` (start of the stated day/month/year, NaT when undated), ``age_days``
     (relative to ``reference``), ``undated`` and ``stale`` (undated, or older than ``max_age_days``)."""
-    from gpulib.cost.report import report_policy
-
     limit = float(report_policy("price_max_age_days")) if max_age_days is None else float(max_age_days)
     ref = pd.Timestamp(reference)
     ref = ref.tz_localize("UTC") if ref.tzinfo is None else ref.tz_convert("UTC")
@@ -29,3 +30,13 @@ def price_age(prices: pd.DataFrame, reference: pd.Timestamp | str, *, max_age_da
     out["undated"] = when.isna()
     out["stale"] = out["undated"] | (out["age_days"] > limit)
     return out
+
+
+def report_price_age(rep: CostReport, price_file: str | None = None) -> pd.DataFrame:
+    """The price rows behind ``rep`` (its provider and currency, the GPU models in its usage; from ``price_file`` or
+    the shipped table), sorted by model and pricing, aged against the window's end (:func:`price_age`)."""
+    prices = load_prices(price_file or None)
+    used = set(rep.usage["model_key"].dropna().astype(str))
+    sel = prices[(prices["provider"] == rep.provider) & (prices["currency"] == rep.currency) & prices["model"].isin(used)]
+    end = rep.samples["timestamp"].max() if len(rep.samples) else pd.Timestamp.now(tz="UTC")
+    return price_age(sel.sort_values(["model", "pricing"]), end)

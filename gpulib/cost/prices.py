@@ -5,8 +5,9 @@ each row with its date and source) and are defaults a user overrides with a pric
 :data:`PRICE_COLUMNS`) or ``overrides={"H100-80GB": 3.9}`` / ``{"H100-80GB": {"spot": 1.2}}``.
 Model names from dcgm-exporter (``modelName``) and GPU Feature Discovery (``nvidia.com/gpu.product``)
 map to the keys of ``gpulib/data/nvidia/gpu_specs.csv`` through :func:`canonical_model`. Policy numbers
-(hours per month, the default provider, consolidation limits) are ``gpulib/data/cost/cost_policy.csv``,
-read through :func:`gpulib.core.knowledge.settings`.
+(hours per month, the default provider, consolidation limits) are ``gpulib/data/cost/cost_policy.csv``, the
+report's settings (series step, table sizes, price age limit) ``gpulib/data/cost/report_policy.csv``, both read
+through :func:`gpulib.core.knowledge.settings`.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from gpulib.core.errors import InvalidParameter, PriceFileError  # noqa: F401  (
 from gpulib.core.knowledge import load_table, settings
 
 __all__ = ["PRICE_COLUMNS", "PRICINGS", "PriceFileError", "canonical_model", "canonical_models", "gpu_specs",
-           "cost_policy", "cost_policy_list", "default_provider", "load_prices", "price_table"]
+           "cost_policy", "cost_policy_list", "report_policy", "default_provider", "load_prices", "price_table"]
 
 #: columns a price file must have (extra columns are kept).
 PRICE_COLUMNS = ["model", "provider", "pricing", "price_per_gpu_hour", "currency", "as_of", "source"]
@@ -41,6 +42,11 @@ def cost_policy(key: str) -> float:
 def cost_policy_list(key: str) -> list[str]:
     """A ``;``-separated list from ``gpulib/data/cost/cost_policy.csv`` (owner kinds, namespaces)."""
     return settings("cost_policy").items_list(key)
+
+
+def report_policy(key: str) -> str:
+    """A setting from ``gpulib/data/cost/report_policy.csv`` as written there (:func:`gpulib.core.knowledge.settings`)."""
+    return settings("report_policy").text(key)
 
 
 def default_provider() -> str:

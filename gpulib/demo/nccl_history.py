@@ -1,7 +1,7 @@
 """The NCCL results history of the demo: the real 2xH200 capture (:data:`gpulib.demo.artifacts.DEMO_NCCL_TESTS`)
 at its capture time plus earlier synthetic runs, built with :func:`gpulib.nccl.history.rows_from_run`.
 
-The runbook passes :func:`runbook_default_history` to :func:`gpulib.nccl.runbook.runbook_history`, which shows it
+The runbook passes :func:`runbook_default_history` to :func:`gpulib.nccl.steps.runbook_history`, which shows it
 when no ``history_dir`` is given and the input is the packaged capture; the NCCL domain itself never reads demo files.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ def demo_nccl_history(cluster: str = "demo", instance_type: str = "2x H200 NV18 
 
 def runbook_default_history() -> tuple[pd.DataFrame, str]:
     """(:func:`demo_nccl_history`, where it came from): the ``default_history`` the nccl_check runbook passes to
-    :func:`gpulib.nccl.runbook.runbook_history`."""
+    :func:`gpulib.nccl.steps.runbook_history`."""
     return demo_nccl_history(), ("the demo history: the real 2xH200 capture and synthetic earlier runs "
                                  f"(gpulib/data/{DEMO_NCCL_SCENARIO}.csv)")
 

@@ -2,7 +2,7 @@
 (running / waiting requests, KV-cache usage, preemptions, TTFT and end-to-end latency histograms).
 
 Served through the Source interface: :meth:`gpulib.demo.source.DemoSource.app_series` (``app_series("vllm",
-window)``, read by :func:`gpulib.vllm.deploy.vllm_metrics` when the source has no PromQL), ``series()`` /
+window)``, read by :func:`gpulib.vllm.live.vllm_metrics` when the source has no PromQL), ``series()`` /
 ``summary()`` of a ``vllm:`` field, and the OpenMetrics backfill of :mod:`gpulib.demo.metrics`. The vLLM
 domain itself knows nothing of them.
 """

@@ -1,4 +1,5 @@
-"""Fleet domain: per-GPU health, idle/zombie and scheduling checks behind the fleet_overview runbook."""
+"""Fleet domain: per-GPU health, idle/zombie and scheduling checks, their findings, charts and the fleet_overview
+steps."""
 from __future__ import annotations
 
 from gpulib.core.lazy import lazy_exports
@@ -13,23 +14,23 @@ _EXPORTS = {
     'NVLINK_MB_PER_GB': 'health',
     'PRODUCT_LABEL': 'scheduling',
     'activity': 'health',
-    'allocation_chart': 'health',
+    'allocation_chart': 'view',
     'check_scheduling': 'scheduling',
-    'health_findings': 'health',
+    'health_findings': 'findings',
     'health_frames': 'health',
-    'heatmap': 'health',
-    'idle_findings': 'health',
+    'heatmap': 'view',
+    'idle_findings': 'findings',
     'inventory': 'health',
     'merge_findings': 'merge',
     'non_gpu_pods_on_gpu_nodes': 'scheduling',
     'pod_specs_from': 'scheduling',
     'request_limit_problems': 'scheduling',
     'split_across_sockets': 'scheduling',
-    'stale_telemetry': 'health',
-    'temp_power_chart': 'health',
+    'stale_telemetry': 'findings',
+    'temp_power_chart': 'view',
     'tolerates': 'scheduling',
     'unknown_product_affinity': 'scheduling',
-    'unrequested_gpu_use': 'health',
+    'unrequested_gpu_use': 'findings',
     'untainted_gpu_nodes': 'scheduling',
     'untolerated_gpu_pods': 'scheduling',
     'utilisation_matrix': 'health',

@@ -10,7 +10,8 @@
 * :func:`split_across_sockets` — multi-GPU pods on nodes whose ``nvidia-smi topo -m`` puts the GPUs they need on
   different NUMA nodes joined only through the CPU interconnect (SYS).
 
-:func:`check_scheduling` runs them all.
+:func:`check_scheduling` runs them all. The SOP step and commands of each finding are a row of
+``gpulib/data/fleet/fleet_sop.csv`` (:func:`gpulib.core.sop.sop`).
 """
 from __future__ import annotations
 
@@ -18,12 +19,10 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from gpulib.core.validate import command
-from gpulib.core.errors import NotProvided
-from gpulib.core.validate import shell_quote as _q
-
+from gpulib.core.errors import NotProvided, SourceError
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
+from gpulib.core.sop import sop
 from gpulib.kube.frames import iter_gpu_nodes
 from gpulib.kube.labels import GPU_RESOURCE
 from gpulib.kube.requests import non_gpu_pods, request_limit_findings
@@ -80,6 +79,8 @@ def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Findin
             if all(blocked.values()):
                 pending = p.phase == "Pending"
                 taints = sorted({_fmt_taint(t) for ts in blocked.values() for t in ts})
+                step = sop("fleet_sop", "untolerated_gpu_pod", namespace=p.namespace, pod=p.pod,
+                           taint_key=taints[0].split(':')[0].split('=')[0])
                 out.append(Finding(
                     Severity.CRITICAL if pending else Severity.WARNING,
                     f"{p.namespace}/{p.pod} requests {res} but tolerates no GPU node's taint", category="scheduling",
@@ -87,9 +88,7 @@ def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Findin
                             + (": it stays Pending." if pending else " (it was placed before the taint, or bypassed the scheduler)."),
                     evidence=[f"taints on the {len(offering)} node(s) offering {res}: {', '.join(taints)}",
                               f"pod tolerations: {p.tolerations or 'none'}"],
-                    sop_step="Add a toleration for the GPU taint to the workload's pod template.",
-                    commands=[f"kubectl -n {_q(p.namespace)} get pod {_q(p.pod)} -o jsonpath='{{.spec.tolerations}}'",
-                              "# pod template: tolerations: [{key: " + taints[0].split(':')[0].split('=')[0] + ", operator: Exists, effect: NoSchedule}]"],
+                    sop_step=step.sop_step, commands=step.commands,
                     data={"check": "untolerated", "pod": p.pod, "namespace": p.namespace}))
                 break
     return out
@@ -102,13 +101,13 @@ def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
     bare = [n for n in nodes.itertuples(index=False) if n.node in gpu and not _hard_taints(n.taints)]
     if not bare:
         return []
+    steps = [sop("fleet_sop", "untainted_gpu_nodes", taint_key=key, taint_value=value, node=n.node, taint=f"{key}={value}:NoSchedule")
+             for n in bare]
     return [Finding(Severity.WARNING, f"{len(bare)} GPU node(s) have no NoSchedule taint", category="scheduling",
                     summary="Pods that need no GPU can be scheduled there and take the CPU and memory GPU pods need.",
                     evidence=[f"{n.node}: {n.gpu_product or 'GPU'} x{n.gpu_count}, taints: "
                               f"{', '.join(_fmt_taint(t) for t in n.taints) or 'none'}" for n in bare][:10],
-                    sop_step=f"Taint the GPU nodes ({key}={value}:NoSchedule) and give GPU workloads the toleration "
-                             "(the GPU Operator's operands already tolerate it).",
-                    commands=[f"kubectl taint nodes {_q(n.node)} {_q(f'{key}={value}:NoSchedule')}" for n in bare][:10],
+                    sop_step=steps[0].sop_step, commands=[c for st in steps for c in st.commands][:10],
                     data={"check": "untainted", "nodes": [n.node for n in bare]})]
 
 
@@ -121,20 +120,17 @@ def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[F
     tainted = sorted({t for p in hits for t in taints.get(p.node, [])})
     if tainted and all(taints.get(p.node) for p in hits):
         # the nodes are tainted already, so these pods tolerate the taint: another taint would not move them
-        sop = (f"The GPU nodes already carry {', '.join(tainted)} and these pods tolerate it: remove that toleration "
-               "from their pod templates (or give them a nodeSelector/affinity for CPU nodes) so they move off.")
-        cmds = [command("kubectl", "-n", p.namespace, "get", "pod", p.pod, "-o", "jsonpath={.spec.tolerations}")
-                for p in hits][:5]
+        steps = [sop("fleet_sop", "non_gpu_pods_tolerate_taint", taints=", ".join(tainted), namespace=p.namespace,
+                     pod=p.pod) for p in hits[:5]]
     else:
-        sop = "Taint the GPU nodes and move these workloads to CPU nodes (nodeSelector/affinity)."
-        cmds = [command("kubectl", "-n", p.namespace, "get", "pod", p.pod, "-o", "wide") for p in hits][:5]
+        steps = [sop("fleet_sop", "non_gpu_pods", namespace=p.namespace, pod=p.pod) for p in hits[:5]]
     return [Finding(Severity.WARNING, f"{len(hits)} pod(s) without a GPU request run on GPU nodes", category="scheduling",
                     summary="They use a GPU node's CPU/memory (and may use a GPU without requesting it).",
                     evidence=[f"{p.namespace}/{p.pod} ({p.owner_kind or 'bare'} {p.owner_name}) on {p.node}"
                               + (f", node taints {', '.join(taints[p.node])}" if taints.get(p.node) else ", node untainted")
                               for p in hits][:12],
-                    sop_step=sop,
-                    commands=cmds,
+                    sop_step=steps[0].sop_step,
+                    commands=[c for st in steps for c in st.commands],
                     data={"check": "non_gpu_on_gpu", "pods": [f"{p.namespace}/{p.pod}" for p in hits]})]
 
 
@@ -167,13 +163,13 @@ def unknown_product_affinity(nodes: pd.DataFrame, pods: pd.DataFrame,
     for (ns, name), values in sorted(wanted.items()):
         if values and not set(values) & set(products):
             close = [p for p in products if any(v.split("-")[1:2] and v.split("-")[1] in p for v in values)]
+            step = sop("fleet_sop", "unknown_gpu_product")
             out.append(Finding(Severity.CRITICAL, f"{ns}/{name} asks for GPU product {', '.join(sorted(set(values)))}, which no node has",
                                category="scheduling", summary="The pod can never schedule; GFD writes products with "
                                "spaces as '-' and adds -SHARED / -MIG-<profile> suffixes under sharing and MIG single.",
                                evidence=[f"products on nodes: {', '.join(products) or 'none'}"]
                                + ([f"similar: {', '.join(close)}"] if close else []),
-                               sop_step="Fix the nodeSelector / nodeAffinity value to an existing nvidia.com/gpu.product.",
-                               commands=["kubectl get nodes -L nvidia.com/gpu.product"],
+                               sop_step=step.sop_step, commands=step.commands,
                                data={"check": "unknown_product", "pod": name, "namespace": ns}))
     return out
 
@@ -204,26 +200,29 @@ def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> l
         if not cross or not cross <= {"SYS"}:
             continue
         for p in pods[(pods["node"] == node) & (pods["gpu_request"] > most)].itertuples(index=False):
+            step = sop("fleet_sop", "gpus_split_across_sockets", most=most, node_ref=f"node/{node}")
             out.append(Finding(Severity.WARNING, f"{p.namespace}/{p.pod} needs {p.gpu_request} GPUs; {node} has at most {most} per socket",
                                category="scheduling", node=node,
                                summary="Its GPUs span NUMA nodes linked only through the CPU interconnect (SYS): "
                                        "collectives and P2P copies between the halves are slow.",
                                evidence=[f"{col.replace('_', ' ')} {k}: {', '.join(v)}" for k, v in sorted(per_numa.items())]
                                + [f"cross-socket GPU link: {', '.join(sorted(cross))}"],
-                               sop_step=f"Request at most {most} GPUs per pod on this node type (split the job into ranks), "
-                                        "or enable topology-aware allocation (kubelet Topology Manager, single-numa-node).",
-                               commands=[f"kubectl debug {_q('node/' + str(node))} -it --image=nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 -- nvidia-smi topo -m"],
+                               sop_step=step.sop_step, commands=step.commands,
                                data={"check": "split_sockets", "pod": p.pod}))
     return out
+
+
+def require_frames(nodes: pd.DataFrame | None, pods: pd.DataFrame | None) -> None:
+    """SourceError when the nodes or the pods the scheduling checks need could not be read."""
+    if nodes is None or pods is None:
+        raise SourceError(f"the scheduling checks need the {'nodes' if nodes is None else 'pods'}, which could not be read",
+                          hint="see the step that read them (Inventory and allocation) for what is missing")
 
 
 def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iterable[Mapping[str, Any]] | None = None,
                      topologies: Mapping[str, Any] | None = None) -> list[Finding]:
     """All scheduling checks; ``pod_specs`` (raw Pod objects) add the affinity and request/limit checks."""
-    if nodes is None or pods is None:
-        from gpulib.core.errors import SourceError
-        raise SourceError(f"the scheduling checks need the {'nodes' if nodes is None else 'pods'}, which could not be read",
-                          hint="see the step that read them (Inventory and allocation) for what is missing")
+    require_frames(nodes, pods)
     specs = list(pod_specs or [])
     out = untolerated_gpu_pods(nodes, pods) + untainted_gpu_nodes(nodes) + non_gpu_pods_on_gpu_nodes(nodes, pods)
     out += unknown_product_affinity(nodes, pods, specs) + request_limit_problems(specs)

@@ -1,4 +1,5 @@
-"""GPU Operator domain: install plan, pre-flight and post-install verification with one SOP per failed check."""
+"""GPU Operator domain: install plan, pre-flight and post-install verification with one SOP per failed check, the
+operator_install steps and their one verdict call (steps.findings)."""
 from __future__ import annotations
 
 from gpulib.core.lazy import lazy_exports
@@ -34,7 +35,7 @@ _EXPORTS = {
     'plan_text': 'view',
     'preflight': 'pre_install',
     'setting': 'knowledge',
-    'sop': 'knowledge',
+    'sop': 'findings',
     'sop_table': 'knowledge',
     'state_from_objects': 'state',
     'verify': 'post_install',

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+import gpulib.mig as mig
 from gpulib.core.errors import ContradictoryChoice, InvalidParameter
 from gpulib.gpu_operator.knowledge import _components, components, setting
 
@@ -141,11 +142,10 @@ def install_plan(components: Iterable[str] | str = DEFAULT_COMPONENTS, *, driver
     notes: list[str] = []
     ns = namespace or setting("namespace")
     if sharing != "none":
-        import gpulib.mig as sh
-        cfg = sh.time_slicing_config(replicas, mig_strategy=mig_strategy) if sharing == "time-slicing" \
-            else sh.mps_config(replicas)
+        cfg = mig.time_slicing_config(replicas, mig_strategy=mig_strategy) if sharing == "time-slicing" \
+            else mig.mps_config(replicas)
         name = f"{sharing}-config"
-        objects.append(sh.device_plugin_configmap({"any": cfg}, name=name, namespace=ns))
+        objects.append(mig.device_plugin_configmap({"any": cfg}, name=name, namespace=ns))
         values["devicePlugin"]["config"] = {"name": name, "default": "any"}
         notes.append(f"{sharing}: each GPU is advertised {replicas} times; expect allocatable nvidia.com/gpu = "
                      f"{replicas} x nvidia.com/gpu.count after install")

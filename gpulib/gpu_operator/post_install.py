@@ -8,13 +8,14 @@ cluster.
 """
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any, Iterable
 
 import pandas as pd
 
+from gpulib.core.errors import EmptyResult, SourceError
 from gpulib.core.findings import Finding, Severity
-from gpulib.gpu_operator.knowledge import _components, setting, sop
+from gpulib.gpu_operator.findings import sop, verified
+from gpulib.gpu_operator.knowledge import _components, setting
 from gpulib.gpu_operator.pre_install import _nfd_gpu
 from gpulib.kube.frames import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
 from gpulib.kube.labels import gpu_resource_name
@@ -302,8 +303,6 @@ def check_dcgm(last: pd.DataFrame | None, nodes: pd.DataFrame, *, up: list[dict]
 
 def dcgm_presence(src, window: str | None = None) -> tuple[pd.DataFrame | None, list[dict] | None]:
     """(last sample per GPU in ``window``, Prometheus ``up`` of the exporter or None) from any source."""
-    from gpulib.core.errors import EmptyResult, SourceError
-
     window = window or setting("dcgm_presence_window")
     try:
         last = src.summary(setting("dcgm_presence_field"), window, "last")
@@ -335,12 +334,7 @@ def verify(state: dict, nodes: pd.DataFrame, *, dcgm_last: pd.DataFrame | None =
         problems += check_dcgm(dcgm_last, nodes, up=dcgm_up, namespace=ns)
     if problems:
         return problems
-    gpu = list(iter_gpu_nodes(nodes))
-    return [Finding(Severity.OK, "GPU Operator verified", category="gpu-operator",
-                    summary="Operands ready, validator passed, ClusterPolicy ready, every GPU advertised and reporting DCGM.",
-                    evidence=[f"{len(gpu)} GPU node(s)", f"{len(state.get('daemonsets', []))} operand DaemonSet(s) ready"],
-                    sop_step="Run the CUDA test pod (cuda_test_pod()) as a last end-to-end check.",
-                    commands=["kubectl apply -f cuda-vectoradd.yaml", "kubectl logs -f cuda-vectoradd   # 'Test PASSED'"])]
+    return [verified(len(list(iter_gpu_nodes(nodes))), len(state.get("daemonsets", [])))]
 
 
 def cuda_test_pod(*, namespace: str = "default", name: str = "cuda-vectoradd", image: str | None = None,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
-from gpulib.gpu_operator.knowledge import setting, sop
+from gpulib.gpu_operator.findings import mixed_runtimes, nfd_labels_missing, pod_security, sop, untolerated_taints
+from gpulib.gpu_operator.knowledge import setting
 from gpulib.gpu_operator.plan import InstallPlan
 
 
@@ -74,13 +75,7 @@ def preflight(nodes: pd.DataFrame, *, namespace_labels: dict | None = None, runt
     driver_on = plan is None or "driver" in plan.components
     no_os = gpu[(gpu["kernel_nfd"] == "") | (gpu["os_nfd"] == "")]
     if len(no_os) and driver_on:
-        out.append(Finding(Severity.WARNING, f"{len(no_os)} GPU node(s) lack NFD kernel/OS labels", category="gpu-operator",
-                           summary="The driver DaemonSet picks its image (<os><version>) and kernel from NFD's "
-                                   "kernel-version.full and system-os_release labels.",
-                           evidence=[f"{r.node}: kernel {r.kernel or '?'}, {r.os_image or '?'} (from nodeInfo)" for r in no_os.itertuples()][:10],
-                           sop_step="Check the NFD worker pods on these nodes (system and kernel feature sources).",
-                           commands=["kubectl get pods -A -o wide | grep node-feature-discovery-worker",
-                                     f"kubectl get node {no_os['node'].iloc[0]} -o jsonpath='{{.metadata.labels}}'"]))
+        out.append(nfd_labels_missing(no_os))
     kernels = sorted(set(gpu["kernel_nfd"].where(gpu["kernel_nfd"] != "", gpu["kernel"])) - {""})
     if len(kernels) > 1 and driver_on:
         out.append(Finding(Severity.INFO, f"GPU nodes run {len(kernels)} different kernels", category="gpu-operator",
@@ -88,10 +83,7 @@ def preflight(nodes: pd.DataFrame, *, namespace_labels: dict | None = None, runt
                                    "expect one driver DaemonSet rollout per kernel.", evidence=kernels[:8]))
     runtimes_seen = sorted({r.split("://")[0] for r in gpu["runtime"] if r})
     if len(runtimes_seen) > 1:
-        out.append(Finding(Severity.WARNING, f"GPU nodes use different container runtimes: {', '.join(runtimes_seen)}",
-                           category="gpu-operator", sop_step="The toolkit configures one default runtime "
-                           "(operator.defaultRuntime); split the install or align the runtimes.",
-                           evidence=[f"{r.node}: {r.runtime}" for r in gpu.itertuples()][:10]))
+        out.append(mixed_runtimes(gpu, runtimes_seen))
     tolerations = operand_tolerations if operand_tolerations is not None else DEFAULT_OPERAND_TOLERATIONS
     untolerated = []
     for r in nodes[nodes["node"].isin(gpu["node"])].itertuples(index=False):
@@ -99,34 +91,6 @@ def preflight(nodes: pd.DataFrame, *, namespace_labels: dict | None = None, runt
             if t["effect"] in ("NoSchedule", "NoExecute") and not _auto_tolerated(t["key"]) and not _tolerated(t, tolerations):
                 untolerated.append((r.node, t))
     if untolerated:
-        keys = sorted({t["key"] for _, t in untolerated})
-        tol = ", ".join(f"{{key: {k}, operator: Exists}}" for k in keys)
-        out.append(Finding(Severity.WARNING, f"{len({n for n, _ in untolerated})} GPU node(s) carry taints the operands do not tolerate",
-                           category="gpu-operator", summary="Operand pods (driver, toolkit, device plugin...) would stay "
-                           "Pending on these nodes.",
-                           evidence=[f"{n}: {t['key']}={t['value']}:{t['effect']}" for n, t in untolerated][:10],
-                           sop_step=f"Add the taints to the chart's daemonsets.tolerations: [{tol}]",
-                           commands=[f"helm upgrade {setting('release')} {setting('chart')} -n {ns} --reuse-values "
-                                     f"--set 'daemonsets.tolerations[1].key={keys[0]}' --set 'daemonsets.tolerations[1].operator=Exists'"]))
-    out += _pod_security(namespace_labels, ns)
+        out.append(untolerated_taints(untolerated, ns))
+    out += pod_security(namespace_labels, ns)
     return out
-
-
-def _pod_security(labels: dict | None, ns: str) -> list[Finding]:
-    key, need = setting("pod_security_label"), setting("pod_security_required")
-    cmd = f"kubectl label --overwrite namespace {ns} {key}={need}"
-    if labels is None:
-        return [Finding(Severity.INFO, f"Namespace {ns} not found (or not readable): create it privileged",
-                        category="gpu-operator", sop_step="Create the namespace and label it before installing; "
-                        "operand pods are privileged.", commands=[f"kubectl create namespace {ns}", cmd])]
-    level = labels.get(key, "")
-    if level and level != need:
-        return [Finding(Severity.CRITICAL, f"Namespace {ns} enforces PodSecurity '{level}': operand pods will be rejected",
-                        category="gpu-operator", evidence=[f"{key}={level}"],
-                        sop_step=f"The driver, toolkit and device plugin run privileged; label the namespace {need}.",
-                        commands=[cmd], data={"check": "pod_security"})]
-    if not level:
-        return [Finding(Severity.INFO, f"Namespace {ns} has no PodSecurity enforce label", category="gpu-operator",
-                        sop_step="Fine unless the cluster default level is baseline/restricted; label it to be explicit.",
-                        commands=[cmd])]
-    return []

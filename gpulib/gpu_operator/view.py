@@ -1,12 +1,18 @@
 """Tables, text and charts of the operator_install runbook (no decisions here: the plan, the pre-flight and the
-verification are :mod:`gpulib.gpu_operator.plan`, :mod:`gpulib.gpu_operator.pre_install` and :mod:`gpulib.gpu_operator.post_install`). Axes carry their units."""
+verification are :mod:`gpulib.gpu_operator.plan`, :mod:`gpulib.gpu_operator.pre_install` and
+:mod:`gpulib.gpu_operator.post_install`, the findings of a run :func:`gpulib.gpu_operator.steps.findings`). Axes carry
+their units."""
 from __future__ import annotations
 
-from typing import Any
+import html
+from typing import Any, Iterable
 
 import pandas as pd
 
-__all__ = ["plan_text", "manifest_text", "daemonset_table", "daemonset_chart"]
+from gpulib.core.findings import Finding, FindingList, Severity, sort_findings
+from gpulib.core.redact import redact
+
+__all__ = ["plan_text", "manifest_text", "daemonset_table", "daemonset_chart", "findings_block"]
 
 _DS_COLUMNS = ["daemonset", "desired", "current", "ready", "unavailable"]
 
@@ -43,3 +49,14 @@ def daemonset_chart(ds: pd.DataFrame):
     fig.update_layout(title="Operand DaemonSets: desired vs ready pods", barmode="group",
                       xaxis_title="DaemonSet", yaxis_title="pods (count)")
     return fig
+
+
+def findings_block(findings: Iterable[Finding], *, empty: str):
+    """A section's findings, most severe first, or (none) the note saying what was checked and found fine, in the
+    look of :meth:`gpulib.runbook.Runbook.report`; the findings count once, in the run's closing step."""
+    fs = list(findings)
+    if fs:
+        return FindingList(sort_findings(fs))
+    from IPython.display import HTML
+
+    return HTML(f"<div style='border-left:4px solid {Severity.OK.colour};padding:4px 10px'>{redact(html.escape(empty))}</div>")

@@ -30,7 +30,6 @@ from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
 from gpulib.core.money import money as _money
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
-from gpulib.learn.frames import *  # noqa: F401,F403  (the lessons import this module as `learn`: one call per row they ask about)
 
 GIB = 1024 ** 3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
@@ -205,7 +204,7 @@ def lesson_text(name: str) -> str:
 
 # ------------------------------------------------------------------ GPU resources in Kubernetes
 def vllm_serve_command(model: str, device: str, max_model_len: int) -> str:
-    """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.deploy.plan): its
+    """The ``vllm serve`` command the ``vllm_deploy`` runbook would generate (gpulib.vllm.sizing.plan): its
     ``--max-num-seqs`` is the full-length requests the KV cache holds, capped at vLLM's default."""
     from gpulib.vllm import plan
 
@@ -344,7 +343,7 @@ def xid_sop(code: int) -> dict[str, Any]:
 
     rec = xid.lookup(code)
     bucket = triage._bucket_for(int(code))  # noqa: SLF001 - the same mapping triage_node uses
-    sop = triage.sop(bucket)
+    sop = xid.sop(bucket)
     cmds = " ".join(sop["commands"])
     recovery = "node reboot" if "reboot" in cmds else "GPU reset" if "nvidia-smi -r" in cmds else "restart the workload"
     return {"recovery": recovery, "code": int(code), "mnemonic": rec.mnemonic, "description": rec.description, "bucket": bucket,
@@ -399,8 +398,8 @@ def cost_report(src, window: str = "24h"):
 
 
 def cost_checklist(rep) -> pd.DataFrame:
-    """The optimisation checklist: every action in gpulib.cost.analysis.ACTIONS with its targets and monthly saving."""
-    from gpulib.cost.analysis import ACTIONS
+    """The optimisation checklist: every action in gpulib.cost.model.ACTIONS with its targets and monthly saving."""
+    from gpulib.cost import ACTIONS
 
     a = rep.actions
     rows = []

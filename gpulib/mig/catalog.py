@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter, UnknownGPUModel, UnknownProfile
 from gpulib.core.knowledge import load_table
+from gpulib.mig.models import model_by_name, model_by_pci_id
 
 
 CATALOG_COLUMNS = ["gpu_model", "profile", "profile_id", "memory_gib", "compute_slices", "memory_slots",
@@ -32,8 +33,6 @@ def resolve_gpu_model(name: str | None, pci_device_id: str | int | None = None) 
     given and known, else by the exact catalog name or an exact product name (GFD label such as
     ``NVIDIA-A100-SXM4-40GB``, NVML name such as ``NVIDIA H100 80GB HBM3``; see :mod:`gpulib.mig.models`).
     Never by substring. Raises :class:`UnknownGPUModel`."""
-    from gpulib.mig.models import model_by_pci_id
-
     by_id = model_by_pci_id(pci_device_id)
     if by_id is not None:
         return by_id
@@ -46,8 +45,6 @@ def resolve_gpu_model(name: str | None, pci_device_id: str | int | None = None) 
 
 @lru_cache(maxsize=256)
 def _resolve_cached(name: str) -> str:
-    from gpulib.mig.models import model_by_name, model_by_pci_id
-
     models = gpu_models()
     for m in models["gpu_model"]:
         if m.lower() == name.strip().lower():

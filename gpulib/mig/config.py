@@ -8,6 +8,7 @@ import re
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.mig.geometry import place
+from gpulib.mig.parted_merge import schema_problems
 
 
 # --------------------------------------------------------------------------------------------------
@@ -48,8 +49,6 @@ def validate_mig_parted_config(text: str, gpu_model: str | None = None) -> list[
     (:func:`gpulib.mig.parted_merge.schema_problems`, ``NVIDIA/mig-parted: api/spec/v1/spec.go`` @bd7160f4) and,
     when ``gpu_model`` is given, that every selector's ``mig-devices`` is a valid layout on that GPU."""
     import yaml
-
-    from gpulib.mig.parted_merge import schema_problems
 
     try:
         doc = yaml.safe_load(text)

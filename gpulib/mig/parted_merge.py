@@ -16,16 +16,21 @@ node labelled ``all-disabled`` (or with its current layout) pointing at a name t
 """
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from gpulib.core.errors import GpulibError, InvalidParameter, MigConfigRefused
+from gpulib.core import validate
+from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError, MigConfigRefused, NotProvided, SourceError
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import data_path
+from gpulib.core.sop import sop
+from gpulib.core.validate import command
 from gpulib.kube.labels import MIG_PARTED_DEFAULT_CONFIGMAP as _DEFAULT_CONFIGMAP
 
 __all__ = ["MigConfigRefused", "default_configs", "schema_problems", "merge_configs", "referenced_names",
@@ -184,8 +189,6 @@ class ConfigsInUse:
 
     def note(self) -> tuple[str, str]:
         """(HTML-escaped text, level) for :func:`gpulib.runbook.note`."""
-        import html
-
         if not self.fallback:
             return html.escape(f"Base config: {self.where}."), "info"
         return html.escape(f"Base config: {self.where}. The cluster's own MIG Manager ConfigMap was NOT read, so "
@@ -195,20 +198,15 @@ class ConfigsInUse:
     def findings(self) -> list[Finding]:
         if not self.fallback:
             return []
+        t = sop("mig_sop", "config_base_fallback", where=self.where)
         return [Finding(Severity.WARNING, "mig-parted config built on mig-parted's default set, not the cluster's "
-                        "MIG Manager ConfigMap", category="mig",
-                        summary=f"Base config: {self.where}.",
-                        sop_step="Compare the printed config with the cluster's MIG Manager ConfigMap and copy in every "
-                                 "config it holds before applying it; or re-run with current_mig_config set to that "
-                                 "ConfigMap's config.yaml.",
+                        "MIG Manager ConfigMap", category="mig", summary=t.summary, sop_step=t.sop_step,
                         commands=list(self.commands))]
 
     def apply_commands(self) -> list[str]:
         """How to hand the printed file (saved as ``config.yaml``) to MIG Manager: replace the custom ConfigMap in
         use, else create one and point ClusterPolicy ``spec.migManager.config.name`` at it (the operator owns and
         reconciles ``default-mig-parted-config``; NVIDIA/gpu-operator controllers/object_controls.go @a22dbf67)."""
-        from gpulib.core.validate import command
-
         if self.configmap and self.configmap != _DEFAULT_CONFIGMAP:
             return [command("kubectl", "-n", self.namespace, "create", "configmap", self.configmap,
                             "--from-file=config.yaml", "--dry-run=client", "-o", "yaml") + " | kubectl apply -f -"]
@@ -225,8 +223,6 @@ class ConfigsInUse:
 def check_commands(namespace: str) -> list[str]:
     """The commands that show the MIG Manager ConfigMap in use: its name (ClusterPolicy
     ``spec.migManager.config.name``; empty means ``default-mig-parted-config``), then the ConfigMap."""
-    from gpulib.core.validate import command
-
     return [command("kubectl", "get", "clusterpolicies.nvidia.com", "-o",
                     "jsonpath={.items[*].spec.migManager.config.name}"),
             command("kubectl", "-n", namespace, "get", "configmap", _DEFAULT_CONFIGMAP, "-o", "yaml")]
@@ -237,11 +233,6 @@ def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-ope
     config.yaml) when given, else the source's MIG Manager ConfigMap (:meth:`Source.current_mig_config`), else
     mig-parted's default set. The fallback is never silent: the result says so, lists the commands to check the
     cluster's ConfigMap, and keeps the error when the ConfigMap exists but could not be read (403, 5xx)."""
-    from pathlib import Path
-
-    from gpulib.core import validate
-    from gpulib.core.errors import KubernetesError, NotProvided, SourceError
-
     ns = validate.namespace(namespace, param="operator_namespace")
     if current_config_path:
         p = Path(current_config_path)

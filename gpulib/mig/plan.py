@@ -1,4 +1,5 @@
-"""MIG layout planner and sizing from observed usage.
+"""MIG layout planner: the smallest profile per workload, packed into the fewest GPUs (sizing from observed usage is
+:mod:`gpulib.mig.sizing`).
 
 ``plan_layout(workloads, inventory)`` picks the smallest profile per workload and packs the instances into the
 fewest GPUs. Formulation (exact, a cutting-stock MILP solved by HiGHS through ``scipy.optimize.milp``):
@@ -15,6 +16,7 @@ so the MILP's size depends on the profile mix, not on the number of workloads.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -22,13 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-import gpulib.mig as mig
-import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.findings import Finding, Severity
-from gpulib.core.knowledge import overhead
-from gpulib.core.money import money
-from gpulib.mig.catalog import device_memory_gib
+from gpulib.mig.catalog import device_memory_gib, get_profile, is_mig_capable, profile_objects, resolve_gpu_model
+from gpulib.mig.config import mig_parted_config, mig_parted_selector
+from gpulib.mig.geometry import place, stranded_slots, valid_layouts
+from gpulib.mig.parted_merge import safe_config
+from gpulib.mig.resources import pod_resources, single_strategy_ok
 
 FRAGMENTATION_WEIGHT = 1e-3  # per stranded slot: breaks ties between equal GPU counts, never trades a GPU
 
@@ -57,7 +58,7 @@ def choose_profile(gpu_model: str, memory_gib: float, compute_slices: int = 1, h
     """Smallest profile (memory slots, then compute, then memory) with memory >= need x (1 + headroom) and
     enough compute slices; +me profiles are skipped. None when nothing fits."""
     need = memory_gib * (1 + headroom)
-    cands = [p for p in mig.profile_objects(gpu_model)
+    cands = [p for p in profile_objects(gpu_model)
              if not p.media_ext and p.memory_gib >= need and p.compute_slices >= compute_slices]
     return min(cands, key=lambda p: (p.memory_slots, p.compute_slices, p.memory_gib)) if cands else None
 
@@ -116,10 +117,10 @@ class Plan:
             groups: dict[tuple, list[int]] = defaultdict(list)
             for g in gs:
                 groups[tuple(sorted(g.layout.items()))].append(g.index)
-            sels = [mig.mig_parted_selector(dict(k), devices=sorted(v)) for k, v in sorted(groups.items(), key=lambda kv: kv[1])]
+            sels = [mig_parted_selector(dict(k), devices=sorted(v)) for k, v in sorted(groups.items(), key=lambda kv: kv[1])]
             whole = sorted(set(range(self.node_gpus.get(node, 0))) - {g.index for g in gs})
             if whole:
-                sels.append(mig.mig_parted_selector(None, devices=whole))
+                sels.append(mig_parted_selector(None, devices=whole))
             key = repr(sels)
             if key not in names:
                 names[key] = f"gpuops-plan-{len(names) + 1}"
@@ -128,14 +129,12 @@ class Plan:
 
     def mig_parted_config(self) -> str:
         cfgs = {name: sels for name, sels in self.node_configs().values()}
-        return mig.mig_parted_config(cfgs)
+        return mig_parted_config(cfgs)
 
     def safe_mig_parted_config(self, nodes: pd.DataFrame | None, base: str | dict | None = None) -> str:
         """The plan's configs merged into the configs in use (``base``: the cluster's config.yaml; None:
         mig-parted's default set), schema-checked; refuses (MigConfigRefused, with the reason) to drop a
         config name a node label references (gpulib.mig.parted_merge)."""
-        from gpulib.mig.parted_merge import safe_config
-
         cfgs = {name: sels for name, sels in self.node_configs().values()}
         labels = {node: name for node, (name, _) in self.node_configs().items()}
         return safe_config(cfgs, nodes, base, labels)
@@ -156,33 +155,14 @@ class Plan:
                 if i["workload"] in out:
                     continue
                 if strategy == "single":
-                    ok, why = mig.single_strategy_ok(node_layouts[g.node])
-                    out[i["workload"]] = mig.pod_resources(i["profile"], "single") if ok else {"error": why}
+                    ok, why = single_strategy_ok(node_layouts[g.node])
+                    out[i["workload"]] = pod_resources(i["profile"], "single") if ok else {"error": why}
                 else:
-                    out[i["workload"]] = mig.pod_resources(i["profile"], strategy)
+                    out[i["workload"]] = pod_resources(i["profile"], strategy)
         for w in self.whole_gpus:
             out[w["workload"]] = {"requests": {"nvidia.com/gpu": w["gpus_per_replica"]},
                                   "limits": {"nvidia.com/gpu": w["gpus_per_replica"]}}
         return out
-
-    def findings(self) -> list[Finding]:
-        ev = [f"GPUs used {self.gpus_used} vs {self.baseline_gpus} with one whole GPU per replica "
-              f"(saved {self.gpus_saved})", f"solver {self.solver}: {self.status}, gap {self.mip_gap:.2%}"]
-        if self.prices:
-            per_gpu = [self.prices.get(g.model, 0.0) for g in self.gpus]
-            ev.append(f"cost of the MIG GPUs: {money(sum(per_gpu), 'USD')}/h")
-        sev = Severity.OK if not self.unplaced else Severity.WARNING
-        fs = [Finding(sev, f"MIG plan: {self.gpus_used} GPU(s) instead of {self.baseline_gpus}",
-                      summary="apply each node's config with the guided MIG change (gpulib.mig.findings.mig_change_sop)",
-                      sop_step="create the mig-parted ConfigMap (key config.yaml), then label each node in turn",
-                      commands=self.label_commands(), evidence=ev, category="mig",
-                      confidence=1.0 if self.optimal else 0.8, data={"gpus_saved": self.gpus_saved})]
-        if self.unplaced:
-            fs.append(Finding(Severity.WARNING, f"{len(self.unplaced)} workload replica(s) could not be placed",
-                              summary="not enough GPUs in the inventory or no profile is large enough",
-                              evidence=self.unplaced[:20], sop_step="add GPUs to the inventory or lower the need",
-                              category="mig"))
-        return fs
 
 
 def _expand_inventory(inventory: dict[str, int], nodes: dict[str, list[str]] | None, gpus_per_node: int):
@@ -190,8 +170,8 @@ def _expand_inventory(inventory: dict[str, int], nodes: dict[str, list[str]] | N
     for m, n in inventory.items():
         if int(n) < 0:
             raise InvalidParameter(f"inventory count for {m} must be >= 0, got {n}")
-        inv[mig.resolve_gpu_model(m)] = int(n)
-    node_names = {mig.resolve_gpu_model(k): v for k, v in (nodes or {}).items()}
+        inv[resolve_gpu_model(m)] = int(n)
+    node_names = {resolve_gpu_model(k): v for k, v in (nodes or {}).items()}
     return inv, node_names
 
 
@@ -213,7 +193,7 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
     from scipy.sparse import coo_array
 
     inv, node_names = _expand_inventory(inventory, nodes, gpus_per_node)
-    models = [m for m in inv if inv[m] > 0 and mig.is_mig_capable(m)]
+    models = [m for m in inv if inv[m] > 0 and is_mig_capable(m)]
     whole, unplaced, groups = [], [], []
     for w in workloads:
         if w.isolation == "whole" or not any(_profile_for(w, m, headroom) for m in models):
@@ -223,7 +203,7 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
             groups.append(w)
     mig_workloads = groups
     groups, members = _classes(groups, models, headroom)
-    layouts = {m: mig.valid_layouts(m) for m in models}
+    layouts = {m: valid_layouts(m) for m in models}
     var_index: list[tuple] = []
     for m in models:
         var_index += [("x", m, i) for i in range(len(layouts[m]))]
@@ -238,8 +218,8 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
         if kind == "u":
             cost[k] = unplaced_cost
         if kind == "x":
-            p = mig.place(m, layouts[m][i])
-            cost[k] = (prices or {}).get(m, 1.0) * (1 + FRAGMENTATION_WEIGHT * mig.stranded_slots(p))
+            p = place(m, layouts[m][i])
+            cost[k] = (prices or {}).get(m, 1.0) * (1 + FRAGMENTATION_WEIGHT * stranded_slots(p))
     ri, ci, vals, lo, hi = [], [], [], [], []  # sparse constraint matrix (one row per add)
 
     def add(coefs: dict[int, float], low: float, high: float):
@@ -252,7 +232,7 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
         add({col[("y", m, gi)]: 1 for m in models if ("y", m, gi) in col} | {col[("u", None, gi)]: 1},
             w.replicas, w.replicas)
     for m in models:
-        for pname in {p.name for p in mig.profile_objects(m)}:
+        for pname in {p.name for p in profile_objects(m)}:
             coefs = {col[("y", m, gi)]: 1 for gi, w in enumerate(groups)
                      if ("y", m, gi) in col and _profile_for(w, m, headroom).name == pname}
             for i, lay in enumerate(layouts[m]):
@@ -319,7 +299,7 @@ def _classes(workloads: list[Workload], models: list[str], headroom: float) -> t
 def _profile_for(w: Workload, model: str, headroom: float):
     if w.profile:
         try:
-            return mig.get_profile(model, w.profile)
+            return get_profile(model, w.profile)
         except InvalidParameter:
             return None
     return choose_profile(model, w.memory_gib, w.compute_slices, headroom)
@@ -342,7 +322,7 @@ def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_nod
         k = 0
         for i, lay in enumerate(layouts[m]):
             for _ in range(counts.get(("x", m, i), 0)):
-                p = mig.place(m, lay)
+                p = place(m, lay)
                 node, idx = _node_of(m, k, node_names, gpus_per_node)
                 g = GpuLayout(f"{m}#{k}", m, node, idx, dict(lay))
                 for inst in p.instances:
@@ -363,11 +343,9 @@ def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: 
     Open GPUs are grouped by their current layout, and layout + profile validity comes from the exhaustive
     :func:`gpulib.mig.geometry.valid_layouts` set, so one step costs O(distinct layouts), not O(open GPUs).
     """
-    import heapq
-
     inv, node_names = _expand_inventory(inventory, nodes, gpus_per_node)
-    models = [m for m in inv if inv[m] > 0 and mig.is_mig_capable(m)]
-    valid = {m: {tuple(sorted(lay.items())) for lay in mig.valid_layouts(m)} for m in models}
+    models = [m for m in inv if inv[m] > 0 and is_mig_capable(m)]
+    valid = {m: {tuple(sorted(lay.items())) for lay in valid_layouts(m)} for m in models}
     items = []
     unplaced: list[str] = []
     for w in workloads:
@@ -420,7 +398,7 @@ def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: 
     for gid, (m, g) in enumerate(zip(gpu_model, contents)):
         k = per_model[m]
         per_model[m] += 1
-        p = mig.place(m, [x[0] for x in g])
+        p = place(m, [x[0] for x in g])
         node, idx = _node_of(m, k, node_names, gpus_per_node)
         names = defaultdict(list)
         for pname, wname in g:
@@ -430,133 +408,3 @@ def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: 
                                 "workload": names[i.profile].pop()} for i in p.instances]))
     return Plan(gpus, [], unplaced, sum(w.replicas for w in workloads), "first-fit-decreasing", False, float("nan"), "ffd",
                 node_gpus=_node_gpu_counts(inv, models, node_names, gpus_per_node))
-
-
-# --------------------------------------------------------------------------------------------------
-# sizing from observed usage
-# --------------------------------------------------------------------------------------------------
-def _device_of(row) -> tuple[str | None, float | None, int]:
-    """(catalog GPU model, memory GiB, compute slices) of the device a SUMMARY row was measured on."""
-    try:
-        model = mig.resolve_gpu_model(str(row.get("model") or ""))
-    except InvalidParameter:
-        return None, None, 0
-    prof = str(row.get("gpu_i_profile") or "")
-    if prof and prof != "nan":
-        try:
-            p = mig.get_profile(model, prof)
-            return model, p.memory_gib, p.compute_slices
-        except InvalidParameter:
-            return model, None, 0
-    try:
-        return model, device_memory_gib(model), (mig_catalog.slot_geometry(model)[1] if mig.is_mig_capable(model) else 7)
-    except InvalidParameter:
-        return model, None, 7
-
-
-def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None, *,
-                       low_mib: float | None = None) -> bool:
-    """Whether FB_USED looks like a framework's pre-allocated pool rather than a need: near-constant
-    (p95, and ``low_mib`` = min when known, at or above ``preallocation_flat_ratio`` of the max) AND at a
-    high share of the device (max at or above ``preallocation_ratio`` of ``device_gib``). Both thresholds
-    live in ``data/vllm/model_memory_overheads.csv``. Flat alone is not enough: an idle pod is flat too."""
-    if not device_gib or np.isnan(max_mib) or max_mib <= 0:
-        return False
-    flat = overhead("preallocation_flat_ratio") * max_mib
-    near_constant = p95_mib >= flat and (low_mib is None or np.isnan(low_mib) or low_mib >= flat)
-    return bool(near_constant and max_mib / 1024 >= overhead("preallocation_ratio") * device_gib)
-
-
-def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | None = None, *,
-                    gpu_model: str | None = None, headroom: float | None = None) -> tuple[pd.DataFrame, list[Finding]]:
-    """Recommend the smallest MIG profile per pod from observed memory (``DCGM_FI_DEV_FB_USED`` in MiB,
-    SUMMARY frame with ``stat`` p95 and max) and activity (``PROF_GR_ENGINE_ACTIVE``/``SM_ACTIVE`` p95, 0..1).
-
-    Need = max FB_USED x (1 + headroom). Warns when memory looks pre-allocated (:func:`looks_preallocated`:
-    near-constant at a high share of the device): vLLM and other frameworks take a fixed fraction regardless
-    of load, so size those from the model instead.
-    """
-    headroom = overhead("sizing_headroom") if headroom is None else float(headroom)
-    if fb_summary is None or fb_summary.empty:
-        return pd.DataFrame(), [Finding(Severity.INFO, "No FB_USED data to size from", category="mig",
-                                        sop_step="check that dcgm-exporter exports DCGM_FI_DEV_FB_USED with pod labels")]
-    fb = fb_summary[fb_summary["pod"].astype(str) != ""]
-    piv = fb.pivot_table(index=["namespace", "pod"], columns="stat", values="value", aggfunc="max")
-    meta = fb.drop_duplicates(["namespace", "pod"]).set_index(["namespace", "pod"])
-    n_gpus = fb.assign(_dev=fb["node"].astype(str) + "/" + fb["gpu"].astype(str)).groupby(["namespace", "pod"])["_dev"].nunique()
-    act = None
-    if activity_summary is not None and not activity_summary.empty:
-        a = activity_summary[activity_summary["stat"].isin(["p95", "max"])]
-        act = a.groupby(["namespace", "pod"])["value"].max()
-    rows, findings = [], []
-    busy = overhead("compute_busy_ratio")
-    for (ns, pod), r in piv.iterrows():
-        mx = float(r.get("max", r.get("p95", np.nan)))
-        p95 = float(r.get("p95", mx))
-        cur_model, cur_gib, cur_compute = _device_of(meta.loc[(ns, pod)])
-        target = mig.resolve_gpu_model(gpu_model) if gpu_model else cur_model
-        need = mx / 1024 * (1 + headroom)
-        a95 = float(act.get((ns, pod), np.nan)) if act is not None else np.nan
-        slices = max(1, math.ceil(a95 * cur_compute - 1e-9)) if not np.isnan(a95) and cur_compute else 1
-        pre = looks_preallocated(mx, p95, cur_gib, low_mib=float(r["min"]) if "min" in r.index else None)
-        prof = choose_profile(target, mx / 1024, slices, headroom) if target and mig.is_mig_capable(target) else None
-        cur_prof = str(meta.loc[(ns, pod)].get("gpu_i_profile") or "")
-        rows.append({"namespace": ns, "pod": pod, "node": meta.loc[(ns, pod)].get("node"), "device": cur_model,
-                     "current_profile": "" if cur_prof == "nan" else cur_prof, "device_gib": cur_gib,
-                     "gpus": int(n_gpus.get((ns, pod), 1)),
-                     "fb_p95_gib": p95 / 1024, "fb_max_gib": mx / 1024, "activity_p95": a95, "need_gib": need,
-                     "compute_slices": slices, "profile": prof.name if prof else None,
-                     "profile_memory_gib": prof.memory_gib if prof else None, "preallocated": pre})
-        ev = [f"FB_USED p95 {p95 / 1024:.1f} GiB, max {mx / 1024:.1f} GiB of {cur_gib or 0:.1f} GiB",
-              f"need with {headroom:.0%} headroom: {need:.1f} GiB"]
-        if not np.isnan(a95):
-            ev.append(f"activity p95 {a95:.0%} of {cur_compute} compute slices -> {slices} slice(s)"
-                      + (" (busy: give it more compute)" if a95 > busy else ""))
-        if pre:
-            findings.append(Finding(
-                Severity.WARNING, f"{ns}/{pod}: memory looks pre-allocated; size from the model, not FB_USED",
-                summary="frameworks such as vLLM take gpu_memory_utilization of the device regardless of load",
-                sop_step="size with gpulib.vllm.memory.memory_needed(model, max_model_len=..., concurrency=...) and "
-                         "set --gpu-memory-utilization to fit the chosen profile",
-                evidence=ev, category="mig", confidence=0.7, node=rows[-1]["node"]))
-        elif prof:
-            findings.append(Finding(Severity.INFO, f"{ns}/{pod}: fits MIG {prof.name} on {target}",
-                                    summary=f"{prof.memory_gib:g} GiB instance for a {need:.1f} GiB need",
-                                    evidence=ev, category="mig", node=rows[-1]["node"],
-                                    sop_step="add it to the planner (workloads_from_sizing) and apply the plan"))
-        else:
-            findings.append(Finding(Severity.INFO, f"{ns}/{pod}: keep a whole GPU",
-                                    summary="no MIG profile is large enough or the GPU is not MIG-capable",
-                                    evidence=ev, category="mig", node=rows[-1]["node"]))
-    return pd.DataFrame(rows), findings
-
-
-def workloads_from_sizing(sizing: pd.DataFrame, preallocated: str = "skip") -> list[Workload]:
-    """Turn :func:`size_from_usage` rows into planner workloads.
-
-    ``preallocated``: what to do with rows whose memory looks pre-allocated (their FB_USED says nothing about
-    need): ``"skip"`` leaves them out; ``"keep"`` keeps them at their current size (the same MIG profile, or a
-    whole GPU), so a plan never shrinks a workload it cannot size. Pods that span several GPUs (``gpus`` > 1:
-    tensor/data parallel) keep that many whole GPUs.
-    """
-    if preallocated not in ("skip", "keep"):
-        raise InvalidParameter(f"preallocated={preallocated!r}: use 'skip' or 'keep'")
-    out = []
-    for r in sizing.itertuples():
-        name = f"{r.namespace}/{r.pod}"
-        gpus = int(getattr(r, "gpus", 1) or 1)
-        dev = getattr(r, "device_gib", None)
-        if gpus > 1 and dev is not None and not pd.isna(dev):  # multi-GPU job: keep its GPU count
-            out.append(Workload(name, gpus * float(dev), isolation="whole"))
-            continue
-        if r.preallocated:
-            if preallocated == "skip":
-                continue
-            cur = str(getattr(r, "current_profile", "") or "")
-            gib = getattr(r, "device_gib", None)
-            gib = float(gib) if gib is not None and not pd.isna(gib) else float(r.fb_max_gib)
-            out.append(Workload(name, gib, isolation="mig" if cur else "whole", profile=cur or None))
-            continue
-        out.append(Workload(name, float(r.need_gib), int(r.compute_slices),
-                            isolation="mig" if r.profile else "whole"))
-    return out

@@ -7,8 +7,11 @@ Config format: ``NVIDIA/k8s-device-plugin: api/config/v1`` @ 1b826acc.
 """
 from __future__ import annotations
 
+import json
+
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
+from gpulib.mig.catalog import device_memory_gib, is_mig_capable, profile_objects, resolve_gpu_model
 
 WORKLOADS = ("inference", "training", "dev")
 ISOLATION = ("none", "soft", "hard")
@@ -41,8 +44,6 @@ def recommend(gpu_model: str, *, workload: str = "inference", isolation: str = "
     ``gpu_memory_gib``: the GPU's memory when the catalog has none (e.g. the node's nvidia.com/gpu.memory / 1024).
     Returns a Finding whose ``data["strategy"]`` is ``whole`` | ``mig`` | ``time-slicing`` | ``mps``.
     """
-    import gpulib.mig as mig
-
     if workload not in WORKLOADS:
         raise InvalidParameter(f"workload must be one of {WORKLOADS}, got {workload!r}")
     if isolation not in ISOLATION:
@@ -51,15 +52,13 @@ def recommend(gpu_model: str, *, workload: str = "inference", isolation: str = "
         raise InvalidParameter(f"load is a busy fraction 0..1 (GR_ENGINE_ACTIVE), got {load}")
     if replicas < 1:
         raise InvalidParameter(f"replicas must be >= 1, got {replicas}")
-    mig_ok = mig.is_mig_capable(gpu_model)
-    model = mig.resolve_gpu_model(gpu_model)
+    mig_ok = is_mig_capable(gpu_model)
+    model = resolve_gpu_model(gpu_model)
     reasons: list[str] = [f"{model} is {'MIG-capable' if mig_ok else 'not MIG-capable'}"]
-    largest_mig = max((p.memory_gib for p in mig.profile_objects(model)), default=0.0) if mig_ok else 0.0
-    half = sorted({p.memory_gib for p in mig.profile_objects(model)})[-2] if mig_ok else 0.0
+    largest_mig = max((p.memory_gib for p in profile_objects(model)), default=0.0) if mig_ok else 0.0
+    half = sorted({p.memory_gib for p in profile_objects(model)})[-2] if mig_ok else 0.0
     per_gpu_share = None
     if memory_gib is not None:
-        from gpulib.mig.catalog import device_memory_gib
-
         try:
             total = gpu_memory_gib or device_memory_gib(model)
         except InvalidParameter:
@@ -160,8 +159,6 @@ def clusterpolicy_patch(configmap: str, default_key: str) -> dict:
 
 def sharing_commands(configmap: str, default_key: str, node: str | None = None, node_key: str | None = None) -> list[str]:
     """The commands that apply a sharing ConfigMap through the GPU Operator."""
-    import json
-
     cmds = [f"kubectl apply -f {configmap}.yaml",
             "kubectl patch clusterpolicies.nvidia.com/cluster-policy --type merge -p "
             f"'{json.dumps(clusterpolicy_patch(configmap, default_key))}'"]

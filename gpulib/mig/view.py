@@ -1,160 +1,30 @@
-"""What the MIG sizing runbook shows: per-GPU instance frames (current and proposed), slot diagrams
-(plotly shapes, memory slots x GPUs), memory headroom per instance, and GPUs/$ against whole-GPU placement.
+"""What the MIG sizing runbook shows: the proposed per-GPU instance frame, slot diagrams (plotly shapes, memory slots
+x GPUs), memory headroom per instance, pod requests per strategy, and GPUs/$ against whole-GPU placement.
 
-The decisions live in :mod:`gpulib.mig.catalog` and :mod:`gpulib.mig.geometry` (profiles, placement),
-:mod:`gpulib.mig.findings` (SOP) and :mod:`gpulib.mig.plan` (sizing, planner); this module only turns their results
-into tables and figures.
+No decisions here: the nodes, the GPU model and today's layout are :mod:`gpulib.mig.inventory`, profiles and
+placement :mod:`gpulib.mig.catalog` and :mod:`gpulib.mig.geometry`, sizing and planning :mod:`gpulib.mig.sizing` and
+:mod:`gpulib.mig.plan`, the savings :mod:`gpulib.mig.plan_cost`, the SOP :mod:`gpulib.mig.findings`; this module
+only turns their results into tables and figures.
 
-Frames here share ``LAYOUT_COLUMNS``: one row per box on the diagram (a MIG instance, or a whole GPU).
+Frames here share :data:`gpulib.mig.inventory.LAYOUT_COLUMNS`: one row per box on the diagram (a MIG instance, or a
+whole GPU).
 """
 from __future__ import annotations
 
 import html
-import math
-from collections import defaultdict
 
 import pandas as pd
 
-import gpulib.mig as mig
-import gpulib.mig.catalog as mig_catalog
-from gpulib.core.errors import InvalidParameter, UnknownNode
 from gpulib.core.money import money
+from gpulib.mig.catalog import get_profile, slot_geometry
+from gpulib.mig.inventory import LAYOUT_COLUMNS, _blank, _row
 from gpulib.mig.plan import Plan
 
-LAYOUT_COLUMNS = ["node", "gpu", "row", "model", "profile", "start", "size", "slots", "memory_gib", "workload",
-                  "need_gib", "headroom_gib", "where"]
+__all__ = ["proposed_layout", "headroom_table", "pod_requests_table", "slot_diagram", "savings_chart"]
 
 #: box colours: a used instance, an empty one, a whole GPU
 _COLOURS = {"used": "#4c78a8", "idle": "#d8dde6", "whole": "#f58518", "whole_idle": "#f3d3b4"}
 
-
-def _blank(s) -> bool:
-    return s is None or (isinstance(s, float) and math.isnan(s)) or str(s) in ("", "nan", "<NA>", "None")
-
-
-# --------------------------------------------------------------------------------------------------
-# parameters
-# --------------------------------------------------------------------------------------------------
-def select_nodes(nodes: pd.DataFrame, node: str = "", gpu_model: str = "") -> pd.DataFrame:
-    """Rows of ``nodes`` (NODE_COLUMNS) to size: ``node``, or ('' ) every node with a MIG-capable GPU
-    (of ``gpu_model`` when given)."""
-    if node:
-        sel = nodes[nodes["node"] == node]
-        if sel.empty:
-            raise UnknownNode(f"node={node!r} is not a GPU node of this source; known: {', '.join(sorted(nodes['node']))}")
-        return sel
-    sel = nodes[[_mig_capable_product(p) for p in nodes["gpu_product"]]]
-    if gpu_model:
-        want = mig.resolve_gpu_model(gpu_model)
-        sel = sel[[mig.resolve_gpu_model(str(p)) == want for p in sel["gpu_product"]]]
-    return sel
-
-
-def inventory_for(nodes: pd.DataFrame, model: str, replicas: int) -> tuple[dict[str, int], dict[str, list[str]], int]:
-    """Planner inventory for ``model``: the selected nodes' GPUs when they are that model (at least ``replicas``
-    GPUs, so nothing is left unplaced for lack of hardware), with their node names and GPUs per node."""
-    same = nodes[[_mig_capable_product(p) and mig.resolve_gpu_model(str(p)) == model for p in nodes["gpu_product"]]]
-    have = int(pd.to_numeric(same["gpu_count"], errors="coerce").fillna(0).sum())
-    per_node = int(pd.to_numeric(same["gpu_count"], errors="coerce").fillna(0).max()) if not same.empty else 0
-    return {model: max(have, int(replicas), 1)}, {model: list(same["node"])}, per_node or 8
-
-
-def _mig_capable_product(product) -> bool:
-    try:
-        return mig.is_mig_capable(str(product))
-    except InvalidParameter:
-        return False
-
-
-def target_model(gpu_model: str, nodes: pd.DataFrame) -> str:
-    """Catalog GPU model to plan for: ``gpu_model`` when given, else the (single) model of ``nodes``.
-    Raises :class:`gpulib.mig.catalog.UnknownGPUModel` for an unknown or non-MIG model."""
-    if gpu_model:
-        model = mig.resolve_gpu_model(gpu_model)
-    else:
-        models = sorted({mig.resolve_gpu_model(str(p)) for p in nodes["gpu_product"] if not _blank(p)})
-        if len(models) != 1:
-            raise InvalidParameter(f"gpu_model is empty and the selected nodes have {len(models)} GPU models "
-                                   f"({', '.join(models) or 'none'}); set gpu_model or node")
-        model = models[0]
-    if not mig.is_mig_capable(model):
-        raise mig.UnknownGPUModel(f"GPU model {model} does not support MIG",
-                                  hint="size it with time-slicing or MPS instead: gpulib.mig.sharing.recommend")
-    return model
-
-
-# --------------------------------------------------------------------------------------------------
-# current layout
-# --------------------------------------------------------------------------------------------------
-def _node_layout_from_resources(row: pd.Series) -> dict[str, int]:
-    """Per-GPU layout implied by a node's ``nvidia.com/mig-*`` capacity (assumes every GPU is alike)."""
-    cap = row.get("mig_capacity") if isinstance(row.get("mig_capacity"), dict) else {}
-    n = int(row.get("gpu_count") or 0) or 1
-    lay = {}
-    for res, count in cap.items():
-        prof = str(res).split("nvidia.com/mig-")[-1]
-        prof = prof[:-3] + "+me" if prof.endswith(".me") else prof
-        if int(count or 0) > 0:
-            lay[prof] = max(1, int(count) // n)
-    return lay
-
-
-def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame:
-    """Instances on each GPU of ``nodes`` now (LAYOUT_COLUMNS).
-
-    MIG instances come from the DCGM series' ``GPU_I_PROFILE`` labels (``fb``: a FB_USED SUMMARY frame, max),
-    falling back to the node's ``nvidia.com/mig-*`` resources; a GPU without MIG is one whole-GPU box. DCGM does
-    not report start slots, so instances are drawn on a valid placement (the real one: ``nvidia-smi mig -lgi``).
-    """
-    fb = fb if fb is not None else pd.DataFrame(columns=["node", "gpu", "gpu_i_profile", "gpu_i_id", "pod", "namespace", "value"])
-    rows = []
-    for _, nrow in nodes.iterrows():
-        name = str(nrow["node"])
-        try:
-            model = mig.resolve_gpu_model(str(nrow["gpu_product"]))
-        except InvalidParameter:
-            model = str(nrow["gpu_product"])
-        capable = _mig_capable_product(model)
-        slots = mig_catalog.slot_geometry(model)[0] if capable else 8
-        whole_gib = float(nrow.get("gpu_memory_mib") or 0) / 1024
-        on = fb[fb["node"] == name]
-        by_label = _node_layout_from_resources(nrow) if capable else {}
-        for g in range(int(nrow.get("gpu_count") or 0)):
-            here = on[on["gpu"].astype(str) == str(g)]
-            inst = here.loc[~here["gpu_i_profile"].map(_blank).astype(bool)].sort_values("gpu_i_id", key=lambda s: pd.to_numeric(s, errors="coerce"))
-            row_id = f"{name}/{g}"
-            if capable and (not inst.empty or by_label):
-                wanted = list(inst["gpu_i_profile"]) if not inst.empty else [p for p, c in by_label.items() for _ in range(c)]
-                p = mig.place(model, wanted)
-                if not p.fits:
-                    raise InvalidParameter(f"{row_id}: reported MIG instances {wanted} do not fit a {model}: {p.reason}")
-                users = defaultdict(list)
-                for r in inst.itertuples():
-                    users[r.gpu_i_profile].append((r.pod, r.namespace, float(r.value) / 1024))
-                for i in p.instances:
-                    pod, ns, used = users[i.profile].pop(0) if users[i.profile] else ("", "", float("nan"))
-                    rows.append(_row(name, g, row_id, model, i.profile, i.start, i.size, slots, i.memory_gib,
-                                     _who(ns, pod), float("nan"), float("nan"),
-                                     "DCGM GPU_I_PROFILE" if not inst.empty else "node nvidia.com/mig-* resources",
-                                     used=used))
-            else:
-                pod = here.loc[~here["pod"].map(_blank).astype(bool)]
-                who = _who(pod["namespace"].iloc[0], pod["pod"].iloc[0]) if not pod.empty else ""
-                used = float(here["value"].max()) / 1024 if not here.empty else float("nan")
-                rows.append(_row(name, g, row_id, model, "whole GPU", 0, slots, slots, whole_gib, who,
-                                 float("nan"), float("nan"), "whole GPU (MIG off)", used=used))
-    df = pd.DataFrame(rows, columns=LAYOUT_COLUMNS + ["used_gib"])
-    return df
-
-
-def _who(ns, pod) -> str:
-    return "" if _blank(pod) else (f"{ns}/{pod}" if not _blank(ns) else str(pod))
-
-
-def _row(node, gpu, row, model, profile, start, size, slots, mem, workload, need, headroom, where, used=float("nan")):
-    return {"node": node, "gpu": str(gpu), "row": row, "model": model, "profile": profile, "start": int(start),
-            "size": int(size), "slots": int(slots), "memory_gib": float(mem), "workload": workload,
-            "need_gib": need, "headroom_gib": headroom, "where": where, "used_gib": used}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -166,9 +36,9 @@ def proposed_layout(plan: Plan, needs: dict[str, float] | None = None) -> pd.Dat
     needs = needs or {}
     rows = []
     for g in plan.gpus:
-        slots = mig_catalog.slot_geometry(g.model)[0]
+        slots = slot_geometry(g.model)[0]
         for i in g.instances:
-            mem = mig.get_profile(g.model, i["profile"]).memory_gib
+            mem = get_profile(g.model, i["profile"]).memory_gib
             need = float(needs.get(i["workload"], float("nan")))
             rows.append(_row(g.node, g.index, f"{g.node}/{g.index}", g.model, i["profile"], i["start"], i["size"], slots,
                              mem, i["workload"], need, mem - need, "plan"))
@@ -189,44 +59,6 @@ def headroom_table(layout: pd.DataFrame) -> pd.DataFrame:
     return t.rename(columns={"row": "gpu"}).reset_index(drop=True)
 
 
-# --------------------------------------------------------------------------------------------------
-# savings
-# --------------------------------------------------------------------------------------------------
-def gpu_price(gpu_model: str, pricing: str = "on_demand") -> float:
-    """$/GPU-hour of a MIG catalog model from :func:`gpulib.cost.analysis.price_table` (NaN when not priced)."""
-    from gpulib.cost import canonical_model, price_table
-
-    key = canonical_model(gpu_model) or gpu_model
-    table = price_table()
-    return float(table.loc[key, pricing]) if key in table.index else float("nan")
-
-
-def savings(plan: Plan, gpu_model: str, current_gpus: int | None = None) -> pd.DataFrame:
-    """GPUs and on-demand $ per hour / month for: whole-GPU placement (one GPU per replica), the current state
-    (GPUs holding the sized workloads now, when known) and the proposed MIG plan."""
-    from gpulib.cost import cost_policy
-
-    price = gpu_price(gpu_model)
-    month = cost_policy("hours_per_month")
-    rows = [("whole GPU per replica", plan.baseline_gpus)]
-    if current_gpus is not None:
-        rows.append(("current", int(current_gpus)))
-    rows.append(("proposed MIG plan", plan.gpus_used))
-    df = pd.DataFrame(rows, columns=["placement", "gpus"])
-    df["usd_per_hour"] = df["gpus"] * price
-    df["usd_per_month"] = df["usd_per_hour"] * month
-    df["gpus_saved_vs_whole"] = plan.baseline_gpus - df["gpus"]
-    df["usd_saved_per_month_vs_whole"] = df["gpus_saved_vs_whole"] * price * month
-    df.attrs["price_per_gpu_hour"] = price
-    return df
-
-
-def current_gpus_for(current: pd.DataFrame, workloads: list[str]) -> int:
-    """Distinct GPUs of the current layout that hold any of ``workloads``."""
-    held = current[current["workload"].isin(set(workloads))]
-    return int(held["row"].nunique())
-
-
 def pod_requests_table(plan: Plan) -> pd.DataFrame:
     """One row per workload: its ``resources.limits`` under the mixed and the single strategy."""
     mixed, single = plan.pod_requests("mixed"), plan.pod_requests("single")
@@ -241,6 +73,7 @@ def pod_requests_table(plan: Plan) -> pd.DataFrame:
 def _limits(res: dict) -> str:
     lim = res.get("limits", {}) if isinstance(res, dict) else {}
     return ", ".join(f"{k}: {v}" for k, v in lim.items())
+
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
-"""NCCL results -> findings: the verdict's finding and the byte formatting its messages share with the
-environment checks.
+"""NCCL results -> findings: the verdict's finding (SOP step, commands and escalation from
+``gpulib/data/nccl/nccl_sop.csv``), the finding of a capture judged against a band measured on itself, and the byte
+formatting their messages share with the environment checks.
 """
 from __future__ import annotations
 
 from gpulib.core.findings import Finding, Severity
-
+from gpulib.core.sop import Sop, sop
 
 _SEV = {"healthy": Severity.OK, "degraded": Severity.WARNING, "broken": Severity.CRITICAL, "unknown": Severity.INFO}
 
@@ -18,27 +19,41 @@ def _fmt_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+def _verdict_sop(status: str) -> Sop:
+    """The nccl_sop.csv row of a verdict; a healthy run has no step."""
+    if status == "degraded":
+        return sop("nccl_sop", "verdict_degraded")
+    if status == "broken":
+        return sop("nccl_sop", "verdict_broken")
+    if status == "unknown":
+        return sop("nccl_sop", "verdict_unknown")
+    return Sop("healthy")
+
+
 def _verdict_finding(status, coll, measured, size, band, reasons, node) -> Finding:
     title = {"healthy": "NCCL bandwidth healthy", "degraded": "NCCL bandwidth degraded",
              "broken": "NCCL test broken", "unknown": "NCCL bandwidth not judged"}[status]
-    cmds = []
-    sop = ""
-    if status == "degraded":
-        sop = "Compare with the expected band; look for disabled P2P, NVLink errors and topology problems; rerun with NCCL_DEBUG=INFO"
-        cmds = ["env | grep NCCL_", "nvidia-smi nvlink -s", "nvidia-smi nvlink -e", "nvidia-smi topo -m",
-                "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH <rerun>"]
-    elif status == "broken":
-        sop = "Read the first error and the first NCCL WARN line (rerun with NCCL_DEBUG=INFO); wrong results mean cordon the node and run diagnostics"
-        cmds = ["NCCL_DEBUG=INFO <rerun>", "dmesg -T | grep -i xid", "kubectl cordon <node>", "dcgmi diag -r 3"]
+    step = _verdict_sop(status)
     ev = []
     if measured is not None:
         ev.append(f"best busbw {measured:g} GB/s at {_fmt_bytes(size)}")
     if band is not None:
         ev.append(f"expected {band}" + (f"; link peak {band.link_peak:g} GB/s" if band.link_peak else ""))
     return Finding(_SEV[status], title + (f" ({coll})" if coll else ""), summary=reasons[0] if reasons else "",
-                   sop_step=sop, commands=cmds, evidence=ev + reasons[1:], category="nccl", node=node,
-                   escalation="hardware team / RMA when wrong results or NVLink errors repeat on one node" if status != "healthy" else "",
+                   sop_step=step.sop_step, commands=step.commands, evidence=ev + reasons[1:], category="nccl", node=node,
+                   escalation=step.escalation,
                    confidence=0.6 if (band is not None and band.inferred) else 0.9,
                    data={"status": status, "measured_busbw": measured, "size_bytes": size,
                          "band": None if band is None else {"low": band.low, "high": band.high, "basis": band.basis,
                                                             "source": band.source, "inferred": band.inferred}})
+
+
+def reference_finding(v, host: str | None) -> Finding:
+    """A run judged against a band measured on that very capture: not a verdict on any node."""
+    return Finding(Severity.INFO, f"Reference capture, not judged ({v.collective})", node=host, category="nccl",
+                   summary=(f"The expected band ({v.band.low:g}-{v.band.high:g} GB/s) was measured on this very "
+                            f"capture from host {host or 'unknown'}, so comparing them says nothing about any node. "
+                            "Run the probe on your nodes and give its output as nccl_tests_file for a verdict."),
+                   evidence=[f"best busbw {v.measured_busbw:g} GB/s" if v.measured_busbw is not None else "no busbw",
+                             f"band source: {v.band.source}"],
+                   data={"status": "reference", "host": host})

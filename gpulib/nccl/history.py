@@ -4,8 +4,9 @@ time per node group (the hosts of a run: one node, or a node pair) and instance 
 A row is one collective of one run: when, where (cluster, hosts, instance type, GPU model, ranks), the
 verdict's status, the best large-message busbw and the expected band. :func:`rows_from_run` builds rows from
 parsed results and their verdicts, :func:`append` adds them to ``<root>/<cluster>.csv`` (default root
-``reports/nccl_history``), :func:`load` reads a history back, :func:`history_chart` draws busbw over time and
-:func:`history_findings` reports a latest run that dropped below the earlier runs of the same group.
+``reports/nccl_history``), :func:`load` reads a history back and :func:`history_findings` reports a latest run that
+dropped below the earlier runs of the same group (SOP text from ``gpulib/data/nccl/nccl_sop.csv``). The chart of
+busbw over time is :func:`gpulib.nccl.view.history_chart`.
 
 The demo's history (the real 2xH200 capture plus synthetic earlier runs) is built by
 :func:`gpulib.demo.nccl_history.demo_nccl_history` from these functions.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -23,9 +24,10 @@ import gpulib.nccl as nccl
 from gpulib.nccl.results import _thr
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.sop import sop
 
 __all__ = ["HISTORY_COLUMNS", "DEFAULT_ROOT", "default_path", "rows_from_run", "append", "load", "load_cluster",
-           "history_chart", "history_findings", "group_label"]
+           "history_findings", "group_label"]
 
 HISTORY_COLUMNS = ["timestamp", "cluster", "hosts", "instance_type", "gpu_model", "nranks", "collective", "status",
                    "busbw_gbs", "size_bytes", "band_low_gbs", "band_high_gbs", "link_peak_gbs", "origin"]
@@ -147,50 +149,6 @@ def group_label(df: pd.DataFrame) -> pd.Series:
     return hosts.where(it == "", hosts + " (" + it + ")")
 
 
-def history_chart(df: pd.DataFrame, collectives: Iterable[str] | None = None):
-    """busbw over time, one panel per collective, one line per node group; runs that were not healthy are
-    marked with a red x; the latest band of each panel is shaded."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    if df is None or df.empty:
-        raise InvalidParameter("the history is empty: nothing to chart")
-    colls = list(collectives) if collectives is not None else list(dict.fromkeys(df["collective"]))
-    d = df[df["collective"].isin(colls)].assign(group=group_label(df)).sort_values("timestamp")
-    fig = make_subplots(rows=len(colls), cols=1, shared_xaxes=True, subplot_titles=colls, vertical_spacing=0.08)
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
-    groups = list(dict.fromkeys(d["group"]))
-    for i, coll in enumerate(colls, start=1):
-        dc = d[d["collective"] == coll]
-        for j, g in enumerate(groups):
-            dg = dc[dc["group"] == g]
-            if dg.empty:
-                continue
-            fig.add_trace(go.Scatter(x=dg["timestamp"], y=dg["busbw_gbs"], mode="lines+markers", name=g,
-                                     legendgroup=g, showlegend=i == 1, line={"color": palette[j % len(palette)]},
-                                     customdata=dg[["status", "origin"]].to_numpy(),
-                                     hovertemplate="%{x}<br>%{y:.1f} GB/s<br>%{customdata[0]}<br>%{customdata[1]}"
-                                                   "<extra>" + g + "</extra>"), row=i, col=1)
-        bad = dc[dc["status"] != "healthy"]
-        if len(bad):
-            fig.add_trace(go.Scatter(x=bad["timestamp"], y=bad["busbw_gbs"], mode="markers", name="not healthy",
-                                     legendgroup="bad", showlegend=i == 1,
-                                     marker={"symbol": "x", "size": 11, "color": "#c0392b"},
-                                     customdata=bad[["status"]].to_numpy(),
-                                     hovertemplate="%{x}<br>%{y:.1f} GB/s<br>%{customdata[0]}<extra></extra>"),
-                          row=i, col=1)
-        banded = dc.dropna(subset=["band_low_gbs"])
-        if len(banded):
-            last = banded.iloc[-1]
-            fig.add_hrect(y0=last["band_low_gbs"], y1=max(last["band_high_gbs"], last["band_low_gbs"] + 0.5),
-                          fillcolor="#1b7f3b", opacity=0.15, line_width=0, row=i, col=1)
-        fig.update_yaxes(title_text="busbw (GB/s)", rangemode="tozero", row=i, col=1)
-    fig.update_xaxes(title_text="run time (UTC)", row=len(colls), col=1)
-    fig.update_layout(title="NCCL bus bandwidth over time<br><sup>best busbw at >= 1 GiB per run; shaded: the expected band</sup>",
-                      height=230 * len(colls) + 120)
-    return fig
-
-
 def history_findings(df: pd.DataFrame) -> list[Finding]:
     """Per node group and collective: the latest run against the median of the earlier ones. A drop of more
     than ``history_drop_tolerance`` (``nccl_thresholds.csv``) is a WARNING; otherwise one OK finding."""
@@ -208,13 +166,12 @@ def history_findings(df: pd.DataFrame) -> list[Finding]:
         last, earlier = dg.iloc[-1], dg.iloc[:-1]
         med = float(earlier["busbw_gbs"].median())
         if med > 0 and last["busbw_gbs"] < med * (1 - tol):
+            step = sop("nccl_sop", "history_drop")
             out.append(Finding(
                 Severity.WARNING, f"NCCL busbw dropped on {g} ({coll})",
                 summary=f"latest run {last['busbw_gbs']:.1f} GB/s is {last['busbw_gbs'] / med:.0%} of the median "
                         f"{med:.1f} GB/s of {len(earlier)} earlier runs",
-                sop_step="Compare the latest run's NCCL_DEBUG=INFO log and NCCL_* variables with an earlier good run; "
-                         "check NVLink state and errors on the node(s), then rerun the probe",
-                commands=["nvidia-smi nvlink -s", "nvidia-smi nvlink -e", "nvidia-smi topo -m", "env | grep NCCL_"],
+                sop_step=step.sop_step, commands=step.commands,
                 evidence=[f"{last['timestamp']:%Y-%m-%d %H:%M} UTC: {last['busbw_gbs']:.1f} GB/s ({last['status']})",
                           f"median of earlier runs {med:.1f} GB/s; tolerance {tol:.0%}"],
                 category="nccl-history", node=str(last["hosts"]) or None,

@@ -1,5 +1,6 @@
 """``NCCL_DEBUG=INFO`` logs: what NCCL set up (version, ranks, nodes, transports, variables set by environment)
-and which known failure signature a log shows (``gpulib/data/nccl/nccl_signatures.csv``, each row with its source).
+and which known failure signature a log shows (``gpulib/data/nccl/nccl_signatures.csv``, each row with its source);
+the SOP step of the other log findings is a row of ``gpulib/data/nccl/nccl_sop.csv``.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gpulib.core.textio import clip
 
 from gpulib.core.findings import Finding, FindingList, Severity
 from gpulib.core.knowledge import load_table
+from gpulib.core.sop import sop
 from gpulib.core.text import _lines
 
 
@@ -139,22 +141,23 @@ def diagnose_log(text: str | bytes, *, node: str | None = None) -> FindingList:
                            confidence=0.9 if sev != Severity.INFO else 0.7,
                            data={"signature": sig["id"], "count": len(hits), "source": sig["source"]}))
     if multi_node and s.network and "socket" in s.network.lower():
+        step = sop("nccl_sop", "log_inter_node_sockets")
         out.append(Finding(Severity.WARNING, "Inter-node traffic goes over TCP sockets",
                            summary="NCCL chose the socket transport across nodes; expect a fraction of RDMA bandwidth.",
-                           sop_step="expose the HCAs to the pods (RDMA/SR-IOV resources), check NCCL_IB_DISABLE and the net plugin",
-                           commands=["ibv_devinfo", "env | grep NCCL_"], evidence=[f"Using network {s.network}",
+                           sop_step=step.sop_step, commands=step.commands, evidence=[f"Using network {s.network}",
                                                                                     f"nodes: {s.nnodes}"],
                            category="nccl", node=node))
     for var, val in s.env.items():
         if var in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE") and val == "1":
+            step = sop("nccl_sop", "log_transport_disabled", name=var)
             out.append(Finding(Severity.WARNING, f"{var}=1 is set", summary="a transport is disabled; bandwidth drops",
-                               sop_step=f"remove {var} unless it is a deliberate workaround",
-                               commands=["env | grep NCCL_"], evidence=[f"{var} set by environment to {val}"],
+                               sop_step=step.sop_step, commands=step.commands,
+                               evidence=[f"{var} set by environment to {val}"],
                                category="nccl", node=node))
     other = [ln for i, ln in enumerate(lines) if "NCCL WARN" in ln and i not in matched_lines]
     if other:
         out.append(Finding(Severity.WARNING, "Unrecognised NCCL warnings", summary=f"{len(other)} NCCL WARN line(s) "
-                           "match no known signature", sop_step="read the first WARN line; search it in the NCCL "
-                           "troubleshooting guide and GitHub issues", evidence=[o[:300] for o in other[:5]],
+                           "match no known signature", sop_step=sop("nccl_sop", "log_unrecognised_warnings").sop_step,
+                           evidence=[o[:300] for o in other[:5]],
                            category="nccl", node=node, confidence=0.5))
     return out

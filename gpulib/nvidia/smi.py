@@ -34,7 +34,7 @@ NA_TOKENS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown er
 #: nvmlDeviceGetMarginTemperature: "distance to nearest slowdown threshold"). ``temperature_shutdown_c`` /
 #: ``_slowdown_c`` / ``_max_operating_c`` are absolute: printed by older drivers, derived from the margins on
 #: R570+ (T.Limit = current temperature + current margin; threshold = T.Limit - its margin), which gives the
-#: thresholds NVML's nvmlDeviceGetTemperatureThreshold reports on the same GPU (tests/test_smi_tlimit.py).
+#: thresholds NVML's nvmlDeviceGetTemperatureThreshold reports on the same GPU (tests/nvidia/test_smi_tlimit.py).
 #: ``temperature_thresholds_from`` says which: "absolute", "T.Limit margins" or "".
 QUERY_COLUMNS = [
     "pci_bus_id", "index", "minor_number", "uuid", "name", "serial", "vbios_version", "driver_version", "cuda_version",

@@ -1,9 +1,9 @@
 """``gpuops serve``: Alertmanager's webhook and runbook_url links run the catalogue's runbooks in a bounded pool.
 
 Modules: config (settings, token), routing (alert -> runbook + validated parameters, dedupe), store (run
-folders on disk, the index rebuilt from them), pool (bounded worker pool, per-run timeout), runner (a run
-in its own process group), summary (summary.md), notify (Slack-compatible / generic JSON), pages (HTML),
-app (the FastAPI application).
+folders on disk, the index rebuilt from them), pool (bounded worker pool), runner (a run through the run
+engine, gpulib.execute, in the worker thread, killed at its timeout), notify (Slack-compatible / generic JSON),
+pages (HTML), app (the FastAPI application, which writes each run's summary.md).
 """
 from __future__ import annotations
 

@@ -19,13 +19,15 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpulib.core.errors import GpulibError
+from gpulib.core.redact import redact
+from gpulib.core.summary import read_verdict, write_summary
+from gpulib.execute import prepare
 from gpulib.serve import notify, pages
 from gpulib.serve.config import ServeConfig
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
-from gpulib.serve.runner import SubprocessRunner
+from gpulib.serve.runner import EngineRunner
 from gpulib.serve.store import RunStore
-from gpulib.serve.summary import verdict, write_summary
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
 Runner = Callable[[Path, str, dict[str, Any], float], dict[str, Any]]
@@ -76,7 +78,7 @@ class Service:
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
-        self.runner = runner or SubprocessRunner()
+        self.runner = runner or EngineRunner(self.catalogue.__getitem__)
         self.registry = CollectorRegistry()
         self.m_runs = Counter("gpuops_serve_runs_total", "Finished runs by runbook and outcome",
                               ["runbook", "outcome"], registry=self.registry)
@@ -97,19 +99,6 @@ class Service:
     def link(self, run_id: str) -> str:
         return f"{self.cfg.public_url}/runs/{run_id}"
 
-    def _source_params(self, runbook: str) -> dict[str, Any]:
-        names = {p.name for p in self.catalogue[runbook].params}
-        src = self.cfg.source
-        out: dict[str, Any] = {}
-        if Path(src).is_dir():
-            if "source" in names:
-                out["source"] = "snapshot"
-            if "snapshot_dir" in names:
-                out["snapshot_dir"] = str(Path(src).resolve())
-        elif "source" in names:
-            out["source"] = src
-        return out
-
     def start(self, runbook: str, params: dict[str, Any], trigger: dict[str, Any]) -> dict[str, Any]:
         """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten)."""
         rec = self.store.create(runbook, params, trigger=trigger)
@@ -124,17 +113,19 @@ class Service:
     def _execute(self, run_id: str) -> None:
         rec = self.store.update(run_id, status="running", started=time.time())
         folder = self.store.folder(run_id)
-        params = {**rec["params"], **self._source_params(rec["runbook"])}
-        try:
+        try:  # the request's parameters were checked when it came in; here the server's source is added
+            params = prepare(self.catalogue[rec["runbook"]], given=rec["params"], source=self.cfg.source)
             outcome = self.runner(folder, rec["runbook"], params, self.cfg.run_timeout)
+        except GpulibError as exc:  # e.g. a live run without the node the runbook needs
+            outcome = {"status": "failed", "error": redact(str(exc))}
         except Exception as exc:  # a runner bug must not kill the worker thread
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        v = verdict(folder)
+        v = outcome["verdict"] if "verdict" in outcome else read_verdict(folder)
         cmd = v.get("commands", [None])[0] if v.get("commands") else None
         rec = self.store.update(run_id, status=outcome["status"], error=outcome.get("error"), finished=time.time(),
                                 severity=v.get("severity") if outcome["status"] != "failed" else None,
                                 cause=v.get("cause"), command=cmd, sop_step=v.get("sop_step"))
-        write_summary(folder, rec, self.link(run_id))
+        write_summary(folder, rec, self.link(run_id), v)
         self.m_runs.labels(rec["runbook"], rec["status"] if rec["status"] != "done" else (rec["severity"] or "ok")).inc()
         self.m_duration.labels(rec["runbook"]).observe(rec["finished"] - rec["started"])
         if self.cfg.notify_url:

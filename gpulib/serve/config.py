@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.validate import one_of
+from gpulib.inspection import choose_source
 
 TOKEN_ENV = "GPUOPS_SERVE_TOKEN"
 
@@ -50,6 +51,8 @@ class ServeConfig:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
         if "notify_format" in kw:
             one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
+        if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder
+            choose_source(kw["source"])
         cfg = cls(token=token, **kw)
         cfg.out = Path(cfg.out).resolve()
         if not cfg.public_url:

@@ -2,7 +2,7 @@
 (``deploy/prometheus/routes.yaml``, :func:`gpulib.xid.alert_routes`), and the checks every parameter passes.
 
 Only runbooks of the catalogue and their parameters are accepted; values are converted as ``gpuops run -p``
-converts them (:func:`gpulib.catalogue.resolve_params`) and node names / GPU ids are checked by
+converts them (:func:`gpulib.inspection.resolve_params`) and node names / GPU ids are checked by
 :mod:`gpulib.core.validate`, so a label value from an alert never reaches PromQL or a shell unchecked.
 Parameters that name files or folders, or pick the data source, are the server's to set, never a caller's.
 """
@@ -15,9 +15,10 @@ from typing import Any
 
 import yaml
 
-from gpulib.catalogue import catalogue, resolve_params
+from gpulib.catalogue import catalogue
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
+from gpulib.inspection import resolve_params
 
 #: parameters a request may never set: the data source and anything that names a path on the server
 SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
@@ -28,8 +29,9 @@ def server_only(name: str) -> bool:
 
 
 def load_catalogue() -> dict[str, Any]:
-    """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` from several
-    threads at once can fail on CPython 3.11 ("AST constructor recursion depth mismatch")."""
+    """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` (the parameter
+    defaults' ``literal_eval``) from several threads at once can fail on CPython 3.11 ("AST constructor
+    recursion depth mismatch"). Runs look their notebook up here too."""
     with _CAT_LOCK:
         return catalogue()
 

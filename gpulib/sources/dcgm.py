@@ -96,7 +96,7 @@ def _closing_quote(text: str, pos: int) -> int:
 
 def _parse_labels_at(text: str, pos: int) -> tuple[dict[str, str], int] | None:
     """Labels ``name="value",...`` from ``text[pos:]`` up to the closing ``}``; (labels, index after ``}``) or None.
-    No regex runs over a value, so time and memory stay linear in the line (tests/test_parser_limits.py)."""
+    No regex runs over a value, so time and memory stay linear in the line (tests/project/test_parser_limits.py)."""
     out: dict[str, str] = {}
     n = len(text)
     count = 0

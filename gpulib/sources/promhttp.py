@@ -14,7 +14,7 @@ timeout we pass it, and it tells a 200 from any other status (``PrometheusApiCli
 What we add, because its API cannot express it:
 
 - **The raw answer.** A response hook on the session keeps each attempt's ``requests.Response`` (per
-  thread: ``gpulib/cost/report.py`` queries one source from two threads). Its 200 branch returns
+  thread: ``gpulib/cost/steps.py`` queries one source from two threads). Its 200 branch returns
   ``response.json()["data"]["result"]``, which would raise ``KeyError``/``TypeError`` or requests'
   ``JSONDecodeError`` (a ``RequestException``, by type the same as a network failure) on exactly the
   answers the shape check below exists to name, and would build a Python list per sample where

@@ -19,9 +19,10 @@ import math
 from dataclasses import asdict, dataclass
 
 from gpulib.core.errors import InvalidParameter, UnknownModel
-from gpulib.core.findings import Finding, Severity
+from gpulib.core.findings import Finding
 from gpulib.core.knowledge import load_table, overhead, settings  # noqa: F401
 from gpulib.mig import device_memory_gib   # memory of a whole GPU or a MIG instance (the MIG catalog)
+from gpulib.vllm.findings import budget_findings, no_tp_fits
 
 GIB = 1024 ** 3
 TP_SIZES = (1, 2, 4, 8)
@@ -116,7 +117,8 @@ def activation_gib(model: str | ModelSpec, max_num_batched_tokens: int, max_num_
 
 @dataclass
 class MemoryBudget:
-    """vLLM's memory arithmetic for one configuration (GiB per GPU)."""
+    """vLLM's memory arithmetic for one configuration (GiB per GPU); as a finding:
+    :func:`gpulib.vllm.findings.budget_findings`."""
 
     model: str
     device: str
@@ -140,23 +142,6 @@ class MemoryBudget:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-    def findings(self) -> list[Finding]:
-        ev = [f"requested {self.requested_gib:.1f} GiB = {self.gpu_memory_utilization} x {self.total_gib:.1f} GiB",
-              f"weights {self.weights_gib:.1f} GiB/GPU (TP={self.tp})",
-              f"activations {self.activation_gib:.1f} GiB + non-torch {self.non_torch_gib:.1f} GiB (estimates)",
-              f"KV cache {self.kv_gib:.1f} GiB = {self.kv_tokens:,} tokens at {self.kv_bytes_per_token / 1024:.0f} KiB/token",
-              f"max concurrency at {self.max_model_len} tokens: {self.max_concurrency:.2f}x"]
-        flags = (f"--tensor-parallel-size {self.tp} --gpu-memory-utilization {self.gpu_memory_utilization} "
-                 f"--max-model-len {self.max_model_len} --max-num-seqs {self.max_num_seqs}")
-        if self.fits:
-            sev = Severity.OK if self.max_concurrency >= 1 else Severity.WARNING
-            return [Finding(sev, f"{self.model} fits on {self.device}", summary=self.reason, evidence=ev,
-                            sop_step="start vLLM with these flags and compare the 'GPU KV cache size' log line",
-                            commands=[f"vllm serve {self.hf_id or self.model} {flags}"], category="vllm", data=self.as_dict())]
-        return [Finding(Severity.CRITICAL, f"{self.model} does not fit on {self.device}", summary=self.reason,
-                        evidence=ev, sop_step="raise tensor-parallel size, use fp8 weights/KV cache, lower "
-                        "--max-model-len, or pick a larger GPU / MIG profile", category="vllm", data=self.as_dict())]
 
 
 def budget(model: str | ModelSpec, device: str, *, tp: int = 1, gpu_memory_utilization: float | None = None,
@@ -238,11 +223,8 @@ def choose_tp(model: str | ModelSpec, device: str, *, gpus: int = 8, max_model_l
         b = budget(m, device, tp=tp, max_model_len=max_model_len, **kw)
         tried.append(f"TP={tp}: {b.kv_tokens:,} KV tokens, {b.max_concurrency:.2f}x at {b.max_model_len}")
         if b.fits and b.max_concurrency >= concurrency:
-            f = b.findings()[0]
+            f = budget_findings(b)[0]
             f.title = f"{m.name}: tensor-parallel size {tp} on {device}"
             f.evidence = tried[:-1] + f.evidence
             return [f]
-    return [Finding(Severity.CRITICAL, f"{m.name} does not fit {concurrency} request(s) on up to {gpus} x {device}",
-                    summary="no tensor-parallel size up to the GPUs available holds the KV cache needed",
-                    evidence=tried, sop_step="use fp8 weights / --kv-cache-dtype fp8, a shorter --max-model-len, "
-                    "more GPUs (pipeline parallel across nodes) or a larger GPU", category="vllm")]
+    return [no_tp_fits(m.name, device, gpus, concurrency, tried)]

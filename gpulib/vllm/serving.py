@@ -1,8 +1,8 @@
 """Serving signals: may a serving workload be shrunk, judged by its ``vllm:`` metrics?
 
 The cost report must not recommend fewer GPUs for a deployment that the ``vllm_deploy`` live check calls
-overloaded. This module asks the same question the runbook asks (:func:`gpulib.vllm.deploy.vllm_metrics`
-then :func:`gpulib.vllm.deploy.assess`, with the runbook's default window and latency target:
+overloaded. This module asks the same question the runbook asks (:func:`gpulib.vllm.live.vllm_metrics`
+then :func:`gpulib.vllm.findings.assess`, with the runbook's default window and latency target:
 ``serving_window`` / ``serving_latency_p99_s`` in ``gpulib/data/vllm/vllm_deploy.csv``) for each serving workload,
 and returns one row per workload (:func:`gpulib.cost.plan.plan_actions` reads it)::
 
@@ -17,11 +17,14 @@ from __future__ import annotations
 import pandas as pd
 
 from gpulib.core.errors import GpulibError
+from gpulib.vllm.findings import assess
+from gpulib.vllm.live import vllm_metrics
+from gpulib.vllm.sizing import setting
 
 __all__ = ["SERVING_COLUMNS", "OVERLOADED_VERDICTS", "serving_signals"]
 
 SERVING_COLUMNS = ["namespace", "workload", "verdict", "overloaded", "signal"]
-#: vllm_deploy verdicts (gpulib/vllm/deploy.py ``assess``) under which a deployment must not lose GPUs
+#: vllm_deploy verdicts (gpulib/vllm/live.py ``verdict``) under which a deployment must not lose GPUs
 OVERLOADED_VERDICTS = ("scale_up", "retune")
 
 
@@ -32,8 +35,6 @@ def serving_signals(src, workloads: pd.DataFrame, *, window: str | None = None,
     ``window`` / ``latency_p99_s`` default to ``serving_window`` / ``serving_latency_p99_s`` in
     ``gpulib/data/vllm/vllm_deploy.csv`` (the ``vllm_deploy`` runbook's defaults).
     """
-    from gpulib.vllm.deploy import assess, setting, vllm_metrics
-
     window = window or setting("serving_window")
     if latency_p99_s is None:
         latency_p99_s = float(setting("serving_latency_p99_s")) or None

@@ -1,14 +1,26 @@
-"""Charts of the vllm_deploy runbook (no decisions here: the plan and the live verdict are in
-:mod:`gpulib.vllm.deploy`). Axes carry their units."""
+"""Charts and text of the vllm_deploy runbook (no decisions here: the plan is :mod:`gpulib.vllm.sizing`, the manifests
+:mod:`gpulib.vllm.manifest`, the live verdict :mod:`gpulib.vllm.live`). Axes carry their units."""
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
-__all__ = ["memory_chart", "waiting_chart"]
+__all__ = ["memory_chart", "waiting_chart", "manifests_text"]
+
+
+def manifests_text(validated: list[str], objs: list[dict[str, Any]], adapter_rules: str, tgi_args: list[str]) -> str:
+    """What the Manifests step prints: one validation line per object, the objects as a YAML stream (in the order
+    their keys were built), the Prometheus Adapter rules and the TGI command line."""
+    import yaml
+
+    return "\n".join(validated + [yaml.safe_dump_all(objs, sort_keys=False),
+                                  "# Prometheus Adapter rules for the HPA metric\n" + adapter_rules,
+                                  "# TGI equivalent:\ntext-generation-launcher " + " ".join(tgi_args)])
 
 
 def memory_chart(p, device: str):
-    """Stacked bar of one GPU's memory under plan ``p`` (:func:`gpulib.vllm.deploy.plan`): weights, activations,
+    """Stacked bar of one GPU's memory under plan ``p`` (:func:`gpulib.vllm.sizing.plan`): weights, activations,
     non-torch memory, KV cache and what ``--gpu-memory-utilization`` leaves unrequested (GiB)."""
     import plotly.graph_objects as go
 
@@ -22,7 +34,7 @@ def memory_chart(p, device: str):
 
 
 def waiting_chart(series: pd.DataFrame, workload: str):
-    """Waiting requests per pod over time (:func:`gpulib.vllm.deploy.waiting_requests`)."""
+    """Waiting requests per pod over time (:func:`gpulib.vllm.live.waiting_requests`)."""
     import plotly.express as px
 
     fig = px.line(series, x="timestamp", y="value", color="pod", title=f"{workload}: waiting requests")

@@ -30,7 +30,7 @@ import pandas as pd
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.validate import node_name, shell_quote
-from gpulib.xid.triage import sop
+from gpulib.xid.sops import sop
 
 HARDWARE_CLASSES = ("memory", "pcie", "diagnostic")
 _RULE_FOR_FAIL = {"memory": "DIAG_RMA", "pcie": "DIAG_RMA", "diagnostic": "DIAG_RMA", "retirement": "DIAG_RESET_RERUN",

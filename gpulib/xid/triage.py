@@ -1,9 +1,10 @@
-"""XID / ECC triage: from XID events, nvidia-smi, DCGM summaries and the pod list to Findings.
+"""XID / ECC triage rules: from XID events, nvidia-smi, DCGM summaries and the pod list to one result per GPU.
 
 Pure functions over the tidy frames of :mod:`gpulib.core.schema` and the parsers in :mod:`gpulib.xid.kernel_log`
-and :mod:`gpulib.nvidia.smi`. The SOP step of every XID Finding follows NVIDIA's resolution bucket for that
-code (``gpulib/data/xid/xid_catalog.csv`` -> ``gpulib/data/xid/xid_sop.csv``); memory rules (DBE, row-remap
-pending/failure, retired pages) and thermal/clock-event rules use the same SOP table.
+and :mod:`gpulib.nvidia.smi`. Each GPU of the node becomes a :class:`CaseResult`: its XID verdict (NVIDIA's
+resolution bucket for the codes seen, ``gpulib/data/xid/xid_catalog.csv``), the memory rules (DBE, row-remap
+pending/failure, retired pages) and the thermal/clock-event rules that fired, each naming its row of
+``gpulib/data/xid/xid_sop.csv``. :mod:`gpulib.xid.findings` turns the results into Findings with that row's SOP.
 
 DCGM_FI_DEV_XID_ERRORS is a *sticky gauge* holding the last XID code (``NVIDIA/dcgm-exporter:
 etc/default-counters.csv`` @ d5e5f510, https://github.com/NVIDIA/dcgm-exporter/issues/190): it is read for
@@ -13,22 +14,20 @@ The Prometheus rules file built from the same data files is :mod:`gpulib.xid.ale
 """
 from __future__ import annotations
 
-import shlex
-
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
-from gpulib.core.findings import Finding, Severity, sort_findings
+from gpulib.core.findings import Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table, settings, threshold
+from gpulib.core.timeutil import parse_window
 from gpulib.nvidia.smi import gpu_id_map
 from gpulib.xid import nvlink5
-from gpulib.xid.sops import POD_IMPACT_COLUMNS, _sop_table, pod_impact, sop  # noqa: F401  (re-exported)
-from gpulib.xid.sops import fill_commands as _fill, impact_evidence as _impact_evidence
 from gpulib.xid.catalog import lookup
+from gpulib.xid.sops import pod_impact
 
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
@@ -147,7 +146,7 @@ def _summary_value(frames: dict[str, pd.DataFrame], field: str, node: str, gpu: 
     return float(vals.max()), str(sel["stat"].iloc[0]) if "stat" in sel.columns else "value"
 
 
-# ----------------------------------------------------------------------------------- findings
+# ----------------------------------------------------------------------------------- results
 @dataclass
 class _GpuCase:
     gpu: str | None
@@ -157,7 +156,49 @@ class _GpuCase:
     evidence: list[str] = field(default_factory=list)
 
 
-def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | None:
+@dataclass
+class XidVerdict:
+    """What the XIDs of one GPU call for: the resolution bucket whose ``xid_sop.csv`` row is the SOP step."""
+
+    codes: list[int]
+    #: the bucket the SOP follows (after :attr:`processes` made an application XID a hardware suspect)
+    bucket: str
+    #: NVIDIA's bucket for the codes (the worst one; sympathetic buckets only when nothing else is there)
+    nvidia_bucket: str
+    #: the code whose description is the finding's summary
+    headline: int
+    evidence: list[str]
+    #: every event came from the sticky DCGM gauge (none from the kernel log)
+    gauge_only: bool
+    #: > 0: application-class XIDs from this many different processes on the GPU, so the GPU is suspect
+    processes: int = 0
+
+
+@dataclass
+class RuleHit:
+    """A memory or thermal rule that fired: its ``xid_sop.csv`` row, the evidence, and a severity other than the
+    row's where the rule grades it (None: the row's)."""
+
+    key: str
+    evidence: list[str]
+    severity: Severity | None = None
+
+
+@dataclass
+class CaseResult:
+    """One GPU of the node: its identifiers, the pods on it, and what the rules found."""
+
+    case: _GpuCase
+    impact: pd.DataFrame
+    xid: XidVerdict | None
+    memory: list[RuleHit]
+    thermal: list[RuleHit]
+
+
+def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
+    """The bucket the XIDs of ``case`` call for (None without an XID event). Application-class XIDs from
+    ``app_xid_distinct_workloads`` different processes (``alert_settings.csv``) make the GPU a hardware suspect:
+    the verdict becomes ``RESET_GPU``."""
     if not case.events:
         return None
     ev = pd.DataFrame(case.events)
@@ -165,9 +206,7 @@ def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | N
     buckets = {c: _bucket_for(c, ev.loc[ev["xid"] == c, "recovery_action"].dropna().max()
                if "recovery_action" in ev.columns else None, ev[ev["xid"] == c]) for c in codes}
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
-    bucket = _worst_bucket(driving)
-    row = sop(bucket)
-    verdict, severity = row["verdict"], Severity(row["severity"])
+    bucket = nvidia_bucket = _worst_bucket(driving)
     evidence = []
     for c in codes:
         rec, sub = lookup(c), ev[ev["xid"] == c]
@@ -179,40 +218,17 @@ def _xid_finding(node: str, case: _GpuCase, impact: pd.DataFrame) -> Finding | N
     if (ev["source"] == XID_GAUGE).any():
         evidence.append(f"{XID_GAUGE} is a sticky gauge holding the last XID code, not a count: only changes are "
                         "events, repeats of the same code are invisible, codes already in the kernel log are not recounted")
-    escalation = row["escalation"]
+    processes = 0
     if bucket in APP_BUCKETS:
-        procs = set()
-        for col in ("pid", "process"):
-            if col in ev.columns:
-                procs |= {str(v) for v in ev[col].dropna() if str(v) not in ("", "<NA>")}
         need = int(_setting("app_xid_distinct_workloads"))
         workloads = max(len(set(ev["pid"].dropna())) if "pid" in ev.columns else 0, len(impact))
         if workloads >= need and len(set(ev.get("pid", pd.Series(dtype=object)).dropna())) >= need:
-            bucket, verdict, severity = "RESET_GPU", "hardware", Severity.WARNING
-            row = dict(sop("RESET_GPU"), sop_step="Application-class XIDs from several different processes on the same "
-                       "GPU: treat the GPU as suspect, drain it and run dcgmi diag -r 3 before giving it back")
+            bucket, processes = "RESET_GPU", workloads
             evidence.append(f"application XIDs came from {workloads} different processes on this GPU (>= {need})")
-    evidence += case.evidence + _impact_evidence(impact)
-    gpu_txt = f"GPU {case.gpu}" if case.gpu not in (None, "") else f"GPU {case.pci_bus_id or '?'}"
-    title = f"XID {', '.join(map(str, codes))} on {node} {gpu_txt}: {verdict} ({bucket})"
-    return Finding(
-        severity=severity, title=title, category=verdict, node=node, gpu=case.gpu,
-        summary=lookup(codes[0] if len(codes) == 1 else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c])
-                       if buckets[c] in BUCKET_PRIORITY else 99)).description,
-        sop_step=row["sop_step"], commands=_fill(row["commands"], node, case.gpu, impact), evidence=evidence,
-        escalation=escalation, runbook="xid_ecc_triage", confidence=0.9 if (ev["source"] == XID_GAUGE).all() else 1.0,
-        data={"xids": codes, "bucket": bucket, "verdict": verdict, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id,
-              "pods": impact.to_dict("records")})
-
-
-def _rule_finding(key: str, node: str, case: _GpuCase, impact: pd.DataFrame, evidence: list[str], title: str,
-                  severity: Severity | None = None) -> Finding:
-    row = sop(key)
-    return Finding(severity=severity or Severity(row["severity"]), title=f"{title} on {node} GPU {case.gpu}",
-                   category=row["verdict"], node=node, gpu=case.gpu, sop_step=row["sop_step"],
-                   commands=_fill(row["commands"], node, case.gpu, impact),
-                   evidence=evidence + _impact_evidence(impact), escalation=row["escalation"], runbook="xid_ecc_triage",
-                   data={"rule": key, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id, "pods": impact.to_dict("records")})
+    headline = codes[0] if len(codes) == 1 else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c])
+                                                    if buckets[c] in BUCKET_PRIORITY else 99)
+    return XidVerdict(codes, bucket, nvidia_bucket, headline, evidence, bool((ev["source"] == XID_GAUGE).all()),
+                      processes)
 
 
 def _smi_row(smi: pd.DataFrame | None, case: _GpuCase) -> dict[str, Any] | None:
@@ -232,11 +248,12 @@ def _pos(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and np.isnan(v)) and float(v) > 0
 
 
-def _memory_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
-                     impact: pd.DataFrame, window: str, fold_into_xid: bool) -> list[Finding]:
+def memory_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
+                 window: str, fold_into_xid: bool) -> list[RuleHit]:
     """DBE / remap / retired-page rules. With ``fold_into_xid`` (the GPU's XID SOP already resets or
-    reboots it) DBE and pending-remap facts become evidence of the XID finding instead of extra findings."""
-    out: list[Finding] = []
+    reboots it) DBE and pending-remap facts become evidence of the XID finding (``case.evidence``) instead of
+    rules of their own."""
+    out: list[RuleHit] = []
     s = smi_row or {}
     fail_dcgm = _summary_value(dcgm, REMAP_FAILURE, node, case.gpu, case.uuid)
     dbe = _summary_value(dcgm, DBE_VOL, node, case.gpu, case.uuid)
@@ -256,9 +273,9 @@ def _memory_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, 
     if failed:
         ev = ([f"{REMAP_FAILURE} {fail_dcgm[1]} {fail_dcgm[0]:.0f}"] if fail_dcgm and _pos(fail_dcgm[0]) else []) + \
              (["nvidia-smi: Remapping Failure Occurred: Yes"] if s.get("remapped_rows_failure") == 1.0 else [])
-        out.append(_rule_finding("ROW_REMAP_FAILURE", node, case, impact, ev + ev_mem, "Row-remap failure (RMA)"))
+        out.append(RuleHit("ROW_REMAP_FAILURE", ev + ev_mem))
     elif ev_mem and not fold_into_xid:
-        out.append(_rule_finding("DBE_ERRORS", node, case, impact, ev_mem, "Uncorrectable ECC (DBE) errors"))
+        out.append(RuleHit("DBE_ERRORS", ev_mem))
     elif ev_mem:
         case.evidence.extend(ev_mem)
     pending = (pend_dcgm and _pos(pend_dcgm[0])) or s.get("remapped_rows_pending") == 1.0
@@ -267,26 +284,23 @@ def _memory_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, 
     elif pending and not failed:
         ev = (["nvidia-smi: Remapped Rows Pending: Yes"] if s.get("remapped_rows_pending") == 1.0 else []) + \
              ([f"{REMAP_PENDING} {pend_dcgm[1]} {pend_dcgm[0]:.0f}"] if pend_dcgm and _pos(pend_dcgm[0]) else [])
-        out.append(_rule_finding("ROW_REMAP_PENDING", node, case, impact, ev, "Row remap pending"))
+        out.append(RuleHit("ROW_REMAP_PENDING", ev))
     if (ret_pend and _pos(ret_pend[0])) or s.get("retired_pages_pending") == 1.0:
-        out.append(_rule_finding("RETIRED_PAGES_PENDING", node, case, impact,
-                                 ["page retirement pending (nvidia-smi Pending Page Blacklist / DCGM_FI_DEV_RETIRED_PENDING)"],
-                                 "Page retirement pending"))
+        out.append(RuleHit("RETIRED_PAGES_PENDING",
+                           ["page retirement pending (nvidia-smi Pending Page Blacklist / DCGM_FI_DEV_RETIRED_PENDING)"]))
     if sbe and window:
-        from gpulib.core.timeutil import parse_window
-
         hours = parse_window(window).total_seconds() / 3600.0
         rate, limit = sbe[0] / hours if hours else 0.0, threshold("ecc_sbe_rate_warn")
         if rate >= limit:
-            out.append(_rule_finding("SBE_RATE", node, case, impact,
-                                     [f"{SBE_VOL} {sbe[1]} {sbe[0]:.0f} over {window} = {rate:.0f}/h >= {limit:.0f}/h"],
-                                     "Correctable ECC errors climbing"))
+            out.append(RuleHit("SBE_RATE", [f"{SBE_VOL} {sbe[1]} {sbe[0]:.0f} over {window} = {rate:.0f}/h >= {limit:.0f}/h"]))
     return out
 
 
-def _thermal_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
-                      impact: pd.DataFrame, window: str) -> list[Finding]:
-    out: list[Finding] = []
+def thermal_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
+                  window: str) -> list[RuleHit]:
+    """GPU temperature against ``gpu_temp_warn_c`` / ``gpu_temp_crit_c`` (thresholds.csv) and the thermal and power
+    clock-event reasons nvidia-smi reports."""
+    out: list[RuleHit] = []
     warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
     s = smi_row or {}
     ev: list[str] = []
@@ -305,12 +319,11 @@ def _thermal_findings(node: str, case: _GpuCase, smi_row: dict[str, Any] | None,
         ev.append("nvidia-smi clock-event reasons active: " + ", ".join(thermal))
         sev = sev or Severity.WARNING
     if ev:
-        out.append(_rule_finding("THERMAL", node, case, impact, ev, "GPU hot / thermally throttled", severity=sev))
+        out.append(RuleHit("THERMAL", ev, sev))
     power = [r for r in reasons if r in ("HW_POWER_BRAKE", "SW_POWER_CAP")]
     if power:
         sev_p = Severity.WARNING if "HW_POWER_BRAKE" in power else Severity.INFO
-        out.append(_rule_finding("POWER", node, case, impact, ["nvidia-smi clock-event reasons active: " + ", ".join(power)],
-                                 "Clocks limited by power", severity=sev_p))
+        out.append(RuleHit("POWER", ["nvidia-smi clock-event reasons active: " + ", ".join(power)], sev_p))
     return out
 
 
@@ -383,10 +396,10 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
     return cases
 
 
-def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_events: pd.DataFrame | None = None,
-                smi: pd.DataFrame | None = None, dcgm: dict[str, pd.DataFrame] | None = None,
-                pods: pd.DataFrame | None = None) -> list[Finding]:
-    """Triage one node (optionally one GPU) into Findings, most severe first.
+def triage_cases(node: str, *, gpu: str | None = None, window: str = "", xid_events: pd.DataFrame | None = None,
+                 smi: pd.DataFrame | None = None, dcgm: dict[str, pd.DataFrame] | None = None,
+                 pods: pd.DataFrame | None = None) -> list[CaseResult]:
+    """The rules on one node (optionally one GPU): one :class:`CaseResult` per GPU, in the order the GPUs were met.
 
     * ``xid_events``: :func:`gpulib.xid.kernel_log.parse_kernel_log` output (``pci_bus_id``) and/or rows with
       ``gpu``/``uuid`` columns; a ``node`` column, if present, is filtered to ``node``.
@@ -396,18 +409,12 @@ def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_even
     * ``pods``: POD_COLUMNS frame; pods on the GPU come from DCGM's pod labels, else the node's GPU pods.
     """
     dcgm = {k: v for k, v in (dcgm or {}).items() if v is not None}
-    findings: list[Finding] = []
+    out: list[CaseResult] = []
     for case in _cases(node, gpu, xid_events, smi, dcgm).values():
         impact = pod_impact(node, case.gpu, pods=pods, dcgm=dcgm, uuid=case.uuid)
         smi_row = _smi_row(smi, case)
-        probe = _xid_finding(node, _GpuCase(case.gpu, case.uuid, case.pci_bus_id, case.events), impact)
-        fold = probe is not None and probe.data["bucket"] in DRAIN_BUCKETS
-        mem = _memory_findings(node, case, smi_row, dcgm, impact, window, fold)
-        xf = _xid_finding(node, case, impact)   # again, now with the folded memory evidence
-        findings += [f for f in (xf,) if f] + mem + _thermal_findings(node, case, smi_row, dcgm, impact, window)
-    if not findings:
-        findings.append(Finding(severity=Severity.OK, title=f"No XID, ECC or thermal problem found on {node}",
-                                node=node, gpu=gpu, category="ok", runbook="xid_ecc_triage",
-                                evidence=[f"inputs checked: {', '.join(k for k, v in (('kernel log', xid_events), ('nvidia-smi', smi)) if v is not None) or 'none'}"
-                                          + (f"; DCGM fields: {', '.join(sorted(dcgm))}" if dcgm else "")]))
-    return sort_findings(findings)
+        verdict = xid_verdict(case, impact)
+        fold = verdict is not None and verdict.bucket in DRAIN_BUCKETS
+        mem = memory_rules(node, case, smi_row, dcgm, window, fold)   # folded facts land in case.evidence
+        out.append(CaseResult(case, impact, verdict, mem, thermal_rules(node, case, smi_row, dcgm, window)))
+    return out

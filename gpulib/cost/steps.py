@@ -1,0 +1,188 @@
+"""The steps of the GPU utilization and cost report (``reports/gpu_utilization_report.ipynb``), one call per
+notebook step: the window's data pulled from a source (:func:`load_report_data`), costed
+(:func:`cost_report`: :func:`gpulib.cost.analysis.analyze_cost` over it), and each section's table or chart
+(:mod:`gpulib.cost.view`).
+
+    data = load_report_data(src, "7d", namespaces=parse_namespaces("ml, ads"))
+    data.serving = gpulib.vllm.serving_signals(src, serving_candidates(data.pods, data.namespaces))
+    rep = cost_report(data)
+    view.headline_html(cost.executive_summary(rep))
+
+The vLLM serving verdicts are asked for by the notebook (the vllm domain builds on this one). Report settings
+(series step, heatmap resolution, table sizes) live in ``gpulib/data/cost/report_policy.csv``.
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pandas as pd
+
+import gpulib.cost.view as view
+from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.knowledge import settings
+from gpulib.core.timeutil import format_duration, parse_window
+from gpulib.cost.analysis import analyze_cost, idle_zombie_table, namespace_allocation, savings_waterfall
+from gpulib.cost.hygiene import mark_unrequested
+from gpulib.cost.model import CostReport
+from gpulib.cost.price_age import report_price_age
+from gpulib.cost.prices import cost_policy_list, report_policy
+from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, node_time_matrix, prepare_samples, select_activity
+
+__all__ = ["ReportData", "idle_samples", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
+           "serving_candidates", "cost_report", "method_section", "heatmap", "namespace_chart", "idle_section",
+           "waterfall"]
+
+
+def parse_namespaces(text: str | list[str] | None) -> list[str] | None:
+    """``"ml, ads"`` -> ``["ml", "ads"]``; ``""`` / None -> None (all namespaces)."""
+    if text is None:
+        return None
+    items = text if isinstance(text, list) else str(text).split(",")
+    out = [s.strip() for s in items if s and s.strip()]
+    return out or None
+
+
+def series_step(window: str | timedelta) -> str:
+    """The step the report pulls series at: the policy step, or the whole window when that is shorter."""
+    w = parse_window(window)
+    step = parse_window(report_policy("series_step"), name="series_step")
+    return format_duration(min(step, w))
+
+
+def heatmap_bucket(window: str | timedelta, step: str) -> str:
+    """Heatmap bucket: window / ``heatmap_columns`` rounded up to a whole number of steps (pandas freq)."""
+    w = parse_window(window).total_seconds()
+    s = parse_window(step, name="step").total_seconds()
+    cols = settings("report_policy").number("heatmap_columns")
+    seconds = max(s, math.ceil(w / cols / s) * s)
+    return f"{int(seconds)}s"
+
+
+@dataclass
+class ReportData:
+    """Frames the report analyses, and what was used or missing."""
+
+    window: str
+    step: str
+    nodes: pd.DataFrame
+    pods: pd.DataFrame
+    gr_engine_active: pd.DataFrame | None = None
+    gpu_util: pd.DataFrame | None = None
+    fb_used: pd.DataFrame | None = None
+    namespaces: list[str] | None = None
+    missing: list[str] = field(default_factory=list)
+    #: vLLM live-check verdict per serving workload (gpulib.vllm.serving_signals over serving_candidates)
+    serving: pd.DataFrame | None = None
+
+    @property
+    def activity_field(self) -> str:
+        return GR_ENGINE_ACTIVE if self.gr_engine_active is not None else GPU_UTIL
+
+    @property
+    def samples(self) -> int:
+        return sum(len(f) for f in (self.gr_engine_active, self.gpu_util, self.fb_used) if f is not None)
+
+
+def _try_series(src, fld: str, window: str, step: str, missing: list[str]) -> pd.DataFrame | None:
+    try:
+        return src.series(fld, window, step=step, agg=report_policy("series_agg") or None)
+    except EmptyResult as exc:
+        missing.append(f"{fld}: {str(exc).split(' (hint:')[0]}")
+        return None
+
+
+def load_report_data(src, window: str, *, namespaces: list[str] | None = None, step: str | None = None) -> ReportData:
+    """Pull nodes, pods and the DCGM series the cost analysis needs, at the report's coarse step.
+
+    Activity is ``GR_ENGINE_ACTIVE`` when exported, else ``GPU_UTIL``; ``FB_USED`` is optional (no
+    zombie detection without it). Raises :class:`InvalidParameter` for a namespace the cluster does
+    not have, :class:`~gpulib.core.errors.InvalidWindow` for a bad window, :class:`EmptyResult` when no
+    activity field has data.
+    """
+    parse_window(window)
+    step = step or series_step(window)
+    nodes, pods = src.nodes(), src.pods()
+    if namespaces:
+        known = set(pods["namespace"].astype(str))
+        unknown = [n for n in namespaces if n not in known]
+        if unknown:
+            raise InvalidParameter(f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
+                                   f"namespaces with pods: {', '.join(sorted(known))}")
+    missing: list[str] = []
+    fb_missing: list[str] = []
+    # activity and memory are independent queries: run them side by side, so the client reads one
+    # answer while the server still evaluates the other (at fleet scale each takes seconds)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fb_job = pool.submit(_try_series, src, FB_USED, window, step, fb_missing)
+        gr = _try_series(src, GR_ENGINE_ACTIVE, window, step, missing)
+        util = None if gr is not None else _try_series(src, GPU_UTIL, window, step, missing)
+        fb = fb_job.result()
+    if gr is None and util is None:
+        raise EmptyResult(f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}",
+                          query=GR_ENGINE_ACTIVE)
+    missing += fb_missing
+    return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
+                      fb_used=fb, namespaces=namespaces, missing=missing)
+
+
+def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:
+    """(namespace, workload) of the serving workloads whose vLLM live check the savings plan needs (owner kinds
+    in cost_policy.csv ``inference_owner_kinds`` with a GPU request); pass them to
+    :func:`gpulib.vllm.serving_signals` and its rows to ``analyze_cost(serving=...)``."""
+    p = pods[pods["owner_kind"].astype("string").fillna("").isin(cost_policy_list("inference_owner_kinds"))]
+    p = p[pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0) > 0]
+    if namespaces:
+        p = p[p["namespace"].astype(str).isin(namespaces)]
+    return p[["namespace", "workload"]].astype(str).drop_duplicates().reset_index(drop=True)
+
+
+def idle_samples(src, window: str) -> tuple[pd.DataFrame, str]:
+    """The samples the one idle/zombie rule (:func:`gpulib.cost.usage.classify_idle`) runs on, pulled exactly as
+    the report pulls them (:func:`load_report_data`: ``series_step``, ``series_agg``), so the fleet overview and
+    the report give a pod the same verdict. Returns (samples, activity field used)."""
+    data = load_report_data(src, window)
+    act, field_used = select_activity(data.gr_engine_active, data.gpu_util)
+    # as analyze_cost marks them: a pod that requested no GPU holds no allocated GPU time (gpulib.cost.hygiene)
+    return mark_unrequested(prepare_samples(act, data.fb_used, nodes=data.nodes, window=window), data.pods), field_used
+
+
+
+# ----------------------------------------------------------------------------------------------
+# the notebook's steps
+# ----------------------------------------------------------------------------------------------
+def cost_report(data: ReportData, *, price_file: str | None = None, provider: str | None = None,
+                currency: str = "USD") -> CostReport:
+    """Step "Load the window's data and cost it": :func:`gpulib.cost.analysis.analyze_cost` over ``data``
+    (its window, namespaces and serving verdicts); empty ``price_file`` / ``provider``: the shipped defaults."""
+    return analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
+                        window=data.window, price_file=price_file or None, provider=provider or None,
+                        currency=currency, namespaces=data.namespaces, serving=data.serving)
+
+
+def method_section(rep: CostReport, data: ReportData, *, price_file: str | None = None) -> str:
+    """The Method section's HTML: how the numbers were made and the prices behind them, with their age."""
+    return view.method_html(rep, data, report_price_age(rep, price_file or None), price_file=price_file or None)
+
+
+def heatmap(rep: CostReport, data: ReportData):
+    """Step "Node x time heatmap": mean activity per node per bucket (:func:`heatmap_bucket` of the window)."""
+    bucket = heatmap_bucket(data.window, data.step)
+    return view.heatmap_figure(node_time_matrix(rep.samples, bucket), rep.activity_field, bucket)
+
+
+def namespace_chart(rep: CostReport):
+    """Step "Namespace allocation": allocated, active and idle GPU-hours per namespace."""
+    return view.namespace_figure(namespace_allocation(rep))
+
+
+def idle_section(rep: CostReport) -> str:
+    """Step "Idle and zombie workloads": the table of :func:`gpulib.cost.analysis.idle_zombie_table`."""
+    return view.idle_table_html(idle_zombie_table(rep), rep.currency)
+
+
+def waterfall(rep: CostReport):
+    """Step "Savings waterfall": monthly spend after each kind of action."""
+    return view.waterfall_figure(savings_waterfall(rep), rep.currency)

@@ -1,0 +1,292 @@
+"""The run engine: one run of a catalogued notebook, in this process, for ``gpuops run|demo|report`` and ``gpuops serve``.
+
+Shaped like papermill's own split (https://github.com/nteract/papermill: ``execute.py`` runs, ``inspection.py``
+reads the parameters, ``cli.py`` only parses): :func:`prepare` resolves and validates a run's parameters once
+(:mod:`gpulib.inspection`: the ``-p`` values, the data source, the live backend's settings), and :func:`execute`
+runs the notebook with papermill into its own folder, then masks secrets in the executed notebook, exports a
+code-free HTML, reads ``findings.json`` once into the :class:`RunResult`, writes ``summary.md`` once and updates
+the folder's ``index.html``. Every run gets its own kernel with its own environment (where to write findings),
+so runs in several threads of one process never share ``os.environ`` or the working directory; with
+``run_timeout`` the kernel and every process it started are killed when the time is up.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from gpulib.catalogue import NotebookInfo
+from gpulib.core.findings import load_findings, worst_severity
+from gpulib.core.redact import redact
+from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
+from gpulib.core.summary import status_of, verdict_of, write_summary
+from gpulib.inspection import choose_source, resolve_params, target_defaults
+
+#: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
+KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
+
+
+@dataclass
+class RunResult:
+    name: str
+    out_dir: Path
+    notebook: Path
+    html: Path | None
+    findings: list = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failed: str | None = None
+    usage_errors: list[str] = field(default_factory=list)
+    #: the run was stopped at ``run_timeout`` (its kernel killed); ``failed`` says so
+    timed_out: bool = False
+    #: severity, cause, SOP step and commands of the top finding (:func:`gpulib.core.summary.verdict_of`);
+    #: empty when the run wrote no findings
+    verdict: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def worst(self) -> str:
+        return worst_severity(self.findings).value
+
+    @property
+    def status(self) -> str:
+        """failed | bad parameter | incomplete | done (:func:`gpulib.core.summary.status_of`)."""
+        return status_of(self.failed, self.usage_errors, self.errors)
+
+
+# ------------------------------------------------------------------------------------ parameters
+def prepare(info: NotebookInfo, pairs: Iterable[tuple[str, str]] = (), *, source: str | None = None,
+            snapshot: str | None = None, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters of one run of ``info``, resolved and validated once; InvalidParameter (a usage error)
+    before any kernel starts.
+
+    ``source`` / ``snapshot``: ``--source`` and ``--snapshot`` (:func:`gpulib.inspection.choose_source`);
+    ``pairs``: ``-p KEY VALUE`` strings, typed and checked (:func:`gpulib.inspection.resolve_params`); ``given``:
+    values that are already typed and checked (``gpuops serve`` checks a request's parameters when it arrives).
+    The source the run will use is then checked as a whole (``-p source=...`` included), a non-demo source gets
+    no demo node/GPU names (:func:`gpulib.inspection.target_defaults`), and a live backend's settings are read.
+    """
+    choice = choose_source(source, snapshot)
+    params: dict[str, Any] = choice.notebook_params(info) if choice else {}
+    params.update(resolve_params(info, list(pairs)))
+    params.update(given or {})
+    declared = {p.name: p.default for p in info.params}
+    backend = ""
+    if "source" in declared:
+        snap = params.get("snapshot_dir", declared.get("snapshot_dir")) or (choice.snapshot_dir if choice else "")
+        used = choose_source(params.get("source", declared["source"]), snap)
+        backend = used.name if used else ""
+        if used and used.snapshot_dir and "snapshot_dir" in params:
+            params["snapshot_dir"] = used.snapshot_dir
+    params.update(target_defaults(info, params, backend))
+    check_backend(backend)
+    return params
+
+
+def check_backend(name: str) -> None:
+    """Settings of a Prometheus backend (URL, timeout, retries, token) read before any notebook runs, so a
+    mistyped variable is a usage error (exit 2), not a failed run."""
+    if name in ("live", "prometheus"):
+        from gpulib.sources.prometheus import load_settings
+        load_settings()
+
+
+# ------------------------------------------------------------------------------------- execution
+def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
+    """HTML without code cells (what a report reader wants), secrets masked."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
+    html_path.write_text(redact(body))
+    return html_path
+
+
+def _kernel_manager(env: dict[str, str], cwd: Path | None = None, unset: Iterable[str] = ()):
+    """A kernel manager whose kernel gets ``env`` on top of this process' environment (less the names in
+    ``unset``) and starts in ``cwd``, so concurrent runs in one process (threads) each tell their own kernel
+    where to write findings, with no shared ``os.environ`` and no ``os.chdir``. An asynchronous manager, so its
+    client never blocks nbclient's event loop on a message that cannot come, and nbclient's check of the kernel
+    process notices a killed kernel (``DeadKernelError``) within a second."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    hidden = frozenset(unset)
+
+    class RunKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            base = {k: v for k, v in (kw.get("env") or os.environ).items() if k not in hidden}
+            kw["env"] = {**base, **env}
+            if cwd is not None:
+                kw["cwd"] = str(cwd)
+            return await super()._async_pre_start_kernel(**kw)
+
+    km = RunKernelManager(kernel_name="python3")
+    km.run_env = dict(env)
+    return km
+
+
+def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
+            timeout: int = 900, out_dir: Path | None = None, env: dict[str, str] | None = None,
+            unset_env: Iterable[str] = (), run_timeout: float | None = None, summary: bool = True) -> RunResult:
+    """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``).
+
+    ``timeout``: per cell, in seconds; ``run_timeout``: for the whole run, after which the kernel and its
+    process tree are killed and the run is failed (``timed_out``); ``env``: extra environment for this run's
+    kernel only (e.g. another GPUOPS_PROMETHEUS_URL); ``unset_env``: names this process has that the kernel must
+    not see (``gpuops serve``'s webhook token); ``summary``: write ``summary.md`` with this run's status and
+    parameters (``gpuops serve`` writes its own, with the run's link).
+    """
+    import papermill as pm
+
+    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
+    out_nb = out_dir / f"{info.name}.ipynb"
+    findings_path = out_dir / "findings.json"
+    res = RunResult(info.name, out_dir, out_nb, None)
+    km = _kernel_manager({**(env or {}), FINDINGS_ENV: str(findings_path)}, info.path.parent, unset_env)
+    watch = _Deadline(km, run_timeout) if run_timeout else None
+    try:
+        pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
+                            progress_bar=progress, execution_timeout=timeout, km=km,
+                            extra_arguments=list(KERNEL_ARGS))
+    except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
+        res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
+    finally:  # a run that ended by itself as the time ran out did not time out
+        if watch is not None:
+            res.timed_out = watch.stop() and res.failed is not None
+        _shutdown(km)
+    if res.timed_out:
+        res.failed = f"timed out after {run_timeout:g} s: the run and its kernel were killed"
+    if out_nb.exists():
+        _redact_file(out_nb)
+        if not res.timed_out:  # a killed run has no report, only its error
+            try:
+                res.html = export_html(out_nb, out_dir / f"{info.name}.html", info.title or info.name)
+            except Exception as exc:  # an HTML failure must not hide the run's result
+                res.errors.append(redact(f"HTML export failed: {exc}"))
+    doc = _read_findings(res, findings_path, info)
+    res.verdict = verdict_of(res.findings, doc) if doc is not None else {}
+    if summary and info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
+        write_summary(out_dir, {"runbook": info.name, "status": res.status, "params": params, "error": res.failed},
+                      res.html.name if res.html else out_nb.name, res.verdict)
+    known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
+    write_index(out_root, known)
+    return res
+
+
+def _shutdown(km) -> None:
+    """Stop the run's kernel. nbclient shuts down only a kernel it started itself: given ``km=``, papermill leaves
+    the kernel running (nbclient ``NotebookClient.owns_km``,
+    https://github.com/jupyter/nbclient/blob/main/nbclient/client.py), so without this every in-process run
+    (``gpuops demo``, ``gpuops serve``) would leave one idle kernel process behind."""
+    from jupyter_core.utils import run_sync
+
+    try:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    except Exception:  # noqa: BLE001 - a kernel that cannot be asked to stop is killed below
+        pass
+    process = getattr(km.provisioner, "process", None) if km.provisioner is not None else None
+    if process is not None and process.poll() is None:
+        kill_tree(process.pid)
+
+
+def _read_findings(res: RunResult, path: Path, info: NotebookInfo) -> dict[str, Any] | None:
+    """Read the run's findings.json (once) into ``res``; the document, or None when there is none."""
+    if not path.exists():
+        if res.failed is None and info.kind != "learn":
+            res.errors.append("the notebook wrote no findings (did it call rb.finish()?)")
+        return None
+    try:
+        res.findings, doc = load_findings(path)
+    except (ValueError, OSError, KeyError, TypeError) as exc:  # cut or hand-edited: the run is not OK
+        res.errors.append(redact(f"findings.json unreadable: {exc}"))
+        return None
+    res.errors += doc.get("errors", [])
+    res.usage_errors += doc.get("usage_errors", [])
+    return doc
+
+
+def _redact_file(path: Path) -> None:
+    """Mask configured secrets in an output file (the executed notebook), whatever cell printed them."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact(text)
+    if clean != text:
+        atomic_write(path, clean)
+
+
+# ---------------------------------------------------------------------------------- run timeout
+class _Deadline:
+    """Kills the kernel of ``km`` and every process it started once ``seconds`` have passed, and keeps killing
+    until the run ends (a kernel still starting at the deadline is killed when it appears). jupyter_client starts
+    the kernel in a session of its own (https://github.com/jupyter/jupyter_client/blob/main/jupyter_client/launcher.py),
+    and a process the kernel starts may open yet another session, so the tree is found through /proc."""
+
+    def __init__(self, km, seconds: float):
+        self.km, self.seconds = km, seconds
+        self.expired = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="gpuops-run-deadline", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if self._done.wait(self.seconds):
+            return
+        self.expired = True
+        while not self._done.is_set():
+            process = getattr(self.km.provisioner, "process", None) if self.km.provisioner is not None else None
+            if process is not None and process.poll() is None:
+                kill_tree(process.pid)
+            self._done.wait(0.2)
+
+    def stop(self) -> bool:
+        """End the watch; whether the deadline passed."""
+        self._done.set()
+        self._thread.join()
+        return self.expired
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc; empty where there is no /proc)."""
+    if not Path("/proc").is_dir():
+        return []
+    kids, out, todo = _children(), [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``, its process group (when it is not ours) and every descendant, found before the kill."""
+    pids = descendants(pid)
+    try:
+        pgid = os.getpgid(pid)
+        if pgid != os.getpgrp():
+            os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in [pid, *pids]:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,96 @@
+"""The steps of ``runbooks/fleet_overview.ipynb``: each step gathers its inputs into one :class:`FleetInputs`, and
+:func:`findings` turns what was gathered into the run's findings in one call, so a caller without a notebook gets
+the same verdict. A step whose data could not be read leaves its input ``None`` and :func:`findings` skips it (the
+runbook has already marked the run INCOMPLETE).
+
+The analysis is :mod:`gpulib.fleet.health` and :mod:`gpulib.fleet.scheduling`, the Findings
+:mod:`gpulib.fleet.findings`, the charts :mod:`gpulib.fleet.view`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from gpulib.core.findings import Finding
+from gpulib.cost import Thresholds, idle_samples
+from gpulib.fleet.findings import health_findings, idle_findings, stale_telemetry, unrequested_gpu_use
+from gpulib.fleet.health import HealthFrames, IdleInputs
+from gpulib.fleet.merge import merge_findings
+from gpulib.fleet.scheduling import check_scheduling, pod_specs_from, require_frames
+
+
+@dataclass
+class SchedulingInputs:
+    """The frames the scheduling checks read: nodes, pods and the raw Pod objects (when the source has them)."""
+
+    nodes: pd.DataFrame
+    pods: pd.DataFrame
+    pod_specs: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class ActivityInputs:
+    """The activity series of the window, its end, and the newest sample of each series (``Source.last_seen``)."""
+
+    series: pd.DataFrame
+    end: Any
+    last_seen: pd.DataFrame | None = None
+
+
+@dataclass
+class FleetInputs:
+    """Everything the fleet overview's findings are computed from, step by step; None: the step could not read it."""
+
+    window: str
+    #: the metric preflight (``Source.preflight``): its findings come first
+    caps: Any = None
+    pods: pd.DataFrame | None = None
+    scheduling: SchedulingInputs | None = None
+    activity: ActivityInputs | None = None
+    health: HealthFrames | None = None
+    idle: IdleInputs | None = None
+
+
+def scheduling_inputs(src, pods: pd.DataFrame | None) -> SchedulingInputs:
+    """The nodes and raw Pod objects of ``src`` with ``pods``; SourceError when the nodes or pods could not be read."""
+    nodes = src.nodes()
+    specs = pod_specs_from(src)
+    require_frames(nodes, pods)
+    return SchedulingInputs(nodes, pods, specs)
+
+
+def activity_inputs(src, series: pd.DataFrame, metric: str) -> ActivityInputs:
+    """The activity ``series`` (:func:`gpulib.fleet.health.activity`) with the window end and the newest sample of
+    ``metric`` per series, which the stale-telemetry check needs."""
+    return ActivityInputs(series, src.end, src.last_seen(metric))
+
+
+def idle_inputs(src, window: str) -> IdleInputs:
+    """The samples the utilization report's idle/zombie rule runs on (:func:`gpulib.cost.idle_samples`), the pod
+    list and the rule's thresholds (``gpulib/data/core/thresholds.csv``)."""
+    samples, metric = idle_samples(src, window)
+    return IdleInputs(window, samples, metric, src.pods(), Thresholds.from_table())
+
+
+def findings(inp: FleetInputs) -> list[Finding]:
+    """The findings of the run from what the steps gathered, in the order of the steps (preflight, scheduling,
+    stale telemetry, GPUs used without a request, health, idle/zombie), each symptom folded into its root cause
+    (:func:`gpulib.fleet.merge.merge_findings`)."""
+    fs: list[Finding] = []
+    if inp.caps is not None:
+        fs += inp.caps.findings
+    if inp.scheduling is not None:
+        s = inp.scheduling
+        fs += check_scheduling(s.nodes, s.pods, pod_specs=s.pod_specs)
+    if inp.activity is not None:
+        a = inp.activity
+        fs += stale_telemetry(a.series, a.end, last_seen=a.last_seen)
+        if inp.pods is not None:
+            fs += unrequested_gpu_use(a.series, inp.pods)
+    if inp.health is not None:
+        fs += health_findings(inp.health)
+    if inp.idle is not None:
+        fs += idle_findings(inp.idle)
+    return merge_findings(fs)

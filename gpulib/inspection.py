@@ -1,0 +1,191 @@
+"""A notebook's parameters and how given values become them: one rule set for ``gpuops``, ``gpuops serve`` and
+the Runbook's connect step.
+
+The parameters come from the cell tagged ``parameters`` as :func:`papermill.inspect_notebook` reads it (name,
+default text, help comment: https://github.com/nteract/papermill/blob/main/papermill/inspection.py); the
+default text is turned into a value with :func:`ast.literal_eval`, so :func:`coerce` converts ``-p key value``
+to the default's type. The data source (``--source`` / ``--snapshot``, the ``source`` and ``snapshot_dir``
+parameters) is mapped by :func:`choose_source` alone.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from gpulib.core.errors import InvalidParameter
+
+
+@dataclass
+class Param:
+    name: str
+    default: Any
+    help: str = ""
+
+
+class Declares(Protocol):
+    """What these functions read of a notebook (:class:`gpulib.catalogue.NotebookInfo`): its name and parameters."""
+
+    name: str
+    params: list[Param]
+
+
+def notebook_params(path: Path) -> list[Param]:
+    """The parameters of the notebook at ``path``, in cell order; a default that is not a Python literal (an
+    expression) stays the text papermill read."""
+    import papermill
+
+    out = []
+    for p in papermill.inspect_notebook(str(path)).values():
+        try:
+            default = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            default = p["default"]
+        out.append(Param(p["name"], default, p["help"]))
+    return out
+
+
+def coerce(param: Param, raw: str) -> Any:
+    """Convert a ``-p key value`` string to the type of the parameter's default."""
+    d = param.default
+    try:
+        if isinstance(d, bool):
+            low = raw.strip().lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return low in ("true", "1", "yes")
+        if isinstance(d, int):
+            return int(raw)
+        if isinstance(d, float):
+            return float(raw)
+        if isinstance(d, (list, tuple)):
+            return [x.strip() for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise InvalidParameter(f"parameter {param.name}={raw!r}: expected {type(d).__name__} like {d!r}") from None
+    return raw
+
+
+def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """``-p`` pairs as typed, validated parameters of ``info`` (InvalidParameter on an unknown name or bad value)."""
+    known = {p.name: p for p in info.params}
+    out = {}
+    for key, raw in pairs:
+        if key not in known:
+            raise InvalidParameter(f"{info.name} has no parameter {key!r}; parameters: {', '.join(known) or 'none'}")
+        out[key] = coerce(known[key], raw)
+    if "window" in out:
+        from gpulib.core.timeutil import parse_window
+        parse_window(out["window"])
+    check_values(out)
+    return out
+
+
+def check_values(params: dict[str, Any]) -> None:
+    """Validate the parameters that reach PromQL, a manifest or a shell command (gpulib.core.validate);
+    InvalidParameter (a usage error) for a value that is not a name of its kind. Empty means 'all'."""
+    from gpulib.core import validate
+
+    for key, value in params.items():
+        if value in ("", None):
+            continue
+        if key == "node":
+            validate.node_name(value)
+        elif key == "gpu":
+            validate.gpu_ref(value)
+        elif key == "namespace":
+            validate.namespace(value)
+        elif key == "namespaces":
+            for ns in str(value).split(","):
+                if ns.strip():
+                    validate.namespace(ns.strip(), param="namespaces")
+        elif key == "deployment":
+            validate.object_name(value, param="deployment", kind="deployment")
+        elif key == "cluster":
+            validate.object_name(value, param="cluster", kind="cluster")
+
+
+# ---------------------------------------------------------------------------------- the source
+@dataclass(frozen=True)
+class SourceChoice:
+    """The data source of one run: a backend name for :func:`gpulib.connect`, and the folder a snapshot reads."""
+
+    name: str
+    snapshot_dir: str = ""
+
+    def notebook_params(self, info: Declares) -> dict[str, Any]:
+        """This choice as the parameters ``info`` declares (``source``, ``snapshot_dir``)."""
+        names = {p.name for p in info.params}
+        out: dict[str, Any] = {}
+        if "source" in names:
+            out["source"] = self.name
+        if self.snapshot_dir and "snapshot_dir" in names:
+            out["snapshot_dir"] = self.snapshot_dir
+        return out
+
+    def connect_kwargs(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword arguments of :func:`gpulib.connect` for this choice and the run's other parameters: the
+        snapshot folder, the demo's GPU Operator scenario (``demo_operator_state``,
+        :data:`gpulib.demo.operator_objects.SCENARIOS`), the live source's node-evidence pod (``collect``,
+        :mod:`gpulib.kube.collect`)."""
+        kwargs: dict[str, Any] = {}
+        if self.name == "snapshot":
+            kwargs["path"] = self.snapshot_dir
+        if self.name == "demo" and params.get("demo_operator_state"):
+            kwargs["operator_scenario"] = params["demo_operator_state"]
+        if self.name == "live" and str(params.get("collect", "")).lower() in ("true", "1", "yes"):
+            kwargs["collect"] = True
+        return kwargs
+
+
+def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoice | None:
+    """The one mapping of ``--source`` / ``--snapshot`` (and of the ``source`` / ``snapshot_dir`` parameters).
+
+    A backend name is that backend (a folder of that name is given as ``./demo``); a folder given as the
+    source is a snapshot of that folder; a snapshot folder given alone means the snapshot source;
+    ``snapshot`` needs a folder and a folder is read only by ``snapshot``; any other name must be a registered
+    backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the notebook's default). The folder is made absolute, so the kernel (which runs in the notebook's folder)
+    reads the folder the caller meant.
+    """
+    from gpulib.sources.registry import BUILTIN, available  # on use: the registry reads entry points
+
+    source = source or None
+    snapshot = str(snapshot) if snapshot else None
+    if source is None and snapshot is None:
+        return None
+    if source is not None and source not in available() and Path(source).is_dir():
+        source, snapshot = "snapshot", source
+    source = source or "snapshot"
+    if source == "snapshot":
+        if not snapshot:
+            raise InvalidParameter("--source snapshot needs --snapshot DIR")
+        return SourceChoice("snapshot", str(Path(snapshot).resolve()))
+    if source not in available():
+        others = [n for n in available() if n not in BUILTIN]  # a third-party backend is named too
+        raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder"
+                               + (f" (also registered: {', '.join(others)})" if others else ""))
+    if snapshot:
+        raise InvalidParameter(f"--snapshot {snapshot} is read only with --source snapshot, not --source {source}")
+    return SourceChoice(source)
+
+
+#: parameters that name a node or a GPU: their notebook defaults are demo-fleet names
+TARGET_PARAMS = ("node", "gpu")
+
+
+def target_defaults(info: Declares, given: dict[str, Any], source: str) -> dict[str, Any]:
+    """For a non-demo ``source``: the node/GPU parameters the user did not give. One whose help says what
+    empty means (``empty: every GPU``) becomes empty; one that must name something is an InvalidParameter
+    naming it, so a live run never silently looks at the demo's ``dgx-h100-1``."""
+    if source in ("", "demo"):
+        return {}
+    out: dict[str, Any] = {}
+    for p in info.params:
+        if p.name in TARGET_PARAMS and p.name not in given and p.default not in ("", None):
+            if "empty" in (p.help or "").lower():
+                out[p.name] = ""
+            else:
+                raise InvalidParameter(
+                    f"{info.name} needs -p {p.name} with --source {source}: its default {p.default!r} is a demo-fleet name",
+                    hint=f"give the {p.name} from the alert with -p {p.name} NAME")
+    return out

@@ -1,2 +1,0 @@
-"""``summary.md`` of a run: moved to :mod:`gpulib.core.summary` so ``gpuops run`` (cli) writes it too."""
-from gpulib.core.summary import verdict, write_summary  # noqa: F401  (re-exported for gpulib.serve)

@@ -1,0 +1,29 @@
+"""gpulib/data/fleet/fleet_sop.csv against the fleet domain's code: every row is asked for, every key asked for is a
+row, and every placeholder a row fills is a value the call gives (tests/sop_usage.py reads the calls)."""
+from __future__ import annotations
+
+import pytest
+
+from gpulib.core import sop as core_sop
+from gpulib.core.knowledge import load_table
+from tests.helpers.sop_usage import placeholders, sop_calls
+
+CALLS = sop_calls("fleet", "fleet_sop")
+
+
+def test_the_fleet_code_asks_for_rows_by_literal_key():
+    assert len(CALLS) >= 14, CALLS   # the health, telemetry, idle, unrequested-GPU and scheduling findings
+    assert not [w for w, key, _ in CALLS if key is None], "an SOP key built at run time"
+
+
+def test_every_row_is_used_and_every_key_exists():
+    used = {key for _, key, _ in CALLS}
+    rows = set(core_sop.keys("fleet_sop"))
+    assert not used - rows, f"asked for but not in fleet_sop.csv: {sorted(used - rows)}"
+    assert not rows - used, f"rows of fleet_sop.csv no code asks for: {sorted(rows - used)}"
+
+
+@pytest.mark.parametrize("where,key,given", CALLS, ids=[f"{k}@{w}" for w, k, _ in CALLS])
+def test_each_call_gives_every_value_its_row_fills(where, key, given):
+    row = next(r for r in load_table("fleet_sop").to_dict("records") if r["key"] == key)
+    assert placeholders(row) <= given, f"{where}: row {key!r} fills {sorted(placeholders(row) - given)}, not given"

@@ -1,0 +1,1 @@
+"""Shared test doubles, loopback servers and fixtures' helpers, imported as ``tests.helpers.<module>``."""
