@@ -36,6 +36,7 @@ The floor ratio is (kernel start + report data path) / (kernel start + PromQL al
     python benchmarks/bench_fleet_prometheus.py --e2e        # also run the notebook via papermill
     python benchmarks/bench_fleet_prometheus.py --step 15m --skip-naive   # a coarser report step
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,7 +64,7 @@ SCRAPE_S = 60
 CHUNK_S = 2 * 3600
 FIELDS = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"]
 CACHE = HERE / ".cache" / "fleet-1024gpu-7d-60s-seed42-v1"
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
 # ----------------------------------------------------------------------------------------------
@@ -71,6 +72,7 @@ GIB = 1024 ** 3
 # ----------------------------------------------------------------------------------------------
 def simulator():
     from fleet_scenario import make_scenario
+
     from gpulib.demo.simulator import FleetSimulator
 
     return FleetSimulator(make_scenario(scrape_interval=f"{SCRAPE_S}s"), end=END)
@@ -106,17 +108,34 @@ def build_tsdb(cache: Path, days: int) -> Path:
         stop = end_s if k == len(starts) - 1 else start + CHUNK_S - SCRAPE_S
         sim.write_openmetrics(om, step=SCRAPE_S, start=start, end=stop, metrics=FIELDS)
         size = om.stat().st_size
-        subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-                       check=True, capture_output=True, text=True, timeout=600)
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         om.unlink()
         with done_file.open("a") as fh:
             fh.write(f"{int(start)}\n")
-        _log(f"chunk {k + 1}/{len(starts)} ({size / 1e6:.0f} MB OpenMetrics) backfilled; "
-             f"{time.perf_counter() - t0:.0f} s so far")
+        _log(
+            f"chunk {k + 1}/{len(starts)} ({size / 1e6:.0f} MB OpenMetrics) backfilled; "
+            f"{time.perf_counter() - t0:.0f} s so far"
+        )
     _log("compacting (Prometheus merges the 2-hour blocks once; later runs reuse the result)")
     blocks = compact(tsdb, cache)
-    marker.write_text(json.dumps({"end": END.isoformat(), "days": days, "scrape_s": SCRAPE_S, "fields": FIELDS,
-                                  "blocks_after_compaction": blocks, "built_s": round(time.perf_counter() - t0, 1)}))
+    marker.write_text(
+        json.dumps(
+            {
+                "end": END.isoformat(),
+                "days": days,
+                "scrape_s": SCRAPE_S,
+                "fields": FIELDS,
+                "blocks_after_compaction": blocks,
+                "built_s": round(time.perf_counter() - t0, 1),
+            }
+        )
+    )
     return tsdb
 
 
@@ -137,8 +156,10 @@ def compact(tsdb: Path, cache: Path, quiet_s: float = 150) -> int:
     try:
         last, since = None, time.time()
         while True:
-            state = (_metric(server.url, "prometheus_tsdb_compactions_total"),
-                     _metric(server.url, "prometheus_tsdb_blocks_loaded"))
+            state = (
+                _metric(server.url, "prometheus_tsdb_compactions_total"),
+                _metric(server.url, "prometheus_tsdb_blocks_loaded"),
+            )
             if state != last:
                 last, since = state, time.time()
                 _log(f"compactions {state[0]:.0f}, blocks loaded {state[1]:.0f}")
@@ -160,10 +181,17 @@ def _vmhwm_mib() -> float:
 
 
 def _answer(rep, summary) -> dict:
-    zombies = sorted(f"{ns}/{p}" for ns, p in rep.zombies[["namespace", "pod"]].drop_duplicates().itertuples(index=False))
-    return {"idle_gpu_hours": summary["idle_gpu_hours"], "active_pct": summary["active_pct"],
-            "allocated_pct": summary["allocated_pct"], "saving": summary["potential_monthly_saving"],
-            "zombies": zombies, "findings": len(rep.findings)}
+    zombies = sorted(
+        f"{ns}/{p}" for ns, p in rep.zombies[["namespace", "pod"]].drop_duplicates().itertuples(index=False)
+    )
+    return {
+        "idle_gpu_hours": summary["idle_gpu_hours"],
+        "active_pct": summary["active_pct"],
+        "allocated_pct": summary["allocated_pct"],
+        "saving": summary["potential_monthly_saving"],
+        "zombies": zombies,
+        "findings": len(rep.findings),
+    }
 
 
 def _frames(rep, data_step: str) -> tuple[dict, float]:
@@ -183,8 +211,9 @@ def _frames(rep, data_step: str) -> tuple[dict, float]:
 
 def path_report() -> dict:
     t0 = time.perf_counter()
-    import gpulib
     import kubernetes  # noqa: F401  (connect("live") imports the official client: ~2.5 s, reported with imports)
+
+    import gpulib
     import gpulib.cost as cost
     from gpulib.sources.prometheus import PrometheusSource
 
@@ -201,30 +230,45 @@ def path_report() -> dict:
     src = gpulib.connect("live")
     data = cost.load_report_data(src, WINDOW, step=os.environ.get("BENCH_REPORT_STEP") or None)
     t2 = time.perf_counter()
-    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
-                            window=WINDOW, namespaces=data.namespaces)
+    rep = cost.analyze_cost(
+        data.nodes,
+        data.pods,
+        data.gr_engine_active,
+        data.fb_used,
+        gpu_util=data.gpu_util,
+        window=WINDOW,
+        namespaces=data.namespaces,
+    )
     cost.method_section(rep, data)
     t3 = time.perf_counter()
     summary, t_frames = _frames(rep, data.step)
     t4 = time.perf_counter()
-    return {"import_s": t_import, "load_s": t2 - t1, "analyze_s": t3 - t2, "frames_s": t_frames,
-            "data_path_s": t4 - t1, "samples": data.samples, "step": data.step, "queries": queries,
-            "peak_rss_mib": _vmhwm_mib(), **_answer(rep, summary)}
+    return {
+        "import_s": t_import,
+        "load_s": t2 - t1,
+        "analyze_s": t3 - t2,
+        "frames_s": t_frames,
+        "data_path_s": t4 - t1,
+        "samples": data.samples,
+        "step": data.step,
+        "queries": queries,
+        "peak_rss_mib": _vmhwm_mib(),
+        **_answer(rep, summary),
+    }
 
 
 def path_naive() -> dict:
     """Raw 60 s series with prometheus-api-client, aggregated in pandas (the same analysis)."""
     t0 = time.perf_counter()
+    import kubernetes  # noqa: F401  (as in the report path: imports are reported apart)
     import numpy as np
     import pandas as pd
     from prometheus_api_client import PrometheusConnect
 
-    import kubernetes  # noqa: F401  (as in the report path: imports are reported apart)
-
     import gpulib.cost as cost
-    from gpulib.sources.dcgm import normalise_labels
-    from gpulib.kube.client import KubeCluster
     from gpulib.core.schema import SERIES_COLUMNS
+    from gpulib.kube.client import KubeCluster
+    from gpulib.sources.dcgm import normalise_labels
 
     t_import = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -249,13 +293,22 @@ def path_naive() -> dict:
     kube = KubeCluster(kubeconfig=os.environ["KUBECONFIG"])
     nodes, pods = kube.nodes(), kube.pods()
     t2 = time.perf_counter()
-    rep = cost.analyze_cost(nodes, pods, frames["DCGM_FI_PROF_GR_ENGINE_ACTIVE"], frames["DCGM_FI_DEV_FB_USED"],
-                            window=WINDOW)
+    rep = cost.analyze_cost(
+        nodes, pods, frames["DCGM_FI_PROF_GR_ENGINE_ACTIVE"], frames["DCGM_FI_DEV_FB_USED"], window=WINDOW
+    )
     t3 = time.perf_counter()
     summary, t_frames = _frames(rep, f"{SCRAPE_S}s")
     t4 = time.perf_counter()
-    return {"import_s": t_import, "load_s": t2 - t1, "analyze_s": t3 - t2, "frames_s": t_frames,
-            "data_path_s": t4 - t1, "samples": pulled, "peak_rss_mib": _vmhwm_mib(), **_answer(rep, summary)}
+    return {
+        "import_s": t_import,
+        "load_s": t2 - t1,
+        "analyze_s": t3 - t2,
+        "frames_s": t_frames,
+        "data_path_s": t4 - t1,
+        "samples": pulled,
+        "peak_rss_mib": _vmhwm_mib(),
+        **_answer(rep, summary),
+    }
 
 
 def path_floor(queries: list[dict]) -> dict:
@@ -269,8 +322,10 @@ def path_floor(queries: list[dict]) -> dict:
 
     def one(q: dict) -> tuple[float, int]:
         t = time.perf_counter()
-        resp = requests.get(f"{url}/api/v1/query_range",
-                            params={"query": q["query"], "start": q["start"], "end": q["end"], "step": q["step"]})
+        resp = requests.get(
+            f"{url}/api/v1/query_range",
+            params={"query": q["query"], "start": q["start"], "end": q["end"], "step": q["step"]},
+        )
         resp.raise_for_status()
         return time.perf_counter() - t, len(resp.content)
 
@@ -278,8 +333,12 @@ def path_floor(queries: list[dict]) -> dict:
     with ThreadPoolExecutor(max_workers=len(queries)) as pool:
         done = list(pool.map(one, queries))
     total = time.perf_counter() - t0
-    return {"promql_s": total, "per_query_s": [d[0] for d in done], "response_mib": sum(d[1] for d in done) / 2 ** 20,
-            "peak_rss_mib": _vmhwm_mib()}
+    return {
+        "promql_s": total,
+        "per_query_s": [d[0] for d in done],
+        "response_mib": sum(d[1] for d in done) / 2**20,
+        "peak_rss_mib": _vmhwm_mib(),
+    }
 
 
 def path_kernel() -> dict:
@@ -310,8 +369,12 @@ def path_e2e() -> dict:
         t = time.perf_counter()
         res = execute(info, {"window": WINDOW, "source": "live"}, Path(tmp), progress=False)
         wall = time.perf_counter() - t
-    return {"e2e_s": wall, "failed": res.failed, "errors": res.errors,
-            "children_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+    return {
+        "e2e_s": wall,
+        "failed": res.failed,
+        "errors": res.errors,
+        "children_peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
 
 
 def run_path(name: str, env: dict, arg: str | None = None) -> dict:
@@ -345,8 +408,13 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.one:
-        fn = {"report": path_report, "naive": path_naive, "kernel": path_kernel, "e2e": path_e2e,
-              "floor": lambda: path_floor(json.loads(Path(args.queries).read_text()))}[args.one]
+        fn = {
+            "report": path_report,
+            "naive": path_naive,
+            "kernel": path_kernel,
+            "e2e": path_e2e,
+            "floor": lambda: path_floor(json.loads(Path(args.queries).read_text())),
+        }[args.one]
         print(json.dumps(fn()))
         return
 
@@ -368,13 +436,21 @@ def measure(tsdb: Path, args) -> None:
     server = PrometheusServer(tsdb, work)
     double = start_k8s_double(work, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"])
     no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1"]))
-    env = {**os.environ, "GPUOPS_PROMETHEUS_URL": server.url, "KUBECONFIG": str(double.kubeconfig),
-           "GPUOPS_END": END.isoformat(), "NO_PROXY": no_proxy, "no_proxy": no_proxy,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
-           "BENCH_REPORT_STEP": args.step or ""}
+    env = {
+        **os.environ,
+        "GPUOPS_PROMETHEUS_URL": server.url,
+        "KUBECONFIG": str(double.kubeconfig),
+        "GPUOPS_END": END.isoformat(),
+        "NO_PROXY": no_proxy,
+        "no_proxy": no_proxy,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
+        "BENCH_REPORT_STEP": args.step or "",
+    }
     try:
-        _log(f"Prometheus {server.url} on {tsdb}; {len(sim.node_specs)} nodes, "
-             f"{sum(1 for d in sim.devices if not d.is_instance)} GPUs; warm-up report run (records the queries)")
+        _log(
+            f"Prometheus {server.url} on {tsdb}; {len(sim.node_specs)} nodes, "
+            f"{sum(1 for d in sim.devices if not d.is_instance)} GPUs; warm-up report run (records the queries)"
+        )
         warm = run_path("report", env)
         qfile = work / "queries.json"
         qfile.write_text(json.dumps(warm["queries"]))
@@ -383,9 +459,11 @@ def measure(tsdb: Path, args) -> None:
             kernel.append(run_path("kernel", env))
             floor.append(run_path("floor", env, str(qfile)))
             rep.append(run_path("report", env))
-            _log(f"round {i + 1}/{args.repeat}: kernel start {kernel[-1]['start_s']:.2f} s, PromQL alone "
-                 f"{floor[-1]['promql_s']:.2f} s, report data path {rep[-1]['data_path_s']:.2f} s "
-                 f"(peak RSS {rep[-1]['peak_rss_mib']:.0f} MiB)")
+            _log(
+                f"round {i + 1}/{args.repeat}: kernel start {kernel[-1]['start_s']:.2f} s, PromQL alone "
+                f"{floor[-1]['promql_s']:.2f} s, report data path {rep[-1]['data_path_s']:.2f} s "
+                f"(peak RSS {rep[-1]['peak_rss_mib']:.0f} MiB)"
+            )
         naive = None
         if not args.skip_naive:
             _log("naive path (raw 60 s series through prometheus-api-client, pandas aggregation)")
@@ -408,47 +486,77 @@ def report_table(warm, rep, floor, kernel, naive, e2e, args) -> None:
     promql = _med(floor, "promql_s")
     floor_total = k_start + promql
     report_total = k_start + r["data_path_s"]
-    rss_gb = max(x["peak_rss_mib"] for x in rep) * 2 ** 20 / 1e9
+    rss_gb = max(x["peak_rss_mib"] for x in rep) * 2**20 / 1e9
     last = rep[-1]
     print()
-    print(f"fleet: 1,024 GPUs (+MIG instances), {WINDOW} at {SCRAPE_S} s; report step {last['step']} (max_over_time); "
-          f"{len(warm['queries'])} range queries; medians of {args.repeat} runs")
+    print(
+        f"fleet: 1,024 GPUs (+MIG instances), {WINDOW} at {SCRAPE_S} s; report step {last['step']} (max_over_time); "
+        f"{len(warm['queries'])} range queries; medians of {args.repeat} runs"
+    )
     print(f"  kernel start (jupyter_client, python3):     {k_start:7.2f} s   (stop {k_stop:.2f} s, not counted)")
-    print(f"  PromQL alone (report's queries, requests):  {promql:7.2f} s   ({floor[-1]['response_mib']:.0f} MiB of JSON)")
+    print(
+        f"  PromQL alone (report's queries, requests):  {promql:7.2f} s   ({floor[-1]['response_mib']:.0f} MiB of JSON)"
+    )
     print(f"  floor = kernel start + PromQL:              {floor_total:7.2f} s")
-    print(f"  report data path:                           {r['data_path_s']:7.2f} s   (load {r['load_s']:.2f}, analyze "
-          f"{r['analyze_s']:.2f}, frames {r['frames_s']:.2f}; imports {r['import_s']:.2f} s not counted)")
+    print(
+        f"  report data path:                           {r['data_path_s']:7.2f} s   (load {r['load_s']:.2f}, analyze "
+        f"{r['analyze_s']:.2f}, frames {r['frames_s']:.2f}; imports {r['import_s']:.2f} s not counted)"
+    )
     print(f"  report = kernel start + data path:          {report_total:7.2f} s   samples {last['samples']:,}")
-    print(f"  ... with the report's imports (gpulib, kubernetes client) counted: {report_total + r['import_s']:.2f} s "
-          f"= {(report_total + r['import_s']) / floor_total:.2f}x the floor")
+    print(
+        f"  ... with the report's imports (gpulib, kubernetes client) counted: {report_total + r['import_s']:.2f} s "
+        f"= {(report_total + r['import_s']) / floor_total:.2f}x the floor"
+    )
     print(f"  report peak RSS (VmHWM):                    {r['peak_rss_mib']:7.0f} MiB (max {rss_gb:.2f} GB)")
     verdict = {}
     ratio_floor = report_total / floor_total
     verdict["<= 1.5x floor"] = ratio_floor <= 1.5
     verdict["peak RSS < 1.5 GB"] = rss_gb < 1.5
-    print(f"  report / floor:                             {ratio_floor:7.2f}x  (data path / PromQL alone: "
-          f"{r['data_path_s'] / promql:.2f}x)")
+    print(
+        f"  report / floor:                             {ratio_floor:7.2f}x  (data path / PromQL alone: "
+        f"{r['data_path_s'] / promql:.2f}x)"
+    )
     if naive:
         naive_total = k_start + naive["data_path_s"]
         speedup = naive_total / report_total
         verdict[">= 10x faster than naive"] = speedup >= 10
-        print(f"  naive data path:                            {naive['data_path_s']:7.2f} s   (load {naive['load_s']:.1f}, "
-              f"analyze {naive['analyze_s']:.1f}, frames {naive['frames_s']:.1f}); samples {naive['samples']:,}; "
-              f"peak RSS {naive['peak_rss_mib']:.0f} MiB")
-        print(f"  naive / report:                             {speedup:7.2f}x  (data paths alone: "
-              f"{naive['data_path_s'] / r['data_path_s']:.2f}x)")
+        print(
+            f"  naive data path:                            {naive['data_path_s']:7.2f} s   (load {naive['load_s']:.1f}, "
+            f"analyze {naive['analyze_s']:.1f}, frames {naive['frames_s']:.1f}); samples {naive['samples']:,}; "
+            f"peak RSS {naive['peak_rss_mib']:.0f} MiB"
+        )
+        print(
+            f"  naive / report:                             {speedup:7.2f}x  (data paths alone: "
+            f"{naive['data_path_s'] / r['data_path_s']:.2f}x)"
+        )
         same = set(naive["zombies"]) == set(last["zombies"])
-        print(f"  answers: idle GPU-h report {last['idle_gpu_hours']:,.1f} vs naive {naive['idle_gpu_hours']:,.1f}; "
-              f"active % {last['active_pct']:.1f} vs {naive['active_pct']:.1f}; zombie pods {len(last['zombies'])} vs "
-              f"{len(naive['zombies'])} ({'same set' if same else 'differ: ' + str(sorted(set(naive['zombies']) ^ set(last['zombies'])))})")
+        print(
+            f"  answers: idle GPU-h report {last['idle_gpu_hours']:,.1f} vs naive {naive['idle_gpu_hours']:,.1f}; "
+            f"active % {last['active_pct']:.1f} vs {naive['active_pct']:.1f}; zombie pods {len(last['zombies'])} vs "
+            f"{len(naive['zombies'])} ({'same set' if same else 'differ: ' + str(sorted(set(naive['zombies']) ^ set(last['zombies'])))})"
+        )
     if e2e:
-        print(f"  notebook end to end (papermill, HTML):      {e2e['e2e_s']:7.2f} s   failed={e2e['failed']} "
-              f"errors={e2e['errors']}; largest child peak RSS {e2e['children_peak_rss_mib']:.0f} MiB")
+        print(
+            f"  notebook end to end (papermill, HTML):      {e2e['e2e_s']:7.2f} s   failed={e2e['failed']} "
+            f"errors={e2e['errors']}; largest child peak RSS {e2e['children_peak_rss_mib']:.0f} MiB"
+        )
     print("  targets: " + "; ".join(f"{k}: {'MET' if v else 'NOT MET'}" for k, v in verdict.items()))
     if args.json:
-        args.json.write_text(json.dumps({"warm": {k: v for k, v in warm.items() if k != "queries"}, "report": rep,
-                                         "floor": floor, "kernel": kernel, "naive": naive, "e2e": e2e,
-                                         "verdict": verdict}, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "warm": {k: v for k, v in warm.items() if k != "queries"},
+                    "report": rep,
+                    "floor": floor,
+                    "kernel": kernel,
+                    "naive": naive,
+                    "e2e": e2e,
+                    "verdict": verdict,
+                },
+                indent=1,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

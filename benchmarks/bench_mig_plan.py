@@ -13,6 +13,7 @@
 Workload memory mix (GiB, uniform within a band): 80 % 1-9, 14 % 10-19, 5 % 20-38, 1 % 45-75; this needs ~90 % of
 1,000 GPUs, so the comparison is about packing, not about running out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gpulib.mig as mig  # noqa: E402
-import gpulib.mig.plan as mp  # noqa: E402
+import gpulib.mig as mig
+import gpulib.mig.plan as mp
 
 BANDS = [(0.80, 1, 9), (0.94, 10, 19), (0.99, 20, 38), (1.0, 45, 75)]
 
@@ -87,9 +88,18 @@ def fleet(gpus: int, workloads: int, time_limit: float) -> dict:
     t_ffd = time.perf_counter() - t0
     for g in p.gpus + f.gpus:
         assert mig.is_valid_layout(g.model, g.layout), g
-    return {"milp_s": t_milp, "milp_gpus": p.gpus_used, "milp_unplaced": len(p.unplaced), "milp_status": p.status,
-            "milp_gap": p.mip_gap, "milp_optimal": p.optimal, "ffd_s": t_ffd, "ffd_gpus": f.gpus_used,
-            "ffd_unplaced": len(f.unplaced), "baseline": p.baseline_gpus}
+    return {
+        "milp_s": t_milp,
+        "milp_gpus": p.gpus_used,
+        "milp_unplaced": len(p.unplaced),
+        "milp_status": p.status,
+        "milp_gap": p.mip_gap,
+        "milp_optimal": p.optimal,
+        "ffd_s": t_ffd,
+        "ffd_gpus": f.gpus_used,
+        "ffd_unplaced": len(f.unplaced),
+        "baseline": p.baseline_gpus,
+    }
 
 
 def optimality(n: int, seed: int = 1) -> tuple[int, int, float]:
@@ -117,15 +127,23 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=120.0, help="HiGHS time limit, s")
     a = ap.parse_args(argv)
     r = fleet(a.gpus, a.workloads, a.time_limit)
-    print(f"fleet: {a.gpus} GPUs (A100-80GB + H100-80GB), {a.workloads} workloads; whole-GPU placement {r['baseline']} GPUs")
-    print(f"  planner (MILP): {r['milp_s']:.1f} s, {r['milp_gpus']} GPUs, {r['milp_unplaced']} unplaced, "
-          f"optimal={r['milp_optimal']}, gap {r['milp_gap']:.2%} ({r['milp_status']})")
+    print(
+        f"fleet: {a.gpus} GPUs (A100-80GB + H100-80GB), {a.workloads} workloads; whole-GPU placement {r['baseline']} GPUs"
+    )
+    print(
+        f"  planner (MILP): {r['milp_s']:.1f} s, {r['milp_gpus']} GPUs, {r['milp_unplaced']} unplaced, "
+        f"optimal={r['milp_optimal']}, gap {r['milp_gap']:.2%} ({r['milp_status']})"
+    )
     print(f"  FFD baseline:   {r['ffd_s']:.1f} s, {r['ffd_gpus']} GPUs, {r['ffd_unplaced']} unplaced")
-    print(f"  ratios: GPUs planner/FFD = {r['milp_gpus'] / r['ffd_gpus']:.3f} ({r['ffd_gpus'] - r['milp_gpus']} GPUs fewer), "
-          f"time planner/FFD = {r['milp_s'] / r['ffd_s']:.1f}x")
+    print(
+        f"  ratios: GPUs planner/FFD = {r['milp_gpus'] / r['ffd_gpus']:.3f} ({r['ffd_gpus'] - r['milp_gpus']} GPUs fewer), "
+        f"time planner/FFD = {r['milp_s'] / r['ffd_s']:.1f}x"
+    )
     checked, bad, t = optimality(a.random)
-    print(f"optimality: {checked} random instances (<= 8 GPUs, 3-8 instances) vs brute force: "
-          f"{checked - bad} equal, {bad} mismatches ({t:.1f} s)")
+    print(
+        f"optimality: {checked} random instances (<= 8 GPUs, 3-8 instances) vs brute force: "
+        f"{checked - bad} equal, {bad} mismatches ({t:.1f} s)"
+    )
     return 1 if bad else 0
 
 

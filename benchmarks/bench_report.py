@@ -18,6 +18,7 @@ monthly saving. Optionally (``--e2e``) it also times the whole notebook through 
 
 This is the demo fleet (7 nodes, 48 GPUs), not the 1,024-GPU Prometheus benchmark (benchmarks/bench_fleet_prometheus.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,25 +49,43 @@ def one(step: str, window: str) -> dict:
     t1 = time.perf_counter()
     data = cost.load_report_data(src, window, step=st)
     t2 = time.perf_counter()
-    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
-                            window=window)
+    rep = cost.analyze_cost(
+        data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util, window=window
+    )
     t3 = time.perf_counter()
     summary = cost.executive_summary(rep)
     bucket = cost.heatmap_bucket(window, st)
-    figs = [cost.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket),
-            cost.namespace_figure(cost.namespace_allocation(rep)),
-            cost.waterfall_figure(cost.savings_waterfall(rep), rep.currency)]
-    page = (cost.kpi_tiles_html(summary) + cost.top_actions_html(summary)
-            + cost.idle_table_html(cost.idle_zombie_table(rep), rep.currency) + cost.method_section(rep, data))
+    figs = [
+        cost.heatmap_figure(cost.node_time_matrix(rep.samples, bucket), rep.activity_field, bucket),
+        cost.namespace_figure(cost.namespace_allocation(rep)),
+        cost.waterfall_figure(cost.savings_waterfall(rep), rep.currency),
+    ]
+    page = (
+        cost.kpi_tiles_html(summary)
+        + cost.top_actions_html(summary)
+        + cost.idle_table_html(cost.idle_zombie_table(rep), rep.currency)
+        + cost.method_section(rep, data)
+    )
     fig_bytes = sum(len(f.to_json()) for f in figs)
     t4 = time.perf_counter()
-    zombies = sorted(f"{ns}/{p}" for ns, p in rep.zombies[["namespace", "pod"]].drop_duplicates().itertuples(index=False))
+    zombies = sorted(
+        f"{ns}/{p}" for ns, p in rep.zombies[["namespace", "pod"]].drop_duplicates().itertuples(index=False)
+    )
     return {
-        "step": st, "samples": data.samples, "pull_s": t2 - t1, "analyze_s": t3 - t2, "render_s": t4 - t3,
-        "data_path_s": t4 - t1, "connect_s": t1 - t0, "html_kib": len(page) / 1024, "figure_json_kib": fig_bytes / 1024,
+        "step": st,
+        "samples": data.samples,
+        "pull_s": t2 - t1,
+        "analyze_s": t3 - t2,
+        "render_s": t4 - t3,
+        "data_path_s": t4 - t1,
+        "connect_s": t1 - t0,
+        "html_kib": len(page) / 1024,
+        "figure_json_kib": fig_bytes / 1024,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "idle_gpu_hours": summary["idle_gpu_hours"], "saving": summary["potential_monthly_saving"],
-        "active_pct": summary["active_pct"], "zombies": zombies,
+        "idle_gpu_hours": summary["idle_gpu_hours"],
+        "saving": summary["potential_monthly_saving"],
+        "active_pct": summary["active_pct"],
+        "zombies": zombies,
     }
 
 
@@ -101,27 +120,38 @@ def main() -> None:
 
     rows = []
     for step in args.steps.split(","):
-        out = subprocess.run([sys.executable, __file__, "--one", step, "--window", args.window],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", step, "--window", args.window],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     base = rows[0]
     print(f"demo fleet, window {args.window}; baseline = {base['step']} (first of --steps)\n")
-    print(f"{'step':>5} {'samples':>10} {'pull s':>7} {'analyze s':>9} {'render s':>8} {'total s':>7} {'speed-up':>8} "
-          f"{'peak RSS MiB':>12} {'idle GPU-h':>10} {'saving/mo':>10} {'zombies +/-':>11}")
+    print(
+        f"{'step':>5} {'samples':>10} {'pull s':>7} {'analyze s':>9} {'render s':>8} {'total s':>7} {'speed-up':>8} "
+        f"{'peak RSS MiB':>12} {'idle GPU-h':>10} {'saving/mo':>10} {'zombies +/-':>11}"
+    )
     for r in rows:
         extra = sorted(set(r["zombies"]) - set(base["zombies"]))
         lost = sorted(set(base["zombies"]) - set(r["zombies"]))
         r["zombies_extra"], r["zombies_missed"] = extra, lost
-        print(f"{r['step']:>5} {r['samples']:>10,} {r['pull_s']:>7.2f} {r['analyze_s']:>9.2f} {r['render_s']:>8.2f} "
-              f"{r['data_path_s']:>7.2f} {base['data_path_s'] / r['data_path_s']:>7.1f}x {r['peak_rss_mib']:>12.0f} "
-              f"{r['idle_gpu_hours']:>10.1f} {r['saving']:>10,.0f} {'+' + str(len(extra)) + '/-' + str(len(lost)):>11}")
+        print(
+            f"{r['step']:>5} {r['samples']:>10,} {r['pull_s']:>7.2f} {r['analyze_s']:>9.2f} {r['render_s']:>8.2f} "
+            f"{r['data_path_s']:>7.2f} {base['data_path_s'] / r['data_path_s']:>7.1f}x {r['peak_rss_mib']:>12.0f} "
+            f"{r['idle_gpu_hours']:>10.1f} {r['saving']:>10,.0f} {'+' + str(len(extra)) + '/-' + str(len(lost)):>11}"
+        )
     for r in rows[1:]:
         if r["zombies_extra"] or r["zombies_missed"]:
             print(f"  {r['step']}: extra zombies {r['zombies_extra']}, missed {r['zombies_missed']}")
     if args.e2e:
         e = e2e(args.window)
-        print(f"\nend to end (papermill + HTML export, kernel start included): {e['e2e_s']:.1f} s, HTML {e['html_kib']:,.0f} KiB"
-              + (f", FAILED: {e['failed']}" if e["failed"] else "") + (f", errors: {e['errors']}" if e["errors"] else ""))
+        print(
+            f"\nend to end (papermill + HTML export, kernel start included): {e['e2e_s']:.1f} s, HTML {e['html_kib']:,.0f} KiB"
+            + (f", FAILED: {e['failed']}" if e["failed"] else "")
+            + (f", errors: {e['errors']}" if e["errors"] else "")
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ number of stub runs on a plain thread pool of the same size (no HTTP, no queue l
 
     python benchmarks/bench_serve.py                      # 200 posts, 40 GPUs, 2 kernels, queue limit 10
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import requests  # noqa: E402
-import uvicorn  # noqa: E402
+import requests
+import uvicorn
 
-from gpulib.core.findings import Finding, Severity, save_findings  # noqa: E402
-from gpulib.serve import ServeConfig  # noqa: E402
-from gpulib.serve.app import create_app  # noqa: E402
+from gpulib.core.findings import Finding, Severity, save_findings
+from gpulib.serve import ServeConfig
+from gpulib.serve.app import create_app
 
 TOKEN = "bench-token-" + "b" * 24
 
@@ -81,17 +82,32 @@ def main() -> None:
     posts = []
     for i in range(a.posts):
         g = i % a.gpus
-        posts.append({"version": "4", "groupKey": f"group-{g // per_group}", "status": "firing", "receiver": "gpuops",
-                      "alerts": [{"status": "firing", "labels": {"alertname": "GPUXidCritical",
-                                                                 "Hostname": f"node-{g // 8}", "gpu": str(g % 8)}}]})
+        posts.append(
+            {
+                "version": "4",
+                "groupKey": f"group-{g // per_group}",
+                "status": "firing",
+                "receiver": "gpuops",
+                "alerts": [
+                    {
+                        "status": "firing",
+                        "labels": {"alertname": "GPUXidCritical", "Hostname": f"node-{g // 8}", "gpu": str(g % 8)},
+                    }
+                ],
+            }
+        )
     codes = {"202": 0, "503": 0}
     lock = threading.Lock()
     session = requests.Session()
 
     def send(body):
         while True:
-            r = session.post(f"http://127.0.0.1:{port}/alertmanager", json=body,
-                             headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+            r = session.post(
+                f"http://127.0.0.1:{port}/alertmanager",
+                json=body,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=30,
+            )
             with lock:
                 codes[str(r.status_code)] = codes.get(str(r.status_code), 0) + 1
             if r.status_code == 202:
@@ -109,12 +125,23 @@ def main() -> None:
     runs = svc.store.list()
     log = [e["action"] for e in svc.store.alert_log()]
     lat = sorted(r["finished"] - r["created"] for r in runs)
-    fig = {"posts": a.posts, "alerts_in": a.posts, "runs": len(runs), "dedupes": log.count("dedupe"),
-           "answers_202": codes["202"], "answers_503": codes["503"], "peak_kernels": max(stub.peak, svc.pool.peak),
-           "kernels": a.kernels, "queue_limit": a.queue_limit, "stub_run_s": a.run_s,
-           "p50_webhook_to_verdict_s": round(lat[len(lat) // 2], 3),
-           "p95_webhook_to_verdict_s": round(lat[int(0.95 * (len(lat) - 1))], 3),
-           "wall_s": round(wall, 2), "baseline_pool_s": round(baseline, 2), "wall_over_baseline": round(wall / baseline, 1)}
+    fig = {
+        "posts": a.posts,
+        "alerts_in": a.posts,
+        "runs": len(runs),
+        "dedupes": log.count("dedupe"),
+        "answers_202": codes["202"],
+        "answers_503": codes["503"],
+        "peak_kernels": max(stub.peak, svc.pool.peak),
+        "kernels": a.kernels,
+        "queue_limit": a.queue_limit,
+        "stub_run_s": a.run_s,
+        "p50_webhook_to_verdict_s": round(lat[len(lat) // 2], 3),
+        "p95_webhook_to_verdict_s": round(lat[int(0.95 * (len(lat) - 1))], 3),
+        "wall_s": round(wall, 2),
+        "baseline_pool_s": round(baseline, 2),
+        "wall_over_baseline": round(wall / baseline, 1),
+    }
     print(json.dumps(fig, indent=2))
 
 

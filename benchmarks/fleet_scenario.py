@@ -14,6 +14,7 @@ Deterministic (``seed``) mix of what a shared GPU cluster looks like, in the sim
 
 ``python benchmarks/fleet_scenario.py`` prints the persona counts.
 """
+
 from __future__ import annotations
 
 import random
@@ -31,11 +32,20 @@ NODE_GROUPS = [
     (16, "L4", "g6.48xlarge", "spot", "infer_small"),
 ]
 MIG_LAYOUT = ["3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"]
-INFER_APPS = [("inference", "vllm-llama70b", 2, "infer"), ("inference", "vllm-mixtral", 2, "infer"),
-              ("search", "embed-api", 1, "infer_small"), ("inference", "vllm-qwen7b", 1, "infer_small"),
-              ("ads", "ranker", 1, "infer"), ("speech", "whisper-api", 1, "infer_small")]
-SMALL_APPS = [("media", "image-resize", "infer_small"), ("media", "video-tag", "infer_small"),
-              ("search", "rerank", "infer_small"), ("ads", "ctr-scorer", "idle")]
+INFER_APPS = [
+    ("inference", "vllm-llama70b", 2, "infer"),
+    ("inference", "vllm-mixtral", 2, "infer"),
+    ("search", "embed-api", 1, "infer_small"),
+    ("inference", "vllm-qwen7b", 1, "infer_small"),
+    ("ads", "ranker", 1, "infer"),
+    ("speech", "whisper-api", 1, "infer_small"),
+]
+SMALL_APPS = [
+    ("media", "image-resize", "infer_small"),
+    ("media", "video-tag", "infer_small"),
+    ("search", "rerank", "infer_small"),
+    ("ads", "ctr-scorer", "idle"),
+]
 TRAIN_NS = ["research", "research", "ads", "search", "llm-platform"]
 
 
@@ -59,8 +69,16 @@ def _train_node(i: int, rng: random.Random) -> list[dict]:
     ns = TRAIN_NS[i % len(TRAIN_NS)]
     job = f"{ns[:3]}-train-{i:03d}"
     persona = "idle" if rng.random() < 0.06 else "train"  # a reserved node nobody trains on
-    return [{"pod": f"{job}-worker-0", "namespace": ns, "owner_kind": "PyTorchJob", "owner": job,
-             "gpus": list(range(8)), "persona": persona}]
+    return [
+        {
+            "pod": f"{job}-worker-0",
+            "namespace": ns,
+            "owner_kind": "PyTorchJob",
+            "owner": job,
+            "gpus": list(range(8)),
+            "persona": persona,
+        }
+    ]
 
 
 def _infer_node(i: int, rng: random.Random, names: _Names) -> list[dict]:
@@ -75,8 +93,16 @@ def _infer_node(i: int, rng: random.Random, names: _Names) -> list[dict]:
             continue
         if r < 0.18:
             persona = "idle"  # scaled-out replica with no traffic
-        out.append({"pod": names.deployment_pod(app), "namespace": ns, "owner_kind": "Deployment", "owner": app,
-                    "gpus": list(range(g, g + width)), "persona": persona})
+        out.append(
+            {
+                "pod": names.deployment_pod(app),
+                "namespace": ns,
+                "owner_kind": "Deployment",
+                "owner": app,
+                "gpus": list(range(g, g + width)),
+                "persona": persona,
+            }
+        )
         g += width
     return out
 
@@ -90,8 +116,17 @@ def _mig_node(i: int, rng: random.Random, names: _Names) -> list[dict]:
             app = rng.choice(["triton-bert", "whisper-api", "ocr-api"])
             ns = "speech" if app == "whisper-api" else "inference"
             persona = "idle" if rng.random() < 0.15 else "infer_small"
-            out.append({"pod": names.deployment_pod(app), "namespace": ns, "owner_kind": "Deployment", "owner": app,
-                        "gpus": [g], "mig": j, "persona": persona})
+            out.append(
+                {
+                    "pod": names.deployment_pod(app),
+                    "namespace": ns,
+                    "owner_kind": "Deployment",
+                    "owner": app,
+                    "gpus": [g],
+                    "mig": j,
+                    "persona": persona,
+                }
+            )
     return out
 
 
@@ -103,15 +138,39 @@ def _dev_node(i: int, rng: random.Random) -> list[dict]:
         if r < 0.15:
             continue  # unallocated
         if r < 0.35:
-            out.append({"pod": f"jupyter-{user}-0", "namespace": "notebooks", "owner_kind": "StatefulSet",
-                        "owner": f"jupyter-{user}", "gpus": [g], "persona": "zombie",
-                        "since": f"-{rng.randint(2, 60)}h"})
+            out.append(
+                {
+                    "pod": f"jupyter-{user}-0",
+                    "namespace": "notebooks",
+                    "owner_kind": "StatefulSet",
+                    "owner": f"jupyter-{user}",
+                    "gpus": [g],
+                    "persona": "zombie",
+                    "since": f"-{rng.randint(2, 60)}h",
+                }
+            )
         elif r < 0.55:
-            out.append({"pod": f"dev-{user}-0", "namespace": "notebooks", "owner_kind": "StatefulSet",
-                        "owner": f"dev-{user}", "gpus": [g], "persona": "idle"})
+            out.append(
+                {
+                    "pod": f"dev-{user}-0",
+                    "namespace": "notebooks",
+                    "owner_kind": "StatefulSet",
+                    "owner": f"dev-{user}",
+                    "gpus": [g],
+                    "persona": "idle",
+                }
+            )
         else:
-            out.append({"pod": f"jupyter-{user}-0", "namespace": "notebooks", "owner_kind": "StatefulSet",
-                        "owner": f"jupyter-{user}", "gpus": [g], "persona": "dev"})
+            out.append(
+                {
+                    "pod": f"jupyter-{user}-0",
+                    "namespace": "notebooks",
+                    "owner_kind": "StatefulSet",
+                    "owner": f"jupyter-{user}",
+                    "gpus": [g],
+                    "persona": "dev",
+                }
+            )
     return out
 
 
@@ -121,16 +180,41 @@ def _small_node(i: int, rng: random.Random, names: _Names) -> list[dict]:
         if rng.random() < 0.12:
             continue
         ns, app, persona = rng.choice(SMALL_APPS)
-        out.append({"pod": names.deployment_pod(app), "namespace": ns, "owner_kind": "Deployment", "owner": app,
-                    "gpus": [g], "persona": persona})
+        out.append(
+            {
+                "pod": names.deployment_pod(app),
+                "namespace": ns,
+                "owner_kind": "Deployment",
+                "owner": app,
+                "gpus": [g],
+                "persona": persona,
+            }
+        )
     if i == 0:  # a pod using a GPU it never requested (NVIDIA_VISIBLE_DEVICES=all), on a free GPU
         used = {g for w in out for g in w["gpus"]}
         free = [g for g in range(8) if g not in used] or [7]
         out = [w for w in out if free[0] not in w["gpus"]]
-        out.append({"pod": "legacy-transcoder-0", "namespace": "media", "owner_kind": "StatefulSet",
-                    "owner": "legacy-transcoder", "gpus": [free[0]], "persona": "dev", "no_gpu_limit": True})
-    out.append({"pod": f"fluent-bit-{_suffix(rng, 5)}", "namespace": "logging", "owner_kind": "DaemonSet",
-                "owner": "fluent-bit", "gpus": [], "persona": "none"})
+        out.append(
+            {
+                "pod": "legacy-transcoder-0",
+                "namespace": "media",
+                "owner_kind": "StatefulSet",
+                "owner": "legacy-transcoder",
+                "gpus": [free[0]],
+                "persona": "dev",
+                "no_gpu_limit": True,
+            }
+        )
+    out.append(
+        {
+            "pod": f"fluent-bit-{_suffix(rng, 5)}",
+            "namespace": "logging",
+            "owner_kind": "DaemonSet",
+            "owner": "fluent-bit",
+            "gpus": [],
+            "persona": "none",
+        }
+    )
     return out
 
 
@@ -142,9 +226,16 @@ def make_scenario(seed: int = 42, scrape_interval: str = "60s") -> dict:
     k = 0
     for count, model, itype, capacity, role in NODE_GROUPS:
         for i in range(count):
-            short = {"H100-80GB": "h100", "H200": "h200", "A100-80GB": "a100-80", "A100-40GB": "a100-40", "L4": "l4"}[model]
-            spec = {"name": f"{short}-{role.replace('_', '-')}-{k:03d}", "model": model, "gpus": 8,
-                    "instance_type": itype, "capacity_type": capacity}
+            short = {"H100-80GB": "h100", "H200": "h200", "A100-80GB": "a100-80", "A100-40GB": "a100-40", "L4": "l4"}[
+                model
+            ]
+            spec = {
+                "name": f"{short}-{role.replace('_', '-')}-{k:03d}",
+                "model": model,
+                "gpus": 8,
+                "instance_type": itype,
+                "capacity_type": capacity,
+            }
             if role == "train":
                 spec["workloads"] = _train_node(k, rng)
             elif role == "infer":
@@ -168,8 +259,10 @@ def describe(scenario: dict) -> str:
     gpu_personas = Counter()
     for w in pods:
         gpu_personas[w["persona"]] += 0 if "mig" in w else len(w["gpus"])
-    return (f"{len(scenario['nodes'])} nodes, {gpus} GPUs, {len(pods)} pods; pods per persona {dict(personas)}; "
-            f"whole GPUs per persona {dict(gpu_personas)}")
+    return (
+        f"{len(scenario['nodes'])} nodes, {gpus} GPUs, {len(pods)} pods; pods per persona {dict(personas)}; "
+        f"whole GPUs per persona {dict(gpu_personas)}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@ the ``gpuops`` CLI and the reports render them.
 Imports are lazy so the GPU-facing modules (``gpulib.nvidia.nvml``, ``gpulib.nccl.results``) load on a GPU node
 that has only numpy/pandas/nvidia-ml-py installed.
 """
+
 from __future__ import annotations
 
-from gpulib.core.errors import GpulibError  # noqa: F401  (cheap, no third-party imports)
-from gpulib.core.findings import Finding, FindingList, Severity  # noqa: F401
+from gpulib.core.errors import GpulibError
+from gpulib.core.findings import Finding, FindingList, Severity
 
 __version__ = "0.1.0"
 __all__ = ["connect", "Finding", "FindingList", "Severity", "GpulibError", "__version__"]

@@ -5,6 +5,7 @@ tests all iterate :func:`catalogue`, so a runbook that is named anywhere exists.
 The parameters come from each notebook's cell tagged ``parameters`` (papermill's convention:
 https://papermill.readthedocs.io/en/latest/usage-parameterize.html), read by :mod:`gpulib.inspection`.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,9 @@ class NotebookInfo:
 def notebook_info(path: Path) -> NotebookInfo:
     nb = json.loads(path.read_text())
     kind = "report" if path.parent.name == "reports" else "learn" if path.parent.name == "learn" else "runbook"
-    info = NotebookInfo(name=path.stem, path=path, kind=kind,
-                        domain="learn" if kind == "learn" else DOMAINS.get(path.stem, ""))
+    info = NotebookInfo(
+        name=path.stem, path=path, kind=kind, domain="learn" if kind == "learn" else DOMAINS.get(path.stem, "")
+    )
     for cell in nb.get("cells", []):
         if cell["cell_type"] == "markdown" and not info.title:
             head = [ln for ln in "".join(cell.get("source", [])).splitlines() if ln.strip()]
@@ -77,9 +79,13 @@ def find_notebook(name: str) -> NotebookInfo:
     key = Path(name).stem
     if key not in cat:
         import difflib
+
         close = difflib.get_close_matches(key, list(cat), n=3, cutoff=0.6) or [
-            n for n in cat if key.lower() in n.lower() or n.lower() in key.lower()]
-        raise InvalidParameter(f"no runbook or report named {name!r}; "
-                               f"{'did you mean ' + ', '.join(close) + '?' if close else 'available: ' + ', '.join(sorted(cat))}",
-                               hint="`gpuops list` shows every runbook with its parameters")
+            n for n in cat if key.lower() in n.lower() or n.lower() in key.lower()
+        ]
+        raise InvalidParameter(
+            f"no runbook or report named {name!r}; "
+            f"{'did you mean ' + ', '.join(close) + '?' if close else 'available: ' + ', '.join(sorted(cat))}",
+            hint="`gpuops list` shows every runbook with its parameters",
+        )
     return notebook_info(cat[key])

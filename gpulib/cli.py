@@ -5,6 +5,7 @@ Exit codes: 0 = ran, no finding at or above ``--fail-on``; 1 = a finding at or a
 stands (default: critical); 2 = bad usage (unknown runbook, parameter or value); 3 = the run failed or a
 step could not get its data.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,11 @@ from gpulib.catalogue import catalogue, find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.execute import RunResult
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command.",
+)
 
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 
@@ -32,7 +36,9 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
     from gpulib.core.findings import sort_findings
     from gpulib.core.redact import redact
 
-    status = "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
+    status = (
+        "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
+    )
     typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
     if res.failed:
         typer.echo(f"   error: {redact(res.failed)}", err=True)
@@ -69,6 +75,7 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 def _fail(exc: GpulibError) -> None:
     from gpulib.core.redact import redact
+
     typer.echo(redact(f"error: {exc}"), err=True)
     raise typer.Exit(EXIT_USAGE)
 
@@ -96,9 +103,15 @@ def run_cmd(
     name: str = typer.Argument(..., help="runbook or report name (see `gpuops list`)"),
     param: list[str] = typer.Option([], "-p", "--param", help="KEY=VALUE (or -p KEY VALUE); repeatable"),
     source: Optional[str] = typer.Option(None, "--source", "-s", help="demo | live | snapshot | a snapshot folder"),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"),
-    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<random>/"),
-    fail_on: str = typer.Option("critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"),
+    snapshot: Optional[Path] = typer.Option(
+        None, "--snapshot", help="snapshot folder (nodes.json, pods.json, metrics*.txt)"
+    ),
+    out: Path = typer.Option(
+        Path("reports/out"), "--out", "-o", help="output root; each run gets <timestamp>-<name>-<random>/"
+    ),
+    fail_on: str = typer.Option(
+        "critical", help="exit 1 when a finding at or above this severity stands: critical | warning | info | never"
+    ),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ):
@@ -162,16 +175,22 @@ def report_cmd(
     snapshot: Optional[Path] = typer.Option(None, "--snapshot"),
     price_file: Optional[Path] = typer.Option(None, help="CSV of GPU prices overriding the shipped table"),
     namespaces: Optional[str] = typer.Option(None, help="comma-separated namespaces to report on (default: all)"),
-    provider: Optional[str] = typer.Option(None, help="price rows to use: aws, gcp or azure (default: the policy default)"),
+    provider: Optional[str] = typer.Option(
+        None, help="price rows to use: aws, gcp or azure (default: the policy default)"
+    ),
     currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
-    charts: Optional[str] = typer.Option(None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"),
+    charts: Optional[str] = typer.Option(
+        None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"
+    ),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
     """Run the GPU utilization and cost report (for CronJobs: exit 0 unless the run failed)."""
     try:
         info = find_notebook("gpu_utilization_report")
-        pairs = [("window", window)] + _report_options(price_file, namespaces, provider, currency) + _charts_option(charts)
+        pairs = (
+            [("window", window)] + _report_options(price_file, namespaces, provider, currency) + _charts_option(charts)
+        )
         params = engine.prepare(info, pairs, source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
@@ -190,8 +209,9 @@ def _charts_option(charts: str | None) -> list[tuple[str, str]]:
     return [("charts", charts)]
 
 
-def _report_options(price_file: Path | None, namespaces: str | None, provider: str | None,
-                    currency: str | None) -> list[tuple[str, str]]:
+def _report_options(
+    price_file: Path | None, namespaces: str | None, provider: str | None, currency: str | None
+) -> list[tuple[str, str]]:
     """The report notebook's parameters from ``gpuops report`` options, checked before papermill starts."""
     import re
 
@@ -224,9 +244,13 @@ def _report_options(price_file: Path | None, namespaces: str | None, provider: s
 def collect_cmd(
     node: str = typer.Argument(..., help="the GPU node to collect evidence from"),
     apply: bool = typer.Option(False, "--apply", help="create the pod (default: dry run, print the pod spec)"),
-    diag: Optional[int] = typer.Option(None, "--diag", help="also run `dcgmi diag -r LEVEL -j` (1-4): it LOADS the GPUs"),
+    diag: Optional[int] = typer.Option(
+        None, "--diag", help="also run `dcgmi diag -r LEVEL -j` (1-4): it LOADS the GPUs"
+    ),
     force: bool = typer.Option(False, "--force", help="run --diag even though GPU pods run on the node"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="snapshot folder to write (default: collect-<node>-<UTC time>)"),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="snapshot folder to write (default: collect-<node>-<UTC time>)"
+    ),
     image: Optional[str] = typer.Option(None, help="collection image (default: collect_settings.csv)"),
     namespace: Optional[str] = typer.Option(None, help="namespace of the pod (default: collect_settings.csv)"),
     timeout: Optional[float] = typer.Option(None, help="seconds the pod may run (default: collect_settings.csv)"),
@@ -238,25 +262,34 @@ def collect_cmd(
 
     from gpulib.kube import collect as kc
 
-    over = {"namespace": namespace, "timeout_s": timeout, "diag_timeout_s": timeout,
-            "image": image if diag is None else None, "diag_image": image if diag is not None else None}
+    over = {
+        "namespace": namespace,
+        "timeout_s": timeout,
+        "diag_timeout_s": timeout,
+        "image": image if diag is None else None,
+        "diag_image": image if diag is not None else None,
+    }
     try:
         spec = kc.pod_spec(node, diag_level=diag, **over)
         kc.validate_spec(spec)
     except GpulibError as exc:
         _fail(exc)
     if diag is not None:
-        typer.echo(f"note: dcgmi diag -r {diag} loads every GPU of {node} for minutes (level 3: about 15 min); it is "
-                   "refused while GPU pods run there unless --force")
+        typer.echo(
+            f"note: dcgmi diag -r {diag} loads every GPU of {node} for minutes (level 3: about 15 min); it is "
+            "refused while GPU pods run there unless --force"
+        )
     if not apply:
-        typer.echo(f"dry run: the pod below would run on {node}; add --apply to create it "
-                   f"(RBAC: deploy/collect/rbac.yaml)\n---")
+        typer.echo(
+            f"dry run: the pod below would run on {node}; add --apply to create it "
+            f"(RBAC: deploy/collect/rbac.yaml)\n---"
+        )
         typer.echo(yaml.safe_dump(spec, sort_keys=False).rstrip())
         return
+    from datetime import datetime, timezone
+
     from gpulib.core.errors import CollectError
     from gpulib.kube.client import KubeCluster
-
-    from datetime import datetime, timezone
 
     folder = out or Path(f"collect-{node}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}")
     try:
@@ -267,7 +300,7 @@ def collect_cmd(
         partial = exc.result
         if partial is not None and partial.files:
             typer.echo(f"kept what finished in {folder}: {', '.join(p.name for p in partial.files)}", err=True)
-        for p in (partial.problems if partial is not None else []):
+        for p in partial.problems if partial is not None else []:
             typer.echo(f"   {p}", err=True)
         raise typer.Exit(EXIT_FAILED)
     except InvalidParameter as exc:
@@ -281,19 +314,27 @@ def collect_cmd(
     for p in res.problems:
         typer.echo(f"   note: {p}")
     from gpulib.core.validate import command
-    typer.echo("next: " + command("gpuops", "run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(folder), "-p", "node", node))
+
+    typer.echo(
+        "next: "
+        + command(
+            "gpuops", "run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(folder), "-p", "node", node
+        )
+    )
 
 
 @app.command("exporter")
-def exporter_cmd(port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
-                 node: Optional[str] = typer.Option(None, help="serve one node's GPUs only")):
+def exporter_cmd(
+    port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
+    node: Optional[str] = typer.Option(None, help="serve one node's GPUs only"),
+):
     """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from gpulib.demo.simulator import FleetSimulator
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404, "only /metrics is served")
                 return
@@ -317,12 +358,14 @@ def exporter_cmd(port: int = typer.Option(9400, help="listen port on 127.0.0.1")
 
 
 @app.command("backfill")
-def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to write"),
-                 window: str = typer.Option("24h", help="how much history to write"),
-                 step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)")):
+def backfill_cmd(
+    path: Path = typer.Argument(..., help="OpenMetrics file to write"),
+    window: str = typer.Option("24h", help="how much history to write"),
+    step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)"),
+):
     """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
-    from gpulib.demo.simulator import FleetSimulator
     from gpulib.core.timeutil import parse_window
+    from gpulib.demo.simulator import FleetSimulator
 
     try:
         sim = FleetSimulator()
@@ -334,9 +377,15 @@ def backfill_cmd(path: Path = typer.Argument(..., help="OpenMetrics file to writ
 
 
 @app.command("alerts")
-def alerts_cmd(base_url: str = typer.Option(..., "--base-url", help="where gpuops serve is reached, e.g. https://gpuops.example.com; "
-                                            "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=..."),
-               out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files")):
+def alerts_cmd(
+    base_url: str = typer.Option(
+        ...,
+        "--base-url",
+        help="where gpuops serve is reached, e.g. https://gpuops.example.com; "
+        "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=...",
+    ),
+    out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files"),
+):
     """Generate the Prometheus alert rules, their routes table (for gpuops serve), the PrometheusRule and the promtool fixture."""
     from gpulib.xid import write_alert_rules
 
@@ -351,10 +400,17 @@ def alerts_cmd(base_url: str = typer.Option(..., "--base-url", help="where gpuop
 def serve_cmd(
     host: str = typer.Option("127.0.0.1", help="listen address"),
     port: int = typer.Option(8080, help="listen port"),
-    out: Path = typer.Option(Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"),
-    token_file: Optional[Path] = typer.Option(None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"),
+    out: Path = typer.Option(
+        Path("reports/serve"), "--out", "-o", help="run folders live here (restart rebuilds the index)"
+    ),
+    token_file: Optional[Path] = typer.Option(
+        None, help="file holding the webhook bearer token (else $GPUOPS_SERVE_TOKEN)"
+    ),
     source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, passed to every run"),
-    routes_file: Optional[Path] = typer.Option(None, help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)"),
+    routes_file: Optional[Path] = typer.Option(
+        None,
+        help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)",
+    ),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
@@ -373,11 +429,23 @@ def serve_cmd(
     from gpulib.serve import ServeConfig, run_server
 
     try:
-        cfg = ServeConfig.build(host=host, port=port, out=out, token_file=token_file, source=source,
-                                routes_file=routes_file, kernels=kernels, queue_limit=queue_limit,
-                                run_timeout=run_timeout, dedupe_window=dedupe_window, fresh_for=fresh_for,
-                                public_url=public_url, notify_url=notify_url, notify_format=notify_format,
-                                max_body=max_body)
+        cfg = ServeConfig.build(
+            host=host,
+            port=port,
+            out=out,
+            token_file=token_file,
+            source=source,
+            routes_file=routes_file,
+            kernels=kernels,
+            queue_limit=queue_limit,
+            run_timeout=run_timeout,
+            dedupe_window=dedupe_window,
+            fresh_for=fresh_for,
+            public_url=public_url,
+            notify_url=notify_url,
+            notify_format=notify_format,
+            max_body=max_body,
+        )
     except GpulibError as exc:
         _fail(exc)
     run_server(cfg)

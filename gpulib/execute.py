@@ -9,6 +9,7 @@ the folder's ``index.html``. Every run gets its own kernel with its own environm
 so runs in several threads of one process never share ``os.environ`` or the working directory; with
 ``run_timeout`` the kernel and every process it started are killed when the time is up.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,14 @@ class RunResult:
 
 
 # ------------------------------------------------------------------------------------ parameters
-def prepare(info: NotebookInfo, pairs: Iterable[tuple[str, str]] = (), *, source: str | None = None,
-            snapshot: str | None = None, given: dict[str, Any] | None = None) -> dict[str, Any]:
+def prepare(
+    info: NotebookInfo,
+    pairs: Iterable[tuple[str, str]] = (),
+    *,
+    source: str | None = None,
+    snapshot: str | None = None,
+    given: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The parameters of one run of ``info``, resolved and validated once; InvalidParameter (a usage error)
     before any kernel starts.
 
@@ -89,6 +96,7 @@ def check_backend(name: str) -> None:
     mistyped variable is a usage error (exit 2), not a failed run."""
     if name in ("live", "prometheus"):
         from gpulib.sources.prometheus import load_settings
+
         load_settings()
 
 
@@ -99,7 +107,9 @@ def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
     from nbconvert import HTMLExporter
 
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}})
+    body, _ = exporter.from_notebook_node(
+        nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}}
+    )
     html_path.write_text(redact(body))
     return html_path
 
@@ -127,9 +137,19 @@ def _kernel_manager(env: dict[str, str], cwd: Path | None = None, unset: Iterabl
     return km
 
 
-def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progress: bool = True,
-            timeout: int = 900, out_dir: Path | None = None, env: dict[str, str] | None = None,
-            unset_env: Iterable[str] = (), run_timeout: float | None = None, summary: bool = True) -> RunResult:
+def execute(
+    info: NotebookInfo,
+    params: dict[str, Any],
+    out_root: Path,
+    *,
+    progress: bool = True,
+    timeout: int = 900,
+    out_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    unset_env: Iterable[str] = (),
+    run_timeout: float | None = None,
+    summary: bool = True,
+) -> RunResult:
     """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``).
 
     ``timeout``: per cell, in seconds; ``run_timeout``: for the whole run, after which the kernel and its
@@ -147,9 +167,16 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     km = _kernel_manager({**(env or {}), FINDINGS_ENV: str(findings_path)}, info.path.parent, unset_env)
     watch = _Deadline(km, run_timeout) if run_timeout else None
     try:
-        pm.execute_notebook(str(info.path), str(out_nb), parameters=params, kernel_name="python3",
-                            progress_bar=progress, execution_timeout=timeout, km=km,
-                            extra_arguments=list(KERNEL_ARGS))
+        pm.execute_notebook(
+            str(info.path),
+            str(out_nb),
+            parameters=params,
+            kernel_name="python3",
+            progress_bar=progress,
+            execution_timeout=timeout,
+            km=km,
+            extra_arguments=list(KERNEL_ARGS),
+        )
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
         res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
     finally:  # a run that ended by itself as the time ran out did not time out
@@ -168,8 +195,12 @@ def execute(info: NotebookInfo, params: dict[str, Any], out_root: Path, *, progr
     doc = _read_findings(res, findings_path, info)
     res.verdict = verdict_of(res.findings, doc) if doc is not None else {}
     if summary and info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
-        write_summary(out_dir, {"runbook": info.name, "status": res.status, "params": params, "error": res.failed},
-                      res.html.name if res.html else out_nb.name, res.verdict)
+        write_summary(
+            out_dir,
+            {"runbook": info.name, "status": res.status, "params": params, "error": res.failed},
+            res.html.name if res.html else out_nb.name,
+            res.verdict,
+        )
     known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
     write_index(out_root, known)
     return res
@@ -185,7 +216,7 @@ def _shutdown(km) -> None:
     try:
         if km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
-    except Exception:  # noqa: BLE001 - a kernel that cannot be asked to stop is killed below
+    except Exception:
         pass
     process = getattr(km.provisioner, "process", None) if km.provisioner is not None else None
     if process is not None and process.poll() is None:

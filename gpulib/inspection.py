@@ -7,6 +7,7 @@ default text is turned into a value with :func:`ast.literal_eval`, so :func:`coe
 to the default's type. The data source (``--source`` / ``--snapshot``, the ``source`` and ``snapshot_dir``
 parameters) is mapped by :func:`choose_source` alone.
 """
+
 from __future__ import annotations
 
 import ast
@@ -76,6 +77,7 @@ def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, An
         out[key] = coerce(known[key], raw)
     if "window" in out:
         from gpulib.core.timeutil import parse_window
+
         parse_window(out["window"])
     check_values(out)
     return out
@@ -162,8 +164,10 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
         return SourceChoice("snapshot", str(Path(snapshot).resolve()))
     if source not in available():
         others = [n for n in available() if n not in BUILTIN]  # a third-party backend is named too
-        raise InvalidParameter(f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder"
-                               + (f" (also registered: {', '.join(others)})" if others else ""))
+        raise InvalidParameter(
+            f"--source {source!r}: use demo, live, snapshot (with --snapshot DIR) or a snapshot folder"
+            + (f" (also registered: {', '.join(others)})" if others else "")
+        )
     if snapshot:
         raise InvalidParameter(f"--snapshot {snapshot} is read only with --source snapshot, not --source {source}")
     return SourceChoice(source)
@@ -187,5 +191,6 @@ def target_defaults(info: Declares, given: dict[str, Any], source: str) -> dict[
             else:
                 raise InvalidParameter(
                     f"{info.name} needs -p {p.name} with --source {source}: its default {p.default!r} is a demo-fleet name",
-                    hint=f"give the {p.name} from the alert with -p {p.name} NAME")
+                    hint=f"give the {p.name} from the alert with -p {p.name} NAME",
+                )
     return out

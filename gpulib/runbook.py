@@ -12,6 +12,7 @@ A step that hits a :class:`~gpulib.core.errors.GpulibError` (Prometheus down, un
 series...) does not stop the notebook: it renders what is missing and what to check, and the error
 is recorded so the CLI exits non-zero.
 """
+
 from __future__ import annotations
 
 import html
@@ -110,6 +111,7 @@ def plotly_js(mode: str) -> None:
     global _PLOTLY_JS_MODE
     if mode not in PLOTLY_JS_MODES:
         from gpulib.core.errors import InvalidParameter
+
         raise InvalidParameter(f"charts={mode!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
     _PLOTLY_JS_MODE = mode
 
@@ -133,11 +135,18 @@ def show(fig) -> None:
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
     html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
     _PLOTLY_JS_SENT = True
-    _display(bundle={"application/vnd.plotly.v1+json": spec, "text/html": html_text, "text/plain": f"<{fig.layout.title.text or 'figure'}>"})
+    _display(
+        bundle={
+            "application/vnd.plotly.v1+json": spec,
+            "text/html": html_text,
+            "text/plain": f"<{fig.layout.title.text or 'figure'}>",
+        }
+    )
 
 
 def note(text: str, level: str = "info") -> None:
     from gpulib.core.redact import redact
+
     text = redact(text)
     colour = {"info": "#1f5fa8", "warning": "#b36b00", "error": "#b00020", "ok": "#1b7f3b"}.get(level, "#1f5fa8")
     _display(html_text=f"<div style='border-left:4px solid {colour};padding:4px 10px'>{text}</div>")
@@ -153,6 +162,7 @@ def guarded_step(what: str, errors: list[str], usage: list[str] | None = None):
         yield
     except GpulibError as exc:
         from gpulib.core.redact import redact
+
         errors.append(redact(f"{what}: {exc}"))
         if usage is not None and isinstance(exc, InvalidParameter):
             usage.append(redact(str(exc)))
@@ -181,22 +191,39 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
     says why."""
     e = html.escape
     if top is None:
-        return ("<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
-                f"runbook ran and found nothing to act on.</p><p><small>Run: <code>{e(rb.rerun_command())}</code></small></p>")
+        return (
+            "<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
+            f"runbook ran and found nothing to act on.</p><p><small>Run: <code>{e(rb.rerun_command())}</code></small></p>"
+        )
     sev = top.severity
     nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
-    head = (f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
-            + (f" <small>({e(top.where)})</small>" if top.where else "") + "</h3>"
-            + (f"<p><b>Next:</b> <code>{e(nxt)}</code></p>" if nxt else "<p><b>Next:</b> no command: read the Mitigation below.</p>"))
+    head = (
+        f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
+        + (f" <small>({e(top.where)})</small>" if top.where else "")
+        + "</h3>"
+        + (
+            f"<p><b>Next:</b> <code>{e(nxt)}</code></p>"
+            if nxt
+            else "<p><b>Next:</b> no command: read the Mitigation below.</p>"
+        )
+    )
     meaning = e(top.summary) if top.summary else "The finding carries no explanation beyond its title."
-    impact = e(top.escalation) if top.escalation else (
-        f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
-    diag = ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>") if top.evidence else \
-        "<p>No evidence lines: the title is the whole signal.</p>"
+    impact = (
+        e(top.escalation)
+        if top.escalation
+        else (f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
+    )
+    diag = (
+        ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>")
+        if top.evidence
+        else "<p>No evidence lines: the title is the whole signal.</p>"
+    )
     cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in top.commands)
     mitig = (e(top.sop_step) if top.sop_step else "No SOP step: nothing to change.") + cmds
-    return (head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
-            f"<h4>Mitigation</h4><p>{mitig}</p>")
+    return (
+        head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
+        f"<h4>Mitigation</h4><p>{mitig}</p>"
+    )
 
 
 #: parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of notebooks)
@@ -260,11 +287,15 @@ class Runbook:
         self.failed_steps: list[str] = []
         self.src = None
         self._verdict_id = f"gpuops-verdict-{name}-{id(self):x}"
-        _verdict_box("<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
-                     "(if it stays, the run stopped before its last cell).</p>", self._verdict_id)
+        _verdict_box(
+            "<h3>Verdict</h3><p>Computing: the verdict replaces this line when the run ends "
+            "(if it stays, the run stopped before its last cell).</p>",
+            self._verdict_id,
+        )
         note("Run it: <code>" + html.escape(self.rerun_command()) + "</code>")
         with self.step("Connect to the data source"):
             from gpulib import connect
+
             choice = choose_source(source, snapshot_dir)  # the same rules as gpuops run --source / --snapshot
             self.src = connect(choice.name, **choice.connect_kwargs(params))
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
@@ -305,15 +336,26 @@ class Runbook:
         comes from a step that could not run (named; its box above says why), one that is empty (``""``,
         ``[]``, ``0``, an empty frame) means there is nothing to show, for the reason ``why``."""
         needs = needs or (self.src,)
-        failed = f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)" \
-            if self.failed_steps else "an earlier step did not run"
+        failed = (
+            f"the step <b>{html.escape(self.failed_steps[-1])}</b> could not run (see its box above)"
+            if self.failed_steps
+            else "an earlier step did not run"
+        )
         if any(n is None for n in needs):
-            note("Not checked: no data source (the box at the top says why)." if self.src is None
-                 else f"Not checked: {failed}, and this section needs its result.", "warning")
+            note(
+                "Not checked: no data source (the box at the top says why)."
+                if self.src is None
+                else f"Not checked: {failed}, and this section needs its result.",
+                "warning",
+            )
             return False
         if any(_is_empty(n) for n in needs):
-            note("Nothing to show: " + html.escape(why or "the earlier steps found nothing for this section.")
-                 + (f" Also, {failed}." if self.failed_steps else ""), "info")
+            note(
+                "Nothing to show: "
+                + html.escape(why or "the earlier steps found nothing for this section.")
+                + (f" Also, {failed}." if self.failed_steps else ""),
+                "info",
+            )
             return False
         return True
 
@@ -348,27 +390,48 @@ class Runbook:
         fl = FindingList(sort_findings(self.findings))
         if self.usage_errors:
             s = sop("core_sop", "bad_parameter")
-            fl.insert(0, Finding(
-                Severity.CRITICAL, "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
-                category="usage", summary=s.summary, evidence=list(self.usage_errors), sop_step=s.sop_step))
+            fl.insert(
+                0,
+                Finding(
+                    Severity.CRITICAL,
+                    "Runbook incomplete: bad parameter: " + self.usage_errors[0].split(" (hint:")[0],
+                    category="usage",
+                    summary=s.summary,
+                    evidence=list(self.usage_errors),
+                    sop_step=s.sop_step,
+                ),
+            )
         elif self.errors:
             s = sop("core_sop", "missing_data")
-            fl.insert(0, Finding(
-                Severity.CRITICAL if self.src is None else Severity.WARNING,
-                f"Runbook incomplete: {len(self.errors)} step(s) could not get data", category="data",
-                summary=s.summary, evidence=list(self.errors), sop_step=s.sop_step,
-                commands=[self.rerun_command()]))
+            fl.insert(
+                0,
+                Finding(
+                    Severity.CRITICAL if self.src is None else Severity.WARNING,
+                    f"Runbook incomplete: {len(self.errors)} step(s) could not get data",
+                    category="data",
+                    summary=s.summary,
+                    evidence=list(self.errors),
+                    sop_step=s.sop_step,
+                    commands=[self.rerun_command()],
+                ),
+            )
         top = fl[0] if fl else None
         if top is None:
-            _display(html_text="<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>")
+            _display(
+                html_text="<h3>Recommended SOP step</h3><p><b style='color:#1b7f3b'>No action needed.</b> No findings.</p>"
+            )
         else:
-            _display(html_text="<h3>Recommended SOP step</h3>" + top._repr_html_()
-                     + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else ""))
+            _display(
+                html_text="<h3>Recommended SOP step</h3>"
+                + top._repr_html_()
+                + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else "")
+            )
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
         _verdict_box(verdict_html(top, self), self._verdict_id, update=True)
         path = os.environ.get(FINDINGS_ENV)
         if path:
-            save_findings(fl, path, runbook=self.name, parameters=self.params, errors=self.errors,
-                          usage_errors=self.usage_errors)
+            save_findings(
+                fl, path, runbook=self.name, parameters=self.params, errors=self.errors, usage_errors=self.usage_errors
+            )
         return fl

@@ -1,4 +1,5 @@
 """Shared fixtures: the demo scenario pinned in time, and a real Prometheus backfilled from it."""
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ def shared_runs(tmp_path_factory) -> SharedRuns:
 def demo_pinned():
     """The demo source pinned to the integration scenario (same end and scrape interval as the backfill)."""
     import gpulib
+
     return gpulib.connect("demo", end=DEMO_END, scrape_interval=SCRAPE)
 
 
@@ -43,6 +45,7 @@ def prometheus_scenarios(tmp_path_factory):
         if key not in servers:
             _need_prometheus()
             from gpulib.demo.simulator import FleetSimulator
+
             work = tmp_path_factory.mktemp(f"prom-{label_style}-{counters}")
             sim = FleetSimulator(end=DEMO_END, label_style=label_style, counters=counters, scrape_interval=SCRAPE)
             tsdb = backfill(sim, BACKFILL_WINDOW, work)
@@ -82,10 +85,13 @@ def live_env(prometheus, tmp_path, monkeypatch):
     import gpulib
 
     # the MIG Manager ConfigMap the fixture ClusterPolicy names holds what the demo's does (its nodes' layouts)
-    mig_cm = {"metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
-              "data": {"config.yaml": gpulib.connect("demo", end=DEMO_END).current_mig_config().text}}
-    double = start_k8s_double(tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"],
-                              configmaps=[mig_cm])
+    mig_cm = {
+        "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
+        "data": {"config.yaml": gpulib.connect("demo", end=DEMO_END).current_mig_config().text},
+    }
+    double = start_k8s_double(
+        tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"], configmaps=[mig_cm]
+    )
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
     monkeypatch.setenv("KUBECONFIG", str(double.kubeconfig))
     monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
@@ -112,10 +118,13 @@ def run_notebook(tmp_path, monkeypatch):
             findings = tmp_path / f"findings-{n}.json"
             monkeypatch.setenv("GPUOPS_FINDINGS_PATH", str(findings))
             out = tmp_path / f"out-{n}.ipynb"
-            pm.execute_notebook(str(notebook), str(out), parameters=params, kernel_name="python3",
-                                progress_bar=False, cwd=str(ROOT))
+            pm.execute_notebook(
+                str(notebook), str(out), parameters=params, kernel_name="python3", progress_bar=False, cwd=str(ROOT)
+            )
             return json.loads(findings.read_text()), out.read_text()
+
         return run
+
     return factory
 
 

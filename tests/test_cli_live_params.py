@@ -1,6 +1,7 @@
 """CLI: live runs never fall back to demo node/GPU names, a bad value is exit 2 without being repeated in a
 suggested re-run, papermill's kernel warning is not shown, a summary.md sits beside the HTML, and dry-run
 plans against no cluster stay out of the user's audit log."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _gpuops(*args, env=None, timeout=300):
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "gpulib.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gpulib.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
 
 
 def test_live_run_without_node_is_exit_2_naming_it():
@@ -42,8 +44,20 @@ def test_live_target_defaults():
 
 
 def test_bad_gpu_is_exit_2_and_not_repeated(tmp_path, demo_end):
-    p = _gpuops("run", "xid_ecc_triage", "-p", "node", "dgx-h100-1", "-p", "gpu", "abc", "-q", "-o", str(tmp_path),
-                env={"GPUOPS_END": demo_end.isoformat()})
+    p = _gpuops(
+        "run",
+        "xid_ecc_triage",
+        "-p",
+        "node",
+        "dgx-h100-1",
+        "-p",
+        "gpu",
+        "abc",
+        "-q",
+        "-o",
+        str(tmp_path),
+        env={"GPUOPS_END": demo_end.isoformat()},
+    )
     assert p.returncode == cli.EXIT_USAGE, p.stdout + p.stderr
     out = p.stdout + p.stderr
     assert "abc" in out  # the error names the bad value
@@ -52,8 +66,20 @@ def test_bad_gpu_is_exit_2_and_not_repeated(tmp_path, demo_end):
 
 @pytest.mark.notebook
 def test_run_opens_with_the_verdict_and_writes_summary_md(tmp_path, demo_end):
-    p = _gpuops("run", "xid_ecc_triage", "-p", "node", "dgx-h100-1", "-p", "gpu", "5", "-q", "-o", str(tmp_path),
-                env={"GPUOPS_END": demo_end.isoformat()})
+    p = _gpuops(
+        "run",
+        "xid_ecc_triage",
+        "-p",
+        "node",
+        "dgx-h100-1",
+        "-p",
+        "gpu",
+        "5",
+        "-q",
+        "-o",
+        str(tmp_path),
+        env={"GPUOPS_END": demo_end.isoformat()},
+    )
     assert p.returncode == cli.EXIT_FINDING, p.stdout + p.stderr
     assert "without encryption" not in p.stdout + p.stderr
     d = next(tmp_path.glob("*-xid_ecc_triage-*"))
@@ -64,7 +90,7 @@ def test_run_opens_with_the_verdict_and_writes_summary_md(tmp_path, demo_end):
     html = (d / "xid_ecc_triage.html").read_text()
     assert "Computing: the verdict replaces" not in html
     v = html.index("Verdict: ")
-    assert v < html.index("Source: ") and "CRITICAL" in html[v:v + 400] and "XID 79" in html[v:v + 600]
+    assert v < html.index("Source: ") and "CRITICAL" in html[v : v + 400] and "XID 79" in html[v : v + 600]
     for h in ("<h4>Meaning</h4>", "<h4>Impact</h4>", "<h4>Diagnosis</h4>", "<h4>Mitigation</h4>"):
         assert html.index(h, v) < html.index("Source: ")
     assert "Run it: <code>gpuops run xid_ecc_triage --source demo -p node dgx-h100-1 -p gpu 5" in html

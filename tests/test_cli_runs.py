@@ -1,4 +1,5 @@
 """Every run gets a folder of its own and its own verdict, also when runs start in the same second."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,6 @@ import random
 import threading
 import time
 from pathlib import Path
-
-import pytest
 
 from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
@@ -21,8 +20,11 @@ def _stub_execute(input_path, output_path, parameters=None, km=None, **kw):
     time.sleep(random.uniform(0, 0.05))
     node = parameters["node"]
     Path(output_path).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    save_findings([Finding(Severity.CRITICAL, f"XID 79 on {node}", node=node)], km.run_env["GPUOPS_FINDINGS_PATH"],
-                  runbook="xid_ecc_triage")
+    save_findings(
+        [Finding(Severity.CRITICAL, f"XID 79 on {node}", node=node)],
+        km.run_env["GPUOPS_FINDINGS_PATH"],
+        runbook="xid_ecc_triage",
+    )
 
 
 def _stub_html(nb, html, title):
@@ -64,7 +66,9 @@ def test_concurrent_runs_in_threads_keep_their_own_verdict(tmp_path, monkeypatch
     barrier = threading.Barrier(8)
     out = []
     nodes = [f"node-{i}" for i in range(8)]
-    ts = [threading.Thread(target=lambda n=n: out.append(_run_one(str(tmp_path), n, barrier, patch=False))) for n in nodes]
+    ts = [
+        threading.Thread(target=lambda n=n: out.append(_run_one(str(tmp_path), n, barrier, patch=False))) for n in nodes
+    ]
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert sorted(o[0] for o in out) == nodes
@@ -90,14 +94,18 @@ def test_two_real_runs_at_once_in_threads(tmp_path, monkeypatch):
     res = {}
 
     def go(node, gpu):
-        res[node] = engine.execute(info, {"node": node, "gpu": gpu, "source": "demo"}, tmp_path, progress=False, timeout=300)
+        res[node] = engine.execute(
+            info, {"node": node, "gpu": gpu, "source": "demo"}, tmp_path, progress=False, timeout=300
+        )
 
     ts = [threading.Thread(target=go, args=a) for a in (("dgx-h100-1", "5"), ("h200-infer-0", ""))]
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert res["dgx-h100-1"].out_dir != res["h200-infer-0"].out_dir
     assert any("XID 79" in f.title for f in res["dgx-h100-1"].findings)
-    assert not any("XID 79" in f.title for f in res["h200-infer-0"].findings), [f.title for f in res["h200-infer-0"].findings]
+    assert not any("XID 79" in f.title for f in res["h200-infer-0"].findings), [
+        f.title for f in res["h200-infer-0"].findings
+    ]
     for node, r in res.items():
         assert r.failed is None and r.findings, (r.failed, r.errors)
         assert (r.out_dir / "findings.json").exists()

@@ -1,6 +1,7 @@
 """gpulib.execute, the one run engine: parameters resolved once (source included), findings.json read once and
 summary.md written once per run (``gpuops run`` and ``gpuops serve``), the index row taken from the run, and runs
 in threads of one process each in their own kernel, in the notebook's folder, without moving this process."""
+
 from __future__ import annotations
 
 import builtins
@@ -25,10 +26,21 @@ TOKEN = "test-token-" + "e" * 24
 def _stub_papermill(input_path, output_path, parameters=None, km=None, **kw):
     """Stands in for papermill.execute_notebook: writes the executed notebook and this run's findings."""
     Path(output_path).write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
-    save_findings([Finding(Severity.CRITICAL, f"XID 79 on {parameters.get('node')}", node=parameters.get("node"),
-                           sop_step="Drain the node.", commands=[f"kubectl cordon {parameters.get('node')}"]),
-                   Finding(Severity.INFO, "note")],
-                  km.run_env["GPUOPS_FINDINGS_PATH"], runbook="xid_ecc_triage", parameters=parameters)
+    save_findings(
+        [
+            Finding(
+                Severity.CRITICAL,
+                f"XID 79 on {parameters.get('node')}",
+                node=parameters.get("node"),
+                sop_step="Drain the node.",
+                commands=[f"kubectl cordon {parameters.get('node')}"],
+            ),
+            Finding(Severity.INFO, "note"),
+        ],
+        km.run_env["GPUOPS_FINDINGS_PATH"],
+        runbook="xid_ecc_triage",
+        parameters=parameters,
+    )
 
 
 def _stub_html(nb, html, title):
@@ -85,8 +97,12 @@ def test_a_serve_run_goes_through_the_engine_in_process_reading_findings_once(tm
     assert opened[("findings.json", "r")] == 1
     assert opened[("summary.md", "w")] == 1
     rec = c.get(f"/runs/{rid}/run.json").json()
-    assert (rec["status"], rec["severity"], rec["cause"], rec["command"]) == ("done", "critical", "XID 79 on n1",
-                                                                            "kubectl cordon n1")
+    assert (rec["status"], rec["severity"], rec["cause"], rec["command"]) == (
+        "done",
+        "critical",
+        "XID 79 on n1",
+        "kubectl cordon n1",
+    )
     summary = c.get(f"/runs/{rid}/summary.md").text
     assert summary.startswith("# xid_ecc_triage: DONE") and "Parameters: `node=n1`, `gpu=3`" in summary
     assert f"Report: {app.state.service.link(rid)}" in summary
@@ -109,8 +125,11 @@ def test_prepare_maps_the_source_once_and_checks_the_source_the_run_will_use(tmp
     with pytest.raises(InvalidParameter, match="-p node"):
         engine.prepare(info, source="live")
     # values checked when a request came in (gpuops serve) are taken as they are, with the server's source
-    assert engine.prepare(info, given={"node": "n2", "gpu": "5"}, source="demo") == {"source": "demo", "node": "n2",
-                                                                                       "gpu": "5"}
+    assert engine.prepare(info, given={"node": "n2", "gpu": "5"}, source="demo") == {
+        "source": "demo",
+        "node": "n2",
+        "gpu": "5",
+    }
 
 
 def test_serve_passes_its_source_through_the_same_rules(tmp_path):
@@ -151,8 +170,10 @@ def test_runs_in_threads_each_run_in_the_notebooks_folder_without_moving_this_pr
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        nb = new_notebook(cells=[new_markdown_cell(f"# {name}"), new_code_cell(CWD_CELL)],
-                          metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+        nb = new_notebook(
+            cells=[new_markdown_cell(f"# {name}"), new_code_cell(CWD_CELL)],
+            metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+        )
         nbformat.write(nb, str(tmp_path / name / f"nb_{name}.ipynb"))
     monkeypatch.setenv("GPUOPS_SERVE_TOKEN", TOKEN)
     here = os.getcwd()
@@ -168,8 +189,8 @@ def test_runs_in_threads_each_run_in_the_notebooks_folder_without_moving_this_pr
     [t.join() for t in ts]
     assert os.getcwd() == here
     seen = {n: (r.out_dir / "kernel.txt").read_text().splitlines() for n, r in res.items()}
-    assert seen["a"] == [str(tmp_path / "a"), "absent"]            # the token named in unset_env is not there
-    assert seen["b"] == [str(tmp_path / "b"), TOKEN]                # (an ordinary run inherits the environment)
+    assert seen["a"] == [str(tmp_path / "a"), "absent"]  # the token named in unset_env is not there
+    assert seen["b"] == [str(tmp_path / "b"), TOKEN]  # (an ordinary run inherits the environment)
 
 
 def _kernel_children() -> list[int]:
@@ -198,8 +219,10 @@ def test_a_run_leaves_no_kernel_behind(tmp_path):
 
     from gpulib.catalogue import notebook_info
 
-    nb = new_notebook(cells=[new_code_cell("x = 1")],
-                      metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    nb = new_notebook(
+        cells=[new_code_cell("x = 1")],
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+    )
     nbformat.write(nb, str(tmp_path / "nb_k.ipynb"))
     before = set(_kernel_children())
     for _ in range(2):

@@ -1,5 +1,6 @@
 """gpulib.inspection: a notebook's parameters as papermill reads them, typed; the one mapping of the data source
 (``--source`` / ``--snapshot``, the ``source`` / ``snapshot_dir`` parameters) and the connect arguments it gives."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,14 @@ hours = 24 * 7  # an expression, not a literal
 
 
 def _planted(tmp_path: Path, params: str = PARAMS_CELL) -> Path:
-    nb = new_notebook(cells=[new_markdown_cell("# Planted runbook\n\nWhat it is for."),
-                             new_code_cell(params, metadata={"tags": ["parameters"]}), new_code_cell("x = 1")],
-                      metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Planted runbook\n\nWhat it is for."),
+            new_code_cell(params, metadata={"tags": ["parameters"]}),
+            new_code_cell("x = 1"),
+        ],
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+    )
     (tmp_path / "runbooks").mkdir(exist_ok=True)
     path = tmp_path / "runbooks" / "planted.ipynb"
     nbformat.write(nb, str(path))
@@ -35,15 +41,24 @@ def _planted(tmp_path: Path, params: str = PARAMS_CELL) -> Path:
 
 def test_parameters_are_papermills_with_typed_defaults_and_help(tmp_path):
     assert notebook_params(_planted(tmp_path)) == [
-        Param("source", "demo", "demo | live | snapshot"), Param("window", "6h", "Prometheus duration: 30m, 6h"),
-        Param("gpus", 4, "GPUs per replica"), Param("headroom", 0.2, ""), Param("apply", False, "dry run unless true"),
-        Param("names", ["a", "b"], "a list"), Param("hours", "24 * 7", "an expression, not a literal")]
+        Param("source", "demo", "demo | live | snapshot"),
+        Param("window", "6h", "Prometheus duration: 30m, 6h"),
+        Param("gpus", 4, "GPUs per replica"),
+        Param("headroom", 0.2, ""),
+        Param("apply", False, "dry run unless true"),
+        Param("names", ["a", "b"], "a list"),
+        Param("hours", "24 * 7", "an expression, not a literal"),
+    ]
 
 
 def test_title_description_and_kind_stay_read_from_the_notebook(tmp_path):
     info = notebook_info(_planted(tmp_path))
-    assert (info.name, info.kind, info.title, info.description) == ("planted", "runbook", "Planted runbook",
-                                                                    "What it is for.")
+    assert (info.name, info.kind, info.title, info.description) == (
+        "planted",
+        "runbook",
+        "Planted runbook",
+        "What it is for.",
+    )
     assert [p.name for p in info.params][:2] == ["source", "window"]
 
 
@@ -54,8 +69,11 @@ def test_every_catalogued_parameter_cell_reads_as_its_assignments():
 
     info = find_notebook("xid_ecc_triage")
     cell = next(c for c in json.loads(info.path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
-    written = {n.targets[0].id: ast.literal_eval(n.value) for n in ast.parse("".join(cell["source"])).body
-               if isinstance(n, ast.Assign)}
+    written = {
+        n.targets[0].id: ast.literal_eval(n.value)
+        for n in ast.parse("".join(cell["source"])).body
+        if isinstance(n, ast.Assign)
+    }
     assert {p.name: p.default for p in info.params} == written
     assert next(p for p in info.params if p.name == "gpu").help.startswith("GPU index, GPU UUID or MIG UUID")
 
@@ -64,15 +82,15 @@ def test_every_catalogued_parameter_cell_reads_as_its_assignments():
 def test_source_names_folders_and_snapshot_rules(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "incident").mkdir()
-    (tmp_path / "demo").mkdir()                    # a folder named like a backend does not shadow it
+    (tmp_path / "demo").mkdir()  # a folder named like a backend does not shadow it
     snap = str((tmp_path / "incident").resolve())
     assert choose_source(None) is None and choose_source("", "") is None
     assert choose_source("demo") == SourceChoice("demo")
     assert choose_source("live") == SourceChoice("live")
-    assert choose_source("prometheus") == SourceChoice("prometheus")          # any registered backend
-    assert choose_source("incident") == SourceChoice("snapshot", snap)         # a folder is a snapshot of it
+    assert choose_source("prometheus") == SourceChoice("prometheus")  # any registered backend
+    assert choose_source("incident") == SourceChoice("snapshot", snap)  # a folder is a snapshot of it
     assert choose_source("snapshot", "incident") == SourceChoice("snapshot", snap)
-    assert choose_source(None, "incident") == SourceChoice("snapshot", snap)   # a snapshot folder alone
+    assert choose_source(None, "incident") == SourceChoice("snapshot", snap)  # a snapshot folder alone
     assert choose_source("./demo") == SourceChoice("snapshot", str((tmp_path / "demo").resolve()))
     with pytest.raises(InvalidParameter, match="needs --snapshot DIR"):
         choose_source("snapshot")
@@ -93,14 +111,19 @@ def test_a_registered_third_party_backend_is_a_source_and_is_named_when_one_is_w
 
 def test_the_choice_as_notebook_parameters_names_only_what_the_notebook_declares(tmp_path):
     snap = SourceChoice("snapshot", str(tmp_path))
-    assert snap.notebook_params(find_notebook("fleet_overview")) == {"source": "snapshot", "snapshot_dir": str(tmp_path)}
-    assert snap.notebook_params(find_notebook("learn_cost")) == {"source": "snapshot"}   # a lesson has no snapshot_dir
+    assert snap.notebook_params(find_notebook("fleet_overview")) == {
+        "source": "snapshot",
+        "snapshot_dir": str(tmp_path),
+    }
+    assert snap.notebook_params(find_notebook("learn_cost")) == {"source": "snapshot"}  # a lesson has no snapshot_dir
     assert SourceChoice("demo").notebook_params(find_notebook("fleet_overview")) == {"source": "demo"}
 
 
 def test_connect_arguments_are_the_backends_options_only(tmp_path):
     assert SourceChoice("snapshot", str(tmp_path)).connect_kwargs({}) == {"path": str(tmp_path)}
-    assert SourceChoice("demo").connect_kwargs({"demo_operator_state": "gfd_missing"}) == {"operator_scenario": "gfd_missing"}
+    assert SourceChoice("demo").connect_kwargs({"demo_operator_state": "gfd_missing"}) == {
+        "operator_scenario": "gfd_missing"
+    }
     assert SourceChoice("live").connect_kwargs({"demo_operator_state": "gfd_missing"}) == {}
     assert SourceChoice("live").connect_kwargs({"collect": "yes"}) == {"collect": True}
     assert SourceChoice("live").connect_kwargs({"collect": False}) == {}
@@ -118,4 +141,6 @@ def test_the_runbook_connect_step_uses_the_same_rules(tmp_path, monkeypatch):
     bad = Runbook("fleet_overview", source="snapshot", snapshot_dir="")
     assert bad.src is None and "needs --snapshot DIR" in bad.usage_errors[0]
     top = bad.finish()[0]
-    assert top.title.startswith("Runbook incomplete: bad parameter") and top.sop_step.startswith("Correct the parameter")
+    assert top.title.startswith("Runbook incomplete: bad parameter") and top.sop_step.startswith(
+        "Correct the parameter"
+    )

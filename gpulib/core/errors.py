@@ -3,6 +3,7 @@
 Every error derives from :class:`GpulibError` and carries a ``hint``: what to check next.
 Runbooks catch ``GpulibError`` and render the message and hint instead of a traceback.
 """
+
 from __future__ import annotations
 
 
@@ -13,6 +14,7 @@ class GpulibError(Exception):
 
     def __init__(self, message: str, *, hint: str | None = None):
         from gpulib.core.redact import redact  # no secret in any message, whatever its origin
+
         super().__init__(redact(message))
         if hint is not None:
             self.hint = redact(hint)
@@ -33,8 +35,10 @@ class UnknownSetting(InvalidParameter, KeyError):
 
     def __init__(self, where: str, key: str, known: list[str]):
         self.where, self.key, self.known = where, key, list(known)
-        super().__init__(f"{where} has no key {key!r}; known keys: {', '.join(self.known)}",
-                         hint=f"use one of the known keys, or add a row (with a source) to {where}")
+        super().__init__(
+            f"{where} has no key {key!r}; known keys: {', '.join(self.known)}",
+            hint=f"use one of the known keys, or add a row (with a source) to {where}",
+        )
 
     def __str__(self) -> str:  # the message plus hint, not KeyError's quoted repr
         return f"{self.args[0]} (hint: {self.hint})"
@@ -97,8 +101,10 @@ class PrometheusHTTPError(PrometheusError):
 
 
 class PrometheusBadResponse(PrometheusError):
-    hint = ("the URL answered, but not like the Prometheus HTTP API: check that GPUOPS_PROMETHEUS_URL points at "
-            "Prometheus (not a login page or proxy) and try curl \"$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up\"")
+    hint = (
+        "the URL answered, but not like the Prometheus HTTP API: check that GPUOPS_PROMETHEUS_URL points at "
+        'Prometheus (not a login page or proxy) and try curl "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up"'
+    )
 
 
 class InvalidQuery(PrometheusError):
@@ -108,8 +114,10 @@ class InvalidQuery(PrometheusError):
 class EmptyResult(SourceError):
     """A query returned no series."""
 
-    hint = ("the metric may not be exported: check the dcgm-exporter counters CSV, the scrape target "
-            "(up{job=~\".*dcgm.*\"}) and the label filters")
+    hint = (
+        "the metric may not be exported: check the dcgm-exporter counters CSV, the scrape target "
+        '(up{job=~".*dcgm.*"}) and the label filters'
+    )
 
     def __init__(self, message: str, *, query: str = "", hint: str | None = None):
         self.query = query
@@ -119,13 +127,17 @@ class EmptyResult(SourceError):
 class NoInput(SourceError):
     """A verdict was asked for but none of its inputs could be read: the run is INCOMPLETE, never OK."""
 
-    hint = ("check that dcgm-exporter runs and is scraped for this node in the window (up{job=~\".*dcgm.*\"}), "
-            "or pass a saved kernel log / nvidia-smi -q")
+    hint = (
+        'check that dcgm-exporter runs and is scraped for this node in the window (up{job=~".*dcgm.*"}), '
+        "or pass a saved kernel log / nvidia-smi -q"
+    )
 
 
 class KubernetesError(SourceError):
-    hint = ("check the kubeconfig context, that the API server is reachable (kubectl cluster-info) and the RBAC "
-            "rights of the user (kubectl auth can-i)")
+    hint = (
+        "check the kubeconfig context, that the API server is reachable (kubectl cluster-info) and the RBAC "
+        "rights of the user (kubectl auth can-i)"
+    )
 
     def __init__(self, message: str, *, status: int | None = None, hint: str | None = None):
         self.status = status
@@ -148,8 +160,15 @@ class CollectError(KubernetesError):
     reason = "CollectFailed"
     hint = "see `kubectl -n <namespace> describe pod <pod>` while it runs, and the collect settings (gpulib/data/kube/collect_settings.csv)"
 
-    def __init__(self, message: str, *, reason: str | None = None, status: int | None = None, hint: str | None = None,
-                 result=None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        status: int | None = None,
+        hint: str | None = None,
+        result=None,
+    ):
         if reason:
             self.reason = reason
         self.result = result
@@ -162,9 +181,11 @@ class CollectError(KubernetesError):
 class UnknownGPUModel(InvalidParameter):
     """A GPU model that is not in the MIG catalog (``gpulib/data/mig_profiles.csv``)."""
 
-    hint = ("use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "
-            "H200-141GB, B200) or a node's nvidia.com/gpu.product label; for another GPU build a catalog with "
-            "gpulib.mig.smi_parsers.catalog_from_smi(lgip_text, lgipp_text)")
+    hint = (
+        "use a catalog name (A30-24GB, A100-40GB, A100-80GB, H100-80GB, H100-94GB, H100-96GB, GH200-144GB, "
+        "H200-141GB, B200) or a node's nvidia.com/gpu.product label; for another GPU build a catalog with "
+        "gpulib.mig.smi_parsers.catalog_from_smi(lgip_text, lgipp_text)"
+    )
 
 
 class UnknownProfile(InvalidParameter):
@@ -174,10 +195,12 @@ class UnknownProfile(InvalidParameter):
 class MigConfigRefused(InvalidParameter):
     """A MIG Manager config change that would drop configs in use (:mod:`gpulib.mig.parted_merge`)."""
 
-    hint = ("include the configs in use: let the source read the cluster's MIG Manager ConfigMap (source='live' with "
-            "`get configmaps` in the operator namespace) or pass its config.yaml as current_mig_config (kubectl -n "
-            "gpu-operator get cm <migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), and relabel nodes only "
-            "to names the file contains")
+    hint = (
+        "include the configs in use: let the source read the cluster's MIG Manager ConfigMap (source='live' with "
+        "`get configmaps` in the operator namespace) or pass its config.yaml as current_mig_config (kubectl -n "
+        "gpu-operator get cm <migManager.config.name> -o jsonpath='{.data.config\\.yaml}'), and relabel nodes only "
+        "to names the file contains"
+    )
 
 
 class MigParseError(GpulibError):
@@ -191,8 +214,10 @@ class UnknownModel(InvalidParameter):
 class DoesNotFit(InvalidParameter):
     """Raised by :func:`gpulib.vllm.sizing.plan` with ``strict=True`` when no configuration fits."""
 
-    hint = ("try more GPUs (tensor parallel), a GPU with more memory, a shorter context_len, fewer concurrent "
-            "requests or an FP8 KV cache; strict=False returns the closest plan with its findings")
+    hint = (
+        "try more GPUs (tensor parallel), a GPU with more memory, a shorter context_len, fewer concurrent "
+        "requests or an FP8 KV cache; strict=False returns the closest plan with its findings"
+    )
 
 
 class ContradictoryChoice(InvalidParameter):
@@ -202,8 +227,10 @@ class ContradictoryChoice(InvalidParameter):
 
 
 class PriceFileError(InvalidParameter):
-    hint = ("a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
-            "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)")
+    hint = (
+        "a price file is a CSV with columns model, provider, pricing (on_demand|spot), price_per_gpu_hour, "
+        "currency, as_of, source; model is the canonical key from gpulib/data/nvidia/gpu_specs.csv (e.g. H100-80GB)"
+    )
 
 
 class ProbeError(GpulibError):
@@ -213,8 +240,10 @@ class ProbeError(GpulibError):
 class MalformedKubernetesObject(SourceError, ValueError):
     """A kubectl/API JSON document does not have the shape of the list it should be."""
 
-    hint = ("pass the output of `kubectl get nodes -o json` / `kubectl get pods -A -o json` "
-            "(a List with an `items` array), not YAML or `-o wide` text")
+    hint = (
+        "pass the output of `kubectl get nodes -o json` / `kubectl get pods -A -o json` "
+        "(a List with an `items` array), not YAML or `-o wide` text"
+    )
 
 
 class NVMLUnavailable(SourceError):
@@ -226,12 +255,16 @@ class NVMLUnavailable(SourceError):
 class LockBusy(GpulibError):
     """Another remediation holds the cluster-wide lock (:mod:`gpulib.kube.lease`)."""
 
-    hint = ("another remediation holds the lock (Lease gpuops-remediation): wait for it to finish, or check "
-            "`kubectl get lease gpuops-remediation -o yaml` for its holder")
+    hint = (
+        "another remediation holds the lock (Lease gpuops-remediation): wait for it to finish, or check "
+        "`kubectl get lease gpuops-remediation -o yaml` for its holder"
+    )
 
 
 class RemediationRefused(GpulibError):
     """The circuit breaker (or another guard) refused an action."""
 
-    hint = ("cordoning more GPU nodes at once risks the fleet's capacity: uncordon recovered nodes first, "
-            "or pass a higher max_share= deliberately (audited)")
+    hint = (
+        "cordoning more GPU nodes at once risks the fleet's capacity: uncordon recovered nodes first, "
+        "or pass a higher max_share= deliberately (audited)"
+    )

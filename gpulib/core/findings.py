@@ -4,6 +4,7 @@ One model for every runbook, the CLI and the reports (docs/architecture.md, "The
 notebook HTML (``_repr_html_``), as CLI text (:meth:`Finding.as_text`) and as JSON
 (:func:`save_findings`), so a scheduled job or a pager can read what a notebook concluded.
 """
+
 from __future__ import annotations
 
 import html
@@ -73,11 +74,16 @@ class Finding:
     # -- rendering ---------------------------------------------------------------------
     @property
     def where(self) -> str:
-        parts = [p for p in (self.node and f"node {self.node}", self.gpu is not None and self.gpu != "" and f"GPU {self.gpu}") if p]
+        parts = [
+            p
+            for p in (self.node and f"node {self.node}", self.gpu is not None and self.gpu != "" and f"GPU {self.gpu}")
+            if p
+        ]
         return ", ".join(parts)
 
     def as_text(self) -> str:
         from gpulib.core.redact import redact
+
         return redact(self._text())
 
     def _text(self) -> str:
@@ -101,6 +107,7 @@ class Finding:
 
     def _repr_html_(self) -> str:
         from gpulib.core.redact import redact
+
         return redact(self._html())
 
     def _html(self) -> str:
@@ -143,13 +150,16 @@ def _jsonable(x: Any) -> Any:
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first, then the largest impact (``data["impact"]``, e.g. GiB a zombie holds), then most
     confident, then by title (stable for tests and reports)."""
+
     def impact(f: Finding) -> float:
         try:
             return float(f.data.get("impact") or 0.0)
         except (TypeError, ValueError):
             return 0.0
-    return sorted(findings, key=lambda f: (f.severity.rank, -impact(f), -f.confidence, f.title, f.node or "",
-                                           str(f.gpu or "")))
+
+    return sorted(
+        findings, key=lambda f: (f.severity.rank, -impact(f), -f.confidence, f.title, f.node or "", str(f.gpu or ""))
+    )
 
 
 def top_finding(findings: Iterable[Finding]) -> Finding | None:
@@ -165,8 +175,15 @@ def worst_severity(findings: Iterable[Finding]) -> Severity:
 FINDINGS_SCHEMA_VERSION = 1
 
 
-def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str = "", parameters: dict | None = None,
-                  errors: list[str] | None = None, usage_errors: list[str] | None = None) -> Path:
+def save_findings(
+    findings: Iterable[Finding],
+    path: str | Path,
+    *,
+    runbook: str = "",
+    parameters: dict | None = None,
+    errors: list[str] | None = None,
+    usage_errors: list[str] | None = None,
+) -> Path:
     """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``;
     ``usage_errors`` (parameters that matched nothing) are written when there are any."""
     path = Path(path)
@@ -182,6 +199,7 @@ def save_findings(findings: Iterable[Finding], path: str | Path, *, runbook: str
     if usage_errors:
         doc["usage_errors"] = list(usage_errors)
     from gpulib.core.redact import redact, redact_obj
+
     path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 

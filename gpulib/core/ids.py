@@ -1,11 +1,14 @@
 """Identifier normalisation shared by every layer: PCI bus ids (kernel log, nvidia-smi, DCGM, NVML)."""
+
 from __future__ import annotations
 
 import re
 from typing import Any
 
-_PCI_RE = re.compile(r"^(?:PCI:)?(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})"
-                     r"(?:\.(?P<fn>[0-7]))?$")
+_PCI_RE = re.compile(
+    r"^(?:PCI:)?(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})"
+    r"(?:\.(?P<fn>[0-7]))?$"
+)
 
 
 def normalise_pci_bus_id(value: Any) -> str | None:
@@ -21,5 +24,3 @@ def normalise_pci_bus_id(value: Any) -> str | None:
         return None
     dom = (m.group("dom") or "0").lower()[-4:].rjust(4, "0")
     return f"{dom}:{m.group('bus').lower().rjust(2, '0')}:{m.group('dev').lower().rjust(2, '0')}.{m.group('fn') or '0'}"
-
-

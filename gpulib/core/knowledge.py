@@ -6,6 +6,7 @@ alert rules, the triage code and the onboarding lessons all see the same numbers
 between domain folders without touching its readers. ``docs/architecture.md`` ("Where knowledge
 lives") lists the folders; ``gpulib/data/captures/README.md`` describes the real captures.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,12 +49,16 @@ def data_path(name: str) -> Path:
         return p
     hits = _index().get(name, ())
     if not hits:
-        raise GpulibError(f"data file {name!r} is not shipped in gpulib/data/<domain>/",
-                          hint="reinstall the package, or give the folder: data_path('<domain>/<file>')")
+        raise GpulibError(
+            f"data file {name!r} is not shipped in gpulib/data/<domain>/",
+            hint="reinstall the package, or give the folder: data_path('<domain>/<file>')",
+        )
     if len(hits) > 1:
         where = ", ".join(str(h.relative_to(_root())) for h in hits)
-        raise GpulibError(f"data file name {name!r} is ambiguous: {where}",
-                          hint="a table name must be unique across gpulib/data/<domain>/; rename one of them")
+        raise GpulibError(
+            f"data file name {name!r} is ambiguous: {where}",
+            hint="a table name must be unique across gpulib/data/<domain>/; rename one of them",
+        )
     return hits[0]
 
 
@@ -121,8 +126,9 @@ class Settings(Mapping[str, Any]):
         """The value as a float; a non-numeric cell is a data error naming the file and the key."""
         v = self[key]
         if isinstance(v, str):
-            raise GpulibError(f"{self.where}: setting {key!r} is {v!r}, not a number",
-                              hint=f"fix the value column of {self.where}")
+            raise GpulibError(
+                f"{self.where}: setting {key!r} is {v!r}, not a number", hint=f"fix the value column of {self.where}"
+            )
         return float(v)
 
     def text(self, key: str) -> str:
@@ -147,15 +153,20 @@ def settings(name: str) -> Settings:
     t = _load_csv(name + ".csv")
     where = "gpulib/data/" + data_path(name + ".csv").relative_to(_root()).as_posix()
     if "key" not in t.columns or "value" not in t.columns:
-        raise GpulibError(f"{where} is not a settings table (it needs 'key' and 'value' columns)",
-                          hint="use load_table() for other tables")
+        raise GpulibError(
+            f"{where} is not a settings table (it needs 'key' and 'value' columns)",
+            hint="use load_table() for other tables",
+        )
     keys = t["key"].astype(str).str.strip()
     dup = keys[keys.duplicated()]
     if len(dup):
-        raise GpulibError(f"{where}: key(s) {sorted(set(dup))} appear more than once",
-                          hint=f"keep one row per key in {where}")
+        raise GpulibError(
+            f"{where}: key(s) {sorted(set(dup))} appear more than once", hint=f"keep one row per key in {where}"
+        )
     texts = ["" if pd.isna(v) else str(v) for v in t["value"]]
-    return Settings(name, {k: _typed(v) for k, v in zip(keys, texts)}, dict(zip(keys, (v.strip() for v in texts))), where)
+    return Settings(
+        name, {k: _typed(v) for k, v in zip(keys, texts)}, dict(zip(keys, (v.strip() for v in texts))), where
+    )
 
 
 def threshold(key: str) -> float:

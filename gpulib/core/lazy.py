@@ -4,14 +4,16 @@ Each domain package's ``__init__`` lists ``_EXPORTS`` (public name -> submodule)
 ``__getattr__``/``__dir__`` from :func:`lazy_exports`, so importing a package is cheap and a GPU node loads only
 the submodules it calls.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import Any, Callable
 
 
-def lazy_exports(package: str, exports: dict[str, str],
-                 namespace: dict[str, Any]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: dict[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``: a name of ``exports`` is imported from its submodule on first
     use and cached in the package's ``namespace`` (its ``globals()``)."""
 

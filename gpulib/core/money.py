@@ -6,6 +6,7 @@
 "LaTeX equations"), so two dollar amounts in one Markdown line would turn into an equation; the code also names the
 currency unambiguously (https://www.iso.org/iso-4217-currency-codes.html).
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ Secrets are the Prometheus token, password and the base64 ``user:password`` of H
 ``Authorization`` values (``Bearer x``, ``Basic x``) and credentials in URLs (``scheme://user:pw@``)
 are masked wherever they appear.
 """
+
 from __future__ import annotations
 
 import base64

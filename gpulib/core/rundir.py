@@ -1,9 +1,9 @@
 """Run folders: every run of a runbook (``gpuops run``, ``gpuops demo``, ``gpuops serve``) gets one of its own."""
+
 from __future__ import annotations
 
 import json
 import os
-
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -75,11 +75,15 @@ def _write_index(out_root: Path, known: dict[str, tuple[str, int]]) -> Path:
                 worst, n = doc.get("worst", ""), len(doc.get("findings", []))
             except (json.JSONDecodeError, OSError, UnicodeDecodeError):
                 worst = "unreadable"
-        rows.append(f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
-                    f"<td>{html.escape(worst)}</td><td>{n}</td></tr>")
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>gpu-runbooks reports</title></head><body>"
-            "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
-            f"<th>findings</th></tr>{''.join(rows)}</table></body></html>")
+        rows.append(
+            f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
+            f"<td>{html.escape(worst)}</td><td>{n}</td></tr>"
+        )
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>gpu-runbooks reports</title></head><body>"
+        "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
+        f"<th>findings</th></tr>{''.join(rows)}</table></body></html>"
+    )
     idx = out_root / "index.html"
     atomic_write(idx, page)
     return idx

@@ -3,18 +3,43 @@
 Whatever the backend (demo, live Prometheus + Kubernetes, snapshot files), the analysis code
 sees these columns and nothing else. Empty frames keep the columns, so analyses never KeyError.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
 #: range series of one DCGM field: one row per (series, timestamp). ``gpu`` is the index as a
 #: string ("0".."7"); ``pci_bus_id`` as dcgm-exporter writes it (joins kernel-log XIDs); MIG rows carry ``gpu_i_profile``/``gpu_i_id`` (else empty string).
-SERIES_COLUMNS = ["timestamp", "node", "gpu", "uuid", "pci_bus_id", "model", "pod", "namespace", "container",
-                  "gpu_i_profile", "gpu_i_id", "value"]
+SERIES_COLUMNS = [
+    "timestamp",
+    "node",
+    "gpu",
+    "uuid",
+    "pci_bus_id",
+    "model",
+    "pod",
+    "namespace",
+    "container",
+    "gpu_i_profile",
+    "gpu_i_id",
+    "value",
+]
 
 #: server-side summary per series over a window.
-SUMMARY_COLUMNS = ["node", "gpu", "uuid", "pci_bus_id", "model", "pod", "namespace", "container", "gpu_i_profile",
-                   "gpu_i_id", "stat", "value"]
+SUMMARY_COLUMNS = [
+    "node",
+    "gpu",
+    "uuid",
+    "pci_bus_id",
+    "model",
+    "pod",
+    "namespace",
+    "container",
+    "gpu_i_profile",
+    "gpu_i_id",
+    "stat",
+    "value",
+]
 
 #: a node's GPUs (:meth:`gpulib.sources.base.Source.gpus`): one row per physical GPU (``gpu_i_id`` empty) and one
 #: per MIG instance (``gpu_i_id`` set, ``uuid`` = its parent GPU's UUID, ``mig_uuid`` the instance's own ``MIG-...``
@@ -24,17 +49,51 @@ GPU_COLUMNS = ["node", "gpu", "uuid", "pci_bus_id", "model", "gpu_i_id", "gpu_i_
 #: one row per Kubernetes node.
 #: ``mig_capacity``/``mig_allocatable``: dict resource name (``nvidia.com/mig-1g.10gb``) -> int.
 #: ``taints``: list of {"key","value","effect"}; ``labels``: dict.
-NODE_COLUMNS = ["node", "gpu_product", "gpu_count", "gpu_memory_mib", "gpu_capacity", "gpu_allocatable",
-                "mig_capacity", "mig_allocatable", "mig_strategy", "mig_config", "mig_config_state",
-                "gpu_replicas", "sharing_strategy", "taints", "schedulable", "ready", "spot", "instance_type",
-                "kernel", "os_image", "labels"]
+NODE_COLUMNS = [
+    "node",
+    "gpu_product",
+    "gpu_count",
+    "gpu_memory_mib",
+    "gpu_capacity",
+    "gpu_allocatable",
+    "mig_capacity",
+    "mig_allocatable",
+    "mig_strategy",
+    "mig_config",
+    "mig_config_state",
+    "gpu_replicas",
+    "sharing_strategy",
+    "taints",
+    "schedulable",
+    "ready",
+    "spot",
+    "instance_type",
+    "kernel",
+    "os_image",
+    "labels",
+]
 
 #: one row per pod. GPU/MIG figures are sums over the pod's containers (init containers excluded).
 #: ``mig_requests``/``mig_limits``: dict resource -> int. ``owner_kind/owner_name``: top controller
 #: (a ReplicaSet's Deployment is resolved from the name hash when possible), ``workload`` = owner_name or pod.
-POD_COLUMNS = ["namespace", "pod", "node", "phase", "gpu_request", "gpu_limit", "mig_requests", "mig_limits",
-               "owner_kind", "owner_name", "workload", "start_time", "tolerations", "node_selector",
-               "labels", "containers"]
+POD_COLUMNS = [
+    "namespace",
+    "pod",
+    "node",
+    "phase",
+    "gpu_request",
+    "gpu_limit",
+    "mig_requests",
+    "mig_limits",
+    "owner_kind",
+    "owner_name",
+    "workload",
+    "start_time",
+    "tolerations",
+    "node_selector",
+    "labels",
+    "containers",
+]
 
 
 def empty(columns: list[str]) -> pd.DataFrame:

@@ -14,6 +14,7 @@ commands, source``. ``commands`` holds one command per line. Text cells are fill
 (``<pod>``), so a name read from a cluster can never change the command printed around it. A literal brace (a kubectl
 jsonpath) is written doubled: ``{{.status.phase}}``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,13 +46,16 @@ class Sop:
 def _rows(table: str) -> dict[str, dict[str, str]]:
     t = load_table(table)
     if "key" not in t.columns:
-        raise GpulibError(f"SOP table {table}.csv has no 'key' column", hint="columns: key, summary, sop_step, "
-                          "escalation, commands, source")
+        raise GpulibError(
+            f"SOP table {table}.csv has no 'key' column",
+            hint="columns: key, summary, sop_step, escalation, commands, source",
+        )
     keys = t["key"].astype(str).str.strip()
     dup = sorted(set(keys[keys.duplicated()]))
     if dup:
-        raise GpulibError(f"SOP table {table}.csv: key(s) {dup} appear more than once",
-                          hint=f"keep one row per key in {table}.csv")
+        raise GpulibError(
+            f"SOP table {table}.csv: key(s) {dup} appear more than once", hint=f"keep one row per key in {table}.csv"
+        )
     out = {}
     for k, row in zip(keys, t.to_dict("records")):
         out[k] = {c: ("" if pd.isna(v) else str(v)) for c, v in row.items()}
@@ -66,8 +70,10 @@ class _Values(dict):
         self.where = where
 
     def __missing__(self, name: str) -> Any:
-        raise GpulibError(f"{self.where} uses {{{name}}} but the code gives no value for it",
-                          hint="give the value where the finding is made, or fix the template")
+        raise GpulibError(
+            f"{self.where} uses {{{name}}} but the code gives no value for it",
+            hint="give the value where the finding is made, or fix the template",
+        )
 
 
 def _quoted(v: Any) -> str:

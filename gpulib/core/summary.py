@@ -1,4 +1,5 @@
 """``summary.md`` of a run (verdict, cause, next commands) and the same facts for the run index and notifications."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,9 +13,14 @@ def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
     document (``worst``, ``errors``)."""
     fs = sort_findings(findings)
     top = fs[0] if fs else None
-    return {"severity": doc.get("worst", "ok"), "cause": top.title if top else "no finding",
-            "sop_step": top.sop_step if top else "", "commands": list(top.commands) if top else [],
-            "findings": len(fs), "errors": doc.get("errors", [])}
+    return {
+        "severity": doc.get("worst", "ok"),
+        "cause": top.title if top else "no finding",
+        "sop_step": top.sop_step if top else "",
+        "commands": list(top.commands) if top else [],
+        "findings": len(fs),
+        "errors": doc.get("errors", []),
+    }
 
 
 def read_verdict(folder: Path) -> dict[str, Any]:

@@ -2,15 +2,14 @@
 ``nvidia-smi topo -m``): ANSI codes, carriage returns and launcher prefixes (OpenMPI ``--tag-output``,
 ``srun -l``, NCCL timestamps, Ray worker prefixes) are stripped before a line is matched.
 """
+
 from __future__ import annotations
 
 import re
-
-from gpulib.core.textio import clip
 from typing import Any
 
 from gpulib.core.errors import InvalidParameter
-
+from gpulib.core.textio import clip
 
 # --------------------------------------------------------------------------------------------
 # line cleaning shared by the parsers
@@ -18,10 +17,10 @@ from gpulib.core.errors import InvalidParameter
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PREFIXES = [
-    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),            # OpenMPI --tag-output
-    re.compile(r"^\s*\d+:\s(?=\s*[#\d\w.])"),                     # srun -l "0: "
-    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*"),          # NCCL_DEBUG timestamps
-    re.compile(r"^\s*\(\w+ pid=\d+\)\s*"),                        # Ray worker prefix
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),  # OpenMPI --tag-output
+    re.compile(r"^\s*\d+:\s(?=\s*[#\d\w.])"),  # srun -l "0: "
+    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*"),  # NCCL_DEBUG timestamps
+    re.compile(r"^\s*\(\w+ pid=\d+\)\s*"),  # Ray worker prefix
 ]
 
 
@@ -29,8 +28,10 @@ def _to_text(text: Any) -> str:
     if isinstance(text, bytes):
         return text.decode("utf-8", errors="replace")
     if not isinstance(text, str):
-        raise InvalidParameter(f"expected text (str or bytes), got {type(text).__name__}",
-                               hint="pass the file contents, e.g. Path('out.txt').read_text()")
+        raise InvalidParameter(
+            f"expected text (str or bytes), got {type(text).__name__}",
+            hint="pass the file contents, e.g. Path('out.txt').read_text()",
+        )
     return text
 
 

@@ -8,6 +8,7 @@ nothing real is lost, and a pattern that backtracks costs at most ``MAX_LINE``²
 scrape parser does not cut lines: a label value may be long; it parses labels without regex
 backtracking, see :mod:`gpulib.sources.dcgm`.)
 """
+
 from __future__ import annotations
 
 from typing import Any

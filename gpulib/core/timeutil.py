@@ -1,4 +1,5 @@
 """Windows and timestamps: Prometheus-style durations (``30m``, ``6h``, ``7d``, ``1h30m``)."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y":
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 #: the longest duration Prometheus can hold: a Go time.Duration, int64 nanoseconds, about 292 years
 #: (https://pkg.go.dev/time#Duration); longer windows are refused before they overflow
-MAX_SECONDS = (2 ** 63 - 1) / 1e9
+MAX_SECONDS = (2**63 - 1) / 1e9
 
 
 def parse_window(window: str | int | float | timedelta, *, name: str = "window") -> timedelta:

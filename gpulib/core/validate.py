@@ -12,6 +12,7 @@ label is checked exactly as one typed on the command line.
   https://prometheus.io/docs/prometheus/latest/querying/basics/#string-literals
 - Shell words: :func:`shlex.quote` (https://docs.python.org/3/library/shlex.html#shlex.quote).
 """
+
 from __future__ import annotations
 
 import re
@@ -44,7 +45,8 @@ def node_name(value: object, *, param: str = "node") -> str:
         raise InvalidParameter(
             f"{param}={_shown(s)} is not a Kubernetes node name",
             hint="node names are lower-case letters, digits, '-' and '.', at most 253 characters "
-                 "(kubectl get nodes lists them)")
+            "(kubectl get nodes lists them)",
+        )
     return s
 
 
@@ -52,8 +54,10 @@ def object_name(value: object, *, param: str = "name", kind: str = "object") -> 
     """A Kubernetes object name (DNS-1123 subdomain: pods, deployments, configmaps)."""
     s = "" if value is None else str(value)
     if not _DNS1123_SUBDOMAIN.match(s):
-        raise InvalidParameter(f"{param}={_shown(s)} is not a valid Kubernetes {kind} name",
-                               hint="lower-case letters, digits, '-' and '.', starting and ending with a letter or digit")
+        raise InvalidParameter(
+            f"{param}={_shown(s)} is not a valid Kubernetes {kind} name",
+            hint="lower-case letters, digits, '-' and '.', starting and ending with a letter or digit",
+        )
     return s
 
 
@@ -61,8 +65,10 @@ def namespace(value: object, *, param: str = "namespace") -> str:
     """A namespace name (DNS-1123 label, at most 63 characters)."""
     s = "" if value is None else str(value)
     if not _DNS1123_LABEL.match(s):
-        raise InvalidParameter(f"{param}={_shown(s)} is not a namespace name",
-                               hint="lower-case letters, digits and '-', at most 63 characters")
+        raise InvalidParameter(
+            f"{param}={_shown(s)} is not a namespace name",
+            hint="lower-case letters, digits and '-', at most 63 characters",
+        )
     return s
 
 
@@ -86,8 +92,10 @@ def gpu_ref(value: object, *, param: str = "gpu") -> GpuRef:
         return GpuRef("uuid", "GPU-" + s[4:].lower())
     if _MIG_UUID.match(s) or _MIG_LEGACY.match(s):
         return GpuRef("mig", "MIG-" + s[4:].lower() if _MIG_UUID.match(s) else s)
-    raise UnknownGPU(f"{param}={_shown(s)} is not a GPU index, GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) "
-                     "or MIG UUID (MIG-...)")
+    raise UnknownGPU(
+        f"{param}={_shown(s)} is not a GPU index, GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) "
+        "or MIG UUID (MIG-...)"
+    )
 
 
 def label_name(value: object) -> str:

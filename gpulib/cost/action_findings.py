@@ -4,6 +4,7 @@ A zombie (memory held, activity near 0: a stuck process) and idle allocated GPUs
 capacity decision) are different problems and get different SOPs. Every finding carries the saving in
 the plan, the saving alone, the confidence and the signal the action rests on.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -37,16 +38,16 @@ def sop_kind(row: pd.Series) -> str:
     return str(row["action"])
 
 
-def verdict_sop(state: str, ns: str, pod: str, workload: str = "", owner_kind: str = "", *,
-                low_load: bool = False) -> tuple[str, str, list[str]]:
+def verdict_sop(
+    state: str, ns: str, pod: str, workload: str = "", owner_kind: str = "", *, low_load: bool = False
+) -> tuple[str, str, list[str]]:
     """(``cost_sop.csv`` kind, SOP step, shell-quoted commands) for a pod that the one idle/zombie rule
     (:func:`gpulib.cost.usage.classify_idle`) calls ``zombie`` (stuck: delete it or scale its owner) or ``idle``
     (reserved, unused: ``idle_allocated``, a capacity decision), as the report's actions use them. An idle pod
     with ``low_load`` (it served work in the window, or its sibling replicas are busy) gets ``rightsize``: scaling
     its owner to zero would take a service down, and right-sizing is weighed against serving metrics by the
     report (docs/cost-method.md)."""
-    kind = (_zombie_kind(owner_kind, workload) if state == "zombie"
-            else "rightsize" if low_load else "idle_allocated")
+    kind = _zombie_kind(owner_kind, workload) if state == "zombie" else "rightsize" if low_load else "idle_allocated"
     t = sop("cost_sop", kind, ns=ns, pod=pod, wl=workload or pod, kind_l=str(owner_kind or "deployment").lower())
     return kind, t.sop_step, t.commands
 
@@ -57,8 +58,16 @@ def action_finding(row: pd.Series, rep: CostReport) -> Finding:
     action = row["action"]
     kind = sop_kind(row)
     ns, wl, pod = row["namespace"], row["workload"], row["pod"]
-    t = sop("cost_sop", kind, ns=ns, wl=wl, pod=pod, kind_l=str(row["owner_kind"] or "deployment").lower(),
-            node=row["node"], n="<n>")
+    t = sop(
+        "cost_sop",
+        kind,
+        ns=ns,
+        wl=wl,
+        pod=pod,
+        kind_l=str(row["owner_kind"] or "deployment").lower(),
+        node=row["node"],
+        n="<n>",
+    )
     saving = float(row["monthly_saving"])
     alone = float(row.get("saving_alone", saving))
     if kind in ("zombie", "zombie_owned"):
@@ -71,22 +80,52 @@ def action_finding(row: pd.Series, rep: CostReport) -> Finding:
         title, sev = f"{ACTIONS[action]}: {ns}/{wl}", Severity.INFO
     if saving <= 0:
         sev = Severity.INFO
-    evidence = [str(row["detail"]), f"{row['gpus']:.2f} GPU-equivalents, {money(float(row['monthly_cost']), cur)}/month",
-                f"estimated saving {money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
-                f"signal: {row['signal']}"]
+    evidence = [
+        str(row["detail"]),
+        f"{row['gpus']:.2f} GPU-equivalents, {money(float(row['monthly_cost']), cur)}/month",
+        f"estimated saving {money(saving, cur)}/month ({ACTIONS[action].lower()}), confidence {float(row['confidence']):.0%}",
+        f"signal: {row['signal']}",
+    ]
     if kind in ("zombie", "zombie_owned"):
-        evidence.append(f"so far in the window {money(float(row['window_cost']), cur)}; "
-                        f"from now on {money(saving, cur)}/month while it stays held")
+        evidence.append(
+            f"so far in the window {money(float(row['window_cost']), cur)}; "
+            f"from now on {money(saving, cur)}/month while it stays held"
+        )
     if abs(alone - saving) > 0.005:
-        evidence.append(f"{money(alone, cur)}/month alone; {money(saving, cur)}/month after the workload's other actions")
-    summary = (f"{ACTIONS[action]} saves about {money(saving, cur)} per month"
-               + (" from now on (the GPU's price while the zombie holds it)." if kind in ("zombie", "zombie_owned") else
-                  f" (window {format_duration(rep.window_hours * 3600)} extrapolated to a month)."))
+        evidence.append(
+            f"{money(alone, cur)}/month alone; {money(saving, cur)}/month after the workload's other actions"
+        )
+    summary = f"{ACTIONS[action]} saves about {money(saving, cur)} per month" + (
+        " from now on (the GPU's price while the zombie holds it)."
+        if kind in ("zombie", "zombie_owned")
+        else f" (window {format_duration(rep.window_hours * 3600)} extrapolated to a month)."
+    )
     conf = float(row["confidence"]) * (1.0 if rep.activity_field == GR_ENGINE_ACTIVE else 0.8)
     return Finding(
-        severity=sev, title=title, summary=summary, sop_step=t.sop_step, commands=t.commands, evidence=evidence,
-        escalation=t.escalation, confidence=conf, category="cost", node=row["node"] or None, runbook="gpu_utilization_report",
-        data={"action": action, "kind": kind, "monthly_saving": round(saving, 2), "saving_alone": round(alone, 2),
-              "window_cost": None if row["window_cost"] != row["window_cost"] else round(float(row["window_cost"]), 2),
-              "monthly_cost": round(float(row["monthly_cost"]), 2), "currency": cur, "namespace": ns, "workload": wl,
-              "pod": pod, "gpus": round(float(row["gpus"]), 3), "signal": row["signal"], "confidence": round(conf, 2)})
+        severity=sev,
+        title=title,
+        summary=summary,
+        sop_step=t.sop_step,
+        commands=t.commands,
+        evidence=evidence,
+        escalation=t.escalation,
+        confidence=conf,
+        category="cost",
+        node=row["node"] or None,
+        runbook="gpu_utilization_report",
+        data={
+            "action": action,
+            "kind": kind,
+            "monthly_saving": round(saving, 2),
+            "saving_alone": round(alone, 2),
+            "window_cost": None if row["window_cost"] != row["window_cost"] else round(float(row["window_cost"]), 2),
+            "monthly_cost": round(float(row["monthly_cost"]), 2),
+            "currency": cur,
+            "namespace": ns,
+            "workload": wl,
+            "pod": pod,
+            "gpus": round(float(row["gpus"]), 3),
+            "signal": row["signal"],
+            "confidence": round(conf, 2),
+        },
+    )

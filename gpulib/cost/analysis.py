@@ -17,6 +17,7 @@ target, consolidation limits) live in ``gpulib/data/cost/cost_policy.csv``; idle
 
 Monthly figures extrapolate the window: ``window cost x hours_per_month / window hours``.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -56,8 +57,16 @@ from gpulib.cost.usage import (
 from gpulib.kube.requests import non_gpu_pods, request_limit_issues
 
 __all__ = [
-    "analyze_cost", "executive_summary", "namespace_allocation", "top_idle_workloads", "idle_zombie_table",
-    "savings_waterfall", "gpu_utilization", "savings_actions", "workload_usage", "node_inventory",
+    "analyze_cost",
+    "executive_summary",
+    "namespace_allocation",
+    "top_idle_workloads",
+    "idle_zombie_table",
+    "savings_waterfall",
+    "gpu_utilization",
+    "savings_actions",
+    "workload_usage",
+    "node_inventory",
     "non_gpu_pods_on_gpu_nodes",
 ]
 
@@ -110,8 +119,19 @@ def node_inventory(nodes: pd.DataFrame, pods: pd.DataFrame | None, prices: pd.Da
     od = n["model_key"].map(prices["on_demand"]).astype(float)
     sp = n["model_key"].map(prices["spot"]).astype(float)
     n["price_per_gpu_hour"] = sp.where(n["spot"] & sp.notna(), od)
-    return n[["node", "gpu_product", "model_key", "spot", "replicas", "gpu_equiv_allocatable",
-              "gpu_equiv_requested", "gpu_equiv_unallocated", "price_per_gpu_hour"]].reset_index(drop=True)
+    return n[
+        [
+            "node",
+            "gpu_product",
+            "model_key",
+            "spot",
+            "replicas",
+            "gpu_equiv_allocatable",
+            "gpu_equiv_requested",
+            "gpu_equiv_unallocated",
+            "price_per_gpu_hour",
+        ]
+    ].reset_index(drop=True)
 
 
 def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.DataFrame:
@@ -119,17 +139,26 @@ def non_gpu_pods_on_gpu_nodes(pods: pd.DataFrame, gpu_nodes: pd.Series) -> pd.Da
     return non_gpu_pods(pods, gpu_nodes.astype(str))
 
 
-
 # ----------------------------------------------------------------------------------------------
 # the analysis
 # ----------------------------------------------------------------------------------------------
-def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.DataFrame | None = None,
-                 fb_used: pd.DataFrame | None = None, *, gpu_util: pd.DataFrame | None = None,
-                 window: str | timedelta | None = None, price_file: str | Path | None = None,
-                 prices: pd.DataFrame | None = None, provider: str | None = None, currency: str = "USD",
-                 price_overrides: Mapping[str, Any] | None = None,
-                 thresholds: Mapping[str, float] | None = None, namespaces: list[str] | None = None,
-                 serving: pd.DataFrame | None = None) -> CostReport:
+def analyze_cost(
+    nodes: pd.DataFrame,
+    pods: pd.DataFrame,
+    gr_engine_active: pd.DataFrame | None = None,
+    fb_used: pd.DataFrame | None = None,
+    *,
+    gpu_util: pd.DataFrame | None = None,
+    window: str | timedelta | None = None,
+    price_file: str | Path | None = None,
+    prices: pd.DataFrame | None = None,
+    provider: str | None = None,
+    currency: str = "USD",
+    price_overrides: Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    namespaces: list[str] | None = None,
+    serving: pd.DataFrame | None = None,
+) -> CostReport:
     """Run the whole cost analysis over one window.
 
     ``gr_engine_active`` / ``gpu_util``: SERIES_COLUMNS frames (GR_ENGINE_ACTIVE preferred, see
@@ -139,8 +168,12 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
     serving workload they call overloaded is never shrunk. Returns a :class:`CostReport` with findings.
     """
     th = Thresholds.from_table(**dict(thresholds or {}))
-    table = price_table(prices if prices is not None else load_prices(price_file), provider=provider,
-                        currency=currency, overrides=price_overrides)
+    table = price_table(
+        prices if prices is not None else load_prices(price_file),
+        provider=provider,
+        currency=currency,
+        overrides=price_overrides,
+    )
     act, field_used = select_activity(gr_engine_active, gpu_util)
     if namespaces:
         keep = act["namespace"].astype("string").fillna("").isin(list(namespaces) + [""])
@@ -149,17 +182,22 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
     model_keys = canonical_models(pd.Series(pd.unique(act["model"].astype("string").fillna(""))))
     raw_models = pd.unique(act["model"].astype("string").fillna(""))
     specs = gpu_specs()
-    slices = {raw: float(specs["mig_compute_slices"].get(key, np.nan)) for raw, key in zip(raw_models, model_keys)
-              if key is not None and key is not pd.NA and pd.notna(specs["mig_compute_slices"].get(key, np.nan))}
-    samples = mark_unrequested(prepare_samples(act, fb_used, nodes=nodes, window=window,
-                                               compute_slices=slices or None), pods)
+    slices = {
+        raw: float(specs["mig_compute_slices"].get(key, np.nan))
+        for raw, key in zip(raw_models, model_keys)
+        if key is not None and key is not pd.NA and pd.notna(specs["mig_compute_slices"].get(key, np.nan))
+    }
+    samples = mark_unrequested(
+        prepare_samples(act, fb_used, nodes=nodes, window=window, compute_slices=slices or None), pods
+    )
     wh = window_hours(window, samples)
     inv = node_inventory(nodes, pods, table)
     usage = _price_usage(attach_workloads(series_usage(samples, th), pods), inv, nodes, table)
     zombies = zombie_runs(samples, th)
     if len(zombies):
-        price = usage.drop_duplicates(["node", "gpu", "gpu_i_id", "pod"]).set_index(
-            ["node", "gpu", "gpu_i_id", "pod"])["price_per_gpu_hour"]
+        price = usage.drop_duplicates(["node", "gpu", "gpu_i_id", "pod"]).set_index(["node", "gpu", "gpu_i_id", "pod"])[
+            "price_per_gpu_hour"
+        ]
         key = pd.MultiIndex.from_frame(zombies[["node", "gpu", "gpu_i_id", "pod"]])
         zombies["price_per_gpu_hour"] = price.reindex(key).to_numpy()
         zombies["cost"] = zombies["gpu_hours"] * zombies["price_per_gpu_hour"]
@@ -167,11 +205,25 @@ def analyze_cost(nodes: pd.DataFrame, pods: pd.DataFrame, gr_engine_active: pd.D
         zombies["price_per_gpu_hour"] = pd.Series(dtype=float)
         zombies["cost"] = pd.Series(dtype=float)
     month = cost_policy("hours_per_month") / wh
-    rep = CostReport(window_hours=wh, activity_field=field_used, currency=currency.upper(),
-                     provider=(provider or default_provider()).lower(), month_factor=month,
-                     thresholds=th, prices=table, samples=samples, usage=usage, zombies=zombies, nodes=inv,
-                     request_limit=request_limit_issues(pods), non_gpu_pods=non_gpu_pods_on_gpu_nodes(pods, inv["node"]),
-                     actions=pd.DataFrame(), serving=serving, cluster_nodes=nodes, cluster_pods=pods)
+    rep = CostReport(
+        window_hours=wh,
+        activity_field=field_used,
+        currency=currency.upper(),
+        provider=(provider or default_provider()).lower(),
+        month_factor=month,
+        thresholds=th,
+        prices=table,
+        samples=samples,
+        usage=usage,
+        zombies=zombies,
+        nodes=inv,
+        request_limit=request_limit_issues(pods),
+        non_gpu_pods=non_gpu_pods_on_gpu_nodes(pods, inv["node"]),
+        actions=pd.DataFrame(),
+        serving=serving,
+        cluster_nodes=nodes,
+        cluster_pods=pods,
+    )
     rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep), serving, workloads=workload_usage(rep))
     rep.findings = cost_findings(rep)
     return rep
@@ -193,18 +245,32 @@ def _price_usage(usage: pd.DataFrame, inv: pd.DataFrame, nodes: pd.DataFrame, ta
     u["on_demand_price"] = od
     u["spot_price"] = sp
     u["price_per_gpu_hour"] = sp.where(u["spot"] & sp.notna(), od)
-    for hours, money in (("gpu_hours", "cost"), ("allocated_gpu_hours", "allocated_cost"),
-                         ("idle_allocated_gpu_hours", "idle_cost"), ("unallocated_gpu_hours", "unallocated_cost")):
+    for hours, money in (
+        ("gpu_hours", "cost"),
+        ("allocated_gpu_hours", "allocated_cost"),
+        ("idle_allocated_gpu_hours", "idle_cost"),
+        ("unallocated_gpu_hours", "unallocated_cost"),
+    ):
         u[money] = u[hours] * u["price_per_gpu_hour"]
     return u
-
 
 
 # ----------------------------------------------------------------------------------------------
 # savings per action (vectorised over workloads)
 # ----------------------------------------------------------------------------------------------
-_ACTION_COLS = ["action", "namespace", "workload", "owner_kind", "node", "pod", "gpus", "monthly_cost",
-                "monthly_saving", "confidence", "detail"]
+_ACTION_COLS = [
+    "action",
+    "namespace",
+    "workload",
+    "owner_kind",
+    "node",
+    "pod",
+    "gpus",
+    "monthly_cost",
+    "monthly_saving",
+    "confidence",
+    "detail",
+]
 
 
 def workload_usage(rep: CostReport) -> pd.DataFrame:
@@ -219,8 +285,19 @@ def workload_usage(rep: CostReport) -> pd.DataFrame:
     u["od_alloc_cost"] = u["allocated_gpu_hours"] * u["on_demand_price"]
     keys = ["namespace", "workload", "owner_kind"]
     g = u.groupby(keys, sort=True, dropna=False)
-    w = g[["allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours", "allocated_cost", "idle_cost",
-           "od_hours", "spot_gap_cost", "od_alloc_cost"]].sum()
+    w = g[
+        [
+            "allocated_gpu_hours",
+            "active_gpu_hours",
+            "busy_gpu_hours",
+            "idle_allocated_gpu_hours",
+            "allocated_cost",
+            "idle_cost",
+            "od_hours",
+            "spot_gap_cost",
+            "od_alloc_cost",
+        ]
+    ].sum()
     w["fb_used_max_mib"] = g["fb_used_max_mib"].max()
     w["fb_frac_max"] = g["fb_frac_max"].max()
     w["fb_frac_min_of_max"] = g["fb_frac_max"].min()
@@ -257,83 +334,194 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
     z = rep.zombies
     zsave = pd.Series(dtype=float)
     if len(z):
-        zp = z.groupby(["namespace", "pod"], sort=True).agg(
-            node=("node", "first"), gpu=("gpu", "first"), gpu_hours=("gpu_hours", "sum"), cost=("cost", "sum"),
-            duration_s=("duration_s", "max"), fb=("fb_used_mean_mib", "mean"), act=("activity_max", "max")).reset_index()
+        zp = (
+            z.groupby(["namespace", "pod"], sort=True)
+            .agg(
+                node=("node", "first"),
+                gpu=("gpu", "first"),
+                gpu_hours=("gpu_hours", "sum"),
+                cost=("cost", "sum"),
+                duration_s=("duration_s", "max"),
+                fb=("fb_used_mean_mib", "mean"),
+                act=("activity_max", "max"),
+            )
+            .reset_index()
+        )
         zp = attach_workloads(zp.assign(container=""), _pods_of(rep))
         zsave = zp.groupby(["namespace", "workload"])["cost"].sum() * m
-        parts.append(pd.DataFrame({
-            "action": "reclaim", "namespace": zp["namespace"], "workload": zp["workload"],
-            "owner_kind": zp["owner_kind"], "node": zp["node"], "pod": zp["pod"], "gpus": zp["gpu_hours"] / rep.window_hours,
-            "monthly_cost": zp["cost"] * m, "monthly_saving": zp["cost"] * m, "confidence": 0.9,
-            "detail": [f"zombie: FB_USED {fb / 1024:.1f} GiB held, activity max {a:.1%} for {format_duration(d)} (GPU {g})"
-                       for fb, a, d, g in zip(zp["fb"], zp["act"], zp["duration_s"].clip(upper=rep.window_hours * 3600), zp["gpu"])]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "action": "reclaim",
+                    "namespace": zp["namespace"],
+                    "workload": zp["workload"],
+                    "owner_kind": zp["owner_kind"],
+                    "node": zp["node"],
+                    "pod": zp["pod"],
+                    "gpus": zp["gpu_hours"] / rep.window_hours,
+                    "monthly_cost": zp["cost"] * m,
+                    "monthly_saving": zp["cost"] * m,
+                    "confidence": 0.9,
+                    "detail": [
+                        f"zombie: FB_USED {fb / 1024:.1f} GiB held, activity max {a:.1%} for {format_duration(d)} (GPU {g})"
+                        for fb, a, d, g in zip(
+                            zp["fb"], zp["act"], zp["duration_s"].clip(upper=rep.window_hours * 3600), zp["gpu"]
+                        )
+                    ],
+                }
+            )
+        )
 
     w = workload_usage(rep)
     if len(w):
         th = rep.thresholds
         idle = w["active_ratio"] < th.idle_activity_max
-        already = pd.MultiIndex.from_frame(w[["namespace", "workload"]]).map(
-            lambda k: float(zsave.get(k, 0.0))).to_numpy() if len(zsave) else 0.0
+        already = (
+            pd.MultiIndex.from_frame(w[["namespace", "workload"]]).map(lambda k: float(zsave.get(k, 0.0))).to_numpy()
+            if len(zsave)
+            else 0.0
+        )
         rec = (w["idle_cost"] * m - already).clip(lower=0.0)
         sel = idle & (rec > 0)
-        parts.append(_rows(w[sel], "reclaim", rec[sel], m, 0.8,
-                           [f"active {a:.1%} of {h:.1f} allocated GPU-h; {i:.1f} GPU-h idle"
-                            for a, h, i in zip(w.loc[sel, "active_ratio"], w.loc[sel, "allocated_gpu_hours"],
-                                               w.loc[sel, "idle_allocated_gpu_hours"])]))
+        parts.append(
+            _rows(
+                w[sel],
+                "reclaim",
+                rec[sel],
+                m,
+                0.8,
+                [
+                    f"active {a:.1%} of {h:.1f} allocated GPU-h; {i:.1f} GPU-h idle"
+                    for a, h, i in zip(
+                        w.loc[sel, "active_ratio"],
+                        w.loc[sel, "allocated_gpu_hours"],
+                        w.loc[sel, "idle_allocated_gpu_hours"],
+                    )
+                ],
+            )
+        )
 
         target = cost_policy("rightsize_target_activity")
         needed = np.ceil(w["busy_gpu_hours"] / rep.window_hours / target).clip(lower=1)
         surplus = (np.floor(w["gpus"] + 1e-9) - needed).clip(lower=0)
         rs = ~idle & (surplus >= 1) & (w["gpus"] >= 2)
-        parts.append(_rows(w[rs], "rightsize", surplus[rs] * w.loc[rs, "price"] * hpm, m, 0.7,
-                           [f"{g:.1f} GPUs at {a:.0%} mean activity; {n:.0f} GPUs reach the {target:.0%} target"
-                            for g, a, n in zip(w.loc[rs, "gpus"], w.loc[rs, "active_ratio"], needed[rs])]))
+        parts.append(
+            _rows(
+                w[rs],
+                "rightsize",
+                surplus[rs] * w.loc[rs, "price"] * hpm,
+                m,
+                0.7,
+                [
+                    f"{g:.1f} GPUs at {a:.0%} mean activity; {n:.0f} GPUs reach the {target:.0%} target"
+                    for g, a, n in zip(w.loc[rs, "gpus"], w.loc[rs, "active_ratio"], needed[rs])
+                ],
+            )
+        )
 
         batch = w["owner_kind"].isin(cost_policy_list("batch_owner_kinds"))
         sp = ~idle & batch & (w["spot_gap_cost"] > 0)
-        parts.append(_rows(w[sp], "spot", w.loc[sp, "spot_gap_cost"] * m, m, 0.6,
-                           [f"{h:.1f} on-demand GPU-h of {k} work; spot saves {s:.0%} per GPU-h"
-                            for h, k, s in zip(w.loc[sp, "od_hours"], w.loc[sp, "owner_kind"],
-                                               w.loc[sp, "spot_gap_cost"] / w.loc[sp, "od_alloc_cost"])]))
+        parts.append(
+            _rows(
+                w[sp],
+                "spot",
+                w.loc[sp, "spot_gap_cost"] * m,
+                m,
+                0.6,
+                [
+                    f"{h:.1f} on-demand GPU-h of {k} work; spot saves {s:.0%} per GPU-h"
+                    for h, k, s in zip(
+                        w.loc[sp, "od_hours"],
+                        w.loc[sp, "owner_kind"],
+                        w.loc[sp, "spot_gap_cost"] / w.loc[sp, "od_alloc_cost"],
+                    )
+                ],
+            )
+        )
 
         infer = w["owner_kind"].isin(cost_policy_list("inference_owner_kinds"))
         target_share, how = _consolidation_target(w)
         cons = ~idle & infer & ~w["any_mig"] & (w["max_share"] >= 1.0) & target_share.notna() & (target_share < 1.0)
-        parts.append(_rows(w[cons], "consolidate", w.loc[cons, "allocated_cost"] * (1 - target_share[cons]) * m, m, 0.6,
-                           [f"p95 activity {a:.0%}, peak FB_USED {fb / 1024:.1f} GiB ({f:.0%} of GPU): {h}"
-                            for a, fb, f, h in zip(w.loc[cons, "activity_p95"], w.loc[cons, "fb_used_max_mib"],
-                                                   w.loc[cons, "fb_frac_max"], how[cons])]))
+        parts.append(
+            _rows(
+                w[cons],
+                "consolidate",
+                w.loc[cons, "allocated_cost"] * (1 - target_share[cons]) * m,
+                m,
+                0.6,
+                [
+                    f"p95 activity {a:.0%}, peak FB_USED {fb / 1024:.1f} GiB ({f:.0%} of GPU): {h}"
+                    for a, fb, f, h in zip(
+                        w.loc[cons, "activity_p95"],
+                        w.loc[cons, "fb_used_max_mib"],
+                        w.loc[cons, "fb_frac_max"],
+                        how[cons],
+                    )
+                ],
+            )
+        )
 
         red = cost_policy("quantise_gpu_reduction")
         freed = np.floor(w["gpus"] * red + 1e-9)
-        q = (~idle & infer & ~rs & (w["gpus"] >= 2) & (freed >= 1)
-             & (w["fb_frac_min_of_max"] >= cost_policy("quantise_fb_min_fraction"))
-             & (w["active_ratio"] < target))
-        parts.append(_rows(w[q], "quantise", freed[q] * w.loc[q, "price"] * hpm, m, 0.5,
-                           [f"{g:.1f} GPUs each >= {f:.0%} memory-full at {a:.0%} activity; 8-bit weights free ~{n:.0f} GPUs"
-                            for g, f, a, n in zip(w.loc[q, "gpus"], w.loc[q, "fb_frac_min_of_max"],
-                                                  w.loc[q, "active_ratio"], freed[q])]))
+        q = (
+            ~idle
+            & infer
+            & ~rs
+            & (w["gpus"] >= 2)
+            & (freed >= 1)
+            & (w["fb_frac_min_of_max"] >= cost_policy("quantise_fb_min_fraction"))
+            & (w["active_ratio"] < target)
+        )
+        parts.append(
+            _rows(
+                w[q],
+                "quantise",
+                freed[q] * w.loc[q, "price"] * hpm,
+                m,
+                0.5,
+                [
+                    f"{g:.1f} GPUs each >= {f:.0%} memory-full at {a:.0%} activity; 8-bit weights free ~{n:.0f} GPUs"
+                    for g, f, a, n in zip(
+                        w.loc[q, "gpus"], w.loc[q, "fb_frac_min_of_max"], w.loc[q, "active_ratio"], freed[q]
+                    )
+                ],
+            )
+        )
 
     n = rep.usage.groupby("node", sort=True).agg(
-        alloc=("allocated_gpu_hours", "sum"), unalloc_cost=("unallocated_cost", "sum"),
-        gpu_hours=("gpu_hours", "sum"))
+        alloc=("allocated_gpu_hours", "sum"), unalloc_cost=("unallocated_cost", "sum"), gpu_hours=("gpu_hours", "sum")
+    )
     empty_nodes = n[(n["alloc"] == 0) & (n["unalloc_cost"] > 0)]
     if len(empty_nodes):
-        parts.append(pd.DataFrame({
-            "action": "scale_down", "namespace": "", "workload": "", "owner_kind": "", "node": empty_nodes.index,
-            "pod": "", "gpus": empty_nodes["gpu_hours"] / rep.window_hours,
-            "monthly_cost": empty_nodes["unalloc_cost"] * m, "monthly_saving": empty_nodes["unalloc_cost"] * m,
-            "confidence": 0.8,
-            "detail": [f"no pod held a GPU for {format_duration(rep.window_hours * 3600)}" for _ in range(len(empty_nodes))]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "action": "scale_down",
+                    "namespace": "",
+                    "workload": "",
+                    "owner_kind": "",
+                    "node": empty_nodes.index,
+                    "pod": "",
+                    "gpus": empty_nodes["gpu_hours"] / rep.window_hours,
+                    "monthly_cost": empty_nodes["unalloc_cost"] * m,
+                    "monthly_saving": empty_nodes["unalloc_cost"] * m,
+                    "confidence": 0.8,
+                    "detail": [
+                        f"no pod held a GPU for {format_duration(rep.window_hours * 3600)}"
+                        for _ in range(len(empty_nodes))
+                    ],
+                }
+            )
+        )
 
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=_ACTION_COLS)
     out = pd.concat(parts, ignore_index=True)[_ACTION_COLS]
     out["monthly_saving"] = out["monthly_saving"].astype(float).fillna(0.0)
-    return out.sort_values(["monthly_saving", "action", "namespace", "workload"], ascending=[False, True, True, True],
-                           kind="stable").reset_index(drop=True)
+    return out.sort_values(
+        ["monthly_saving", "action", "namespace", "workload"], ascending=[False, True, True, True], kind="stable"
+    ).reset_index(drop=True)
 
 
 def _pods_of(rep: CostReport) -> pd.DataFrame:
@@ -341,12 +529,24 @@ def _pods_of(rep: CostReport) -> pd.DataFrame:
     return u[["namespace", "pod", "workload", "owner_kind"]].drop_duplicates(["namespace", "pod"])
 
 
-def _rows(w: pd.DataFrame, action: str, saving: pd.Series, m: float, confidence: float, detail: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({
-        "action": action, "namespace": w["namespace"].to_numpy(), "workload": w["workload"].to_numpy(),
-        "owner_kind": w["owner_kind"].to_numpy(), "node": w["node"].to_numpy(), "pod": "",
-        "gpus": w["gpus"].to_numpy(), "monthly_cost": (w["allocated_cost"] * m).to_numpy(),
-        "monthly_saving": np.asarray(saving, dtype=float), "confidence": confidence, "detail": detail})
+def _rows(
+    w: pd.DataFrame, action: str, saving: pd.Series, m: float, confidence: float, detail: list[str]
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "action": action,
+            "namespace": w["namespace"].to_numpy(),
+            "workload": w["workload"].to_numpy(),
+            "owner_kind": w["owner_kind"].to_numpy(),
+            "node": w["node"].to_numpy(),
+            "pod": "",
+            "gpus": w["gpus"].to_numpy(),
+            "monthly_cost": (w["allocated_cost"] * m).to_numpy(),
+            "monthly_saving": np.asarray(saving, dtype=float),
+            "confidence": confidence,
+            "detail": detail,
+        }
+    )
 
 
 def _consolidation_target(w: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -360,19 +560,27 @@ def _consolidation_target(w: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     geo = load_table("mig_slice_geometry").sort_values("compute_slices")
     share = pd.Series(np.nan, index=w.index)
     how = pd.Series("", index=w.index, dtype=object)
-    for cls, cs, ms, mt in zip(geo["slice_class"], geo["compute_slices"], geo["memory_slots"], geo["memory_slots_total"]):
-        fits = ok & slices.notna() & share.isna() & (ms / mt >= need_mem) & (cs / slices >= w["activity_p95"]) \
+    for cls, cs, ms, mt in zip(
+        geo["slice_class"], geo["compute_slices"], geo["memory_slots"], geo["memory_slots_total"]
+    ):
+        fits = (
+            ok
+            & slices.notna()
+            & share.isna()
+            & (ms / mt >= need_mem)
+            & (cs / slices >= w["activity_p95"])
             & (cs < slices)
+        )
         share = share.mask(fits, cs / slices)
         how = how.mask(fits, f"one {cls} MIG instance")
     ts = ok & slices.isna()
     reps = np.floor(1.0 / np.maximum(w["activity_p95"], need_mem).clip(lower=1e-9)).clip(
-        upper=cost_policy("timeslice_max_replicas"))
+        upper=cost_policy("timeslice_max_replicas")
+    )
     tsok = ts & (reps >= 2)
     share = share.mask(tsok, 1.0 / reps)
     how = how.mask(tsok, [f"time-slicing with {int(r)} replicas" for r in reps.where(tsok, 0)])
     return share, how
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -399,8 +607,11 @@ def executive_summary(rep: CostReport, top_n: int | None = None) -> dict[str, An
         "price_provider": rep.provider,
         "gpu_hours": gh,
         "allocated_pct": 100.0 * alloc / gh if gh else float("nan"),
-        "allocated_pct_now": 100.0 * float(inv["gpu_equiv_requested"].clip(upper=inv["gpu_equiv_allocatable"]).sum()) / cap_now
-        if cap_now else float("nan"),
+        "allocated_pct_now": 100.0
+        * float(inv["gpu_equiv_requested"].clip(upper=inv["gpu_equiv_allocatable"]).sum())
+        / cap_now
+        if cap_now
+        else float("nan"),
         "active_pct": 100.0 * active / alloc if alloc else float("nan"),
         # mean activity of the allocated time (activity-weighted): how busy the allocated GPUs were
         "busy_pct": 100.0 * float(u["busy_gpu_hours"].sum()) / alloc if alloc else float("nan"),
@@ -418,19 +629,38 @@ def executive_summary(rep: CostReport, top_n: int | None = None) -> dict[str, An
         "zombie_pods": int(rep.zombies[["namespace", "pod"]].drop_duplicates().shape[0]) if len(rep.zombies) else 0,
         "thresholds": {k: getattr(rep.thresholds, k) for k in rep.thresholds.__dataclass_fields__},
         "top_actions": [
-            {"action": r.action, "label": ACTIONS[r.action], "target": f"{r.namespace}/{r.pod or r.workload}" if r.namespace
-             else f"node {r.node}", "monthly_saving": round(float(r.monthly_saving), 2), "detail": r.detail,
-             "confidence": float(r.confidence), "signal": r.signal}
-            for r in top.itertuples()],
+            {
+                "action": r.action,
+                "label": ACTIONS[r.action],
+                "target": f"{r.namespace}/{r.pod or r.workload}" if r.namespace else f"node {r.node}",
+                "monthly_saving": round(float(r.monthly_saving), 2),
+                "detail": r.detail,
+                "confidence": float(r.confidence),
+                "signal": r.signal,
+            }
+            for r in top.itertuples()
+        ],
     }
 
 
 def namespace_allocation(rep: CostReport) -> pd.DataFrame:
     """Allocation vs activity per namespace: allocated/active/idle GPU-hours, active %, cost (grouped bar chart)."""
     out = rollup(rep.usage, "namespace")
-    return out[["namespace", "allocated_gpu_hours", "active_gpu_hours", "idle_allocated_gpu_hours", "active_pct",
-                "allocated_cost", "idle_cost"]].sort_values("allocated_gpu_hours", ascending=False, kind="stable") \
+    return (
+        out[
+            [
+                "namespace",
+                "allocated_gpu_hours",
+                "active_gpu_hours",
+                "idle_allocated_gpu_hours",
+                "active_pct",
+                "allocated_cost",
+                "idle_cost",
+            ]
+        ]
+        .sort_values("allocated_gpu_hours", ascending=False, kind="stable")
         .reset_index(drop=True)
+    )
 
 
 def top_idle_workloads(rep: CostReport, n: int = 10) -> pd.DataFrame:
@@ -438,14 +668,29 @@ def top_idle_workloads(rep: CostReport, n: int = 10) -> pd.DataFrame:
     out = rollup(rep.usage, "workload")
     z = rep.zombies
     if len(z):
-        zw = attach_workloads(z.assign(container=""), _pods_of(rep)).groupby(["namespace", "workload"])["duration_s"].sum() / 3600
+        zw = (
+            attach_workloads(z.assign(container=""), _pods_of(rep))
+            .groupby(["namespace", "workload"])["duration_s"]
+            .sum()
+            / 3600
+        )
         key = pd.MultiIndex.from_frame(out[["namespace", "workload"]])
         out["zombie_hours"] = zw.reindex(key).fillna(0.0).to_numpy()
     else:
         out["zombie_hours"] = 0.0
     out["zombie"] = out["zombie_hours"] > 0
-    cols = ["namespace", "workload", "owner_kind", "allocated_gpu_hours", "idle_allocated_gpu_hours", "active_pct",
-            "fb_used_max_mib", "idle_cost", "zombie", "zombie_hours"]
+    cols = [
+        "namespace",
+        "workload",
+        "owner_kind",
+        "allocated_gpu_hours",
+        "idle_allocated_gpu_hours",
+        "active_pct",
+        "fb_used_max_mib",
+        "idle_cost",
+        "zombie",
+        "zombie_hours",
+    ]
     out = out[cols].sort_values(["idle_cost", "idle_allocated_gpu_hours"], ascending=False, kind="stable")
     return out[out["idle_allocated_gpu_hours"] > 0].head(n).reset_index(drop=True)
 

@@ -9,6 +9,7 @@
 The findings (SOP text from ``cost_sop.csv``) are :func:`gpulib.cost.findings.unrequested_findings` and
 :func:`gpulib.cost.findings.non_gpu_pod_findings`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -53,5 +54,7 @@ def has_gpu_taint(taints: Any) -> bool:
     """True when the node's taints include ``nvidia.com/gpu`` with effect NoSchedule or NoExecute."""
     if not isinstance(taints, (list, tuple, np.ndarray)):
         return False
-    return any(isinstance(t, Mapping) and t.get("key") == GPU_TAINT_KEY and t.get("effect") in ("NoSchedule", "NoExecute")
-               for t in taints)
+    return any(
+        isinstance(t, Mapping) and t.get("key") == GPU_TAINT_KEY and t.get("effect") in ("NoSchedule", "NoExecute")
+        for t in taints
+    )

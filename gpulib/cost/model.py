@@ -5,6 +5,7 @@ importing the analysis, so no import cycle runs through them. The same split as 
 ``metrics_core`` (plain metric families that collectors fill and the exposition reads,
 https://github.com/prometheus/client_python/blob/master/prometheus_client/metrics_core.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

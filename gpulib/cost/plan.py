@@ -19,6 +19,7 @@ plan (rules in ``gpulib/data/cost/savings_rules.csv``, method in ``docs/cost-met
 
 Every chosen action carries ``monthly_saving`` (in the plan), ``saving_alone``, ``confidence`` and ``signal``.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -33,8 +34,22 @@ from gpulib.cost.prices import cost_policy
 
 __all__ = ["PLAN_COLUMNS", "SKIPPED_COLUMNS", "savings_rules", "zombie_values", "plan_actions"]
 
-PLAN_COLUMNS = ["action", "namespace", "workload", "owner_kind", "node", "pod", "gpus", "monthly_cost",
-                "monthly_saving", "saving_alone", "window_cost", "confidence", "signal", "detail"]
+PLAN_COLUMNS = [
+    "action",
+    "namespace",
+    "workload",
+    "owner_kind",
+    "node",
+    "pod",
+    "gpus",
+    "monthly_cost",
+    "monthly_saving",
+    "saving_alone",
+    "window_cost",
+    "confidence",
+    "signal",
+    "detail",
+]
 SKIPPED_COLUMNS = ["action", "namespace", "workload", "pod", "node", "saving_alone", "reason"]
 
 
@@ -69,7 +84,8 @@ def zombie_values(rep: CostReport) -> pd.DataFrame:
     so_far = z.groupby(["namespace", "pod"])["cost"].sum()
     share_now = last_held.groupby(["namespace", "pod"])["share"].apply(lambda x: float(pd.to_numeric(x).sum()))
     money_now = (pd.to_numeric(last_held["share"]) * last_held["price_per_gpu_hour"]).groupby(
-        [last_held["namespace"], last_held["pod"]]).sum() * hpm
+        [last_held["namespace"], last_held["pod"]]
+    ).sum() * hpm
     out = pd.DataFrame({"window_cost": so_far})
     out["gpus_held_now"] = share_now.reindex(out.index).fillna(0.0)
     out["monthly_from_now"] = money_now.reindex(out.index).fillna(0.0)
@@ -83,8 +99,9 @@ def _serving_lookup(serving: pd.DataFrame | None) -> dict[tuple[str, str], dict]
 
 
 def _signal(row: pd.Series, rules: pd.DataFrame, activity: str, serving: dict) -> str:
-    base = str(rules.loc[row["action"], "signal"]).format(activity=activity.replace("DCGM_FI_", ""),
-                                                          owner_kind=row["owner_kind"] or "pod")
+    base = str(rules.loc[row["action"], "signal"]).format(
+        activity=activity.replace("DCGM_FI_", ""), owner_kind=row["owner_kind"] or "pod"
+    )
     if rules.loc[row["action"], "group"] != "shrink":
         return base
     sv = serving.get((str(row["namespace"]), str(row["workload"])))
@@ -93,8 +110,9 @@ def _signal(row: pd.Series, rules: pd.DataFrame, activity: str, serving: dict) -
     return f"{sv['signal']}; {base}"
 
 
-def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFrame | None = None, *,
-                 workloads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def plan_actions(
+    rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFrame | None = None, *, workloads: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Choose the non-overlapping actions from ``candidates``; returns ``(plan, skipped)``.
 
     ``workloads``: the per-workload usage of ``rep`` (:func:`gpulib.cost.analysis.workload_usage`), whose monthly
@@ -122,7 +140,8 @@ def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFram
         a.loc[isz, "monthly_cost"] = a.loc[isz, "monthly_saving"]
         a.loc[isz, "detail"] = [
             f"{d}; so far {money(wc, rep.currency)} in the window, {money(ms, rep.currency)}/month from now while held"
-            for d, wc, ms in zip(a.loc[isz, "detail"], a.loc[isz, "window_cost"], a.loc[isz, "monthly_saving"])]
+            for d, wc, ms in zip(a.loc[isz, "detail"], a.loc[isz, "window_cost"], a.loc[isz, "monthly_saving"])
+        ]
     a["saving_alone"] = a["monthly_saving"].astype(float)
     serving_by = _serving_lookup(serving)
     a["signal"] = [_signal(r, rules, rep.activity_field, serving_by) for _, r in a.iterrows()]
@@ -133,8 +152,17 @@ def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFram
     skipped: list[dict] = []
 
     def skip(r, reason: str) -> None:
-        skipped.append({"action": r["action"], "namespace": r["namespace"], "workload": r["workload"], "pod": r["pod"],
-                        "node": r["node"], "saving_alone": float(r["saving_alone"]), "reason": reason})
+        skipped.append(
+            {
+                "action": r["action"],
+                "namespace": r["namespace"],
+                "workload": r["workload"],
+                "pod": r["pod"],
+                "node": r["node"],
+                "saving_alone": float(r["saving_alone"]),
+                "reason": reason,
+            }
+        )
 
     # serving veto
     veto = pd.Series(False, index=a.index)
@@ -148,7 +176,7 @@ def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFram
     spend = pd.Series(dtype=float)
     w = workloads
     if len(w):
-        spend = (w.groupby(["namespace", "workload"])["allocated_cost"].sum() * rep.month_factor)
+        spend = w.groupby(["namespace", "workload"])["allocated_cost"].sum() * rep.month_factor
     a["key_ns"] = a["namespace"].where(a["namespace"] != "", "")
     a["key_wl"] = a["workload"].where(a["namespace"] != "", "node:" + a["node"].astype(str))
     chosen: list[pd.Series] = []
@@ -181,8 +209,11 @@ def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFram
                 chosen.append(best)
                 for i, r in g.iterrows():
                     if i != best_i:
-                        skip(r, f"alternative to {ACTIONS[best['action']].lower()} (larger saving alone: "
-                                f"{money(float(best['saving_alone']), rep.currency)}/month); not added")
+                        skip(
+                            r,
+                            f"alternative to {ACTIONS[best['action']].lower()} (larger saving alone: "
+                            f"{money(float(best['saving_alone']), rep.currency)}/month); not added",
+                        )
                 taken.append(ACTIONS[best["action"]].lower())
     plan = pd.DataFrame(chosen) if chosen else pd.DataFrame(columns=list(a.columns))
     floor = cost_policy("min_monthly_saving")
@@ -190,7 +221,7 @@ def plan_actions(rep: CostReport, candidates: pd.DataFrame, serving: pd.DataFram
     for _, r in plan[small].iterrows():
         skip(r, f"saves {float(r['monthly_saving']):.2f} {rep.currency}/month (< {floor:g}): not worth an action")
     plan = plan[~small]
-    plan = plan.sort_values(["monthly_saving", "action", "namespace", "workload"], ascending=[False, True, True, True],
-                            kind="stable").reset_index(drop=True)
+    plan = plan.sort_values(
+        ["monthly_saving", "action", "namespace", "workload"], ascending=[False, True, True, True], kind="stable"
+    ).reset_index(drop=True)
     return plan[PLAN_COLUMNS], pd.DataFrame(skipped, columns=SKIPPED_COLUMNS)
-

@@ -9,6 +9,7 @@ map to the keys of ``gpulib/data/nvidia/gpu_specs.csv`` through :func:`canonical
 report's settings (series step, table sizes, price age limit) ``gpulib/data/cost/report_policy.csv``, both read
 through :func:`gpulib.core.knowledge.settings`.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,18 +21,27 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from gpulib.core.errors import InvalidParameter, PriceFileError  # noqa: F401  (PriceFileError re-exported)
+from gpulib.core.errors import InvalidParameter, PriceFileError
 from gpulib.core.knowledge import load_table, settings
 
-__all__ = ["PRICE_COLUMNS", "PRICINGS", "PriceFileError", "canonical_model", "canonical_models", "gpu_specs",
-           "cost_policy", "cost_policy_list", "report_policy", "default_provider", "load_prices", "price_table"]
+__all__ = [
+    "PRICE_COLUMNS",
+    "PRICINGS",
+    "PriceFileError",
+    "canonical_model",
+    "canonical_models",
+    "gpu_specs",
+    "cost_policy",
+    "cost_policy_list",
+    "report_policy",
+    "default_provider",
+    "load_prices",
+    "price_table",
+]
 
 #: columns a price file must have (extra columns are kept).
 PRICE_COLUMNS = ["model", "provider", "pricing", "price_per_gpu_hour", "currency", "as_of", "source"]
 PRICINGS = ("on_demand", "spot")
-
-
-
 
 
 def cost_policy(key: str) -> float:
@@ -122,14 +132,17 @@ def load_prices(path: str | Path | None = None) -> pd.DataFrame:
     bad = price.isna() | (price < 0)
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise PriceFileError(f"price file {where!r} row {i + 2}: price_per_gpu_hour="
-                             f"{df['price_per_gpu_hour'].iloc[i]!r} is not a non-negative number")
+        raise PriceFileError(
+            f"price file {where!r} row {i + 2}: price_per_gpu_hour="
+            f"{df['price_per_gpu_hour'].iloc[i]!r} is not a non-negative number"
+        )
     pricing = df["pricing"].astype("string").str.strip().str.lower().str.replace("-", "_")
     badp = ~pricing.isin(PRICINGS)
     if badp.any():
         i = int(np.flatnonzero(badp.to_numpy())[0])
-        raise PriceFileError(f"price file {where!r} row {i + 2}: pricing={df['pricing'].iloc[i]!r} "
-                             f"is not one of {list(PRICINGS)}")
+        raise PriceFileError(
+            f"price file {where!r} row {i + 2}: pricing={df['pricing'].iloc[i]!r} is not one of {list(PRICINGS)}"
+        )
     nosrc = df["source"].astype("string").fillna("").str.strip() == ""
     if nosrc.any():
         raise PriceFileError(f"price file {where!r} row {int(np.flatnonzero(nosrc.to_numpy())[0]) + 2} has no source")
@@ -141,8 +154,13 @@ def load_prices(path: str | Path | None = None) -> pd.DataFrame:
     return df
 
 
-def price_table(prices: pd.DataFrame | None = None, *, provider: str | None = None, currency: str = "USD",
-                overrides: Mapping[str, float | Mapping[str, float]] | None = None) -> pd.DataFrame:
+def price_table(
+    prices: pd.DataFrame | None = None,
+    *,
+    provider: str | None = None,
+    currency: str = "USD",
+    overrides: Mapping[str, float | Mapping[str, float]] | None = None,
+) -> pd.DataFrame:
     """Per-model ``on_demand`` and ``spot`` $/GPU-hour for one provider and currency.
 
     Index: canonical model. Spot falls back to NaN (no spot saving computed) when absent.
@@ -154,8 +172,10 @@ def price_table(prices: pd.DataFrame | None = None, *, provider: str | None = No
     sel = prices[(prices["provider"] == provider) & (prices["currency"] == currency)]
     if sel.empty and not overrides:
         have = sorted({f"{p}/{c}" for p, c in zip(prices["provider"], prices["currency"])})
-        raise InvalidParameter(f"no prices for provider={provider!r} currency={currency!r}; the table has {have}",
-                               hint="pass price_file= with rows for that provider/currency, or price_overrides=")
+        raise InvalidParameter(
+            f"no prices for provider={provider!r} currency={currency!r}; the table has {have}",
+            hint="pass price_file= with rows for that provider/currency, or price_overrides=",
+        )
     table = sel.pivot_table(index="model", columns="pricing", values="price_per_gpu_hour", aggfunc="min")
     table = table.reindex(columns=list(PRICINGS)).astype(float)
     for model, value in (overrides or {}).items():
@@ -173,4 +193,3 @@ def price_table(prices: pd.DataFrame | None = None, *, provider: str | None = No
             table.loc[key, pricing] = fv
     table.index.name = "model"
     return table
-

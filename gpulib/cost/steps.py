@@ -11,6 +11,7 @@ notebook step: the window's data pulled from a source (:func:`load_report_data`)
 The vLLM serving verdicts are asked for by the notebook (the vllm domain builds on this one). Report settings
 (series step, heatmap resolution, table sizes) live in ``gpulib/data/cost/report_policy.csv``.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,21 @@ from gpulib.cost.price_age import report_price_age
 from gpulib.cost.prices import cost_policy_list, report_policy
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, node_time_matrix, prepare_samples, select_activity
 
-__all__ = ["ReportData", "idle_samples", "parse_namespaces", "series_step", "heatmap_bucket", "load_report_data",
-           "serving_candidates", "cost_report", "method_section", "heatmap", "namespace_chart", "idle_section",
-           "waterfall"]
+__all__ = [
+    "ReportData",
+    "idle_samples",
+    "parse_namespaces",
+    "series_step",
+    "heatmap_bucket",
+    "load_report_data",
+    "serving_candidates",
+    "cost_report",
+    "method_section",
+    "heatmap",
+    "namespace_chart",
+    "idle_section",
+    "waterfall",
+]
 
 
 def parse_namespaces(text: str | list[str] | None) -> list[str] | None:
@@ -109,8 +122,10 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
         known = set(pods["namespace"].astype(str))
         unknown = [n for n in namespaces if n not in known]
         if unknown:
-            raise InvalidParameter(f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
-                                   f"namespaces with pods: {', '.join(sorted(known))}")
+            raise InvalidParameter(
+                f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
+                f"namespaces with pods: {', '.join(sorted(known))}"
+            )
     missing: list[str] = []
     fb_missing: list[str] = []
     # activity and memory are independent queries: run them side by side, so the client reads one
@@ -121,11 +136,21 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
         util = None if gr is not None else _try_series(src, GPU_UTIL, window, step, missing)
         fb = fb_job.result()
     if gr is None and util is None:
-        raise EmptyResult(f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}",
-                          query=GR_ENGINE_ACTIVE)
+        raise EmptyResult(
+            f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}", query=GR_ENGINE_ACTIVE
+        )
     missing += fb_missing
-    return ReportData(window=window, step=step, nodes=nodes, pods=pods, gr_engine_active=gr, gpu_util=util,
-                      fb_used=fb, namespaces=namespaces, missing=missing)
+    return ReportData(
+        window=window,
+        step=step,
+        nodes=nodes,
+        pods=pods,
+        gr_engine_active=gr,
+        gpu_util=util,
+        fb_used=fb,
+        namespaces=namespaces,
+        missing=missing,
+    )
 
 
 def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:
@@ -149,17 +174,27 @@ def idle_samples(src, window: str) -> tuple[pd.DataFrame, str]:
     return mark_unrequested(prepare_samples(act, data.fb_used, nodes=data.nodes, window=window), data.pods), field_used
 
 
-
 # ----------------------------------------------------------------------------------------------
 # the notebook's steps
 # ----------------------------------------------------------------------------------------------
-def cost_report(data: ReportData, *, price_file: str | None = None, provider: str | None = None,
-                currency: str = "USD") -> CostReport:
+def cost_report(
+    data: ReportData, *, price_file: str | None = None, provider: str | None = None, currency: str = "USD"
+) -> CostReport:
     """Step "Load the window's data and cost it": :func:`gpulib.cost.analysis.analyze_cost` over ``data``
     (its window, namespaces and serving verdicts); empty ``price_file`` / ``provider``: the shipped defaults."""
-    return analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
-                        window=data.window, price_file=price_file or None, provider=provider or None,
-                        currency=currency, namespaces=data.namespaces, serving=data.serving)
+    return analyze_cost(
+        data.nodes,
+        data.pods,
+        data.gr_engine_active,
+        data.fb_used,
+        gpu_util=data.gpu_util,
+        window=data.window,
+        price_file=price_file or None,
+        provider=provider or None,
+        currency=currency,
+        namespaces=data.namespaces,
+        serving=data.serving,
+    )
 
 
 def method_section(rep: CostReport, data: ReportData, *, price_file: str | None = None) -> str:

@@ -21,6 +21,7 @@ their share of the physical GPU.
 All per-sample work is column arithmetic plus ``groupby`` on an integer series id; nothing
 loops over samples in Python (1,024 GPUs x 7 days at 60 s is ~10 M samples: benchmarks/RESULTS.md).
 """
+
 from __future__ import annotations
 
 import re
@@ -78,8 +79,9 @@ def _has_rows(df: pd.DataFrame | None) -> bool:
     return df is not None and len(df) > 0 and df["value"].notna().any()
 
 
-def select_activity(gr_engine_active: pd.DataFrame | None = None,
-                    gpu_util: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+def select_activity(
+    gr_engine_active: pd.DataFrame | None = None, gpu_util: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, str]:
     """Pick the activity metric: ``GR_ENGINE_ACTIVE`` when it has data, else ``GPU_UTIL``.
 
     Returns ``(frame with value as a 0..1 ratio, field name used)``. Raises
@@ -92,7 +94,8 @@ def select_activity(gr_engine_active: pd.DataFrame | None = None,
     raise InvalidParameter(
         f"no activity data: neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples",
         hint="check that dcgm-exporter runs on the GPU nodes and its counters CSV enables one of them "
-             "(both are on in dcgm-exporter's etc/default-counters.csv)")
+        "(both are on in dcgm-exporter's etc/default-counters.csv)",
+    )
 
 
 def normalise_activity(frame: pd.DataFrame, field: str) -> pd.DataFrame:
@@ -133,9 +136,14 @@ def _node_replicas(nodes: pd.DataFrame | None) -> pd.Series:
 # ----------------------------------------------------------------------------------------------
 # samples
 # ----------------------------------------------------------------------------------------------
-def prepare_samples(activity: pd.DataFrame, fb_used: pd.DataFrame | None = None, *,
-                    nodes: pd.DataFrame | None = None, window: str | timedelta | None = None,
-                    compute_slices: dict[str, float] | None = None) -> pd.DataFrame:
+def prepare_samples(
+    activity: pd.DataFrame,
+    fb_used: pd.DataFrame | None = None,
+    *,
+    nodes: pd.DataFrame | None = None,
+    window: str | timedelta | None = None,
+    compute_slices: dict[str, float] | None = None,
+) -> pd.DataFrame:
     """Join activity (already a 0..1 ratio, see :func:`select_activity`) with FB_USED per sample.
 
     Adds ``sid`` (integer series id), ``activity``, ``fb_used_mib`` (NaN when FB_USED is absent),
@@ -222,8 +230,10 @@ def _fb_per_sample(s: pd.DataFrame, fb_used: pd.DataFrame | None) -> pd.Series:
     if fb_used is None or len(fb_used) == 0:
         return pd.Series(np.nan, index=s.index)
     _require(fb_used, ["timestamp", "value", "node", "gpu"], "fb_used")
-    fb = pd.DataFrame({c: (fb_used[c].reset_index(drop=True) if c in fb_used.columns else "")
-                       for c in DEVICE_KEYS}, index=pd.RangeIndex(len(fb_used)))
+    fb = pd.DataFrame(
+        {c: (fb_used[c].reset_index(drop=True) if c in fb_used.columns else "") for c in DEVICE_KEYS},
+        index=pd.RangeIndex(len(fb_used)),
+    )
     for c in DEVICE_KEYS:
         fb[c] = _as_label(fb[c])
     fb_code = _combined_codes(fb, DEVICE_KEYS)
@@ -263,8 +273,10 @@ def _step_seconds(s: pd.DataFrame, window: str | timedelta | None) -> pd.Series:
     fallback = gaps.median()
     if pd.isna(fallback):
         if window is None:
-            raise InvalidParameter("every series has a single sample, so the sample duration is unknown",
-                                   hint="pass window=... (e.g. '6h') or query a range series with a step")
+            raise InvalidParameter(
+                "every series has a single sample, so the sample duration is unknown",
+                hint="pass window=... (e.g. '6h') or query a range series with a step",
+            )
         fallback = parse_window(window).total_seconds()
     return step.fillna(fallback).astype(float)
 
@@ -274,8 +286,10 @@ def _require(df: pd.DataFrame | None, cols: list[str], name: str) -> None:
         raise InvalidParameter(f"{name} frame is missing")
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise InvalidParameter(f"{name} frame lacks column(s) {missing}",
-                               hint="build it with the gpulib.core.schema columns (SERIES_COLUMNS/NODE_COLUMNS/POD_COLUMNS)")
+        raise InvalidParameter(
+            f"{name} frame lacks column(s) {missing}",
+            hint="build it with the gpulib.core.schema columns (SERIES_COLUMNS/NODE_COLUMNS/POD_COLUMNS)",
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -293,23 +307,34 @@ def series_usage(samples: pd.DataFrame, thresholds: Thresholds | None = None) ->
     th = thresholds or Thresholds.from_table()
     w = samples["step_s"] * samples["share"] / _SECONDS_PER_HOUR
     alloc = samples["allocated"].to_numpy()
-    cols = pd.DataFrame({
-        "sid": samples["sid"],
-        "gpu_hours": w,
-        "allocated_gpu_hours": w * alloc,
-        # active + idle = allocated: a sample is idle below idle_activity_max, active otherwise
-        "active_gpu_hours": w * alloc * (samples["activity"] >= th.idle_activity_max),
-        "idle_allocated_gpu_hours": w * alloc * (samples["activity"] < th.idle_activity_max),
-        # activity-weighted allocated time (mean activity x hours): what sizing needs
-        "busy_gpu_hours": w * alloc * samples["activity"],
-        "unallocated_gpu_hours": w * ~alloc,
-        "activity_sum": samples["activity"] * w,
-        "fb": samples["fb_used_mib"],
-        "activity": samples["activity"],
-    })
+    cols = pd.DataFrame(
+        {
+            "sid": samples["sid"],
+            "gpu_hours": w,
+            "allocated_gpu_hours": w * alloc,
+            # active + idle = allocated: a sample is idle below idle_activity_max, active otherwise
+            "active_gpu_hours": w * alloc * (samples["activity"] >= th.idle_activity_max),
+            "idle_allocated_gpu_hours": w * alloc * (samples["activity"] < th.idle_activity_max),
+            # activity-weighted allocated time (mean activity x hours): what sizing needs
+            "busy_gpu_hours": w * alloc * samples["activity"],
+            "unallocated_gpu_hours": w * ~alloc,
+            "activity_sum": samples["activity"] * w,
+            "fb": samples["fb_used_mib"],
+            "activity": samples["activity"],
+        }
+    )
     g = cols.groupby("sid", sort=True)
-    out = g[["gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours",
-             "unallocated_gpu_hours", "activity_sum"]].sum()
+    out = g[
+        [
+            "gpu_hours",
+            "allocated_gpu_hours",
+            "active_gpu_hours",
+            "busy_gpu_hours",
+            "idle_allocated_gpu_hours",
+            "unallocated_gpu_hours",
+            "activity_sum",
+        ]
+    ].sum()
     out["activity_mean"] = (out.pop("activity_sum") / out["gpu_hours"]).where(out["gpu_hours"] > 0)
     out["activity_p95"] = g["activity"].quantile(0.95)
     out["fb_used_mean_mib"] = g["fb"].mean()
@@ -361,16 +386,30 @@ def rollup(usage: pd.DataFrame, level: str, *, allocated_only: bool | None = Non
     u = usage[usage["pod"] != ""] if allocated_only else usage
     if level == "workload" and "workload" not in u.columns:
         u = attach_workloads(u, None)
-    sums = [c for c in ("gpu_hours", "allocated_gpu_hours", "active_gpu_hours", "busy_gpu_hours", "idle_allocated_gpu_hours",
-                        "unallocated_gpu_hours", "cost", "allocated_cost", "idle_cost", "unallocated_cost")
-            if c in u.columns]
+    sums = [
+        c
+        for c in (
+            "gpu_hours",
+            "allocated_gpu_hours",
+            "active_gpu_hours",
+            "busy_gpu_hours",
+            "idle_allocated_gpu_hours",
+            "unallocated_gpu_hours",
+            "cost",
+            "allocated_cost",
+            "idle_cost",
+            "unallocated_cost",
+        )
+        if c in u.columns
+    ]
     g = u.groupby(keys, sort=True, dropna=False)
     out = g[sums].sum()
     out["fb_used_max_mib"] = g["fb_used_max_mib"].max()
     out["activity_p95"] = g["activity_p95"].max()
     out["series"] = g.size()
     out["active_pct"] = (100.0 * out["active_gpu_hours"] / out["allocated_gpu_hours"]).where(
-        out["allocated_gpu_hours"] > 0)
+        out["allocated_gpu_hours"] > 0
+    )
     out["allocated_pct"] = (100.0 * out["allocated_gpu_hours"] / out["gpu_hours"]).where(out["gpu_hours"] > 0)
     return out.reset_index()
 
@@ -388,8 +427,11 @@ def zombie_runs(samples: pd.DataFrame, thresholds: Thresholds | None = None) -> 
     ``start``, ``end``, ``duration_s``, ``fb_used_mean_mib``, ``activity_max``, ``gpu_hours``.
     """
     th = thresholds or Thresholds.from_table()
-    held = (samples["allocated"] & (samples["fb_used_mib"] >= th.zombie_fb_used_min_mib)
-            & (samples["activity"] < th.zombie_activity_max)).to_numpy()
+    held = (
+        samples["allocated"]
+        & (samples["fb_used_mib"] >= th.zombie_fb_used_min_mib)
+        & (samples["activity"] < th.zombie_activity_max)
+    ).to_numpy()
     sid = samples["sid"].to_numpy()
     ts = samples["timestamp"]
     gap = ts.diff().dt.total_seconds().to_numpy() > _GAP_STEPS * samples["step_s"].to_numpy()
@@ -398,20 +440,23 @@ def zombie_runs(samples: pd.DataFrame, thresholds: Thresholds | None = None) -> 
         new_run[1:] = (sid[1:] != sid[:-1]) | (held[1:] != held[:-1]) | gap[1:]
     run = np.cumsum(new_run)
     h = samples.loc[held, ["sid", "timestamp", "step_s", "share", "fb_used_mib", "activity"]]
-    empty_cols = SERIES_KEYS + _LABELS + ["share", "start", "end", "duration_s", "fb_used_mean_mib",
-                                          "activity_max", "gpu_hours"]
+    empty_cols = (
+        SERIES_KEYS + _LABELS + ["share", "start", "end", "duration_s", "fb_used_mean_mib", "activity_max", "gpu_hours"]
+    )
     if h.empty:
         return pd.DataFrame(columns=empty_cols)
     g = h.groupby(run[held], sort=True)
-    runs = pd.DataFrame({
-        "sid": g["sid"].first(),
-        "start": g["timestamp"].min(),
-        "end": g["timestamp"].max(),
-        "step_s": g["step_s"].first(),
-        "fb_used_mean_mib": g["fb_used_mib"].mean(),
-        "activity_max": g["activity"].max(),
-        "n": g.size(),
-    })
+    runs = pd.DataFrame(
+        {
+            "sid": g["sid"].first(),
+            "start": g["timestamp"].min(),
+            "end": g["timestamp"].max(),
+            "step_s": g["step_s"].first(),
+            "fb_used_mean_mib": g["fb_used_mib"].mean(),
+            "activity_max": g["activity"].max(),
+            "n": g.size(),
+        }
+    )
     runs["duration_s"] = (runs["end"] - runs["start"]).dt.total_seconds() + runs["step_s"]
     runs = runs[runs["duration_s"] >= th.zombie_min_duration_s]
     labels = samples.drop_duplicates("sid").set_index("sid")[SERIES_KEYS + _LABELS + ["share"]]
@@ -423,8 +468,18 @@ def zombie_runs(samples: pd.DataFrame, thresholds: Thresholds | None = None) -> 
 
 #: the verdicts of :func:`classify_idle`
 IDLE_STATES = ("zombie", "idle", "busy")
-IDLE_COLUMNS = ["namespace", "pod", "node", "devices", "activity_mean", "activity_max", "fb_used_max_mib",
-                "zombie_s", "zombie_gpu_hours", "state"]
+IDLE_COLUMNS = [
+    "namespace",
+    "pod",
+    "node",
+    "devices",
+    "activity_mean",
+    "activity_max",
+    "fb_used_max_mib",
+    "zombie_s",
+    "zombie_gpu_hours",
+    "state",
+]
 
 
 def classify_idle(samples: pd.DataFrame, thresholds: Thresholds | None = None) -> pd.DataFrame:
@@ -447,16 +502,26 @@ def classify_idle(samples: pd.DataFrame, thresholds: Thresholds | None = None) -
     keys = ["namespace", "pod"]
     lab = a[keys + DEVICE_KEYS].astype(str)
     dev = lab["node"] + "/GPU " + lab["gpu"] + np.where(lab["gpu_i_id"] != "", " MIG " + lab["gpu_i_id"], "")
-    f = pd.DataFrame({"namespace": lab["namespace"], "pod": lab["pod"], "node": lab["node"], "device": dev,
-                      "activity": a["activity"], "fb": a["fb_used_mib"]})
+    f = pd.DataFrame(
+        {
+            "namespace": lab["namespace"],
+            "pod": lab["pod"],
+            "node": lab["node"],
+            "device": dev,
+            "activity": a["activity"],
+            "fb": a["fb_used_mib"],
+        }
+    )
     g = f.groupby(keys, sort=True)
-    out = pd.DataFrame({
-        "node": g["node"].first(),
-        "devices": g["device"].agg(lambda d: sorted(set(d))),
-        "activity_mean": g["activity"].mean(),
-        "activity_max": g["activity"].max(),
-        "fb_used_max_mib": g["fb"].max(),
-    })
+    out = pd.DataFrame(
+        {
+            "node": g["node"].first(),
+            "devices": g["device"].agg(lambda d: sorted(set(d))),
+            "activity_mean": g["activity"].mean(),
+            "activity_max": g["activity"].max(),
+            "fb_used_max_mib": g["fb"].max(),
+        }
+    )
     z = zombie_runs(samples, th)
     if len(z):
         zg = z.assign(namespace=z["namespace"].astype(str), pod=z["pod"].astype(str)).groupby(keys)
@@ -486,8 +551,15 @@ def node_time_matrix(samples: pd.DataFrame, freq: str = "1h") -> pd.DataFrame:
     except ValueError as exc:
         raise InvalidParameter(f"freq={freq!r} is not a pandas frequency such as '1h' or '15min'") from exc
     w = samples["step_s"] * samples["share"]
-    f = pd.DataFrame({"node": samples["node"], "time": bucket, "w": w,
-                      "aw": w * samples["activity"], "alw": w * samples["allocated"]})
+    f = pd.DataFrame(
+        {
+            "node": samples["node"],
+            "time": bucket,
+            "w": w,
+            "aw": w * samples["activity"],
+            "alw": w * samples["allocated"],
+        }
+    )
     g = f.groupby(["node", "time"], sort=True, observed=True)[["w", "aw", "alw"]].sum()
     g["active_pct"] = 100.0 * g["aw"] / g["w"]
     g["allocated_pct"] = 100.0 * g["alw"] / g["w"]
@@ -501,8 +573,9 @@ def window_hours(window: str | timedelta | None, samples: pd.DataFrame | None = 
     if window is not None:
         return parse_window(window).total_seconds() / _SECONDS_PER_HOUR
     if samples is None or samples.empty:
-        raise InvalidParameter("window is None and there are no samples to measure it from",
-                               hint="pass window='7d' (the report window)")
+        raise InvalidParameter(
+            "window is None and there are no samples to measure it from", hint="pass window='7d' (the report window)"
+        )
     span = (samples["timestamp"].max() - samples["timestamp"].min()).total_seconds()
     return (span + float(samples["step_s"].median())) / _SECONDS_PER_HOUR
 

@@ -5,6 +5,7 @@ diurnal load, injected incidents), samples and frames, a ``/metrics`` scrape and
 Every value is a pure function of (seed, device, field, timestamp), so the demo source and a Prometheus backfilled
 from the same scenario return the same numbers.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,13 +16,11 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.scenario import DAY, Device
 from gpulib.sources.dcgm import format_labels, format_value
-
 
 #: dcgm-exporter listens on :9400; the GPU Operator's service/DaemonSet is ``nvidia-dcgm-exporter``
 #: (``NVIDIA/dcgm-exporter: pkg/cmd/app.go`` @ d5e5f510, ``NVIDIA/gpu-operator:
@@ -42,8 +41,16 @@ METRICS: dict[str, tuple[str, str, str]] = {
     "DCGM_FI_DEV_XID_ERRORS": ("gauge", "gpu", "Value of the last XID error encountered."),
     "DCGM_FI_DEV_FB_FREE": ("gauge", "instance", "Frame buffer memory free (in MB)."),
     "DCGM_FI_DEV_FB_USED": ("gauge", "instance", "Frame buffer memory used (in MB)."),
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": ("counter", "gpu_nvlink", "Total number of NVLink bandwidth counters for all lanes."),
-    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("counter", "gpu_hbm", "Number of remapped rows for uncorrectable errors"),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": (
+        "counter",
+        "gpu_nvlink",
+        "Total number of NVLink bandwidth counters for all lanes.",
+    ),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": (
+        "counter",
+        "gpu_hbm",
+        "Number of remapped rows for uncorrectable errors",
+    ),
     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("counter", "gpu_hbm", "Number of remapped rows for correctable errors"),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("gauge", "gpu_hbm", "Whether remapping of rows has failed"),
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("counter", "gpu_ecc", "Total number of single-bit volatile ECC errors."),
@@ -57,12 +64,22 @@ METRICS: dict[str, tuple[str, str, str]] = {
 
 #: fields left out when a scenario uses dcgm-exporter's default counters
 #: (``NVIDIA/dcgm-exporter: etc/default-counters.csv`` @ d5e5f510)
-OFF_BY_DEFAULT = {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-                  "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_PROF_SM_ACTIVE"}
+OFF_BY_DEFAULT = {
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "DCGM_FI_PROF_SM_ACTIVE",
+}
 
 #: err_msg text of the XID metric for the codes the demo injects (dcgm-exporter xid_errors.go wording)
-_ERR_MSG = {0: "No Error", 13: "Graphics Engine Exception", 48: "DBE (Double Bit Error) ECC Error",
-            64: "ECC page retirement or row remapper recording failure", 79: "GPU has fallen off the bus"}
+_ERR_MSG = {
+    0: "No Error",
+    13: "Graphics Engine Exception",
+    48: "DBE (Double Bit Error) ECC Error",
+    64: "ECC page retirement or row remapper recording failure",
+    79: "GPU has fallen off the bus",
+}
 
 
 class FleetMetrics:
@@ -75,8 +92,11 @@ class FleetMetrics:
         """Smooth deterministic noise in [-1, 1] as a sum of three sines with seeded phases."""
         rng = np.random.default_rng(zlib.crc32(f"{self.seed}|{d.uuid}|{d.gi_id}|{key}".encode()))
         ph = rng.uniform(0, 2 * math.pi, 3)
-        return (np.sin(2 * math.pi * t / 613 + ph[0]) + np.sin(2 * math.pi * t / 2311 + ph[1])
-                + np.sin(2 * math.pi * t / 7129 + ph[2])) / 3
+        return (
+            np.sin(2 * math.pi * t / 613 + ph[0])
+            + np.sin(2 * math.pi * t / 2311 + ph[1])
+            + np.sin(2 * math.pi * t / 7129 + ph[2])
+        ) / 3
 
     def _diurnal(self, d: Device, t: np.ndarray) -> np.ndarray:
         rng = np.random.default_rng(zlib.crc32(f"{self.seed}|{d.pod}|diurnal".encode()))
@@ -134,9 +154,14 @@ class FleetMetrics:
             raise GpulibError("FB of a MIG-enabled GPU is reported per instance")
         # idle (allocated but unused) holds a CUDA context only: 440..560 MiB, below zombie_fb_used_min_mib on every
         # device incl. a 1g MIG instance (gpulib/data/core/thresholds.csv: "CUDA context alone uses a few hundred MiB")
-        frac = {"train": 0.82 + 0.03 * n, "infer": 0.9 + 0 * n, "infer_small": 0.36 + 0.01 * n,
-                "idle": (500 + 60 * n) / mem, "dev": 0.2 + 0.05 * n,
-                "zombie": np.where(t >= (d.since or -np.inf), 0.74, 0.5 + 0.05 * n)}.get(p, 4 / mem + 0 * n)
+        frac = {
+            "train": 0.82 + 0.03 * n,
+            "infer": 0.9 + 0 * n,
+            "infer_small": 0.36 + 0.01 * n,
+            "idle": (500 + 60 * n) / mem,
+            "dev": 0.2 + 0.05 * n,
+            "zombie": np.where(t >= (d.since or -np.inf), 0.74, 0.5 + 0.05 * n),
+        }.get(p, 4 / mem + 0 * n)
         used = np.round(np.asarray(frac, dtype=float) * mem)
         dbe = self._incident(self._parent(d), "dbe_remap_failure")
         if dbe:
@@ -266,8 +291,13 @@ class FleetMetrics:
     def labels(self, d: Device) -> dict[str, str]:
         """dcgm-exporter labels of a device, as the exporter (``new``) or a default ServiceMonitor (``old``) shows them."""
         host_key = "hostname" if self.label_style == "new" else "Hostname"
-        lab = {"gpu": str(d.index), "UUID": d.uuid, "pci_bus_id": d.pci_bus_id, "device": f"nvidia{d.index}",
-               "modelName": d.model_name}
+        lab = {
+            "gpu": str(d.index),
+            "UUID": d.uuid,
+            "pci_bus_id": d.pci_bus_id,
+            "device": f"nvidia{d.index}",
+            "modelName": d.model_name,
+        }
         if d.gi_id:
             lab["GPU_I_PROFILE"] = d.gi_profile
             lab["GPU_I_ID"] = d.gi_id
@@ -279,9 +309,13 @@ class FleetMetrics:
             else:  # scraped without honorLabels: the exporter's own pod holds `pod`
                 lab.update(exported_container=d.container, exported_namespace=d.namespace, exported_pod=d.pod)
         if self.label_style == "old":
-            lab.update(container="nvidia-dcgm-exporter", namespace="gpu-operator",
-                       pod=f"nvidia-dcgm-exporter-{zlib.crc32(d.node.encode()) % 100000:05d}",
-                       instance=self.exporter_instance(d.node), job=EXPORTER_JOB)
+            lab.update(
+                container="nvidia-dcgm-exporter",
+                namespace="gpu-operator",
+                pod=f"nvidia-dcgm-exporter-{zlib.crc32(d.node.encode()) % 100000:05d}",
+                instance=self.exporter_instance(d.node),
+                job=EXPORTER_JOB,
+            )
         return lab
 
     def exporter_instance(self, node: str) -> str:
@@ -291,8 +325,13 @@ class FleetMetrics:
     def exporter_targets(self) -> list[dict[str, Any]]:
         """One dcgm-exporter scrape target per node: the labels of its ``up`` series and the value
         (1, or 0 for a node in ``exporter_down``)."""
-        return [{"labels": {"job": EXPORTER_JOB, "instance": self.exporter_instance(spec["name"]), "node": spec["name"]},
-                 "up": 0.0 if spec["name"] in self.exporter_down else 1.0} for spec in self.node_specs]
+        return [
+            {
+                "labels": {"job": EXPORTER_JOB, "instance": self.exporter_instance(spec["name"]), "node": spec["name"]},
+                "up": 0.0 if spec["name"] in self.exporter_down else 1.0,
+            }
+            for spec in self.node_specs
+        ]
 
     def device_series(self) -> Iterator[Device]:
         yield from self.devices
@@ -303,8 +342,9 @@ class FleetMetrics:
         first = math.ceil(start / step) * step
         return np.arange(first, end + step / 2, step)
 
-    def frame(self, name: str, start: float, end: float, step: float | None = None,
-              devices: Iterable[Device] | None = None) -> pd.DataFrame:
+    def frame(
+        self, name: str, start: float, end: float, step: float | None = None, devices: Iterable[Device] | None = None
+    ) -> pd.DataFrame:
         """Long frame: one row per (device, timestamp) with non-NaN value, plus normalised labels."""
         t = self.grid(start, end, step)
         parts = []
@@ -313,12 +353,27 @@ class FleetMetrics:
             ok = ~np.isnan(v)
             if not ok.any():
                 continue
-            parts.append(pd.DataFrame({
-                "timestamp": pd.to_datetime(t[ok], unit="s", utc=True), "node": d.node, "gpu": str(d.index),
-                "uuid": d.uuid, "pci_bus_id": d.pci_bus_id, "model": d.model_name, "pod": d.pod, "namespace": d.namespace,
-                "container": d.container, "gpu_i_profile": d.gi_profile, "gpu_i_id": d.gi_id, "value": v[ok]}))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "timestamp": pd.to_datetime(t[ok], unit="s", utc=True),
+                        "node": d.node,
+                        "gpu": str(d.index),
+                        "uuid": d.uuid,
+                        "pci_bus_id": d.pci_bus_id,
+                        "model": d.model_name,
+                        "pod": d.pod,
+                        "namespace": d.namespace,
+                        "container": d.container,
+                        "gpu_i_profile": d.gi_profile,
+                        "gpu_i_id": d.gi_id,
+                        "value": v[ok],
+                    }
+                )
+            )
         if not parts:
             from gpulib.core.schema import SERIES_COLUMNS, empty
+
             return empty(SERIES_COLUMNS)
         return pd.concat(parts, ignore_index=True)
 
@@ -337,9 +392,23 @@ class FleetMetrics:
                 if not np.isnan(v):
                     lab = self.labels(d)
                     if self.label_style == "old":  # a raw scrape has no target labels
-                        lab = {k: v2 for k, v2 in lab.items() if k not in ("instance", "job", "pod", "namespace", "container")}
-                        lab = {("pod" if k == "exported_pod" else "namespace" if k == "exported_namespace"
-                                else "container" if k == "exported_container" else k): v2 for k, v2 in lab.items()}
+                        lab = {
+                            k: v2
+                            for k, v2 in lab.items()
+                            if k not in ("instance", "job", "pod", "namespace", "container")
+                        }
+                        lab = {
+                            (
+                                "pod"
+                                if k == "exported_pod"
+                                else "namespace"
+                                if k == "exported_namespace"
+                                else "container"
+                                if k == "exported_container"
+                                else k
+                            ): v2
+                            for k, v2 in lab.items()
+                        }
                     if name == "DCGM_FI_DEV_XID_ERRORS":
                         lab["err_code"] = str(int(v))
                         lab["err_msg"] = _ERR_MSG.get(int(v), "Unknown Error")
@@ -348,9 +417,16 @@ class FleetMetrics:
                 lines += [f"# HELP {name} {help_}", f"# TYPE {name} {typ}", *body]
         return "\n".join(lines) + "\n"
 
-    def write_openmetrics(self, path: str | Path, window: str = "6h", step: float | None = None, *,
-                          start: float | datetime | None = None, end: float | datetime | None = None,
-                          metrics: Iterable[str] | None = None) -> Path:
+    def write_openmetrics(
+        self,
+        path: str | Path,
+        window: str = "6h",
+        step: float | None = None,
+        *,
+        start: float | datetime | None = None,
+        end: float | datetime | None = None,
+        metrics: Iterable[str] | None = None,
+    ) -> Path:
         """Write the scenario's last ``window`` as OpenMetrics for ``promtool tsdb create-blocks-from openmetrics``.
 
         ``start`` / ``end`` (epoch seconds or datetimes; both ends inclusive, like :meth:`grid`) write
@@ -365,8 +441,7 @@ class FleetMetrics:
         """
         path = Path(path)
         end_s = self._epoch(end, "end") if end is not None else self.end_s
-        start_s = (self._epoch(start, "start") if start is not None
-                   else end_s - parse_window(window).total_seconds())
+        start_s = self._epoch(start, "start") if start is not None else end_s - parse_window(window).total_seconds()
         if start_s > end_s:
             raise InvalidParameter(f"start={start!r} is after end={end!r}")
         names = self.metric_names()
@@ -415,7 +490,11 @@ class FleetMetrics:
         for name, lab, v in demo_vllm_series(self, t):
             families.setdefault(name, []).append((lab, v))
         for name, series in families.items():
-            typ = "gauge" if name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc") else "unknown"
+            typ = (
+                "gauge"
+                if name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+                else "unknown"
+            )
             fh.write(f"# TYPE {name} {typ}\n")
             for lab, v in series:
                 labs = format_labels(lab)

@@ -4,6 +4,7 @@ at its capture time plus earlier synthetic runs, built with :func:`gpulib.nccl.h
 The runbook passes :func:`runbook_default_history` to :func:`gpulib.nccl.steps.runbook_history`, which shows it
 when no ``history_dir`` is given and the input is the packaged capture; the NCCL domain itself never reads demo files.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,18 +30,25 @@ def demo_nccl_history(cluster: str = "demo", instance_type: str = "2x H200 NV18 
         f = float(s["busbw_factor"])
         runs = results if f == 1.0 else [_scaled(r, f) for r in results]
         vs = [nccl.verdict(r) for r in runs]
-        origin = (f"capture: {DEMO_NCCL_TESTS}" if s["kind"] == "capture"
-                  else f"synthetic (demo): the capture x {f:g}; {s['note']}")
-        parts.append(nccl.rows_from_run(runs, vs, cluster=cluster, timestamp=s["timestamp"],
-                                        instance_type=instance_type, origin=origin))
+        origin = (
+            f"capture: {DEMO_NCCL_TESTS}"
+            if s["kind"] == "capture"
+            else f"synthetic (demo): the capture x {f:g}; {s['note']}"
+        )
+        parts.append(
+            nccl.rows_from_run(
+                runs, vs, cluster=cluster, timestamp=s["timestamp"], instance_type=instance_type, origin=origin
+            )
+        )
     return pd.concat(parts, ignore_index=True).sort_values("timestamp", kind="stable").reset_index(drop=True)
 
 
 def runbook_default_history() -> tuple[pd.DataFrame, str]:
     """(:func:`demo_nccl_history`, where it came from): the ``default_history`` the nccl_check runbook passes to
     :func:`gpulib.nccl.steps.runbook_history`."""
-    return demo_nccl_history(), ("the demo history: the real 2xH200 capture and synthetic earlier runs "
-                                 f"(gpulib/data/{DEMO_NCCL_SCENARIO}.csv)")
+    return demo_nccl_history(), (
+        f"the demo history: the real 2xH200 capture and synthetic earlier runs (gpulib/data/{DEMO_NCCL_SCENARIO}.csv)"
+    )
 
 
 def _scaled(result: "nccl.NcclTestResult", factor: float) -> "nccl.NcclTestResult":

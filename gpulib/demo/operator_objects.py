@@ -2,6 +2,7 @@
 (:data:`SCENARIOS`), for the demo source and the tests. Pod and DaemonSet names follow the operator's operands
 (``gpulib/data/gpu_operator/operator_components.csv``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,10 +15,16 @@ from gpulib.gpu_operator.plan import TOGGLES
 from gpulib.gpu_operator.post_install import _pod_ready
 from gpulib.gpu_operator.pre_install import DEFAULT_OPERAND_TOLERATIONS, _nfd_gpu
 
-
 #: demo/test scenarios of :func:`demo_objects`
-SCENARIOS = ("healthy", "driver_crashloop", "gfd_missing", "policy_not_ready", "allocatable_zero",
-             "validator_stuck", "mig_failed")
+SCENARIOS = (
+    "healthy",
+    "driver_crashloop",
+    "gfd_missing",
+    "policy_not_ready",
+    "allocatable_zero",
+    "validator_stuck",
+    "mig_failed",
+)
 
 
 def _suffix(*parts: str) -> str:
@@ -25,8 +32,14 @@ def _suffix(*parts: str) -> str:
 
 
 def _running(name: str, image: str, *, ready: bool = True, restarts: int = 0) -> dict:
-    return {"name": name, "image": image, "ready": ready, "restartCount": restarts, "started": ready,
-            "state": {"running": {"startedAt": "2026-11-27T08:00:00Z"}}}
+    return {
+        "name": name,
+        "image": image,
+        "ready": ready,
+        "restartCount": restarts,
+        "started": ready,
+        "state": {"running": {"startedAt": "2026-11-27T08:00:00Z"}},
+    }
 
 
 def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str | None = None) -> dict:
@@ -45,16 +58,23 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
     if scenario == "gfd_missing":
         wanted.remove("gfd")
         for n in gpu_nodes:
-            for k in [k for k in n["metadata"]["labels"] if k.startswith(("nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig."))
-                      and not k.startswith("nvidia.com/gpu.deploy.") and k != "nvidia.com/gpu.present"]:
+            for k in [
+                k
+                for k in n["metadata"]["labels"]
+                if k.startswith(("nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig."))
+                and not k.startswith("nvidia.com/gpu.deploy.")
+                and k != "nvidia.com/gpu.present"
+            ]:
                 del n["metadata"]["labels"][k]
-    images = {"driver": "nvcr.io/nvidia/driver:550.127.05-ubuntu22.04",
-              "toolkit": "nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04",
-              "device_plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2-ubi8",
-              "gfd": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2-ubi8",
-              "dcgm_exporter": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.7-3.5.0-ubuntu22.04",
-              "mig_manager": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0-ubuntu20.04",
-              "validator": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.6.2"}
+    images = {
+        "driver": "nvcr.io/nvidia/driver:550.127.05-ubuntu22.04",
+        "toolkit": "nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04",
+        "device_plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2-ubi8",
+        "gfd": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2-ubi8",
+        "dcgm_exporter": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.7-3.5.0-ubuntu22.04",
+        "mig_manager": "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0-ubuntu20.04",
+        "validator": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.6.2",
+    }
     daemonsets, pods = [], []
     for comp in wanted:
         ds = comps.loc[comp, "daemonset"]
@@ -65,16 +85,36 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
             pod = _operand_pod(ds, comp, node, ns, images[comp], scenario, victim)
             ready += _pod_ready(pod)
             pods.append(pod)
-        daemonsets.append({
-            "apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": ds, "namespace": ns, "labels": {"app": ds, "app.kubernetes.io/managed-by": "gpu-operator"}},
-            "spec": {"selector": {"matchLabels": {"app": ds}}, "template": {
-                "metadata": {"labels": {"app": ds}},
-                "spec": {"nodeSelector": {comps.loc[comp, "deploy_label"]: "true"},
-                         "containers": [{"name": ds, "image": images[comp]}]}}},
-            "status": {"desiredNumberScheduled": len(targets), "currentNumberScheduled": len(targets),
-                       "numberReady": ready, "numberAvailable": ready, "updatedNumberScheduled": len(targets),
-                       "numberMisscheduled": 0, **({"numberUnavailable": len(targets) - ready} if ready < len(targets) else {})}})
+        daemonsets.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {
+                    "name": ds,
+                    "namespace": ns,
+                    "labels": {"app": ds, "app.kubernetes.io/managed-by": "gpu-operator"},
+                },
+                "spec": {
+                    "selector": {"matchLabels": {"app": ds}},
+                    "template": {
+                        "metadata": {"labels": {"app": ds}},
+                        "spec": {
+                            "nodeSelector": {comps.loc[comp, "deploy_label"]: "true"},
+                            "containers": [{"name": ds, "image": images[comp]}],
+                        },
+                    },
+                },
+                "status": {
+                    "desiredNumberScheduled": len(targets),
+                    "currentNumberScheduled": len(targets),
+                    "numberReady": ready,
+                    "numberAvailable": ready,
+                    "updatedNumberScheduled": len(targets),
+                    "numberMisscheduled": 0,
+                    **({"numberUnavailable": len(targets) - ready} if ready < len(targets) else {}),
+                },
+            }
+        )
     if scenario == "allocatable_zero":
         n = next(n for n in gpu_nodes if int(n["status"]["capacity"].get("nvidia.com/gpu", "0")) > 0)
         n["status"]["allocatable"]["nvidia.com/gpu"] = "0"
@@ -82,68 +122,175 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
         mig = next((n for n in mig_nodes if "nvidia.com/mig.config.state" in n["metadata"]["labels"]), mig_nodes[0])
         mig["metadata"]["labels"]["nvidia.com/mig.config.state"] = "failed"
     spec = {comps.loc[c, "helm_key"]: {"enabled": c in enabled} for c in TOGGLES}
-    spec.update({"mig": {"strategy": "mixed"}, "operator": {"defaultRuntime": "containerd"},
-                 "daemonsets": {"tolerations": DEFAULT_OPERAND_TOLERATIONS}})
-    not_ready = {"driver_crashloop": "state-driver", "policy_not_ready": "state-mig-manager",
-                 "validator_stuck": "state-operator-validation", "allocatable_zero": "",
-                 "gfd_missing": ""}.get(scenario)
+    spec.update(
+        {
+            "mig": {"strategy": "mixed"},
+            "operator": {"defaultRuntime": "containerd"},
+            "daemonsets": {"tolerations": DEFAULT_OPERAND_TOLERATIONS},
+        }
+    )
+    not_ready = {
+        "driver_crashloop": "state-driver",
+        "policy_not_ready": "state-mig-manager",
+        "validator_stuck": "state-operator-validation",
+        "allocatable_zero": "",
+        "gfd_missing": "",
+    }.get(scenario)
     if not_ready:
         msg = f"ClusterPolicy is not ready, states not ready: [{not_ready}]"
-        status = {"state": "notReady", "namespace": ns, "conditions": [
-            {"type": "Ready", "status": "False", "reason": "OperandNotReady", "message": msg,
-             "lastTransitionTime": "2026-11-29T10:05:13Z"},
-            {"type": "Error", "status": "True", "reason": "OperandNotReady", "message": msg,
-             "lastTransitionTime": "2026-11-29T10:05:13Z"}]}
+        status = {
+            "state": "notReady",
+            "namespace": ns,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "OperandNotReady",
+                    "message": msg,
+                    "lastTransitionTime": "2026-11-29T10:05:13Z",
+                },
+                {
+                    "type": "Error",
+                    "status": "True",
+                    "reason": "OperandNotReady",
+                    "message": msg,
+                    "lastTransitionTime": "2026-11-29T10:05:13Z",
+                },
+            ],
+        }
     else:
-        status = {"state": "ready", "namespace": ns, "conditions": [
-            {"type": "Ready", "status": "True", "reason": "Reconciled", "message": "ClusterPolicy is ready",
-             "lastTransitionTime": "2026-11-27T08:05:13Z"},
-            {"type": "Error", "status": "False", "reason": "Reconciled", "message": "",
-             "lastTransitionTime": "2026-11-27T08:05:13Z"}]}
-    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
-              "metadata": {"name": setting("clusterpolicy_name"), "generation": 1}, "spec": spec, "status": status}
-    return {"daemonsets": daemonsets, "cluster_policies": [policy], "pods": pods, "nodes": nodes,
-            "namespaces": {ns: {setting("pod_security_label"): setting("pod_security_required"),
-                                "kubernetes.io/metadata.name": ns}}}
+        status = {
+            "state": "ready",
+            "namespace": ns,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Reconciled",
+                    "message": "ClusterPolicy is ready",
+                    "lastTransitionTime": "2026-11-27T08:05:13Z",
+                },
+                {
+                    "type": "Error",
+                    "status": "False",
+                    "reason": "Reconciled",
+                    "message": "",
+                    "lastTransitionTime": "2026-11-27T08:05:13Z",
+                },
+            ],
+        }
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": setting("clusterpolicy_name"), "generation": 1},
+        "spec": spec,
+        "status": status,
+    }
+    return {
+        "daemonsets": daemonsets,
+        "cluster_policies": [policy],
+        "pods": pods,
+        "nodes": nodes,
+        "namespaces": {
+            ns: {setting("pod_security_label"): setting("pod_security_required"), "kubernetes.io/metadata.name": ns}
+        },
+    }
 
 
 def _operand_pod(ds: str, comp: str, node: str, ns: str, image: str, scenario: str, victim: str) -> dict:
     name = f"{ds}-{_suffix(ds, node)}"
-    status: dict[str, Any] = {"phase": "Running", "hostIP": "10.0.0.1", "startTime": "2026-11-27T08:00:00Z",
-                              "conditions": [{"type": "Ready", "status": "True"}],
-                              "containerStatuses": [_running(f"{ds.replace('-daemonset', '')}-ctr" if comp == "driver" else ds, image)]}
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "hostIP": "10.0.0.1",
+        "startTime": "2026-11-27T08:00:00Z",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [_running(f"{ds.replace('-daemonset', '')}-ctr" if comp == "driver" else ds, image)],
+    }
     if comp == "driver":
         status["containerStatuses"][0]["name"] = "nvidia-driver-ctr"
-    spec: dict[str, Any] = {"nodeName": node, "containers": [{"name": status["containerStatuses"][0]["name"], "image": image}]}
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "containers": [{"name": status["containerStatuses"][0]["name"], "image": image}],
+    }
     broken = node == victim
     if comp == "driver" and scenario == "driver_crashloop" and broken:
         status["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
-        status["containerStatuses"][0].update(ready=False, started=False, restartCount=14, state={"waiting": {
-            "reason": "CrashLoopBackOff",
-            "message": f"back-off 5m0s restarting failed container=nvidia-driver-ctr pod={name}_{ns}"}},
-            lastState={"terminated": {"exitCode": 1, "reason": "Error"}})
+        status["containerStatuses"][0].update(
+            ready=False,
+            started=False,
+            restartCount=14,
+            state={
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off 5m0s restarting failed container=nvidia-driver-ctr pod={name}_{ns}",
+                }
+            },
+            lastState={"terminated": {"exitCode": 1, "reason": "Error"}},
+        )
     if comp == "validator":
         inits = [r for r in ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")]
-        stuck_at = {"driver_crashloop": "driver-validation", "validator_stuck": "toolkit-validation"}.get(scenario) if broken else None
+        stuck_at = (
+            {"driver_crashloop": "driver-validation", "validator_stuck": "toolkit-validation"}.get(scenario)
+            if broken
+            else None
+        )
         statuses = []
         for c in inits:
             if stuck_at and inits.index(c) > inits.index(stuck_at):
-                statuses.append({"name": c, "image": image, "ready": False, "restartCount": 0,
-                                 "state": {"waiting": {"reason": "PodInitializing"}}})
+                statuses.append(
+                    {
+                        "name": c,
+                        "image": image,
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"waiting": {"reason": "PodInitializing"}},
+                    }
+                )
             elif c == stuck_at:
-                statuses.append({"name": c, "image": image, "ready": False, "restartCount": 0,
-                                 "state": {"running": {"startedAt": "2026-11-29T09:00:00Z"}}})
+                statuses.append(
+                    {
+                        "name": c,
+                        "image": image,
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-11-29T09:00:00Z"}},
+                    }
+                )
             else:
-                statuses.append({"name": c, "image": image, "ready": True, "restartCount": 0,
-                                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}})
+                statuses.append(
+                    {
+                        "name": c,
+                        "image": image,
+                        "ready": True,
+                        "restartCount": 0,
+                        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                    }
+                )
         status["initContainerStatuses"] = statuses
         spec["initContainers"] = [{"name": c, "image": image} for c in inits]
         if stuck_at:
             status["phase"] = "Pending"
             status["conditions"] = [{"type": "Initialized", "status": "False"}, {"type": "Ready", "status": "False"}]
-            status["containerStatuses"][0].update(ready=False, started=False, state={"waiting": {"reason": "PodInitializing"}})
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": ds},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds, "controller": True,
-                                              "uid": f"ds-{_suffix(ds)}"}]},
-            "spec": spec, "status": status}
+            status["containerStatuses"][0].update(
+                ready=False, started=False, state={"waiting": {"reason": "PodInitializing"}}
+            )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {"app": ds},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": ds,
+                    "controller": True,
+                    "uid": f"ds-{_suffix(ds)}",
+                }
+            ],
+        },
+        "spec": spec,
+        "status": status,
+    }

@@ -1,6 +1,7 @@
 """The demo fleet's description: GPU devices (physical GPUs and MIG instances) built from a scenario
 (``gpulib/data/demo/demo_fleet.yaml`` by default), and incident times relative to the scenario end.
 """
+
 from __future__ import annotations
 
 import re
@@ -8,7 +9,6 @@ from dataclasses import dataclass, field
 
 from gpulib.core.errors import GpulibError
 from gpulib.core.timeutil import parse_window
-
 
 DAY = 86400.0
 MIG_SLICES = {"1g": 1, "2g": 2, "3g": 3, "4g": 4, "7g": 7}

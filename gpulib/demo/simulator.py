@@ -13,6 +13,7 @@ row-remap failure, thermal throttle, degraded NVLink, rising SBE). From it the s
 Every value is a pure function of (seed, device, field, timestamp), so the demo source and a
 Prometheus backfilled from the same scenario return the same numbers.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,17 +28,27 @@ from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
 from gpulib.demo.metrics import FleetMetrics
-from gpulib.demo.scenario import Device, MIG_SLICES, _mig_memory_mib, _rel
+from gpulib.demo.scenario import MIG_SLICES, Device, _mig_memory_mib, _rel
 
 
 class FleetSimulator(FleetMetrics, FleetObjects):
     """Deterministic GPU fleet. ``end`` anchors the incident times (default: now, to the minute)."""
 
-    def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | None = None, seed: int = 7,
-                 label_style: str = "new", counters: str = "full", scrape_interval: str | None = None,
-                 exporter_down: Iterable[str] = ()):
+    def __init__(
+        self,
+        scenario: str | Path | dict | None = None,
+        *,
+        end: datetime | None = None,
+        seed: int = 7,
+        label_style: str = "new",
+        counters: str = "full",
+        scrape_interval: str | None = None,
+        exporter_down: Iterable[str] = (),
+    ):
         if label_style not in ("new", "old"):
-            raise InvalidParameter(f"label_style={label_style!r}: use 'new' (hostname, pod) or 'old' (Hostname, exported_pod)")
+            raise InvalidParameter(
+                f"label_style={label_style!r}: use 'new' (hostname, pod) or 'old' (Hostname, exported_pod)"
+            )
         if counters not in ("full", "default"):
             raise InvalidParameter(f"counters={counters!r}: use 'full' or 'default' (dcgm-exporter default CSV)")
         if scenario is None:
@@ -66,7 +77,10 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         unknown = sorted(self.exporter_down - names)
         if unknown:
             from gpulib.core.errors import UnknownNode
-            raise UnknownNode(f"exporter_down names unknown node(s) {', '.join(unknown)}; nodes: {', '.join(sorted(names))}")
+
+            raise UnknownNode(
+                f"exporter_down names unknown node(s) {', '.join(unknown)}; nodes: {', '.join(sorted(names))}"
+            )
 
     # ------------------------------------------------------------------ fleet construction
     def _uuid(self, *parts: object) -> str:
@@ -75,7 +89,9 @@ class FleetSimulator(FleetMetrics, FleetObjects):
 
     def _build_node(self, spec: dict) -> list[Device]:
         if spec["model"] not in self._models.index:
-            raise InvalidParameter(f"node {spec['name']}: GPU model {spec['model']!r} unknown; known: {', '.join(self._models.index)}")
+            raise InvalidParameter(
+                f"node {spec['name']}: GPU model {spec['model']!r} unknown; known: {', '.join(self._models.index)}"
+            )
         m = self._models.loc[spec["model"]]
         mig = spec.get("mig") or {}
         layout = list(mig.get("layout", []))
@@ -85,9 +101,17 @@ class FleetSimulator(FleetMetrics, FleetObjects):
                 by_gpu.setdefault(int(g), []).append(w)
         devs = []
         for i in range(int(spec["gpus"])):
-            base = dict(node=spec["name"], index=i, model=spec["model"], model_name=m["dcgm_model_name"],
-                        pci_bus_id=f"00000000:{(0x18 + 0x10 * i) & 0xFF:02X}:00.0", tdp_w=float(m["tdp_w"]),
-                        max_clock=float(m["max_sm_clock_mhz"]), nvlink=m["nvlink"] == "yes", hbm=spec["model"] != "L4")
+            base = dict(
+                node=spec["name"],
+                index=i,
+                model=spec["model"],
+                model_name=m["dcgm_model_name"],
+                pci_bus_id=f"00000000:{(0x18 + 0x10 * i) & 0xFF:02X}:00.0",
+                tdp_w=float(m["tdp_w"]),
+                max_clock=float(m["max_sm_clock_mhz"]),
+                nvlink=m["nvlink"] == "yes",
+                hbm=spec["model"] != "L4",
+            )
             incidents = [dict(x) for x in spec.get("incidents", []) if int(x.get("gpu", -1)) == i]
             for inc in incidents:
                 for key in ("at", "since"):
@@ -95,22 +119,44 @@ class FleetSimulator(FleetMetrics, FleetObjects):
                         inc[key] = _rel(inc[key], self.end_s)
             uuid = "GPU-" + self._uuid(spec["name"], i)
             if layout:
-                devs.append(Device(uuid=uuid, memory_mib=float(m["memory_mib"]), mig_enabled=True, incidents=incidents, **base))
+                devs.append(
+                    Device(uuid=uuid, memory_mib=float(m["memory_mib"]), mig_enabled=True, incidents=incidents, **base)
+                )
                 for j, prof in enumerate(layout):
                     w = next((x for x in by_gpu.get(i, []) if int(x.get("mig", -1)) == j), None)
-                    devs.append(Device(uuid=uuid, memory_mib=_mig_memory_mib(prof), gi_profile=prof, gi_id=str(j + 1),
-                                       mig_uuid="MIG-" + self._uuid(spec["name"], i, "mig", j + 1),
-                                       slices=MIG_SLICES[prof.split(".")[0]], mig_enabled=True,
-                                       **self._workload_fields(w), **base))
+                    devs.append(
+                        Device(
+                            uuid=uuid,
+                            memory_mib=_mig_memory_mib(prof),
+                            gi_profile=prof,
+                            gi_id=str(j + 1),
+                            mig_uuid="MIG-" + self._uuid(spec["name"], i, "mig", j + 1),
+                            slices=MIG_SLICES[prof.split(".")[0]],
+                            mig_enabled=True,
+                            **self._workload_fields(w),
+                            **base,
+                        )
+                    )
             else:
                 ws = [w for w in by_gpu.get(i, []) if w.get("persona") != "none"]
-                devs.append(Device(uuid=uuid, memory_mib=float(m["memory_mib"]), incidents=incidents,
-                                   **self._workload_fields(ws[0] if ws else None), **base))
+                devs.append(
+                    Device(
+                        uuid=uuid,
+                        memory_mib=float(m["memory_mib"]),
+                        incidents=incidents,
+                        **self._workload_fields(ws[0] if ws else None),
+                        **base,
+                    )
+                )
         return devs
 
     def _workload_fields(self, w: dict | None) -> dict:
         if not w or w.get("persona") in (None, "none"):
             return {"persona": "free"}
-        return {"persona": w["persona"], "pod": w["pod"], "namespace": w["namespace"],
-                "container": w.get("container", w.get("owner", w["pod"]).split("-")[0]),
-                "since": _rel(w.get("since"), self.end_s)}
+        return {
+            "persona": w["persona"],
+            "pod": w["pod"],
+            "namespace": w["namespace"],
+            "container": w.get("container", w.get("owner", w["pod"]).split("-")[0]),
+            "since": _rel(w.get("since"), self.end_s),
+        }

@@ -1,13 +1,13 @@
 """``demo``: the embedded fleet simulator as a source (the default, so every runbook works offline)."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from pathlib import Path
 
-
+from gpulib.core.errors import EmptyResult
 from gpulib.demo.metrics import METRICS
 from gpulib.demo.simulator import FleetSimulator
-from gpulib.core.errors import EmptyResult
 from gpulib.sources.base import Source, summarise_frame
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
@@ -19,14 +19,29 @@ class DemoSource(Source):
 
     name = "demo"
 
-    def __init__(self, scenario: str | Path | dict | None = None, *, end: datetime | str | None = None, seed: int = 7,
-                 label_style: str = "new", counters: str = "full",
-                 scrape_interval: str | None = None, operator_scenario: str = "healthy", **_ignored):
+    def __init__(
+        self,
+        scenario: str | Path | dict | None = None,
+        *,
+        end: datetime | str | None = None,
+        seed: int = 7,
+        label_style: str = "new",
+        counters: str = "full",
+        scrape_interval: str | None = None,
+        operator_scenario: str = "healthy",
+        **_ignored,
+    ):
         super().__init__(end=end)
         # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
         self.operator_scenario = operator_scenario
-        self.sim = FleetSimulator(scenario, end=self._end, seed=seed, label_style=label_style, counters=counters,
-                                  scrape_interval=scrape_interval)
+        self.sim = FleetSimulator(
+            scenario,
+            end=self._end,
+            seed=seed,
+            label_style=label_style,
+            counters=counters,
+            scrape_interval=scrape_interval,
+        )
         self._end = self.sim.end
 
     def describe(self) -> str:
@@ -49,8 +64,11 @@ class DemoSource(Source):
         if field.startswith("vllm:"):  # simulated vLLM server metrics (gpulib.demo.vllm_series)
             return
         if field not in self.sim.metric_names():
-            raise EmptyResult(f"{field} is not exported by the demo fleet" + (
-                " (off in dcgm-exporter's default counters)" if field in METRICS else ""), query=field)
+            raise EmptyResult(
+                f"{field} is not exported by the demo fleet"
+                + (" (off in dcgm-exporter's default counters)" if field in METRICS else ""),
+                query=field,
+            )
 
     def _series(self, field, window, node, gpu, step):
         self._check_field(field)
@@ -58,10 +76,13 @@ class DemoSource(Source):
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
             from gpulib.demo.vllm_series import demo_vllm_frame
+
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
         df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
         if df.empty:
-            raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
+            raise EmptyResult(
+                f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
+            )
         return df
 
     def _native_step(self):
@@ -72,21 +93,26 @@ class DemoSource(Source):
         end = self.end.timestamp()
         if field.startswith("vllm:"):
             from gpulib.demo.vllm_series import demo_vllm_frame
+
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
             df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
         if df.empty:
-            raise EmptyResult(f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field)
+            raise EmptyResult(
+                f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
+            )
         return summarise_frame(df, stat)
 
     def _nodes(self):
         from gpulib.kube.frames import nodes_frame
+
         if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
             return nodes_frame({"items": self._operator_objects()["nodes"]})
         return nodes_frame(self.sim.nodes_json())
 
     def _operator_objects(self, namespace: str = "gpu-operator") -> dict:
         from gpulib.demo.operator_objects import demo_objects
+
         return demo_objects(self.sim.nodes_json(), self.operator_scenario, namespace=namespace)
 
     def operator_objects(self, namespace: str = "gpu-operator") -> dict:
@@ -95,8 +121,9 @@ class DemoSource(Source):
     def _current_mig_config(self, namespace):
         """mig-parted's default set plus each demo MIG node's current layout, as the GPU Operator's custom
         ConfigMap ``custom-mig-config`` (ClusterPolicy ``spec.migManager.config.name``) would hold it."""
-        import yaml
         from collections import Counter
+
+        import yaml
 
         from gpulib.mig import default_configs
         from gpulib.sources.base import MigConfigInUse
@@ -105,14 +132,20 @@ class DemoSource(Source):
         for spec in self.sim.node_specs:
             mig = spec.get("mig") or {}
             if mig.get("config") and mig.get("layout"):
-                doc["mig-configs"][mig["config"]] = [{"devices": "all", "mig-enabled": True,
-                                                      "mig-devices": dict(Counter(mig["layout"]))}]
-        return MigConfigInUse(yaml.safe_dump(doc, sort_keys=False),
-                              f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
-                              "default set plus each demo MIG node's current layout)", "custom-mig-config", namespace)
+                doc["mig-configs"][mig["config"]] = [
+                    {"devices": "all", "mig-enabled": True, "mig-devices": dict(Counter(mig["layout"]))}
+                ]
+        return MigConfigInUse(
+            yaml.safe_dump(doc, sort_keys=False),
+            f"the demo fleet's MIG Manager ConfigMap {namespace}/custom-mig-config (mig-parted's "
+            "default set plus each demo MIG node's current layout)",
+            "custom-mig-config",
+            namespace,
+        )
 
     def _pods(self):
         from gpulib.kube.frames import pods_frame
+
         return pods_frame(self.sim.pods_json())
 
     def _inventory(self, window):
@@ -122,16 +155,33 @@ class DemoSource(Source):
     def _gpus(self, node, window):
         """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L would)."""
         import pandas as pd
+
         from gpulib.core.schema import GPU_COLUMNS
-        return pd.DataFrame([{"node": d.node, "gpu": str(d.index), "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
-                              "model": d.model_name, "gpu_i_id": d.gi_id, "gpu_i_profile": d.gi_profile,
-                              "mig_uuid": d.mig_uuid} for d in self.sim.devices if d.node == node], columns=GPU_COLUMNS)
+
+        return pd.DataFrame(
+            [
+                {
+                    "node": d.node,
+                    "gpu": str(d.index),
+                    "uuid": d.uuid,
+                    "pci_bus_id": d.pci_bus_id,
+                    "model": d.model_name,
+                    "gpu_i_id": d.gi_id,
+                    "gpu_i_profile": d.gi_profile,
+                    "mig_uuid": d.mig_uuid,
+                }
+                for d in self.sim.devices
+                if d.node == node
+            ],
+            columns=GPU_COLUMNS,
+        )
 
     def _kernel_log(self, node):
         return self.sim.kernel_log(node)
 
     def _smi_query(self, node):
         from gpulib.demo.artifacts import render_smi_query
+
         return render_smi_query(self.sim, node)
 
     def known_nodes(self):
@@ -150,5 +200,6 @@ class DemoSource(Source):
         if family != "vllm":
             return super().app_series(family, window)
         from gpulib.demo.vllm_series import demo_vllm_series
+
         end = self.end.timestamp()
         return demo_vllm_series(self.sim, self.sim.grid(end - window.total_seconds(), end, self.sim.scrape_interval))

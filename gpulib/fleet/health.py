@@ -5,6 +5,7 @@ Each rule is a pure function over the source frames returning the rows it select
 turns them into Findings (SOP text from ``gpulib/data/fleet/fleet_sop.csv`` and the cost domain's ``cost_sop.csv``),
 each pointing to the runbook that goes deeper.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -66,18 +67,35 @@ def inventory(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
     """Per node: GPU product, GPUs (or MIG slices) allocatable, requested by running pods, free, spot, taints."""
     running = pods[pods["phase"].isin(["Running", "Pending"])] if len(pods) else pods
     req = running.groupby("node")["gpu_request"].sum() if len(running) else pd.Series(dtype=float)
-    mig_req = (running.groupby("node")["mig_requests"].apply(lambda s: sum(sum(d.values()) for d in s if d))
-               if len(running) else pd.Series(dtype=float))
-    out = pd.DataFrame({
-        "node": nodes["node"], "gpu_product": nodes["gpu_product"], "gpus": nodes["gpu_count"],
-        "allocatable": nodes["gpu_allocatable"].fillna(0).astype(int)
-        + nodes["mig_allocatable"].apply(lambda d: sum(d.values()) if isinstance(d, dict) else 0),
-        "mig": nodes["mig_allocatable"].apply(lambda d: ", ".join(f"{k.split('mig-')[-1]}×{v}" for k, v in sorted(d.items()))
-                                              if isinstance(d, dict) and d else ""),
-        "spot": nodes["spot"], "schedulable": nodes["schedulable"], "ready": nodes["ready"]})
+    mig_req = (
+        running.groupby("node")["mig_requests"].apply(lambda s: sum(sum(d.values()) for d in s if d))
+        if len(running)
+        else pd.Series(dtype=float)
+    )
+    out = pd.DataFrame(
+        {
+            "node": nodes["node"],
+            "gpu_product": nodes["gpu_product"],
+            "gpus": nodes["gpu_count"],
+            "allocatable": nodes["gpu_allocatable"].fillna(0).astype(int)
+            + nodes["mig_allocatable"].apply(lambda d: sum(d.values()) if isinstance(d, dict) else 0),
+            "mig": nodes["mig_allocatable"].apply(
+                lambda d: (
+                    ", ".join(f"{k.split('mig-')[-1]}×{v}" for k, v in sorted(d.items()))
+                    if isinstance(d, dict) and d
+                    else ""
+                )
+            ),
+            "spot": nodes["spot"],
+            "schedulable": nodes["schedulable"],
+            "ready": nodes["ready"],
+        }
+    )
     out["requested"] = out["node"].map(req).fillna(0).astype(int) + out["node"].map(mig_req).fillna(0).astype(int)
     out["free"] = (out["allocatable"] - out["requested"]).clip(lower=0)
-    out["allocated_pct"] = np.where(out["allocatable"] > 0, 100 * out["requested"] / out["allocatable"].where(out["allocatable"] > 0, 1), 0).round(1)
+    out["allocated_pct"] = np.where(
+        out["allocatable"] > 0, 100 * out["requested"] / out["allocatable"].where(out["allocatable"] > 0, 1), 0
+    ).round(1)
     return out.sort_values("node").reset_index(drop=True)
 
 
@@ -146,8 +164,17 @@ def hot_gpus(hf: HealthFrames) -> list[HotGpu]:
     out = []
     for r in temp[temp["value"] >= warn].itertuples():
         c = clk_min.get((r.node, r.gpu))
-        out.append(HotGpu(r.node, r.gpu, r.value, Severity.CRITICAL if r.value >= crit else Severity.WARNING, warn, crit,
-                          c if c is not None and pd.notna(c) else None))
+        out.append(
+            HotGpu(
+                r.node,
+                r.gpu,
+                r.value,
+                Severity.CRITICAL if r.value >= crit else Severity.WARNING,
+                warn,
+                crit,
+                c if c is not None and pd.notna(c) else None,
+            )
+        )
     return out
 
 
@@ -186,8 +213,9 @@ def nvlink_laggards(hf: HealthFrames) -> list[NvlinkLaggard]:
     return out
 
 
-def stale_gpus(series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5m",
-               last_seen: pd.DataFrame | None = None) -> list[tuple[str, Any, pd.Timestamp]]:
+def stale_gpus(
+    series: pd.DataFrame, end: pd.Timestamp, tolerance: str = "5m", last_seen: pd.DataFrame | None = None
+) -> list[tuple[str, Any, pd.Timestamp]]:
     """(node, gpu, last sample) of the GPUs whose series stopped before the window end minus ``tolerance`` (a GPU
     off the bus stops reporting).
 
@@ -238,7 +266,7 @@ class IdleInputs:
 class IdlePod:
     """One allocated pod the one idle/zombie rule (:func:`gpulib.cost.classify_idle`) calls zombie or idle."""
 
-    verdict: Any              # its row of classify_idle
+    verdict: Any  # its row of classify_idle
     workload: str
     owner_kind: str
     #: other replicas of its owner are busy
@@ -250,10 +278,15 @@ class IdlePod:
 def idle_pods(idle: IdleInputs) -> list[IdlePod]:
     """Allocated pods that are zombie or idle, in the order :func:`gpulib.cost.classify_idle` returns them."""
     pods, th = idle.pods, idle.thresholds
-    owners = {} if pods is None or pods.empty else {
-        (r.namespace, r.pod): (str(r.workload or ""), str(r.owner_kind or "")) for r in pods.itertuples(index=False)}
+    owners = (
+        {}
+        if pods is None or pods.empty
+        else {
+            (r.namespace, r.pod): (str(r.workload or ""), str(r.owner_kind or "")) for r in pods.itertuples(index=False)
+        }
+    )
     verdicts = classify_idle(idle.samples, th)
-    state_of: dict[tuple[str, str], list[str]] = {}   # (namespace, owner) -> the states of its replicas
+    state_of: dict[tuple[str, str], list[str]] = {}  # (namespace, owner) -> the states of its replicas
     for v in verdicts.itertuples(index=False):
         wl = owners.get((v.namespace, v.pod), ("", ""))[0]
         if wl:

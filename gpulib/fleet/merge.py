@@ -7,6 +7,7 @@ https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html: XID 79 "GP
 "ECC page retirement or row remapper recording failure"), so the overview shows the root finding with every
 signal in its evidence, and findings of one kind ordered by their impact (``data["impact"]``).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -43,7 +44,12 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
                 continue
             root = min(roots, key=lambda i: fs[i].severity.rank)
             for i in idx:
-                if i != root and i not in drop and fs[i].category in _GPU_SYMPTOMS[cat] and fs[i].severity.rank >= fs[root].severity.rank:
+                if (
+                    i != root
+                    and i not in drop
+                    and fs[i].category in _GPU_SYMPTOMS[cat]
+                    and fs[i].severity.rank >= fs[root].severity.rank
+                ):
                     folded.setdefault(root, []).append(fs[i])
                     drop.add(i)
             break

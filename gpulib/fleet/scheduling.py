@@ -13,6 +13,7 @@
 :func:`check_scheduling` runs them all. The SOP step and commands of each finding are a row of
 ``gpulib/data/fleet/fleet_sop.csv`` (:func:`gpulib.core.sop.sop`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
@@ -47,7 +48,11 @@ def tolerates(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, Any]]
 
 def _hard_taints(taints: list[dict]) -> list[dict]:
     # cordon (unschedulable) and node-condition taints are transient, not isolation
-    return [t for t in taints or [] if t.get("effect") in HARD_EFFECTS and not t.get("key", "").startswith("node.kubernetes.io/")]
+    return [
+        t
+        for t in taints or []
+        if t.get("effect") in HARD_EFFECTS and not t.get("key", "").startswith("node.kubernetes.io/")
+    ]
 
 
 def _resources_of(pod) -> list[str]:
@@ -79,17 +84,33 @@ def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Findin
             if all(blocked.values()):
                 pending = p.phase == "Pending"
                 taints = sorted({_fmt_taint(t) for ts in blocked.values() for t in ts})
-                step = sop("fleet_sop", "untolerated_gpu_pod", namespace=p.namespace, pod=p.pod,
-                           taint_key=taints[0].split(':')[0].split('=')[0])
-                out.append(Finding(
-                    Severity.CRITICAL if pending else Severity.WARNING,
-                    f"{p.namespace}/{p.pod} requests {res} but tolerates no GPU node's taint", category="scheduling",
-                    summary="Every node offering the resource is tainted and the pod has no matching toleration"
-                            + (": it stays Pending." if pending else " (it was placed before the taint, or bypassed the scheduler)."),
-                    evidence=[f"taints on the {len(offering)} node(s) offering {res}: {', '.join(taints)}",
-                              f"pod tolerations: {p.tolerations or 'none'}"],
-                    sop_step=step.sop_step, commands=step.commands,
-                    data={"check": "untolerated", "pod": p.pod, "namespace": p.namespace}))
+                step = sop(
+                    "fleet_sop",
+                    "untolerated_gpu_pod",
+                    namespace=p.namespace,
+                    pod=p.pod,
+                    taint_key=taints[0].split(":")[0].split("=")[0],
+                )
+                out.append(
+                    Finding(
+                        Severity.CRITICAL if pending else Severity.WARNING,
+                        f"{p.namespace}/{p.pod} requests {res} but tolerates no GPU node's taint",
+                        category="scheduling",
+                        summary="Every node offering the resource is tainted and the pod has no matching toleration"
+                        + (
+                            ": it stays Pending."
+                            if pending
+                            else " (it was placed before the taint, or bypassed the scheduler)."
+                        ),
+                        evidence=[
+                            f"taints on the {len(offering)} node(s) offering {res}: {', '.join(taints)}",
+                            f"pod tolerations: {p.tolerations or 'none'}",
+                        ],
+                        sop_step=step.sop_step,
+                        commands=step.commands,
+                        data={"check": "untolerated", "pod": p.pod, "namespace": p.namespace},
+                    )
+                )
                 break
     return out
 
@@ -97,18 +118,40 @@ def untolerated_gpu_pods(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Findin
 def untainted_gpu_nodes(nodes: pd.DataFrame) -> list[Finding]:
     """GPU nodes with no hard taint: CPU-only pods can fill them and block GPU pods."""
     gpu = set(iter_gpu_nodes(nodes))
-    key, value = settings("scheduling_settings").text("gpu_taint_key"), settings("scheduling_settings").text("gpu_taint_value")
+    key, value = (
+        settings("scheduling_settings").text("gpu_taint_key"),
+        settings("scheduling_settings").text("gpu_taint_value"),
+    )
     bare = [n for n in nodes.itertuples(index=False) if n.node in gpu and not _hard_taints(n.taints)]
     if not bare:
         return []
-    steps = [sop("fleet_sop", "untainted_gpu_nodes", taint_key=key, taint_value=value, node=n.node, taint=f"{key}={value}:NoSchedule")
-             for n in bare]
-    return [Finding(Severity.WARNING, f"{len(bare)} GPU node(s) have no NoSchedule taint", category="scheduling",
-                    summary="Pods that need no GPU can be scheduled there and take the CPU and memory GPU pods need.",
-                    evidence=[f"{n.node}: {n.gpu_product or 'GPU'} x{n.gpu_count}, taints: "
-                              f"{', '.join(_fmt_taint(t) for t in n.taints) or 'none'}" for n in bare][:10],
-                    sop_step=steps[0].sop_step, commands=[c for st in steps for c in st.commands][:10],
-                    data={"check": "untainted", "nodes": [n.node for n in bare]})]
+    steps = [
+        sop(
+            "fleet_sop",
+            "untainted_gpu_nodes",
+            taint_key=key,
+            taint_value=value,
+            node=n.node,
+            taint=f"{key}={value}:NoSchedule",
+        )
+        for n in bare
+    ]
+    return [
+        Finding(
+            Severity.WARNING,
+            f"{len(bare)} GPU node(s) have no NoSchedule taint",
+            category="scheduling",
+            summary="Pods that need no GPU can be scheduled there and take the CPU and memory GPU pods need.",
+            evidence=[
+                f"{n.node}: {n.gpu_product or 'GPU'} x{n.gpu_count}, taints: "
+                f"{', '.join(_fmt_taint(t) for t in n.taints) or 'none'}"
+                for n in bare
+            ][:10],
+            sop_step=steps[0].sop_step,
+            commands=[c for st in steps for c in st.commands][:10],
+            data={"check": "untainted", "nodes": [n.node for n in bare]},
+        )
+    ]
 
 
 def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[Finding]:
@@ -120,23 +163,35 @@ def non_gpu_pods_on_gpu_nodes(nodes: pd.DataFrame, pods: pd.DataFrame) -> list[F
     tainted = sorted({t for p in hits for t in taints.get(p.node, [])})
     if tainted and all(taints.get(p.node) for p in hits):
         # the nodes are tainted already, so these pods tolerate the taint: another taint would not move them
-        steps = [sop("fleet_sop", "non_gpu_pods_tolerate_taint", taints=", ".join(tainted), namespace=p.namespace,
-                     pod=p.pod) for p in hits[:5]]
+        steps = [
+            sop("fleet_sop", "non_gpu_pods_tolerate_taint", taints=", ".join(tainted), namespace=p.namespace, pod=p.pod)
+            for p in hits[:5]
+        ]
     else:
         steps = [sop("fleet_sop", "non_gpu_pods", namespace=p.namespace, pod=p.pod) for p in hits[:5]]
-    return [Finding(Severity.WARNING, f"{len(hits)} pod(s) without a GPU request run on GPU nodes", category="scheduling",
-                    summary="They use a GPU node's CPU/memory (and may use a GPU without requesting it).",
-                    evidence=[f"{p.namespace}/{p.pod} ({p.owner_kind or 'bare'} {p.owner_name}) on {p.node}"
-                              + (f", node taints {', '.join(taints[p.node])}" if taints.get(p.node) else ", node untainted")
-                              for p in hits][:12],
-                    sop_step=steps[0].sop_step,
-                    commands=[c for st in steps for c in st.commands],
-                    data={"check": "non_gpu_on_gpu", "pods": [f"{p.namespace}/{p.pod}" for p in hits]})]
+    return [
+        Finding(
+            Severity.WARNING,
+            f"{len(hits)} pod(s) without a GPU request run on GPU nodes",
+            category="scheduling",
+            summary="They use a GPU node's CPU/memory (and may use a GPU without requesting it).",
+            evidence=[
+                f"{p.namespace}/{p.pod} ({p.owner_kind or 'bare'} {p.owner_name}) on {p.node}"
+                + (f", node taints {', '.join(taints[p.node])}" if taints.get(p.node) else ", node untainted")
+                for p in hits
+            ][:12],
+            sop_step=steps[0].sop_step,
+            commands=[c for st in steps for c in st.commands],
+            data={"check": "non_gpu_on_gpu", "pods": [f"{p.namespace}/{p.pod}" for p in hits]},
+        )
+    ]
 
 
 def _affinity_products(spec: Mapping[str, Any]) -> list[list[str]]:
     """Required nodeAffinity terms on the product label: one list of allowed values per term (In only)."""
-    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    req = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     out = []
     for term in req.get("nodeSelectorTerms") or []:
         for e in term.get("matchExpressions") or []:
@@ -145,8 +200,9 @@ def _affinity_products(spec: Mapping[str, Any]) -> list[list[str]]:
     return out
 
 
-def unknown_product_affinity(nodes: pd.DataFrame, pods: pd.DataFrame,
-                             pod_specs: Iterable[Mapping[str, Any]] | None = None) -> list[Finding]:
+def unknown_product_affinity(
+    nodes: pd.DataFrame, pods: pd.DataFrame, pod_specs: Iterable[Mapping[str, Any]] | None = None
+) -> list[Finding]:
     """Pods whose nodeSelector or required nodeAffinity names ``nvidia.com/gpu.product`` values no node has."""
     products = sorted({p for p in nodes["gpu_product"] if p})
     wanted: dict[tuple[str, str], list[str]] = {}
@@ -164,13 +220,20 @@ def unknown_product_affinity(nodes: pd.DataFrame, pods: pd.DataFrame,
         if values and not set(values) & set(products):
             close = [p for p in products if any(v.split("-")[1:2] and v.split("-")[1] in p for v in values)]
             step = sop("fleet_sop", "unknown_gpu_product")
-            out.append(Finding(Severity.CRITICAL, f"{ns}/{name} asks for GPU product {', '.join(sorted(set(values)))}, which no node has",
-                               category="scheduling", summary="The pod can never schedule; GFD writes products with "
-                               "spaces as '-' and adds -SHARED / -MIG-<profile> suffixes under sharing and MIG single.",
-                               evidence=[f"products on nodes: {', '.join(products) or 'none'}"]
-                               + ([f"similar: {', '.join(close)}"] if close else []),
-                               sop_step=step.sop_step, commands=step.commands,
-                               data={"check": "unknown_product", "pod": name, "namespace": ns}))
+            out.append(
+                Finding(
+                    Severity.CRITICAL,
+                    f"{ns}/{name} asks for GPU product {', '.join(sorted(set(values)))}, which no node has",
+                    category="scheduling",
+                    summary="The pod can never schedule; GFD writes products with "
+                    "spaces as '-' and adds -SHARED / -MIG-<profile> suffixes under sharing and MIG single.",
+                    evidence=[f"products on nodes: {', '.join(products) or 'none'}"]
+                    + ([f"similar: {', '.join(close)}"] if close else []),
+                    sop_step=step.sop_step,
+                    commands=step.commands,
+                    data={"check": "unknown_product", "pod": name, "namespace": ns},
+                )
+            )
     return out
 
 
@@ -188,39 +251,59 @@ def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> l
     out = []
     for node, topo in topologies.items():
         t = topo if isinstance(topo, Topology) else parse_topology(topo)
-        col = next((c for c in ("numa_affinity", "cpu_affinity")  # old nvidia-smi prints CPU affinity only
-                    if t.affinity[c].notna().any() and (t.affinity[c] != "N/A").any()), None)
+        col = next(
+            (
+                c
+                for c in ("numa_affinity", "cpu_affinity")  # old nvidia-smi prints CPU affinity only
+                if t.affinity[c].notna().any() and (t.affinity[c] != "N/A").any()
+            ),
+            None,
+        )
         if col is None:
             continue
         aff = t.affinity[t.affinity[col].notna() & (t.affinity[col] != "N/A")]
         per_numa = aff.groupby(col)["gpu"].apply(list).to_dict()
         most = max(len(g) for g in per_numa.values())
         groups = list(per_numa.values())
-        cross = {t.link(a, b) for i, ga in enumerate(groups) for gb in groups[i + 1:] for a in ga for b in gb}
+        cross = {t.link(a, b) for i, ga in enumerate(groups) for gb in groups[i + 1 :] for a in ga for b in gb}
         if not cross or not cross <= {"SYS"}:
             continue
         for p in pods[(pods["node"] == node) & (pods["gpu_request"] > most)].itertuples(index=False):
             step = sop("fleet_sop", "gpus_split_across_sockets", most=most, node_ref=f"node/{node}")
-            out.append(Finding(Severity.WARNING, f"{p.namespace}/{p.pod} needs {p.gpu_request} GPUs; {node} has at most {most} per socket",
-                               category="scheduling", node=node,
-                               summary="Its GPUs span NUMA nodes linked only through the CPU interconnect (SYS): "
-                                       "collectives and P2P copies between the halves are slow.",
-                               evidence=[f"{col.replace('_', ' ')} {k}: {', '.join(v)}" for k, v in sorted(per_numa.items())]
-                               + [f"cross-socket GPU link: {', '.join(sorted(cross))}"],
-                               sop_step=step.sop_step, commands=step.commands,
-                               data={"check": "split_sockets", "pod": p.pod}))
+            out.append(
+                Finding(
+                    Severity.WARNING,
+                    f"{p.namespace}/{p.pod} needs {p.gpu_request} GPUs; {node} has at most {most} per socket",
+                    category="scheduling",
+                    node=node,
+                    summary="Its GPUs span NUMA nodes linked only through the CPU interconnect (SYS): "
+                    "collectives and P2P copies between the halves are slow.",
+                    evidence=[f"{col.replace('_', ' ')} {k}: {', '.join(v)}" for k, v in sorted(per_numa.items())]
+                    + [f"cross-socket GPU link: {', '.join(sorted(cross))}"],
+                    sop_step=step.sop_step,
+                    commands=step.commands,
+                    data={"check": "split_sockets", "pod": p.pod},
+                )
+            )
     return out
 
 
 def require_frames(nodes: pd.DataFrame | None, pods: pd.DataFrame | None) -> None:
     """SourceError when the nodes or the pods the scheduling checks need could not be read."""
     if nodes is None or pods is None:
-        raise SourceError(f"the scheduling checks need the {'nodes' if nodes is None else 'pods'}, which could not be read",
-                          hint="see the step that read them (Inventory and allocation) for what is missing")
+        raise SourceError(
+            f"the scheduling checks need the {'nodes' if nodes is None else 'pods'}, which could not be read",
+            hint="see the step that read them (Inventory and allocation) for what is missing",
+        )
 
 
-def check_scheduling(nodes: pd.DataFrame, pods: pd.DataFrame, *, pod_specs: Iterable[Mapping[str, Any]] | None = None,
-                     topologies: Mapping[str, Any] | None = None) -> list[Finding]:
+def check_scheduling(
+    nodes: pd.DataFrame,
+    pods: pd.DataFrame,
+    *,
+    pod_specs: Iterable[Mapping[str, Any]] | None = None,
+    topologies: Mapping[str, Any] | None = None,
+) -> list[Finding]:
     """All scheduling checks; ``pod_specs`` (raw Pod objects) add the affinity and request/limit checks."""
     require_frames(nodes, pods)
     specs = list(pod_specs or [])

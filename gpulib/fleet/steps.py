@@ -6,6 +6,7 @@ runbook has already marked the run INCOMPLETE).
 The analysis is :mod:`gpulib.fleet.health` and :mod:`gpulib.fleet.scheduling`, the Findings
 :mod:`gpulib.fleet.findings`, the charts :mod:`gpulib.fleet.view`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -2,6 +2,7 @@
 (``operator_settings.csv``) and the SOP of every check (``operator_sop.yaml``, turned into a Finding by
 :func:`gpulib.gpu_operator.findings.sop`).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

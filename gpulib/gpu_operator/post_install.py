@@ -6,6 +6,7 @@ every GPU (:func:`check_dcgm`). Each failed check is a Finding whose SOP comes f
 Pure functions over frames / Kubernetes JSON, so they run the same on the demo fleet, a snapshot folder or a live
 cluster.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -19,7 +20,6 @@ from gpulib.gpu_operator.knowledge import _components, setting
 from gpulib.gpu_operator.pre_install import _nfd_gpu
 from gpulib.kube.frames import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
 from gpulib.kube.labels import gpu_resource_name
-
 
 #: what to do for each ClusterPolicy condition reason
 #: (``NVIDIA/gpu-operator: internal/conditions/consts.go`` @ a22dbf67)
@@ -77,14 +77,24 @@ def _expected_daemonsets(policy: dict | None, gpu_nodes: int) -> dict[str, str]:
         if not r["daemonset"]:
             continue
         section = spec.get(r["helm_key"])
-        enabled = section.get("enabled") if isinstance(section, dict) and "enabled" in section else r["default_enabled"] == "yes"
+        enabled = (
+            section.get("enabled")
+            if isinstance(section, dict) and "enabled" in section
+            else r["default_enabled"] == "yes"
+        )
         if enabled and gpu_nodes:
             out[r["daemonset"]] = comp
     return out
 
 
-def check_daemonsets(daemonsets: pd.DataFrame, pods: list[dict], nodes: pd.DataFrame, *,
-                     policy: dict | None = None, namespace: str | None = None) -> list[Finding]:
+def check_daemonsets(
+    daemonsets: pd.DataFrame,
+    pods: list[dict],
+    nodes: pd.DataFrame,
+    *,
+    policy: dict | None = None,
+    namespace: str | None = None,
+) -> list[Finding]:
     """Operand DaemonSets: present when enabled, desired = ready; the failing pod's reason picks the SOP."""
     ns = namespace or setting("namespace")
     kernels = dict(zip(nodes["node"], nodes["kernel"])) if len(nodes) else {}
@@ -94,9 +104,16 @@ def check_daemonsets(daemonsets: pd.DataFrame, pods: list[dict], nodes: pd.DataF
     comps = _components()
     for ds, comp in _expected_daemonsets(policy, gpu_nodes).items():
         if ds not in present:
-            f = sop("daemonset_missing", ds=ds, ns=ns, state=comps.loc[comp, "state"] or comp,
-                    evidence=[f"enabled in the ClusterPolicy (spec.{comps.loc[comp, 'helm_key']})",
-                              f"DaemonSets in {ns}: {', '.join(sorted(present)) or 'none'}"])
+            f = sop(
+                "daemonset_missing",
+                ds=ds,
+                ns=ns,
+                state=comps.loc[comp, "state"] or comp,
+                evidence=[
+                    f"enabled in the ClusterPolicy (spec.{comps.loc[comp, 'helm_key']})",
+                    f"DaemonSets in {ns}: {', '.join(sorted(present)) or 'none'}",
+                ],
+            )
             if comp == "gfd":
                 f.title = "GPU feature discovery (gpu-feature-discovery DaemonSet) is missing"
             out.append(f)
@@ -112,15 +129,26 @@ def check_daemonsets(daemonsets: pd.DataFrame, pods: list[dict], nodes: pd.DataF
             reason, container = _waiting_reason(p)
             node = (p.get("spec") or {}).get("nodeName", "")
             name = p["metadata"]["name"]
-            ev = [f"DaemonSet {r.daemonset}: desired {r.desired}, ready {r.ready}",
-                  f"pod {name} on {node or '(unscheduled)'}: {reason or (p.get('status') or {}).get('phase', '?')}"
-                  + (f" in container {container}" if container else "")]
+            ev = [
+                f"DaemonSet {r.daemonset}: desired {r.desired}, ready {r.ready}",
+                f"pod {name} on {node or '(unscheduled)'}: {reason or (p.get('status') or {}).get('phase', '?')}"
+                + (f" in container {container}" if container else ""),
+            ]
             restarts = sum(cs.get("restartCount", 0) for cs in (p.get("status") or {}).get("containerStatuses") or [])
             if restarts:
                 ev.append(f"{restarts} restarts")
             if r.daemonset == "nvidia-driver-daemonset" and "CrashLoopBackOff" in reason:
-                specific.append(sop("driver_crashloop", pod=name, node=node, ns=ns, reason=reason,
-                                    kernel=kernels.get(node, "?"), evidence=ev + [f"node kernel {kernels.get(node, '?')}"]))
+                specific.append(
+                    sop(
+                        "driver_crashloop",
+                        pod=name,
+                        node=node,
+                        ns=ns,
+                        reason=reason,
+                        kernel=kernels.get(node, "?"),
+                        evidence=ev + [f"node kernel {kernels.get(node, '?')}"],
+                    )
+                )
             elif r.daemonset == "nvidia-operator-validator":
                 continue  # check_validator names the missing ready-file
             elif reason:
@@ -128,8 +156,18 @@ def check_daemonsets(daemonsets: pd.DataFrame, pods: list[dict], nodes: pd.DataF
         if specific:
             out += specific
         elif r.daemonset != "nvidia-operator-validator" or not bad:
-            out.append(sop("daemonset_not_ready", ds=r.daemonset, ns=ns, ready=r.ready, desired=r.desired,
-                           evidence=[f"desired {r.desired}, current {r.current}, ready {r.ready}, unavailable {r.unavailable}"]))
+            out.append(
+                sop(
+                    "daemonset_not_ready",
+                    ds=r.daemonset,
+                    ns=ns,
+                    ready=r.ready,
+                    desired=r.desired,
+                    evidence=[
+                        f"desired {r.desired}, current {r.current}, ready {r.ready}, unavailable {r.unavailable}"
+                    ],
+                )
+            )
     return out
 
 
@@ -140,11 +178,22 @@ def check_validator(pods: list[dict], *, namespace: str | None = None) -> list[F
     init_map = {r["validator_init"]: (comp, r["ready_file"]) for comp, r in table.iterrows() if r["validator_init"]}
     out = []
     for p in pods:
-        if _owner_ds(p) != "nvidia-operator-validator" and not p["metadata"]["name"].startswith("nvidia-operator-validator-"):
+        if _owner_ds(p) != "nvidia-operator-validator" and not p["metadata"]["name"].startswith(
+            "nvidia-operator-validator-"
+        ):
             continue
         statuses = (p.get("status") or {}).get("initContainerStatuses") or []
-        stuck = next((cs for cs in statuses if not (((cs.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
-                                                    and "terminated" in (cs.get("state") or {}))), None)
+        stuck = next(
+            (
+                cs
+                for cs in statuses
+                if not (
+                    ((cs.get("state") or {}).get("terminated") or {}).get("exitCode") == 0
+                    and "terminated" in (cs.get("state") or {})
+                )
+            ),
+            None,
+        )
         if stuck is None:
             continue
         name = stuck.get("name", "")
@@ -154,13 +203,24 @@ def check_validator(pods: list[dict], *, namespace: str | None = None) -> list[F
         detail = (state.get(how) or {}).get("reason", "") if isinstance(state.get(how), dict) else ""
         node = (p.get("spec") or {}).get("nodeName", "")
         driver_pod = f"nvidia-driver-daemonset pod on {node}"
-        done = [cs.get("name") for cs in statuses[:statuses.index(stuck)]]
-        out.append(sop("validator_init", node=node, ns=ns, pod=p["metadata"]["name"], container=name,
-                       ready_file=ready_file, component=comp.replace("_", " "), driver_pod=driver_pod,
-                       evidence=[f"init containers completed: {', '.join(done) or 'none'}",
-                                 f"{name}: {how}{' (' + detail + ')' if detail else ''}, "
-                                 f"restarts {stuck.get('restartCount', 0)}",
-                                 f"/run/nvidia/validations/{ready_file} not written"]))
+        done = [cs.get("name") for cs in statuses[: statuses.index(stuck)]]
+        out.append(
+            sop(
+                "validator_init",
+                node=node,
+                ns=ns,
+                pod=p["metadata"]["name"],
+                container=name,
+                ready_file=ready_file,
+                component=comp.replace("_", " "),
+                driver_pod=driver_pod,
+                evidence=[
+                    f"init containers completed: {', '.join(done) or 'none'}",
+                    f"{name}: {how}{' (' + detail + ')' if detail else ''}, restarts {stuck.get('restartCount', 0)}",
+                    f"/run/nvidia/validations/{ready_file} not written",
+                ],
+            )
+        )
     return out
 
 
@@ -172,17 +232,29 @@ def check_cluster_policy(policy: dict | None, *, namespace: str | None = None) -
     if st["state"] == "absent":
         return [sop("policy_absent", ns=ns, evidence=["kubectl get clusterpolicies.nvidia.com: no items"])]
     ev = [f"status.state={st['state'] or '(empty)'}"] + [
-        f"condition {c['type']}={c['status']} reason={c['reason']}: {c['message']}" for c in st["conditions"]]
+        f"condition {c['type']}={c['status']} reason={c['reason']}: {c['message']}" for c in st["conditions"]
+    ]
     if st["state"] == "ready":
         return [Finding(Severity.OK, f"ClusterPolicy {st['name']} is ready", category="gpu-operator", evidence=ev)]
     if st["state"] == "ignored":
         return [sop("policy_ignored", name=st["name"], ns=ns, evidence=ev)]
-    cond = next((c for c in st["conditions"] if c["type"] == "Ready" and c["status"] != "True"), None) \
-        or next((c for c in st["conditions"] if c["type"] == "Error" and c["status"] == "True"), None) \
+    cond = (
+        next((c for c in st["conditions"] if c["type"] == "Ready" and c["status"] != "True"), None)
+        or next((c for c in st["conditions"] if c["type"] == "Error" and c["status"] == "True"), None)
         or {"reason": "not reconciled yet", "message": "no conditions"}
-    return [sop("policy_not_ready", name=st["name"] or setting("clusterpolicy_name"), state=st["state"] or "not reconciled",
-                reason=cond["reason"], message=cond["message"], ns=ns,
-                advice=_REASON_ADVICE.get(cond["reason"], "Read the operator log for the failing state."), evidence=ev)]
+    )
+    return [
+        sop(
+            "policy_not_ready",
+            name=st["name"] or setting("clusterpolicy_name"),
+            state=st["state"] or "not reconciled",
+            reason=cond["reason"],
+            message=cond["message"],
+            ns=ns,
+            advice=_REASON_ADVICE.get(cond["reason"], "Read the operator log for the failing state."),
+            evidence=ev,
+        )
+    ]
 
 
 def expected_devices(row) -> dict[str, int]:
@@ -193,7 +265,7 @@ def expected_devices(row) -> dict[str, int]:
     out: dict[str, int] = {}
     for k, v in labels.items():
         if k.startswith("nvidia.com/mig-") and k.endswith(".count") and str(v).isdigit():
-            out[k[:-len(".count")]] = int(v)
+            out[k[: -len(".count")]] = int(v)
     if row.mig_strategy == "mixed" and (out or row.mig_capacity):
         # GFD's per-profile counts when present, else what the node's capacity says
         return {k: out.get(k, v) for k, v in {**(row.mig_capacity or {}), **out}.items()}
@@ -213,22 +285,41 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
             continue
         missing = [k for k in ("nvidia.com/gpu.product", "nvidia.com/gpu.count") if k not in labels]
         if missing:
-            out.append(sop("gfd_labels_missing", node=r.node, ns=ns, missing=", ".join(missing),
-                           evidence=[f"capacity nvidia.com/gpu {r.gpu_capacity}", f"NFD pci-10de: {_nfd_gpu(labels)}"]))
+            out.append(
+                sop(
+                    "gfd_labels_missing",
+                    node=r.node,
+                    ns=ns,
+                    missing=", ".join(missing),
+                    evidence=[f"capacity nvidia.com/gpu {r.gpu_capacity}", f"NFD pci-10de: {_nfd_gpu(labels)}"],
+                )
+            )
         if r.mig_config_state == "failed":
-            out.append(sop("mig_config_failed", node=r.node, ns=ns, config=r.mig_config or "<config>",
-                           evidence=[f"nvidia.com/mig.config={r.mig_config}", "nvidia.com/mig.config.state=failed"]))
+            out.append(
+                sop(
+                    "mig_config_failed",
+                    node=r.node,
+                    ns=ns,
+                    config=r.mig_config or "<config>",
+                    evidence=[f"nvidia.com/mig.config={r.mig_config}", "nvidia.com/mig.config.state=failed"],
+                )
+            )
         if not r.ready:
             continue  # allocatable of a NotReady node says nothing about the operator
         alloc = {gpu_resource_name(r): int(r.gpu_allocatable), **(r.mig_allocatable or {})}
         for res, exp in expected_devices(r).items():
             have = alloc.get(res, 0)
-            ev = [f"allocatable {res} = {have}", f"expected {exp} (GFD labels: gpu.count={r.gpu_count}, "
-                  f"replicas={r.gpu_replicas}, strategy={r.mig_strategy or 'none'})"]
+            ev = [
+                f"allocatable {res} = {have}",
+                f"expected {exp} (GFD labels: gpu.count={r.gpu_count}, "
+                f"replicas={r.gpu_replicas}, strategy={r.mig_strategy or 'none'})",
+            ]
             if exp > 0 and have == 0:
                 out.append(sop("allocatable_zero", node=r.node, ns=ns, resource=res, expected=exp, evidence=ev))
             elif have < exp:
-                out.append(sop("allocatable_short", node=r.node, ns=ns, resource=res, alloc=have, expected=exp, evidence=ev))
+                out.append(
+                    sop("allocatable_short", node=r.node, ns=ns, resource=res, alloc=have, expected=exp, evidence=ev)
+                )
     return out
 
 
@@ -249,13 +340,25 @@ def exporter_targets(up: list[dict] | None, node_names: Iterable[str] = ()) -> p
         host = inst.rsplit(":", 1)[0]
         if not node and host in names:
             node = host
-        rows.append({"node": node, "instance": inst or "?", "job": str(metric.get("job", "")),
-                     "up": float((u.get("value") or [0, "nan"])[1])})
+        rows.append(
+            {
+                "node": node,
+                "instance": inst or "?",
+                "job": str(metric.get("job", "")),
+                "up": float((u.get("value") or [0, "nan"])[1]),
+            }
+        )
     return pd.DataFrame(rows, columns=EXPORTER_TARGET_COLUMNS)
 
 
-def check_dcgm(last: pd.DataFrame | None, nodes: pd.DataFrame, *, up: list[dict] | None = None,
-               namespace: str | None = None, field: str | None = None) -> list[Finding]:
+def check_dcgm(
+    last: pd.DataFrame | None,
+    nodes: pd.DataFrame,
+    *,
+    up: list[dict] | None = None,
+    namespace: str | None = None,
+    field: str | None = None,
+) -> list[Finding]:
     """DCGM series present for every physical GPU of every GPU node; dcgm-exporter targets ``up``.
 
     ``last``: a SUMMARY frame (``src.summary(field, "5m", "last")``); ``up``: Prometheus ``up`` samples of the
@@ -281,9 +384,17 @@ def check_dcgm(last: pd.DataFrame | None, nodes: pd.DataFrame, *, up: list[dict]
         if r.node not in set(iter_gpu_nodes(nodes.loc[nodes["node"] == r.node])) or not r.ready or r.node in down:
             continue
         if named and r.node not in target_up:
-            out.append(sop("dcgm_target_absent", node=r.node, ns=ns,
-                           evidence=[f"{len(targets)} dcgm-exporter target(s) in Prometheus "
-                                     f"({', '.join(sorted(set(targets['job']) - {''})) or 'no job label'}), none for {r.node}"]))
+            out.append(
+                sop(
+                    "dcgm_target_absent",
+                    node=r.node,
+                    ns=ns,
+                    evidence=[
+                        f"{len(targets)} dcgm-exporter target(s) in Prometheus "
+                        f"({', '.join(sorted(set(targets['job']) - {''})) or 'no job label'}), none for {r.node}"
+                    ],
+                )
+            )
             continue
         have = set(seen.loc[seen["node"] == r.node, "gpu"].astype(str))
         single_mig = "-MIG-" in str(r.gpu_product)  # gpu.count counts MIG devices, not GPUs
@@ -292,11 +403,15 @@ def check_dcgm(last: pd.DataFrame | None, nodes: pd.DataFrame, *, up: list[dict]
         else:
             missing = [str(i) for i in range(int(r.gpu_count)) if str(i) not in have]
         if missing:
-            ev = [f"{field}: series for GPU(s) {', '.join(sorted(have, key=lambda x: (len(x), x))) or 'none'} "
-                  f"of {r.gpu_count if pd.notna(r.gpu_count) else '?'}"]
+            ev = [
+                f"{field}: series for GPU(s) {', '.join(sorted(have, key=lambda x: (len(x), x))) or 'none'} "
+                f"of {r.gpu_count if pd.notna(r.gpu_count) else '?'}"
+            ]
             if r.node in target_up:
-                ev.append(f"dcgm-exporter target {target_up[r.node]} is up: the exporter is scraped but does not "
-                          "report these GPUs (check nvidia-smi on the node for a GPU that fell off the bus)")
+                ev.append(
+                    f"dcgm-exporter target {target_up[r.node]} is up: the exporter is scraped but does not "
+                    "report these GPUs (check nvidia-smi on the node for a GPU that fell off the bus)"
+                )
             out.append(sop("dcgm_missing", node=r.node, ns=ns, gpus=", ".join(missing), evidence=ev))
     return out
 
@@ -308,15 +423,22 @@ def dcgm_presence(src, window: str | None = None) -> tuple[pd.DataFrame | None, 
         last = src.summary(setting("dcgm_presence_field"), window, "last")
     except EmptyResult:
         last = None
-    try:   # the exporter's scrape health, where the source can run PromQL (NotProvided is a SourceError)
+    try:  # the exporter's scrape health, where the source can run PromQL (NotProvided is a SourceError)
         up = src.instant_query('up{job=~".*dcgm.*"}') or None
     except SourceError:
         up = None
     return last, up
 
 
-def verify(state: dict, nodes: pd.DataFrame, *, dcgm_last: pd.DataFrame | None = None,
-           dcgm_up: list[dict] | None = None, check_metrics: bool = True, namespace: str | None = None) -> list[Finding]:
+def verify(
+    state: dict,
+    nodes: pd.DataFrame,
+    *,
+    dcgm_last: pd.DataFrame | None = None,
+    dcgm_up: list[dict] | None = None,
+    check_metrics: bool = True,
+    namespace: str | None = None,
+) -> list[Finding]:
     """All post-install checks over an operator ``state`` (see :func:`collect_state`) and the NODE frame.
 
     Returns the failed checks (each with its SOP) or one OK Finding when everything passed.
@@ -326,8 +448,9 @@ def verify(state: dict, nodes: pd.DataFrame, *, dcgm_last: pd.DataFrame | None =
     pods = state.get("pods") or []
     out = check_cluster_policy(policy, namespace=ns)
     problems = [f for f in out if f.severity != Severity.OK]
-    problems += check_daemonsets(state.get("daemonsets", daemonsets_frame({"items": []})), pods, nodes,
-                                 policy=policy, namespace=ns)
+    problems += check_daemonsets(
+        state.get("daemonsets", daemonsets_frame({"items": []})), pods, nodes, policy=policy, namespace=ns
+    )
     problems += check_validator(pods, namespace=ns)
     problems += check_nodes(nodes, namespace=ns)
     if check_metrics:
@@ -337,14 +460,26 @@ def verify(state: dict, nodes: pd.DataFrame, *, dcgm_last: pd.DataFrame | None =
     return [verified(len(list(iter_gpu_nodes(nodes))), len(state.get("daemonsets", [])))]
 
 
-def cuda_test_pod(*, namespace: str = "default", name: str = "cuda-vectoradd", image: str | None = None,
-                  node: str | None = None, resource: str = "nvidia.com/gpu") -> dict:
+def cuda_test_pod(
+    *,
+    namespace: str = "default",
+    name: str = "cuda-vectoradd",
+    image: str | None = None,
+    node: str | None = None,
+    resource: str = "nvidia.com/gpu",
+) -> dict:
     """A one-shot CUDA vectorAdd pod requesting one GPU (or MIG device ``resource``) with the GPU toleration."""
     spec: dict[str, Any] = {
         "restartPolicy": "OnFailure",
-        "containers": [{"name": "cuda-vectoradd", "image": image or setting("cuda_test_image"),
-                        "resources": {"limits": {resource: 1}}}],
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+        "containers": [
+            {
+                "name": "cuda-vectoradd",
+                "image": image or setting("cuda_test_image"),
+                "resources": {"limits": {resource: 1}},
+            }
+        ],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
     if node:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": spec}

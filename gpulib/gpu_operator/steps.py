@@ -7,6 +7,7 @@ The checks are :mod:`gpulib.gpu_operator.pre_install` (before ``helm install``),
 fleet domain (``gpulib.fleet.check_scheduling``) and :mod:`gpulib.gpu_operator.post_install` (after it); the
 tables and charts :mod:`gpulib.gpu_operator.view`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +22,16 @@ from gpulib.gpu_operator.post_install import dcgm_presence, verify
 from gpulib.gpu_operator.pre_install import node_table, preflight
 from gpulib.gpu_operator.state import operator_state
 
-__all__ = ["Inputs", "plan_step", "state_step", "preflight_step", "scheduling_step", "verification_step",
-           "scheduling_findings", "findings"]
+__all__ = [
+    "Inputs",
+    "plan_step",
+    "state_step",
+    "preflight_step",
+    "scheduling_step",
+    "verification_step",
+    "scheduling_findings",
+    "findings",
+]
 
 
 @dataclass
@@ -42,14 +51,30 @@ class Inputs:
     dcgm: tuple[pd.DataFrame | None, list[dict] | None] | None = None
 
 
-def plan_step(src, inp: Inputs, *, components, driver_preinstalled: bool, mig_strategy: str, sharing: str,
-              replicas: int, version: str = "") -> InstallPlan:
+def plan_step(
+    src,
+    inp: Inputs,
+    *,
+    components,
+    driver_preinstalled: bool,
+    mig_strategy: str,
+    sharing: str,
+    replicas: int,
+    version: str = "",
+) -> InstallPlan:
     """Step "Install plan": the nodes, then the Helm values and commands for the components wanted (contradictory
     choices are a usage error, :class:`~gpulib.core.errors.ContradictoryChoice`)."""
     inp.nodes = src.nodes()
-    inp.plan = install_plan(components, driver_preinstalled=driver_preinstalled, mig_strategy=mig_strategy,
-                            sharing=sharing, replicas=replicas, nodes=inp.nodes, namespace=inp.namespace,
-                            version=version or None)
+    inp.plan = install_plan(
+        components,
+        driver_preinstalled=driver_preinstalled,
+        mig_strategy=mig_strategy,
+        sharing=sharing,
+        replicas=replicas,
+        nodes=inp.nodes,
+        namespace=inp.namespace,
+        version=version or None,
+    )
     return inp.plan
 
 
@@ -91,8 +116,13 @@ def findings(inp: Inputs) -> list[Finding]:
     out: list[Finding] = []
     state = inp.state or {}
     if inp.nodes is not None:
-        out += preflight(inp.nodes, namespace_labels=state.get("namespace_labels"), runtimes=state.get("runtimes"),
-                         plan=inp.plan, namespace=inp.namespace)
+        out += preflight(
+            inp.nodes,
+            namespace_labels=state.get("namespace_labels"),
+            runtimes=state.get("runtimes"),
+            plan=inp.plan,
+            namespace=inp.namespace,
+        )
     out += scheduling_findings(inp)
     if inp.state is not None and inp.nodes is not None and inp.dcgm is not None:
         last, up = inp.dcgm

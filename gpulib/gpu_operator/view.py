@@ -2,6 +2,7 @@
 verification are :mod:`gpulib.gpu_operator.plan`, :mod:`gpulib.gpu_operator.pre_install` and
 :mod:`gpulib.gpu_operator.post_install`, the findings of a run :func:`gpulib.gpu_operator.steps.findings`). Axes carry
 their units."""
+
 from __future__ import annotations
 
 import html
@@ -44,10 +45,18 @@ def daemonset_chart(ds: pd.DataFrame):
         return None
     import plotly.graph_objects as go
 
-    fig = go.Figure([go.Bar(name="desired", x=ds["daemonset"], y=ds["desired"]),
-                     go.Bar(name="ready", x=ds["daemonset"], y=ds["ready"])])
-    fig.update_layout(title="Operand DaemonSets: desired vs ready pods", barmode="group",
-                      xaxis_title="DaemonSet", yaxis_title="pods (count)")
+    fig = go.Figure(
+        [
+            go.Bar(name="desired", x=ds["daemonset"], y=ds["desired"]),
+            go.Bar(name="ready", x=ds["daemonset"], y=ds["ready"]),
+        ]
+    )
+    fig.update_layout(
+        title="Operand DaemonSets: desired vs ready pods",
+        barmode="group",
+        xaxis_title="DaemonSet",
+        yaxis_title="pods (count)",
+    )
     return fig
 
 
@@ -59,4 +68,6 @@ def findings_block(findings: Iterable[Finding], *, empty: str):
         return FindingList(sort_findings(fs))
     from IPython.display import HTML
 
-    return HTML(f"<div style='border-left:4px solid {Severity.OK.colour};padding:4px 10px'>{redact(html.escape(empty))}</div>")
+    return HTML(
+        f"<div style='border-left:4px solid {Severity.OK.colour};padding:4px 10px'>{redact(html.escape(empty))}</div>"
+    )

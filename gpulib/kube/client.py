@@ -5,6 +5,7 @@ URL, resource, verb and the RBAC rule. It returns the same frames as the convert
 The ``kubernetes`` package is imported lazily, so the converters work on a GPU node or in a notebook with only pandas
 installed.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,6 @@ from typing import Any, Callable
 import pandas as pd
 
 from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError, MalformedKubernetesObject
-from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
 from gpulib.kube.frames import configmap_config_yaml, daemonsets_frame, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTERPOLICY_VERSION
 
@@ -58,10 +58,17 @@ class KubeCluster:
     with exponential backoff from ``backoff_s``; ``timeout`` (s) bounds each request.
     """
 
-    def __init__(self, kubeconfig: str | os.PathLike | None = None, context: str | None = None,
-                 in_cluster: bool = False, page_size: int | None = None, timeout: float | None = None,
-                 retries: int | None = None, backoff_s: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        kubeconfig: str | os.PathLike | None = None,
+        context: str | None = None,
+        in_cluster: bool = False,
+        page_size: int | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
+        backoff_s: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         from kubernetes import client
 
         self.page_size = int(page_size if page_size is not None else _policy("page_size"))
@@ -110,12 +117,15 @@ class KubeCluster:
         names = [c.get("name", "") for c in contexts or []]
         chosen = context or (current or {}).get("name")
         if not chosen:
-            raise KubeconfigMissing(f"kubeconfig {joined} sets no current-context and no context was given "
-                                    f"(contexts: {', '.join(names) or 'none'})")
+            raise KubeconfigMissing(
+                f"kubeconfig {joined} sets no current-context and no context was given "
+                f"(contexts: {', '.join(names) or 'none'})"
+            )
         if chosen not in names:
-            raise KubeconfigMissing(f"context {chosen!r} is not in kubeconfig {joined} "
-                                    f"(contexts: {', '.join(names) or 'none'})",
-                                    hint="list them with `kubectl config get-contexts`")
+            raise KubeconfigMissing(
+                f"context {chosen!r} is not in kubeconfig {joined} (contexts: {', '.join(names) or 'none'})",
+                hint="list them with `kubectl config get-contexts`",
+            )
         try:
             config.load_kube_config(config_file=joined, context=chosen, client_configuration=cfg)
         except (ConfigException, OSError, ValueError) as exc:
@@ -134,8 +144,9 @@ class KubeCluster:
             raise KubeconfigMissing(
                 f"in-cluster configuration not available: {exc}",
                 hint="in_cluster=True works inside a pod (KUBERNETES_SERVICE_HOST/PORT set and a service "
-                     "account token at /var/run/secrets/kubernetes.io/serviceaccount/token); "
-                     "outside a pod pass kubeconfig=/context=") from exc
+                "account token at /var/run/secrets/kubernetes.io/serviceaccount/token); "
+                "outside a pod pass kubeconfig=/context=",
+            ) from exc
         return "in-cluster"
 
     # -- requests --------------------------------------------------------------------------
@@ -157,33 +168,42 @@ class KubeCluster:
             if status == 403:
                 return KubernetesError(
                     f"forbidden: {self.user or 'this identity'} (context {self.context}) cannot {call.verb} "
-                    f"{call.resource} ({url}): {reason}", status=403,
+                    f"{call.resource} ({url}): {reason}",
+                    status=403,
                     hint=f"grant RBAC: a (Cluster)Role rule `{call.rbac_rule()}` bound to this user; check "
-                         f"with `kubectl auth can-i {call.verb} {call.resource}"
-                         f"{' -n ' + call.namespace if call.namespace else ''}`")
+                    f"with `kubectl auth can-i {call.verb} {call.resource}"
+                    f"{' -n ' + call.namespace if call.namespace else ''}`",
+                )
             if status == 401:
-                return KubernetesError(f"unauthorized at {url}: {reason}", status=401,
-                                       hint="credentials expired or invalid: refresh the kubeconfig token "
-                                            "(cloud CLI login) and retry")
+                return KubernetesError(
+                    f"unauthorized at {url}: {reason}",
+                    status=401,
+                    hint="credentials expired or invalid: refresh the kubeconfig token (cloud CLI login) and retry",
+                )
             if status == 404:
                 return KubernetesError(f"not found: {call.verb} {call.resource} at {url}: {reason}", status=404)
             if status == 429:
-                return KubernetesError(f"HTTP 429 for {call.verb} {call.resource} at {url}: {reason}", status=429,
-                                       hint="a PodDisruptionBudget (for evictions) or API priority-and-fairness "
-                                            "throttling refused the request; retry later")
+                return KubernetesError(
+                    f"HTTP 429 for {call.verb} {call.resource} at {url}: {reason}",
+                    status=429,
+                    hint="a PodDisruptionBudget (for evictions) or API priority-and-fairness "
+                    "throttling refused the request; retry later",
+                )
             if status is not None and status >= 500:
                 return KubernetesError(
                     f"Kubernetes API answered HTTP {status} for {call.verb} {call.resource} at {url} "
-                    f"after {attempts} attempt(s): {reason}", status=status,
+                    f"after {attempts} attempt(s): {reason}",
+                    status=status,
                     hint="the API server (or an aggregated API / webhook behind it) failed; check "
-                         "`kubectl get --raw /readyz?verbose` and retry later")
-            return KubernetesError(f"HTTP {status} for {call.verb} {call.resource} at {url}: {reason}",
-                                   status=status)
+                    "`kubectl get --raw /readyz?verbose` and retry later",
+                )
+            return KubernetesError(f"HTTP {status} for {call.verb} {call.resource} at {url}: {reason}", status=status)
         return KubernetesError(
             f"cannot reach the Kubernetes API server {self.server} ({call.verb} {call.resource}) after "
             f"{attempts} attempt(s): {_root_cause(exc)}",
             hint="check the server address in the kubeconfig context "
-                 f"{self.context!r}, VPN/port-forward, and `kubectl cluster-info`")
+            f"{self.context!r}, VPN/port-forward, and `kubectl cluster-info`",
+        )
 
     @staticmethod
     def _retryable(exc: Exception, retry_429: bool = True) -> bool:
@@ -237,8 +257,12 @@ class KubeCluster:
             token = meta.get("continue")
             if not token:
                 break
-        return {"apiVersion": page.get("apiVersion", "v1"), "kind": page.get("kind", f"{kind}List"),
-                "metadata": {"resourceVersion": meta.get("resourceVersion", "")}, "items": items}
+        return {
+            "apiVersion": page.get("apiVersion", "v1"),
+            "kind": page.get("kind", f"{kind}List"),
+            "metadata": {"resourceVersion": meta.get("resourceVersion", "")},
+            "items": items,
+        }
 
     # -- raw lists -------------------------------------------------------------------------
     def list_nodes(self, label_selector: str | None = None) -> dict:
@@ -260,14 +284,21 @@ class KubeCluster:
         path = f"/apis/{CLUSTERPOLICY_GROUP}/{CLUSTERPOLICY_VERSION}/{CLUSTERPOLICY_PLURAL}"
         call = _Call("list", CLUSTERPOLICY_PLURAL, path, CLUSTERPOLICY_GROUP)
         try:
-            return self._list(self.custom.list_cluster_custom_object, call, "ClusterPolicy",
-                              group=CLUSTERPOLICY_GROUP, version=CLUSTERPOLICY_VERSION,
-                              plural=CLUSTERPOLICY_PLURAL)
+            return self._list(
+                self.custom.list_cluster_custom_object,
+                call,
+                "ClusterPolicy",
+                group=CLUSTERPOLICY_GROUP,
+                version=CLUSTERPOLICY_VERSION,
+                plural=CLUSTERPOLICY_PLURAL,
+            )
         except KubernetesError as exc:
             if exc.status == 404:
                 raise KubernetesError(
-                    f"the ClusterPolicy CRD (clusterpolicies.nvidia.com) is not served by {self.server}", status=404,
-                    hint="the NVIDIA GPU Operator is not installed; see runbooks/operator_install") from exc
+                    f"the ClusterPolicy CRD (clusterpolicies.nvidia.com) is not served by {self.server}",
+                    status=404,
+                    hint="the NVIDIA GPU Operator is not installed; see runbooks/operator_install",
+                ) from exc
             raise
 
     def get_node(self, name: str) -> dict:
@@ -275,7 +306,9 @@ class KubeCluster:
 
     def namespace_labels(self, name: str) -> dict[str, str]:
         """The labels of one Namespace (raises KubernetesError, e.g. status 404 when it does not exist)."""
-        obj = self._request(self.core.read_namespace, _Call("get", "namespaces", f"/api/v1/namespaces/{name}"), name=name)
+        obj = self._request(
+            self.core.read_namespace, _Call("get", "namespaces", f"/api/v1/namespaces/{name}"), name=name
+        )
         obj = obj.to_dict() if hasattr(obj, "to_dict") else obj
         return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
 
@@ -292,23 +325,32 @@ class KubeCluster:
         ClusterPolicy, no such ConfigMap or no ``config.yaml`` key in it; 403 when RBAC forbids a read."""
         policies = self.list_cluster_policies()["items"]
         if not policies:
-            raise KubernetesError(f"no ClusterPolicy at {self.server}: the GPU Operator deploys no MIG Manager", status=404,
-                                  hint="install the GPU Operator (runbooks/operator_install) or pass the mig-parted "
-                                       "config.yaml MIG Manager uses as current_mig_config")
+            raise KubernetesError(
+                f"no ClusterPolicy at {self.server}: the GPU Operator deploys no MIG Manager",
+                status=404,
+                hint="install the GPU Operator (runbooks/operator_install) or pass the mig-parted "
+                "config.yaml MIG Manager uses as current_mig_config",
+            )
         name, custom = mig_parted_configmap(policies)
         try:
             cm = self.get_configmap(namespace, name)
         except KubernetesError as exc:
             if exc.status != 403:
                 raise
-            raise KubernetesError(exc.args[0], status=403,
-                                  hint=f"grant `get` on configmaps in the operator namespace {namespace} (a Role and "
-                                       "RoleBinding there, as deploy/base/serve/rbac.yaml does); check with `kubectl auth "
-                                       f"can-i get configmaps/{name} -n {namespace}`") from exc
+            raise KubernetesError(
+                exc.args[0],
+                status=403,
+                hint=f"grant `get` on configmaps in the operator namespace {namespace} (a Role and "
+                "RoleBinding there, as deploy/base/serve/rbac.yaml does); check with `kubectl auth "
+                f"can-i get configmaps/{name} -n {namespace}`",
+            ) from exc
         text = configmap_config_yaml(cm)
         if text is None:
-            raise KubernetesError(f"ConfigMap {namespace}/{name} has no config.yaml key ({self._url(f'/api/v1/namespaces/{namespace}/configmaps/{name}')})",
-                                  status=404, hint="MIG Manager reads the mig-parted document from the key config.yaml")
+            raise KubernetesError(
+                f"ConfigMap {namespace}/{name} has no config.yaml key ({self._url(f'/api/v1/namespaces/{namespace}/configmaps/{name}')})",
+                status=404,
+                hint="MIG Manager reads the mig-parted document from the key config.yaml",
+            )
         return text, name, custom
 
     def operator_objects(self, namespace: str) -> dict:
@@ -325,9 +367,13 @@ class KubeCluster:
             namespaces = {namespace: self.namespace_labels(namespace)}
         except KubernetesError:
             namespaces = {}
-        return {"daemonsets": self.list_daemonsets(namespace)["items"], "cluster_policies": policies,
-                "pods": self.list_pods(namespace)["items"], "namespaces": namespaces,
-                "nodes": self.list_nodes()["items"]}
+        return {
+            "daemonsets": self.list_daemonsets(namespace)["items"],
+            "cluster_policies": policies,
+            "pods": self.list_pods(namespace)["items"],
+            "namespaces": namespaces,
+            "nodes": self.list_nodes()["items"],
+        }
 
     # -- writes (used by gpulib.kube.remediate) -----------------------------------------------------
     def patch_node(self, name: str, patch: dict, *, dry_run: bool = True) -> dict:
@@ -338,12 +384,18 @@ class KubeCluster:
 
     def evict_pod(self, namespace: str, name: str, *, dry_run: bool = True) -> dict:
         """POST an Eviction (policy/v1), which honours PodDisruptionBudgets (429 when one forbids it)."""
-        call = _Call("create", "pods/eviction", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", "",
-                     namespace)
+        call = _Call("create", "pods/eviction", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", "", namespace)
         body = eviction_body(namespace, name, dry_run=dry_run)
         kw = {"dry_run": "All"} if dry_run else {}
-        return self._request(self.core.create_namespaced_pod_eviction, call, retry_429=False, name=name,
-                             namespace=namespace, body=body, **kw)
+        return self._request(
+            self.core.create_namespaced_pod_eviction,
+            call,
+            retry_429=False,
+            name=name,
+            namespace=namespace,
+            body=body,
+            **kw,
+        )
 
     # -- frames ----------------------------------------------------------------------------
     def nodes(self) -> pd.DataFrame:
@@ -378,10 +430,14 @@ class KubeCluster:
         """
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        written = [_write_kubectl_json(out / "nodes.json", self.list_nodes()),
-                   _write_kubectl_json(out / "pods.json", self.list_pods())]
-        for name, fetch in (("daemonsets.json", lambda: self.list_daemonsets(operator_namespace)),
-                            ("clusterpolicies.json", self.list_cluster_policies)):
+        written = [
+            _write_kubectl_json(out / "nodes.json", self.list_nodes()),
+            _write_kubectl_json(out / "pods.json", self.list_pods()),
+        ]
+        for name, fetch in (
+            ("daemonsets.json", lambda: self.list_daemonsets(operator_namespace)),
+            ("clusterpolicies.json", self.list_cluster_policies),
+        ):
             try:
                 written.append(_write_kubectl_json(out / name, fetch()))
             except KubernetesError as exc:
@@ -390,7 +446,7 @@ class KubeCluster:
         try:
             text = self.mig_parted_config(operator_namespace)[0]
         except MalformedKubernetesObject:
-            pass   # the snapshot then has no MIG config and says so (Source.current_mig_config)
+            pass  # the snapshot then has no MIG config and says so (Source.current_mig_config)
         except KubernetesError as exc:
             if exc.status not in (403, 404):
                 raise
@@ -406,8 +462,11 @@ class KubeCluster:
 
 def eviction_body(namespace: str, name: str, *, dry_run: bool = False) -> dict:
     """The policy/v1 Eviction object for a pod (``deleteOptions.dryRun`` set for a server dry run)."""
-    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
-                            "metadata": {"name": name, "namespace": namespace}}
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
     if dry_run:
         body["deleteOptions"] = {"dryRun": ["All"]}
     return body
@@ -415,8 +474,7 @@ def eviction_body(namespace: str, name: str, *, dry_run: bool = False) -> dict:
 
 def _write_kubectl_json(path: Path, list_json: dict) -> Path:
     """Write a list the way ``kubectl get -o json`` prints it (kind List, 4-space indent, sorted keys)."""
-    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-           "items": list_json.get("items", [])}
+    doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list_json.get("items", [])}
     path.write_text(json.dumps(doc, indent=4, sort_keys=True) + "\n", encoding="utf-8")
     return path
 

@@ -17,6 +17,7 @@ Settings (image, namespace, timeouts) come from ``gpulib/data/kube/collect_setti
 collection needs is ``deploy/collect/rbac.yaml``. Failures raise :class:`gpulib.core.errors.CollectError`
 with a ``reason`` naming them.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,17 @@ COLLECT_LABEL = "app.kubernetes.io/name"
 COLLECT_APP = "gpuops-collect"
 CONTAINER = "collect"
 #: container waiting reasons that mean the image will not come (kubelet images/types.go ErrImagePull etc.)
-IMAGE_PULL_REASONS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
+IMAGE_PULL_REASONS = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+}
 DIAG_LEVELS = (1, 2, 3, 4)
-_SECTION = re.compile(r"^@@gpuops:(?P<token>[0-9a-f]{16}):(?P<what>begin|end):(?P<section>[a-z_]+)(?::rc=(?P<rc>-?\d+))?$")
+_SECTION = re.compile(
+    r"^@@gpuops:(?P<token>[0-9a-f]{16}):(?P<what>begin|end):(?P<section>[a-z_]+)(?::rc=(?P<rc>-?\d+))?$"
+)
 
 
 @lru_cache(maxsize=1)
@@ -71,8 +80,11 @@ def _commands() -> list[dict]:
 
 def sections(diag_level: int | None = None) -> list[dict]:
     """The collection commands for this run (the diag row only with ``diag_level``)."""
-    return [dict(c, command=str(c["command"]).replace("{level}", str(diag_level)))
-            for c in _commands() if c["diag_only"] != "yes" or diag_level is not None]
+    return [
+        dict(c, command=str(c["command"]).replace("{level}", str(diag_level)))
+        for c in _commands()
+        if c["diag_only"] != "yes" or diag_level is not None
+    ]
 
 
 def _check_level(diag_level: Any) -> int | None:
@@ -91,20 +103,26 @@ def script(token: str, diag_level: int | None = None) -> str:
     """The shell script the pod runs: each section framed by ``@@gpuops:<token>:begin|end:<section>`` lines."""
     if not re.fullmatch(r"[0-9a-f]{16}", token):
         raise InvalidParameter("collect token must be 16 hex digits")
-    lines = ["set -u",
-             "R=/host",
-             "if [ ! -x /host/usr/bin/nvidia-smi ] && [ -x /host/run/nvidia/driver/usr/bin/nvidia-smi ]; then R=/host/run/nvidia/driver; fi",
-             f'run() {{ s=$1; shift; echo "@@gpuops:{token}:begin:$s"; "$@" 2>&1; rc=$?; echo; echo "@@gpuops:{token}:end:$s:rc=$rc"; }}']
+    lines = [
+        "set -u",
+        "R=/host",
+        "if [ ! -x /host/usr/bin/nvidia-smi ] && [ -x /host/run/nvidia/driver/usr/bin/nvidia-smi ]; then R=/host/run/nvidia/driver; fi",
+        f'run() {{ s=$1; shift; echo "@@gpuops:{token}:begin:$s"; "$@" 2>&1; rc=$?; echo; echo "@@gpuops:{token}:end:$s:rc=$rc"; }}',
+    ]
     if diag_level is not None:
-        lines.append("command -v nv-hostengine >/dev/null 2>&1 && { nv-hostengine >/tmp/nv-hostengine.log 2>&1 || true; sleep 3; }")
+        lines.append(
+            "command -v nv-hostengine >/dev/null 2>&1 && { nv-hostengine >/tmp/nv-hostengine.log 2>&1 || true; sleep 3; }"
+        )
     for c in sections(diag_level):
         cmd = c["command"]
         if "'" in cmd or not re.fullmatch(r"[a-z_]+", c["section"]):
-            raise InvalidParameter(f"collect command {c['section']!r} must not contain a single quote (it is wrapped in one)")
+            raise InvalidParameter(
+                f"collect command {c['section']!r} must not contain a single quote (it is wrapped in one)"
+            )
         if c["root"] == "host":
             lines.append(f"run {c['section']} chroot /host /bin/sh -c '{cmd}'")
         elif c["root"] == "driver":
-            lines.append(f'run {c["section"]} chroot "$R" /bin/sh -c \'{cmd}\'')
+            lines.append(f"run {c['section']} chroot \"$R\" /bin/sh -c '{cmd}'")
         else:
             lines.append(f"run {c['section']} /bin/sh -c '{cmd}'")
     lines.append("exit 0")
@@ -125,11 +143,18 @@ def pod_spec(node: str, *, token: str | None = None, diag_level: int | None = No
     token = token or secrets.token_hex(8)
     timeout = int(s["diag_timeout_s"] if level is not None else s["timeout_s"])
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod_name(node, token), "namespace": s["namespace"],
-                     "labels": {COLLECT_LABEL: COLLECT_APP, "app.kubernetes.io/managed-by": "gpuops"},
-                     "annotations": {"gpuops.io/node": node, "gpuops.io/purpose": "read-only node evidence for GPU triage",
-                                     "gpuops.io/diag-level": str(level or 0)}},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(node, token),
+            "namespace": s["namespace"],
+            "labels": {COLLECT_LABEL: COLLECT_APP, "app.kubernetes.io/managed-by": "gpuops"},
+            "annotations": {
+                "gpuops.io/node": node,
+                "gpuops.io/purpose": "read-only node evidence for GPU triage",
+                "gpuops.io/diag-level": str(level or 0),
+            },
+        },
         "spec": {
             "nodeName": node,
             "restartPolicy": "Never",
@@ -139,16 +164,20 @@ def pod_spec(node: str, *, token: str | None = None, diag_level: int | None = No
             "tolerations": [{"operator": "Exists"}],
             "activeDeadlineSeconds": timeout,
             "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": CONTAINER,
-                "image": str(s["diag_image"] if level is not None else s["image"]),
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["/bin/sh", "-c", script(token, level)],
-                "securityContext": {"privileged": True},
-                "resources": {"requests": {"cpu": str(s["cpu_request"]), "memory": "64Mi"},
-                              "limits": {"memory": str(s["memory_limit"])}},
-                "volumeMounts": [{"name": "host-root", "mountPath": "/host", "readOnly": True}],
-            }],
+            "containers": [
+                {
+                    "name": CONTAINER,
+                    "image": str(s["diag_image"] if level is not None else s["image"]),
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["/bin/sh", "-c", script(token, level)],
+                    "securityContext": {"privileged": True},
+                    "resources": {
+                        "requests": {"cpu": str(s["cpu_request"]), "memory": "64Mi"},
+                        "limits": {"memory": str(s["memory_limit"])},
+                    },
+                    "volumeMounts": [{"name": "host-root", "mountPath": "/host", "readOnly": True}],
+                }
+            ],
             "volumes": [{"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}],
         },
     }
@@ -169,7 +198,7 @@ def validate_spec(spec: dict, k8s_version: str = "1.30.0") -> None:
 class Section:
     name: str
     text: str
-    rc: int | None          # None: the end marker never came (output cut)
+    rc: int | None  # None: the end marker never came (output cut)
 
     @property
     def complete(self) -> bool:
@@ -228,10 +257,18 @@ class CollectResult:
         return s.text if (s.rc == 0 or keep) else None
 
     def manifest(self) -> dict:
-        return {"node": self.node, "pod": self.pod, "namespace": self.namespace, "diag_level": self.diag_level,
-                "image": self.spec["spec"]["containers"][0]["image"],
-                "sections": {k: {"rc": s.rc, "complete": s.complete, "bytes": len(s.text)} for k, s in self.sections.items()},
-                "files": [p.name for p in self.files], "problems": self.problems}
+        return {
+            "node": self.node,
+            "pod": self.pod,
+            "namespace": self.namespace,
+            "diag_level": self.diag_level,
+            "image": self.spec["spec"]["containers"][0]["image"],
+            "sections": {
+                k: {"rc": s.rc, "complete": s.complete, "bytes": len(s.text)} for k, s in self.sections.items()
+            },
+            "files": [p.name for p in self.files],
+            "problems": self.problems,
+        }
 
 
 # ---------------------------------------------------------------------------------------- the run
@@ -244,10 +281,20 @@ def gpu_pods_on(cluster, node: str) -> list[str]:
     return [f"{r.namespace}/{r.pod}" for r in live.itertuples()]
 
 
-def collect_node(cluster, node: str, *, apply: bool = False, diag_level: int | None = None, force: bool = False,
-                 out_dir: str | Path | None = None, token: str | None = None, with_cluster_objects: bool = True,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-                 **overrides: Any) -> CollectResult:
+def collect_node(
+    cluster,
+    node: str,
+    *,
+    apply: bool = False,
+    diag_level: int | None = None,
+    force: bool = False,
+    out_dir: str | Path | None = None,
+    token: str | None = None,
+    with_cluster_objects: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    **overrides: Any,
+) -> CollectResult:
     """Collect node evidence with a short-lived pod; ``apply=False`` (default) only builds and validates the spec.
 
     ``diag_level`` adds ``dcgmi diag -r LEVEL -j``, which loads the GPUs for minutes: it is refused when
@@ -274,16 +321,19 @@ def collect_node(cluster, node: str, *, apply: bool = False, diag_level: int | N
     if level is not None and not force:
         busy = gpu_pods_on(cluster, node)
         if busy:
-            raise CollectError(f"dcgmi diag -r {level} loads every GPU of {node} for minutes, and GPU pods run there: "
-                               f"{', '.join(busy[:10])}", reason="CollectRefused",
-                               hint="drain the node first (xid_ecc_triage's remediation plan), or pass --force to run it anyway")
+            raise CollectError(
+                f"dcgmi diag -r {level} loads every GPU of {node} for minutes, and GPU pods run there: "
+                f"{', '.join(busy[:10])}",
+                reason="CollectRefused",
+                hint="drain the node first (xid_ecc_triage's remediation plan), or pass --force to run it anyway",
+            )
     try:
         _create(cluster, spec)
         _wait_started(cluster, ns, name, s, clock, sleep, res)
         res.log = _read_log(cluster, ns, name, s, res)
         res.sections = split_sections(res.log, token)
         _check_complete(res, level, cluster, ns, name)
-    except BaseException as exc:  # noqa: BLE001 - the pod goes first, then the failure is re-raised
+    except BaseException as exc:
         if isinstance(exc, CollectError) and exc.result is None:
             exc.result = res
         _delete(cluster, ns, name, s, res, exc)
@@ -320,19 +370,30 @@ def _wait_started(cluster, ns, name, s, clock, sleep, res: CollectResult) -> Non
         for cs in status.get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in IMAGE_PULL_REASONS:
-                raise CollectError(f"image {cs.get('image') or res.spec['spec']['containers'][0]['image']!r} cannot be pulled "
-                                   f"on {res.node} ({waiting['reason']}: {waiting.get('message', '')})", reason="ImagePullFailed",
-                                   hint="set another image in gpulib/data/kube/collect_settings.csv (or --image) that the node can "
-                                        "pull, e.g. from the cluster's mirror registry")
+                raise CollectError(
+                    f"image {cs.get('image') or res.spec['spec']['containers'][0]['image']!r} cannot be pulled "
+                    f"on {res.node} ({waiting['reason']}: {waiting.get('message', '')})",
+                    reason="ImagePullFailed",
+                    hint="set another image in gpulib/data/kube/collect_settings.csv (or --image) that the node can "
+                    "pull, e.g. from the cluster's mirror registry",
+                )
         if phase in ("Running", "Succeeded", "Failed"):
             return
         if clock() >= deadline:
-            why = "; ".join(f"{c.get('reason', '')}: {c.get('message', '')}" for c in status.get("conditions") or []
-                            if c.get("status") == "False") or "no reason given"
-            raise CollectError(f"pod {ns}/{name} still {phase or 'Pending'} on {res.node} after {s['pending_timeout_s']:.0f} s ({why})",
-                               reason="PodStuckPending",
-                               hint=f"kubectl -n {ns} describe pod {name}: a node without room for the pod's requests, a "
-                                    "PodSecurity policy refusing a privileged pod, or a slow image pull")
+            why = (
+                "; ".join(
+                    f"{c.get('reason', '')}: {c.get('message', '')}"
+                    for c in status.get("conditions") or []
+                    if c.get("status") == "False"
+                )
+                or "no reason given"
+            )
+            raise CollectError(
+                f"pod {ns}/{name} still {phase or 'Pending'} on {res.node} after {s['pending_timeout_s']:.0f} s ({why})",
+                reason="PodStuckPending",
+                hint=f"kubectl -n {ns} describe pod {name}: a node without room for the pod's requests, a "
+                "PodSecurity policy refusing a privileged pod, or a slow image pull",
+            )
         sleep(s["poll_s"])
 
 
@@ -358,8 +419,14 @@ def _stream(cluster, ns, name, s, *, follow: bool) -> tuple[str, str]:
     call = _Call("get", "pods/log", f"/api/v1/namespaces/{ns}/pods/{name}/log", "", ns)
     chunks: list[bytes] = []
     try:
-        resp = cluster.core.read_namespaced_pod_log(name=name, namespace=ns, container=CONTAINER, follow=follow,
-                                                    _preload_content=False, _request_timeout=(10, s["timeout_s"]))
+        resp = cluster.core.read_namespaced_pod_log(
+            name=name,
+            namespace=ns,
+            container=CONTAINER,
+            follow=follow,
+            _preload_content=False,
+            _request_timeout=(10, s["timeout_s"]),
+        )
     except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
         raise cluster._error(exc, call, 1) from exc
     try:
@@ -383,11 +450,15 @@ def _check_complete(res: CollectResult, level, cluster, ns, name) -> None:
     if cut or absent:
         phase = ((_read_pod_quiet(cluster, ns, name) or {}).get("status") or {}).get("phase", "?")
         reason = "CollectTimeout" if phase == "Failed" else "LogStreamCut"
-        raise CollectError(f"collection log of {ns}/{name} on {res.node} ends before "
-                           f"{', '.join(cut + absent)} finished (pod phase {phase})", reason=reason, result=res,
-                           hint="the sections that did finish are in the result; raise timeout_s (collect settings or "
-                                "--timeout) if the pod hit activeDeadlineSeconds, else re-run: a cut log is never read "
-                                "as complete evidence")
+        raise CollectError(
+            f"collection log of {ns}/{name} on {res.node} ends before "
+            f"{', '.join(cut + absent)} finished (pod phase {phase})",
+            reason=reason,
+            result=res,
+            hint="the sections that did finish are in the result; raise timeout_s (collect settings or "
+            "--timeout) if the pod hit activeDeadlineSeconds, else re-run: a cut log is never read "
+            "as complete evidence",
+        )
 
 
 def _read_pod_quiet(cluster, ns, name) -> dict | None:
@@ -410,10 +481,14 @@ def _delete(cluster, ns, name, s, res: CollectResult, primary: BaseException | N
             if exc.status == 404:
                 return  # never created, or already gone
             last = exc
-    err = CollectError(f"pod {ns}/{name} on {res.node} could not be deleted: {last}", reason="CleanupFailed",
-                       status=getattr(last, "status", None), result=res,
-                       hint=f"delete it by hand: kubectl -n {ns} delete pod {name} --grace-period=0 "
-                            f"(it stops by itself after activeDeadlineSeconds={res.spec['spec']['activeDeadlineSeconds']})")
+    err = CollectError(
+        f"pod {ns}/{name} on {res.node} could not be deleted: {last}",
+        reason="CleanupFailed",
+        status=getattr(last, "status", None),
+        result=res,
+        hint=f"delete it by hand: kubectl -n {ns} delete pod {name} --grace-period=0 "
+        f"(it stops by itself after activeDeadlineSeconds={res.spec['spec']['activeDeadlineSeconds']})",
+    )
     if primary is not None:
         res.problems.append(str(err))
         return  # the first failure is the one raised; the leftover pod is named in the result

@@ -4,12 +4,12 @@ where the JSON came from (``docs/architecture.md``): :func:`nodes_frame` (schema
 :mod:`gpulib.kube.labels`, work with only pandas installed, and raise :class:`MalformedKubernetesObject` naming the
 object and field when the JSON is not what Kubernetes writes.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -17,19 +17,45 @@ import pandas as pd
 
 from gpulib.core.errors import MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
-from gpulib.kube.labels import (GPU_RESOURCE, GPU_SHARED_RESOURCE, LABEL_COUNT, LABEL_INSTANCE_TYPE,
-                                LABEL_INSTANCE_TYPE_BETA, LABEL_MACHINE, LABEL_MEMORY, LABEL_MIG_CONFIG,
-                                LABEL_MIG_CONFIG_STATE, LABEL_MIG_STRATEGY, LABEL_POD_TEMPLATE_HASH, LABEL_PRODUCT,
-                                LABEL_REPLICAS, LABEL_SHARING, MIG_PARTED_CONFIG_KEY, MIG_PARTED_DEFAULT_CONFIGMAP,
-                                MIG_RESOURCE_PREFIX, is_spot)
-
+from gpulib.kube.labels import (
+    GPU_RESOURCE,
+    GPU_SHARED_RESOURCE,
+    LABEL_COUNT,
+    LABEL_INSTANCE_TYPE,
+    LABEL_INSTANCE_TYPE_BETA,
+    LABEL_MACHINE,
+    LABEL_MEMORY,
+    LABEL_MIG_CONFIG,
+    LABEL_MIG_CONFIG_STATE,
+    LABEL_MIG_STRATEGY,
+    LABEL_POD_TEMPLATE_HASH,
+    LABEL_PRODUCT,
+    LABEL_REPLICAS,
+    LABEL_SHARING,
+    MIG_PARTED_CONFIG_KEY,
+    MIG_PARTED_DEFAULT_CONFIGMAP,
+    MIG_RESOURCE_PREFIX,
+    is_spot,
+)
 
 #: a CronJob names its Jobs ``<cronjob>-<scheduled time in minutes since the epoch>``
 #: (kubernetes pkg/controller/cronjob/utils.go getJobName); 8+ digits for any date after 1979.
 _CRONJOB_JOB_NAME = re.compile(r"^(?P<cronjob>.+)-(?P<minutes>\d{8,})$")
 
-DAEMONSET_COLUMNS = ["namespace", "daemonset", "desired", "current", "ready", "available", "updated",
-                     "unavailable", "misscheduled", "node_selector", "images", "labels"]
+DAEMONSET_COLUMNS = [
+    "namespace",
+    "daemonset",
+    "desired",
+    "current",
+    "ready",
+    "available",
+    "updated",
+    "unavailable",
+    "misscheduled",
+    "node_selector",
+    "images",
+    "labels",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -40,17 +66,18 @@ def _items(list_json: Any, expected: str) -> list[dict]:
     if isinstance(list_json, list):  # `kubectl ... -o json | jq .items`
         list_json = {"items": list_json}
     if not isinstance(list_json, dict):
-        raise MalformedKubernetesObject(
-            f"expected a {expected}List JSON object, got {type(list_json).__name__}")
+        raise MalformedKubernetesObject(f"expected a {expected}List JSON object, got {type(list_json).__name__}")
     if list_json.get("kind") == expected:
         return [list_json]
     if list_json.get("kind") == "Status":
         raise MalformedKubernetesObject(
-            f"expected a {expected} list but the file holds an API error Status: {list_json.get('message', '')!r}")
+            f"expected a {expected} list but the file holds an API error Status: {list_json.get('message', '')!r}"
+        )
     items = list_json.get("items")
     if items is None:
         raise MalformedKubernetesObject(
-            f"{expected} list has no 'items' (kind={list_json.get('kind')!r}, keys={sorted(list_json)[:6]})")
+            f"{expected} list has no 'items' (kind={list_json.get('kind')!r}, keys={sorted(list_json)[:6]})"
+        )
     if not isinstance(items, list):
         raise MalformedKubernetesObject(f"{expected} list 'items' is a {type(items).__name__}, not a list")
     bad = [i for i, it in enumerate(items) if not isinstance(it, dict)]
@@ -74,7 +101,7 @@ def _count(value: Any, where: str) -> int:
         from kubernetes.utils import parse_quantity  # lazy: only for suffixed quantities
 
         q = parse_quantity(text)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the same user error
+    except Exception as exc:
         raise MalformedKubernetesObject(f"{where}: {value!r} is not a Kubernetes quantity") from exc
     if q != int(q):
         raise MalformedKubernetesObject(f"{where}: {value!r} is fractional; extended resources are whole numbers")
@@ -119,8 +146,11 @@ def _node_ready(status: dict) -> bool:
 
 
 def _taints(spec: dict) -> list[dict]:
-    return [{"key": t.get("key", ""), "value": t.get("value", "") or "", "effect": t.get("effect", "")}
-            for t in spec.get("taints") or [] if isinstance(t, dict)]
+    return [
+        {"key": t.get("key", ""), "value": t.get("value", "") or "", "effect": t.get("effect", "")}
+        for t in spec.get("taints") or []
+        if isinstance(t, dict)
+    ]
 
 
 def _sharing(labels: dict, capacity: dict, where: str) -> tuple[Any, str]:
@@ -164,8 +194,9 @@ def node_row(node: dict) -> dict:
         "schedulable": not bool(spec.get("unschedulable", False)),
         "ready": _node_ready(status),
         "spot": is_spot(labels),
-        "instance_type": (labels.get(LABEL_INSTANCE_TYPE) or labels.get(LABEL_INSTANCE_TYPE_BETA)
-                          or labels.get(LABEL_MACHINE) or ""),
+        "instance_type": (
+            labels.get(LABEL_INSTANCE_TYPE) or labels.get(LABEL_INSTANCE_TYPE_BETA) or labels.get(LABEL_MACHINE) or ""
+        ),
         "kernel": info.get("kernelVersion", ""),
         "os_image": info.get("osImage", ""),
         "labels": labels,
@@ -211,8 +242,14 @@ def _container_resources(c: dict, where: str) -> dict:
             requests[k] = v
     gpu_req, mig_req = _nvidia_resources(requests, f"{where} requests")
     gpu_lim, mig_lim = _nvidia_resources(limits, f"{where} limits")
-    return {"name": c.get("name", ""), "image": c.get("image", ""), "gpu_request": gpu_req,
-            "gpu_limit": gpu_lim, "mig_requests": mig_req, "mig_limits": mig_lim}
+    return {
+        "name": c.get("name", ""),
+        "image": c.get("image", ""),
+        "gpu_request": gpu_req,
+        "gpu_limit": gpu_lim,
+        "mig_requests": mig_req,
+        "mig_limits": mig_lim,
+    }
 
 
 def _add(total: dict[str, int], part: dict[str, int]) -> dict[str, int]:
@@ -248,8 +285,11 @@ def pod_row(pod: dict) -> dict:
     """One ``POD_COLUMNS`` row from a Pod object (GPU/MIG sums over app containers, not init)."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
-    containers = [_container_resources(c, f"pod {ns}/{name} container {c.get('name', i)}")
-                  for i, c in enumerate(spec.get("containers") or []) if isinstance(c, dict)]
+    containers = [
+        _container_resources(c, f"pod {ns}/{name} container {c.get('name', i)}")
+        for i, c in enumerate(spec.get("containers") or [])
+        if isinstance(c, dict)
+    ]
     owner_kind, owner_name = resolve_owner(meta)
     mig_req: dict[str, int] = {}
     mig_lim: dict[str, int] = {}
@@ -301,22 +341,24 @@ def daemonsets_frame(ds_list_json: dict) -> pd.DataFrame:
     rows = []
     for ds in _items(ds_list_json, "DaemonSet"):
         meta, spec, st = ds.get("metadata") or {}, ds.get("spec") or {}, ds.get("status") or {}
-        pod_spec = ((spec.get("template") or {}).get("spec") or {})
+        pod_spec = (spec.get("template") or {}).get("spec") or {}
         where = f"daemonset {meta.get('namespace', '')}/{meta.get('name', '')} status"
-        rows.append({
-            "namespace": meta.get("namespace", ""),
-            "daemonset": meta.get("name", ""),
-            "desired": _count(st.get("desiredNumberScheduled"), f"{where}.desiredNumberScheduled"),
-            "current": _count(st.get("currentNumberScheduled"), f"{where}.currentNumberScheduled"),
-            "ready": _count(st.get("numberReady"), f"{where}.numberReady"),
-            "available": _count(st.get("numberAvailable"), f"{where}.numberAvailable"),
-            "updated": _count(st.get("updatedNumberScheduled"), f"{where}.updatedNumberScheduled"),
-            "unavailable": _count(st.get("numberUnavailable"), f"{where}.numberUnavailable"),
-            "misscheduled": _count(st.get("numberMisscheduled"), f"{where}.numberMisscheduled"),
-            "node_selector": dict(pod_spec.get("nodeSelector") or {}),
-            "images": [c.get("image", "") for c in pod_spec.get("containers") or [] if isinstance(c, dict)],
-            "labels": dict(meta.get("labels") or {}),
-        })
+        rows.append(
+            {
+                "namespace": meta.get("namespace", ""),
+                "daemonset": meta.get("name", ""),
+                "desired": _count(st.get("desiredNumberScheduled"), f"{where}.desiredNumberScheduled"),
+                "current": _count(st.get("currentNumberScheduled"), f"{where}.currentNumberScheduled"),
+                "ready": _count(st.get("numberReady"), f"{where}.numberReady"),
+                "available": _count(st.get("numberAvailable"), f"{where}.numberAvailable"),
+                "updated": _count(st.get("updatedNumberScheduled"), f"{where}.updatedNumberScheduled"),
+                "unavailable": _count(st.get("numberUnavailable"), f"{where}.numberUnavailable"),
+                "misscheduled": _count(st.get("numberMisscheduled"), f"{where}.numberMisscheduled"),
+                "node_selector": dict(pod_spec.get("nodeSelector") or {}),
+                "images": [c.get("image", "") for c in pod_spec.get("containers") or [] if isinstance(c, dict)],
+                "labels": dict(meta.get("labels") or {}),
+            }
+        )
     return pd.DataFrame(rows, columns=DAEMONSET_COLUMNS) if rows else empty(DAEMONSET_COLUMNS)
 
 
@@ -333,10 +375,23 @@ def cluster_policy_status(policy: dict | None) -> dict:
     if not isinstance(policy, dict):
         raise MalformedKubernetesObject(f"ClusterPolicy must be an object, got {type(policy).__name__}")
     st = policy.get("status") or {}
-    conds = [{"type": c.get("type", ""), "status": c.get("status", ""), "reason": c.get("reason", ""),
-              "message": c.get("message", "")} for c in st.get("conditions") or [] if isinstance(c, dict)]
-    return {"name": (policy.get("metadata") or {}).get("name", ""), "state": st.get("state", "") or "",
-            "namespace": st.get("namespace", "") or "", "ready": st.get("state") == "ready", "conditions": conds}
+    conds = [
+        {
+            "type": c.get("type", ""),
+            "status": c.get("status", ""),
+            "reason": c.get("reason", ""),
+            "message": c.get("message", ""),
+        }
+        for c in st.get("conditions") or []
+        if isinstance(c, dict)
+    ]
+    return {
+        "name": (policy.get("metadata") or {}).get("name", ""),
+        "state": st.get("state", "") or "",
+        "namespace": st.get("namespace", "") or "",
+        "ready": st.get("state") == "ready",
+        "conditions": conds,
+    }
 
 
 def read_list(path: str | os.PathLike) -> dict:
@@ -351,7 +406,8 @@ def read_list(path: str | os.PathLike) -> dict:
     except json.JSONDecodeError as exc:
         raise MalformedKubernetesObject(
             f"{p}: not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); the file may be truncated",
-            hint="re-run `kubectl get <kind> -o json > file` and check it was written completely") from exc
+            hint="re-run `kubectl get <kind> -o json > file` and check it was written completely",
+        ) from exc
 
 
 def iter_gpu_nodes(nodes: pd.DataFrame) -> Iterable[str]:
@@ -382,9 +438,10 @@ def mig_parted_configmap(cluster_policies: list[dict]) -> tuple[str, bool]:
     try:
         return validate.object_name(name, param="spec.migManager.config.name", kind="ConfigMap"), True
     except InvalidParameter as exc:
-        raise MalformedKubernetesObject(f"ClusterPolicy {sub(items[0], 'metadata').get('name')!r}: {exc.args[0]}",
-                                        hint="spec.migManager.config.name must name a ConfigMap in the operator "
-                                             "namespace") from None
+        raise MalformedKubernetesObject(
+            f"ClusterPolicy {sub(items[0], 'metadata').get('name')!r}: {exc.args[0]}",
+            hint="spec.migManager.config.name must name a ConfigMap in the operator namespace",
+        ) from None
 
 
 def configmap_config_yaml(configmap: dict) -> str | None:

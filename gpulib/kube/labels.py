@@ -6,16 +6,13 @@ Sources: ``NVIDIA/k8s-device-plugin: README.md``, ``docs/gpu-feature-discovery/R
 @ 1b826acc; ``NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go`` @ a22dbf67;
 https://kubernetes.io/docs/reference/labels-annotations-taints/.
 """
+
 from __future__ import annotations
 
-import time
 from functools import lru_cache
 from typing import Any
 
 import pandas as pd
-
-from gpulib.core.schema import NODE_COLUMNS
-
 
 # --- names published by NVIDIA's device plugin / GFD / GPU Operator (NVIDIA/k8s-device-plugin: README.md,
 # docs/gpu-feature-discovery/README.md, api/config/v1/consts.go @ 1b826acc) ---

@@ -14,6 +14,7 @@ applied change that the breaker guards therefore runs while holding the Lease ``
 Lease objects: https://kubernetes.io/docs/concepts/architecture/leases/ . The RBAC needed is
 ``create,get,update,delete`` on ``leases`` in ``coordination.k8s.io`` in that namespace.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -55,6 +56,7 @@ def namespace() -> str:
 
 def _api(cluster):
     from kubernetes import client
+
     return client.CoordinationV1Api(cluster.api_client)
 
 
@@ -63,8 +65,12 @@ def _body(holder: str, rv: str | None = None) -> dict:
     meta = {"name": LEASE_NAME, "labels": {"app.kubernetes.io/managed-by": "gpuops"}}
     if rv:
         meta["resourceVersion"] = rv
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": LEASE_SECONDS, "acquireTime": now, "renewTime": now}}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": meta,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": LEASE_SECONDS, "acquireTime": now, "renewTime": now},
+    }
 
 
 def _try_acquire(cluster, ns: str, holder: str) -> str | None:
@@ -74,23 +80,35 @@ def _try_acquire(cluster, ns: str, holder: str) -> str | None:
     api = _api(cluster)
     base = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
     try:
-        got = cluster._request(api.create_namespaced_lease, _Call("create", "leases", base, "coordination.k8s.io", ns),
-                               namespace=ns, body=_body(holder))
+        got = cluster._request(
+            api.create_namespaced_lease,
+            _Call("create", "leases", base, "coordination.k8s.io", ns),
+            namespace=ns,
+            body=_body(holder),
+        )
         return (got.get("metadata") or {}).get("resourceVersion", "")
     except KubernetesError as exc:
         if exc.status != 409:
             raise
-    cur = cluster._request(api.read_namespaced_lease, _Call("get", "leases", f"{base}/{LEASE_NAME}", "coordination.k8s.io", ns),
-                           name=LEASE_NAME, namespace=ns)
+    cur = cluster._request(
+        api.read_namespaced_lease,
+        _Call("get", "leases", f"{base}/{LEASE_NAME}", "coordination.k8s.io", ns),
+        name=LEASE_NAME,
+        namespace=ns,
+    )
     spec, meta = cur.get("spec") or {}, cur.get("metadata") or {}
     renew = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
     ttl = float(spec.get("leaseDurationSeconds") or LEASE_SECONDS)
     if renew is not None and (_now() - renew).total_seconds() < ttl:
         return None
     try:  # expired: take it over, only if nobody changed it since we read it
-        got = cluster._request(api.replace_namespaced_lease,
-                               _Call("update", "leases", f"{base}/{LEASE_NAME}", "coordination.k8s.io", ns),
-                               name=LEASE_NAME, namespace=ns, body=_body(holder, meta.get("resourceVersion")))
+        got = cluster._request(
+            api.replace_namespaced_lease,
+            _Call("update", "leases", f"{base}/{LEASE_NAME}", "coordination.k8s.io", ns),
+            name=LEASE_NAME,
+            namespace=ns,
+            body=_body(holder, meta.get("resourceVersion")),
+        )
         return (got.get("metadata") or {}).get("resourceVersion", "")
     except KubernetesError as exc:
         if exc.status in (409, 404):
@@ -104,8 +122,13 @@ def _release(cluster, ns: str, rv: str) -> None:
     api = _api(cluster)
     path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{LEASE_NAME}"
     try:
-        cluster._request(api.delete_namespaced_lease, _Call("delete", "leases", path, "coordination.k8s.io", ns),
-                         name=LEASE_NAME, namespace=ns, body={"preconditions": {"resourceVersion": rv}})
+        cluster._request(
+            api.delete_namespaced_lease,
+            _Call("delete", "leases", path, "coordination.k8s.io", ns),
+            name=LEASE_NAME,
+            namespace=ns,
+            body={"preconditions": {"resourceVersion": rv}},
+        )
     except KubernetesError as exc:
         if exc.status not in (404, 409):  # gone or taken over after expiry: not ours any more
             raise

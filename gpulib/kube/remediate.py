@@ -15,6 +15,7 @@ share of the GPU nodes unschedulable (``data/kube/remediation_policy.csv``).
 
 Each function returns a :class:`RemediationResult` with the equivalent kubectl commands.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -72,12 +73,16 @@ class RemediationResult:
         return asdict(self)
 
     def as_text(self) -> str:
-        head = {"plan": "PLAN (no cluster; nothing sent)", "server-dry-run": "DRY RUN (server-side, nothing changed)",
-                "applied": "APPLIED"}.get(self.mode, self.mode.upper())
+        head = {
+            "plan": "PLAN (no cluster; nothing sent)",
+            "server-dry-run": "DRY RUN (server-side, nothing changed)",
+            "applied": "APPLIED",
+        }.get(self.mode, self.mode.upper())
         lines = [f"{head}: {self.action} {self.node} -> {'ok' if self.ok else 'NOT OK'}: {self.message}"]
         for ch in self.changes:
-            lines.append("  - " + ", ".join(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}"
-                                            for k, v in ch.items()))
+            lines.append(
+                "  - " + ", ".join(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in ch.items())
+            )
         lines += ["  equivalent kubectl:"] + [f"    {c}" for c in self.kubectl]
         if self.audit_log:
             lines.append(f"  audit: {self.audit_log}")
@@ -106,8 +111,10 @@ def _open_audit(path: Path):
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise GpulibError(f"cannot write the remediation audit log {path}: {exc.strerror or exc}",
-                          hint="set GPUOPS_AUDIT_LOG to a writable file or pass audit_log=") from exc
+        raise GpulibError(
+            f"cannot write the remediation audit log {path}: {exc.strerror or exc}",
+            hint="set GPUOPS_AUDIT_LOG to a writable file or pass audit_log=",
+        ) from exc
     return os.fdopen(fd, "ab", buffering=0)  # unbuffered: a failed write fails now, nothing is left to flush
 
 
@@ -143,22 +150,43 @@ def _write_record(fh, path: Path, record: dict) -> None:
             if exc.errno not in (errno.EINVAL, errno.EROFS, errno.ENOTSUP):
                 raise
     except OSError as exc:
-        raise GpulibError(f"cannot write the remediation audit log {path}: {exc.strerror or exc}",
-                          hint="set GPUOPS_AUDIT_LOG to a writable file or pass audit_log=; nothing was changed "
-                               "after the failed write") from None
+        raise GpulibError(
+            f"cannot write the remediation audit log {path}: {exc.strerror or exc}",
+            hint="set GPUOPS_AUDIT_LOG to a writable file or pass audit_log=; nothing was changed "
+            "after the failed write",
+        ) from None
 
 
-def _intent(fh, path: Path, audit_id: str, action: str, node: str, mode: str, cluster: KubeCluster | None,
-            reason: str) -> None:
+def _intent(
+    fh, path: Path, audit_id: str, action: str, node: str, mode: str, cluster: KubeCluster | None, reason: str
+) -> None:
     """The record written (and on disk) before anything is sent: what is about to be done, by whom."""
-    _write_record(fh, path, {"id": audit_id, "phase": "intent",
-                             "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                             "who": _who(cluster), "action": action, "target": {"kind": "Node", "name": node},
-                             "dry_run": mode != "applied", "mode": mode, "reason": reason})
+    _write_record(
+        fh,
+        path,
+        {
+            "id": audit_id,
+            "phase": "intent",
+            "ts": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "who": _who(cluster),
+            "action": action,
+            "target": {"kind": "Node", "name": node},
+            "dry_run": mode != "applied",
+            "mode": mode,
+            "reason": reason,
+        },
+    )
 
 
-def _audit(fh, path: Path, result: RemediationResult, cluster: KubeCluster | None, reason: str,
-           error: str = "", audit_id: str = "") -> None:
+def _audit(
+    fh,
+    path: Path,
+    result: RemediationResult,
+    cluster: KubeCluster | None,
+    reason: str,
+    error: str = "",
+    audit_id: str = "",
+) -> None:
     record = {
         "id": audit_id,
         "phase": "done",
@@ -197,26 +225,32 @@ def _as_cluster(cluster: Any) -> KubeCluster | None:
         cluster = cluster.kube_cluster()
     if cluster is None or isinstance(cluster, KubeCluster):
         return cluster
-    raise InvalidParameter(f"cluster must be a gpulib.kube.client.KubeCluster (or a source whose kube_cluster() "
-                           f"returns one), got {type(cluster).__name__}",
-                           hint="use gpulib.kube.client.KubeCluster(context=...) or src.kube_cluster() of "
-                                "gpulib.connect('live', ...)")
+    raise InvalidParameter(
+        f"cluster must be a gpulib.kube.client.KubeCluster (or a source whose kube_cluster() "
+        f"returns one), got {type(cluster).__name__}",
+        hint="use gpulib.kube.client.KubeCluster(context=...) or src.kube_cluster() of gpulib.connect('live', ...)",
+    )
 
 
 def _check_node_name(node: str) -> str:
     if not isinstance(node, str) or not _NODE_NAME.match(node) or len(node) > 253:
-        raise InvalidParameter(f"node {node!r} is not a valid Kubernetes node name",
-                               hint="use the NAME column of `kubectl get nodes`")
+        raise InvalidParameter(
+            f"node {node!r} is not a valid Kubernetes node name", hint="use the NAME column of `kubectl get nodes`"
+        )
     return node
 
 
 def _check_label(key: str, value: str | None, what: str = "label") -> None:
     if not isinstance(key, str) or not _LABEL_KEY.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
-        raise InvalidParameter(f"{what} key {key!r} is not a valid Kubernetes key",
-                               hint="[prefix/]name, name <= 63 chars of [A-Za-z0-9-_.], starting and ending alphanumeric")
+        raise InvalidParameter(
+            f"{what} key {key!r} is not a valid Kubernetes key",
+            hint="[prefix/]name, name <= 63 chars of [A-Za-z0-9-_.], starting and ending alphanumeric",
+        )
     if value is not None and (not isinstance(value, str) or not _LABEL_VALUE.match(value)):
-        raise InvalidParameter(f"{what} value {value!r} for key {key!r} is not a valid Kubernetes value",
-                               hint="<= 63 chars of [A-Za-z0-9-_.], starting and ending alphanumeric, or empty")
+        raise InvalidParameter(
+            f"{what} value {value!r} for key {key!r} is not a valid Kubernetes value",
+            hint="<= 63 chars of [A-Za-z0-9-_.], starting and ending alphanumeric, or empty",
+        )
 
 
 def _dry_flag(dry_run: bool, on_cluster: bool) -> str:
@@ -226,8 +260,10 @@ def _dry_flag(dry_run: bool, on_cluster: bool) -> str:
 def _mode(cluster: KubeCluster | None, apply: bool) -> str:
     if apply:
         if cluster is None:
-            raise InvalidParameter("apply=True needs a cluster (cluster=KubeCluster(...)); without one only a plan "
-                                   "can be printed", hint="connect with gpulib.kube.client.KubeCluster(context=...) first")
+            raise InvalidParameter(
+                "apply=True needs a cluster (cluster=KubeCluster(...)); without one only a plan can be printed",
+                hint="connect with gpulib.kube.client.KubeCluster(context=...) first",
+            )
         return "applied"
     return "server-dry-run" if cluster is not None else "plan"
 
@@ -242,6 +278,7 @@ def _max_share(max_share: float | None) -> float:
 
 def _placement_taints() -> set[str]:
     from gpulib.core.knowledge import load_table
+
     return set(load_table("placement_taints")["key"])
 
 
@@ -251,7 +288,7 @@ def _tainted_out(node_list: dict) -> set[str]:
     keep = _placement_taints()
     out = set()
     for n in node_list.get("items") or []:
-        for t in ((n.get("spec") or {}).get("taints") or []):
+        for t in (n.get("spec") or {}).get("taints") or []:
             if t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in keep:
                 out.add((n.get("metadata") or {}).get("name"))
     return out
@@ -274,12 +311,22 @@ def check_circuit_breaker(cluster: KubeCluster, node: str, max_share: float | No
         raise RemediationRefused(
             f"circuit breaker: cordoning {node} would leave {len(after)} of {len(gpu)} GPU nodes unschedulable "
             f"(allowed {allowed} = max(1, floor({share} x {len(gpu)}))); already cordoned: "
-            f"{', '.join(sorted(unsched)) or 'none'}")
+            f"{', '.join(sorted(unsched)) or 'none'}"
+        )
     return counts
 
 
-def _guarded(action: str, node: str, cluster: KubeCluster | None, apply: bool, audit_log, reason: str, run,
-             *, locked: bool = False):
+def _guarded(
+    action: str,
+    node: str,
+    cluster: KubeCluster | None,
+    apply: bool,
+    audit_log,
+    reason: str,
+    run,
+    *,
+    locked: bool = False,
+):
     """Audit the intent (on disk before anything is sent), run ``run(mode, changes) -> RemediationResult``, then
     audit the outcome with every change made so far, also when the run fails half-way. ``locked``: an applied
     run holds the cluster's remediation Lease (:mod:`gpulib.kube.lease`) so the breaker's count-then-act
@@ -336,8 +383,15 @@ def _patch(cluster: KubeCluster | None, node: str, patch: dict, mode: str, chang
 # --------------------------------------------------------------------------------------------
 # actions
 # --------------------------------------------------------------------------------------------
-def cordon(node: str, *, cluster: Any = None, apply: bool = False, audit_log: str | os.PathLike | None = None,
-           reason: str = "", max_share: float | None = None) -> RemediationResult:
+def cordon(
+    node: str,
+    *,
+    cluster: Any = None,
+    apply: bool = False,
+    audit_log: str | os.PathLike | None = None,
+    reason: str = "",
+    max_share: float | None = None,
+) -> RemediationResult:
     """Mark ``node`` unschedulable (``kubectl cordon``), behind the circuit breaker."""
     _check_node_name(node)
     kc = _as_cluster(cluster)
@@ -347,30 +401,53 @@ def cordon(node: str, *, cluster: Any = None, apply: bool = False, audit_log: st
         change = _patch(kc, node, {"spec": {"unschedulable": True}}, mode, changes)
         if breaker:
             change["circuit_breaker"] = breaker
-        return RemediationResult("cordon", node, mode != "applied", mode, True,
-                                 "node marked unschedulable" if mode == "applied" else "would mark the node unschedulable",
-                                 [f"kubectl cordon {node}{_dry_flag(mode != 'applied', kc is not None)}"], [change])
+        return RemediationResult(
+            "cordon",
+            node,
+            mode != "applied",
+            mode,
+            True,
+            "node marked unschedulable" if mode == "applied" else "would mark the node unschedulable",
+            [f"kubectl cordon {node}{_dry_flag(mode != 'applied', kc is not None)}"],
+            [change],
+        )
 
     return _guarded("cordon", node, kc, apply, audit_log, reason, run, locked=True)
 
 
-def uncordon(node: str, *, cluster: Any = None, apply: bool = False, audit_log: str | os.PathLike | None = None,
-             reason: str = "") -> RemediationResult:
+def uncordon(
+    node: str, *, cluster: Any = None, apply: bool = False, audit_log: str | os.PathLike | None = None, reason: str = ""
+) -> RemediationResult:
     """Make ``node`` schedulable again (``kubectl uncordon``)."""
     _check_node_name(node)
     kc = _as_cluster(cluster)
 
     def run(mode, changes):
         change = _patch(kc, node, {"spec": {"unschedulable": None}}, mode, changes)
-        return RemediationResult("uncordon", node, mode != "applied", mode, True,
-                                 "node schedulable" if mode == "applied" else "would make the node schedulable",
-                                 [f"kubectl uncordon {node}{_dry_flag(mode != 'applied', kc is not None)}"], [change])
+        return RemediationResult(
+            "uncordon",
+            node,
+            mode != "applied",
+            mode,
+            True,
+            "node schedulable" if mode == "applied" else "would make the node schedulable",
+            [f"kubectl uncordon {node}{_dry_flag(mode != 'applied', kc is not None)}"],
+            [change],
+        )
 
     return _guarded("uncordon", node, kc, apply, audit_log, reason, run)
 
 
-def label(node: str, key: str, value: str | None, *, cluster: Any = None, apply: bool = False,
-          audit_log: str | os.PathLike | None = None, reason: str = "") -> RemediationResult:
+def label(
+    node: str,
+    key: str,
+    value: str | None,
+    *,
+    cluster: Any = None,
+    apply: bool = False,
+    audit_log: str | os.PathLike | None = None,
+    reason: str = "",
+) -> RemediationResult:
     """Set (or with ``value=None`` remove) a node label (``kubectl label --overwrite``)."""
     _check_node_name(node)
     _check_label(key, value)
@@ -380,10 +457,16 @@ def label(node: str, key: str, value: str | None, *, cluster: Any = None, apply:
     def run(mode, changes):
         change = _patch(kc, node, {"metadata": {"labels": {key: value}}}, mode, changes)
         verb = "removed" if value is None else "set"
-        return RemediationResult("label", node, mode != "applied", mode, True,
-                                 f"label {arg} {verb}" if mode == "applied" else f"would apply label {arg}",
-                                 [f"kubectl label node {node} {shlex.quote(arg)} --overwrite"
-                                  f"{_dry_flag(mode != 'applied', kc is not None)}"], [change])
+        return RemediationResult(
+            "label",
+            node,
+            mode != "applied",
+            mode,
+            True,
+            f"label {arg} {verb}" if mode == "applied" else f"would apply label {arg}",
+            [f"kubectl label node {node} {shlex.quote(arg)} --overwrite{_dry_flag(mode != 'applied', kc is not None)}"],
+            [change],
+        )
 
     return _guarded("label", node, kc, apply, audit_log, reason, run)
 
@@ -409,9 +492,20 @@ def _new_taints(current: list[dict], key: str, value: str, effect: str, remove: 
     return kept + [new]
 
 
-def taint(node: str, key: str, value: str = "", effect: str = "NoSchedule", *, remove: bool = False,
-          cluster: Any = None, apply: bool = False, audit_log: str | os.PathLike | None = None,
-          reason: str = "", max_share: float | None = None, bypass_pdb: bool = False) -> RemediationResult:
+def taint(
+    node: str,
+    key: str,
+    value: str = "",
+    effect: str = "NoSchedule",
+    *,
+    remove: bool = False,
+    cluster: Any = None,
+    apply: bool = False,
+    audit_log: str | os.PathLike | None = None,
+    reason: str = "",
+    max_share: float | None = None,
+    bypass_pdb: bool = False,
+) -> RemediationResult:
     """Add/replace (``kubectl taint --overwrite``) or with ``remove=True`` remove a node taint.
 
     ``effect`` is NoSchedule, PreferNoSchedule or NoExecute. A NoSchedule/NoExecute taint takes the node out
@@ -426,8 +520,10 @@ def taint(node: str, key: str, value: str = "", effect: str = "NoSchedule", *, r
     if effect not in TAINT_EFFECTS and not (remove and effect == ""):
         raise InvalidParameter(f"taint effect {effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
     if effect == "NoExecute" and not remove and not bypass_pdb:
-        raise InvalidParameter("a NoExecute taint evicts pods past their PodDisruptionBudgets; use drain() "
-                               "(Eviction API), or pass bypass_pdb=True deliberately (audited)")
+        raise InvalidParameter(
+            "a NoExecute taint evicts pods past their PodDisruptionBudgets; use drain() "
+            "(Eviction API), or pass bypass_pdb=True deliberately (audited)"
+        )
     takes_out = not remove and effect in ("NoSchedule", "NoExecute") and key not in _placement_taints()
     kc = _as_cluster(cluster)
     spec = f"{key}{'=' + value if value else ''}{':' + effect if effect else ''}"
@@ -435,8 +531,14 @@ def taint(node: str, key: str, value: str = "", effect: str = "NoSchedule", *, r
 
     def run(mode, changes):
         if kc is None:
-            change = {"op": "remove-taint" if remove else "add-taint", "node": node, "key": key, "value": value,
-                      "effect": effect, "outcome": "planned"}
+            change = {
+                "op": "remove-taint" if remove else "add-taint",
+                "node": node,
+                "key": key,
+                "value": value,
+                "effect": effect,
+                "outcome": "planned",
+            }
         else:
             breaker = check_circuit_breaker(kc, node, max_share) if takes_out else None
             current = (kc.get_node(node).get("spec") or {}).get("taints") or []
@@ -448,10 +550,19 @@ def taint(node: str, key: str, value: str = "", effect: str = "NoSchedule", *, r
             if effect == "NoExecute" and not remove:
                 change["bypass_pdb"] = True
         done = "removed" if remove else "set"
-        return RemediationResult("taint", node, mode != "applied", mode, True,
-                                 f"taint {spec} {done}" if mode == "applied" else f"would {'remove' if remove else 'set'} taint {spec}",
-                                 [f"kubectl taint node {node} {shlex.quote(arg)}{'' if remove else ' --overwrite'}"
-                                  f"{_dry_flag(mode != 'applied', kc is not None)}"], [change])
+        return RemediationResult(
+            "taint",
+            node,
+            mode != "applied",
+            mode,
+            True,
+            f"taint {spec} {done}" if mode == "applied" else f"would {'remove' if remove else 'set'} taint {spec}",
+            [
+                f"kubectl taint node {node} {shlex.quote(arg)}{'' if remove else ' --overwrite'}"
+                f"{_dry_flag(mode != 'applied', kc is not None)}"
+            ],
+            [change],
+        )
 
     return _guarded("taint", node, kc, apply, audit_log, reason, run, locked=takes_out)
 
@@ -479,9 +590,17 @@ def _eviction_cmd(ns: str, pod: str, dry_run: bool) -> str:
     return f"echo {shlex.quote(body)} | kubectl create --raw /api/v1/namespaces/{ns}/pods/{pod}/eviction -f -"
 
 
-def drain(node: str, *, cluster: Any = None, apply: bool = False, gpu_only: bool = True, force: bool = False,
-          audit_log: str | os.PathLike | None = None, reason: str = "",
-          max_share: float | None = None) -> RemediationResult:
+def drain(
+    node: str,
+    *,
+    cluster: Any = None,
+    apply: bool = False,
+    gpu_only: bool = True,
+    force: bool = False,
+    audit_log: str | os.PathLike | None = None,
+    reason: str = "",
+    max_share: float | None = None,
+) -> RemediationResult:
     """Cordon ``node`` and evict its GPU pods through the Eviction API (PodDisruptionBudgets honoured).
 
     DaemonSet pods, mirror pods and finished pods stay; with ``gpu_only=True`` (default) only pods
@@ -498,12 +617,25 @@ def drain(node: str, *, cluster: Any = None, apply: bool = False, gpu_only: bool
         full = f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data{' --force' if force else ''}{flag}"
         if kc is None:
             cmds = [f"kubectl cordon {node}"]
-            cmds += ([f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}  "
-                      "# then evict each GPU pod (not DaemonSet pods):",
-                      _eviction_cmd("<namespace>", "<pod>", False)] if gpu_only else [full])
-            return RemediationResult("drain", node, True, mode, True,
-                                     "plan only: connect to the cluster to list the pods that would be evicted", cmds,
-                                     [{"op": "cordon+evict", "node": node, "gpu_only": gpu_only, "outcome": "planned"}])
+            cmds += (
+                [
+                    f"kubectl get pods -A -o wide --field-selector spec.nodeName={node}  "
+                    "# then evict each GPU pod (not DaemonSet pods):",
+                    _eviction_cmd("<namespace>", "<pod>", False),
+                ]
+                if gpu_only
+                else [full]
+            )
+            return RemediationResult(
+                "drain",
+                node,
+                True,
+                mode,
+                True,
+                "plan only: connect to the cluster to list the pods that would be evicted",
+                cmds,
+                [{"op": "cordon+evict", "node": node, "gpu_only": gpu_only, "outcome": "planned"}],
+            )
         breaker = check_circuit_breaker(kc, node, max_share)
         cordon_change = _patch(kc, node, {"spec": {"unschedulable": True}}, mode, changes)
         cordon_change["circuit_breaker"] = breaker
@@ -523,7 +655,9 @@ def drain(node: str, *, cluster: Any = None, apply: bool = False, gpu_only: bool
                 evicted += 1
             except KubernetesError as exc:
                 if exc.status == 429:
-                    change["outcome"] = f"blocked by PodDisruptionBudget: {getattr(exc, 'api_message', '') or exc.args[0]}"
+                    change["outcome"] = (
+                        f"blocked by PodDisruptionBudget: {getattr(exc, 'api_message', '') or exc.args[0]}"
+                    )
                     blocked += 1
                 elif exc.status == 404:
                     change["outcome"] = "already gone"

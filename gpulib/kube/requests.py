@@ -17,6 +17,7 @@ columns (:data:`REQUEST_LIMIT_COLUMNS`) and :func:`request_limit_findings` turns
 GPU node (the scheduling checks and the cost report both read it); agents are exempt: DaemonSet pods and the
 ``system_namespaces`` of ``gpulib/data/fleet/scheduling_settings.csv``.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -26,13 +27,32 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity
 
-__all__ = ["REQUEST_LIMIT_COLUMNS", "NON_GPU_POD_COLUMNS", "is_extended_gpu_resource", "resource_problems",
-           "request_limit_problems", "request_limit_issues", "request_limit_findings", "system_namespaces",
-           "requests_nvidia", "non_gpu_pods"]
+__all__ = [
+    "REQUEST_LIMIT_COLUMNS",
+    "NON_GPU_POD_COLUMNS",
+    "is_extended_gpu_resource",
+    "resource_problems",
+    "request_limit_problems",
+    "request_limit_issues",
+    "request_limit_findings",
+    "system_namespaces",
+    "requests_nvidia",
+    "non_gpu_pods",
+]
 
 #: one row per (pod, container, resource) that breaks a rule
-REQUEST_LIMIT_COLUMNS = ["namespace", "pod", "node", "workload", "container", "resource", "request", "limit",
-                         "problem", "detail"]
+REQUEST_LIMIT_COLUMNS = [
+    "namespace",
+    "pod",
+    "node",
+    "workload",
+    "container",
+    "resource",
+    "request",
+    "limit",
+    "problem",
+    "detail",
+]
 
 
 def is_extended_gpu_resource(key: str) -> bool:
@@ -74,11 +94,20 @@ def resource_problems(requests: Mapping[str, Any] | None, limits: Mapping[str, A
         l = None if _absent(l) else l
         bad = [f"{x}={v!r}" for x, v in (("request", r), ("limit", l)) if v is not None and not _whole(v)]
         if bad:
-            problem, detail = f"{kind} quantity fractional", f"{key} {', '.join(bad)}: extended resources are whole numbers"
+            problem, detail = (
+                f"{kind} quantity fractional",
+                f"{key} {', '.join(bad)}: extended resources are whole numbers",
+            )
         elif r is not None and l is None:
-            problem, detail = f"{kind} request without a limit", f"{key} request {r}, no limit: extended resources are set in limits"
+            problem, detail = (
+                f"{kind} request without a limit",
+                f"{key} request {r}, no limit: extended resources are set in limits",
+            )
         elif r is not None and not _same(r, l):
-            problem, detail = f"{kind} request != limit", f"{key} request {r} != limit {l}: for extended resources they must be equal"
+            problem, detail = (
+                f"{kind} request != limit",
+                f"{key} request {r} != limit {l}: for extended resources they must be equal",
+            )
         else:
             continue
         out.append({"resource": key, "request": r, "limit": l, "problem": problem, "detail": detail})
@@ -101,9 +130,16 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> pd.DataFra
         for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
             res = c.get("resources") or {}
             for p in resource_problems(res.get("requests"), res.get("limits")):
-                rows.append({"namespace": meta.get("namespace", ""), "pod": meta.get("name", ""),
-                             "node": spec.get("nodeName", "") or "", "workload": meta.get("name", ""),
-                             "container": c.get("name", "?"), **p})
+                rows.append(
+                    {
+                        "namespace": meta.get("namespace", ""),
+                        "pod": meta.get("name", ""),
+                        "node": spec.get("nodeName", "") or "",
+                        "workload": meta.get("name", ""),
+                        "container": c.get("name", "?"),
+                        **p,
+                    }
+                )
     return _frame(rows)
 
 
@@ -125,11 +161,17 @@ def request_limit_issues(pods: pd.DataFrame | None) -> pd.DataFrame:
         return _frame([])
     rows = []
     for p in pods.to_dict("records"):
-        base = {"namespace": p.get("namespace", ""), "pod": p.get("pod", ""), "node": p.get("node", "") or "",
-                "workload": p.get("workload", "") or p.get("pod", "")}
+        base = {
+            "namespace": p.get("namespace", ""),
+            "pod": p.get("pod", ""),
+            "node": p.get("node", "") or "",
+            "workload": p.get("workload", "") or p.get("pod", ""),
+        }
         containers = p.get("containers")
         if not isinstance(containers, list) or not containers:
-            containers = [{"name": "", **{k: p.get(k) for k in ("gpu_request", "gpu_limit", "mig_requests", "mig_limits")}}]
+            containers = [
+                {"name": "", **{k: p.get(k) for k in ("gpu_request", "gpu_limit", "mig_requests", "mig_limits")}}
+            ]
         for c in containers:
             req = _frame_resources(c.get("gpu_request"), c.get("mig_requests"))
             lim = _frame_resources(c.get("gpu_limit"), c.get("mig_limits"))
@@ -138,9 +180,13 @@ def request_limit_issues(pods: pd.DataFrame | None) -> pd.DataFrame:
     return _frame(rows)
 
 
-def request_limit_findings(problems: pd.DataFrame, *, evidence: Mapping[tuple[str, str], list[str]] | None = None,
-                           data: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
-                           runbook: str = "operator_install") -> list[Finding]:
+def request_limit_findings(
+    problems: pd.DataFrame,
+    *,
+    evidence: Mapping[tuple[str, str], list[str]] | None = None,
+    data: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    runbook: str = "operator_install",
+) -> list[Finding]:
     """One CRITICAL finding per row of :func:`request_limit_problems` / :func:`request_limit_issues`.
 
     ``evidence`` / ``data`` add caller lines and fields per ``(namespace, pod)`` (the cost report adds what
@@ -150,17 +196,36 @@ def request_limit_findings(problems: pd.DataFrame, *, evidence: Mapping[tuple[st
         ns, pod, c = r["namespace"], r["pod"], r["container"]
         where = f"{ns}/{pod}" + (f" container {c}" if c else "")
         key = (ns, pod)
-        out.append(Finding(
-            Severity.CRITICAL, f"{r['problem']}: {where} ({r['detail'].split(':')[0]})", category="scheduling",
-            node=str(r["node"]) or None, runbook=runbook,
-            summary="The API server rejects this pod spec (Invalid): " + r["detail"] + ".",
-            evidence=[f"{r['resource']}: request {'none' if r['request'] is None else r['request']}, "
-                      f"limit {'none' if r['limit'] is None else r['limit']}"] + list((evidence or {}).get(key, [])),
-            sop_step=f"Set only limits: {{{r['resource']}: <whole number>}} (requests default to the limit); "
-                     "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
-            commands=[f"kubectl -n {shlex.quote(ns)} get pod {shlex.quote(pod)} -o jsonpath='{{.spec.containers[*].resources}}'"],
-            data={"check": "request_limit", "action": "fix_limits", "namespace": ns, "pod": pod, "container": c,
-                  "workload": r["workload"], "resource": r["resource"], **dict((data or {}).get(key, {}))}))
+        out.append(
+            Finding(
+                Severity.CRITICAL,
+                f"{r['problem']}: {where} ({r['detail'].split(':')[0]})",
+                category="scheduling",
+                node=str(r["node"]) or None,
+                runbook=runbook,
+                summary="The API server rejects this pod spec (Invalid): " + r["detail"] + ".",
+                evidence=[
+                    f"{r['resource']}: request {'none' if r['request'] is None else r['request']}, "
+                    f"limit {'none' if r['limit'] is None else r['limit']}"
+                ]
+                + list((evidence or {}).get(key, [])),
+                sop_step=f"Set only limits: {{{r['resource']}: <whole number>}} (requests default to the limit); "
+                "for a fraction of a GPU use MIG or the time-slicing/MPS replicas.",
+                commands=[
+                    f"kubectl -n {shlex.quote(ns)} get pod {shlex.quote(pod)} -o jsonpath='{{.spec.containers[*].resources}}'"
+                ],
+                data={
+                    "check": "request_limit",
+                    "action": "fix_limits",
+                    "namespace": ns,
+                    "pod": pod,
+                    "container": c,
+                    "workload": r["workload"],
+                    "resource": r["resource"],
+                    **dict((data or {}).get(key, {})),
+                },
+            )
+        )
     return out
 
 
@@ -180,8 +245,11 @@ def requests_nvidia(row: Mapping[str, Any]) -> bool:
         v = pd.to_numeric(pd.Series([row.get(k)]), errors="coerce").iloc[0]
         if pd.notna(v) and v > 0:
             return True
-    return any(bool(row.get(k)) and any((v or 0) > 0 for v in dict(row.get(k)).values())
-               for k in ("mig_requests", "mig_limits") if isinstance(row.get(k), Mapping))
+    return any(
+        bool(row.get(k)) and any((v or 0) > 0 for v in dict(row.get(k)).values())
+        for k in ("mig_requests", "mig_limits")
+        if isinstance(row.get(k), Mapping)
+    )
 
 
 def non_gpu_pods(pods: pd.DataFrame | None, gpu_nodes: Iterable[str]) -> pd.DataFrame:
@@ -191,8 +259,13 @@ def non_gpu_pods(pods: pd.DataFrame | None, gpu_nodes: Iterable[str]) -> pd.Data
     if pods is None or len(pods) == 0:
         return pd.DataFrame(columns=NON_GPU_POD_COLUMNS)
     gpu, system = {str(n) for n in gpu_nodes}, system_namespaces()
-    rows = [{c: (r.get(c) or "") for c in NON_GPU_POD_COLUMNS} for r in pods.to_dict("records")
-            if str(r.get("node") or "") in gpu and str(r.get("phase") or "") not in ("Succeeded", "Failed")
-            and str(r.get("owner_kind") or "") != "DaemonSet" and str(r.get("namespace") or "") not in system
-            and not requests_nvidia(r)]
+    rows = [
+        {c: (r.get(c) or "") for c in NON_GPU_POD_COLUMNS}
+        for r in pods.to_dict("records")
+        if str(r.get("node") or "") in gpu
+        and str(r.get("phase") or "") not in ("Succeeded", "Failed")
+        and str(r.get("owner_kind") or "") != "DaemonSet"
+        and str(r.get("namespace") or "") not in system
+        and not requests_nvidia(r)
+    ]
     return pd.DataFrame(rows, columns=NON_GPU_POD_COLUMNS)

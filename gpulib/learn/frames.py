@@ -4,13 +4,26 @@
 Each function takes the frame the lesson already has (``Source.pods()``, :func:`gpulib.fleet.health.inventory`,
 ``Source.summary()``, :func:`gpulib.learn.model_sizes`...) and returns the rows or the count the question needs.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["best_row", "workload_pods", "deployments", "mig_node_count", "overcommitted_nodes", "mig_nodes",
-           "blind_alerts", "whole_gpus", "at_or_above", "mig_capable_models", "model_size", "tier_row",
-           "gpus_with_sbe"]
+__all__ = [
+    "best_row",
+    "workload_pods",
+    "deployments",
+    "mig_node_count",
+    "overcommitted_nodes",
+    "mig_nodes",
+    "blind_alerts",
+    "whole_gpus",
+    "at_or_above",
+    "mig_capable_models",
+    "model_size",
+    "tier_row",
+    "gpus_with_sbe",
+]
 
 
 def _text(s: pd.Series) -> pd.Series:
@@ -30,8 +43,11 @@ def workload_pods(pods: pd.DataFrame, *, contains: str = "", prefix: str = "") -
 
 def deployments(pods: pd.DataFrame) -> pd.DataFrame:
     """One row per workload: replicas (pods), GPUs per replica and the node of its first pod."""
-    return pods.groupby("workload").agg(replicas=("pod", "count"), gpus=("gpu_request", "first"),
-                                        node=("node", "first")).reset_index()
+    return (
+        pods.groupby("workload")
+        .agg(replicas=("pod", "count"), gpus=("gpu_request", "first"), node=("node", "first"))
+        .reset_index()
+    )
 
 
 def mig_node_count(inventory: pd.DataFrame) -> int:

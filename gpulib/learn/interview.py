@@ -4,6 +4,7 @@ follow-up questions an interviewer asks, answers collapsed until opened.
 Templates: ``gpulib/data/learn/interview_answers.csv``; follow-ups: ``gpulib/data/learn/interview_followups.csv``
 (each row with its source). Money is written ``12,345 USD`` (a ``$`` pair would open a MathJax span in Markdown).
 """
+
 from __future__ import annotations
 
 import html
@@ -23,16 +24,24 @@ def model_answer(part: str, figures: Mapping[str, Any]) -> str:
     t = load_table("learn/interview_answers").set_index("part")
     if part not in t.index:
         from gpulib.core.errors import InvalidParameter
+
         raise InvalidParameter(f"part={part!r}: use one of {', '.join(PARTS)}")
     crit = list(figures.get("critical_incidents") or [])
-    values = {"currency": "USD", **dict(figures), "n_critical": len(crit),
-              "first_critical": crit[0] if crit else "none"}
+    values = {
+        "currency": "USD",
+        **dict(figures),
+        "n_critical": len(crit),
+        "first_critical": crit[0] if crit else "none",
+    }
     try:
         return str(t.loc[part, "template"]).format(**values)
     except KeyError as exc:
         from gpulib.core.errors import InvalidParameter
-        raise InvalidParameter(f"the {part} model answer needs the figure {exc.args[0]!r}, which was not computed",
-                               hint="the step above that computes it failed: see its error box") from None
+
+        raise InvalidParameter(
+            f"the {part} model answer needs the figure {exc.args[0]!r}, which was not computed",
+            hint="the step above that computes it failed: see its error box",
+        ) from None
 
 
 def follow_ups(part: str | None = None) -> pd.DataFrame:
@@ -46,7 +55,9 @@ def follow_up_html(part: str) -> str:
     e = html.escape
     out = []
     for r in follow_ups(part).itertuples():
-        out.append("<div style='border-left:4px solid #1f5fa8;padding:4px 10px;margin:6px 0'>"
-                   f"<p><b>Follow-up.</b> {e(r.question)}</p><details><summary>Show a model answer</summary>"
-                   f"<p>{e(r.answer)}</p><p><small>Source: {e(r.source)}</small></p></details></div>")
+        out.append(
+            "<div style='border-left:4px solid #1f5fa8;padding:4px 10px;margin:6px 0'>"
+            f"<p><b>Follow-up.</b> {e(r.question)}</p><details><summary>Show a model answer</summary>"
+            f"<p>{e(r.answer)}</p><p><small>Source: {e(r.source)}</small></p></details></div>"
+        )
     return "".join(out)

@@ -14,6 +14,7 @@ Self-check questions render with the answer in a collapsed ``<details>`` block (
 ``lesson.figure(key, value)`` records the headline numbers a lesson computed; ``finish()`` writes them to
 ``figures.json`` beside the findings file the CLI asks for, so tests can check what the reader saw.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,11 +28,11 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
-from gpulib.core.knowledge import data_path, load_table  # noqa: F401  (load_table re-exported for lessons)
+from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.money import money as _money
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
 
-GIB = 1024 ** 3
+GIB = 1024**3
 #: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
 FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 
@@ -75,8 +76,13 @@ def _cell(v: Any, floatfmt: str) -> str:
     return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(df: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str] | Mapping[str, str] | None = None,
-             *, floatfmt: str = ",.1f", max_rows: int | None = None) -> str:
+def md_table(
+    df: pd.DataFrame | Sequence[Mapping[str, Any]],
+    columns: Sequence[str] | Mapping[str, str] | None = None,
+    *,
+    floatfmt: str = ",.1f",
+    max_rows: int | None = None,
+) -> str:
     """A Markdown table from a DataFrame (or list of dicts). ``columns``: names to keep, or {name: header}."""
     if not isinstance(df, pd.DataFrame):
         df = pd.DataFrame(list(df))
@@ -96,8 +102,13 @@ def md_table(df: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[s
     return "\n".join(out)
 
 
-def data_table(name: str, columns: Sequence[str] | Mapping[str, str], *, where: Mapping[str, Any] | None = None,
-               floatfmt: str = "g") -> str:
+def data_table(
+    name: str,
+    columns: Sequence[str] | Mapping[str, str],
+    *,
+    where: Mapping[str, Any] | None = None,
+    floatfmt: str = "g",
+) -> str:
     """A Markdown table of a ``gpulib/data`` CSV (optionally filtered ``{column: value or [values]}``)."""
     df = load_table(name)
     for col, val in (where or {}).items():
@@ -117,10 +128,12 @@ class SelfCheck:
 
     def _repr_html_(self) -> str:
         why = f"<p>{html.escape(self.why)}</p>" if self.why else ""
-        return ("<div style='border-left:4px solid #6a3d9a;padding:4px 10px;margin:6px 0'>"
-                f"<p><b>Self-check.</b> {html.escape(self.question)}</p>"
-                f"<details><summary>Show the answer</summary><p><b>{html.escape(self.answer)}</b></p>{why}"
-                "</details></div>")
+        return (
+            "<div style='border-left:4px solid #6a3d9a;padding:4px 10px;margin:6px 0'>"
+            f"<p><b>Self-check.</b> {html.escape(self.question)}</p>"
+            f"<details><summary>Show the answer</summary><p><b>{html.escape(self.answer)}</b></p>{why}"
+            "</details></div>"
+        )
 
     def __str__(self) -> str:
         return f"Q: {self.question}\nA: {self.answer}" + (f"\n   {self.why}" if self.why else "")
@@ -139,6 +152,7 @@ def runbook_ref(name: str, **params: Any) -> str:
     cmd = "gpuops run " + name + "".join(f" -p {k} {v}" for k, v in params.items())
     try:
         from gpulib.catalogue import catalogue
+
         info = catalogue().get(name)
     except GpulibError:
         info = None
@@ -181,6 +195,7 @@ class Lesson:
         path = os.environ.get(FINDINGS_ENV)
         if path:
             from gpulib.core.findings import save_findings
+
             save_findings([], path, runbook=self.name, parameters=self.params, errors=self.errors)
             Path(path).with_name("figures.json").write_text(json.dumps(self.figures, indent=2, default=str))
         return self.figures
@@ -189,8 +204,11 @@ class Lesson:
 def connect(source: str = "demo", scenario: str = ""):
     """Open a source; for ``demo`` an optional scenario YAML replaces the packaged demo fleet."""
     from gpulib import connect as _connect
+
     if scenario and not Path(scenario).is_file():
-        raise InvalidParameter(f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml")
+        raise InvalidParameter(
+            f"scenario {scenario!r} is not a file", hint="give a demo fleet YAML like gpulib/data/demo/demo_fleet.yaml"
+        )
     # backends take the keywords they know (the demo's scenario=) and ignore the others (gpulib/sources/)
     return _connect(source, **({"scenario": scenario} if scenario else {}))
 
@@ -213,7 +231,9 @@ def vllm_serve_command(model: str, device: str, max_model_len: int) -> str:
     return "vllm serve " + " ".join(args[1:2] + args[2:])
 
 
-def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None) -> dict[str, str]:
+def pod_resources_outcome(
+    resources: Mapping[str, Mapping[str, Any]], nodes: pd.DataFrame | None = None
+) -> dict[str, str]:
     """What the project's pod checks say about one container ``resources`` block (requests/limits).
 
     Returns ``{"parsed": ..., "check": ..., "schedulable_on": ...}``: how ``gpulib.kube.frames`` reads it (with the API
@@ -224,9 +244,12 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
     from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
     from gpulib.kube.requests import resource_problems
 
-    pod = {"kind": "Pod", "metadata": {"name": "example", "namespace": "default"},
-           "spec": {"containers": [{"name": "main", "image": "cuda", "resources": dict(resources)}]},
-           "status": {"phase": "Pending"}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "example", "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "cuda", "resources": dict(resources)}]},
+        "status": {"phase": "Pending"},
+    }
     try:
         row = pods_frame(pod).iloc[0]
     except MalformedKubernetesObject as exc:
@@ -239,8 +262,11 @@ def pod_resources_outcome(resources: Mapping[str, Mapping[str, Any]], nodes: pd.
     if issues:
         # kubernetes pkg/apis/core/validation/validation.go (ValidateResourceRequirements): a non-overcommitable
         # (extended) resource needs a limit, and its request must equal that limit; the pod is never created
-        return {"parsed": "rejected by the API server (extended resources: limit required, request must equal it)",
-                "check": check, "schedulable_on": "none (the pod is never created)"}
+        return {
+            "parsed": "rejected by the API server (extended resources: limit required, request must equal it)",
+            "check": check,
+            "schedulable_on": "none (the pod is never created)",
+        }
     where = "n/a"
     if nodes is not None and req:
         fit = [n.node for n in nodes.itertuples() if all(_allocatable(n, k) >= v for k, v in req.items())]
@@ -296,9 +322,16 @@ def alert_catalog() -> pd.DataFrame:
     for group in alert_rules()["groups"]:
         for r in group["rules"]:
             fields = sorted(set(re.findall(r"\b(DCGM_\w+)", r["expr"])))
-            rows.append({"alert": r["alert"], "severity": r["labels"]["severity"], "for": r.get("for", "0s"),
-                         "expr": r["expr"], "catches": r["annotations"]["description"],
-                         "needs_non_default_fields": ", ".join(f for f in fields if f in off)})
+            rows.append(
+                {
+                    "alert": r["alert"],
+                    "severity": r["labels"]["severity"],
+                    "for": r.get("for", "0s"),
+                    "expr": r["expr"],
+                    "catches": r["annotations"]["description"],
+                    "needs_non_default_fields": ", ".join(f for f in fields if f in off),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -309,6 +342,7 @@ def alerts_file_status(path: str | Path | None = None) -> str:
     if path is None:
         try:
             from gpulib.catalogue import project_root
+
             path = project_root() / "deploy" / "prometheus" / "gpu-alerts.yaml"
         except GpulibError:
             return "no checkout found (deploy/prometheus/gpu-alerts.yaml is not part of the installed package)"
@@ -316,9 +350,12 @@ def alerts_file_status(path: str | Path | None = None) -> str:
     if not p.is_file():
         return f"{p} not found"
     same = p.read_text() == alert_rules_yaml()
-    return (f"`{p.name}` is in sync with the data files" if same else
-            f"`{p.name}` differs from what the data files generate now: regenerate it with "
-            "`gpuops alerts --base-url URL`")
+    return (
+        f"`{p.name}` is in sync with the data files"
+        if same
+        else f"`{p.name}` differs from what the data files generate now: regenerate it with "
+        "`gpuops alerts --base-url URL`"
+    )
 
 
 # ------------------------------------------------------------------------------- troubleshooting
@@ -338,21 +375,33 @@ def smi_section(text: str, command: str) -> str:
 
 def xid_sop(code: int) -> dict[str, Any]:
     """NVIDIA's catalog entry for an XID with the project's SOP for its resolution bucket."""
-    import gpulib.xid.triage as triage
     import gpulib.xid as xid
+    import gpulib.xid.triage as triage
 
     rec = xid.lookup(code)
-    bucket = triage._bucket_for(int(code))  # noqa: SLF001 - the same mapping triage_node uses
+    bucket = triage._bucket_for(int(code))
     sop = xid.sop(bucket)
     cmds = " ".join(sop["commands"])
     recovery = "node reboot" if "reboot" in cmds else "GPU reset" if "nvidia-smi -r" in cmds else "restart the workload"
-    return {"recovery": recovery, "code": int(code), "mnemonic": rec.mnemonic, "description": rec.description, "bucket": bucket,
-            "takes_gpu_out": bucket in triage.DRAIN_BUCKETS, "verdict": sop["verdict"], "severity": sop["severity"],
-            "sop_step": sop["sop_step"], "commands": sop["commands"], "escalation": sop["escalation"]}
+    return {
+        "recovery": recovery,
+        "code": int(code),
+        "mnemonic": rec.mnemonic,
+        "description": rec.description,
+        "bucket": bucket,
+        "takes_gpu_out": bucket in triage.DRAIN_BUCKETS,
+        "verdict": sop["verdict"],
+        "severity": sop["severity"],
+        "sop_step": sop["sop_step"],
+        "commands": sop["commands"],
+        "escalation": sop["escalation"],
+    }
 
 
 # ----------------------------------------------------------------------------------------- storage
-def model_sizes(dtypes: Sequence[str] = ("bfloat16", "fp8", "int4"), models: Sequence[str] | None = None) -> pd.DataFrame:
+def model_sizes(
+    dtypes: Sequence[str] = ("bfloat16", "fp8", "int4"), models: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Checkpoint size per model and dtype: parameters (models.csv) x bytes per parameter (model_dtypes.csv)."""
     m = load_table("models")[["model", "params_b"]]
     if models is not None:
@@ -361,10 +410,18 @@ def model_sizes(dtypes: Sequence[str] = ("bfloat16", "fp8", "int4"), models: Seq
     unknown = [x for x in dtypes if x not in d.index]
     if unknown:
         raise InvalidParameter(f"unknown dtype(s) {unknown}; model_dtypes.csv has {list(d.index)}")
-    rows = [{"model": r.model, "params_b": float(r.params_b), "dtype": dt, "bytes_per_param": float(d.loc[dt, "bytes"]),
-             "size_gb": float(r.params_b) * float(d.loc[dt, "bytes"]),
-             "size_gib": float(r.params_b) * 1e9 * float(d.loc[dt, "bytes"]) / GIB}
-            for r in m.itertuples() for dt in dtypes]
+    rows = [
+        {
+            "model": r.model,
+            "params_b": float(r.params_b),
+            "dtype": dt,
+            "bytes_per_param": float(d.loc[dt, "bytes"]),
+            "size_gb": float(r.params_b) * float(d.loc[dt, "bytes"]),
+            "size_gib": float(r.params_b) * 1e9 * float(d.loc[dt, "bytes"]) / GIB,
+        }
+        for r in m.itertuples()
+        for dt in dtypes
+    ]
     return pd.DataFrame(rows)
 
 
@@ -393,8 +450,14 @@ def cost_report(src, window: str = "24h"):
         except EmptyResult:
             return None
 
-    return cost.analyze_cost(src.nodes(), src.pods(), _get("DCGM_FI_PROF_GR_ENGINE_ACTIVE"), _get("DCGM_FI_DEV_FB_USED"),
-                             gpu_util=_get("DCGM_FI_DEV_GPU_UTIL"), window=window)
+    return cost.analyze_cost(
+        src.nodes(),
+        src.pods(),
+        _get("DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
+        _get("DCGM_FI_DEV_FB_USED"),
+        gpu_util=_get("DCGM_FI_DEV_GPU_UTIL"),
+        window=window,
+    )
 
 
 def cost_checklist(rep) -> pd.DataFrame:
@@ -405,40 +468,71 @@ def cost_checklist(rep) -> pd.DataFrame:
     rows = []
     for key, label in ACTIONS.items():
         part = a[a["action"] == key] if len(a) else a
-        rows.append({"action": key, "checklist item": label, "targets": int(len(part)),
-                     "monthly_saving": float(part["monthly_saving"].sum()) if len(part) else 0.0})
+        rows.append(
+            {
+                "action": key,
+                "checklist item": label,
+                "targets": int(len(part)),
+                "monthly_saving": float(part["monthly_saving"].sum()) if len(part) else 0.0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------- manifests
 def _yaml(doc: Mapping[str, Any]) -> str:
     import yaml
+
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def hpa_manifest(deployment: str, metric: str, target_average: float, *, min_replicas: int = 1,
-                 max_replicas: int = 4, namespace: str = "inference") -> str:
+def hpa_manifest(
+    deployment: str,
+    metric: str,
+    target_average: float,
+    *,
+    min_replicas: int = 1,
+    max_replicas: int = 4,
+    namespace: str = "inference",
+) -> str:
     """An ``autoscaling/v2`` HPA scaling ``deployment`` on a per-pod custom metric (served by prometheus-adapter
     or KEDA) with an average target per replica."""
     if not 1 <= min_replicas <= max_replicas:
         raise InvalidParameter(f"need 1 <= min_replicas <= max_replicas, got {min_replicas}..{max_replicas}")
     if target_average <= 0:
         raise InvalidParameter(f"target_average must be positive, got {target_average}")
-    return _yaml({
-        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": deployment, "namespace": namespace},
-        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
-                 "minReplicas": int(min_replicas), "maxReplicas": int(max_replicas),
-                 "metrics": [{"type": "Pods", "pods": {"metric": {"name": metric},
-                                                        "target": {"type": "AverageValue", "averageValue": f"{target_average:g}"}}}]}})
+    return _yaml(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": deployment, "namespace": namespace},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+                "minReplicas": int(min_replicas),
+                "maxReplicas": int(max_replicas),
+                "metrics": [
+                    {
+                        "type": "Pods",
+                        "pods": {
+                            "metric": {"name": metric},
+                            "target": {"type": "AverageValue", "averageValue": f"{target_average:g}"},
+                        },
+                    }
+                ],
+            },
+        }
+    )
 
 
 def pytorchjob_worker_spec(*, shm: bool = True, gpus: int = 8, shm_size: str = "16Gi") -> dict:
     """A PyTorchJob worker pod template (``{"spec": ...}``) with or without a memory-backed /dev/shm."""
-    container = {"name": "pytorch", "image": "REGISTRY/TRAINING-IMAGE:TAG",
-                 "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
-                 "resources": {"limits": {"nvidia.com/gpu": gpus}},
-                 "env": [{"name": "NCCL_DEBUG", "value": "WARN"}]}
+    container = {
+        "name": "pytorch",
+        "image": "REGISTRY/TRAINING-IMAGE:TAG",
+        "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+        "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
+    }
     spec: dict[str, Any] = {"containers": [container]}
     if shm:
         container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
@@ -450,14 +544,21 @@ def pytorchjob_yaml(name: str, *, workers: int = 2, gpus_per_worker: int = 8, na
     """A Kubeflow ``PyTorchJob`` (one Master + ``workers - 1`` Workers) with /dev/shm mounted for NCCL."""
     if workers < 1 or gpus_per_worker < 1:
         raise InvalidParameter(f"workers and gpus_per_worker must be >= 1, got {workers}, {gpus_per_worker}")
+
     def tmpl() -> dict:
         return pytorchjob_worker_spec(gpus=gpus_per_worker)
 
     specs = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": tmpl()}}
     if workers > 1:
         specs["Worker"] = {"replicas": workers - 1, "restartPolicy": "OnFailure", "template": tmpl()}
-    return _yaml({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": namespace},
-                  "spec": {"pytorchReplicaSpecs": specs}})
+    return _yaml(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"pytorchReplicaSpecs": specs},
+        }
+    )
 
 
 def optional_module(name: str):
@@ -469,12 +570,19 @@ def optional_module(name: str):
     except ModuleNotFoundError as exc:
         if exc.name != f"gpulib.{name}":
             raise
-        _display_html(f"<div style='border-left:4px solid #b36b00;padding:4px 10px'><b>gpulib.{html.escape(name)} is not in "
-                      "this checkout</b>: the cells that need it are skipped.</div>")
+        _display_html(
+            f"<div style='border-left:4px solid #b36b00;padding:4px 10px'><b>gpulib.{html.escape(name)} is not in "
+            "this checkout</b>: the cells that need it are skipped.</div>"
+        )
         return None
 
 
 def resources_text(resources: dict) -> str:
     """A container's ``resources`` as the line an engineer reads in a pod spec: ``limits nvidia.com/gpu=1; requests ...``."""
-    return "; ".join(f"{kind} " + ", ".join(f"{name}={qty}" for name, qty in (spec or {}).items())
-                     for kind, spec in resources.items()) or "(none)"
+    return (
+        "; ".join(
+            f"{kind} " + ", ".join(f"{name}={qty}" for name, qty in (spec or {}).items())
+            for kind, spec in resources.items()
+        )
+        or "(none)"
+    )

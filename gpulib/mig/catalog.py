@@ -2,12 +2,12 @@
 a catalog name, an ``nvidia-smi`` name or a node's ``nvidia.com/gpu.product`` label -> the catalog's model, its
 profiles and their geometry (memory slots, compute slices, allowed start slots).
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import product
 
 import pandas as pd
 
@@ -15,9 +15,20 @@ from gpulib.core.errors import InvalidParameter, UnknownGPUModel, UnknownProfile
 from gpulib.core.knowledge import load_table
 from gpulib.mig.models import model_by_name, model_by_pci_id
 
-
-CATALOG_COLUMNS = ["gpu_model", "profile", "profile_id", "memory_gib", "compute_slices", "memory_slots",
-                   "max_count", "placements", "media_ext", "inferred", "inferred_fields", "source"]
+CATALOG_COLUMNS = [
+    "gpu_model",
+    "profile",
+    "profile_id",
+    "memory_gib",
+    "compute_slices",
+    "memory_slots",
+    "max_count",
+    "placements",
+    "media_ext",
+    "inferred",
+    "inferred_fields",
+    "source",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -37,9 +48,14 @@ def resolve_gpu_model(name: str | None, pci_device_id: str | int | None = None) 
     if by_id is not None:
         return by_id
     if not isinstance(name, str) or not name.strip():
-        raise UnknownGPUModel(f"gpu_model must be a non-empty string, got {name!r}"
-                              + (f" (PCI device id {pci_device_id!r} is not in gpulib/data/mig/gpu_model_names.csv)"
-                                 if pci_device_id is not None else ""))
+        raise UnknownGPUModel(
+            f"gpu_model must be a non-empty string, got {name!r}"
+            + (
+                f" (PCI device id {pci_device_id!r} is not in gpulib/data/mig/gpu_model_names.csv)"
+                if pci_device_id is not None
+                else ""
+            )
+        )
     return _resolve_cached(name)
 
 
@@ -51,8 +67,10 @@ def _resolve_cached(name: str) -> str:
             return m
     best = model_by_pci_id(name) or model_by_name(name)
     if best is None:
-        raise UnknownGPUModel(f"GPU model {name!r} is not in the catalog (matched by PCI device id or exact product "
-                              "name only: gpulib/data/mig/gpu_model_names.csv)")
+        raise UnknownGPUModel(
+            f"GPU model {name!r} is not in the catalog (matched by PCI device id or exact product "
+            "name only: gpulib/data/mig/gpu_model_names.csv)"
+        )
     return best
 
 
@@ -74,8 +92,10 @@ def profiles(gpu_model: str, catalog: pd.DataFrame | None = None) -> pd.DataFram
     df = load_table("mig_profiles")
     df = df[df["gpu_model"] == model]
     if df.empty:
-        raise UnknownGPUModel(f"GPU model {model} does not support MIG (no profiles in the catalog)",
-                              hint="use whole GPUs, time-slicing or MPS: see gpulib.mig.sharing.recommend")
+        raise UnknownGPUModel(
+            f"GPU model {model} does not support MIG (no profiles in the catalog)",
+            hint="use whole GPUs, time-slicing or MPS: see gpulib.mig.sharing.recommend",
+        )
     return df.sort_values(["memory_slots", "compute_slices", "media_ext"]).reset_index(drop=True)
 
 
@@ -103,11 +123,17 @@ class Profile:
 def _to_profile(row) -> Profile:
     pid = row["profile_id"]
     return Profile(
-        gpu_model=str(row["gpu_model"]), name=str(row["profile"]),
-        profile_id=None if pd.isna(pid) else int(pid), memory_gib=float(row["memory_gib"]),
-        compute_slices=int(row["compute_slices"]), memory_slots=int(row["memory_slots"]),
-        max_count=int(row["max_count"]), starts=tuple(int(s) for s in str(row["placements"]).split(";") if s != ""),
-        media_ext=str(row["media_ext"]).lower() == "yes", inferred=str(row.get("inferred", "no")).lower() == "yes")
+        gpu_model=str(row["gpu_model"]),
+        name=str(row["profile"]),
+        profile_id=None if pd.isna(pid) else int(pid),
+        memory_gib=float(row["memory_gib"]),
+        compute_slices=int(row["compute_slices"]),
+        memory_slots=int(row["memory_slots"]),
+        max_count=int(row["max_count"]),
+        starts=tuple(int(s) for s in str(row["placements"]).split(";") if s != ""),
+        media_ext=str(row["media_ext"]).lower() == "yes",
+        inferred=str(row.get("inferred", "no")).lower() == "yes",
+    )
 
 
 def profile_objects(gpu_model: str, catalog: pd.DataFrame | None = None) -> list[Profile]:
@@ -140,8 +166,9 @@ def get_profile(gpu_model: str, name: str | int, catalog: pd.DataFrame | None = 
         for p in ps:
             if p.profile_id == name:
                 return p
-        raise UnknownProfile(f"no profile ID {name} on {gpu_model}; known: "
-                             f"{', '.join(f'{p.name} ({p.profile_id})' for p in ps)}")
+        raise UnknownProfile(
+            f"no profile ID {name} on {gpu_model}; known: {', '.join(f'{p.name} ({p.profile_id})' for p in ps)}"
+        )
     m = _PROFILE_RE.match(str(name).strip())
     if not m:
         raise UnknownProfile(f"{name!r} is not a MIG profile name like '3g.20gb' or '1g.10gb+me'")

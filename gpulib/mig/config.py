@@ -2,6 +2,7 @@
 ``nvidia-mig-parted`` and the GPU Operator's MIG Manager apply (``NVIDIA/mig-parted:
 deployments/systemd/config-default.yaml`` @ bd7160f4).
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,9 @@ from gpulib.mig.parted_merge import schema_problems
 # --------------------------------------------------------------------------------------------------
 # mig-parted config, resource names
 # --------------------------------------------------------------------------------------------------
-def mig_parted_selector(layout: dict[str, int] | None, devices: str | list[int] = "all",
-                        device_filter: str | list[str] | None = None) -> dict:
+def mig_parted_selector(
+    layout: dict[str, int] | None, devices: str | list[int] = "all", device_filter: str | list[str] | None = None
+) -> dict:
     """One device selector of a mig-parted config. ``layout`` None = MIG disabled, ``{}`` = MIG on, no instances."""
     sel: dict = {"devices": devices}
     if device_filter:
@@ -38,8 +40,10 @@ def mig_parted_config(configs: dict[str, list[dict] | dict[str, int]]) -> str:
     doc = {"version": "v1", "mig-configs": {}}
     for name, sels in configs.items():
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or len(name) > 63:
-            raise InvalidParameter(f"mig-parted config name {name!r} must be a valid label value (<=63 chars, "
-                                   "letters, digits, '.', '_', '-')")
+            raise InvalidParameter(
+                f"mig-parted config name {name!r} must be a valid label value (<=63 chars, "
+                "letters, digits, '.', '_', '-')"
+            )
         doc["mig-configs"][name] = [mig_parted_selector(sels)] if isinstance(sels, dict) else list(sels)
     return yaml.safe_dump(doc, sort_keys=False)
 

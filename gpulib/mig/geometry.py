@@ -10,6 +10,7 @@ GPU; compute slices add up to at most the GPU's total (7, or 4 on A30).
     >>> place("A100-40GB", ["3g", "3g", "1g"]).reason      # doctest: +ELLIPSIS
     'needs 9 memory slots ...'
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -73,8 +74,10 @@ class Placement:
         """``nvidia-smi mig -cgi <profile>:<start>`` commands that create exactly this placement (largest first)."""
         if not self.fits:
             return []
-        return [f"sudo nvidia-smi mig -i {gpu_index} -cgi {i.profile}:{i.start} -C"
-                for i in sorted(self.instances, key=lambda i: (-i.size, i.start))]
+        return [
+            f"sudo nvidia-smi mig -i {gpu_index} -cgi {i.profile}:{i.start} -C"
+            for i in sorted(self.instances, key=lambda i: (-i.size, i.start))
+        ]
 
 
 def _expand(gpu_model: str, requested: Sequence[str | int] | dict, catalog) -> list[Profile]:
@@ -117,7 +120,9 @@ def _search(items: list[Profile], total_slots: int) -> list[int] | None:
     return list(starts) if rec(0, 0) else None
 
 
-def place(gpu_model: str, profiles_wanted: Sequence[str | int] | dict, catalog: pd.DataFrame | None = None) -> Placement:
+def place(
+    gpu_model: str, profiles_wanted: Sequence[str | int] | dict, catalog: pd.DataFrame | None = None
+) -> Placement:
     """Place GPU instances on one GPU following NVIDIA's allowed placements.
 
     ``profiles_wanted``: a list of profile names / shorthands / IDs (``["4g.20gb", "2g", "1g"]``) or a
@@ -146,22 +151,30 @@ def place(gpu_model: str, profiles_wanted: Sequence[str | int] | dict, catalog: 
         return res
     mem = sum(p.memory_slots for p in items)
     if mem > total_slots:
-        res.reason = (f"needs {mem} memory slots ({' + '.join(f'{p.name}={p.memory_slots}' for p in items)}), "
-                      f"the GPU has {total_slots}")
+        res.reason = (
+            f"needs {mem} memory slots ({' + '.join(f'{p.name}={p.memory_slots}' for p in items)}), "
+            f"the GPU has {total_slots}"
+        )
         return res
     starts = _search(items, total_slots)
     if starts is None:
-        res.reason = ("the memory slots add up but no arrangement uses NVIDIA's allowed start slots ("
-                      + "; ".join(f"{p.name} starts {list(p.starts)}" for p in by_name.values()) + ")")
+        res.reason = (
+            "the memory slots add up but no arrangement uses NVIDIA's allowed start slots ("
+            + "; ".join(f"{p.name} starts {list(p.starts)}" for p in by_name.values())
+            + ")"
+        )
         return res
     res.fits = True
-    res.instances = sorted((PlacedInstance(p.name, s, p.memory_slots, p.compute_slices, p.memory_gib)
-                            for p, s in zip(items, starts)), key=lambda i: i.start)
+    res.instances = sorted(
+        (PlacedInstance(p.name, s, p.memory_slots, p.compute_slices, p.memory_gib) for p, s in zip(items, starts)),
+        key=lambda i: i.start,
+    )
     return res
 
 
-def is_valid_layout(gpu_model: str, profiles_wanted: Sequence[str | int] | dict,
-                    catalog: pd.DataFrame | None = None) -> bool:
+def is_valid_layout(
+    gpu_model: str, profiles_wanted: Sequence[str | int] | dict, catalog: pd.DataFrame | None = None
+) -> bool:
     """True when the multiset of GPU instances can coexist on one GPU of ``gpu_model``."""
     return place(gpu_model, profiles_wanted, catalog).fits
 

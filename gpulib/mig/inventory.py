@@ -5,6 +5,7 @@ dcgm-exporter's ``GPU_I_PROFILE`` labels, else the node's ``nvidia.com/mig-*`` r
 Layout frames share :data:`LAYOUT_COLUMNS`: one row per box of the slot diagram (a MIG instance, or a whole GPU),
 drawn by :mod:`gpulib.mig.view`.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,13 +19,25 @@ from gpulib.mig.geometry import place
 
 __all__ = ["LAYOUT_COLUMNS", "select_nodes", "target_model", "inventory_for", "current_layout", "current_gpus_for"]
 
-LAYOUT_COLUMNS = ["node", "gpu", "row", "model", "profile", "start", "size", "slots", "memory_gib", "workload",
-                  "need_gib", "headroom_gib", "where"]
+LAYOUT_COLUMNS = [
+    "node",
+    "gpu",
+    "row",
+    "model",
+    "profile",
+    "start",
+    "size",
+    "slots",
+    "memory_gib",
+    "workload",
+    "need_gib",
+    "headroom_gib",
+    "where",
+]
 
 
 def _blank(s) -> bool:
     return s is None or (isinstance(s, float) and math.isnan(s)) or str(s) in ("", "nan", "<NA>", "None")
-
 
 
 # --------------------------------------------------------------------------------------------------
@@ -36,7 +49,9 @@ def select_nodes(nodes: pd.DataFrame, node: str = "", gpu_model: str = "") -> pd
     if node:
         sel = nodes[nodes["node"] == node]
         if sel.empty:
-            raise UnknownNode(f"node={node!r} is not a GPU node of this source; known: {', '.join(sorted(nodes['node']))}")
+            raise UnknownNode(
+                f"node={node!r} is not a GPU node of this source; known: {', '.join(sorted(nodes['node']))}"
+            )
         return sel
     sel = nodes[[_mig_capable_product(p) for p in nodes["gpu_product"]]]
     if gpu_model:
@@ -69,14 +84,17 @@ def target_model(gpu_model: str, nodes: pd.DataFrame) -> str:
     else:
         models = sorted({resolve_gpu_model(str(p)) for p in nodes["gpu_product"] if not _blank(p)})
         if len(models) != 1:
-            raise InvalidParameter(f"gpu_model is empty and the selected nodes have {len(models)} GPU models "
-                                   f"({', '.join(models) or 'none'}); set gpu_model or node")
+            raise InvalidParameter(
+                f"gpu_model is empty and the selected nodes have {len(models)} GPU models "
+                f"({', '.join(models) or 'none'}); set gpu_model or node"
+            )
         model = models[0]
     if not is_mig_capable(model):
-        raise UnknownGPUModel(f"GPU model {model} does not support MIG",
-                                  hint="size it with time-slicing or MPS instead: gpulib.mig.sharing.recommend")
+        raise UnknownGPUModel(
+            f"GPU model {model} does not support MIG",
+            hint="size it with time-slicing or MPS instead: gpulib.mig.sharing.recommend",
+        )
     return model
-
 
 
 # --------------------------------------------------------------------------------------------------
@@ -102,7 +120,11 @@ def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame
     falling back to the node's ``nvidia.com/mig-*`` resources; a GPU without MIG is one whole-GPU box. DCGM does
     not report start slots, so instances are drawn on a valid placement (the real one: ``nvidia-smi mig -lgi``).
     """
-    fb = fb if fb is not None else pd.DataFrame(columns=["node", "gpu", "gpu_i_profile", "gpu_i_id", "pod", "namespace", "value"])
+    fb = (
+        fb
+        if fb is not None
+        else pd.DataFrame(columns=["node", "gpu", "gpu_i_profile", "gpu_i_id", "pod", "namespace", "value"])
+    )
     rows = []
     for _, nrow in nodes.iterrows():
         name = str(nrow["node"])
@@ -117,28 +139,66 @@ def current_layout(nodes: pd.DataFrame, fb: pd.DataFrame | None) -> pd.DataFrame
         by_label = _node_layout_from_resources(nrow) if capable else {}
         for g in range(int(nrow.get("gpu_count") or 0)):
             here = on[on["gpu"].astype(str) == str(g)]
-            inst = here.loc[~here["gpu_i_profile"].map(_blank).astype(bool)].sort_values("gpu_i_id", key=lambda s: pd.to_numeric(s, errors="coerce"))
+            inst = here.loc[~here["gpu_i_profile"].map(_blank).astype(bool)].sort_values(
+                "gpu_i_id", key=lambda s: pd.to_numeric(s, errors="coerce")
+            )
             row_id = f"{name}/{g}"
             if capable and (not inst.empty or by_label):
-                wanted = list(inst["gpu_i_profile"]) if not inst.empty else [p for p, c in by_label.items() for _ in range(c)]
+                wanted = (
+                    list(inst["gpu_i_profile"])
+                    if not inst.empty
+                    else [p for p, c in by_label.items() for _ in range(c)]
+                )
                 p = place(model, wanted)
                 if not p.fits:
-                    raise InvalidParameter(f"{row_id}: reported MIG instances {wanted} do not fit a {model}: {p.reason}")
+                    raise InvalidParameter(
+                        f"{row_id}: reported MIG instances {wanted} do not fit a {model}: {p.reason}"
+                    )
                 users = defaultdict(list)
                 for r in inst.itertuples():
                     users[r.gpu_i_profile].append((r.pod, r.namespace, float(r.value) / 1024))
                 for i in p.instances:
                     pod, ns, used = users[i.profile].pop(0) if users[i.profile] else ("", "", float("nan"))
-                    rows.append(_row(name, g, row_id, model, i.profile, i.start, i.size, slots, i.memory_gib,
-                                     _who(ns, pod), float("nan"), float("nan"),
-                                     "DCGM GPU_I_PROFILE" if not inst.empty else "node nvidia.com/mig-* resources",
-                                     used=used))
+                    rows.append(
+                        _row(
+                            name,
+                            g,
+                            row_id,
+                            model,
+                            i.profile,
+                            i.start,
+                            i.size,
+                            slots,
+                            i.memory_gib,
+                            _who(ns, pod),
+                            float("nan"),
+                            float("nan"),
+                            "DCGM GPU_I_PROFILE" if not inst.empty else "node nvidia.com/mig-* resources",
+                            used=used,
+                        )
+                    )
             else:
                 pod = here.loc[~here["pod"].map(_blank).astype(bool)]
                 who = _who(pod["namespace"].iloc[0], pod["pod"].iloc[0]) if not pod.empty else ""
                 used = float(here["value"].max()) / 1024 if not here.empty else float("nan")
-                rows.append(_row(name, g, row_id, model, "whole GPU", 0, slots, slots, whole_gib, who,
-                                 float("nan"), float("nan"), "whole GPU (MIG off)", used=used))
+                rows.append(
+                    _row(
+                        name,
+                        g,
+                        row_id,
+                        model,
+                        "whole GPU",
+                        0,
+                        slots,
+                        slots,
+                        whole_gib,
+                        who,
+                        float("nan"),
+                        float("nan"),
+                        "whole GPU (MIG off)",
+                        used=used,
+                    )
+                )
     df = pd.DataFrame(rows, columns=LAYOUT_COLUMNS + ["used_gib"])
     return df
 
@@ -148,9 +208,22 @@ def _who(ns, pod) -> str:
 
 
 def _row(node, gpu, row, model, profile, start, size, slots, mem, workload, need, headroom, where, used=float("nan")):
-    return {"node": node, "gpu": str(gpu), "row": row, "model": model, "profile": profile, "start": int(start),
-            "size": int(size), "slots": int(slots), "memory_gib": float(mem), "workload": workload,
-            "need_gib": need, "headroom_gib": headroom, "where": where, "used_gib": used}
+    return {
+        "node": node,
+        "gpu": str(gpu),
+        "row": row,
+        "model": model,
+        "profile": profile,
+        "start": int(start),
+        "size": int(size),
+        "slots": int(slots),
+        "memory_gib": float(mem),
+        "workload": workload,
+        "need_gib": need,
+        "headroom_gib": headroom,
+        "where": where,
+        "used_gib": used,
+    }
 
 
 def current_gpus_for(current: pd.DataFrame, workloads: list[str]) -> int:

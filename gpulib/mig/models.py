@@ -8,6 +8,7 @@ A name is normalised before the exact lookup: upper case, ``-``/``_`` -> space, 
 dropped, and the GPU Feature Discovery suffixes ``-SHARED`` (time-slicing) and ``-MIG-<profile>`` (single
 strategy) removed, so ``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb`` and ``NVIDIA A100-SXM4-40GB`` are the same name.
 """
+
 from __future__ import annotations
 
 import re

@@ -14,6 +14,7 @@ node labelled ``all-disabled`` (or with its current layout) pointing at a name t
 * :func:`referenced_names` / :func:`safe_config` refuse (:class:`MigConfigRefused`, with the reason) a config
   that lacks a name some node label references.
 """
+
 from __future__ import annotations
 
 import html
@@ -26,15 +27,32 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from gpulib.core import validate
-from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError, MigConfigRefused, NotProvided, SourceError
+from gpulib.core.errors import (
+    GpulibError,
+    InvalidParameter,
+    KubernetesError,
+    MigConfigRefused,
+    NotProvided,
+    SourceError,
+)
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import data_path
 from gpulib.core.sop import sop
 from gpulib.core.validate import command
 from gpulib.kube.labels import MIG_PARTED_DEFAULT_CONFIGMAP as _DEFAULT_CONFIGMAP
 
-__all__ = ["MigConfigRefused", "default_configs", "schema_problems", "merge_configs", "referenced_names",
-           "missing_references", "safe_config", "ConfigsInUse", "configs_in_use", "config_for_cluster"]
+__all__ = [
+    "MigConfigRefused",
+    "default_configs",
+    "schema_problems",
+    "merge_configs",
+    "referenced_names",
+    "missing_references",
+    "safe_config",
+    "ConfigsInUse",
+    "configs_in_use",
+    "config_for_cluster",
+]
 
 #: mig-parted api/spec/v1/spec.go: the only top-level keys and the only keys of one config entry
 _SPEC_KEYS = {"version", "mig-configs"}
@@ -88,10 +106,15 @@ def schema_problems(doc: Any) -> list[str]:
                 if k not in _ENTRY_KEYS:
                     out.append(f"{where}: unexpected field: {k}")
             dev = e.get("devices")
-            if "devices" in e and not (dev == "all" or (isinstance(dev, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in dev))):
+            if "devices" in e and not (
+                dev == "all"
+                or (isinstance(dev, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in dev))
+            ):
                 out.append(f"{where}: devices must be 'all' or a list of integers, not {dev!r}")
             flt = e.get("device-filter")
-            if "device-filter" in e and not (isinstance(flt, str) or (isinstance(flt, list) and all(isinstance(x, str) for x in flt))):
+            if "device-filter" in e and not (
+                isinstance(flt, str) or (isinstance(flt, list) and all(isinstance(x, str) for x in flt))
+            ):
                 out.append(f"{where}: device-filter must be a string or a list of strings")
             en = e.get("mig-enabled")
             if "mig-enabled" in e and not isinstance(en, bool):
@@ -123,8 +146,9 @@ def merge_configs(plan: Mapping[str, list], base: Mapping | str | None = None) -
     merged = {"version": "v1", "mig-configs": dict(doc["mig-configs"])}
     for name, sels in plan.items():
         if name in merged["mig-configs"] and merged["mig-configs"][name] != list(sels):
-            raise MigConfigRefused(f"config {name!r} already exists in the configs in use with a different layout; "
-                                   "pick another name")
+            raise MigConfigRefused(
+                f"config {name!r} already exists in the configs in use with a different layout; pick another name"
+            )
         merged["mig-configs"][name] = list(sels)
     return merged
 
@@ -140,18 +164,26 @@ def referenced_names(nodes: pd.DataFrame | None) -> dict[str, list[str]]:
     return out
 
 
-def missing_references(doc: Mapping, nodes: pd.DataFrame | None, extra: Mapping[str, Iterable[str]] | None = None) -> list[str]:
+def missing_references(
+    doc: Mapping, nodes: pd.DataFrame | None, extra: Mapping[str, Iterable[str]] | None = None
+) -> list[str]:
     """One line per config name referenced by a node label (or by ``extra``: name -> nodes the plan will
     label) that ``doc`` does not define."""
     have = set((doc.get("mig-configs") or {}).keys())
     refs = referenced_names(nodes)
     for name, ns in (extra or {}).items():
         refs.setdefault(name, []).extend(ns)
-    return [f"{name!r} (labelled on {', '.join(sorted(set(ns)))})" for name, ns in sorted(refs.items()) if name not in have]
+    return [
+        f"{name!r} (labelled on {', '.join(sorted(set(ns)))})" for name, ns in sorted(refs.items()) if name not in have
+    ]
 
 
-def safe_config(plan: Mapping[str, list], nodes: pd.DataFrame | None, base: Mapping | str | None = None,
-                labels: Mapping[str, str] | None = None) -> str:
+def safe_config(
+    plan: Mapping[str, list],
+    nodes: pd.DataFrame | None,
+    base: Mapping | str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> str:
     """The merged mig-parted YAML, or :class:`MigConfigRefused` naming what would break.
 
     ``labels``: node -> config name the plan's label commands set.
@@ -167,8 +199,11 @@ def safe_config(plan: Mapping[str, list], nodes: pd.DataFrame | None, base: Mapp
         extra.setdefault(name, []).append(node)
     missing = missing_references(doc, nodes, extra)
     if missing:
-        raise MigConfigRefused("refusing to emit a mig-parted config without config name(s) that node labels reference: "
-                               + "; ".join(missing) + ". MIG Manager would fail on those nodes.")
+        raise MigConfigRefused(
+            "refusing to emit a mig-parted config without config name(s) that node labels reference: "
+            + "; ".join(missing)
+            + ". MIG Manager would fail on those nodes."
+        )
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -185,34 +220,67 @@ class ConfigsInUse:
     commands: list[str] = field(default_factory=list)
     error: GpulibError | None = None
     namespace: str = "gpu-operator"
-    configmap: str = ""   # the cluster's MIG Manager ConfigMap the base was read from ("" when not read)
+    configmap: str = ""  # the cluster's MIG Manager ConfigMap the base was read from ("" when not read)
 
     def note(self) -> tuple[str, str]:
         """(HTML-escaped text, level) for :func:`gpulib.runbook.note`."""
         if not self.fallback:
             return html.escape(f"Base config: {self.where}."), "info"
-        return html.escape(f"Base config: {self.where}. The cluster's own MIG Manager ConfigMap was NOT read, so "
-                           "configs it holds that no node label names yet would be missing from the file below: check "
-                           "it against the cluster's ConfigMap before applying (" + "; ".join(self.commands) + ")."), "warning"
+        return html.escape(
+            f"Base config: {self.where}. The cluster's own MIG Manager ConfigMap was NOT read, so "
+            "configs it holds that no node label names yet would be missing from the file below: check "
+            "it against the cluster's ConfigMap before applying (" + "; ".join(self.commands) + ")."
+        ), "warning"
 
     def findings(self) -> list[Finding]:
         if not self.fallback:
             return []
         t = sop("mig_sop", "config_base_fallback", where=self.where)
-        return [Finding(Severity.WARNING, "mig-parted config built on mig-parted's default set, not the cluster's "
-                        "MIG Manager ConfigMap", category="mig", summary=t.summary, sop_step=t.sop_step,
-                        commands=list(self.commands))]
+        return [
+            Finding(
+                Severity.WARNING,
+                "mig-parted config built on mig-parted's default set, not the cluster's MIG Manager ConfigMap",
+                category="mig",
+                summary=t.summary,
+                sop_step=t.sop_step,
+                commands=list(self.commands),
+            )
+        ]
 
     def apply_commands(self) -> list[str]:
         """How to hand the printed file (saved as ``config.yaml``) to MIG Manager: replace the custom ConfigMap in
         use, else create one and point ClusterPolicy ``spec.migManager.config.name`` at it (the operator owns and
         reconciles ``default-mig-parted-config``; NVIDIA/gpu-operator controllers/object_controls.go @a22dbf67)."""
         if self.configmap and self.configmap != _DEFAULT_CONFIGMAP:
-            return [command("kubectl", "-n", self.namespace, "create", "configmap", self.configmap,
-                            "--from-file=config.yaml", "--dry-run=client", "-o", "yaml") + " | kubectl apply -f -"]
-        return [command("kubectl", "-n", self.namespace, "create", "configmap", "custom-mig-config", "--from-file=config.yaml"),
-                command("kubectl", "patch", "clusterpolicies.nvidia.com", "cluster-policy", "--type=merge", "-p",
-                        '{"spec":{"migManager":{"config":{"name":"custom-mig-config"}}}}')]
+            return [
+                command(
+                    "kubectl",
+                    "-n",
+                    self.namespace,
+                    "create",
+                    "configmap",
+                    self.configmap,
+                    "--from-file=config.yaml",
+                    "--dry-run=client",
+                    "-o",
+                    "yaml",
+                )
+                + " | kubectl apply -f -"
+            ]
+        return [
+            command(
+                "kubectl", "-n", self.namespace, "create", "configmap", "custom-mig-config", "--from-file=config.yaml"
+            ),
+            command(
+                "kubectl",
+                "patch",
+                "clusterpolicies.nvidia.com",
+                "cluster-policy",
+                "--type=merge",
+                "-p",
+                '{"spec":{"migManager":{"config":{"name":"custom-mig-config"}}}}',
+            ),
+        ]
 
     def raise_error(self) -> None:
         """Raise the error that forced the fallback (never a silent default)."""
@@ -223,9 +291,12 @@ class ConfigsInUse:
 def check_commands(namespace: str) -> list[str]:
     """The commands that show the MIG Manager ConfigMap in use: its name (ClusterPolicy
     ``spec.migManager.config.name``; empty means ``default-mig-parted-config``), then the ConfigMap."""
-    return [command("kubectl", "get", "clusterpolicies.nvidia.com", "-o",
-                    "jsonpath={.items[*].spec.migManager.config.name}"),
-            command("kubectl", "-n", namespace, "get", "configmap", _DEFAULT_CONFIGMAP, "-o", "yaml")]
+    return [
+        command(
+            "kubectl", "get", "clusterpolicies.nvidia.com", "-o", "jsonpath={.items[*].spec.migManager.config.name}"
+        ),
+        command("kubectl", "-n", namespace, "get", "configmap", _DEFAULT_CONFIGMAP, "-o", "yaml"),
+    ]
 
 
 def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-operator") -> ConfigsInUse:
@@ -245,13 +316,25 @@ def configs_in_use(src, current_config_path: str = "", namespace: str = "gpu-ope
     except NotProvided as exc:
         return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
     except KubernetesError as exc:
-        if exc.status == 404:   # no ClusterPolicy / ConfigMap / config.yaml key: nothing to merge with
+        if exc.status == 404:  # no ClusterPolicy / ConfigMap / config.yaml key: nothing to merge with
             return ConfigsInUse(None, f"{default}: {exc.args[0]}", True, check_commands(ns), namespace=ns)
-        return ConfigsInUse(None, f"{default}: the cluster's ConfigMap could not be read", True, check_commands(ns),
-                            error=exc, namespace=ns)
+        return ConfigsInUse(
+            None,
+            f"{default}: the cluster's ConfigMap could not be read",
+            True,
+            check_commands(ns),
+            error=exc,
+            namespace=ns,
+        )
     except SourceError as exc:
-        return ConfigsInUse(None, f"{default}: the cluster's ConfigMap could not be read", True, check_commands(ns),
-                            error=exc, namespace=ns)
+        return ConfigsInUse(
+            None,
+            f"{default}: the cluster's ConfigMap could not be read",
+            True,
+            check_commands(ns),
+            error=exc,
+            namespace=ns,
+        )
     return ConfigsInUse(cur.text, cur.where, namespace=ns, configmap=cur.configmap)
 
 

@@ -14,6 +14,7 @@ reported ``mip_gap`` says how far from optimal the answer can be, and first-fit-
 Workloads that get the same profile on every model are merged into one class first (they are interchangeable),
 so the MILP's size depends on the profile mix, not on the number of workloads.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -48,18 +49,25 @@ class Workload:
 
     def __post_init__(self):
         if self.memory_gib <= 0 or self.replicas < 1 or self.compute_slices < 1:
-            raise InvalidParameter(f"workload {self.name!r}: memory_gib > 0, replicas >= 1 and compute_slices >= 1 "
-                                   f"required (got {self.memory_gib}, {self.replicas}, {self.compute_slices})")
+            raise InvalidParameter(
+                f"workload {self.name!r}: memory_gib > 0, replicas >= 1 and compute_slices >= 1 "
+                f"required (got {self.memory_gib}, {self.replicas}, {self.compute_slices})"
+            )
         if self.isolation not in ("mig", "whole"):
-            raise InvalidParameter(f"workload {self.name!r}: isolation must be 'mig' or 'whole', got {self.isolation!r}")
+            raise InvalidParameter(
+                f"workload {self.name!r}: isolation must be 'mig' or 'whole', got {self.isolation!r}"
+            )
 
 
 def choose_profile(gpu_model: str, memory_gib: float, compute_slices: int = 1, headroom: float = 0.0):
     """Smallest profile (memory slots, then compute, then memory) with memory >= need x (1 + headroom) and
     enough compute slices; +me profiles are skipped. None when nothing fits."""
     need = memory_gib * (1 + headroom)
-    cands = [p for p in profile_objects(gpu_model)
-             if not p.media_ext and p.memory_gib >= need and p.compute_slices >= compute_slices]
+    cands = [
+        p
+        for p in profile_objects(gpu_model)
+        if not p.media_ext and p.memory_gib >= need and p.compute_slices >= compute_slices
+    ]
     return min(cands, key=lambda p: (p.memory_slots, p.compute_slices, p.memory_gib)) if cands else None
 
 
@@ -97,8 +105,20 @@ class Plan:
         return self.baseline_gpus - self.gpus_used
 
     def layouts(self) -> pd.DataFrame:
-        rows = [{"gpu": g.gpu, "model": g.model, "node": g.node, "index": g.index, "profile": i["profile"],
-                 "start": i["start"], "size": i["size"], "workload": i["workload"]} for g in self.gpus for i in g.instances]
+        rows = [
+            {
+                "gpu": g.gpu,
+                "model": g.model,
+                "node": g.node,
+                "index": g.index,
+                "profile": i["profile"],
+                "start": i["start"],
+                "size": i["size"],
+                "workload": i["workload"],
+            }
+            for g in self.gpus
+            for i in g.instances
+        ]
         return pd.DataFrame(rows, columns=["gpu", "model", "node", "index", "profile", "start", "size", "workload"])
 
     def node_configs(self) -> dict[str, tuple[str, list[dict]]]:
@@ -117,7 +137,9 @@ class Plan:
             groups: dict[tuple, list[int]] = defaultdict(list)
             for g in gs:
                 groups[tuple(sorted(g.layout.items()))].append(g.index)
-            sels = [mig_parted_selector(dict(k), devices=sorted(v)) for k, v in sorted(groups.items(), key=lambda kv: kv[1])]
+            sels = [
+                mig_parted_selector(dict(k), devices=sorted(v)) for k, v in sorted(groups.items(), key=lambda kv: kv[1])
+            ]
             whole = sorted(set(range(self.node_gpus.get(node, 0))) - {g.index for g in gs})
             if whole:
                 sels.append(mig_parted_selector(None, devices=whole))
@@ -140,8 +162,10 @@ class Plan:
         return safe_config(cfgs, nodes, base, labels)
 
     def label_commands(self) -> list[str]:
-        return [f"kubectl label node {node} nvidia.com/mig.config={name} --overwrite"
-                for node, (name, _) in self.node_configs().items()]
+        return [
+            f"kubectl label node {node} nvidia.com/mig.config={name} --overwrite"
+            for node, (name, _) in self.node_configs().items()
+        ]
 
     def pod_requests(self, strategy: str = "mixed") -> dict[str, dict]:
         """workload -> container ``resources`` under the strategy; under ``single`` only when every node that
@@ -160,8 +184,10 @@ class Plan:
                 else:
                     out[i["workload"]] = pod_resources(i["profile"], strategy)
         for w in self.whole_gpus:
-            out[w["workload"]] = {"requests": {"nvidia.com/gpu": w["gpus_per_replica"]},
-                                  "limits": {"nvidia.com/gpu": w["gpus_per_replica"]}}
+            out[w["workload"]] = {
+                "requests": {"nvidia.com/gpu": w["gpus_per_replica"]},
+                "limits": {"nvidia.com/gpu": w["gpus_per_replica"]},
+            }
         return out
 
 
@@ -184,9 +210,16 @@ def _node_gpu_counts(inv: dict[str, int], models: list[str], node_names: dict, g
     return dict(counts)
 
 
-def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroom: float = 0.0,
-                time_limit: float = 30.0, prices: dict[str, float] | None = None, nodes: dict[str, list[str]] | None = None,
-         gpus_per_node: int = 8) -> Plan:
+def plan_layout(
+    workloads: list[Workload],
+    inventory: dict[str, int],
+    *,
+    headroom: float = 0.0,
+    time_limit: float = 30.0,
+    prices: dict[str, float] | None = None,
+    nodes: dict[str, list[str]] | None = None,
+    gpus_per_node: int = 8,
+) -> Plan:
     """Choose a profile per workload and pack the instances into the fewest GPUs of ``inventory``
     (``{gpu_model: count}``); ``prices`` ($/GPU-hour per model) turns the objective into cost."""
     from scipy.optimize import Bounds, LinearConstraint, milp
@@ -229,12 +262,18 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
         lo.append(low), hi.append(high)
 
     for gi, w in enumerate(groups):
-        add({col[("y", m, gi)]: 1 for m in models if ("y", m, gi) in col} | {col[("u", None, gi)]: 1},
-            w.replicas, w.replicas)
+        add(
+            {col[("y", m, gi)]: 1 for m in models if ("y", m, gi) in col} | {col[("u", None, gi)]: 1},
+            w.replicas,
+            w.replicas,
+        )
     for m in models:
         for pname in {p.name for p in profile_objects(m)}:
-            coefs = {col[("y", m, gi)]: 1 for gi, w in enumerate(groups)
-                     if ("y", m, gi) in col and _profile_for(w, m, headroom).name == pname}
+            coefs = {
+                col[("y", m, gi)]: 1
+                for gi, w in enumerate(groups)
+                if ("y", m, gi) in col and _profile_for(w, m, headroom).name == pname
+            }
             for i, lay in enumerate(layouts[m]):
                 if lay.get(pname):
                     coefs[col[("x", m, i)]] = coefs.get(col[("x", m, i)], 0) - lay[pname]
@@ -245,10 +284,17 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
     counts: dict[tuple, int] = {}
     if groups:
         a = coo_array((vals, (ri, ci)), shape=(len(lo), n)).tocsr()
-        res = milp(cost, constraints=LinearConstraint(a, lo, hi), integrality=np.ones(n),
-                   bounds=Bounds(0, np.inf), options={"time_limit": time_limit, "disp": False})
+        res = milp(
+            cost,
+            constraints=LinearConstraint(a, lo, hi),
+            integrality=np.ones(n),
+            bounds=Bounds(0, np.inf),
+            options={"time_limit": time_limit, "disp": False},
+        )
         solver = "scipy.optimize.milp (HiGHS)"
-        baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
+        baseline = sum(w.replicas for w in workloads) + sum(
+            x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole
+        )
         if res.x is None:
             ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
             ffd.whole_gpus += whole
@@ -264,12 +310,24 @@ def plan_layout(workloads: list[Workload], inventory: dict[str, int], *, headroo
         at = 0
         for m in models:
             c = counts.get(("y", m, gi), 0)
-            assigned[(m, gi)], at = names[at:at + c], at + c
+            assigned[(m, gi)], at = names[at : at + c], at + c
         unplaced += [f"{n} (no capacity)" for n in names[at:]]
     gpus = _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned)
-    baseline = sum(w.replicas for w in workloads) + sum(x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole)
-    best = Plan(gpus, whole, unplaced, baseline, status, optimal, gap, solver, dict(prices or {}),
-                _node_gpu_counts(inv, models, node_names, gpus_per_node))
+    baseline = sum(w.replicas for w in workloads) + sum(
+        x["gpus"] - x["gpus"] // max(x["gpus_per_replica"], 1) for x in whole
+    )
+    best = Plan(
+        gpus,
+        whole,
+        unplaced,
+        baseline,
+        status,
+        optimal,
+        gap,
+        solver,
+        dict(prices or {}),
+        _node_gpu_counts(inv, models, node_names, gpus_per_node),
+    )
     if groups and not optimal:  # time limit: keep the better of the incumbent and first-fit-decreasing
         ffd = plan_ffd(mig_workloads, inv, headroom=headroom, nodes=nodes, gpus_per_node=gpus_per_node)
         if (len(ffd.unplaced), ffd.gpus_used) < (len(best.unplaced), len(best.gpus)):
@@ -291,8 +349,10 @@ def _classes(workloads: list[Workload], models: list[str], headroom: float) -> t
         sig = tuple(getattr(_profile_for(w, m, headroom), "name", None) for m in models)
         names.setdefault(sig, []).extend([w.name] * w.replicas)
         rep.setdefault(sig, w)
-    reps = [Workload(rep[k].name, rep[k].memory_gib, rep[k].compute_slices, replicas=len(v), profile=rep[k].profile)
-            for k, v in names.items()]
+    reps = [
+        Workload(rep[k].name, rep[k].memory_gib, rep[k].compute_slices, replicas=len(v), profile=rep[k].profile)
+        for k, v in names.items()
+    ]
     return reps, list(names.values())
 
 
@@ -312,7 +372,9 @@ def _node_of(model: str, k: int, node_names: dict, gpus_per_node: int) -> tuple[
     return node, k % gpus_per_node
 
 
-def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned) -> list[GpuLayout]:
+def _realise(
+    groups, models, layouts, counts, headroom, node_names, gpus_per_node, unplaced, assigned
+) -> list[GpuLayout]:
     gpus: list[GpuLayout] = []
     for m in models:
         demand: dict[str, list[str]] = defaultdict(list)  # profile -> workload names (one per replica)
@@ -327,15 +389,23 @@ def _realise(groups, models, layouts, counts, headroom, node_names, gpus_per_nod
                 g = GpuLayout(f"{m}#{k}", m, node, idx, dict(lay))
                 for inst in p.instances:
                     who = demand[inst.profile].pop() if demand[inst.profile] else ""
-                    g.instances.append({"profile": inst.profile, "start": inst.start, "size": inst.size, "workload": who})
+                    g.instances.append(
+                        {"profile": inst.profile, "start": inst.start, "size": inst.size, "workload": who}
+                    )
                 gpus.append(g)
                 k += 1
         unplaced += [f"{w} ({p})" for p, ws in demand.items() for w in ws]
     return gpus
 
 
-def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: float = 0.0,
-             nodes: dict[str, list[str]] | None = None, gpus_per_node: int = 8) -> Plan:
+def plan_ffd(
+    workloads: list[Workload],
+    inventory: dict[str, int],
+    *,
+    headroom: float = 0.0,
+    nodes: dict[str, list[str]] | None = None,
+    gpus_per_node: int = 8,
+) -> Plan:
     """First-fit-decreasing baseline: largest instances first, each into the lowest-numbered open GPU (any
     model of the inventory, in its order) whose layout stays valid, else a new GPU of the first model that
     still has one.
@@ -403,8 +473,27 @@ def plan_ffd(workloads: list[Workload], inventory: dict[str, int], *, headroom: 
         names = defaultdict(list)
         for pname, wname in g:
             names[pname].append(wname)
-        gpus.append(GpuLayout(f"{m}#{k}", m, node, idx, dict(Counter(x[0] for x in g)),
-                              [{"profile": i.profile, "start": i.start, "size": i.size,
-                                "workload": names[i.profile].pop()} for i in p.instances]))
-    return Plan(gpus, [], unplaced, sum(w.replicas for w in workloads), "first-fit-decreasing", False, float("nan"), "ffd",
-                node_gpus=_node_gpu_counts(inv, models, node_names, gpus_per_node))
+        gpus.append(
+            GpuLayout(
+                f"{m}#{k}",
+                m,
+                node,
+                idx,
+                dict(Counter(x[0] for x in g)),
+                [
+                    {"profile": i.profile, "start": i.start, "size": i.size, "workload": names[i.profile].pop()}
+                    for i in p.instances
+                ],
+            )
+        )
+    return Plan(
+        gpus,
+        [],
+        unplaced,
+        sum(w.replicas for w in workloads),
+        "first-fit-decreasing",
+        False,
+        float("nan"),
+        "ffd",
+        node_gpus=_node_gpu_counts(inv, models, node_names, gpus_per_node),
+    )

@@ -2,6 +2,7 @@
 current state and the proposed plan, priced from the cost domain's price table (``gpulib.cost.price_table``) and
 ``hours_per_month`` of its ``cost_policy.csv``.
 """
+
 from __future__ import annotations
 
 import pandas as pd

@@ -1,6 +1,7 @@
 """Kubernetes extended resources that expose MIG devices under the device plugin's ``single`` and ``mixed``
 strategies (``NVIDIA/k8s-device-plugin: README.md`` @ 1b826acc).
 """
+
 from __future__ import annotations
 
 from typing import Iterable

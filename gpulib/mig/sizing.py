@@ -3,6 +3,7 @@ and activity (``PROF_GR_ENGINE_ACTIVE`` p95), with frameworks' pre-allocated poo
 the planner workloads (:class:`gpulib.mig.plan.Workload`) those rows become. The findings on the rows are
 :func:`gpulib.mig.findings.sizing_findings`.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,25 @@ from gpulib.mig.plan import Workload, choose_profile
 __all__ = ["SIZING_COLUMNS", "looks_preallocated", "size_from_usage", "workloads_from_sizing"]
 
 #: one row per pod of :func:`size_from_usage`
-SIZING_COLUMNS = ["namespace", "pod", "node", "device", "current_profile", "device_gib", "device_compute_slices", "gpus",
-                  "fb_p95_gib", "fb_max_gib", "activity_p95", "need_gib", "compute_slices", "target_model", "profile",
-                  "profile_memory_gib", "preallocated"]
+SIZING_COLUMNS = [
+    "namespace",
+    "pod",
+    "node",
+    "device",
+    "current_profile",
+    "device_gib",
+    "device_compute_slices",
+    "gpus",
+    "fb_p95_gib",
+    "fb_max_gib",
+    "activity_p95",
+    "need_gib",
+    "compute_slices",
+    "target_model",
+    "profile",
+    "profile_memory_gib",
+    "preallocated",
+]
 
 
 def _device_of(row) -> tuple[str | None, float | None, int]:
@@ -42,8 +59,9 @@ def _device_of(row) -> tuple[str | None, float | None, int]:
         return model, None, 7
 
 
-def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None, *,
-                       low_mib: float | None = None) -> bool:
+def looks_preallocated(
+    max_mib: float, p95_mib: float, device_gib: float | None, *, low_mib: float | None = None
+) -> bool:
     """Whether FB_USED looks like a framework's pre-allocated pool rather than a need: near-constant
     (p95, and ``low_mib`` = min when known, at or above ``preallocation_flat_ratio`` of the max) AND at a
     high share of the device (max at or above ``preallocation_ratio`` of ``device_gib``). Both thresholds
@@ -55,8 +73,13 @@ def looks_preallocated(max_mib: float, p95_mib: float, device_gib: float | None,
     return bool(near_constant and max_mib / 1024 >= overhead("preallocation_ratio") * device_gib)
 
 
-def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | None = None, *,
-                    gpu_model: str | None = None, headroom: float | None = None) -> pd.DataFrame:
+def size_from_usage(
+    fb_summary: pd.DataFrame,
+    activity_summary: pd.DataFrame | None = None,
+    *,
+    gpu_model: str | None = None,
+    headroom: float | None = None,
+) -> pd.DataFrame:
     """Recommend the smallest MIG profile per pod from observed memory (``DCGM_FI_DEV_FB_USED`` in MiB,
     SUMMARY frame with ``stat`` p95 and max) and activity (``PROF_GR_ENGINE_ACTIVE``/``SM_ACTIVE`` p95, 0..1):
     one row per pod (:data:`SIZING_COLUMNS`), an empty frame without FB_USED data.
@@ -71,7 +94,11 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
     fb = fb_summary[fb_summary["pod"].astype(str) != ""]
     piv = fb.pivot_table(index=["namespace", "pod"], columns="stat", values="value", aggfunc="max")
     meta = fb.drop_duplicates(["namespace", "pod"]).set_index(["namespace", "pod"])
-    n_gpus = fb.assign(_dev=fb["node"].astype(str) + "/" + fb["gpu"].astype(str)).groupby(["namespace", "pod"])["_dev"].nunique()
+    n_gpus = (
+        fb.assign(_dev=fb["node"].astype(str) + "/" + fb["gpu"].astype(str))
+        .groupby(["namespace", "pod"])["_dev"]
+        .nunique()
+    )
     act = None
     if activity_summary is not None and not activity_summary.empty:
         a = activity_summary[activity_summary["stat"].isin(["p95", "max"])]
@@ -88,12 +115,27 @@ def size_from_usage(fb_summary: pd.DataFrame, activity_summary: pd.DataFrame | N
         pre = looks_preallocated(mx, p95, cur_gib, low_mib=float(r["min"]) if "min" in r.index else None)
         prof = choose_profile(target, mx / 1024, slices, headroom) if target and is_mig_capable(target) else None
         cur_prof = str(meta.loc[(ns, pod)].get("gpu_i_profile") or "")
-        rows.append({"namespace": ns, "pod": pod, "node": meta.loc[(ns, pod)].get("node"), "device": cur_model,
-                     "current_profile": "" if cur_prof == "nan" else cur_prof, "device_gib": cur_gib,
-                     "device_compute_slices": cur_compute, "gpus": int(n_gpus.get((ns, pod), 1)),
-                     "fb_p95_gib": p95 / 1024, "fb_max_gib": mx / 1024, "activity_p95": a95, "need_gib": need,
-                     "compute_slices": slices, "target_model": target, "profile": prof.name if prof else None,
-                     "profile_memory_gib": prof.memory_gib if prof else None, "preallocated": pre})
+        rows.append(
+            {
+                "namespace": ns,
+                "pod": pod,
+                "node": meta.loc[(ns, pod)].get("node"),
+                "device": cur_model,
+                "current_profile": "" if cur_prof == "nan" else cur_prof,
+                "device_gib": cur_gib,
+                "device_compute_slices": cur_compute,
+                "gpus": int(n_gpus.get((ns, pod), 1)),
+                "fb_p95_gib": p95 / 1024,
+                "fb_max_gib": mx / 1024,
+                "activity_p95": a95,
+                "need_gib": need,
+                "compute_slices": slices,
+                "target_model": target,
+                "profile": prof.name if prof else None,
+                "profile_memory_gib": prof.memory_gib if prof else None,
+                "preallocated": pre,
+            }
+        )
     return pd.DataFrame(rows, columns=SIZING_COLUMNS) if rows else pd.DataFrame()
 
 
@@ -123,6 +165,5 @@ def workloads_from_sizing(sizing: pd.DataFrame, preallocated: str = "skip") -> l
             gib = float(gib) if gib is not None and not pd.isna(gib) else float(r.fb_max_gib)
             out.append(Workload(name, gib, isolation="mig" if cur else "whole", profile=cur or None))
             continue
-        out.append(Workload(name, float(r.need_gib), int(r.compute_slices),
-                            isolation="mig" if r.profile else "whole"))
+        out.append(Workload(name, float(r.need_gib), int(r.compute_slices), isolation="mig" if r.profile else "whole"))
     return out

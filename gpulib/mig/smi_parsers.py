@@ -1,23 +1,25 @@
 """Parsers of ``nvidia-smi mig -lgip`` (GPU instance profiles), ``-lgipp`` (their placements) and ``-lgi`` (the GPU
 instances that exist), and a profile catalog built from them for a GPU the packaged catalog lacks.
 """
+
 from __future__ import annotations
 
 import re
 
 import pandas as pd
 
-from gpulib.core.textio import as_text, lines as _text_lines
-
 from gpulib.core.errors import MigParseError
+from gpulib.core.textio import as_text
+from gpulib.core.textio import lines as _text_lines
 from gpulib.mig.catalog import CATALOG_COLUMNS
-
 
 # --------------------------------------------------------------------------------------------------
 # nvidia-smi parsers
 # --------------------------------------------------------------------------------------------------
 _LGIPP_RE = re.compile(r"GPU\s+(\d+)\s+Profile ID\s+(\d+)\s+Placements?\s*:\s*\{([\d,\s]*)\}\s*:\s*(\d+)\s*$")
-_LGIP_ROW = re.compile(r"^\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s+(Yes|No)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*$")
+_LGIP_ROW = re.compile(
+    r"^\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s+(Yes|No)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*$"
+)
 _LGIP_ROW2 = re.compile(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*$")
 _LGI_ROW = re.compile(r"^\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s*\|\s*$")
 
@@ -39,8 +41,10 @@ def parse_lgipp(text: str) -> pd.DataFrame:
         starts = [int(s) for s in re.findall(r"\d+", m.group(3))]  # any whitespace (tabs too) between starts
         rows.append({"gpu": m.group(1), "profile_id": int(m.group(2)), "starts": starts, "size": int(m.group(4))})
     if not rows:
-        raise MigParseError("no 'GPU <n> Profile ID <id> Placements: {starts}:size' lines found in -lgipp text"
-                            + (f" ({len(skipped)} malformed)" if skipped else ""))
+        raise MigParseError(
+            "no 'GPU <n> Profile ID <id> Placements: {starts}:size' lines found in -lgipp text"
+            + (f" ({len(skipped)} malformed)" if skipped else "")
+        )
     df = pd.DataFrame(rows, columns=["gpu", "profile_id", "starts", "size"])
     df.attrs["skipped"] = skipped
     return df
@@ -57,17 +61,30 @@ def parse_lgip(text: str) -> pd.DataFrame:
             if re.match(r"^\|\s*\d+\s+MIG\s", line.strip()):
                 skipped.append(f"line {i + 1}: {line.strip()}")
             continue
-        row = {"gpu": m.group(1), "name": m.group(2).removeprefix("MIG"), "profile_id": int(m.group(3)),
-               "free": int(m.group(4)), "total": int(m.group(5)), "memory_gib": float(m.group(6)),
-               "p2p": m.group(7) == "Yes", "sms": int(m.group(8)), "dec": int(m.group(9)), "enc": int(m.group(10)),
-               "ce": pd.NA, "jpeg": pd.NA, "ofa": pd.NA}
+        row = {
+            "gpu": m.group(1),
+            "name": m.group(2).removeprefix("MIG"),
+            "profile_id": int(m.group(3)),
+            "free": int(m.group(4)),
+            "total": int(m.group(5)),
+            "memory_gib": float(m.group(6)),
+            "p2p": m.group(7) == "Yes",
+            "sms": int(m.group(8)),
+            "dec": int(m.group(9)),
+            "enc": int(m.group(10)),
+            "ce": pd.NA,
+            "jpeg": pd.NA,
+            "ofa": pd.NA,
+        }
         m2 = _LGIP_ROW2.match(lines[i + 1].strip()) if i + 1 < len(lines) else None
         if m2:
             row["ce"], row["jpeg"], row["ofa"] = (int(g) for g in m2.groups())
         rows.append(row)
     if not rows:
-        raise MigParseError("no GPU-instance profile rows ('|  0  MIG 1g.10gb  19  7/7  9.75  No ...') in -lgip text"
-                            + (f" ({len(skipped)} malformed)" if skipped else ""))
+        raise MigParseError(
+            "no GPU-instance profile rows ('|  0  MIG 1g.10gb  19  7/7  9.75  No ...') in -lgip text"
+            + (f" ({len(skipped)} malformed)" if skipped else "")
+        )
     df = pd.DataFrame(rows)
     df.attrs["skipped"] = skipped
     return df
@@ -79,15 +96,28 @@ def parse_lgi(text: str) -> pd.DataFrame:
     for line in _text_lines(text):
         m = _LGI_ROW.match(line.strip())
         if m:
-            rows.append({"gpu": m.group(1), "profile": m.group(2), "profile_id": int(m.group(3)),
-                         "instance_id": int(m.group(4)), "start": int(m.group(5)), "size": int(m.group(6))})
+            rows.append(
+                {
+                    "gpu": m.group(1),
+                    "profile": m.group(2),
+                    "profile_id": int(m.group(3)),
+                    "instance_id": int(m.group(4)),
+                    "start": int(m.group(5)),
+                    "size": int(m.group(6)),
+                }
+            )
     if not rows and "No GPU instances found" not in as_text(text):
         raise MigParseError("no GPU instance rows in -lgi text")
     return pd.DataFrame(rows, columns=["gpu", "profile", "profile_id", "instance_id", "start", "size"])
 
 
-def catalog_from_smi(lgip_text: str, lgipp_text: str, gpu_model: str = "custom", gpu: str = "0",
-                     source: str = "nvidia-smi mig -lgip/-lgipp capture") -> pd.DataFrame:
+def catalog_from_smi(
+    lgip_text: str,
+    lgipp_text: str,
+    gpu_model: str = "custom",
+    gpu: str = "0",
+    source: str = "nvidia-smi mig -lgip/-lgipp capture",
+) -> pd.DataFrame:
     """Build a catalog (same columns as ``mig_profiles.csv``) for a GPU we do not ship, from its
     ``-lgip`` and ``-lgipp`` outputs; pass it as ``catalog=`` to :func:`place` / :func:`is_valid_layout`."""
     lgip, lgipp = parse_lgip(lgip_text), parse_lgipp(lgipp_text)
@@ -101,8 +131,20 @@ def catalog_from_smi(lgip_text: str, lgipp_text: str, gpu_model: str = "custom",
         cm = re.match(r"(\d+)g", r.name)
         if not cm:
             raise MigParseError(f"cannot read the compute slices from profile name {r.name!r}")
-        out.append({"gpu_model": gpu_model, "profile": r.name, "profile_id": r.profile_id, "memory_gib": r.memory_gib,
-                    "compute_slices": int(cm.group(1)), "memory_slots": int(r.size), "max_count": r.total,
-                    "placements": ";".join(str(s) for s in r.starts), "media_ext": "yes" if "+me" in r.name else "no",
-                    "inferred": "no", "inferred_fields": "", "source": source})
+        out.append(
+            {
+                "gpu_model": gpu_model,
+                "profile": r.name,
+                "profile_id": r.profile_id,
+                "memory_gib": r.memory_gib,
+                "compute_slices": int(cm.group(1)),
+                "memory_slots": int(r.size),
+                "max_count": r.total,
+                "placements": ";".join(str(s) for s in r.starts),
+                "media_ext": "yes" if "+me" in r.name else "no",
+                "inferred": "no",
+                "inferred_fields": "",
+                "source": source,
+            }
+        )
     return pd.DataFrame(out, columns=CATALOG_COLUMNS)

@@ -2,6 +2,7 @@
 from the source, and the tables and charts it shows. The nodes and today's layout are :mod:`gpulib.mig.inventory`,
 the sizing, packing and savings :mod:`gpulib.mig.sizing`, :mod:`gpulib.mig.plan` and :mod:`gpulib.mig.plan_cost`,
 the SOP :mod:`gpulib.mig.findings`, the figures :mod:`gpulib.mig.view`; this module only wires them to a source."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,14 +18,36 @@ from gpulib.mig.plan import Plan, plan_layout
 from gpulib.mig.plan_cost import gpu_price, savings
 from gpulib.mig.sizing import size_from_usage, workloads_from_sizing
 
-__all__ = ["HEADROOM_RANGE", "check_headroom", "Layout", "current_step", "Usage", "usage_step", "Proposal",
-           "proposed_step", "Change", "change_step"]
+__all__ = [
+    "HEADROOM_RANGE",
+    "check_headroom",
+    "Layout",
+    "current_step",
+    "Usage",
+    "usage_step",
+    "Proposal",
+    "proposed_step",
+    "Change",
+    "change_step",
+]
 
 #: the ``headroom`` parameter: a fraction of the need (0.2 = 20 %)
 HEADROOM_RANGE = (0.0, 2.0)
 _NODE_COLUMNS = ["node", "gpu_product", "gpu_count", "mig_strategy", "mig_config", "mig_config_state", "mig_capacity"]
-_SIZING_COLUMNS = ["namespace", "pod", "node", "current_profile", "gpus", "fb_p95_gib", "fb_max_gib", "activity_p95",
-                   "need_gib", "compute_slices", "profile", "preallocated"]
+_SIZING_COLUMNS = [
+    "namespace",
+    "pod",
+    "node",
+    "current_profile",
+    "gpus",
+    "fb_p95_gib",
+    "fb_max_gib",
+    "activity_p95",
+    "need_gib",
+    "compute_slices",
+    "profile",
+    "preallocated",
+]
 
 
 def check_headroom(headroom) -> float:
@@ -83,9 +106,18 @@ class Usage:
     notes: list[tuple[str, str]] = field(default_factory=list)
 
 
-def usage_step(src, layout: Layout, *, window: str, node: str, namespace: str, headroom,
-               model_workloads: tuple[list, pd.DataFrame] | None = None, max_model_len: int = 0,
-               concurrency: int = 1) -> Usage:
+def usage_step(
+    src,
+    layout: Layout,
+    *,
+    window: str,
+    node: str,
+    namespace: str,
+    headroom,
+    model_workloads: tuple[list, pd.DataFrame] | None = None,
+    max_model_len: int = 0,
+    concurrency: int = 1,
+) -> Usage:
     """Step "Observed usage": the catalog models already sized with the vLLM memory model
     (``model_workloads`` = :func:`gpulib.vllm.workloads_from_models`'s result; the vllm domain builds on mig, so
     mig takes its result rather than importing it), or else the pods seen on the selected nodes (only
@@ -93,10 +125,13 @@ def usage_step(src, layout: Layout, *, window: str, node: str, namespace: str, h
     h = check_headroom(headroom)
     if model_workloads is not None:
         workloads, table = model_workloads
-        note = (f"Sizing {len(workloads)} model(s) with the vLLM memory model (weights + KV cache for {concurrency} "
-                f"request(s) of {max_model_len} tokens + activations + runtime), plus {h:.0%} headroom.")
-        return Usage(workloads, {w.name: w.memory_gib * (1 + h) for w in workloads}, table.round(2),
-                     notes=[(note, "info")])
+        note = (
+            f"Sizing {len(workloads)} model(s) with the vLLM memory model (weights + KV cache for {concurrency} "
+            f"request(s) of {max_model_len} tokens + activations + runtime), plus {h:.0%} headroom."
+        )
+        return Usage(
+            workloads, {w.name: w.memory_gib * (1 + h) for w in workloads}, table.round(2), notes=[(note, "info")]
+        )
     act = src.summary("DCGM_FI_PROF_GR_ENGINE_ACTIVE", window, "p95", node=node or None)
     usage = layout.fb if not namespace else layout.fb[layout.fb["namespace"] == namespace]
     sizing = size_from_usage(usage, act, gpu_model=layout.model, headroom=h)
@@ -107,8 +142,14 @@ def usage_step(src, layout: Layout, *, window: str, node: str, namespace: str, h
     out = Usage(workloads, {w.name: w.memory_gib for w in workloads}, sizing[_SIZING_COLUMNS].round(3), findings)
     pre = sizing[sizing["preallocated"]]
     if not pre.empty:
-        out.notes.append(("Memory looks pre-allocated for " + ", ".join(pre["namespace"] + "/" + pre["pod"])
-                          + ": kept at their current size; size them from the model to shrink them.", "warning"))
+        out.notes.append(
+            (
+                "Memory looks pre-allocated for "
+                + ", ".join(pre["namespace"] + "/" + pre["pod"])
+                + ": kept at their current size; size them from the model to shrink them.",
+                "warning",
+            )
+        )
     return out
 
 
@@ -141,12 +182,19 @@ def proposed_step(layout: Layout, workloads: list, needs: dict[str, float], *, h
     GPU-hour), with ``headroom`` on top of each need when the workloads are catalog ``models`` (observed usage
     already carries it), and compare against whole GPUs and, for observed usage, the GPUs that hold them today."""
     inv, node_names, per_node = inventory_for(layout.nodes, layout.model, sum(w.replicas for w in workloads))
-    plan = plan_layout(workloads, inv, headroom=check_headroom(headroom) if models else 0.0, nodes=node_names,
-                       gpus_per_node=per_node, prices={layout.model: gpu_price(layout.model)})
+    plan = plan_layout(
+        workloads,
+        inv,
+        headroom=check_headroom(headroom) if models else 0.0,
+        nodes=node_names,
+        gpus_per_node=per_node,
+        prices={layout.model: gpu_price(layout.model)},
+    )
     proposed = mig_view.proposed_layout(plan, needs)
     held = current_gpus_for(layout.current, list(needs)) if not models else None
-    return Proposal(plan, proposed, savings(plan, layout.model, held),
-                    f"Proposed layout on {layout.model}: {plan.gpus_used} GPU(s)")
+    return Proposal(
+        plan, proposed, savings(plan, layout.model, held), f"Proposed layout on {layout.model}: {plan.gpus_used} GPU(s)"
+    )
 
 
 @dataclass
@@ -166,12 +214,19 @@ def change_step(src, plan, layout: Layout, *, cluster=None, reason: str = "MIG c
     pods, nodes = src.pods(), src.nodes()
     for target, (config, _) in plan.node_configs().items():
         if target not in set(layout.nodes["node"]):
-            out.notes.append((f"{target}: no such node here (the plan needs more {layout.model} GPUs than the selected "
-                              "nodes have)", "warning"))
+            out.notes.append(
+                (
+                    f"{target}: no such node here (the plan needs more {layout.model} GPUs than the selected "
+                    "nodes have)",
+                    "warning",
+                )
+            )
             continue
         out.findings += mig_change_sop(target, config, pods=pods, nodes=nodes, fb_used=layout.fb_max)
-        for step in (remediate.cordon(target, cluster=cluster, reason=reason),
-                     remediate.set_mig_config(target, config, cluster=cluster, reason=reason)):
+        for step in (
+            remediate.cordon(target, cluster=cluster, reason=reason),
+            remediate.set_mig_config(target, config, cluster=cluster, reason=reason),
+        ):
             if step.mode != "plan":  # a plan prints itself
                 out.steps.append(step)
     return out

@@ -3,6 +3,7 @@
 Bands come from ``gpulib/data/nccl/nccl_expected_busbw.csv`` and the link peaks from
 ``gpulib/data/nccl/nccl_link_bandwidth.csv`` (each row cites its source); tolerances from ``gpulib/data/nccl/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,6 @@ from gpulib.core.knowledge import load_table
 from gpulib.nccl.findings import _fmt_bytes, _verdict_finding
 from gpulib.nccl.results import COLLECTIVES, NcclTestResult, _bus_factors, _canonical_collective, _thr, check_busbw
 from gpulib.nvidia.topology import Topology
-
 
 # --------------------------------------------------------------------------------------------
 # expected bandwidth
@@ -63,10 +63,19 @@ def _nvlink_gen(family: str | None, nvlinks: int | None) -> str | None:
     return None
 
 
-def expected_busbw(collective: str = "all_reduce", *, topology: Topology | None = None, gpu_model: str | None = None,
-                   interconnect: str | None = None, gpus_per_node: int | None = None, nodes: int = 1,
-                   nic_gbit: float | None = None, nics_per_node: int | None = None, nvls: bool = False,
-                   pcie_gen: int | None = None) -> Band | None:
+def expected_busbw(
+    collective: str = "all_reduce",
+    *,
+    topology: Topology | None = None,
+    gpu_model: str | None = None,
+    interconnect: str | None = None,
+    gpus_per_node: int | None = None,
+    nodes: int = 1,
+    nic_gbit: float | None = None,
+    nics_per_node: int | None = None,
+    nvls: bool = False,
+    pcie_gen: int | None = None,
+) -> Band | None:
     """Expected busbw band for ``collective`` at large message sizes.
 
     Inputs: a parsed :class:`Topology` and/or ``gpu_model`` (``"NVIDIA H200"``), ``interconnect``
@@ -96,8 +105,12 @@ def expected_busbw(collective: str = "all_reduce", *, topology: Topology | None 
         return None
     use_nvls = bool(nvls) and coll == "all_reduce" and (gpus_per_node or 0) > 4
     pub = load_table("nccl_expected_busbw")
-    q = pub[(pub["collective"] == coll) & (pub["interconnect"] == interconnect) & (pub["nodes"] == nodes)
-            & (pub["nvls"] == ("yes" if use_nvls else "no"))]
+    q = pub[
+        (pub["collective"] == coll)
+        & (pub["interconnect"] == interconnect)
+        & (pub["nodes"] == nodes)
+        & (pub["nvls"] == ("yes" if use_nvls else "no"))
+    ]
     if family:
         q = q[q["gpu_family"] == family]
     if gpus_per_node:
@@ -106,8 +119,15 @@ def expected_busbw(collective: str = "all_reduce", *, topology: Topology | None 
         q = q[(q["nic_gbit"] == nic_gbit) & ((q["nics_per_node"] == nics_per_node) | q["nics_per_node"].isna())]
     if family and gpus_per_node and len(q):
         r = q.iloc[0]
-        return Band(coll, float(r["low_gbs"]), float(r["high_gbs"]), f"published: {r['note']}", str(r["source"]),
-                    r["inferred"] == "yes", link_peak=_link_peak(interconnect, nvlinks))
+        return Band(
+            coll,
+            float(r["low_gbs"]),
+            float(r["high_gbs"]),
+            f"published: {r['note']}",
+            str(r["source"]),
+            r["inferred"] == "yes",
+            link_peak=_link_peak(interconnect, nvlinks),
+        )
     if use_nvls:
         return None  # NVLS bands exist only as published 8-GPU figures
     if coll not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"):
@@ -145,7 +165,13 @@ def _intra_band(interconnect: str, nvlinks: int | None, pcie_gen: int | None, fa
         peak = _link_peak(interconnect, nvlinks)
         lo, hi = _thr("nvlink_ring_efficiency_low"), _thr("nvlink_ring_efficiency_high")
         what = f"{interconnect} {peak:g} GB/s per GPU" + (f" (NV{nvlinks})" if nvlinks else "")
-        return peak * lo, peak * hi, peak, f"{what} x ring efficiency {lo:g}-{hi:g}", str(links.loc[interconnect, "source"])
+        return (
+            peak * lo,
+            peak * hi,
+            peak,
+            f"{what} x ring efficiency {lo:g}-{hi:g}",
+            str(links.loc[interconnect, "source"]),
+        )
     if interconnect.upper().startswith("PCIE"):
         gen = pcie_gen or (5 if family in ("H100", "H200", "H800", "B200", "B100") else 4)
         key = f"PCIe{gen}"
@@ -153,7 +179,13 @@ def _intra_band(interconnect: str, nvlinks: int | None, pcie_gen: int | None, fa
             return None
         peak = float(links.loc[key, "gbps_uni_per_gpu"])
         lo, hi = _thr("pcie_efficiency_low"), _thr("pcie_efficiency_high")
-        return peak * lo, peak * hi, peak, f"{key} x16 {peak:g} GB/s x efficiency {lo:g}-{hi:g}", str(links.loc[key, "source"])
+        return (
+            peak * lo,
+            peak * hi,
+            peak,
+            f"{key} x16 {peak:g} GB/s x efficiency {lo:g}-{hi:g}",
+            str(links.loc[key, "source"]),
+        )
     return None
 
 
@@ -211,8 +243,10 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
         status = "broken"
         reasons.append(f"{wrong:g} wrong element(s) reported: data corruption (check Xid/ECC, run dcgmi diag -r 3)")
     if result.header.get("validation") == 0 and not result.table.empty:
-        reasons.append("results not validated (-c 0): the wrong-element check was not done, so data corruption "
-                       "cannot be ruled out; rerun with -c 1 to check")
+        reasons.append(
+            "results not validated (-c 0): the wrong-element check was not done, so data corruption "
+            "cannot be ruled out; rerun with -c 1 to check"
+        )
     if result.out_of_bounds:
         status = "broken"
         reasons.append(f"{result.out_of_bounds} out-of-bounds value(s)")
@@ -222,13 +256,17 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
     elif not result.complete and not result.errors:
         reasons.append("table incomplete (no 'Avg bus bandwidth' trailer): the run was cut or is still running")
     if n == 1:
-        reasons.append("single rank: busbw is 0 by definition, and NCCL only copies the send buffer into the receive "
-                       "buffer on one rank (out-of-place algbw is a device copy rate, in-place calls are no-ops); "
-                       "run on 2 or more GPUs")
+        reasons.append(
+            "single rank: busbw is 0 by definition, and NCCL only copies the send buffer into the receive "
+            "buffer on one rank (out-of-place algbw is a device copy rate, in-place calls are no-ops); "
+            "run on 2 or more GPUs"
+        )
         band = None
     if status != "broken" and measured is not None and n != 1:
         if size is not None and size < _thr("verdict_min_bytes"):
-            reasons.append(f"largest size is {_fmt_bytes(size)}; published bands are for >= {_fmt_bytes(int(_thr('verdict_min_bytes')))} messages")
+            reasons.append(
+                f"largest size is {_fmt_bytes(size)}; published bands are for >= {_fmt_bytes(int(_thr('verdict_min_bytes')))} messages"
+            )
         if band is None:
             reasons.append("no expected band for this setup; pass gpu_model=/topology=/interconnect=")
         else:
@@ -236,19 +274,25 @@ def verdict(result: NcclTestResult, band: Band | None = None, *, node: str | Non
             ratio = measured / band.low if band.low else math.nan
             if measured >= floor:
                 status = "healthy"
-                reasons.append(f"busbw {measured:g} GB/s at {_fmt_bytes(size)} meets the expected {band.low:g}-{band.high:g} GB/s "
-                               f"(within {_thr('band_tolerance'):.0%} tolerance)")
+                reasons.append(
+                    f"busbw {measured:g} GB/s at {_fmt_bytes(size)} meets the expected {band.low:g}-{band.high:g} GB/s "
+                    f"(within {_thr('band_tolerance'):.0%} tolerance)"
+                )
                 if measured > band.high * _thr("above_band_note"):
                     reasons.append("above the band: NVLS (NVLink SHARP) or a hierarchical algorithm is likely in use")
             else:
                 status = "degraded"
-                reasons.append(f"busbw {measured:g} GB/s at {_fmt_bytes(size)} is {ratio:.0%} of the expected low end {band.low:g} GB/s")
+                reasons.append(
+                    f"busbw {measured:g} GB/s at {_fmt_bytes(size)} is {ratio:.0%} of the expected low end {band.low:g} GB/s"
+                )
                 reasons.extend(_degraded_hints(measured, band))
     cons = check_busbw(result)
     if len(cons) and not cons["ok"].all():
         bad = cons[~cons["ok"]]
-        reasons.append(f"{len(bad)} row(s) where busbw/algbw disagree with the {coll} factor for {n} ranks "
-                       f"(first: {_fmt_bytes(int(bad['size_bytes'].iloc[0]))} {bad['problem'].iloc[0]}): wrong rank count or an edited table")
+        reasons.append(
+            f"{len(bad)} row(s) where busbw/algbw disagree with the {coll} factor for {n} ranks "
+            f"(first: {_fmt_bytes(int(bad['size_bytes'].iloc[0]))} {bad['problem'].iloc[0]}): wrong rank count or an edited table"
+        )
     f = _verdict_finding(status, coll, measured, size, band, reasons, node)
     return Verdict(status, coll, measured, size, band, reasons, f)
 
@@ -271,10 +315,14 @@ def _degraded_hints(measured: float, band: Band) -> list[str]:
     hints = []
     pcie = float(load_table("nccl_link_bandwidth").set_index("link").loc["PCIe5", "gbps_uni_per_gpu"])
     if band.link_peak and band.link_peak > pcie and measured < pcie:
-        hints.append("busbw is at PCIe/host-memory level although the GPUs have NVLink: NVLink P2P is probably not "
-                     "used (NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL, links down) - check `nvidia-smi nvlink -s` and "
-                     "`nvidia-smi nvlink -e`, `nvidia-smi topo -m`, and 'via P2P' vs 'via SHM' in an NCCL_DEBUG=INFO log")
-    hints.append("check NCCL_* variables (NCCL_P2P_DISABLE, NCCL_ALGO/NCCL_PROTO left from debugging), "
-                 "NVLink errors (`nvidia-smi nvlink -e`), the topology (`nvidia-smi topo -m`), other processes on "
-                 "the GPUs and clock throttling (`nvidia-smi -q -d PERFORMANCE`)")
+        hints.append(
+            "busbw is at PCIe/host-memory level although the GPUs have NVLink: NVLink P2P is probably not "
+            "used (NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL, links down) - check `nvidia-smi nvlink -s` and "
+            "`nvidia-smi nvlink -e`, `nvidia-smi topo -m`, and 'via P2P' vs 'via SHM' in an NCCL_DEBUG=INFO log"
+        )
+    hints.append(
+        "check NCCL_* variables (NCCL_P2P_DISABLE, NCCL_ALGO/NCCL_PROTO left from debugging), "
+        "NVLink errors (`nvidia-smi nvlink -e`), the topology (`nvidia-smi topo -m`), other processes on "
+        "the GPUs and clock throttling (`nvidia-smi -q -d PERFORMANCE`)"
+    )
     return hints

@@ -11,6 +11,7 @@ busbw over time is :func:`gpulib.nccl.view.history_chart`.
 The demo's history (the real 2xH200 capture plus synthetic earlier runs) is built by
 :func:`gpulib.demo.nccl_history.demo_nccl_history` from these functions.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,16 +22,39 @@ from typing import Any, Sequence
 import pandas as pd
 
 import gpulib.nccl as nccl
-from gpulib.nccl.results import _thr
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.sop import sop
+from gpulib.nccl.results import _thr
 
-__all__ = ["HISTORY_COLUMNS", "DEFAULT_ROOT", "default_path", "rows_from_run", "append", "load", "load_cluster",
-           "history_findings", "group_label"]
+__all__ = [
+    "HISTORY_COLUMNS",
+    "DEFAULT_ROOT",
+    "default_path",
+    "rows_from_run",
+    "append",
+    "load",
+    "load_cluster",
+    "history_findings",
+    "group_label",
+]
 
-HISTORY_COLUMNS = ["timestamp", "cluster", "hosts", "instance_type", "gpu_model", "nranks", "collective", "status",
-                   "busbw_gbs", "size_bytes", "band_low_gbs", "band_high_gbs", "link_peak_gbs", "origin"]
+HISTORY_COLUMNS = [
+    "timestamp",
+    "cluster",
+    "hosts",
+    "instance_type",
+    "gpu_model",
+    "nranks",
+    "collective",
+    "status",
+    "busbw_gbs",
+    "size_bytes",
+    "band_low_gbs",
+    "band_high_gbs",
+    "link_peak_gbs",
+    "origin",
+]
 DEFAULT_ROOT = "reports/nccl_history"
 _CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NUMERIC = ["nranks", "busbw_gbs", "size_bytes", "band_low_gbs", "band_high_gbs", "link_peak_gbs"]
@@ -53,9 +77,16 @@ def _utc(ts: Any) -> pd.Timestamp:
     return t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
 
 
-def rows_from_run(results: Sequence[nccl.NcclTestResult], verdicts: Sequence[nccl.Verdict], *, cluster: str,
-                  timestamp: Any = None, instance_type: str = "", hosts: str | None = None,
-                  origin: str = "") -> pd.DataFrame:
+def rows_from_run(
+    results: Sequence[nccl.NcclTestResult],
+    verdicts: Sequence[nccl.Verdict],
+    *,
+    cluster: str,
+    timestamp: Any = None,
+    instance_type: str = "",
+    hosts: str | None = None,
+    origin: str = "",
+) -> pd.DataFrame:
     """History rows (``HISTORY_COLUMNS``) for one run: one per collective, from its result and verdict.
     ``hosts`` defaults to the host names of the run's ``#  Rank`` lines (comma-joined); ``timestamp`` to now."""
     _check_cluster(cluster)
@@ -69,11 +100,24 @@ def rows_from_run(results: Sequence[nccl.NcclTestResult], verdicts: Sequence[ncc
             run_hosts = ",".join(dict.fromkeys(str(h) for h in r.ranks["host"])) if len(r.ranks) else ""
         model = str(r.ranks["model"].iloc[0]) if len(r.ranks) else ""
         b = v.band
-        rows.append({"timestamp": ts, "cluster": cluster, "hosts": run_hosts, "instance_type": instance_type or "",
-                     "gpu_model": model, "nranks": r.nranks, "collective": v.collective or r.collective or "",
-                     "status": v.status, "busbw_gbs": v.measured_busbw, "size_bytes": v.size_bytes,
-                     "band_low_gbs": b.low if b else None, "band_high_gbs": b.high if b else None,
-                     "link_peak_gbs": b.link_peak if b else None, "origin": origin})
+        rows.append(
+            {
+                "timestamp": ts,
+                "cluster": cluster,
+                "hosts": run_hosts,
+                "instance_type": instance_type or "",
+                "gpu_model": model,
+                "nranks": r.nranks,
+                "collective": v.collective or r.collective or "",
+                "status": v.status,
+                "busbw_gbs": v.measured_busbw,
+                "size_bytes": v.size_bytes,
+                "band_low_gbs": b.low if b else None,
+                "band_high_gbs": b.high if b else None,
+                "link_peak_gbs": b.link_peak if b else None,
+                "origin": origin,
+            }
+        )
     return _typed(pd.DataFrame(rows, columns=HISTORY_COLUMNS))
 
 
@@ -91,16 +135,20 @@ def load(path: str | Path) -> pd.DataFrame:
     """Read one history CSV (``HISTORY_COLUMNS``), timestamps as UTC, sorted by time."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise InvalidParameter(f"history file {str(p)!r} does not exist",
-                               hint="append a run first (gpulib.nccl.history.append) or check history_dir / cluster")
+        raise InvalidParameter(
+            f"history file {str(p)!r} does not exist",
+            hint="append a run first (gpulib.nccl.history.append) or check history_dir / cluster",
+        )
     try:
         df = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InvalidParameter(f"history file {str(p)!r} is not a readable CSV: {exc}") from exc
     missing = [c for c in HISTORY_COLUMNS if c not in df.columns]
     if missing:
-        raise InvalidParameter(f"history file {str(p)!r} lacks columns {missing}",
-                               hint=f"a history CSV has the columns {', '.join(HISTORY_COLUMNS)}")
+        raise InvalidParameter(
+            f"history file {str(p)!r} lacks columns {missing}",
+            hint=f"a history CSV has the columns {', '.join(HISTORY_COLUMNS)}",
+        )
     df = df[HISTORY_COLUMNS].replace("", pd.NA)
     try:
         out = _typed(df)
@@ -114,8 +162,9 @@ def load_cluster(cluster: str, root: str | Path = DEFAULT_ROOT) -> pd.DataFrame:
     return load(default_path(cluster, root))
 
 
-def append(rows: pd.DataFrame, path: str | Path | None = None, *, cluster: str | None = None,
-           root: str | Path = DEFAULT_ROOT) -> Path:
+def append(
+    rows: pd.DataFrame, path: str | Path | None = None, *, cluster: str | None = None, root: str | Path = DEFAULT_ROOT
+) -> Path:
     """Add ``rows`` to a history CSV (``path``, else ``<root>/<cluster>.csv``; ``cluster`` defaults to the rows'
     one cluster). A row already there (same timestamp, hosts and collective) is replaced, not duplicated."""
     if not isinstance(rows, pd.DataFrame) or [c for c in HISTORY_COLUMNS if c not in rows.columns]:
@@ -167,17 +216,31 @@ def history_findings(df: pd.DataFrame) -> list[Finding]:
         med = float(earlier["busbw_gbs"].median())
         if med > 0 and last["busbw_gbs"] < med * (1 - tol):
             step = sop("nccl_sop", "history_drop")
-            out.append(Finding(
-                Severity.WARNING, f"NCCL busbw dropped on {g} ({coll})",
-                summary=f"latest run {last['busbw_gbs']:.1f} GB/s is {last['busbw_gbs'] / med:.0%} of the median "
-                        f"{med:.1f} GB/s of {len(earlier)} earlier runs",
-                sop_step=step.sop_step, commands=step.commands,
-                evidence=[f"{last['timestamp']:%Y-%m-%d %H:%M} UTC: {last['busbw_gbs']:.1f} GB/s ({last['status']})",
-                          f"median of earlier runs {med:.1f} GB/s; tolerance {tol:.0%}"],
-                category="nccl-history", node=str(last["hosts"]) or None,
-                data={"group": g, "collective": coll, "latest": float(last["busbw_gbs"]), "median": med}))
+            out.append(
+                Finding(
+                    Severity.WARNING,
+                    f"NCCL busbw dropped on {g} ({coll})",
+                    summary=f"latest run {last['busbw_gbs']:.1f} GB/s is {last['busbw_gbs'] / med:.0%} of the median "
+                    f"{med:.1f} GB/s of {len(earlier)} earlier runs",
+                    sop_step=step.sop_step,
+                    commands=step.commands,
+                    evidence=[
+                        f"{last['timestamp']:%Y-%m-%d %H:%M} UTC: {last['busbw_gbs']:.1f} GB/s ({last['status']})",
+                        f"median of earlier runs {med:.1f} GB/s; tolerance {tol:.0%}",
+                    ],
+                    category="nccl-history",
+                    node=str(last["hosts"]) or None,
+                    data={"group": g, "collective": coll, "latest": float(last["busbw_gbs"]), "median": med},
+                )
+            )
     if judged and not out:
-        out.append(Finding(Severity.OK, "NCCL busbw steady over time",
-                           summary=f"{judged} node group/collective series: the latest run is within {tol:.0%} "
-                                   "of the median of the earlier runs", category="nccl-history"))
+        out.append(
+            Finding(
+                Severity.OK,
+                "NCCL busbw steady over time",
+                summary=f"{judged} node group/collective series: the latest run is within {tol:.0%} "
+                "of the median of the earlier runs",
+                category="nccl-history",
+            )
+        )
     return out

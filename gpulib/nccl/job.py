@@ -18,6 +18,7 @@ structurally plus each pod template as a core ``PodTemplate``, and that every po
 its script; :func:`apply_commands` gives the kubectl lines. ``python3 -m gpulib.nccl.job --gpus 8 > probe.yaml``
 writes the one-node manifest (``--help`` for the options).
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,9 +31,24 @@ from gpulib.core.knowledge import settings
 from gpulib.nccl import probe_files as _files
 from gpulib.nccl.probe_files import configmap_bytes
 
-__all__ = ["job_manifest", "pytorchjob_manifest", "probe_manifest", "pod_templates", "validate",
-           "check_pytorchjob", "pod_findings", "to_yaml", "write_manifest", "apply_commands", "defaults",
-           "workload", "probe_configmap", "image_note", "configmap_bytes", "InvalidParameter"]
+__all__ = [
+    "job_manifest",
+    "pytorchjob_manifest",
+    "probe_manifest",
+    "pod_templates",
+    "validate",
+    "check_pytorchjob",
+    "pod_findings",
+    "to_yaml",
+    "write_manifest",
+    "apply_commands",
+    "defaults",
+    "workload",
+    "probe_configmap",
+    "image_note",
+    "configmap_bytes",
+    "InvalidParameter",
+]
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -57,9 +73,11 @@ def _gpu_taint_key() -> str:
 # ------------------------------------------------------------------------------------ validation of inputs
 def _check_name(name: str, what: str = "name") -> str:
     if not isinstance(name, str) or len(name) > 52 or not _DNS1123.match(name):
-        raise InvalidParameter(f"{what}={name!r} is not a valid name: lower-case letters, digits and '-', "
-                               "starting and ending with a letter or digit, at most 52 characters "
-                               "(Kubernetes appends pod suffixes)")
+        raise InvalidParameter(
+            f"{what}={name!r} is not a valid name: lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 52 characters "
+            "(Kubernetes appends pod suffixes)"
+        )
     return name
 
 
@@ -72,7 +90,9 @@ def _positive_int(value: Any, what: str) -> int:
 def _collectives(value: Iterable[str] | str | None, d: Mapping[str, str]) -> list[str]:
     from gpulib.nccl.probe import SUPPORTED
 
-    raw = d["collectives"].split(";") if value is None else (value.split(",") if isinstance(value, str) else list(value))
+    raw = (
+        d["collectives"].split(";") if value is None else (value.split(",") if isinstance(value, str) else list(value))
+    )
     colls = [str(c).strip() for c in raw if str(c).strip()]
     bad = [c for c in colls if c not in SUPPORTED]
     if bad or not colls:
@@ -98,8 +118,10 @@ def _extra_env(extra_env: Mapping[str, Any] | None) -> list[dict[str, str]]:
         if not _ENV_NAME.match(str(k)):
             raise InvalidParameter(f"extra_env: {k!r} is not an environment variable name")
         if k == "NCCL_NVLS_ENABLE" and str(v) != "0":
-            raise InvalidParameter(f"extra_env: NCCL_NVLS_ENABLE={v!r}: the probe keeps NVLink SHARP off "
-                                   "(gpulib.nccl.probe forces NCCL_NVLS_ENABLE=0)")
+            raise InvalidParameter(
+                f"extra_env: NCCL_NVLS_ENABLE={v!r}: the probe keeps NVLink SHARP off "
+                "(gpulib.nccl.probe forces NCCL_NVLS_ENABLE=0)"
+            )
         if k in ("NCCL_DEBUG", "NCCL_NVLS_ENABLE"):
             continue  # already set by the generator
         out.append({"name": str(k), "value": str(v)})
@@ -108,12 +130,31 @@ def _extra_env(extra_env: Mapping[str, Any] | None) -> list[dict[str, str]]:
 
 # ------------------------------------------------------------------------------------ the pod
 def _probe_args(colls: list[str], lo: str, hi: str, iters: int, warmup: int) -> list[str]:
-    return [_files.script_path(), "--collectives", ",".join(colls), "--min-bytes", lo, "--max-bytes", hi,
-            "--iters", str(iters), "--warmup", str(warmup)]
+    return [
+        _files.script_path(),
+        "--collectives",
+        ",".join(colls),
+        "--min-bytes",
+        lo,
+        "--max-bytes",
+        hi,
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
+    ]
 
 
-def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[str, str],
-               env: list[dict[str, str]], rdma_resource: str | None, ports: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _container(
+    name: str,
+    image: str,
+    command: list[str],
+    gpus: int,
+    d: Mapping[str, str],
+    env: list[dict[str, str]],
+    rdma_resource: str | None,
+    ports: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
     limits: dict[str, Any] = {_GPU_RESOURCE: gpus}
     if rdma_resource:
         limits[rdma_resource] = 1
@@ -122,12 +163,17 @@ def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": command,
-        "env": [{"name": "NCCL_NVLS_ENABLE", "value": "0"},
-                {"name": "NCCL_DEBUG", "value": "INFO"},
-                {"name": "NCCL_DEBUG_SUBSYS", "value": d["nccl_debug_subsys"]},
-                {"name": "PYTHONUNBUFFERED", "value": "1"}] + env,
-        "resources": {"requests": {"cpu": d["cpu_request"], "memory": d["memory_request"], _GPU_RESOURCE: gpus},
-                      "limits": limits},
+        "env": [
+            {"name": "NCCL_NVLS_ENABLE", "value": "0"},
+            {"name": "NCCL_DEBUG", "value": "INFO"},
+            {"name": "NCCL_DEBUG_SUBSYS", "value": d["nccl_debug_subsys"]},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+        ]
+        + env,
+        "resources": {
+            "requests": {"cpu": d["cpu_request"], "memory": d["memory_request"], _GPU_RESOURCE: gpus},
+            "limits": limits,
+        },
         "volumeMounts": [{"name": _SHM_VOLUME, "mountPath": "/dev/shm"}, _files.volume_mount()],
     }
     # registration of RDMA memory needs an unlimited memlock (``NVIDIA/nccl: src/transport/net_ib`` @ 5067397c)
@@ -138,14 +184,23 @@ def _container(name: str, image: str, command: list[str], gpus: int, d: Mapping[
     return c
 
 
-def _pod_spec(container: dict[str, Any], d: Mapping[str, str], *, restart_policy: str,
-              node_selector: Mapping[str, str] | None, host_network: bool,
-              affinity: dict[str, Any] | None, cm_name: str) -> dict[str, Any]:
+def _pod_spec(
+    container: dict[str, Any],
+    d: Mapping[str, str],
+    *,
+    restart_policy: str,
+    node_selector: Mapping[str, str] | None,
+    host_network: bool,
+    affinity: dict[str, Any] | None,
+    cm_name: str,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "containers": [container],
-        "volumes": [{"name": _SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": d["shm_size_limit"]}},
-                    _files.volume(cm_name)],
+        "volumes": [
+            {"name": _SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": d["shm_size_limit"]}},
+            _files.volume(cm_name),
+        ],
         "tolerations": [{"key": _gpu_taint_key(), "operator": "Exists", "effect": "NoSchedule"}],
     }
     if node_selector:
@@ -178,17 +233,28 @@ def _common(name, namespace, image, collectives, min_bytes, max_bytes, iters, wa
     return d, name, namespace, image, _probe_args(colls, lo, hi, iters, warmup), _extra_env(extra_env)
 
 
-def job_manifest(name: str | None = None, *, gpus: int = 8, node: str | None = None,
-                 node_selector: Mapping[str, str] | None = None, namespace: str | None = None,
-                 image: str | None = None, collectives: Iterable[str] | str | None = None,
-                 min_bytes: str | int | None = None, max_bytes: str | int | None = None, iters: int | None = None,
-                 warmup: int | None = None, extra_env: Mapping[str, Any] | None = None,
-                 host_network: bool = False) -> dict[str, Any]:
+def job_manifest(
+    name: str | None = None,
+    *,
+    gpus: int = 8,
+    node: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    namespace: str | None = None,
+    image: str | None = None,
+    collectives: Iterable[str] | str | None = None,
+    min_bytes: str | int | None = None,
+    max_bytes: str | int | None = None,
+    iters: int | None = None,
+    warmup: int | None = None,
+    extra_env: Mapping[str, Any] | None = None,
+    host_network: bool = False,
+) -> dict[str, Any]:
     """A ``batch/v1`` Job running the probe on ``gpus`` GPUs of one node (one process per GPU, ``torchrun
     --standalone``). ``node`` pins it to a node (``kubernetes.io/hostname``); ``node_selector`` adds labels such
     as ``nvidia.com/gpu.product``. Read the result with ``kubectl logs job/<name>``."""
-    d, name, namespace, image, probe, env = _common(name, namespace, image, collectives, min_bytes, max_bytes,
-                                                    iters, warmup, extra_env)
+    d, name, namespace, image, probe, env = _common(
+        name, namespace, image, collectives, min_bytes, max_bytes, iters, warmup, extra_env
+    )
     gpus = _positive_int(gpus, "gpus")
     selector = dict(node_selector or {})
     if node:
@@ -197,29 +263,51 @@ def job_manifest(name: str | None = None, *, gpus: int = 8, node: str | None = N
     container = _container("nccl-probe", image, command, gpus, d, env, None, None)
     labels = _labels(name)
     cm = _files.configmap(name, namespace, labels)
-    return _as_list(cm, {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {
-            "backoffLimit": int(d["backoff_limit"]),
-            "activeDeadlineSeconds": int(d["active_deadline_seconds"]),
-            "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"]),
-            "template": {"metadata": {"labels": dict(labels)},
-                         "spec": _pod_spec(container, d, restart_policy="Never", node_selector=selector,
-                                           host_network=host_network, affinity=None,
-                                           cm_name=cm["metadata"]["name"])},
+    return _as_list(
+        cm,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "spec": {
+                "backoffLimit": int(d["backoff_limit"]),
+                "activeDeadlineSeconds": int(d["active_deadline_seconds"]),
+                "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"]),
+                "template": {
+                    "metadata": {"labels": dict(labels)},
+                    "spec": _pod_spec(
+                        container,
+                        d,
+                        restart_policy="Never",
+                        node_selector=selector,
+                        host_network=host_network,
+                        affinity=None,
+                        cm_name=cm["metadata"]["name"],
+                    ),
+                },
+            },
         },
-    })
+    )
 
 
-def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_node: int = 8,
-                        node_names: Sequence[str] | None = None, node_selector: Mapping[str, str] | None = None,
-                        namespace: str | None = None, image: str | None = None,
-                        collectives: Iterable[str] | str | None = None, min_bytes: str | int | None = None,
-                        max_bytes: str | int | None = None, iters: int | None = None, warmup: int | None = None,
-                        rdma_resource: str | None = None, host_network: bool = False,
-                        extra_env: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def pytorchjob_manifest(
+    name: str | None = None,
+    *,
+    nodes: int = 2,
+    gpus_per_node: int = 8,
+    node_names: Sequence[str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    namespace: str | None = None,
+    image: str | None = None,
+    collectives: Iterable[str] | str | None = None,
+    min_bytes: str | int | None = None,
+    max_bytes: str | int | None = None,
+    iters: int | None = None,
+    warmup: int | None = None,
+    rdma_resource: str | None = None,
+    host_network: bool = False,
+    extra_env: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A Kubeflow PyTorchJob for a multi-node probe: one Master and ``nodes - 1`` Workers, one pod per node
     (required pod anti-affinity on the hostname), each ``torchrun --nnodes=<nodes> --node_rank=$RANK`` with
     ``gpus_per_node`` processes. The training operator sets ``MASTER_ADDR``/``MASTER_PORT`` and ``RANK`` (the
@@ -227,49 +315,92 @@ def pytorchjob_manifest(name: str | None = None, *, nodes: int = 2, gpus_per_nod
     ``node_names`` restricts the pods to those nodes (e.g. the node pair to test); ``rdma_resource`` (e.g.
     ``rdma/rdma_shared_device_a``) requests one RDMA device per pod and adds ``IPC_LOCK``; without it or
     ``host_network`` NCCL talks TCP sockets between nodes, which :func:`pod_findings` reports."""
-    d, name, namespace, image, probe, env = _common(name, namespace, image, collectives, min_bytes, max_bytes,
-                                                    iters, warmup, extra_env)
+    d, name, namespace, image, probe, env = _common(
+        name, namespace, image, collectives, min_bytes, max_bytes, iters, warmup, extra_env
+    )
     nodes = _positive_int(nodes, "nodes")
     if nodes < 2:
-        raise InvalidParameter(f"nodes={nodes}: a PyTorchJob probe is for 2 or more nodes; use job_manifest() on one node")
+        raise InvalidParameter(
+            f"nodes={nodes}: a PyTorchJob probe is for 2 or more nodes; use job_manifest() on one node"
+        )
     gpus = _positive_int(gpus_per_node, "gpus_per_node")
     names = [str(n) for n in (node_names or [])]
     if names and len(set(names)) < nodes:
         raise InvalidParameter(f"node_names={names}: {nodes} pods need {nodes} distinct nodes, got {len(set(names))}")
     if rdma_resource is not None and not re.fullmatch(r"[a-z0-9.\-]+/[A-Za-z0-9_.\-]+", rdma_resource):
-        raise InvalidParameter(f"rdma_resource={rdma_resource!r} is not an extended resource name like rdma/rdma_shared_device_a")
+        raise InvalidParameter(
+            f"rdma_resource={rdma_resource!r} is not an extended resource name like rdma/rdma_shared_device_a"
+        )
     port = int(d["pytorchjob_port"])
-    launch = ("exec torchrun --nnodes={nnodes} --nproc_per_node={g} --node_rank=\"$RANK\" "
-              "--master_addr=\"$MASTER_ADDR\" --master_port=\"$MASTER_PORT\" {probe}").format(
-                  nnodes=nodes, g=gpus, probe=" ".join(probe))
+    launch = (
+        'exec torchrun --nnodes={nnodes} --nproc_per_node={g} --node_rank="$RANK" '
+        '--master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" {probe}'
+    ).format(nnodes=nodes, g=gpus, probe=" ".join(probe))
     labels = _labels(name)
     cm = _files.configmap(name, namespace, labels)
-    affinity: dict[str, Any] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"gpu-runbooks/probe": name}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    affinity: dict[str, Any] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"gpu-runbooks/probe": name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
     if names:
-        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": names}]}]}}
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": names}]}
+                ]
+            }
+        }
 
     def replica(count: int) -> dict[str, Any]:
-        c = _container(d["pytorchjob_container"], image, ["/bin/sh", "-c", launch], gpus, d, env, rdma_resource,
-                       [{"name": "pytorchjob-port", "containerPort": port, "protocol": "TCP"}])
-        return {"replicas": count, "restartPolicy": "Never",
-                "template": {"metadata": {"labels": dict(labels)},
-                             "spec": _pod_spec(c, d, restart_policy="Never", node_selector=node_selector,
-                                               host_network=host_network, affinity=copy.deepcopy(affinity),
-                                               cm_name=cm["metadata"]["name"])}}
+        c = _container(
+            d["pytorchjob_container"],
+            image,
+            ["/bin/sh", "-c", launch],
+            gpus,
+            d,
+            env,
+            rdma_resource,
+            [{"name": "pytorchjob-port", "containerPort": port, "protocol": "TCP"}],
+        )
+        return {
+            "replicas": count,
+            "restartPolicy": "Never",
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": _pod_spec(
+                    c,
+                    d,
+                    restart_policy="Never",
+                    node_selector=node_selector,
+                    host_network=host_network,
+                    affinity=copy.deepcopy(affinity),
+                    cm_name=cm["metadata"]["name"],
+                ),
+            },
+        }
 
-    return _as_list(cm, {
-        "apiVersion": _PYTORCHJOB_API,
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "runPolicy": {"backoffLimit": int(d["backoff_limit"]),
-                          "activeDeadlineSeconds": int(d["active_deadline_seconds"]),
-                          "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"])},
-            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(nodes - 1)},
+    return _as_list(
+        cm,
+        {
+            "apiVersion": _PYTORCHJOB_API,
+            "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {
+                "runPolicy": {
+                    "backoffLimit": int(d["backoff_limit"]),
+                    "activeDeadlineSeconds": int(d["active_deadline_seconds"]),
+                    "ttlSecondsAfterFinished": int(d["ttl_seconds_after_finished"]),
+                },
+                "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(nodes - 1)},
+            },
         },
-    })
+    )
 
 
 def probe_manifest(nodes: int = 1, **kwargs: Any) -> dict[str, Any]:
@@ -316,16 +447,25 @@ def probe_configmap(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
 def image_note(manifest: Mapping[str, Any]) -> str:
     """One line for the runbook: which image the probe pods pull, and whether it is the public default."""
     d = defaults()
-    images = sorted({c.get("image") for tpl in pod_templates(manifest).values()
-                     for c in (tpl.get("spec") or {}).get("containers") or []})
+    images = sorted(
+        {
+            c.get("image")
+            for tpl in pod_templates(manifest).values()
+            for c in (tpl.get("spec") or {}).get("containers") or []
+        }
+    )
     image = ", ".join(str(i) for i in images)
     script = _files.script_path()
     if images == [d["image"]]:
-        return (f"Image: {image}, a public image ({d['image_registry']}; PyTorch with CUDA, NCCL and torchrun): "
-                f"nothing to build. The probe script is the ConfigMap in this manifest, mounted at {script}.")
-    return (f"Image: {image} (your own, not the public default {d['image']}): mirror the public image or build "
-            f"deploy/nccl-probe/Dockerfile, and push it to a registry the GPU nodes can pull from; the probe script "
-            f"still comes from the ConfigMap in this manifest, mounted at {script}.")
+        return (
+            f"Image: {image}, a public image ({d['image_registry']}; PyTorch with CUDA, NCCL and torchrun): "
+            f"nothing to build. The probe script is the ConfigMap in this manifest, mounted at {script}."
+        )
+    return (
+        f"Image: {image} (your own, not the public default {d['image']}): mirror the public image or build "
+        f"deploy/nccl-probe/Dockerfile, and push it to a registry the GPU nodes can pull from; the probe script "
+        f"still comes from the ConfigMap in this manifest, mounted at {script}."
+    )
 
 
 # ------------------------------------------------------------------------------------ checks
@@ -349,7 +489,10 @@ def pod_findings(manifest: Mapping[str, Any]) -> list:
     multi = manifest.get("kind") == "PyTorchJob"
     out = []
     for rt, tpl in pod_templates(manifest).items():
-        named = {"metadata": {"name": f"{(manifest.get('metadata') or {}).get('name')}/{rt}"}, "spec": tpl.get("spec") or {}}
+        named = {
+            "metadata": {"name": f"{(manifest.get('metadata') or {}).get('name')}/{rt}"},
+            "spec": tpl.get("spec") or {},
+        }
         out.extend(check_pod_spec(named, multi_node=multi))
     return out
 
@@ -383,8 +526,10 @@ def check_pytorchjob(manifest: Mapping[str, Any]) -> list[str]:
         containers = ((rs.get("template") or {}).get("spec") or {}).get("containers") or []
         main = [c for c in containers if c.get("name") == defaults()["pytorchjob_container"]]
         if not main:
-            probs.append(f"{rt}: no container named {defaults()['pytorchjob_container']!r} (the operator injects "
-                         "MASTER_ADDR/RANK and looks up the port there)")
+            probs.append(
+                f"{rt}: no container named {defaults()['pytorchjob_container']!r} (the operator injects "
+                "MASTER_ADDR/RANK and looks up the port there)"
+            )
         elif not any(p.get("name") == "pytorchjob-port" for p in main[0].get("ports") or []):
             probs.append(f"{rt}: container has no port named 'pytorchjob-port'")
     return probs
@@ -402,11 +547,15 @@ def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[st
     version = str(version or defaults()["k8s_version"])
     shipped = sorted(set(kubernetes_validate.utils.all_versions()), key=lambda v: tuple(int(x) for x in v.split(".")))
     if ".".join(version.split(".")[:2]) not in {".".join(v.split(".")[:2]) for v in shipped}:
-        raise InvalidParameter(f"version={version!r}: kubernetes-validate has no schema for it",
-                               hint=f"use one it ships: {shipped[0]} ... {shipped[-1]}")
+        raise InvalidParameter(
+            f"version={version!r}: kubernetes-validate has no schema for it",
+            hint=f"use one it ships: {shipped[0]} ... {shipped[-1]}",
+        )
     cm = probe_configmap(manifest)
     if manifest.get("kind") == "List" and cm is None:
-        raise InvalidParameter("the probe List has no (or more than one) ConfigMap: the pods would have no probe script")
+        raise InvalidParameter(
+            "the probe List has no (or more than one) ConfigMap: the pods would have no probe script"
+        )
     manifest = workload(manifest)
     kind = manifest.get("kind")
     name = (manifest.get("metadata") or {}).get("name")
@@ -417,8 +566,10 @@ def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[st
         except kubernetes_validate.ValidationError as exc:
             raise InvalidParameter(f"{where} is not valid Kubernetes {version}: {str(exc).splitlines()[0]}") from exc
         except kubernetes_validate.utils.SchemaNotFoundError as exc:
-            raise InvalidParameter(f"{where}: kubernetes-validate has no schema for {obj.get('apiVersion')}/"
-                                   f"{obj.get('kind')} in Kubernetes {version}") from exc
+            raise InvalidParameter(
+                f"{where}: kubernetes-validate has no schema for {obj.get('apiVersion')}/"
+                f"{obj.get('kind')} in Kubernetes {version}"
+            ) from exc
         return f"{where}: valid for Kubernetes {version} (strict)"
 
     out = []
@@ -433,9 +584,15 @@ def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[st
             raise InvalidParameter(f"PyTorchJob/{name}: " + "; ".join(probs))
         out.append(f"PyTorchJob/{name}: structure ok (kubeflow.org/v1 CRD: Master/Worker, container, port)")
         for rt, tpl in pod_templates(manifest).items():
-            pt = {"apiVersion": "v1", "kind": "PodTemplate",
-                  "metadata": {"name": f"{name}-{rt.lower()}", "namespace": (manifest.get("metadata") or {}).get("namespace")},
-                  "template": tpl}
+            pt = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {
+                    "name": f"{name}-{rt.lower()}",
+                    "namespace": (manifest.get("metadata") or {}).get("namespace"),
+                },
+                "template": tpl,
+            }
             out.append(strict(pt, f"PyTorchJob/{name} {rt} pod template"))
     else:
         raise InvalidParameter(f"kind={kind!r}: expected a Job or a PyTorchJob manifest")
@@ -447,8 +604,13 @@ def validate(manifest: Mapping[str, Any], version: str | None = None) -> list[st
 def _check_wiring(cm: Mapping[str, Any], work: Mapping[str, Any]) -> str:
     kind, md = work.get("kind"), work.get("metadata") or {}
     cm_md = cm.get("metadata") or {}
-    probs = [] if cm_md.get("namespace") == md.get("namespace") else [
-        f"ConfigMap/{cm_md.get('name')} is in namespace {cm_md.get('namespace')!r}, the pods in {md.get('namespace')!r}"]
+    probs = (
+        []
+        if cm_md.get("namespace") == md.get("namespace")
+        else [
+            f"ConfigMap/{cm_md.get('name')} is in namespace {cm_md.get('namespace')!r}, the pods in {md.get('namespace')!r}"
+        ]
+    )
     for rt, tpl in pod_templates(work).items():
         probs += _files.wiring_problems(cm, tpl, f"{kind}/{md.get('name')} {rt}")
     size = configmap_bytes(cm)
@@ -456,8 +618,10 @@ def _check_wiring(cm: Mapping[str, Any], work: Mapping[str, Any]) -> str:
         probs.append(f"ConfigMap/{cm_md.get('name')} holds {size} bytes, over the 1 MiB ConfigMap limit")
     if probs:
         raise InvalidParameter("; ".join(probs))
-    return (f"{kind}/{md.get('name')}: every pod mounts ConfigMap/{cm_md.get('name')} read-only and runs "
-            f"{_files.script_path()} ({size} bytes of the 1 MiB a ConfigMap may hold)")
+    return (
+        f"{kind}/{md.get('name')}: every pod mounts ConfigMap/{cm_md.get('name')} read-only and runs "
+        f"{_files.script_path()} ({size} bytes of the 1 MiB a ConfigMap may hold)"
+    )
 
 
 # ------------------------------------------------------------------------------------ output
@@ -465,7 +629,7 @@ def to_yaml(manifest: Mapping[str, Any]) -> str:
     import yaml
 
     class _NoAliases(yaml.SafeDumper):
-        def ignore_aliases(self, data):  # noqa: D102 - plain YAML, no &id anchors
+        def ignore_aliases(self, data):
             return True
 
     def _str(dumper, data):  # the ConfigMap's script as a readable | block (PyYAML falls back to quotes if it must)
@@ -496,9 +660,14 @@ def apply_commands(manifest: Mapping[str, Any], path: str | Path = "nccl-probe.y
     else:
         ref, log = f"pytorchjob/{name}", f"kubectl logs -n {ns} {name}-master-0 > {name}.txt"
         wait = f"kubectl wait -n {ns} --for=condition=Succeeded --timeout=30m pytorchjob/{name}"
-    return [f"kubectl apply --dry-run=server -f {path}", f"kubectl apply -f {path}", wait, log,
-            f"gpuops run nccl_check -p nccl_tests_file {name}.txt",
-            f"kubectl delete -n {ns} {ref}" + (f" configmap/{cm['metadata']['name']}" if cm else "")]
+    return [
+        f"kubectl apply --dry-run=server -f {path}",
+        f"kubectl apply -f {path}",
+        wait,
+        log,
+        f"gpuops run nccl_check -p nccl_tests_file {name}.txt",
+        f"kubectl delete -n {ns} {ref}" + (f" configmap/{cm['metadata']['name']}" if cm else ""),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -514,9 +683,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--node", default=None, help="pin the one-node Job to this node (kubernetes.io/hostname)")
     p.add_argument("--name", default=None, help=f"Job name (default {d['name']})")
     p.add_argument("--namespace", default=None, help=f"namespace (default {d['namespace']})")
-    p.add_argument("--image", default=None, help=f"image with PyTorch + CUDA (default: the public {d['image']}; "
-                   f"or the one deploy/nccl-probe/Dockerfile builds, e.g. <registry>/{d['custom_image']})")
-    p.add_argument("--collectives", default=None, help="comma list (default: " + d["collectives"].replace(";", ",") + ")")
+    p.add_argument(
+        "--image",
+        default=None,
+        help=f"image with PyTorch + CUDA (default: the public {d['image']}; "
+        f"or the one deploy/nccl-probe/Dockerfile builds, e.g. <registry>/{d['custom_image']})",
+    )
+    p.add_argument(
+        "--collectives", default=None, help="comma list (default: " + d["collectives"].replace(";", ",") + ")"
+    )
     p.add_argument("--min-bytes", default=None)
     p.add_argument("--max-bytes", default=None)
     p.add_argument("--iters", type=int, default=None)
@@ -525,9 +700,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="write the manifest here instead of stdout")
     o = p.parse_args(argv)
     try:
-        m = probe_manifest(o.nodes, gpus=o.gpus, node=o.node, name=o.name, namespace=o.namespace, image=o.image,
-                           collectives=o.collectives, min_bytes=o.min_bytes, max_bytes=o.max_bytes, iters=o.iters,
-                           warmup=o.warmup)
+        m = probe_manifest(
+            o.nodes,
+            gpus=o.gpus,
+            node=o.node,
+            name=o.name,
+            namespace=o.namespace,
+            image=o.image,
+            collectives=o.collectives,
+            min_bytes=o.min_bytes,
+            max_bytes=o.max_bytes,
+            iters=o.iters,
+            warmup=o.warmup,
+        )
         checked = validate(m)
     except InvalidParameter as exc:
         print(f"error: {exc}", file=sys.stderr)

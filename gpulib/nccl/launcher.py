@@ -1,6 +1,7 @@
 """Run a bus-bandwidth sweep on the local GPUs: nccl-tests' ``<collective>_perf`` when it is on PATH, otherwise
 ``python -m gpulib.nccl.probe`` (torch.distributed over NCCL); the output is parsed by :mod:`gpulib.nccl.results`.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -8,15 +9,22 @@ from typing import Iterable
 from gpulib.core.errors import ProbeError
 from gpulib.nccl.results import NcclTestResult, _canonical_collective, parse_nccl_tests, parse_nccl_tests_all
 
-
 # --------------------------------------------------------------------------------------------
 # probe
 # --------------------------------------------------------------------------------------------
 
 
-def run_probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_bytes: str | int = "8",
-          max_bytes: str | int = "1G", iters: int = 20, warmup: int = 5, nproc: int | None = None,
-          use_nccl_tests: bool = True, timeout_s: float = 900) -> list[NcclTestResult]:
+def run_probe(
+    collectives: Iterable[str] = ("all_reduce", "all_gather"),
+    *,
+    min_bytes: str | int = "8",
+    max_bytes: str | int = "1G",
+    iters: int = 20,
+    warmup: int = 5,
+    nproc: int | None = None,
+    use_nccl_tests: bool = True,
+    timeout_s: float = 900,
+) -> list[NcclTestResult]:
     """Run a bus-bandwidth sweep on the local GPUs and return parsed results (one per collective).
 
     Uses nccl-tests' ``<collective>_perf`` when it is on PATH (``use_nccl_tests``), otherwise
@@ -35,13 +43,39 @@ def run_probe(collectives: Iterable[str] = ("all_reduce", "all_gather"), *, min_
     if binaries and all(binaries.values()):
         ngpus = nproc or _visible_gpus()
         for c in colls:
-            cmd = [binaries[c], "-b", str(min_bytes), "-e", str(max_bytes), "-f", "2", "-g", str(ngpus),
-                   "-n", str(iters), "-w", str(warmup)]
+            cmd = [
+                binaries[c],
+                "-b",
+                str(min_bytes),
+                "-e",
+                str(max_bytes),
+                "-f",
+                "2",
+                "-g",
+                str(ngpus),
+                "-n",
+                str(iters),
+                "-w",
+                str(warmup),
+            ]
             p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
             results.append(parse_nccl_tests(p.stdout + p.stderr, collective=c))
         return results
-    cmd = [sys.executable, "-m", "gpulib.nccl.probe", "--collectives", ",".join(colls), "--min-bytes", str(min_bytes),
-           "--max-bytes", str(max_bytes), "--iters", str(iters), "--warmup", str(warmup)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpulib.nccl.probe",
+        "--collectives",
+        ",".join(colls),
+        "--min-bytes",
+        str(min_bytes),
+        "--max-bytes",
+        str(max_bytes),
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
+    ]
     if nproc:
         cmd += ["--nproc", str(nproc)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
@@ -60,5 +94,5 @@ def _visible_gpus() -> int:
             return int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
-    except Exception as exc:  # noqa: BLE001 - any NVML failure means "cannot count"
+    except Exception as exc:
         raise ProbeError(f"cannot count GPUs with NVML: {exc}") from exc

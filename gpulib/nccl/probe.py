@@ -23,6 +23,7 @@ This file is self-contained: the standard library and torch only (torch imported
 (the ConfigMap mounts both keys in one folder) or, inside the package, ``gpulib/data/nccl/nccl_bus_factors.csv``;
 :mod:`gpulib.nccl.results` evaluates the same table with :func:`factor_from_formula`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,10 +47,12 @@ _CHUNK = 1 << 26  # elements per chunk when filling/checking big buffers (256 Mi
 
 
 #: printed on stderr for a one-rank run (gpulib/data/captures/README.md shows why)
-SINGLE_RANK_NOTE = ("gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL communicates nothing on one rank: it "
-                    "copies the send buffer into the receive buffer (out-of-place all_gather/reduce_scatter algbw is a "
-                    "device-local copy rate) and in-place calls, all_reduce included, are no-ops (their algbw means "
-                    "nothing). Use 2 or more GPUs for a bus bandwidth.")
+SINGLE_RANK_NOTE = (
+    "gpulib.nccl.probe: 1 rank: busbw is 0 by definition. NCCL communicates nothing on one rank: it "
+    "copies the send buffer into the receive buffer (out-of-place all_gather/reduce_scatter algbw is a "
+    "device-local copy rate) and in-place calls, all_reduce included, are no-ops (their algbw means "
+    "nothing). Use 2 or more GPUs for a bus bandwidth."
+)
 
 
 BUS_FACTORS_FILE = "nccl_bus_factors.csv"
@@ -75,8 +78,10 @@ def bus_factors_path() -> Path:
     for p in (here / BUS_FACTORS_FILE, here.parent / "data" / "nccl" / BUS_FACTORS_FILE):
         if p.is_file():
             return p
-    raise FileNotFoundError(f"{BUS_FACTORS_FILE} is neither next to {__file__} nor in gpulib/data/nccl/: "
-                            "the probe's ConfigMap must carry both keys (gpulib.nccl.job writes them)")
+    raise FileNotFoundError(
+        f"{BUS_FACTORS_FILE} is neither next to {__file__} nor in gpulib/data/nccl/: "
+        "the probe's ConfigMap must carry both keys (gpulib.nccl.job writes them)"
+    )
 
 
 _TABLE: dict[str, str] = {}
@@ -107,6 +112,7 @@ def force_nvls_off() -> None:
 # pure parts (tested on CPU)
 # ------------------------------------------------------------------------------------------
 
+
 def parse_size(text: str | int) -> int:
     """nccl-tests size syntax: ``8``, ``64K``, ``32M``, ``4G`` (powers of 1024), also ``4GB``/``4GiB``."""
     if isinstance(text, int) and not isinstance(text, bool):
@@ -135,8 +141,8 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int = 2) -> list[int]:
 class Shape:
     """Element counts for one size, as nccl-tests' getCollByteCount sets them up."""
 
-    size_bytes: int   # the printed size: max(send, recv) bytes
-    count: int        # the printed count: per-rank parameter count
+    size_bytes: int  # the printed size: max(send, recv) bytes
+    count: int  # the printed count: per-rank parameter count
     send_numel: int
     recv_numel: int
 
@@ -202,23 +208,29 @@ def format_row(row: dict[str, Any]) -> str:
     line = f"{row['size_bytes']:12d}  {row['count']:12d}  {row['type']:>8s}  {row['redop']:>6s}  {row['root']:6d}"
     for side in ("oop", "ip"):
         s = row[side]
-        line += (f"  {format_time(s['time_us'])}  {_float_str(s['algbw'], 6)}  {_float_str(s['busbw'], 6)}"
-                 f"  {s['wrong']:6g}")
+        line += (
+            f"  {format_time(s['time_us'])}  {_float_str(s['algbw'], 6)}  {_float_str(s['busbw'], 6)}  {s['wrong']:6g}"
+        )
     return line
 
 
 def format_result(result: dict[str, Any], devices: list[dict[str, Any]], header: dict[str, Any]) -> str:
     """A whole nccl-tests-style block for one collective."""
     binary = f"{result['collective']}_perf"
-    lines = [f"# gpulib.nccl.probe version {PROBE_VERSION} torch {header.get('torch', '?')} "
-             f"nccl-library={header.get('nccl_version_code', 0)}",
-             f"# Collective test starting: {binary}",
-             f"# nThread 1 nGpus 1 minBytes {header['min_bytes']} maxBytes {header['max_bytes']} step: 2(factor) "
-             f"warmup iters: {header['warmup']} iters: {header['iters']} agg iters: 1 validation: 1 graph: 0",
-             "#", "# Using devices"]
+    lines = [
+        f"# gpulib.nccl.probe version {PROBE_VERSION} torch {header.get('torch', '?')} "
+        f"nccl-library={header.get('nccl_version_code', 0)}",
+        f"# Collective test starting: {binary}",
+        f"# nThread 1 nGpus 1 minBytes {header['min_bytes']} maxBytes {header['max_bytes']} step: 2(factor) "
+        f"warmup iters: {header['warmup']} iters: {header['iters']} agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
     for d in devices:
-        lines.append(f"#  Rank {d['rank']:2d} Group  0 Pid {d['pid']:6d} on {d['host']:>10s} device {d['device']:2d} "
-                     f"[{d['busId']}] {d['model']}")
+        lines.append(
+            f"#  Rank {d['rank']:2d} Group  0 Pid {d['pid']:6d} on {d['host']:>10s} device {d['device']:2d} "
+            f"[{d['busId']}] {d['model']}"
+        )
     lines += format_header()
     lines += [format_row(r) for r in result["rows"]]
     oob = result["out_of_bounds"]
@@ -238,6 +250,7 @@ def avg_busbw(rows: list[dict[str, Any]]) -> float:
 # ------------------------------------------------------------------------------------------
 # GPU part (torch imported lazily)
 # ------------------------------------------------------------------------------------------
+
 
 def _fill(torch, buf, rank: int, offset: int = 0) -> None:
     """buf[i] = (rank + 1) * ((offset + i) % 7 + 1)."""
@@ -271,6 +284,7 @@ def _expected(torch, collective: str, rank: int, nranks: int, shape: Shape, devi
         def ag(a, b):  # element j of the output is element j % per of rank j // per
             j = torch.arange(a, b, device=device, dtype=torch.int64)
             return ((j % per) % _PATTERN_PERIOD + 1).float() * ((j // per) + 1).float()
+
         return ag
     if collective == "reduce_scatter":
         return lambda a, b: pat(a, b, offset=rank * shape.count) * tot
@@ -285,10 +299,10 @@ def _run_op(dist, collective: str, send, recv, in_place: bool, rank: int, per: i
     if collective == "all_reduce":
         dist.all_reduce(recv if in_place else send)
     elif collective == "all_gather":
-        src = recv[rank * per:(rank + 1) * per] if in_place else send
+        src = recv[rank * per : (rank + 1) * per] if in_place else send
         dist.all_gather_into_tensor(recv, src)
     elif collective == "reduce_scatter":
-        dst = send[rank * per:(rank + 1) * per] if in_place else recv
+        dst = send[rank * per : (rank + 1) * per] if in_place else recv
         dist.reduce_scatter_tensor(dst, send)
     else:
         raise ValueError(f"collective {collective!r} is not supported by the probe")
@@ -319,7 +333,7 @@ def _check_side(torch, dist, collective, send, recv, in_place, rank, nranks, sha
     elif collective == "all_gather":
         recv.zero_()
         if in_place:
-            _fill(torch, recv[rank * per:(rank + 1) * per], rank)
+            _fill(torch, recv[rank * per : (rank + 1) * per], rank)
         else:
             _fill(torch, send, rank)
         _run_op(dist, collective, send, recv, in_place, rank, per)
@@ -329,10 +343,13 @@ def _check_side(torch, dist, collective, send, recv, in_place, rank, nranks, sha
         if not in_place:
             recv.zero_()
         _run_op(dist, collective, send, recv, in_place, rank, per)
-        out = send[rank * per:(rank + 1) * per] if in_place else recv
+        out = send[rank * per : (rank + 1) * per] if in_place else recv
     torch.cuda.synchronize(device)
-    wrong = torch.tensor([_count_wrong(torch, out, _expected(torch, collective, rank, nranks, shape, device))],
-                         device=device, dtype=torch.int64)
+    wrong = torch.tensor(
+        [_count_wrong(torch, out, _expected(torch, collective, rank, nranks, shape, device))],
+        device=device,
+        dtype=torch.int64,
+    )
     dist.all_reduce(wrong)
     return int(wrong.item())
 
@@ -340,8 +357,15 @@ def _check_side(torch, dist, collective, send, recv, in_place, rank, nranks, sha
 def _device_info(torch, rank: int, local_rank: int) -> dict[str, Any]:
     p = torch.cuda.get_device_properties(local_rank)
     bus = f"{getattr(p, 'pci_domain_id', 0):04x}:{getattr(p, 'pci_bus_id', 0):02x}:{getattr(p, 'pci_device_id', 0):02x}"
-    return {"rank": rank, "pid": os.getpid(), "host": socket.gethostname(), "device": local_rank, "busId": bus,
-            "model": p.name, "memory_bytes": int(p.total_memory)}
+    return {
+        "rank": rank,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "device": local_rank,
+        "busId": bus,
+        "model": p.name,
+        "memory_bytes": int(p.total_memory),
+    }
 
 
 def run_sweep(opts: argparse.Namespace, rank: int, world: int, local_rank: int) -> dict[str, Any] | None:
@@ -363,11 +387,18 @@ def run_sweep(opts: argparse.Namespace, rank: int, world: int, local_rank: int) 
             shp = shape_for(coll, size, world)
             if shp.count == 0:
                 continue
-            s, r = send[:shp.send_numel], recv[:shp.recv_numel]
-            row = {"size_bytes": shp.size_bytes, "count": shp.count, "type": _TYPE_NAME,
-                   "redop": "none" if coll == "all_gather" else "sum", "root": -1}
+            s, r = send[: shp.send_numel], recv[: shp.recv_numel]
+            row = {
+                "size_bytes": shp.size_bytes,
+                "count": shp.count,
+                "type": _TYPE_NAME,
+                "redop": "none" if coll == "all_gather" else "sum",
+                "root": -1,
+            }
             for side, in_place in (("oop", False), ("ip", True)):
-                t_us = _time_side(torch, dist, coll, s, r, in_place, rank, shp.count, opts.iters, opts.warmup, world, device)
+                t_us = _time_side(
+                    torch, dist, coll, s, r, in_place, rank, shp.count, opts.iters, opts.warmup, world, device
+                )
                 wrong = _check_side(torch, dist, coll, s, r, in_place, rank, world, shp, device) if opts.check else 0
                 a = algbw_gbs(shp.size_bytes, t_us)
                 row[side] = {"time_us": t_us, "algbw": a, "busbw": busbw_gbs(coll, a, world), "wrong": wrong}
@@ -375,15 +406,23 @@ def run_sweep(opts: argparse.Namespace, rank: int, world: int, local_rank: int) 
         del send, recv
         torch.cuda.empty_cache()
         oob = int(sum(row[side]["wrong"] for row in rows for side in ("oop", "ip")))  # wrong elements in total
-        results.append({"collective": coll, "nranks": world, "rows": rows, "avg_busbw": avg_busbw(rows),
-                        "out_of_bounds": oob})
+        results.append(
+            {"collective": coll, "nranks": world, "rows": rows, "avg_busbw": avg_busbw(rows), "out_of_bounds": oob}
+        )
         if rank == 0:
             print(format_result(results[-1], devices, _header(opts, torch)), flush=True)
     if rank != 0:
         return None
-    return {"schema": 1, "tool": "gpulib.nccl.probe", "probe_version": PROBE_VERSION, "header": _header(opts, torch),
-            "world_size": world, "devices": devices, "results": results,
-            "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_NCCL"))}}
+    return {
+        "schema": 1,
+        "tool": "gpulib.nccl.probe",
+        "probe_version": PROBE_VERSION,
+        "header": _header(opts, torch),
+        "world_size": world,
+        "devices": devices,
+        "results": results,
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_NCCL"))},
+    }
 
 
 def _header(opts, torch) -> dict[str, Any]:
@@ -391,11 +430,18 @@ def _header(opts, torch) -> dict[str, Any]:
         v = torch.cuda.nccl.version()
         code = v[0] * 10000 + v[1] * 100 + v[2] if isinstance(v, tuple) else int(v)
         ver = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:  # noqa: BLE001 - version is informational
+    except Exception:
         code, ver = 0, "unknown"
-    return {"torch": torch.__version__, "nccl_version": ver, "nccl_version_code": code,
-            "min_bytes": parse_size(opts.min_bytes), "max_bytes": parse_size(opts.max_bytes),
-            "iters": opts.iters, "warmup": opts.warmup, "nvls_enable": os.environ.get("NCCL_NVLS_ENABLE")}
+    return {
+        "torch": torch.__version__,
+        "nccl_version": ver,
+        "nccl_version_code": code,
+        "min_bytes": parse_size(opts.min_bytes),
+        "max_bytes": parse_size(opts.max_bytes),
+        "iters": opts.iters,
+        "warmup": opts.warmup,
+        "nvls_enable": os.environ.get("NCCL_NVLS_ENABLE"),
+    }
 
 
 def _worker(local_rank: int, world: int, opts: argparse.Namespace, port: int | None) -> None:
@@ -405,8 +451,13 @@ def _worker(local_rank: int, world: int, opts: argparse.Namespace, port: int | N
     import torch.distributed as dist
 
     if port is not None:  # self-spawned
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(local_rank),
-                          WORLD_SIZE=str(world), LOCAL_RANK=str(local_rank))
+        os.environ.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(local_rank),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(local_rank),
+        )
     rank = int(os.environ["RANK"])
     local_rank = int(os.environ.get("LOCAL_RANK", local_rank))
     torch.cuda.set_device(local_rank)
@@ -435,15 +486,18 @@ def _free_port() -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter",
-                   help=f"comma list from {', '.join(SUPPORTED)}")
+    p.add_argument(
+        "--collectives", default="all_reduce,all_gather,reduce_scatter", help=f"comma list from {', '.join(SUPPORTED)}"
+    )
     p.add_argument("--min-bytes", default="8", help="smallest size (8, 64K, 32M, 4G)")
     p.add_argument("--max-bytes", default="1G", help="largest size")
     p.add_argument("--step-factor", type=int, default=2)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--no-check", dest="check", action="store_false", help="skip the correctness check")
-    p.add_argument("--nproc", type=int, default=None, help="processes to spawn when not under torchrun (default: all GPUs)")
+    p.add_argument(
+        "--nproc", type=int, default=None, help="processes to spawn when not under torchrun (default: all GPUs)"
+    )
     p.add_argument("--out", default=None, help="write the JSON report here")
     return p
 
@@ -453,8 +507,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     colls = [c.strip() for c in opts.collectives.split(",") if c.strip()]
     bad = [c for c in colls if c not in SUPPORTED]
     if bad or not colls:
-        raise SystemExit(f"unsupported collective(s) {bad}; choose from {', '.join(SUPPORTED)} "
-                         f"(nccl-tests knows {', '.join(bus_factor_table())})")
+        raise SystemExit(
+            f"unsupported collective(s) {bad}; choose from {', '.join(SUPPORTED)} "
+            f"(nccl-tests knows {', '.join(bus_factor_table())})"
+        )
     opts.collectives = colls
     size_sweep(parse_size(opts.min_bytes), parse_size(opts.max_bytes), opts.step_factor)  # validates
     if opts.iters < 1 or opts.warmup < 0:

@@ -7,6 +7,7 @@ the probe of the gpulib that wrote the manifest. A ConfigMap holds at most 1 MiB
 :func:`wiring_problems` checks that a pod template mounts that ConfigMap and that its ``torchrun`` command runs
 the script key from the mount folder. Key names and the mount folder are in ``gpulib/data/nccl/nccl_job_defaults.csv``.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,17 @@ from typing import Any, Mapping
 from gpulib.core.knowledge import data_path, settings
 from gpulib.nccl.probe import BUS_FACTORS_FILE as _BUS_FACTORS  # the name the probe looks for next to itself
 
-__all__ = ["probe_source", "configmap_data", "configmap", "configmap_bytes", "script_path", "script_argv",
-           "wiring_problems", "configmap_limit_bytes", "VOLUME"]
+__all__ = [
+    "probe_source",
+    "configmap_data",
+    "configmap",
+    "configmap_bytes",
+    "script_path",
+    "script_argv",
+    "wiring_problems",
+    "configmap_limit_bytes",
+    "VOLUME",
+]
 
 #: the pod volume name of the probe ConfigMap
 VOLUME = "probe"
@@ -35,8 +45,10 @@ def probe_source() -> str:
 
 def configmap_data() -> dict[str, str]:
     """``{script key: probe source, "nccl_bus_factors.csv": the table}``."""
-    return {_d("probe_script_key"): probe_source(),
-            _BUS_FACTORS: data_path(f"nccl/{_BUS_FACTORS}").read_text(encoding="utf-8")}
+    return {
+        _d("probe_script_key"): probe_source(),
+        _BUS_FACTORS: data_path(f"nccl/{_BUS_FACTORS}").read_text(encoding="utf-8"),
+    }
 
 
 def configmap_name(workload_name: str) -> str:
@@ -45,9 +57,12 @@ def configmap_name(workload_name: str) -> str:
 
 def configmap(workload_name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
     """The ``v1 ConfigMap`` named ``<workload_name>-script`` holding :func:`configmap_data`."""
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": configmap_name(workload_name), "namespace": namespace, "labels": dict(labels)},
-            "data": configmap_data()}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": configmap_name(workload_name), "namespace": namespace, "labels": dict(labels)},
+        "data": configmap_data(),
+    }
 
 
 def configmap_limit_bytes() -> int:
@@ -102,8 +117,10 @@ def wiring_problems(cm: Mapping[str, Any], template: Mapping[str, Any], where: s
             continue
         folder, key = os.path.split(scripts[0])
         if folder.rstrip("/") not in {m.get("mountPath", "").rstrip("/") for m in mounts}:
-            probs.append(f"{where}: {scripts[0]} is not under the ConfigMap's mount path "
-                         f"{', '.join(m.get('mountPath', '') for m in mounts)}")
+            probs.append(
+                f"{where}: {scripts[0]} is not under the ConfigMap's mount path "
+                f"{', '.join(m.get('mountPath', '') for m in mounts)}"
+            )
         for needed in (key, _BUS_FACTORS):
             if needed not in data:
                 probs.append(f"{where}: ConfigMap/{name} has no key {needed!r} (keys: {', '.join(sorted(data))})")

@@ -6,6 +6,7 @@ and evaluated by :func:`gpulib.nccl.probe.factor_from_formula` (the probe is std
 formulas and this module imports them).
 The parsers never raise on text. Units: GB/s with GB = 1e9 bytes, as nccl-tests prints them; times in microseconds.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,6 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table, settings
 from gpulib.core.text import _lines
 from gpulib.nccl.probe import factor_from_formula  # the formulas live in the self-contained probe
-
 
 # --------------------------------------------------------------------------------------------
 # data tables
@@ -39,12 +39,16 @@ def _bus_factors() -> pd.DataFrame:
 COLLECTIVES: tuple[str, ...] = tuple(load_table("nccl_bus_factors")["collective"])
 
 
-
 def _canonical_collective(name: str) -> str:
     c = str(name).strip().lower().replace("-", "_")
     c = re.sub(r"_perf(_mpi)?$", "", c)
-    c = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-         "all_to_all": "alltoall", "send_recv": "sendrecv"}.get(c, c)
+    c = {
+        "allreduce": "all_reduce",
+        "allgather": "all_gather",
+        "reducescatter": "reduce_scatter",
+        "all_to_all": "alltoall",
+        "send_recv": "sendrecv",
+    }.get(c, c)
     return c
 
 
@@ -54,8 +58,7 @@ def bus_factor(collective: str, nranks: int) -> float:
     c = _canonical_collective(collective)
     table = _bus_factors()
     if c not in table.index:
-        raise InvalidParameter(f"collective={collective!r} is unknown",
-                               hint=f"use one of {', '.join(table.index)}")
+        raise InvalidParameter(f"collective={collective!r} is unknown", hint=f"use one of {', '.join(table.index)}")
     if not isinstance(nranks, (int,)) or isinstance(nranks, bool) or nranks < 1:
         raise InvalidParameter(f"nranks={nranks!r} must be a positive integer")
     return factor_from_formula(str(table.loc[c, "factor"]), nranks)
@@ -79,8 +82,10 @@ def _num(tok: str) -> float:
 # --------------------------------------------------------------------------------------------
 
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_][\w]*)\s+(.*)$")
-_RANK = re.compile(r"^#?\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)"
-                   r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
+_RANK = re.compile(
+    r"^#?\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)"
+    r"\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([-+\d.eE]+|nan|inf)\s*(OK|FAILED)?", re.I)
 _OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.I)
 _START = re.compile(r"#\s*Collective test starting:\s*(\S+)")
@@ -88,10 +93,14 @@ _BINARY = re.compile(r"\b(" + "|".join(sorted({c for c in COLLECTIVES}, key=len,
 _ERROR = re.compile(
     r"Test (?:NCCL|CUDA) failure|^\s*\.\.\s.*Test failure|unhandled (?:system|cuda) error|^#\s*error:|"
     r"MPI_ABORT was invoked|exited on signal|Segmentation fault|terminate called|core dumped|"
-    r"Invalid number of GPUs|srun: error:|ncclInternalError|ncclInvalidUsage|ncclRemoteError|Killed$", re.I)
+    r"Invalid number of GPUs|srun: error:|ncclInternalError|ncclInvalidUsage|ncclRemoteError|Killed$",
+    re.I,
+)
 _WARN = re.compile(r"NCCL WARN")
-_HDR_KV = re.compile(r"(nThread|nGpus|minBytes|maxBytes|warmup iters|iters|agg iters|validation|graph|"
-                     r"step)\s*:?\s*(\d+)")
+_HDR_KV = re.compile(
+    r"(nThread|nGpus|minBytes|maxBytes|warmup iters|iters|agg iters|validation|graph|"
+    r"step)\s*:?\s*(\d+)"
+)
 _REDOPS = {"sum", "prod", "max", "min", "avg", "none", "premulsum", "mulsum"}
 _SIDE_STD = ["time_us", "algbw", "busbw", "wrong"]
 _PER_ITER = {"i_min": "i_min_us", "i_max": "i_max_us", "i_p99": "i_p99_us", "i_cv%": "i_cv_pct"}
@@ -144,9 +153,11 @@ class NcclTestResult:
         state = "complete" if self.complete else "INCOMPLETE"
         avg = "n/a" if self.avg_busbw is None else f"{self.avg_busbw:g} GB/s"
         peak = self.peak_busbw
-        return (f"{self.collective or 'unknown collective'}: {len(self.table)} sizes, {self.nranks or '?'} ranks, "
-                f"peak busbw {peak if peak is not None else 'n/a'} GB/s, avg busbw {avg}, {state}"
-                + (f", {len(self.errors)} error line(s)" if self.errors else ""))
+        return (
+            f"{self.collective or 'unknown collective'}: {len(self.table)} sizes, {self.nranks or '?'} ranks, "
+            f"peak busbw {peak if peak is not None else 'n/a'} GB/s, avg busbw {avg}, {state}"
+            + (f", {len(self.errors)} error line(s)" if self.errors else "")
+        )
 
 
 def _header_columns(line: str) -> tuple[list[str], list[str]] | None:
@@ -160,7 +171,7 @@ def _header_columns(line: str) -> tuple[list[str], list[str]] | None:
         return None
     lead = [{"size": "size_bytes"}.get(x, x) for x in toks[:t]]
     side: list[str] = []
-    for x in toks[t + 1:]:
+    for x in toks[t + 1 :]:
         if x in ("time", "cputime"):
             break
         side.append(x)
@@ -213,7 +224,7 @@ def _parse_row(m: re.Match, lead: list[str] | None, side: list[str]) -> dict[str
     w = len(side)
     if len(rest) < min(3, w):
         return None
-    for prefix, chunk in (("oop_", rest[:w]), ("ip_", rest[w:2 * w])):
+    for prefix, chunk in (("oop_", rest[:w]), ("ip_", rest[w : 2 * w])):
         for name, tok in zip(side, chunk):
             row[prefix + name] = _num(tok)
     if len(rest) > 2 * w:  # more numbers than the header promised: not a table row
@@ -255,8 +266,9 @@ def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _split_blocks(lines: list[str]) -> list[list[str]]:
     """Split a capture holding several nccl-tests runs into one block per run."""
-    starts = [i for i, ln in enumerate(lines)
-              if _START.search(ln) or re.match(r"^#?\s*nThread\s+\d+\s+nGpus", ln.strip())]
+    starts = [
+        i for i, ln in enumerate(lines) if _START.search(ln) or re.match(r"^#?\s*nThread\s+\d+\s+nGpus", ln.strip())
+    ]
     # "Collective test starting" is printed just before the "# nThread" line: merge neighbours
     merged: list[int] = []
     for i in starts:
@@ -298,9 +310,17 @@ def _parse_block(lines: list[str], collective: str | None) -> NcclTestResult:
                 continue
             m = _RANK.match(stripped)
             if m:
-                ranks.append({"rank": int(m.group(1)), "group": int(m.group(2)) if m.group(2) else 0,
-                              "pid": int(m.group(3)) if m.group(3) else pd.NA, "host": m.group(4),
-                              "device": int(m.group(5)), "busId": m.group(6), "model": m.group(7)})
+                ranks.append(
+                    {
+                        "rank": int(m.group(1)),
+                        "group": int(m.group(2)) if m.group(2) else 0,
+                        "pid": int(m.group(3)) if m.group(3) else pd.NA,
+                        "host": m.group(4),
+                        "device": int(m.group(5)),
+                        "busId": m.group(6),
+                        "model": m.group(7),
+                    }
+                )
                 continue
             m = _AVG.search(stripped)
             if m:
@@ -340,9 +360,18 @@ def _parse_block(lines: list[str], collective: str | None) -> NcclTestResult:
     else:
         layout = "unknown"
     complete = bool(header_seen or rows) and not table.empty and avg is not None and not errors
-    return NcclTestResult(collective=collective and _canonical_collective(collective) or found_coll,
-                          table=table, avg_busbw=avg, ranks=_ranks_frame(ranks), errors=errors,
-                          complete=complete, warnings=warnings, out_of_bounds=oob, header=header, layout=layout)
+    return NcclTestResult(
+        collective=collective and _canonical_collective(collective) or found_coll,
+        table=table,
+        avg_busbw=avg,
+        ranks=_ranks_frame(ranks),
+        errors=errors,
+        complete=complete,
+        warnings=warnings,
+        out_of_bounds=oob,
+        header=header,
+        layout=layout,
+    )
 
 
 def parse_nccl_tests(text: str | bytes, *, collective: str | None = None) -> NcclTestResult:
@@ -411,7 +440,17 @@ def check_busbw(result: NcclTestResult, nranks: int | None = None) -> pd.DataFra
             # time has 3-4 significant digits: only judge algbw when it is large enough to matter
             if a >= 1.0 and not math.isnan(a_exp) and abs(a - a_exp) > alg_tol * a_exp + 0.01:
                 problems.append(f"algbw {a:g} != size/time {a_exp:.2f}")
-            out.append({"size_bytes": int(r["size_bytes"]), "side": side, "time_us": t, "algbw": a,
-                        "algbw_expected": a_exp, "busbw": b, "busbw_expected": b_exp, "ok": not problems,
-                        "problem": "; ".join(problems)})
+            out.append(
+                {
+                    "size_bytes": int(r["size_bytes"]),
+                    "side": side,
+                    "time_us": t,
+                    "algbw": a,
+                    "algbw_expected": a_exp,
+                    "busbw": b,
+                    "busbw_expected": b_exp,
+                    "ok": not problems,
+                    "problem": "; ".join(problems),
+                }
+            )
     return pd.DataFrame(out, columns=cols)

@@ -8,6 +8,7 @@ findings in one call, so a caller without a notebook gets the same verdict. The 
 :mod:`gpulib.nccl.results`, :mod:`gpulib.nccl.bands` and :mod:`gpulib.nccl.log`; the tables and charts
 :mod:`gpulib.nccl.view`.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,10 @@ def read_input(path: str, parameter: str, default: str | None = None) -> tuple[s
         return p.read_text(errors="replace"), f"packaged capture {default}"
     p = Path(path).expanduser()
     if not p.is_file():
-        raise InvalidParameter(f"{parameter}={path!r}: no such file",
-                               hint="give the path of a saved capture, or leave it empty for the packaged 2xH200 capture")
+        raise InvalidParameter(
+            f"{parameter}={path!r}: no such file",
+            hint="give the path of a saved capture, or leave it empty for the packaged 2xH200 capture",
+        )
     return p.read_text(errors="replace"), str(p)
 
 
@@ -80,8 +83,14 @@ def capture_hosts(result: nccl.NcclTestResult) -> str | None:
     return ",".join(dict.fromkeys(str(h) for h in result.ranks["host"]))
 
 
-def verdicts(results: list[nccl.NcclTestResult], *, expected: str = "", node: str | None = None,
-             text: str | None = None, **model: Any) -> list[nccl.Verdict]:
+def verdicts(
+    results: list[nccl.NcclTestResult],
+    *,
+    expected: str = "",
+    node: str | None = None,
+    text: str | None = None,
+    **model: Any,
+) -> list[nccl.Verdict]:
     """One verdict per collective run (an ``expected`` override replaces the modelled band); each finding
     names ``node``, else the host(s) of the run's rank lines. A run judged against a band measured on that
     very capture (``text`` equals a file the band's source cites) is a ``reference`` verdict, not a
@@ -127,8 +136,14 @@ def nvlink_rates(series: pd.DataFrame) -> pd.DataFrame:
     if series is None or series.empty:
         return pd.DataFrame(columns=cols)
     df = series.sort_values(["node", "gpu", "timestamp"], kind="stable")
-    out = pd.DataFrame({"timestamp": df["timestamp"], "node": df["node"], "gpu": df["gpu"].astype(str),
-                        "gbs": pd.to_numeric(df["value"], errors="coerce") / NVLINK_MB_PER_GB})
+    out = pd.DataFrame(
+        {
+            "timestamp": df["timestamp"],
+            "node": df["node"],
+            "gpu": df["gpu"].astype(str),
+            "gbs": pd.to_numeric(df["value"], errors="coerce") / NVLINK_MB_PER_GB,
+        }
+    )
     return out.dropna(subset=["gbs"]).reset_index(drop=True)[cols]
 
 
@@ -144,16 +159,24 @@ def nvlink_series(src, node: str, window: str) -> pd.DataFrame:
     try:
         return src.series(NVLINK_FIELD, window, node=node)
     except EmptyResult as exc:
-        raise EmptyResult(f"{NVLINK_FIELD} has no samples on {node}: the GPUs may have no NVLink, or the field "
-                          "is not exported", query=NVLINK_FIELD) from exc
+        raise EmptyResult(
+            f"{NVLINK_FIELD} has no samples on {node}: the GPUs may have no NVLink, or the field is not exported",
+            query=NVLINK_FIELD,
+        ) from exc
 
 
 # ------------------------------------------------------------------------------------ results history
-def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTestResult],
-                    verdicts: list[nccl.Verdict], record: bool = False, instance_type: str = "",
-                    default_input: bool = True,
-                    default_history: Callable[[], tuple[pd.DataFrame, str]] | None = None,
-                    ) -> tuple[pd.DataFrame | None, str]:
+def runbook_history(
+    history_dir: str,
+    cluster: str,
+    *,
+    results: list[nccl.NcclTestResult],
+    verdicts: list[nccl.Verdict],
+    record: bool = False,
+    instance_type: str = "",
+    default_input: bool = True,
+    default_history: Callable[[], tuple[pd.DataFrame, str]] | None = None,
+) -> tuple[pd.DataFrame | None, str]:
     """(history, where it came from) for the runbook, or (None, why not).
 
     ``history_dir`` given: ``<history_dir>/<cluster>.csv``, after appending this run's verdicts when ``record``.
@@ -165,16 +188,22 @@ def runbook_history(history_dir: str, cluster: str, *, results: list[nccl.NcclTe
         if record:
             raise InvalidParameter("record_history=True needs history_dir (the folder of the per-cluster CSVs)")
         if not default_input or default_history is None:
-            return None, ("No results history: set history_dir (and record_history=True to add this run) to chart "
-                          "busbw over time.")
+            return None, (
+                "No results history: set history_dir (and record_history=True to add this run) to chart "
+                "busbw over time."
+            )
         return default_history()
     path = nh.default_path(cluster, history_dir)
     if record:
         judged = [(r, v) for r, v in zip(results, verdicts) if v.measured_busbw is not None]
         if judged:
             rs, vs = zip(*judged)
-            nh.append(nh.rows_from_run(list(rs), list(vs), cluster=cluster, instance_type=instance_type,
-                                       origin="runbook nccl_check"), path)
+            nh.append(
+                nh.rows_from_run(
+                    list(rs), list(vs), cluster=cluster, instance_type=instance_type, origin="runbook nccl_check"
+                ),
+                path,
+            )
     return nh.load(path), str(path)
 
 

@@ -3,6 +3,7 @@ with the expected band, the ``nvidia-smi topo -m`` heatmap, a node's NVLink traf
 from the results history. No decision is made here: the verdicts are :mod:`gpulib.nccl.bands`, the findings
 :func:`gpulib.nccl.steps.findings`.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,17 +25,24 @@ from gpulib.nvidia.topology import Topology
 
 
 def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:
-    rows = [{"collective": v.collective, "status": v.status, "best busbw (GB/s)": v.measured_busbw,
-             "at size": _fmt_bytes(v.size_bytes) if v.size_bytes else "",
-             "expected (GB/s)": f"{v.band.low:g}-{v.band.high:g}" if v.band else "no band",
-             "link peak (GB/s)": v.band.link_peak if v.band else None,
-             "basis": v.band.basis if v.band else ""} for v in vs]
+    rows = [
+        {
+            "collective": v.collective,
+            "status": v.status,
+            "best busbw (GB/s)": v.measured_busbw,
+            "at size": _fmt_bytes(v.size_bytes) if v.size_bytes else "",
+            "expected (GB/s)": f"{v.band.low:g}-{v.band.high:g}" if v.band else "no band",
+            "link peak (GB/s)": v.band.link_peak if v.band else None,
+            "basis": v.band.basis if v.band else "",
+        }
+        for v in vs
+    ]
     return pd.DataFrame(rows)
 
 
 def _size_ticks(sizes: pd.Series) -> tuple[list[float], list[str]]:
     lo, hi = int(math.log2(max(sizes.min(), 1))), int(math.ceil(math.log2(max(sizes.max(), 1))))
-    vals = [2.0 ** k for k in range(lo, hi + 1, 2)]
+    vals = [2.0**k for k in range(lo, hi + 1, 2)]
     return vals, [_fmt_bytes(int(v)) for v in vals]
 
 
@@ -43,21 +51,35 @@ def busbw_chart(result: nccl.NcclTestResult, verdict: nccl.Verdict | None = None
     t = result.table
     fig = go.Figure()
     for side, name, dash in (("oop", "out-of-place", "solid"), ("ip", "in-place", "dot")):
-        fig.add_trace(go.Scatter(x=t["size_bytes"], y=t[f"{side}_busbw"], mode="lines+markers", name=name,
-                                 line={"dash": dash}))
+        fig.add_trace(
+            go.Scatter(x=t["size_bytes"], y=t[f"{side}_busbw"], mode="lines+markers", name=name, line={"dash": dash})
+        )
     band = verdict.band if verdict else None
     if band is not None:
-        fig.add_hrect(y0=band.low, y1=max(band.high, band.low + 0.5), fillcolor="#1b7f3b", opacity=0.18, line_width=0,
-                      annotation_text=f"expected {band.low:g}-{band.high:g} GB/s", annotation_position="top left")
+        fig.add_hrect(
+            y0=band.low,
+            y1=max(band.high, band.low + 0.5),
+            fillcolor="#1b7f3b",
+            opacity=0.18,
+            line_width=0,
+            annotation_text=f"expected {band.low:g}-{band.high:g} GB/s",
+            annotation_position="top left",
+        )
         if band.link_peak:
-            fig.add_hline(y=band.link_peak, line_dash="dash", line_color="#555",
-                          annotation_text=f"link peak {band.link_peak:g} GB/s")
+            fig.add_hline(
+                y=band.link_peak,
+                line_dash="dash",
+                line_color="#555",
+                annotation_text=f"link peak {band.link_peak:g} GB/s",
+            )
     vals, text = _size_ticks(t["size_bytes"]) if len(t) else ([], [])
     status = f" - {verdict.status}" if verdict else ""
     fig.update_xaxes(type="log", tickvals=vals, ticktext=text, title_text="message size (bytes, log2 scale)")
     fig.update_yaxes(title_text="bus bandwidth (GB/s)", rangemode="tozero")
-    fig.update_layout(title=f"{result.collective or 'collective'}: busbw vs message size ({result.nranks or '?'} ranks){status}",
-                      height=420)
+    fig.update_layout(
+        title=f"{result.collective or 'collective'}: busbw vs message size ({result.nranks or '?'} ranks){status}",
+        height=420,
+    )
     return fig
 
 
@@ -65,13 +87,28 @@ def topology_chart(topo: Topology):
     """Device x device heatmap of ``nvidia-smi topo -m`` link codes (NV# = number of bonded NVLinks)."""
     order = {"X": np.nan, "SYS": 0, "NODE": 1, "PHB": 2, "PXB": 3, "PIX": 4}
     links = topo.links
-    z = [[(float(c[2:]) + 4 if re.fullmatch(r"NV\d+", str(c)) else order.get(str(c), np.nan)) for c in row]
-         for row in links.to_numpy()]
-    fig = go.Figure(go.Heatmap(z=z, x=list(links.columns), y=list(links.index), text=links.to_numpy(),
-                               texttemplate="%{text}", colorscale="Blues", showscale=False))
-    fig.update_layout(title=f"nvidia-smi topo -m ({topo.interconnect}; min NVLinks per GPU pair {topo.min_nvlinks})",
-                      xaxis_title="device", yaxis_title="device", height=max(300, 140 + 45 * len(links)),
-                      yaxis={"autorange": "reversed"})
+    z = [
+        [(float(c[2:]) + 4 if re.fullmatch(r"NV\d+", str(c)) else order.get(str(c), np.nan)) for c in row]
+        for row in links.to_numpy()
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(links.columns),
+            y=list(links.index),
+            text=links.to_numpy(),
+            texttemplate="%{text}",
+            colorscale="Blues",
+            showscale=False,
+        )
+    )
+    fig.update_layout(
+        title=f"nvidia-smi topo -m ({topo.interconnect}; min NVLinks per GPU pair {topo.min_nvlinks})",
+        xaxis_title="device",
+        yaxis_title="device",
+        height=max(300, 140 + 45 * len(links)),
+        yaxis={"autorange": "reversed"},
+    )
     return fig
 
 
@@ -81,11 +118,19 @@ def nvlink_chart(rates: pd.DataFrame, node: str, window: str):
     if rates is None or rates.empty:
         return None
     if (rates["gbs"] == 0).all():
-        return (f"No NVLink traffic on {node} over the last {window}: {NVLINK_FIELD} was 0 on every GPU "
-                f"({', '.join(sorted(rates['gpu'].unique(), key=lambda g: (len(g), g)))}).")
+        return (
+            f"No NVLink traffic on {node} over the last {window}: {NVLINK_FIELD} was 0 on every GPU "
+            f"({', '.join(sorted(rates['gpu'].unique(), key=lambda g: (len(g), g)))})."
+        )
     df = rates.assign(gpu="GPU " + rates["gpu"])
-    fig = px.line(df, x="timestamp", y="gbs", color="gpu", title=f"NVLink bandwidth per GPU on {node} (last {window})",
-                  labels={"timestamp": "time (UTC)", "gbs": "NVLink bandwidth (GB/s)", "gpu": "GPU"})
+    fig = px.line(
+        df,
+        x="timestamp",
+        y="gbs",
+        color="gpu",
+        title=f"NVLink bandwidth per GPU on {node} (last {window})",
+        labels={"timestamp": "time (UTC)", "gbs": "NVLink bandwidth (GB/s)", "gpu": "GPU"},
+    )
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(height=380)
     return fig
@@ -107,26 +152,55 @@ def history_chart(df: pd.DataFrame, collectives: Iterable[str] | None = None):
             dg = dc[dc["group"] == g]
             if dg.empty:
                 continue
-            fig.add_trace(go.Scatter(x=dg["timestamp"], y=dg["busbw_gbs"], mode="lines+markers", name=g,
-                                     legendgroup=g, showlegend=i == 1, line={"color": palette[j % len(palette)]},
-                                     customdata=dg[["status", "origin"]].to_numpy(),
-                                     hovertemplate="%{x}<br>%{y:.1f} GB/s<br>%{customdata[0]}<br>%{customdata[1]}"
-                                                   "<extra>" + g + "</extra>"), row=i, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=dg["timestamp"],
+                    y=dg["busbw_gbs"],
+                    mode="lines+markers",
+                    name=g,
+                    legendgroup=g,
+                    showlegend=i == 1,
+                    line={"color": palette[j % len(palette)]},
+                    customdata=dg[["status", "origin"]].to_numpy(),
+                    hovertemplate="%{x}<br>%{y:.1f} GB/s<br>%{customdata[0]}<br>%{customdata[1]}"
+                    "<extra>" + g + "</extra>",
+                ),
+                row=i,
+                col=1,
+            )
         bad = dc[dc["status"] != "healthy"]
         if len(bad):
-            fig.add_trace(go.Scatter(x=bad["timestamp"], y=bad["busbw_gbs"], mode="markers", name="not healthy",
-                                     legendgroup="bad", showlegend=i == 1,
-                                     marker={"symbol": "x", "size": 11, "color": "#c0392b"},
-                                     customdata=bad[["status"]].to_numpy(),
-                                     hovertemplate="%{x}<br>%{y:.1f} GB/s<br>%{customdata[0]}<extra></extra>"),
-                          row=i, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=bad["timestamp"],
+                    y=bad["busbw_gbs"],
+                    mode="markers",
+                    name="not healthy",
+                    legendgroup="bad",
+                    showlegend=i == 1,
+                    marker={"symbol": "x", "size": 11, "color": "#c0392b"},
+                    customdata=bad[["status"]].to_numpy(),
+                    hovertemplate="%{x}<br>%{y:.1f} GB/s<br>%{customdata[0]}<extra></extra>",
+                ),
+                row=i,
+                col=1,
+            )
         banded = dc.dropna(subset=["band_low_gbs"])
         if len(banded):
             last = banded.iloc[-1]
-            fig.add_hrect(y0=last["band_low_gbs"], y1=max(last["band_high_gbs"], last["band_low_gbs"] + 0.5),
-                          fillcolor="#1b7f3b", opacity=0.15, line_width=0, row=i, col=1)
+            fig.add_hrect(
+                y0=last["band_low_gbs"],
+                y1=max(last["band_high_gbs"], last["band_low_gbs"] + 0.5),
+                fillcolor="#1b7f3b",
+                opacity=0.15,
+                line_width=0,
+                row=i,
+                col=1,
+            )
         fig.update_yaxes(title_text="busbw (GB/s)", rangemode="tozero", row=i, col=1)
     fig.update_xaxes(title_text="run time (UTC)", row=len(colls), col=1)
-    fig.update_layout(title="NCCL bus bandwidth over time<br><sup>best busbw at >= 1 GiB per run; shaded: the expected band</sup>",
-                      height=230 * len(colls) + 120)
+    fig.update_layout(
+        title="NCCL bus bandwidth over time<br><sup>best busbw at >= 1 GiB per run; shaded: the expected band</sup>",
+        height=230 * len(colls) + 120,
+    )
     return fig

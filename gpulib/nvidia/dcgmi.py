@@ -17,6 +17,7 @@ or an all-GPU result), ``status`` (``Pass``/``Fail``/``Warn``/``Skip`` or the te
 ``df.attrs``: ``metadata`` (dict), ``format`` (``text``/``json``), ``warnings`` (what could not be
 read). Never raises on text or bytes; one pass over the lines.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,20 @@ import re
 import pandas as pd
 
 DIAG_COLUMNS = ["category", "test", "gpu", "status", "message", "info", "error_id"]
-_STATUS = {"pass": "Pass", "fail": "Fail", "warn": "Warn", "warning": "Warn", "skip": "Skip", "skipped": "Skip",
-           "not run": "Skip", "error": "Fail"}
-_RESULT = re.compile(r"^(Pass|Fail|Warn|Warning|Skip|Skipped|Not Run|Error)\b\s*(?:-\s*(?:GPUs?\s*:\s*([\d,\s]*\d)|(All)))?",
-                     re.IGNORECASE)
+_STATUS = {
+    "pass": "Pass",
+    "fail": "Fail",
+    "warn": "Warn",
+    "warning": "Warn",
+    "skip": "Skip",
+    "skipped": "Skip",
+    "not run": "Skip",
+    "error": "Fail",
+}
+_RESULT = re.compile(
+    r"^(Pass|Fail|Warn|Warning|Skip|Skipped|Not Run|Error)\b\s*(?:-\s*(?:GPUs?\s*:\s*([\d,\s]*\d)|(All)))?",
+    re.IGNORECASE,
+)
 _PER_GPU = re.compile(r"^GPU\s*(\d+)\s*:\s*(Pass|Fail|Warn|Warning|Skip|Skipped|Not Run|Error)\b", re.IGNORECASE)
 _MSG_GPU = re.compile(r"^GPU\s*(\d+)\b")
 
@@ -74,7 +85,9 @@ def _parse_json(text: str) -> pd.DataFrame:
     try:
         doc, _ = json.JSONDecoder().raw_decode(text)
     except (ValueError, RecursionError):
-        return _frame([], "json", {}, ["dcgmi diag JSON is cut or invalid: no result read (re-run `dcgmi diag -r N -j`)"])
+        return _frame(
+            [], "json", {}, ["dcgmi diag JSON is cut or invalid: no result read (re-run `dcgmi diag -r N -j`)"]
+        )
     if not isinstance(doc, dict):
         return _frame([], "json", {}, ["dcgmi diag JSON is not an object"])
     root = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
@@ -145,8 +158,15 @@ def _texts(value) -> tuple[list[str], list]:
 def _row(cat: str, test: str, gpu: str, status, res: dict) -> dict:
     warn, ids = _texts(res.get("warnings", res.get("warning")))
     info, _ = _texts(res.get("info"))
-    return {"category": cat, "test": test, "gpu": gpu, "status": _norm(status if isinstance(status, str) else str(status)),
-            "message": " ".join(warn), "info": " ".join(info), "error_id": ids[0] if ids else pd.NA}
+    return {
+        "category": cat,
+        "test": test,
+        "gpu": gpu,
+        "status": _norm(status if isinstance(status, str) else str(status)),
+        "message": " ".join(warn),
+        "info": " ".join(info),
+        "error_id": ids[0] if ids else pd.NA,
+    }
 
 
 # ------------------------------------------------------------------------------------------ text
@@ -173,8 +193,15 @@ class _TextState:
         self.orphans = 0
 
     def add(self, gpu: str, status: str) -> None:
-        row = {"category": self.category, "test": self.test or "", "gpu": gpu, "status": _norm(status),
-               "message": "", "info": "", "error_id": pd.NA}
+        row = {
+            "category": self.category,
+            "test": self.test or "",
+            "gpu": gpu,
+            "status": _norm(status),
+            "message": "",
+            "info": "",
+            "error_id": pd.NA,
+        }
         self.rows.append(row)
         self.test_rows.append(row)
 
@@ -189,8 +216,11 @@ class _TextState:
             self.warnings.append(f"{kind} without a test row (cut table): {text[:120]}")
             return
         m = _MSG_GPU.match(text)
-        targets = [r for r in self.test_rows if m and r["gpu"] == m.group(1)] or \
-                  [r for r in self.test_rows if r["gpu"] == ""] or self.test_rows
+        targets = (
+            [r for r in self.test_rows if m and r["gpu"] == m.group(1)]
+            or [r for r in self.test_rows if r["gpu"] == ""]
+            or self.test_rows
+        )
         col = "message" if kind == "Warning" else "info"
         for r in targets:
             r[col] = f"{r[col]} {text}".strip()
@@ -289,7 +319,13 @@ def diag_summary(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (cat, test), g in df.groupby(["category", "test"], sort=False):
         worst = min(g["status"], key=lambda s: order.get(s, 1))
-        rows.append({"category": cat, "test": test, "status": worst,
-                     "failed_gpus": ",".join(sorted({x for x in g.loc[g["status"] == "Fail", "gpu"] if x})),
-                     "warned_gpus": ",".join(sorted({x for x in g.loc[g["status"] == "Warn", "gpu"] if x}))})
+        rows.append(
+            {
+                "category": cat,
+                "test": test,
+                "status": worst,
+                "failed_gpus": ",".join(sorted({x for x in g.loc[g["status"] == "Fail", "gpu"] if x})),
+                "warned_gpus": ",".join(sorted({x for x in g.loc[g["status"] == "Warn", "gpu"] if x})),
+            }
+        )
     return pd.DataFrame(rows, columns=["category", "test", "status", "failed_gpus", "warned_gpus"])

@@ -16,6 +16,7 @@ Columns map to DCGM field names through ``gpulib/data/nvidia/dmon_columns.csv`` 
 a column without a same-unit DCGM field keeps ``field == ""``. Never raises on text or bytes; one pass
 over the lines. Problems are listed in ``df.attrs["warnings"]``.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -60,8 +61,14 @@ def _is_header(cells: list[str]) -> bool:
     return bool(cells) and any(c.lower() == "gpu" for c in cells[:3])
 
 
-def parse_dmon(text: str | bytes | None, *, node: str = "", start: datetime | str | None = None,
-               interval_s: float = 1.0, uuids: dict[str, str] | None = None) -> pd.DataFrame:
+def parse_dmon(
+    text: str | bytes | None,
+    *,
+    node: str = "",
+    start: datetime | str | None = None,
+    interval_s: float = 1.0,
+    uuids: dict[str, str] | None = None,
+) -> pd.DataFrame:
     """Parse ``nvidia-smi dmon`` output into one row per (GPU, sample, column).
 
     ``node`` fills the ``node`` column; ``uuids`` maps GPU index -> UUID (e.g. from
@@ -95,7 +102,9 @@ def parse_dmon(text: str | bytes | None, *, node: str = "", start: datetime | st
                 continue
             if _is_header(cells):
                 if names is not None and [c.lower() for c in cells] != [c.lower() for c in names]:
-                    warnings.append(f"line {lineno}: a different header (columns {' '.join(cells)}): samples re-read from here")
+                    warnings.append(
+                        f"line {lineno}: a different header (columns {' '.join(cells)}): samples re-read from here"
+                    )
                 names, units, expect_units = cells, None, True
             continue
         expect_units = False
@@ -140,7 +149,9 @@ def parse_dmon(text: str | bytes | None, *, node: str = "", start: datetime | st
             out["value"].append(value)
             out["sample"].append(sample)
     if bad_rows:
-        warnings.append(f"{bad_rows} line(s) are not dmon samples of the header's columns (cut, wrapped or foreign text): skipped")
+        warnings.append(
+            f"{bad_rows} line(s) are not dmon samples of the header's columns (cut, wrapped or foreign text): skipped"
+        )
     if names is None:
         warnings.append("no dmon header line (# gpu ...): cannot name the columns (was it run with --format noheader?)")
         return _empty(warnings)

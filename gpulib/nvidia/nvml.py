@@ -8,6 +8,7 @@ not found in an old driver) become ``None`` and are remembered in ``Device.error
 
 Imports only numpy, pandas and pynvml, so it runs on a bare GPU node.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,50 @@ from gpulib.core.errors import NVMLUnavailable
 from gpulib.nvidia.smi import clock_event_table, decode_clock_events
 
 PROBE_COLUMNS = [
-    "index", "uuid", "name", "pci_bus_id", "serial", "minor_number", "memory_total_mib", "memory_used_mib",
-    "memory_free_mib", "utilization_gpu_pct", "utilization_memory_pct", "temperature_gpu_c",
-    "temperature_shutdown_c", "temperature_slowdown_c", "temperature_max_operating_c", "temperature_memory_max_c",
-    "power_draw_w", "power_limit_w", "sm_clock_mhz", "memory_clock_mhz", "max_sm_clock_mhz", "performance_state",
-    "clock_event_mask", "clock_event_reasons", "ecc_mode_current", "ecc_sbe_volatile", "ecc_dbe_volatile",
-    "ecc_sbe_aggregate", "ecc_dbe_aggregate", "remapped_rows_correctable", "remapped_rows_uncorrectable",
-    "remapped_rows_pending", "remapped_rows_failure", "retired_pages_sbe", "retired_pages_dbe",
-    "retired_pages_pending", "mig_mode_current", "mig_mode_pending", "nvlink_states", "nvlink_active",
-    "pcie_gen_current", "pcie_width_current", "pcie_replays", "nvml_errors",
+    "index",
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "serial",
+    "minor_number",
+    "memory_total_mib",
+    "memory_used_mib",
+    "memory_free_mib",
+    "utilization_gpu_pct",
+    "utilization_memory_pct",
+    "temperature_gpu_c",
+    "temperature_shutdown_c",
+    "temperature_slowdown_c",
+    "temperature_max_operating_c",
+    "temperature_memory_max_c",
+    "power_draw_w",
+    "power_limit_w",
+    "sm_clock_mhz",
+    "memory_clock_mhz",
+    "max_sm_clock_mhz",
+    "performance_state",
+    "clock_event_mask",
+    "clock_event_reasons",
+    "ecc_mode_current",
+    "ecc_sbe_volatile",
+    "ecc_dbe_volatile",
+    "ecc_sbe_aggregate",
+    "ecc_dbe_aggregate",
+    "remapped_rows_correctable",
+    "remapped_rows_uncorrectable",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "retired_pages_sbe",
+    "retired_pages_dbe",
+    "retired_pages_pending",
+    "mig_mode_current",
+    "mig_mode_pending",
+    "nvlink_states",
+    "nvlink_active",
+    "pcie_gen_current",
+    "pcie_width_current",
+    "pcie_replays",
+    "nvml_errors",
 ]
 
 MIB = 1024 * 1024
@@ -63,7 +99,7 @@ def _err_name(e: Exception) -> str:
     value = getattr(e, "value", None)
     for name in dir(lib) if lib is not None else []:
         if name.startswith("NVML_ERROR_") and getattr(lib, name) == value:
-            return name[len("NVML_ERROR_"):]
+            return name[len("NVML_ERROR_") :]
     return type(e).__name__
 
 
@@ -141,10 +177,18 @@ class Device:
 
     def temperature_thresholds(self) -> dict[str, float]:
         lib = _lib()
-        keys = {"shutdown": "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", "slowdown": "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
-                "max_operating": "NVML_TEMPERATURE_THRESHOLD_GPU_MAX", "memory_max": "NVML_TEMPERATURE_THRESHOLD_MEM_MAX"}
-        return {k: _nan(self._get(f"temperature_{k}", "nvmlDeviceGetTemperatureThreshold", getattr(lib, c)))
-                if hasattr(lib, c) else math.nan for k, c in keys.items()}
+        keys = {
+            "shutdown": "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",
+            "slowdown": "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
+            "max_operating": "NVML_TEMPERATURE_THRESHOLD_GPU_MAX",
+            "memory_max": "NVML_TEMPERATURE_THRESHOLD_MEM_MAX",
+        }
+        return {
+            k: _nan(self._get(f"temperature_{k}", "nvmlDeviceGetTemperatureThreshold", getattr(lib, c)))
+            if hasattr(lib, c)
+            else math.nan
+            for k, c in keys.items()
+        }
 
     def power(self) -> dict[str, float]:
         """Power draw and enforced limit in W (NVML reports mW)."""
@@ -154,9 +198,11 @@ class Device:
 
     def clocks(self) -> dict[str, float]:
         lib = _lib()
-        return {"sm": _nan(self._get("sm_clock", "nvmlDeviceGetClockInfo", lib.NVML_CLOCK_SM)),
-                "memory": _nan(self._get("memory_clock", "nvmlDeviceGetClockInfo", lib.NVML_CLOCK_MEM)),
-                "max_sm": _nan(self._get("max_sm_clock", "nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_SM))}
+        return {
+            "sm": _nan(self._get("sm_clock", "nvmlDeviceGetClockInfo", lib.NVML_CLOCK_SM)),
+            "memory": _nan(self._get("memory_clock", "nvmlDeviceGetClockInfo", lib.NVML_CLOCK_MEM)),
+            "max_sm": _nan(self._get("max_sm_clock", "nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_SM)),
+        }
 
     def performance_state(self) -> str | None:
         p = self._get("performance_state", "nvmlDeviceGetPerformanceState")
@@ -165,8 +211,9 @@ class Device:
     def clock_event_mask(self) -> int | None:
         """Active clock-event (throttle) reasons bitmask; the newer NVML name first, then the old one."""
         lib = _lib()
-        fn = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            getattr(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        fn = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
         v = self._call("clock_event_reasons", fn, self._handle)
         return None if v is None else int(v)
 
@@ -185,7 +232,10 @@ class Device:
         """Corrected (SBE) and uncorrected (DBE) totals, volatile (since reset) and aggregate (lifetime)."""
         lib = _lib()
         out = {}
-        for err_name, err in (("sbe", lib.NVML_MEMORY_ERROR_TYPE_CORRECTED), ("dbe", lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+        for err_name, err in (
+            ("sbe", lib.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+            ("dbe", lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED),
+        ):
             for scope_name, scope in (("volatile", lib.NVML_VOLATILE_ECC), ("aggregate", lib.NVML_AGGREGATE_ECC)):
                 key = f"ecc_{err_name}_{scope_name}"
                 out[key] = _nan(self._get(key, "nvmlDeviceGetTotalEccErrors", err, scope))
@@ -196,16 +246,29 @@ class Device:
         if r is None:
             return {k: math.nan for k in ("correctable", "uncorrectable", "pending", "failure")}
         corr, unc, pending, failure = r
-        return {"correctable": float(corr), "uncorrectable": float(unc), "pending": float(bool(pending)),
-                "failure": float(bool(failure))}
+        return {
+            "correctable": float(corr),
+            "uncorrectable": float(unc),
+            "pending": float(bool(pending)),
+            "failure": float(bool(failure)),
+        }
 
     def retired_pages(self) -> dict[str, float]:
         lib = _lib()
-        sbe = self._get("retired_pages_sbe", "nvmlDeviceGetRetiredPages", lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
-        dbe = self._get("retired_pages_dbe", "nvmlDeviceGetRetiredPages", lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        sbe = self._get(
+            "retired_pages_sbe",
+            "nvmlDeviceGetRetiredPages",
+            lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+        )
+        dbe = self._get(
+            "retired_pages_dbe", "nvmlDeviceGetRetiredPages", lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+        )
         pend = self._get("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
-        return {"sbe": math.nan if sbe is None else float(len(sbe)), "dbe": math.nan if dbe is None else float(len(dbe)),
-                "pending": math.nan if pend is None else float(int(pend) == getattr(lib, "NVML_FEATURE_ENABLED", 1))}
+        return {
+            "sbe": math.nan if sbe is None else float(len(sbe)),
+            "dbe": math.nan if dbe is None else float(len(dbe)),
+            "pending": math.nan if pend is None else float(int(pend) == getattr(lib, "NVML_FEATURE_ENABLED", 1)),
+        }
 
     # -- MIG / NVLink / PCIe ----------------------------------------------------------------------
     def mig_mode(self) -> tuple[str | None, str | None]:
@@ -234,39 +297,67 @@ class Device:
         return states or None
 
     def pcie(self) -> dict[str, float]:
-        return {"gen": _nan(self._get("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")),
-                "width": _nan(self._get("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")),
-                "replays": _nan(self._get("pcie_replays", "nvmlDeviceGetPcieReplayCounter"))}
+        return {
+            "gen": _nan(self._get("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")),
+            "width": _nan(self._get("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")),
+            "replays": _nan(self._get("pcie_replays", "nvmlDeviceGetPcieReplayCounter")),
+        }
 
     # -- one row ------------------------------------------------------------------------------------
     def as_row(self) -> dict[str, Any]:
         """Every field as one flat dict (column names match :func:`gpulib.nvidia.smi.parse_query` where shared)."""
-        mem, util, thr, pw, clk = self.memory(), self.utilization(), self.temperature_thresholds(), self.power(), self.clocks()
+        mem, util, thr, pw, clk = (
+            self.memory(),
+            self.utilization(),
+            self.temperature_thresholds(),
+            self.power(),
+            self.clocks(),
+        )
         ecc, rr, rp, pcie = self.ecc_counts(), self.remapped_rows(), self.retired_pages(), self.pcie()
         mig_cur, mig_pend = self.mig_mode()
         mask = self.clock_event_mask()
         links = self.nvlink_states()
         row = {
-            "index": self.index, "uuid": self.uuid, "name": self.name, "pci_bus_id": self.pci_bus_id,
-            "serial": self.serial, "minor_number": self.minor_number,
-            "memory_total_mib": mem["total"], "memory_used_mib": mem["used"], "memory_free_mib": mem["free"],
-            "utilization_gpu_pct": util["gpu"], "utilization_memory_pct": util["memory"],
-            "temperature_gpu_c": self.temperature(), "temperature_shutdown_c": thr["shutdown"],
-            "temperature_slowdown_c": thr["slowdown"], "temperature_max_operating_c": thr["max_operating"],
+            "index": self.index,
+            "uuid": self.uuid,
+            "name": self.name,
+            "pci_bus_id": self.pci_bus_id,
+            "serial": self.serial,
+            "minor_number": self.minor_number,
+            "memory_total_mib": mem["total"],
+            "memory_used_mib": mem["used"],
+            "memory_free_mib": mem["free"],
+            "utilization_gpu_pct": util["gpu"],
+            "utilization_memory_pct": util["memory"],
+            "temperature_gpu_c": self.temperature(),
+            "temperature_shutdown_c": thr["shutdown"],
+            "temperature_slowdown_c": thr["slowdown"],
+            "temperature_max_operating_c": thr["max_operating"],
             "temperature_memory_max_c": thr["memory_max"],
-            "power_draw_w": pw["draw"], "power_limit_w": pw["limit"],
-            "sm_clock_mhz": clk["sm"], "memory_clock_mhz": clk["memory"], "max_sm_clock_mhz": clk["max_sm"],
+            "power_draw_w": pw["draw"],
+            "power_limit_w": pw["limit"],
+            "sm_clock_mhz": clk["sm"],
+            "memory_clock_mhz": clk["memory"],
+            "max_sm_clock_mhz": clk["max_sm"],
             "performance_state": self.performance_state(),
             "clock_event_mask": math.nan if mask is None else float(mask),
             "clock_event_reasons": None if mask is None else decode_clock_events(mask),
-            "ecc_mode_current": self.ecc_mode(), **ecc,
-            "remapped_rows_correctable": rr["correctable"], "remapped_rows_uncorrectable": rr["uncorrectable"],
-            "remapped_rows_pending": rr["pending"], "remapped_rows_failure": rr["failure"],
-            "retired_pages_sbe": rp["sbe"], "retired_pages_dbe": rp["dbe"], "retired_pages_pending": rp["pending"],
-            "mig_mode_current": mig_cur, "mig_mode_pending": mig_pend,
+            "ecc_mode_current": self.ecc_mode(),
+            **ecc,
+            "remapped_rows_correctable": rr["correctable"],
+            "remapped_rows_uncorrectable": rr["uncorrectable"],
+            "remapped_rows_pending": rr["pending"],
+            "remapped_rows_failure": rr["failure"],
+            "retired_pages_sbe": rp["sbe"],
+            "retired_pages_dbe": rp["dbe"],
+            "retired_pages_pending": rp["pending"],
+            "mig_mode_current": mig_cur,
+            "mig_mode_pending": mig_pend,
             "nvlink_states": None if links is None else {s.link: s.active for s in links},
             "nvlink_active": math.nan if links is None else float(sum(s.active for s in links)),
-            "pcie_gen_current": pcie["gen"], "pcie_width_current": pcie["width"], "pcie_replays": pcie["replays"],
+            "pcie_gen_current": pcie["gen"],
+            "pcie_width_current": pcie["width"],
+            "pcie_replays": pcie["replays"],
         }
         row["nvml_errors"] = dict(self.errors)
         return row
@@ -309,8 +400,11 @@ class NVML:
                 return None
 
         cuda = safe("nvmlSystemGetCudaDriverVersion_v2") or safe("nvmlSystemGetCudaDriverVersion")
-        return {"driver_version": _s(safe("nvmlSystemGetDriverVersion")), "nvml_version": _s(safe("nvmlSystemGetNVMLVersion")),
-                "cuda_version": None if cuda is None else f"{int(cuda) // 1000}.{(int(cuda) % 1000) // 10}"}
+        return {
+            "driver_version": _s(safe("nvmlSystemGetDriverVersion")),
+            "nvml_version": _s(safe("nvmlSystemGetNVMLVersion")),
+            "cuda_version": None if cuda is None else f"{int(cuda) // 1000}.{(int(cuda) % 1000) // 10}",
+        }
 
 
 def probe() -> pd.DataFrame:
@@ -338,12 +432,18 @@ def _jsonable(v: Any) -> Any:
 def probe_json() -> dict[str, Any]:
     """The probe as a JSON-ready document: ``{"versions": {...}, "gpus": [...], "clock_event_bits": {...}}``."""
     df = probe()
-    return {"schema": 1, "versions": dict(df.attrs), "gpus": [_jsonable(r) for r in df.to_dict("records")],
-            "clock_event_bits": {r.name: r.bit for r in clock_event_table().itertuples()}}
+    return {
+        "schema": 1,
+        "versions": dict(df.attrs),
+        "gpus": [_jsonable(r) for r in df.to_dict("records")],
+        "clock_event_bits": {r.name: r.bit for r in clock_event_table().itertuples()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m gpulib.nvidia.nvml", description="Probe every NVIDIA GPU through NVML")
+    ap = argparse.ArgumentParser(
+        prog="python3 -m gpulib.nvidia.nvml", description="Probe every NVIDIA GPU through NVML"
+    )
     ap.add_argument("--json", metavar="OUT.json", help="write the probe as JSON to this file ('-' for stdout)")
     args = ap.parse_args(argv)
     try:

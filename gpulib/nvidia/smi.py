@@ -8,6 +8,7 @@
 Parsers never raise on odd text: fields a GPU does not report (``N/A``, ``[Not Supported]``, absent
 sections) come back as NaN/None.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,14 +19,27 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.core.knowledge import load_table
 from gpulib.core.textio import as_text, clip
 
-from gpulib.core.knowledge import load_table
-from gpulib.core.ids import normalise_pci_bus_id
-
-NA_TOKENS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]",
-             "insufficient permissions", "[insufficient permissions]", "requested functionality has been deprecated",
-             "[requested functionality has been deprecated]", "gpu is lost", "[gpu is lost]", "unknown", "none"}
+NA_TOKENS = {
+    "",
+    "n/a",
+    "[n/a]",
+    "not supported",
+    "[not supported]",
+    "unknown error",
+    "[unknown error]",
+    "insufficient permissions",
+    "[insufficient permissions]",
+    "requested functionality has been deprecated",
+    "[requested functionality has been deprecated]",
+    "gpu is lost",
+    "[gpu is lost]",
+    "unknown",
+    "none",
+}
 
 #: columns of :func:`parse_query`, in order (extra columns may follow in later versions).
 #: Temperatures: ``temperature_*_tlimit_c`` are MARGINS in degrees C relative to the GPU's T.Limit, as R570+ drivers
@@ -37,21 +51,67 @@ NA_TOKENS = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown er
 #: thresholds NVML's nvmlDeviceGetTemperatureThreshold reports on the same GPU (tests/nvidia/test_smi_tlimit.py).
 #: ``temperature_thresholds_from`` says which: "absolute", "T.Limit margins" or "".
 QUERY_COLUMNS = [
-    "pci_bus_id", "index", "minor_number", "uuid", "name", "serial", "vbios_version", "driver_version", "cuda_version",
-    "timestamp", "persistence_mode", "performance_state", "mig_mode_current", "mig_mode_pending", "ecc_mode_current",
-    "ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate",
-    "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending",
-    "remapped_rows_correctable", "remapped_rows_uncorrectable", "remapped_rows_pending", "remapped_rows_failure",
-    "remap_banks_max", "remap_banks_none",
-    "temperature_gpu_c", "temperature_memory_c", "temperature_shutdown_c", "temperature_slowdown_c",
-    "temperature_max_operating_c", "temperature_tlimit_margin_c", "temperature_shutdown_tlimit_c",
-    "temperature_slowdown_tlimit_c", "temperature_max_operating_tlimit_c", "temperature_memory_max_operating_tlimit_c",
+    "pci_bus_id",
+    "index",
+    "minor_number",
+    "uuid",
+    "name",
+    "serial",
+    "vbios_version",
+    "driver_version",
+    "cuda_version",
+    "timestamp",
+    "persistence_mode",
+    "performance_state",
+    "mig_mode_current",
+    "mig_mode_pending",
+    "ecc_mode_current",
+    "ecc_sbe_volatile",
+    "ecc_dbe_volatile",
+    "ecc_sbe_aggregate",
+    "ecc_dbe_aggregate",
+    "retired_pages_sbe",
+    "retired_pages_dbe",
+    "retired_pages_pending",
+    "remapped_rows_correctable",
+    "remapped_rows_uncorrectable",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "remap_banks_max",
+    "remap_banks_none",
+    "temperature_gpu_c",
+    "temperature_memory_c",
+    "temperature_shutdown_c",
+    "temperature_slowdown_c",
+    "temperature_max_operating_c",
+    "temperature_tlimit_margin_c",
+    "temperature_shutdown_tlimit_c",
+    "temperature_slowdown_tlimit_c",
+    "temperature_max_operating_tlimit_c",
+    "temperature_memory_max_operating_tlimit_c",
     "temperature_thresholds_from",
-    "power_draw_w", "power_limit_w", "power_default_limit_w", "power_max_limit_w",
-    "clock_event_mask", "clock_event_reasons", "sm_clock_mhz", "max_sm_clock_mhz", "memory_clock_mhz",
-    "utilization_gpu_pct", "utilization_memory_pct", "fb_total_mib", "fb_used_mib", "fb_free_mib",
-    "pcie_gen_current", "pcie_width_current", "pcie_replays", "reset_required", "drain_and_reset_recommended",
-    "recovery_action", "fabric_state", "truncated",
+    "power_draw_w",
+    "power_limit_w",
+    "power_default_limit_w",
+    "power_max_limit_w",
+    "clock_event_mask",
+    "clock_event_reasons",
+    "sm_clock_mhz",
+    "max_sm_clock_mhz",
+    "memory_clock_mhz",
+    "utilization_gpu_pct",
+    "utilization_memory_pct",
+    "fb_total_mib",
+    "fb_used_mib",
+    "fb_free_mib",
+    "pcie_gen_current",
+    "pcie_width_current",
+    "pcie_replays",
+    "reset_required",
+    "drain_and_reset_recommended",
+    "recovery_action",
+    "fabric_state",
+    "truncated",
 ]
 
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
@@ -111,15 +171,19 @@ def _temperatures(d: dict[str, str]) -> dict[str, Any]:
         "temperature_max_operating_tlimit_c": _first_num(d, t + "GPU Max Operating T.Limit Temp"),
         "temperature_memory_max_operating_tlimit_c": _first_num(d, t + "Memory Max Operating T.Limit Temp"),
     }
-    absolute = {"temperature_shutdown_c": _first_num(d, t + "GPU Shutdown Temp"),
-                "temperature_slowdown_c": _first_num(d, t + "GPU Slowdown Temp"),
-                "temperature_max_operating_c": _first_num(d, t + "GPU Max Operating Temp")}
+    absolute = {
+        "temperature_shutdown_c": _first_num(d, t + "GPU Shutdown Temp"),
+        "temperature_slowdown_c": _first_num(d, t + "GPU Slowdown Temp"),
+        "temperature_max_operating_c": _first_num(d, t + "GPU Max Operating Temp"),
+    }
     source = "absolute" if any(not np.isnan(v) for v in absolute.values()) else ""
     tlimit = out["temperature_gpu_c"] + out["temperature_tlimit_margin_c"]  # NaN unless both were printed
     if not source and not np.isnan(tlimit):
-        for col, margin in (("temperature_shutdown_c", "temperature_shutdown_tlimit_c"),
-                            ("temperature_slowdown_c", "temperature_slowdown_tlimit_c"),
-                            ("temperature_max_operating_c", "temperature_max_operating_tlimit_c")):
+        for col, margin in (
+            ("temperature_shutdown_c", "temperature_shutdown_tlimit_c"),
+            ("temperature_slowdown_c", "temperature_slowdown_tlimit_c"),
+            ("temperature_max_operating_c", "temperature_max_operating_tlimit_c"),
+        ):
             absolute[col] = tlimit - out[margin]
         if any(not np.isnan(v) for v in absolute.values()):
             source = "T.Limit margins"
@@ -204,8 +268,9 @@ def _ecc(d: dict[str, str], scope: str) -> tuple[float, float]:
     if f"{base}/SRAM Uncorrectable" in d:
         dbe = _sum_if_complete(d, [f"{base}/SRAM Uncorrectable", f"{base}/DRAM Uncorrectable"])
     else:
-        dbe = _sum_if_complete(d, [f"{base}/SRAM Uncorrectable Parity", f"{base}/SRAM Uncorrectable SEC-DED",
-                                   f"{base}/DRAM Uncorrectable"])
+        dbe = _sum_if_complete(
+            d, [f"{base}/SRAM Uncorrectable Parity", f"{base}/SRAM Uncorrectable SEC-DED", f"{base}/DRAM Uncorrectable"]
+        )
     if np.isnan(sbe):
         sbe = _first_num(d, f"{base}/Single Bit/Total")
     if np.isnan(dbe):
@@ -238,16 +303,29 @@ def _gpu_row(pci: str, d: dict[str, str]) -> dict[str, Any]:
     return {
         "pci_bus_id": normalise_pci_bus_id(pci) or normalise_pci_bus_id(d.get("PCI/Bus Id")),
         "minor_number": _first_num(d, "Minor Number"),
-        "uuid": _str(d.get("GPU UUID")), "name": _str(d.get("Product Name")), "serial": _str(d.get("Serial Number")),
+        "uuid": _str(d.get("GPU UUID")),
+        "name": _str(d.get("Product Name")),
+        "serial": _str(d.get("Serial Number")),
         "vbios_version": _str(d.get("VBIOS Version")),
-        "persistence_mode": _str(d.get("Persistence Mode")), "performance_state": _str(d.get("Performance State")),
-        "mig_mode_current": _str(d.get("MIG Mode/Current")), "mig_mode_pending": _str(d.get("MIG Mode/Pending")),
+        "persistence_mode": _str(d.get("Persistence Mode")),
+        "performance_state": _str(d.get("Performance State")),
+        "mig_mode_current": _str(d.get("MIG Mode/Current")),
+        "mig_mode_pending": _str(d.get("MIG Mode/Pending")),
         "ecc_mode_current": _str(_first(d, "ECC Mode/Current", "Ecc Mode/Current")),
-        "ecc_sbe_volatile": sbe_v, "ecc_dbe_volatile": dbe_v, "ecc_sbe_aggregate": sbe_a, "ecc_dbe_aggregate": dbe_a,
+        "ecc_sbe_volatile": sbe_v,
+        "ecc_dbe_volatile": dbe_v,
+        "ecc_sbe_aggregate": sbe_a,
+        "ecc_dbe_aggregate": dbe_a,
         "retired_pages_sbe": _first_num(d, "Retired Pages/Single Bit ECC"),
         "retired_pages_dbe": _first_num(d, "Retired Pages/Double Bit ECC"),
-        "retired_pages_pending": _flag(_first(d, "Retired Pages/Pending Page Blacklist",
-                                              "Retired Pages/Pending Page Retirement", "Retired Pages/Pending")),
+        "retired_pages_pending": _flag(
+            _first(
+                d,
+                "Retired Pages/Pending Page Blacklist",
+                "Retired Pages/Pending Page Retirement",
+                "Retired Pages/Pending",
+            )
+        ),
         "remapped_rows_correctable": _first_num(d, "Remapped Rows/Correctable Error"),
         "remapped_rows_uncorrectable": _first_num(d, "Remapped Rows/Uncorrectable Error"),
         "remapped_rows_pending": _flag(d.get("Remapped Rows/Pending")),
@@ -257,18 +335,31 @@ def _gpu_row(pci: str, d: dict[str, str]) -> dict[str, Any]:
         "temperature_gpu_c": _first_num(d, "Temperature/GPU Current Temp"),
         "temperature_memory_c": _first_num(d, "Temperature/Memory Current Temp"),
         **_temperatures(d),
-        "power_draw_w": _first_num(d, f"{pr}/Power Draw", f"{pr}/Instantaneous Power Draw", f"{pr}/Average Power Draw",
-                                   "Power Readings/Power Draw"),
-        "power_limit_w": _first_num(d, f"{pr}/Current Power Limit", f"{pr}/Enforced Power Limit",
-                                    "Power Readings/Enforced Power Limit", "Power Readings/Power Limit"),
+        "power_draw_w": _first_num(
+            d,
+            f"{pr}/Power Draw",
+            f"{pr}/Instantaneous Power Draw",
+            f"{pr}/Average Power Draw",
+            "Power Readings/Power Draw",
+        ),
+        "power_limit_w": _first_num(
+            d,
+            f"{pr}/Current Power Limit",
+            f"{pr}/Enforced Power Limit",
+            "Power Readings/Enforced Power Limit",
+            "Power Readings/Power Limit",
+        ),
         "power_default_limit_w": _first_num(d, f"{pr}/Default Power Limit", "Power Readings/Default Power Limit"),
         "power_max_limit_w": _first_num(d, f"{pr}/Max Power Limit", "Power Readings/Max Power Limit"),
-        "clock_event_mask": mask, "clock_event_reasons": reasons,
-        "sm_clock_mhz": _first_num(d, "Clocks/SM"), "max_sm_clock_mhz": _first_num(d, "Max Clocks/SM"),
+        "clock_event_mask": mask,
+        "clock_event_reasons": reasons,
+        "sm_clock_mhz": _first_num(d, "Clocks/SM"),
+        "max_sm_clock_mhz": _first_num(d, "Max Clocks/SM"),
         "memory_clock_mhz": _first_num(d, "Clocks/Memory"),
         "utilization_gpu_pct": _first_num(d, "Utilization/Gpu"),
         "utilization_memory_pct": _first_num(d, "Utilization/Memory"),
-        "fb_total_mib": _first_num(d, "FB Memory Usage/Total"), "fb_used_mib": _first_num(d, "FB Memory Usage/Used"),
+        "fb_total_mib": _first_num(d, "FB Memory Usage/Total"),
+        "fb_used_mib": _first_num(d, "FB Memory Usage/Used"),
         "fb_free_mib": _first_num(d, "FB Memory Usage/Free"),
         "pcie_gen_current": _first_num(d, "PCI/GPU Link Info/PCIe Generation/Current"),
         "pcie_width_current": _first_num(d, "PCI/GPU Link Info/Link Width/Current"),
@@ -297,12 +388,15 @@ def parse_query(text: str | bytes | None) -> pd.DataFrame:
     rows = []
     for pos, (pci, lines) in enumerate(blocks):
         row = _gpu_row(pci, _tree(lines))
-        row.update({
-            "index": float(pos) if attached == len(blocks) else np.nan,
-            "driver_version": _str(header.get("Driver Version")), "cuda_version": _str(header.get("CUDA Version")),
-            "timestamp": _str(header.get("Timestamp")),
-            "truncated": truncated and pos == len(blocks) - 1,
-        })
+        row.update(
+            {
+                "index": float(pos) if attached == len(blocks) else np.nan,
+                "driver_version": _str(header.get("Driver Version")),
+                "cuda_version": _str(header.get("CUDA Version")),
+                "timestamp": _str(header.get("Timestamp")),
+                "truncated": truncated and pos == len(blocks) - 1,
+            }
+        )
         rows.append(row)
     return pd.DataFrame(rows, columns=QUERY_COLUMNS)
 
@@ -319,20 +413,41 @@ class SmiTable:
     notes: list[str] = field(default_factory=list)
 
 
-TABLE_GPU_COLUMNS = ["index", "name", "persistence_mode", "pci_bus_id", "display_active", "ecc_uncorrected_volatile",
-                     "fan_pct", "temperature_gpu_c", "performance_state", "power_draw_w", "power_limit_w",
-                     "memory_used_mib", "memory_total_mib", "utilization_gpu_pct", "compute_mode", "mig_mode"]
+TABLE_GPU_COLUMNS = [
+    "index",
+    "name",
+    "persistence_mode",
+    "pci_bus_id",
+    "display_active",
+    "ecc_uncorrected_volatile",
+    "fan_pct",
+    "temperature_gpu_c",
+    "performance_state",
+    "power_draw_w",
+    "power_limit_w",
+    "memory_used_mib",
+    "memory_total_mib",
+    "utilization_gpu_pct",
+    "compute_mode",
+    "mig_mode",
+]
 TABLE_PROCESS_COLUMNS = ["gpu", "gi_id", "ci_id", "pid", "type", "process", "memory_mib"]
 
 _T_VERS = re.compile(r"Driver Version:\s*(?P<drv>[\d.]+)(?:.*?CUDA Version:\s*(?P<cuda>[\d.]+|N/A))?")
-_T_GPU1 = re.compile(r"^\|\s+(?P<idx>\d+)\s+(?P<name>.+?)\s+(?P<pm>On|Off|N/A)\s*\|\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
-                     r"[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>On|Off|N/A)\s*\|\s*(?P<ecc>\S+)\s*\|\s*$")
-_T_GPU2 = re.compile(r"^\|\s*(?P<fan>\d+%|N/A|ERR!)\s+(?P<temp>\d+C|N/A|ERR!)\s+(?P<perf>P\d+|N/A|ERR!)\s+"
-                     r"(?P<pwr>\d+W|N/A|ERR!)?\s*/?\s*(?P<cap>\d+W|N/A|ERR!)?\s*\|\s*(?P<used>\d+)MiB\s*/\s*"
-                     r"(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+%|N/A|ERR!)\s+(?P<cm>.+?)\s*\|\s*$")
+_T_GPU1 = re.compile(
+    r"^\|\s+(?P<idx>\d+)\s+(?P<name>.+?)\s+(?P<pm>On|Off|N/A)\s*\|\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+    r"[0-9A-Fa-f]{2}\.[0-7])\s+(?P<disp>On|Off|N/A)\s*\|\s*(?P<ecc>\S+)\s*\|\s*$"
+)
+_T_GPU2 = re.compile(
+    r"^\|\s*(?P<fan>\d+%|N/A|ERR!)\s+(?P<temp>\d+C|N/A|ERR!)\s+(?P<perf>P\d+|N/A|ERR!)\s+"
+    r"(?P<pwr>\d+W|N/A|ERR!)?\s*/?\s*(?P<cap>\d+W|N/A|ERR!)?\s*\|\s*(?P<used>\d+)MiB\s*/\s*"
+    r"(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+%|N/A|ERR!)\s+(?P<cm>.+?)\s*\|\s*$"
+)
 _T_GPU3 = re.compile(r"^\|\s+\|\s+\|\s+(?P<mig>\S+)\s*\|\s*$")
-_T_PROC = re.compile(r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
-                     r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|\s*$")
+_T_PROC = re.compile(
+    r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
+    r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.+?)\s+(?P<mem>\d+MiB|N/A)\s*\|\s*$"
+)
 
 
 def parse_table(text: str | bytes | None) -> SmiTable:
@@ -350,31 +465,58 @@ def parse_table(text: str | bytes | None) -> SmiTable:
         if "Processes:" in s:
             in_procs = True
         if in_procs and (m := _T_PROC.match(s)):
-            procs.append({"gpu": int(m.group("gpu")), "gi_id": _num(m.group("gi")), "ci_id": _num(m.group("ci")),
-                          "pid": int(m.group("pid")), "type": m.group("type"), "process": m.group("name").strip(),
-                          "memory_mib": _num(m.group("mem"))})
+            procs.append(
+                {
+                    "gpu": int(m.group("gpu")),
+                    "gi_id": _num(m.group("gi")),
+                    "ci_id": _num(m.group("ci")),
+                    "pid": int(m.group("pid")),
+                    "type": m.group("type"),
+                    "process": m.group("name").strip(),
+                    "memory_mib": _num(m.group("mem")),
+                }
+            )
             continue
         if in_procs:
             continue
         if m := _T_GPU1.match(s):
-            gpus.append({"index": int(m.group("idx")), "name": m.group("name").strip(), "persistence_mode": m.group("pm"),
-                         "pci_bus_id": normalise_pci_bus_id(m.group("bus")), "display_active": m.group("disp"),
-                         "ecc_uncorrected_volatile": _num(m.group("ecc"))})
+            gpus.append(
+                {
+                    "index": int(m.group("idx")),
+                    "name": m.group("name").strip(),
+                    "persistence_mode": m.group("pm"),
+                    "pci_bus_id": normalise_pci_bus_id(m.group("bus")),
+                    "display_active": m.group("disp"),
+                    "ecc_uncorrected_volatile": _num(m.group("ecc")),
+                }
+            )
             last_kind = "gpu1"
         elif gpus and last_kind == "gpu1" and (m := _T_GPU2.match(s)):
-            gpus[-1].update({"fan_pct": _num(m.group("fan")), "temperature_gpu_c": _num(m.group("temp")),
-                             "performance_state": _str(m.group("perf")), "power_draw_w": _num(m.group("pwr")),
-                             "power_limit_w": _num(m.group("cap")), "memory_used_mib": _num(m.group("used")),
-                             "memory_total_mib": _num(m.group("total")), "utilization_gpu_pct": _num(m.group("util")),
-                             "compute_mode": m.group("cm").strip()})
+            gpus[-1].update(
+                {
+                    "fan_pct": _num(m.group("fan")),
+                    "temperature_gpu_c": _num(m.group("temp")),
+                    "performance_state": _str(m.group("perf")),
+                    "power_draw_w": _num(m.group("pwr")),
+                    "power_limit_w": _num(m.group("cap")),
+                    "memory_used_mib": _num(m.group("used")),
+                    "memory_total_mib": _num(m.group("total")),
+                    "utilization_gpu_pct": _num(m.group("util")),
+                    "compute_mode": m.group("cm").strip(),
+                }
+            )
             last_kind = "gpu2"
         elif gpus and last_kind == "gpu2" and (m := _T_GPU3.match(s)):
             gpus[-1]["mig_mode"] = _str(m.group("mig"))
             last_kind = ""
         else:
             last_kind = ""
-    return SmiTable(gpus=pd.DataFrame(gpus, columns=TABLE_GPU_COLUMNS),
-                    processes=pd.DataFrame(procs, columns=TABLE_PROCESS_COLUMNS), driver_version=drv, cuda_version=cuda)
+    return SmiTable(
+        gpus=pd.DataFrame(gpus, columns=TABLE_GPU_COLUMNS),
+        processes=pd.DataFrame(procs, columns=TABLE_PROCESS_COLUMNS),
+        driver_version=drv,
+        cuda_version=cuda,
+    )
 
 
 # ---------------------------------------------------------------------------- id mapping
@@ -398,8 +540,11 @@ def gpu_id_map(*frames: pd.DataFrame | None) -> pd.DataFrame:
         if df is None or len(df) == 0:
             continue
         for r in _id_frame(df).drop_duplicates().to_dict("records"):
-            matches = [x for x in recs if (r["uuid"] and x["uuid"] == r["uuid"])
-                       or (r["pci_bus_id"] and x["pci_bus_id"] == r["pci_bus_id"])]
+            matches = [
+                x
+                for x in recs
+                if (r["uuid"] and x["uuid"] == r["uuid"]) or (r["pci_bus_id"] and x["pci_bus_id"] == r["pci_bus_id"])
+            ]
             if matches:
                 target = matches[0]
                 for k in ("gpu", "uuid", "pci_bus_id"):

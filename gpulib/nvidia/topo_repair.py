@@ -14,6 +14,7 @@ shows is reported). A GPU row that is missing or shorter than the GPU columns ma
 damaged: no matrix is returned at all, only the warning (a partial GPU matrix would read as a smaller
 or differently linked machine). Never raises; one pass over the lines plus one over the rows.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,7 @@ def _labels(toks: list[str]) -> tuple[list[str], list[str]]:
     devices, extra, i = [], [], 0
     while i < len(toks):
         for words in _AFFINITY:
-            if toks[i:i + len(words)] == words:
+            if toks[i : i + len(words)] == words:
                 extra.append(" ".join(words))
                 i += len(words)
                 break
@@ -58,7 +59,7 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
     legend: list[str] = []
     strangers: list[str] = []
     current: str | None = None
-    for ln in lines[header_at + 1:]:
+    for ln in lines[header_at + 1 :]:
         toks = ln.split()
         if not toks:
             current = None
@@ -85,58 +86,88 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
     odd = [d for d in devices if not (_GPU.match(d) or re.fullmatch(r"NIC\d+|mlx\d+_\d+|[a-z]+\d+(_\d+)?", d))]
     wide = [d for d in rows if _codes(rows[d], len(devices) + 1) > len(devices)]
     if odd or strangers or wide or not gpus or gpus != [f"GPU{i}" for i in range(len(gpus))]:
-        why = (f"unknown column(s) {', '.join(odd)}" if odd else f"rows {', '.join(strangers)} not in the header" if strangers
-               else f"rows with more link codes than the header has columns ({', '.join(wide[:3])})" if wide
-               else f"GPU columns {', '.join(gpus) or 'none'} not numbered 0..N-1")
-        warnings.append(f"topo -m: the header line does not match the matrix ({why}): the text is too damaged to read; "
-                        "paste the whole output (nvidia-smi topo -m > topo.txt)")
+        why = (
+            f"unknown column(s) {', '.join(odd)}"
+            if odd
+            else f"rows {', '.join(strangers)} not in the header"
+            if strangers
+            else f"rows with more link codes than the header has columns ({', '.join(wide[:3])})"
+            if wide
+            else f"GPU columns {', '.join(gpus) or 'none'} not numbered 0..N-1"
+        )
+        warnings.append(
+            f"topo -m: the header line does not match the matrix ({why}): the text is too damaged to read; "
+            "paste the whole output (nvidia-smi topo -m > topo.txt)"
+        )
         return [], warnings
     legend_nics = len(legend)
     if legend_nics > len(nics):
-        warnings.append(f"topo -m: the NIC legend names {legend_nics} NICs but the header shows {len(nics)} NIC columns "
-                        "(header cut on the right)")
+        warnings.append(
+            f"topo -m: the NIC legend names {legend_nics} NICs but the header shows {len(nics)} NIC columns "
+            "(header cut on the right)"
+        )
+
     def broken(d: str) -> bool:
         """Codes lost from inside the row (more cells follow a short code run) or X off the diagonal."""
         n = _codes(rows[d], len(devices))
         i = devices.index(d)
         cut_inside = n < len(devices) and len(rows[d]) > n
-        return cut_inside or (n > i and rows[d][i] != "X") or "X" in rows[d][:i] + rows[d][i + 1:n]
+        return cut_inside or (n > i and rows[d][i] != "X") or "X" in rows[d][:i] + rows[d][i + 1 : n]
 
     for n in [n for n in nics if n in rows and broken(n)]:
         del rows[n]  # a damaged NIC row is rebuilt from the GPU rows below
     bad = [g for g in gpus if g not in rows or _codes(rows[g], len(devices)) < len(gpus) or broken(g)]
     if bad:
-        warnings.append(f"topo -m: GPU row(s) {', '.join(bad)} missing or cut inside the GPU columns: the text is too "
-                        f"damaged to read a matrix of {len(gpus)} GPUs; paste the whole output (nvidia-smi topo -m > topo.txt)")
+        warnings.append(
+            f"topo -m: GPU row(s) {', '.join(bad)} missing or cut inside the GPU columns: the text is too "
+            f"damaged to read a matrix of {len(gpus)} GPUs; paste the whole output (nvidia-smi topo -m > topo.txt)"
+        )
         return [], warnings
-    codes = {d: rows[d][:_codes(rows[d], len(devices))] for d in rows if d in devices}
+    codes = {d: rows[d][: _codes(rows[d], len(devices))] for d in rows if d in devices}
     asym = [f"{a}/{b}" for i, a in enumerate(gpus) for j, b in enumerate(gpus) if i < j and codes[a][j] != codes[b][i]]
     if asym:
-        warnings.append(f"topo -m: GPU links disagree between rows ({', '.join(asym[:4])}): rows were merged or "
-                        "mangled in the paste; the text is too damaged to read a matrix")
+        warnings.append(
+            f"topo -m: GPU links disagree between rows ({', '.join(asym[:4])}): rows were merged or "
+            "mangled in the paste; the text is too damaged to read a matrix"
+        )
         return [], warnings
     short = [g for g in gpus if len(codes[g]) < len(devices)]
     for g in short:  # right-hand NIC columns cut: the NIC rows hold the same codes
         gi = devices.index(g)
-        fill = [codes[n][gi] if n in codes and len(codes[n]) > gi else None for n in devices[len(codes[g]):]]
+        fill = [codes[n][gi] if n in codes and len(codes[n]) > gi else None for n in devices[len(codes[g]) :]]
         if all(f is not None for f in fill):
             codes[g] = codes[g] + fill
-            warnings.append(f"topo -m: {g} row cut after {len(codes[g]) - len(fill)} columns: NIC codes taken from the NIC rows")
+            warnings.append(
+                f"topo -m: {g} row cut after {len(codes[g]) - len(fill)} columns: NIC codes taken from the NIC rows"
+            )
     kept_nics = list(nics)
-    mismatch = [f"{g}/{n}" for g in gpus for n in nics if n in codes and len(codes[n]) > devices.index(g)
-                and len(codes[g]) > devices.index(n) and codes[g][devices.index(n)] != codes[n][devices.index(g)]]
+    mismatch = [
+        f"{g}/{n}"
+        for g in gpus
+        for n in nics
+        if n in codes
+        and len(codes[n]) > devices.index(g)
+        and len(codes[g]) > devices.index(n)
+        and codes[g][devices.index(n)] != codes[n][devices.index(g)]
+    ]
     if mismatch:
-        warnings.append(f"topo -m: GPU-NIC links disagree between rows ({', '.join(mismatch[:4])}): "
-                        f"{len(nics)} NIC column(s) dropped, GPU-NIC links unknown")
+        warnings.append(
+            f"topo -m: GPU-NIC links disagree between rows ({', '.join(mismatch[:4])}): "
+            f"{len(nics)} NIC column(s) dropped, GPU-NIC links unknown"
+        )
         kept_nics = []
     elif any(len(codes[g]) < len(devices) for g in gpus):
-        warnings.append(f"topo -m: GPU rows cut before the NIC columns and no NIC rows to recover them from: "
-                        f"{len(nics)} NIC column(s) dropped, GPU-NIC links unknown")
+        warnings.append(
+            f"topo -m: GPU rows cut before the NIC columns and no NIC rows to recover them from: "
+            f"{len(nics)} NIC column(s) dropped, GPU-NIC links unknown"
+        )
         kept_nics = []
     missing_nic_rows = [n for n in kept_nics if n not in codes or len(codes[n]) < len(gpus)]
     if missing_nic_rows:
-        warnings.append(f"topo -m: NIC row(s) {', '.join(missing_nic_rows)} missing: rebuilt from the GPU rows "
-                        "(the matrix is symmetric); NIC-to-NIC links unknown (N/A)")
+        warnings.append(
+            f"topo -m: NIC row(s) {', '.join(missing_nic_rows)} missing: rebuilt from the GPU rows "
+            "(the matrix is symmetric); NIC-to-NIC links unknown (N/A)"
+        )
         for n in missing_nic_rows:
             ni = devices.index(n)
             codes[n] = [codes[g][ni] for g in gpus] + ["X" if m == n else "N/A" for m in nics]
@@ -146,7 +177,7 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
     for d in cols:
         line = [d] + [codes[d][i] if i < len(codes[d]) else "N/A" for i in idx]
         if _GPU.match(d) and len(rows[d]) > len(devices) and d not in short:
-            line += rows[d][len(devices):]  # affinity columns, only when the row was whole
+            line += rows[d][len(devices) :]  # affinity columns, only when the row was whole
         out.append("\t".join(line))
     out += [""] + legend
     return out, warnings

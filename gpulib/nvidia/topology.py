@@ -3,6 +3,7 @@
 Link codes (X, NV#, PIX, PXB, PHB, NODE, SYS) are those of the legend nvidia-smi prints under the matrix; NCCL's
 own path names add NVB and C2C (``NVIDIA/nccl: src/graph/topo.cc`` @ 5067397c).
 """
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,6 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.text import _lines
-
 
 # --------------------------------------------------------------------------------------------
 # nvidia-smi topo -m
@@ -44,8 +44,9 @@ class Topology:
     def link(self, a: str | int, b: str | int) -> str:
         a, b = (f"GPU{x}" if isinstance(x, int) else x for x in (a, b))
         if a not in self.links.index or b not in self.links.columns:
-            raise InvalidParameter(f"device {a!r} or {b!r} is not in the topology",
-                                   hint=f"devices: {', '.join(self.links.index)}")
+            raise InvalidParameter(
+                f"device {a!r} or {b!r} is not in the topology", hint=f"devices: {', '.join(self.links.index)}"
+            )
         return str(self.links.loc[a, b])
 
     def nvlink_count(self, a: str | int, b: str | int) -> int:
@@ -87,12 +88,15 @@ class Topology:
 def _join_labels(toks: list[str]) -> list[str]:
     out, i = [], 0
     while i < len(toks):
-        if toks[i:i + 3] == ["GPU", "NUMA", "ID"]:
-            out.append("GPU NUMA ID"); i += 3
-        elif toks[i:i + 2] in (["CPU", "Affinity"], ["NUMA", "Affinity"]):
-            out.append(" ".join(toks[i:i + 2])); i += 2
+        if toks[i : i + 3] == ["GPU", "NUMA", "ID"]:
+            out.append("GPU NUMA ID")
+            i += 3
+        elif toks[i : i + 2] in (["CPU", "Affinity"], ["NUMA", "Affinity"]):
+            out.append(" ".join(toks[i : i + 2]))
+            i += 2
         else:
-            out.append(toks[i]); i += 1
+            out.append(toks[i])
+            i += 1
     return out
 
 
@@ -123,11 +127,11 @@ def parse_topology(text: str | bytes) -> Topology:
             legend[m.group(1)] = m.group(2)
             continue
         if devices and toks[0] in devices and toks[0] not in matrix:
-            codes = toks[1:1 + len(devices)]
+            codes = toks[1 : 1 + len(devices)]
             if len(codes) < len(devices) or not all(_LINK_CODE.match(c) for c in codes):
                 continue
             matrix[toks[0]] = codes
-            rest = toks[1 + len(devices):]
+            rest = toks[1 + len(devices) :]
             if toks[0].startswith("GPU"):
                 row = {"gpu": toks[0], "cpu_affinity": None, "numa_affinity": None, "gpu_numa_id": None}
                 keys = dict(zip(_AFFINITY_LABELS, ("cpu_affinity", "numa_affinity", "gpu_numa_id")))

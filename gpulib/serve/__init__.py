@@ -5,6 +5,7 @@ folders on disk, the index rebuilt from them), pool (bounded worker pool), runne
 engine, gpulib.execute, in the worker thread, killed at its timeout), notify (Slack-compatible / generic JSON),
 pages (HTML), app (the FastAPI application, which writes each run's summary.md).
 """
+
 from __future__ import annotations
 
 from gpulib.serve.config import ServeConfig

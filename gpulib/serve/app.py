@@ -4,6 +4,7 @@ Alertmanager's webhook body (version 4) is documented at
 https://prometheus.io/docs/alerting/latest/configuration/#webhook_config ; its bearer token comes from the
 receiver's ``http_config.authorization`` (https://prometheus.io/docs/alerting/latest/configuration/#http_config).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -80,19 +81,35 @@ class Service:
         self.dedupe = Deduper(cfg.dedupe_window)
         self.runner = runner or EngineRunner(self.catalogue.__getitem__)
         self.registry = CollectorRegistry()
-        self.m_runs = Counter("gpuops_serve_runs_total", "Finished runs by runbook and outcome",
-                              ["runbook", "outcome"], registry=self.registry)
-        self.m_alerts = Counter("gpuops_serve_alerts_total", "Alerts received by what was done with them",
-                                ["action"], registry=self.registry)
-        self.m_duration = Histogram("gpuops_serve_run_duration_seconds", "Run wall time", ["runbook"],
-                                    buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200), registry=self.registry)
-        self.m_rejected = Counter("gpuops_serve_queue_full_total", "Requests answered 503 because the queue was full",
-                                  registry=self.registry)
+        self.m_runs = Counter(
+            "gpuops_serve_runs_total",
+            "Finished runs by runbook and outcome",
+            ["runbook", "outcome"],
+            registry=self.registry,
+        )
+        self.m_alerts = Counter(
+            "gpuops_serve_alerts_total",
+            "Alerts received by what was done with them",
+            ["action"],
+            registry=self.registry,
+        )
+        self.m_duration = Histogram(
+            "gpuops_serve_run_duration_seconds",
+            "Run wall time",
+            ["runbook"],
+            buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200),
+            registry=self.registry,
+        )
+        self.m_rejected = Counter(
+            "gpuops_serve_queue_full_total", "Requests answered 503 because the queue was full", registry=self.registry
+        )
         self.pool = WorkerPool(self._execute, cfg.kernels, cfg.queue_limit)
         Gauge("gpuops_serve_queue_depth", "Runs waiting for a kernel", registry=self.registry).set_function(
-            lambda: self.pool.depth)
+            lambda: self.pool.depth
+        )
         Gauge("gpuops_serve_runs_active", "Runs executing now", registry=self.registry).set_function(
-            lambda: self.pool.active)
+            lambda: self.pool.active
+        )
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------- runs
@@ -122,11 +139,20 @@ class Service:
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         v = outcome["verdict"] if "verdict" in outcome else read_verdict(folder)
         cmd = v.get("commands", [None])[0] if v.get("commands") else None
-        rec = self.store.update(run_id, status=outcome["status"], error=outcome.get("error"), finished=time.time(),
-                                severity=v.get("severity") if outcome["status"] != "failed" else None,
-                                cause=v.get("cause"), command=cmd, sop_step=v.get("sop_step"))
+        rec = self.store.update(
+            run_id,
+            status=outcome["status"],
+            error=outcome.get("error"),
+            finished=time.time(),
+            severity=v.get("severity") if outcome["status"] != "failed" else None,
+            cause=v.get("cause"),
+            command=cmd,
+            sop_step=v.get("sop_step"),
+        )
         write_summary(folder, rec, self.link(run_id), v)
-        self.m_runs.labels(rec["runbook"], rec["status"] if rec["status"] != "done" else (rec["severity"] or "ok")).inc()
+        self.m_runs.labels(
+            rec["runbook"], rec["status"] if rec["status"] != "done" else (rec["severity"] or "ok")
+        ).inc()
         self.m_duration.labels(rec["runbook"]).observe(rec["finished"] - rec["started"])
         if self.cfg.notify_url:
             err = notify.send(self.cfg.notify_url, rec, self.link(run_id), self.cfg.notify_format)
@@ -138,8 +164,14 @@ class Service:
         runs, deduped, rejected, resolved = [], [], [], 0
         for alert in payload.alerts:
             name = alert.labels.get("alertname", "")
-            entry = {"time": time.time(), "groupKey": payload.groupKey, "alertname": name, "status": alert.status,
-                     "fingerprint": alert.fingerprint, "labels": alert.labels}
+            entry = {
+                "time": time.time(),
+                "groupKey": payload.groupKey,
+                "alertname": name,
+                "status": alert.status,
+                "fingerprint": alert.fingerprint,
+                "labels": alert.labels,
+            }
             if alert.status == "resolved":
                 resolved += 1
                 self.store.log_alert({**entry, "action": "resolved"})
@@ -153,18 +185,26 @@ class Service:
                 self.m_alerts.labels("rejected").inc()
                 continue
             key = Deduper.key(payload.groupKey, runbook, params)
-            trigger = {"alertname": name, "groupKey": payload.groupKey, "fingerprint": alert.fingerprint,
-                       "runbook_url": alert.annotations.get("runbook_url", "")}
+            trigger = {
+                "alertname": name,
+                "groupKey": payload.groupKey,
+                "fingerprint": alert.fingerprint,
+                "runbook_url": alert.annotations.get("runbook_url", ""),
+            }
             try:
                 run_id, new = self.dedupe.claim(key, lambda: self.start(runbook, params, trigger)["id"])
             except QueueFull:
                 self.store.log_alert({**entry, "action": "queue_full", "runbook": runbook, "params": params})
                 self.m_alerts.labels("queue_full").inc()
-                return 503, {"detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later",
-                             "runs": runs, "deduped": deduped}
+                return 503, {
+                    "detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later",
+                    "runs": runs,
+                    "deduped": deduped,
+                }
             (runs if new else deduped).append(run_id)
-            self.store.log_alert({**entry, "action": "run" if new else "dedupe", "run": run_id, "runbook": runbook,
-                                  "params": params})
+            self.store.log_alert(
+                {**entry, "action": "run" if new else "dedupe", "run": run_id, "runbook": runbook, "params": params}
+            )
             self.m_alerts.labels("run" if new else "dedupe").inc()
         return 202, {"runs": runs, "deduped": deduped, "resolved": resolved, "rejected": rejected}
 
@@ -217,15 +257,19 @@ class BodyLimit:
 # ------------------------------------------------------------------------------------- the app
 def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
     svc = Service(cfg, runner)
-    app = FastAPI(title="gpuops serve", version="1",
-                  description="Runs gpu-runbooks when an alert fires; runbook_url links open the verdict. Dry runs only.")
+    app = FastAPI(
+        title="gpuops serve",
+        version="1",
+        description="Runs gpu-runbooks when an alert fires; runbook_url links open the verdict. Dry runs only.",
+    )
     app.state.service = svc
     bearer = HTTPBearer(auto_error=False)
 
     def need_token(cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
         if cred is None or cred.scheme.lower() != "bearer":
-            raise HTTPException(401, "missing bearer token (Authorization: Bearer ...)",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401, "missing bearer token (Authorization: Bearer ...)", headers={"WWW-Authenticate": "Bearer"}
+            )
         if not hmac.compare_digest(cred.credentials.encode(), cfg.token.encode()):
             raise HTTPException(403, "wrong bearer token")
 
@@ -235,8 +279,13 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
             raise HTTPException(404, f"no run {run_id[:80]!r}")
         return rec
 
-    @app.post("/alertmanager", status_code=202, response_model=Accepted, dependencies=[Depends(need_token)],
-              responses={503: {"description": "queue full; see Retry-After"}, 401: {}, 403: {}, 413: {}})
+    @app.post(
+        "/alertmanager",
+        status_code=202,
+        response_model=Accepted,
+        dependencies=[Depends(need_token)],
+        responses={503: {"description": "queue full; see Retry-After"}, 401: {}, 403: {}, 413: {}},
+    )
     def alertmanager(payload: WebhookPayload):
         code, body = svc.handle(payload)
         if code == 503:
@@ -254,8 +303,11 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
             try:
                 rec = svc.start(runbook, params, {"url": f"/run/{runbook}"})
             except QueueFull:
-                return JSONResponse({"detail": "run queue is full; retry later"}, status_code=503,
-                                    headers={"Retry-After": str(cfg.retry_after)})
+                return JSONResponse(
+                    {"detail": "run queue is full; retry later"},
+                    status_code=503,
+                    headers={"Retry-After": str(cfg.retry_after)},
+                )
         return RedirectResponse(f"/runs/{rec['id']}", status_code=303)
 
     @app.get("/runs", responses={200: {"content": {"text/html": {}, "application/json": {}}}})

@@ -1,5 +1,6 @@
 """Settings of ``gpuops serve``; the webhook token comes from ``$GPUOPS_SERVE_TOKEN`` or a file, never a flag
 (a flag shows in ``ps``), and is never printed or written anywhere."""
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,10 @@ class ServeConfig:
             else:
                 token = os.environ.get(TOKEN_ENV, "").strip()
         if len(token or "") < 16:
-            raise InvalidParameter("no webhook token (or one shorter than 16 characters)",
-                                   hint=f"set {TOKEN_ENV} or --token-file; e.g. `openssl rand -hex 32`")
+            raise InvalidParameter(
+                "no webhook token (or one shorter than 16 characters)",
+                hint=f"set {TOKEN_ENV} or --token-file; e.g. `openssl rand -hex 32`",
+            )
         kw = {k: v for k, v in kw.items() if v is not None}
         for k in ("kernels", "queue_limit", "run_timeout", "max_body"):
             if k in kw and int(kw[k]) < 1:

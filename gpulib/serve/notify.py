@@ -1,5 +1,6 @@
 """Tell a webhook each verdict: Slack's incoming-webhook body (``text``: https://api.slack.com/messaging/webhooks)
 or a generic JSON object. Failures are logged into the run, never raised."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,16 @@ from typing import Any
 
 
 def body(rec: dict[str, Any], link: str, fmt: str) -> dict[str, Any]:
-    facts = {"run": rec["id"], "runbook": rec["runbook"], "params": rec["params"], "status": rec["status"],
-             "verdict": rec.get("severity"), "cause": rec.get("cause"), "command": rec.get("command"), "link": link}
+    facts = {
+        "run": rec["id"],
+        "runbook": rec["runbook"],
+        "params": rec["params"],
+        "status": rec["status"],
+        "verdict": rec.get("severity"),
+        "cause": rec.get("cause"),
+        "command": rec.get("command"),
+        "link": link,
+    }
     if fmt == "json":
         return facts
     where = " ".join(f"{k}={v}" for k, v in rec["params"].items())
@@ -23,8 +32,9 @@ def send(url: str, rec: dict[str, Any], link: str, fmt: str, timeout: float = 10
     import requests
 
     try:
-        r = requests.post(url, data=json.dumps(body(rec, link, fmt)), headers={"Content-Type": "application/json"},
-                          timeout=timeout)
+        r = requests.post(
+            url, data=json.dumps(body(rec, link, fmt)), headers={"Content-Type": "application/json"}, timeout=timeout
+        )
         return None if r.status_code < 300 else f"notify webhook answered {r.status_code}"
     except requests.RequestException as exc:
         return f"notify webhook failed: {type(exc).__name__}"

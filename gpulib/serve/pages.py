@@ -1,12 +1,15 @@
 """HTML of the run index, the progress page and the banner above a finished run's report (html-escaped)."""
+
 from __future__ import annotations
 
 import html
 import time
 from typing import Any
 
-_STYLE = ("<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-          "padding:4px 8px}.critical{color:#b00020}.warning{color:#b36b00}.ok{color:#1b7f3b}</style>")
+_STYLE = (
+    "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+    "padding:4px 8px}.critical{color:#b00020}.warning{color:#b36b00}.ok{color:#1b7f3b}</style>"
+)
 
 
 def _when(ts: float | None) -> str:
@@ -22,34 +25,44 @@ def index(runs: list[dict[str, Any]]) -> str:
         f"<tr><td>{_when(r['created'])}</td><td>{html.escape(r['runbook'])}</td><td>{html.escape(_params(r['params']))}</td>"
         f"<td>{html.escape(r['status'])}</td><td class='{html.escape(r.get('severity') or '')}'>"
         f"{html.escape(r.get('severity') or '')}</td><td>{html.escape(r.get('cause') or r.get('error') or '')}</td>"
-        f"<td><a href='/runs/{html.escape(r['id'])}'>{html.escape(r['id'])}</a></td></tr>" for r in runs)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>gpuops runs</title>{_STYLE}</head><body>"
-            "<h1>gpuops runs</h1><table><tr><th>time</th><th>runbook</th><th>parameters</th><th>status</th>"
-            f"<th>verdict</th><th>cause</th><th>run</th></tr>{rows}</table></body></html>")
+        f"<td><a href='/runs/{html.escape(r['id'])}'>{html.escape(r['id'])}</a></td></tr>"
+        for r in runs
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>gpuops runs</title>{_STYLE}</head><body>"
+        "<h1>gpuops runs</h1><table><tr><th>time</th><th>runbook</th><th>parameters</th><th>status</th>"
+        f"<th>verdict</th><th>cause</th><th>run</th></tr>{rows}</table></body></html>"
+    )
 
 
 def progress(rec: dict[str, Any]) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' content='2'>"
-            f"<title>{html.escape(rec['runbook'])} {html.escape(rec['status'])}</title>{_STYLE}</head><body>"
-            f"<h1 id='status' data-status='{html.escape(rec['status'])}'>{html.escape(rec['runbook'])}: "
-            f"{html.escape(rec['status'])}</h1><p>{html.escape(_params(rec['params']))} · run "
-            f"{html.escape(rec['id'])} · queued {_when(rec['created'])}</p><p>This page reloads every 2 s and shows "
-            "the report when the run finishes.</p></body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' content='2'>"
+        f"<title>{html.escape(rec['runbook'])} {html.escape(rec['status'])}</title>{_STYLE}</head><body>"
+        f"<h1 id='status' data-status='{html.escape(rec['status'])}'>{html.escape(rec['runbook'])}: "
+        f"{html.escape(rec['status'])}</h1><p>{html.escape(_params(rec['params']))} · run "
+        f"{html.escape(rec['id'])} · queued {_when(rec['created'])}</p><p>This page reloads every 2 s and shows "
+        "the report when the run finishes.</p></body></html>"
+    )
 
 
 def banner(rec: dict[str, Any]) -> str:
     sev = rec.get("severity") or rec["status"]
     cmd = f"<br>next: <code>{html.escape(rec['command'])}</code>" if rec.get("command") else ""
     err = f"<br>error: {html.escape(rec['error'])}" if rec.get("error") else ""
-    return (f"<div id='gpuops-verdict' data-status='{html.escape(rec['status'])}' data-severity='{html.escape(sev)}' "
-            "style='border:2px solid #444;padding:8px;margin:8px;font-family:sans-serif'>"
-            f"<b class='{html.escape(sev)}'>{html.escape(sev.upper())}</b> {html.escape(rec.get('cause') or '')}"
-            f"{cmd}{err}<br><small>{html.escape(rec['runbook'])} {html.escape(_params(rec['params']))} · run "
-            f"{html.escape(rec['id'])} · <a href='/runs/{html.escape(rec['id'])}/summary.md'>summary.md</a> · "
-            f"<a href='/runs/{html.escape(rec['id'])}/findings.json'>findings.json</a> · <a href='/runs'>all runs</a> · "
-            "dry run: nothing was applied</small></div>")
+    return (
+        f"<div id='gpuops-verdict' data-status='{html.escape(rec['status'])}' data-severity='{html.escape(sev)}' "
+        "style='border:2px solid #444;padding:8px;margin:8px;font-family:sans-serif'>"
+        f"<b class='{html.escape(sev)}'>{html.escape(sev.upper())}</b> {html.escape(rec.get('cause') or '')}"
+        f"{cmd}{err}<br><small>{html.escape(rec['runbook'])} {html.escape(_params(rec['params']))} · run "
+        f"{html.escape(rec['id'])} · <a href='/runs/{html.escape(rec['id'])}/summary.md'>summary.md</a> · "
+        f"<a href='/runs/{html.escape(rec['id'])}/findings.json'>findings.json</a> · <a href='/runs'>all runs</a> · "
+        "dry run: nothing was applied</small></div>"
+    )
 
 
 def failed(rec: dict[str, Any]) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(rec['runbook'])} failed</title>"
-            f"{_STYLE}</head><body>{banner(rec)}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(rec['runbook'])} failed</title>"
+        f"{_STYLE}</head><body>{banner(rec)}</body></html>"
+    )

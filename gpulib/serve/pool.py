@@ -1,5 +1,6 @@
 """A bounded worker pool: ``kernels`` runs at once, at most ``queue_limit`` waiting; :class:`QueueFull` otherwise
 (the webhook answers 503 with Retry-After, so Alertmanager retries rather than a run being dropped silently)."""
+
 from __future__ import annotations
 
 import queue
@@ -19,7 +20,9 @@ class WorkerPool:
         self._lock = threading.Lock()
         self.active = 0
         self.peak = 0
-        self._threads = [threading.Thread(target=self._loop, name=f"gpuops-run-{i}", daemon=True) for i in range(kernels)]
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"gpuops-run-{i}", daemon=True) for i in range(kernels)
+        ]
         for t in self._threads:
             t.start()
 

@@ -6,6 +6,7 @@ converts them (:func:`gpulib.inspection.resolve_params`) and node names / GPU id
 :mod:`gpulib.core.validate`, so a label value from an alert never reaches PromQL or a shell unchecked.
 Parameters that name files or folders, or pick the data source, are the server's to set, never a caller's.
 """
+
 from __future__ import annotations
 
 import threading
@@ -42,6 +43,7 @@ _CAT_LOCK = threading.Lock()
 def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     if path is None:
         from gpulib.xid import alert_routes
+
         return alert_routes()["routes"]
     doc = yaml.safe_load(Path(path).read_text()) or {}
     routes = doc.get("routes")
@@ -50,7 +52,9 @@ def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> 
     cat = cat if cat is not None else load_catalogue()
     for alert, r in routes.items():
         if r.get("runbook") not in cat:
-            raise InvalidParameter(f"{path}: alert {alert} routes to {r.get('runbook')!r}, which is not in the catalogue")
+            raise InvalidParameter(
+                f"{path}: alert {alert} routes to {r.get('runbook')!r}, which is not in the catalogue"
+            )
     return routes
 
 
@@ -58,8 +62,10 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict
     """Validated, typed parameters for ``runbook`` of ``cat`` (InvalidParameter / UnknownGPU on anything else)."""
     info = cat.get(runbook)
     if info is None or info.kind != "runbook":
-        raise InvalidParameter(f"no runbook named {runbook!r}",
-                               hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"))
+        raise InvalidParameter(
+            f"no runbook named {runbook!r}",
+            hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"),
+        )
     for k in raw:
         if server_only(k):
             raise InvalidParameter(f"parameter {k!r} is set by the server, not by a request")
@@ -73,8 +79,9 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict
     return params
 
 
-def route_alert(alert: dict[str, Any], routes: dict[str, dict[str, Any]],
-                cat: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def route_alert(
+    alert: dict[str, Any], routes: dict[str, dict[str, Any]], cat: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
     """(runbook, params) for one Alertmanager alert; InvalidParameter when it has no route or a bad label."""
     labels = alert.get("labels") or {}
     name = labels.get("alertname", "")

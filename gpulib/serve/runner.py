@@ -6,6 +6,7 @@ A runner is ``run(folder, runbook, params, timeout) -> outcome``: ``status`` (do
 ``error``, and ``verdict`` (:func:`gpulib.core.summary.verdict_of`; a runner that leaves it out has its
 findings.json read instead). Tests give :class:`gpulib.serve.app.Service` runners of their own.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,6 +38,14 @@ class EngineRunner:
         self.notebook = notebook
 
     def __call__(self, folder: Path, runbook: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
-        res = execute(self.notebook(runbook), params, folder.parent, out_dir=folder, progress=False,
-                      run_timeout=timeout, unset_env=(TOKEN_ENV,), summary=False)
+        res = execute(
+            self.notebook(runbook),
+            params,
+            folder.parent,
+            out_dir=folder,
+            progress=False,
+            run_timeout=timeout,
+            unset_env=(TOKEN_ENV,),
+            summary=False,
+        )
         return outcome(res)

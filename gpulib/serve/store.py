@@ -1,6 +1,7 @@
 """Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are appended
 to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a run
 that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,11 @@ class RunStore:
                 except (OSError, json.JSONDecodeError):
                     continue
                 if rec.get("status") in ACTIVE:
-                    rec.update(status="failed", error="interrupted: the server stopped before the run finished",
-                               finished=rec.get("finished") or time.time())
+                    rec.update(
+                        status="failed",
+                        error="interrupted: the server stopped before the run finished",
+                        finished=rec.get("finished") or time.time(),
+                    )
                     self._write(rec)
                 self._runs[rec["id"]] = rec
 
@@ -51,9 +55,21 @@ class RunStore:
         from gpulib.core.rundir import new_run_dir
 
         d = new_run_dir(self.root, runbook)
-        rec = {"id": d.name, "runbook": runbook, "params": params, "status": "queued", "created": time.time(),
-               "started": None, "finished": None, "verdict": None, "severity": None, "cause": None,
-               "command": None, "error": None, "trigger": trigger}
+        rec = {
+            "id": d.name,
+            "runbook": runbook,
+            "params": params,
+            "status": "queued",
+            "created": time.time(),
+            "started": None,
+            "finished": None,
+            "verdict": None,
+            "severity": None,
+            "cause": None,
+            "command": None,
+            "error": None,
+            "trigger": trigger,
+        }
         with self._lock:
             self._runs[rec["id"]] = rec
             self._write(rec)

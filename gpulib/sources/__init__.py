@@ -3,11 +3,11 @@
 ``connect("demo")`` (default), ``connect("live")`` (Prometheus + Kubernetes), ``connect("snapshot", path=DIR)``
 and ``connect("prometheus", url=...)`` (Prometheus only, with an optional ``kube=``).
 """
+
 from __future__ import annotations
 
-from gpulib.sources.base import Capabilities, Source, capabilities_from  # noqa: F401
-from gpulib.sources.registry import available, get_source_class, register  # noqa: F401
-
+from gpulib.sources.base import Capabilities, Source, capabilities_from
+from gpulib.sources.registry import available, get_source_class, register
 
 __all__ = ["connect", "Source", "Capabilities", "available", "capabilities_from", "get_source_class", "register"]
 

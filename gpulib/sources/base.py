@@ -3,6 +3,7 @@
 Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with a handful of methods and a tiny registry
 (:func:`register`, :func:`get_source_class`) so a new backend plugs in without touching callers.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,9 +59,11 @@ def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
     @bd7160f4)."""
     if custom:
         return f"the cluster's MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy spec.migManager.config.name)"
-    return (f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
-            "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
-            "<node>-mig-config, and uses this set only when that fails)")
+    return (
+        f"the GPU Operator's default MIG Manager ConfigMap {namespace}/{name} (ClusterPolicy names no custom one; "
+        "from GPU Operator v26.3 MIG Manager generates each node's configs from its GPUs, ConfigMap "
+        "<node>-mig-config, and uses this set only when that fails)"
+    )
 
 
 @dataclass
@@ -68,9 +71,9 @@ class Capabilities:
     """What the metrics backend actually exposes (the metric preflight)."""
 
     metrics: set[str] = field(default_factory=set)
-    host_label: str | None = None          # "hostname" or "Hostname"
-    pod_label: str | None = None           # "pod", "exported_pod", "pod_name" or None (no pod mapping)
-    pod_coverage: float = 0.0              # share of FB_USED series with a workload pod label
+    host_label: str | None = None  # "hostname" or "Hostname"
+    pod_label: str | None = None  # "pod", "exported_pod", "pod_name" or None (no pod mapping)
+    pod_coverage: float = 0.0  # share of FB_USED series with a workload pod label
     mig_present: bool = False
     series: int = 0
     findings: list[Finding] = field(default_factory=list)
@@ -78,7 +81,11 @@ class Capabilities:
     @property
     def activity_metric(self) -> str:
         """GR_ENGINE_ACTIVE when exported (0..1), else GPU_UTIL (0..100)."""
-        return "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in self.metrics else "DCGM_FI_DEV_GPU_UTIL"
+        return (
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+            if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in self.metrics
+            else "DCGM_FI_DEV_GPU_UTIL"
+        )
 
     def has(self, metric: str) -> bool:
         return metric in self.metrics
@@ -93,19 +100,34 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     names = set(metrics)
     caps = Capabilities(metrics=names, series=len(label_sets))
     if not names:
-        caps.findings.append(Finding(
-            Severity.CRITICAL, "No DCGM metrics found", category="preflight",
-            summary="The metrics backend holds no DCGM_* series in the window.",
-            sop_step="Check that dcgm-exporter runs on every GPU node and that Prometheus scrapes it.",
-            commands=["kubectl -n gpu-operator get ds nvidia-dcgm-exporter",
-                      "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide",
-                      'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"']))
+        caps.findings.append(
+            Finding(
+                Severity.CRITICAL,
+                "No DCGM metrics found",
+                category="preflight",
+                summary="The metrics backend holds no DCGM_* series in the window.",
+                sop_step="Check that dcgm-exporter runs on every GPU node and that Prometheus scrapes it.",
+                commands=[
+                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter",
+                    "kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter -o wide",
+                    'curl -s "$GPUOPS_PROMETHEUS_URL/api/v1/query?query=up{job=~\\".*dcgm.*\\"}"',
+                ],
+            )
+        )
         return caps
     hosts = [k for k in ("hostname", "Hostname") if any(k in ls for ls in label_sets)]
     caps.host_label = hosts[0] if hosts else None
     for key in ("exported_pod", "pod", "pod_name"):
-        with_pod = [ls for ls in label_sets if ls.get(key) and not (key == "pod" and "exported_pod" not in ls
-                                                                     and str(ls[key]).startswith(("nvidia-dcgm-exporter", "dcgm-exporter")))]
+        with_pod = [
+            ls
+            for ls in label_sets
+            if ls.get(key)
+            and not (
+                key == "pod"
+                and "exported_pod" not in ls
+                and str(ls[key]).startswith(("nvidia-dcgm-exporter", "dcgm-exporter"))
+            )
+        ]
         if with_pod:
             caps.pod_label = key
             caps.pod_coverage = len(with_pod) / max(len(label_sets), 1)
@@ -115,30 +137,55 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
     if "DCGM_FI_DEV_GPU_UTIL" in missing and caps.mig_present and "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in names:
         missing.remove("DCGM_FI_DEV_GPU_UTIL")
     if missing:
-        caps.findings.append(Finding(
-            Severity.INFO, f"{len(missing)} useful DCGM field(s) not exported", category="preflight",
-            summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
-            evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
-            sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
-            commands=["kubectl -n gpu-operator create configmap dcgm-metrics --from-file=dcgm-metrics.csv",
-                      "helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
-                      "--set dcgmExporter.config.name=dcgm-metrics"]))
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                f"{len(missing)} useful DCGM field(s) not exported",
+                category="preflight",
+                summary="Runbooks fall back where they can; enable these in dcgm-exporter's counters CSV for full coverage.",
+                evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
+                sop_step="Add the fields to a custom counters CSV (ConfigMap) and point dcgm-exporter at it.",
+                commands=[
+                    "kubectl -n gpu-operator create configmap dcgm-metrics --from-file=dcgm-metrics.csv",
+                    "helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values "
+                    "--set dcgmExporter.config.name=dcgm-metrics",
+                ],
+            )
+        )
     if caps.pod_label is None:
-        caps.findings.append(Finding(
-            Severity.WARNING, "DCGM series carry no pod labels", category="preflight",
-            summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
-            sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
-                     "and mount the kubelet pod-resources socket.",
-            commands=["kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"]))
+        caps.findings.append(
+            Finding(
+                Severity.WARNING,
+                "DCGM series carry no pod labels",
+                category="preflight",
+                summary="Per-pod attribution (who is on this GPU) is impossible; runbooks join on node and GPU only.",
+                sop_step="Run dcgm-exporter with Kubernetes mapping (DCGM_EXPORTER_KUBERNETES=true, the GPU Operator default) "
+                "and mount the kubelet pod-resources socket.",
+                commands=[
+                    "kubectl -n gpu-operator get ds nvidia-dcgm-exporter -o jsonpath='{.spec.template.spec.containers[0].env}'"
+                ],
+            )
+        )
     elif caps.pod_label == "exported_pod":
-        caps.findings.append(Finding(
-            Severity.INFO, "Workload labels arrive as exported_pod/exported_namespace", category="preflight", confidence=1.0,
-            summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
-            sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor."))
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                "Workload labels arrive as exported_pod/exported_namespace",
+                category="preflight",
+                confidence=1.0,
+                summary="Prometheus renamed dcgm-exporter's pod labels because the target has its own; gpulib normalises them.",
+                sop_step="Optionally set honorLabels: true on the dcgm-exporter ServiceMonitor.",
+            )
+        )
     if caps.host_label == "Hostname":
-        caps.findings.append(Finding(
-            Severity.INFO, "Host label is 'Hostname' (dcgm-exporter before PR #655)", category="preflight",
-            summary="Newer exporters write 'hostname'; queries here accept both."))
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                "Host label is 'Hostname' (dcgm-exporter before PR #655)",
+                category="preflight",
+                summary="Newer exporters write 'hostname'; queries here accept both.",
+            )
+        )
     return caps
 
 
@@ -170,8 +217,16 @@ class Source(ABC):
         return self._end or utcnow()
 
     # ---- public API ---------------------------------------------------------------------
-    def series(self, field: str, window: str | timedelta = "6h", *, node: str | None = None,
-               gpu: str | int | None = None, step: str | float | None = None, agg: str | None = None) -> pd.DataFrame:
+    def series(
+        self,
+        field: str,
+        window: str | timedelta = "6h",
+        *,
+        node: str | None = None,
+        gpu: str | int | None = None,
+        step: str | float | None = None,
+        agg: str | None = None,
+    ) -> pd.DataFrame:
         """Range series of one DCGM field (``SERIES_COLUMNS``), optionally for one node / GPU.
 
         ``step`` spaces the points. With ``agg`` ("avg", "max" or "min") each point summarises every
@@ -195,8 +250,15 @@ class Source(ABC):
                 df = self._series_agg(field, w, node, gpu, step_s, agg)
         return conform(df, SERIES_COLUMNS)
 
-    def summary(self, field: str, window: str | timedelta = "6h", stat: str = "avg", *, node: str | None = None,
-                gpu: str | int | None = None) -> pd.DataFrame:
+    def summary(
+        self,
+        field: str,
+        window: str | timedelta = "6h",
+        stat: str = "avg",
+        *,
+        node: str | None = None,
+        gpu: str | int | None = None,
+    ) -> pd.DataFrame:
         """Per-series summary over the window (``SUMMARY_COLUMNS``): avg, max, min, p95, last or increase."""
         if stat not in STATS:
             raise InvalidParameter(f"stat={stat!r}; use one of {', '.join(STATS)}")
@@ -214,7 +276,9 @@ class Source(ABC):
         df = self._last_seen(field, node)
         cols = ["node", "gpu", "uuid", "gpu_i_id", "timestamp"]
         if df.empty:
-            return pd.DataFrame({c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols})
+            return pd.DataFrame(
+                {c: pd.Series(dtype="datetime64[ns, UTC]" if c == "timestamp" else object) for c in cols}
+            )
         return df[cols].reset_index(drop=True)
 
     def nodes(self) -> pd.DataFrame:
@@ -236,6 +300,7 @@ class Source(ABC):
             raise InvalidParameter("gpus() needs a node name")
         node, _ = self._check_target(node, None)
         from gpulib.core.knowledge import settings
+
         look = timedelta(seconds=float(settings("alert_settings").number("gpu_inventory_lookback_s")))
         df = conform(self._gpus(node, max(parse_window(window), look)), GPU_COLUMNS)
         for c in GPU_COLUMNS:
@@ -247,6 +312,7 @@ class Source(ABC):
         """Index-only rows for the GPUs the node's capacity counts that ``df`` does not name (not with the MIG
         single strategy, whose gpu.count counts MIG devices)."""
         from gpulib.core.errors import GpulibError
+
         try:
             n = self.nodes().set_index("node")
         except GpulibError:  # no Kubernetes API: the DCGM rows are all there is
@@ -257,7 +323,9 @@ class Source(ABC):
         if pd.isna(count):
             return pd.DataFrame(columns=GPU_COLUMNS)
         have = set(df.loc[df["gpu_i_id"] == "", "gpu"])
-        rows = [dict({c: "" for c in GPU_COLUMNS}, node=node, gpu=str(i)) for i in range(int(count)) if str(i) not in have]
+        rows = [
+            dict({c: "" for c in GPU_COLUMNS}, node=node, gpu=str(i)) for i in range(int(count)) if str(i) not in have
+        ]
         return pd.DataFrame(rows, columns=GPU_COLUMNS)
 
     def preflight(self, window: str | timedelta = "1h") -> Capabilities:
@@ -289,6 +357,7 @@ class Source(ABC):
 
     def _check_target(self, node: str | None, gpu: Any) -> tuple[str | None, str | None]:
         from gpulib.core import validate
+
         if node in ("", None):
             node = None
         else:
@@ -296,8 +365,10 @@ class Source(ABC):
             known = self.known_nodes()
             if known and node not in known:
                 close = [n for n in known if node.lower() in n.lower() or n.lower() in node.lower()]
-                raise UnknownNode(f"node={node!r} is not a GPU node of this source ({self.describe()}); "
-                                  f"known: {', '.join(close or known[:20])}{' ...' if len(known) > 20 and not close else ''}")
+                raise UnknownNode(
+                    f"node={node!r} is not a GPU node of this source ({self.describe()}); "
+                    f"known: {', '.join(close or known[:20])}{' ...' if len(known) > 20 and not close else ''}"
+                )
         if gpu in ("", None):
             return node, None
         g = str(gpu).strip()
@@ -313,7 +384,9 @@ class Source(ABC):
 
     # ---- backend hooks --------------------------------------------------------------------
     @abstractmethod
-    def _series(self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float | None) -> pd.DataFrame: ...
+    def _series(
+        self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float | None
+    ) -> pd.DataFrame: ...
 
     @abstractmethod
     def _summary(self, field: str, window: timedelta, stat: str, node: str | None, gpu: str | None) -> pd.DataFrame: ...
@@ -330,6 +403,7 @@ class Source(ABC):
     def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
         """Default: the newest raw sample of each series within the lookback."""
         from gpulib.core.errors import EmptyResult
+
         try:
             df = self._series(field, LOOKBACK, node, None, self._native_step())
         except EmptyResult:
@@ -344,8 +418,9 @@ class Source(ABC):
         """Spacing of the raw samples, when the backend knows it (the demo's scrape interval)."""
         return None
 
-    def _series_agg(self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float,
-                    agg: str) -> pd.DataFrame:
+    def _series_agg(
+        self, field: str, window: timedelta, node: str | None, gpu: str | None, step: float, agg: str
+    ) -> pd.DataFrame:
         """Default: fetch raw samples and aggregate each step client-side (see :func:`aggregate_steps`)."""
         raw = self._series(field, window + timedelta(seconds=step), node, gpu, self._native_step())
         end = self.end.timestamp()
@@ -356,6 +431,7 @@ class Source(ABC):
         physical GPU reports DCGM_FI_DEV_GPU_TEMP; MIG instances report FB_USED with GPU_I_ID). DCGM labels
         carry no MIG device UUID, so ``mig_uuid`` stays empty."""
         from gpulib.core.errors import EmptyResult
+
         parts = []
         for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED"):
             try:
@@ -383,24 +459,32 @@ class Source(ABC):
         """The GPU Operator's raw objects: ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of
         any namespace, at least the operator's], "nodes": [...], "namespaces": {name: labels}}`` (items of
         ``kubectl get ... -o json``); :func:`gpulib.gpu_operator.state.state_from_objects` turns them into state."""
-        raise NotProvided(f"GPU Operator objects are not available from this source ({self.describe()})",
-                          hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json")
+        raise NotProvided(
+            f"GPU Operator objects are not available from this source ({self.describe()})",
+            hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
+        )
 
     def pod_objects(self) -> list[dict]:
         """Raw Pod objects of every namespace (the items of ``kubectl get pods -A -o json``), with their specs."""
-        raise NotProvided(f"Pod specs are not available from this source ({self.describe()})",
-                          hint="use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs")
+        raise NotProvided(
+            f"Pod specs are not available from this source ({self.describe()})",
+            hint="use source='live' with a kubeconfig (or in-cluster service account) to read Pod specs",
+        )
 
     def instant_query(self, promql: str) -> list[dict]:
         """A PromQL instant query at the window end: ``[{"metric": {labels}, "value": [t, "v"]}, ...]``."""
-        raise NotProvided(f"PromQL queries are not available from this source ({self.describe()})",
-                          hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload")
+        raise NotProvided(
+            f"PromQL queries are not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
+        )
 
     def app_series(self, family: str, window: timedelta) -> list[tuple[str, dict[str, str], np.ndarray]]:
         """Simulated application series of ``family`` (``"vllm"``: vLLM's ``vllm:*`` series) over ``window``
         before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""
-        raise NotProvided(f"no simulated {family} series in this source ({self.describe()})",
-                          hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL")
+        raise NotProvided(
+            f"no simulated {family} series in this source ({self.describe()})",
+            hint="the simulated series exist in the demo fleet only; elsewhere they are read with PromQL",
+        )
 
     def current_mig_config(self, namespace: str = "gpu-operator") -> MigConfigInUse:
         """The mig-parted config MIG Manager uses now: the ``config.yaml`` key of the ConfigMap that ClusterPolicy
@@ -414,9 +498,11 @@ class Source(ABC):
         return self._current_mig_config(validate.namespace(namespace, param="operator_namespace"))
 
     def _current_mig_config(self, namespace: str) -> MigConfigInUse:
-        raise NotProvided(f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
-                          hint="use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
-                               "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config")
+        raise NotProvided(
+            f"the MIG Manager ConfigMap is not available from this source ({self.describe()})",
+            hint="use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
+            "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
+        )
 
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this

@@ -7,6 +7,7 @@ through a ServiceMonitor without ``honorLabels`` renames the workload labels to 
 :func:`normalise_labels` maps all of them onto one vocabulary: ``node, gpu, uuid, model, pci_bus_id,
 pod, namespace, container, gpu_i_profile, gpu_i_id``.
 """
+
 from __future__ import annotations
 
 import math
@@ -112,7 +113,7 @@ def _parse_labels_at(text: str, pos: int) -> tuple[dict[str, str], int] | None:
         end = _closing_quote(text, m.end())
         if end < 0:
             return None
-        out[m.group(1)] = _unescape(text[m.end():end])
+        out[m.group(1)] = _unescape(text[m.end() : end])
         pos = end + 1
         while pos < n and text[pos] in " \t":
             pos += 1
@@ -194,11 +195,32 @@ def parse_scrape(text: str | bytes) -> pd.DataFrame:
         except (ValueError, OverflowError, pd.errors.OutOfBoundsDatetime):
             skipped += 1
             continue
-        row = {"metric": name, **normalise_labels(labels), "value": value, "timestamp": stamp,
-               "labels": labels, "type": types.get(name, "untyped")}
+        row = {
+            "metric": name,
+            **normalise_labels(labels),
+            "value": value,
+            "timestamp": stamp,
+            "labels": labels,
+            "type": types.get(name, "untyped"),
+        }
         rows.append(row)
-    cols = ["metric", "node", "gpu", "uuid", "model", "pci_bus_id", "pod", "namespace", "container",
-            "gpu_i_profile", "gpu_i_id", "value", "timestamp", "labels", "type"]
+    cols = [
+        "metric",
+        "node",
+        "gpu",
+        "uuid",
+        "model",
+        "pci_bus_id",
+        "pod",
+        "namespace",
+        "container",
+        "gpu_i_profile",
+        "gpu_i_id",
+        "value",
+        "timestamp",
+        "labels",
+        "type",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     df["value"] = df["value"].astype(float)
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)

@@ -1,4 +1,5 @@
 """``live``: Prometheus (DCGM series) plus the Kubernetes API (nodes, pods) of a real cluster."""
+
 from __future__ import annotations
 
 import os
@@ -19,10 +20,21 @@ class LiveSource(PrometheusSource):
 
     name = "live"
 
-    def __init__(self, prometheus_url: str | None = None, *, kubeconfig: str | Path | None = None,
-                 context: str | None = None, in_cluster: bool | None = None, config: str | Path | None = None,
-                 end: datetime | str | None = None, kube=None, collect: bool = False,
-                 collect_dir: str | Path | None = None, diag_level: int | None = None, **kwargs):
+    def __init__(
+        self,
+        prometheus_url: str | None = None,
+        *,
+        kubeconfig: str | Path | None = None,
+        context: str | None = None,
+        in_cluster: bool | None = None,
+        config: str | Path | None = None,
+        end: datetime | str | None = None,
+        kube=None,
+        collect: bool = False,
+        collect_dir: str | Path | None = None,
+        diag_level: int | None = None,
+        **kwargs,
+    ):
         super().__init__(prometheus_url or kwargs.pop("url", None), config=config, end=end, kube=kube)
         self.collect = bool(collect)
         self.collect_dir = Path(collect_dir) if collect_dir else None
@@ -30,12 +42,16 @@ class LiveSource(PrometheusSource):
         self._collected: dict = {}
         if kube is None:  # built on first use: no client import or kubeconfig read for DCGM-only work
             if in_cluster is None:
-                in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not (kubeconfig or os.environ.get("KUBECONFIG"))
+                in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not (
+                    kubeconfig or os.environ.get("KUBECONFIG")
+                )
             context = context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None
 
             def factory():
                 from gpulib.kube.client import KubeCluster
+
                 return KubeCluster(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
+
             self._kube_factory = factory
 
     def describe(self) -> str:
@@ -48,8 +64,9 @@ class LiveSource(PrometheusSource):
             from gpulib.kube.collect import collect_node
 
             out = self.collect_dir  # the files carry the node name (dmesg-<node>.txt ...)
-            self._collected[node] = collect_node(self._require_kube(), node, apply=True, diag_level=self.diag_level,
-                                                 force=False, out_dir=out)
+            self._collected[node] = collect_node(
+                self._require_kube(), node, apply=True, diag_level=self.diag_level, force=False, out_dir=out
+            )
         return self._collected[node]
 
     def _kernel_log(self, node):

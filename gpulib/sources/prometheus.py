@@ -13,6 +13,7 @@ so no secret lands in an executed notebook:
 ``GPUOPS_CONFIG``                YAML file with a ``prometheus:`` mapping of the same keys in lower case
 =============================== =====================================================
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -28,18 +29,25 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core import redact
-from gpulib.sources.dcgm import normalise_labels
-from gpulib.core.errors import (EmptyResult, InvalidParameter, InvalidQuery, PrometheusError, PrometheusHTTPError,
-                      PrometheusTimeout, PrometheusUnreachable)
+from gpulib.core.errors import (
+    EmptyResult,
+    InvalidParameter,
+)
 from gpulib.core.schema import SERIES_COLUMNS, empty
 from gpulib.sources.base import Source, default_step
+from gpulib.sources.dcgm import normalise_labels
 
 #: Prometheus refuses range queries of more than 11,000 points per series
 MAX_POINTS = 11000
 
-_PROMQL_FN = {"avg": "avg_over_time({sel}[{w}])", "max": "max_over_time({sel}[{w}])",
-              "min": "min_over_time({sel}[{w}])", "p95": "quantile_over_time(0.95, {sel}[{w}])",
-              "last": "last_over_time({sel}[{w}])", "increase": "increase({sel}[{w}])"}
+_PROMQL_FN = {
+    "avg": "avg_over_time({sel}[{w}])",
+    "max": "max_over_time({sel}[{w}])",
+    "min": "min_over_time({sel}[{w}])",
+    "p95": "quantile_over_time(0.95, {sel}[{w}])",
+    "last": "last_over_time({sel}[{w}])",
+    "increase": "increase({sel}[{w}])",
+}
 
 
 @dataclass
@@ -63,31 +71,39 @@ class PrometheusSettings:
                 "credentials (GPUOPS_PROMETHEUS_USER / GPUOPS_PROMETHEUS_PASSWORD) are set for Prometheus; an HTTP "
                 "request carries one Authorization header, so only one of them can be used",
                 hint="unset either GPUOPS_PROMETHEUS_TOKEN/_TOKEN_FILE or GPUOPS_PROMETHEUS_USER/_PASSWORD "
-                     "(or prometheus.token / prometheus.user in GPUOPS_CONFIG)")
+                "(or prometheus.token / prometheus.user in GPUOPS_CONFIG)",
+            )
 
     def __repr__(self) -> str:  # never print secrets
-        return (f"PrometheusSettings(url={self.url!r}, token={'***' if self.token else None}, user={self.user!r}, "
-                f"password={'***' if self.password else None}, verify={self.verify}, timeout={self.timeout})")
+        return (
+            f"PrometheusSettings(url={self.url!r}, token={'***' if self.token else None}, user={self.user!r}, "
+            f"password={'***' if self.password else None}, verify={self.verify}, timeout={self.timeout})"
+        )
 
 
 def _truthy(v: str) -> bool:
     return str(v).strip().lower() not in ("0", "false", "no", "off", "")
 
 
-def load_settings(url: str | None = None, config: str | Path | None = None, env: dict | None = None) -> PrometheusSettings:
+def load_settings(
+    url: str | None = None, config: str | Path | None = None, env: dict | None = None
+) -> PrometheusSettings:
     """Resolve settings: explicit URL > environment > config file. Secrets only from env or file."""
     env = dict(os.environ if env is None else env)
     cfg: dict = {}
     path = config or env.get("GPUOPS_CONFIG")
     if path:
         import yaml
+
         p = Path(path).expanduser()
         if not p.exists():
             raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r} does not exist")
         try:
             cfg = (yaml.safe_load(p.read_text()) or {}).get("prometheus", {}) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as exc:
-            raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r} is not a readable YAML mapping ({type(exc).__name__})") from None
+            raise InvalidParameter(
+                f"GPUOPS_CONFIG={str(p)!r} is not a readable YAML mapping ({type(exc).__name__})"
+            ) from None
         if not isinstance(cfg, dict):
             raise InvalidParameter(f"GPUOPS_CONFIG={str(p)!r}: prometheus: must be a mapping")
 
@@ -96,14 +112,18 @@ def load_settings(url: str | None = None, config: str | Path | None = None, env:
 
     url = url or get("url")
     if not url:
-        raise InvalidParameter("no Prometheus URL: set GPUOPS_PROMETHEUS_URL (or prometheus.url in GPUOPS_CONFIG)",
-                               hint="e.g. export GPUOPS_PROMETHEUS_URL=http://prometheus-k8s.monitoring:9090")
+        raise InvalidParameter(
+            "no Prometheus URL: set GPUOPS_PROMETHEUS_URL (or prometheus.url in GPUOPS_CONFIG)",
+            hint="e.g. export GPUOPS_PROMETHEUS_URL=http://prometheus-k8s.monitoring:9090",
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InvalidParameter(f"Prometheus URL {redact.redact(url)!r} is not an http(s) URL")
     if "@" in parts.netloc or parts.username or parts.password:
-        raise InvalidParameter("the Prometheus URL must not carry credentials; use GPUOPS_PROMETHEUS_USER/PASSWORD",
-                               hint="credentials in URLs end up in logs and notebooks")
+        raise InvalidParameter(
+            "the Prometheus URL must not carry credentials; use GPUOPS_PROMETHEUS_USER/PASSWORD",
+            hint="credentials in URLs end up in logs and notebooks",
+        )
     token = get("token")
     token_file = get("token_file")
     if not token and token_file:
@@ -115,12 +135,20 @@ def load_settings(url: str | None = None, config: str | Path | None = None, env:
     user, password = get("user"), get("password")
     redact.register(token, user=user, password=password)
     if token and not _HEADER_SAFE.match(token):
-        raise InvalidParameter("the Prometheus token holds characters an HTTP header cannot carry (a control "
-                               "character or space)", hint="check GPUOPS_PROMETHEUS_TOKEN / the token file for stray characters")
-    return PrometheusSettings(url=url.rstrip("/"), token=token, user=user, password=password,
-                              ca_bundle=get("ca_bundle"), verify=_truthy(get("verify", "true")),
-                              timeout=_number(get("timeout", 30), "timeout", float, 0.1, 3600),
-                              retries=_number(get("retries", 3), "retries", int, 0, 10))
+        raise InvalidParameter(
+            "the Prometheus token holds characters an HTTP header cannot carry (a control character or space)",
+            hint="check GPUOPS_PROMETHEUS_TOKEN / the token file for stray characters",
+        )
+    return PrometheusSettings(
+        url=url.rstrip("/"),
+        token=token,
+        user=user,
+        password=password,
+        ca_bundle=get("ca_bundle"),
+        verify=_truthy(get("verify", "true")),
+        timeout=_number(get("timeout", 30), "timeout", float, 0.1, 3600),
+        retries=_number(get("retries", 3), "retries", int, 0, 10),
+    )
 
 
 #: visible ASCII, the characters a token68 / header value may hold (RFC 9110 §11.2)
@@ -134,17 +162,20 @@ def _number(raw, key: str, kind, lo: float, hi: float):
     except (TypeError, ValueError):
         v = None
     if v is None or not (lo <= v <= hi):  # NaN fails both comparisons
-        raise InvalidParameter(f"GPUOPS_PROMETHEUS_{key.upper()}={str(raw)[:40]!r} is not a number from {lo:g} to {hi:g}",
-                               hint=f"e.g. export GPUOPS_PROMETHEUS_{key.upper()}={30 if key == 'timeout' else 3}")
+        raise InvalidParameter(
+            f"GPUOPS_PROMETHEUS_{key.upper()}={str(raw)[:40]!r} is not a number from {lo:g} to {hi:g}",
+            hint=f"e.g. export GPUOPS_PROMETHEUS_{key.upper()}={30 if key == 'timeout' else 3}",
+        )
     return v
 
 
 def _selector(field: str, node: str | None, gpu: str | None, host_label: str) -> str:
     """``field{host="node",gpu|UUID="gpu"}`` with every label value escaped (validate.promql_string)."""
     from gpulib.core.validate import promql_string
-    m = [f'{host_label}={promql_string(node)}'] if node else []
+
+    m = [f"{host_label}={promql_string(node)}"] if node else []
     if gpu is not None:
-        m.append(f'UUID={promql_string(gpu)}' if not gpu.isdigit() else f'gpu={promql_string(gpu)}')
+        m.append(f"UUID={promql_string(gpu)}" if not gpu.isdigit() else f"gpu={promql_string(gpu)}")
     return f"{field}{{{','.join(m)}}}"
 
 
@@ -192,7 +223,7 @@ def parse_matrix(body: bytes | str) -> list[dict] | None:
                 close = s.find("]]", pos)
                 if close < 0:
                     return None
-                text = s[pos + 1:close + 1].replace("[", "").replace("]", "").replace('"', "")
+                text = s[pos + 1 : close + 1].replace("[", "").replace("]", "").replace('"', "")
                 nums = np.fromstring(text, sep=",") if text else np.empty(0)
                 if nums.size != text.count(",") + 1 or nums.size % 2:
                     return None
@@ -225,12 +256,20 @@ class PrometheusSource(Source):
 
     name = "prometheus"
 
-    def __init__(self, url: str | None = None, *, config: str | Path | None = None, end: datetime | str | None = None,
-                 kube=None, settings: PrometheusSettings | None = None, **_ignored):
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        config: str | Path | None = None,
+        end: datetime | str | None = None,
+        kube=None,
+        settings: PrometheusSettings | None = None,
+        **_ignored,
+    ):
         super().__init__(end=end)
         self.settings = settings or load_settings(url, config)
         self._kube = kube
-        self._kube_factory = None   # set by LiveSource: the Kubernetes client is built on first use
+        self._kube_factory = None  # set by LiveSource: the Kubernetes client is built on first use
         self._kube_error = None
         self._http = None
         self._host_labels = ("hostname", "Hostname")
@@ -243,6 +282,7 @@ class PrometheusSource(Source):
     def http(self):
         if self._http is None:
             from gpulib.sources.promhttp import PromHTTP
+
             self._http = PromHTTP(self.settings)
         return self._http
 
@@ -253,8 +293,10 @@ class PrometheusSource(Source):
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
         """Range query split into chunks of at most 11,000 points per series; Prometheus' own result layout
         (``[{"metric": {...}, "values": [[ts, value], ...]}]``)."""
-        return [{"metric": r["metric"], "values": [[float(t), str(v)] for t, v in zip(r["ts"], r["v"])]}
-                for r in self._range_arrays(promql, start, end, step)]
+        return [
+            {"metric": r["metric"], "values": [[float(t), str(v)] for t, v in zip(r["ts"], r["v"])]}
+            for r in self._range_arrays(promql, start, end, step)
+        ]
 
     def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
@@ -281,8 +323,10 @@ class PrometheusSource(Source):
                 acc["ts"].append(ts)
                 acc["v"].append(v)
             t = t_end + step
-        return [{"metric": r["metric"], "ts": np.concatenate(r["ts"]), "v": np.concatenate(r["v"])}
-                for r in results.values()]
+        return [
+            {"metric": r["metric"], "ts": np.concatenate(r["ts"]), "v": np.concatenate(r["v"])}
+            for r in results.values()
+        ]
 
     # ---- helpers ------------------------------------------------------------------------
     def _by_host(self, template: str, field: str, node, gpu) -> str:
@@ -391,7 +435,11 @@ class PrometheusSource(Source):
         w = _fmt_duration(window.total_seconds())
         names = {r["metric"].get("__name__") for r in self.query('count by (__name__) ({__name__=~"DCGM_.+"})')}
         names.discard(None)
-        labels = [r["metric"] for r in self.query(f"last_over_time(DCGM_FI_DEV_FB_USED[{w}])")] if "DCGM_FI_DEV_FB_USED" in names else []
+        labels = (
+            [r["metric"] for r in self.query(f"last_over_time(DCGM_FI_DEV_FB_USED[{w}])")]
+            if "DCGM_FI_DEV_FB_USED" in names
+            else []
+        )
         return names, labels
 
     @property
@@ -400,6 +448,7 @@ class PrometheusSource(Source):
         in which case the DCGM queries still work and nodes()/pods() raise the kubeconfig error)."""
         if self._kube is None and self._kube_factory is not None and self._kube_error is None:
             from gpulib.core.errors import KubeconfigMissing
+
             try:
                 self._kube = self._kube_factory()
             except KubeconfigMissing as exc:
@@ -409,10 +458,13 @@ class PrometheusSource(Source):
     def _require_kube(self):
         if self.kube is None:
             from gpulib.core.errors import KubeconfigMissing
+
             if self._kube_error is not None:
                 raise self._kube_error
-            raise KubeconfigMissing("this source has Prometheus only: nodes and pods need a Kubernetes API "
-                                    "(set KUBECONFIG / GPUOPS_KUBE_CONTEXT or run in-cluster)")
+            raise KubeconfigMissing(
+                "this source has Prometheus only: nodes and pods need a Kubernetes API "
+                "(set KUBECONFIG / GPUOPS_KUBE_CONTEXT or run in-cluster)"
+            )
         return self.kube
 
     def _nodes(self):
@@ -425,7 +477,7 @@ class PrometheusSource(Source):
         return self._require_kube().operator_objects(namespace)
 
     def _current_mig_config(self, namespace):
-        if self.kube is None and self._kube_factory is None:   # Prometheus only: no Kubernetes API to read it from
+        if self.kube is None and self._kube_factory is None:  # Prometheus only: no Kubernetes API to read it from
             return super()._current_mig_config(namespace)
         from gpulib.sources.base import MigConfigInUse, mig_configmap_where
 
@@ -433,7 +485,7 @@ class PrometheusSource(Source):
         return MigConfigInUse(text, mig_configmap_where(namespace, name, custom), name, namespace)
 
     def pod_objects(self):
-        if self.kube is None:   # no Kubernetes API configured: Pod specs are optional for their callers
+        if self.kube is None:  # no Kubernetes API configured: Pod specs are optional for their callers
             return super().pod_objects()
         return list(self.kube.list_pods().get("items", []))
 
@@ -445,12 +497,13 @@ class PrometheusSource(Source):
 
     def known_nodes(self):
         if self.kube is None:
-            res = self.query('count by (hostname, Hostname) (DCGM_FI_DEV_GPU_TEMP)')
+            res = self.query("count by (hostname, Hostname) (DCGM_FI_DEV_GPU_TEMP)")
             return sorted({r["metric"].get("hostname") or r["metric"].get("Hostname") for r in res} - {None})
         return super().known_nodes()
 
     def _check_target(self, node, gpu):
         from gpulib.core import validate
+
         if node:
             validate.node_name(node)
         if gpu not in (None, ""):
@@ -459,6 +512,9 @@ class PrometheusSource(Source):
             known = self.known_nodes()
             if known and node not in known:
                 from gpulib.core.errors import UnknownNode
-                raise UnknownNode(f"node={node!r} has no DCGM series at {self.settings.url}; known: {', '.join(known[:20])}")
+
+                raise UnknownNode(
+                    f"node={node!r} has no DCGM series at {self.settings.url}; known: {', '.join(known[:20])}"
+                )
             return node, (None if gpu in (None, "") else str(gpu))
         return super()._check_target(node, gpu)

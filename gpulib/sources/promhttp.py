@@ -41,6 +41,7 @@ What we add, because its API cannot express it:
   ``error`` text redacted (:func:`gpulib.core.redact.redact`); the library's exception text (the whole
   body's repr) is never shown.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,14 @@ import time
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
-from gpulib.core.errors import (InvalidQuery, PrometheusBadResponse, PrometheusError, PrometheusHTTPError,
-                                PrometheusTimeout, PrometheusUnreachable)
+from gpulib.core.errors import (
+    InvalidQuery,
+    PrometheusBadResponse,
+    PrometheusError,
+    PrometheusHTTPError,
+    PrometheusTimeout,
+    PrometheusUnreachable,
+)
 from gpulib.core.redact import redact
 
 #: statuses worth another attempt (a proxy or Prometheus restarting / overloaded)
@@ -82,9 +89,12 @@ def _detail(body: bytes, limit: int = 200) -> str:
 def check_result(doc, url: str, query: str, kind: str) -> list:
     """``data.result`` of a decoded answer, after checking its shape; PrometheusBadResponse otherwise.
     ``kind`` is ``vector`` (instant query) or ``matrix`` (range query)."""
+
     def bad(why: str):
-        return PrometheusBadResponse(f"{url} answered 200 but not like a Prometheus API for query {query!r}: {why}",
-                                     url=url, query=query)
+        return PrometheusBadResponse(
+            f"{url} answered 200 but not like a Prometheus API for query {query!r}: {why}", url=url, query=query
+        )
+
     if not isinstance(doc, dict):
         raise bad(f"the JSON is a {type(doc).__name__}, not an object")
     if doc.get("status") != "success":
@@ -105,7 +115,9 @@ def check_result(doc, url: str, query: str, kind: str) -> list:
         if kind == "vector" and not (isinstance(v, list) and len(v) == 2):
             raise bad(f"a data.result item has no [time, value] pair (resultType {str(data.get('resultType'))[:20]!r})")
         if kind == "matrix" and not (isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 for p in v)):
-            raise bad(f"a data.result item has no list of [time, value] pairs (resultType {str(data.get('resultType'))[:20]!r})")
+            raise bad(
+                f"a data.result item has no list of [time, value] pairs (resultType {str(data.get('resultType'))[:20]!r})"
+            )
     return result
 
 
@@ -130,9 +142,14 @@ class PromHTTP:
         self._kept = threading.local()  # the last Response of this thread's attempt (see _keep)
         self.session.hooks["response"].append(self._keep)
         self.client = PrometheusConnect(
-            s.url, headers={"Authorization": f"Bearer {s.token}"} if s.token else None, disable_ssl=not s.verify,
-            auth=(s.user, s.password or "") if s.user else None, session=self.session, timeout=s.timeout,
-            retry=Retry(0, read=False))  # one attempt per call: the retries are ours, bounded by the deadline
+            s.url,
+            headers={"Authorization": f"Bearer {s.token}"} if s.token else None,
+            disable_ssl=not s.verify,
+            auth=(s.user, s.password or "") if s.user else None,
+            session=self.session,
+            timeout=s.timeout,
+            retry=Retry(0, read=False),
+        )  # one attempt per call: the retries are ours, bounded by the deadline
         self.broken: PrometheusError | None = None
 
     def _keep(self, resp, *args, **kwargs):
@@ -155,7 +172,8 @@ class PromHTTP:
 
     def _trip(self, exc: PrometheusError) -> PrometheusError:
         if isinstance(exc, (PrometheusUnreachable, PrometheusTimeout)) or (
-                isinstance(exc, PrometheusHTTPError) and exc.status in RETRY_STATUSES):
+            isinstance(exc, PrometheusHTTPError) and exc.status in RETRY_STATUSES
+        ):
             self.broken = exc
         return exc
 
@@ -168,8 +186,12 @@ class PromHTTP:
     def range(self, promql: str, start: int, end: int, step: str):
         """The raw 200 Response of ``custom_query_range`` over [start, end] (whole epoch seconds) every ``step``."""
         t0, t1 = (datetime.fromtimestamp(int(t), tz=timezone.utc) for t in (start, end))
-        return self.call(lambda timeout: self.client.custom_query_range(promql, start_time=t0, end_time=t1, step=step,
-                                                                        timeout=timeout), promql)
+        return self.call(
+            lambda timeout: self.client.custom_query_range(
+                promql, start_time=t0, end_time=t1, step=step, timeout=timeout
+            ),
+            promql,
+        )
 
     def call(self, send, query: str):
         """The 200 Response that ``send(timeout)`` (one library call) got; a PrometheusError subclass for every
@@ -191,34 +213,43 @@ class PromHTTP:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise PrometheusTimeout(f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
-                                        url=url, query=query)
+                raise PrometheusTimeout(
+                    f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
+                    url=url,
+                    query=query,
+                )
             self._kept.response = None
             try:
                 send((min(left, s.timeout), left))
             except PrometheusApiClientException:  # a status other than 200: read from the kept Response below
                 pass
             except requests.exceptions.Timeout:
-                raise PrometheusTimeout(f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
-                                        url=url, query=query) from None
+                raise PrometheusTimeout(
+                    f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
+                    url=url,
+                    query=query,
+                ) from None
             except requests.exceptions.RequestException as exc:
                 why = "connection refused" if "refused" in str(exc).lower() else type(exc).__name__
                 if attempt < s.retries and isinstance(exc, requests.exceptions.ConnectionError):
-                    wait = BACKOFF * 2 ** attempt
+                    wait = BACKOFF * 2**attempt
                     if time.monotonic() + wait < deadline:
                         attempt += 1
                         time.sleep(wait)
                         continue
-                raise PrometheusUnreachable(f"cannot reach Prometheus at {url} ({why}) for query {query!r}",
-                                            url=url, query=query) from None
+                raise PrometheusUnreachable(
+                    f"cannot reach Prometheus at {url} ({why}) for query {query!r}", url=url, query=query
+                ) from None
             resp, self._kept.response = self._kept.response, None
             if resp is None:  # only if something replaced the session's hooks
-                raise PrometheusBadResponse(f"no HTTP answer from {url} was kept for query {query!r}", url=url, query=query)
+                raise PrometheusBadResponse(
+                    f"no HTTP answer from {url} was kept for query {query!r}", url=url, query=query
+                )
             if resp.status_code == 200:
                 return resp
             if resp.status_code in RETRY_STATUSES and attempt < s.retries:
                 ra = _retry_after(resp.headers.get("Retry-After"))
-                wait = BACKOFF * 2 ** attempt if ra is None else ra
+                wait = BACKOFF * 2**attempt if ra is None else ra
                 if time.monotonic() + wait < deadline:
                     attempt += 1
                     time.sleep(wait)
@@ -226,7 +257,11 @@ class PromHTTP:
                 if ra is not None:
                     raise PrometheusHTTPError(
                         f"Prometheus at {url} answered HTTP {resp.status_code} for query {query!r} and asked to retry "
-                        f"after {ra:g}s, beyond the {s.timeout:g}s timeout", status=resp.status_code, url=url, query=query)
+                        f"after {ra:g}s, beyond the {s.timeout:g}s timeout",
+                        status=resp.status_code,
+                        url=url,
+                        query=query,
+                    )
             raise self._status_error(resp, query)
 
     def _status_error(self, resp, query: str) -> PrometheusError:
@@ -239,8 +274,12 @@ class PromHTTP:
             return PrometheusTimeout(f"Prometheus at {url} timed out evaluating {query!r}", url=url, query=query)
         if b"<html" in low or b"<!doctype" in low:
             detail = "an HTML page (a proxy or gateway answered, not Prometheus)"
-        return PrometheusHTTPError(f"Prometheus at {url} answered HTTP {status} for query {query!r}: {detail}",
-                                   status=status, url=url, query=query)
+        return PrometheusHTTPError(
+            f"Prometheus at {url} answered HTTP {status} for query {query!r}: {detail}",
+            status=status,
+            url=url,
+            query=query,
+        )
 
     def decode(self, resp, query: str):
         """The JSON document of a 200 answer; PrometheusBadResponse for HTML or non-JSON bodies."""
@@ -248,12 +287,21 @@ class PromHTTP:
         body = resp.content or b""
         ctype = resp.headers.get("Content-Type", "")
         if "html" in ctype.lower() or body[:200].lstrip().lower().startswith((b"<!doctype", b"<html")):
-            raise PrometheusBadResponse(f"{url} answered with an HTML page, not the Prometheus API, for query {query!r} "
-                                        "(a login page or proxy?)", url=url, query=query)
+            raise PrometheusBadResponse(
+                f"{url} answered with an HTML page, not the Prometheus API, for query {query!r} "
+                "(a login page or proxy?)",
+                url=url,
+                query=query,
+            )
         if not body.strip():
-            raise PrometheusBadResponse(f"{url} answered 200 with an empty body for query {query!r}", url=url, query=query)
+            raise PrometheusBadResponse(
+                f"{url} answered 200 with an empty body for query {query!r}", url=url, query=query
+            )
         try:
             return json.loads(body)
         except (ValueError, RecursionError) as exc:
-            raise PrometheusBadResponse(f"{url} answered 200 with a body that is not JSON for query {query!r} "
-                                        f"({type(exc).__name__})", url=url, query=query) from None
+            raise PrometheusBadResponse(
+                f"{url} answered 200 with a body that is not JSON for query {query!r} ({type(exc).__name__})",
+                url=url,
+                query=query,
+            ) from None

@@ -6,6 +6,7 @@ dotted path, so this package never imports the demo simulator (``gpulib.demo``) 
 until a caller asks for that backend; third-party backends register through the ``gpulib.sources``
 entry-point group or :func:`register`.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -24,6 +24,7 @@ A folder holding any of:
 A scrape is one instant, so ``series`` has one point per GPU and every ``summary`` stat is that
 value (``increase`` is NaN: a counter needs two samples). A dmon file has its samples: ``summary`` reduces them.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.sources.dcgm import parse_scrape
 from gpulib.core.errors import EmptyResult, SnapshotError, SourceError
 from gpulib.sources.base import Source, summarise_frame
+from gpulib.sources.dcgm import parse_scrape
 
 
 class SnapshotSource(Source):
@@ -64,8 +65,10 @@ class SnapshotSource(Source):
         self._dmon_cache: dict[str, pd.DataFrame | None] = {}
         if end is None and not self.scrape.empty:
             end = self.scrape["timestamp"].max().to_pydatetime()
-        elif end is None:   # no scrape: the newest dmon sample
-            stamps = [df["timestamp"].max() for n in self._dmon_nodes() if (df := self._dmon(n)) is not None and len(df)]
+        elif end is None:  # no scrape: the newest dmon sample
+            stamps = [
+                df["timestamp"].max() for n in self._dmon_nodes() if (df := self._dmon(n)) is not None and len(df)
+            ]
             end = max(stamps).to_pydatetime() if stamps and not pd.isna(max(stamps)) else None
         super().__init__(end=end)
 
@@ -78,7 +81,9 @@ class SnapshotSource(Source):
         try:
             return f.read_bytes()
         except OSError as exc:
-            raise SnapshotError(f"snapshot file {str(f)!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+            raise SnapshotError(
+                f"snapshot file {str(f)!r} cannot be read: {exc.strerror or type(exc).__name__}"
+            ) from None
 
     def _json(self, name: str) -> dict:
         f = self.path / name
@@ -88,14 +93,20 @@ class SnapshotSource(Source):
         try:
             doc = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise SnapshotError(f"{f} is not UTF-8 text (byte {exc.start}): is it `kubectl get ... -o json` output?") from None
+            raise SnapshotError(
+                f"{f} is not UTF-8 text (byte {exc.start}): is it `kubectl get ... -o json` output?"
+            ) from None
         except json.JSONDecodeError as exc:
-            raise SnapshotError(f"{f} is not valid JSON (line {exc.lineno}): is it `kubectl get ... -o json` output?") from None
+            raise SnapshotError(
+                f"{f} is not valid JSON (line {exc.lineno}): is it `kubectl get ... -o json` output?"
+            ) from None
         except RecursionError:
             raise SnapshotError(f"{f} is nested too deeply to be a Kubernetes list") from None
         if not isinstance(doc, dict):
-            raise SnapshotError(f"{f} holds a JSON {type(doc).__name__}, not a Kubernetes list object "
-                                "(`kubectl get ... -o json` writes {{\"kind\": \"...List\", \"items\": [...]}})")
+            raise SnapshotError(
+                f"{f} holds a JSON {type(doc).__name__}, not a Kubernetes list object "
+                '(`kubectl get ... -o json` writes {{"kind": "...List", "items": [...]}})'
+            )
         return doc
 
     def _frame(self, name: str, convert) -> pd.DataFrame:
@@ -106,26 +117,36 @@ class SnapshotSource(Source):
         except SnapshotError:
             raise
         except (SourceError, AttributeError, TypeError, KeyError, ValueError, RecursionError) as exc:
-            raise SnapshotError(f"{self.path / name} holds an object that is not shaped like a Kubernetes "
-                                f"{name.split('.')[0][:-1]}: {str(exc).split(' (hint:')[0][:200] or type(exc).__name__}") from None
+            raise SnapshotError(
+                f"{self.path / name} holds an object that is not shaped like a Kubernetes "
+                f"{name.split('.')[0][:-1]}: {str(exc).split(' (hint:')[0][:200] or type(exc).__name__}"
+            ) from None
 
     def _metric(self, field: str, node, gpu) -> pd.DataFrame:
-        if self.scrape.empty or not (self.scrape["metric"].eq(field) & (self.scrape["node"].eq(node) if node else True)).any():
+        if (
+            self.scrape.empty
+            or not (self.scrape["metric"].eq(field) & (self.scrape["node"].eq(node) if node else True)).any()
+        ):
             dm = self._dmon_metric(field, node, gpu)
             if dm is not None:
                 return dm
         if self.scrape.empty:
-            raise EmptyResult(f"snapshot {str(self.path)!r} has no dcgm-exporter scrape (metrics*.txt or *.prom)"
-                              + (f" and its dmon file for {node} has no column for {field}" if self._dmon(node) is not None else ""),
-                              query=field)
+            raise EmptyResult(
+                f"snapshot {str(self.path)!r} has no dcgm-exporter scrape (metrics*.txt or *.prom)"
+                + (f" and its dmon file for {node} has no column for {field}" if self._dmon(node) is not None else ""),
+                query=field,
+            )
         df = self.scrape[self.scrape["metric"] == field]
         if node:
             df = df[df["node"] == node]
         if gpu is not None:
             df = df[(df["gpu"] == gpu) | (df["uuid"] == gpu)]
         if df.empty:
-            raise EmptyResult(f"{field} is not in the snapshot scrape(s) {', '.join(self.scrape_files)} "
-                              f"for node={node or '*'} gpu={gpu or '*'}", query=field)
+            raise EmptyResult(
+                f"{field} is not in the snapshot scrape(s) {', '.join(self.scrape_files)} "
+                f"for node={node or '*'} gpu={gpu or '*'}",
+                query=field,
+            )
         return df
 
     def _series(self, field, window, node, gpu, step):
@@ -133,7 +154,7 @@ class SnapshotSource(Source):
 
     def _summary(self, field, window, stat, node, gpu):
         df = self._metric(field, node, gpu)
-        if df.attrs.get("from") == "dmon":   # samples over time: reduced like PromQL's *_over_time
+        if df.attrs.get("from") == "dmon":  # samples over time: reduced like PromQL's *_over_time
             return summarise_frame(df.drop(columns=["metric", "labels", "type"]), stat)
         df = df.drop(columns=["metric", "labels", "type", "timestamp"])
         if stat == "increase":
@@ -142,29 +163,39 @@ class SnapshotSource(Source):
 
     def _nodes(self):
         from gpulib.kube.frames import nodes_frame
+
         return self._frame("nodes.json", nodes_frame)
 
     def _pods(self):
         from gpulib.kube.frames import pods_frame
+
         return self._frame("pods.json", pods_frame)
 
     def operator_objects(self, namespace):
         if not (self.path / "daemonsets.json").exists() and not (self.path / "clusterpolicies.json").exists():
             return super().operator_objects(namespace)
         items = lambda name: self._json(name).get("items", []) if (self.path / name).exists() else []  # noqa: E731
-        return {"daemonsets": items("daemonsets.json"), "cluster_policies": items("clusterpolicies.json"),
-                "pods": items("pods.json"), "nodes": items("nodes.json")}
+        return {
+            "daemonsets": items("daemonsets.json"),
+            "cluster_policies": items("clusterpolicies.json"),
+            "pods": items("pods.json"),
+            "nodes": items("nodes.json"),
+        }
 
     def _current_mig_config(self, namespace):
         from gpulib.kube.frames import configmap_config_yaml, mig_parted_configmap
         from gpulib.sources.base import MigConfigInUse, mig_configmap_where
 
-        policies = self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
+        policies = (
+            self._json("clusterpolicies.json").get("items", []) if (self.path / "clusterpolicies.json").exists() else []
+        )
         name, custom = mig_parted_configmap(policies)
         f = self.path / "mig-parted-config.yaml"
         if f.exists() or f.is_symlink():
             text = self._read(f).decode("utf-8", errors="replace")
-            return MigConfigInUse(text, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})", name, namespace)
+            return MigConfigInUse(
+                text, f"{f} (saved from {mig_configmap_where(namespace, name, custom)})", name, namespace
+            )
         if not (self.path / "configmaps.json").exists():
             return super()._current_mig_config(namespace)
         doc = self._json("configmaps.json")
@@ -174,12 +205,21 @@ class SnapshotSource(Source):
             if meta.get("name") == name and meta.get("namespace", namespace) == namespace:
                 text = configmap_config_yaml(cm)
                 if text is None:
-                    raise SnapshotError(f"{self.path / 'configmaps.json'}: ConfigMap {namespace}/{name} has no config.yaml key")
-                return MigConfigInUse(text, f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
-                                      name, namespace)
+                    raise SnapshotError(
+                        f"{self.path / 'configmaps.json'}: ConfigMap {namespace}/{name} has no config.yaml key"
+                    )
+                return MigConfigInUse(
+                    text,
+                    f"{self.path / 'configmaps.json'}: {mig_configmap_where(namespace, name, custom)}",
+                    name,
+                    namespace,
+                )
         from gpulib.core.errors import NotProvided
-        raise NotProvided(f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
-                          hint=f"save it with `kubectl -n {namespace} get configmap {name} -o json > configmaps.json`")
+
+        raise NotProvided(
+            f"{self.path / 'configmaps.json'} holds no ConfigMap {namespace}/{name} ({self.describe()})",
+            hint=f"save it with `kubectl -n {namespace} get configmap {name} -o json > configmaps.json`",
+        )
 
     def known_nodes(self):
         if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():
@@ -200,7 +240,7 @@ class SnapshotSource(Source):
     # ---- nvidia-smi dmon ------------------------------------------------------------------
     def _dmon_nodes(self) -> list[str]:
         """Nodes named by ``dmon-<node>.txt`` files."""
-        return sorted(f.name[len("dmon-"):-len(".txt")] for f in self.path.glob("dmon-*.txt"))
+        return sorted(f.name[len("dmon-") : -len(".txt")] for f in self.path.glob("dmon-*.txt"))
 
     def _dmon(self, node: str | None) -> pd.DataFrame | None:
         """The node's ``nvidia-smi dmon`` file parsed (:func:`gpulib.nvidia.dmon.parse_dmon`), or None."""
@@ -215,7 +255,7 @@ class SnapshotSource(Source):
                 if f.exists() or f.is_symlink():
                     text = self._read(f).decode("utf-8", errors="replace")
                     df = parse_dmon(text, node=node)
-                    if len(df) and df["timestamp"].isna().all():   # no -o DT: the last sample is as old as the file
+                    if len(df) and df["timestamp"].isna().all():  # no -o DT: the last sample is as old as the file
                         taken = pd.Timestamp(f.stat().st_mtime, unit="s", tz="UTC")
                         df = parse_dmon(text, node=node, start=taken - pd.Timedelta(seconds=float(df["sample"].max())))
                     df = self._dmon_ids(df, node)

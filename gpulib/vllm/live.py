@@ -6,6 +6,7 @@ memory and activity of its pods, ending in a scale-up / scale-down / retune verd
 Without PromQL the check reads the source's ``app_series("vllm", window)`` (the demo backend serves simulated
 ``vllm:`` series there, :mod:`gpulib.demo.vllm_series`).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,23 +49,34 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float:
 
 def _selector(namespace: str, workload: str) -> str:
     """Label matchers with both values escaped (the workload is matched literally, then ``-<suffix>``)."""
-    return f'namespace={promql_string(namespace)},pod=~{promql_string(re.escape(str(workload)) + "-.*")}'
+    return f"namespace={promql_string(namespace)},pod=~{promql_string(re.escape(str(workload)) + '-.*')}"
 
 
 def vllm_metrics(src, namespace: str, workload: str, window: str = "1h") -> pd.DataFrame:
     """Per pod of ``workload``: running/waiting (avg, max), KV usage max, preemptions, TTFT and e2e p99 (s)."""
     w = parse_window(window)
-    cols = ["pod", "running_avg", "running_max", "waiting_avg", "waiting_max", "kv_usage_max", "preemptions",
-            "ttft_p99_s", "e2e_p99_s"]
+    cols = [
+        "pod",
+        "running_avg",
+        "running_max",
+        "waiting_avg",
+        "waiting_max",
+        "kv_usage_max",
+        "preemptions",
+        "ttft_p99_s",
+        "e2e_p99_s",
+    ]
     series = None
-    try:   # PromQL where the source has it, else the source's own (simulated) vllm: series
+    try:  # PromQL where the source has it, else the source's own (simulated) vllm: series
         rows = _prometheus_rows(src, _selector(namespace, workload), f"{int(w.total_seconds())}s")
     except NotProvided:
         try:
             series = src.app_series("vllm", w)
         except NotProvided:
-            raise NotProvided(f"source {src.describe()} has no vLLM metrics",
-                              hint="use source='live' (the Prometheus that scrapes vLLM's /metrics) or the demo fleet") from None
+            raise NotProvided(
+                f"source {src.describe()} has no vLLM metrics",
+                hint="use source='live' (the Prometheus that scrapes vLLM's /metrics) or the demo fleet",
+            ) from None
         rows = _series_rows(series, namespace, workload)
     df = pd.DataFrame(rows, columns=cols)
     if df.empty:
@@ -83,12 +95,17 @@ def _no_series(src, namespace: str, workload: str, window: str, series) -> Excep
         pods = {(lab["namespace"], lab["pod"]) for name, lab, _ in series if name == "vllm:num_requests_running"}
     if pods:
         known = sorted(f"{ns}/{pod}" for ns, pod in pods)
-        return InvalidParameter(f"{what}; pods exporting vllm: series: {', '.join(known[:12])}"
-                                + (f" and {len(known) - 12} more" if len(known) > 12 else ""),
-                                hint="set namespace and deployment to a vLLM deployment's (its pods are <deployment>-*)")
-    return EmptyResult(what, query=f"vllm:num_requests_running{{{_selector(namespace, workload)}}}",
-                       hint="no pod exports vllm: series: check that Prometheus scrapes vLLM's /metrics endpoint "
-                            "(https://docs.vllm.ai/en/latest/usage/metrics.html) in this window")
+        return InvalidParameter(
+            f"{what}; pods exporting vllm: series: {', '.join(known[:12])}"
+            + (f" and {len(known) - 12} more" if len(known) > 12 else ""),
+            hint="set namespace and deployment to a vLLM deployment's (its pods are <deployment>-*)",
+        )
+    return EmptyResult(
+        what,
+        query=f"vllm:num_requests_running{{{_selector(namespace, workload)}}}",
+        hint="no pod exports vllm: series: check that Prometheus scrapes vLLM's /metrics endpoint "
+        "(https://docs.vllm.ai/en/latest/usage/metrics.html) in this window",
+    )
 
 
 def _series_rows(series, namespace: str, workload: str) -> list[dict]:
@@ -134,7 +151,6 @@ def _prometheus_rows(src, sel: str, w: str) -> list[dict]:
     return list(per.values())
 
 
-
 @dataclass
 class Verdict:
     """What the live check concludes for one deployment: ``name`` (scale_up | scale_down | retune | ok), the reasons
@@ -146,8 +162,13 @@ class Verdict:
     over_latency: bool = False
 
 
-def verdict(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p99_s: float | None = None,
-            replicas: int | None = None) -> Verdict:
+def verdict(
+    metrics: pd.DataFrame,
+    *,
+    max_num_seqs: int | None = None,
+    latency_p99_s: float | None = None,
+    replicas: int | None = None,
+) -> Verdict:
     """Scale up (requests queue, latency over target, or KV cache full with preemptions), scale down (KV cache
     under ``kv_usage_low`` and the running batch under ``running_low_ratio`` of ``max_num_seqs``, more than one
     replica), retune (KV cache full, no queue yet) or ok, from :func:`vllm_metrics`."""
@@ -168,7 +189,11 @@ def verdict(metrics: pd.DataFrame, *, max_num_seqs: int | None = None, latency_p
             why.append(f"{metrics['preemptions'].sum():.0f} preemptions")
         return Verdict("scale_up", n, why, over_latency)
     run_ratio = metrics["running_avg"].mean() / max_num_seqs if max_num_seqs else None
-    if (metrics["kv_usage_max"] < _f("kv_usage_low")).all() and (run_ratio is None or run_ratio < _f("running_low_ratio")) and n > 1:
+    if (
+        (metrics["kv_usage_max"] < _f("kv_usage_low")).all()
+        and (run_ratio is None or run_ratio < _f("running_low_ratio"))
+        and n > 1
+    ):
         return Verdict("scale_down", n)
     if kv_full:
         return Verdict("retune", n)

@@ -13,6 +13,7 @@ Weights and KV bytes are exact from the model shape; activation and non-torch te
 from ``model_memory_overheads.csv`` (flagged inferred there). ``device`` is a GPU model
 (``"H100-80GB"``, a product label) or a MIG profile (``"A100-40GB/3g.20gb"``).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,10 +22,10 @@ from dataclasses import asdict, dataclass
 from gpulib.core.errors import InvalidParameter, UnknownModel
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import load_table, overhead, settings  # noqa: F401
-from gpulib.mig import device_memory_gib   # memory of a whole GPU or a MIG instance (the MIG catalog)
+from gpulib.mig import device_memory_gib  # memory of a whole GPU or a MIG instance (the MIG catalog)
 from gpulib.vllm.findings import budget_findings, no_tp_fits
 
-GIB = 1024 ** 3
+GIB = 1024**3
 TP_SIZES = (1, 2, 4, 8)
 
 
@@ -61,10 +62,20 @@ def get_model(name: str | ModelSpec) -> ModelSpec:
     if hit.empty:
         raise UnknownModel(f"model {name!r} is not in the catalog; known: {', '.join(df['model'])}")
     r = hit.iloc[0]
-    return ModelSpec(name=r["model"], params_b=float(r["params_b"]), layers=int(r["layers"]),
-                     kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), hidden=int(r["hidden"]),
-                     intermediate=int(r["intermediate"]), vocab=int(r["vocab"]), attn_heads=int(r["attn_heads"]),
-                     max_context=int(r["max_context"]), experts=int(r["experts"]), hf_id=str(r["hf_id"]))
+    return ModelSpec(
+        name=r["model"],
+        params_b=float(r["params_b"]),
+        layers=int(r["layers"]),
+        kv_heads=int(r["kv_heads"]),
+        head_dim=int(r["head_dim"]),
+        hidden=int(r["hidden"]),
+        intermediate=int(r["intermediate"]),
+        vocab=int(r["vocab"]),
+        attn_heads=int(r["attn_heads"]),
+        max_context=int(r["max_context"]),
+        experts=int(r["experts"]),
+        hf_id=str(r["hf_id"]),
+    )
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -87,8 +98,10 @@ def default_batch(device: str, total_gib: float | None = None) -> tuple[int, int
 
 def _check_tp(model: ModelSpec, tp: int) -> None:
     if tp < 1 or model.attn_heads % tp:
-        raise InvalidParameter(f"tensor_parallel_size {tp} must divide the {model.attn_heads} attention heads of "
-                               f"{model.name}", hint=f"use one of {[t for t in TP_SIZES if model.attn_heads % t == 0]}")
+        raise InvalidParameter(
+            f"tensor_parallel_size {tp} must divide the {model.attn_heads} attention heads of {model.name}",
+            hint=f"use one of {[t for t in TP_SIZES if model.attn_heads % t == 0]}",
+        )
 
 
 def weights_gib(model: str | ModelSpec, dtype: str = "bfloat16", tp: int = 1) -> float:
@@ -105,12 +118,16 @@ def kv_bytes_per_token(model: str | ModelSpec, kv_cache_dtype: str = "auto", tp:
     return 2 * m.layers * max(1, m.kv_heads // tp) * m.head_dim * dtype_bytes(kv_cache_dtype)
 
 
-def activation_gib(model: str | ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1,
-                   act_dtype: str = "bfloat16") -> float:
+def activation_gib(
+    model: str | ModelSpec, max_num_batched_tokens: int, max_num_seqs: int, tp: int = 1, act_dtype: str = "bfloat16"
+) -> float:
     """Estimated profiled peak: batched tokens x (a*hidden + b*intermediate/TP) x bytes + FP32 logits of the
     dummy requests (coefficients in model_memory_overheads.csv, inferred)."""
     m = get_model(model)
-    per_tok = overhead("activation_hidden_factor") * m.hidden + overhead("activation_intermediate_factor") * m.intermediate / tp
+    per_tok = (
+        overhead("activation_hidden_factor") * m.hidden
+        + overhead("activation_intermediate_factor") * m.intermediate / tp
+    )
     logits = min(max_num_batched_tokens, max_num_seqs) * m.vocab * overhead("logits_bytes")
     return (max_num_batched_tokens * per_tok * dtype_bytes(act_dtype) + logits) / GIB
 
@@ -144,14 +161,26 @@ class MemoryBudget:
         return asdict(self)
 
 
-def budget(model: str | ModelSpec, device: str, *, tp: int = 1, gpu_memory_utilization: float | None = None,
-           max_model_len: int | None = None, max_num_seqs: int | None = None,
-           max_num_batched_tokens: int | None = None, dtype: str = "bfloat16", kv_cache_dtype: str = "auto",
-           total_gib: float | None = None, estimate_cudagraphs: bool = False) -> MemoryBudget:
+def budget(
+    model: str | ModelSpec,
+    device: str,
+    *,
+    tp: int = 1,
+    gpu_memory_utilization: float | None = None,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    dtype: str = "bfloat16",
+    kv_cache_dtype: str = "auto",
+    total_gib: float | None = None,
+    estimate_cudagraphs: bool = False,
+) -> MemoryBudget:
     """vLLM's memory budget of ``model`` on ``device`` (per GPU, with ``tp`` GPUs of that kind)."""
     m = get_model(model)
     _check_tp(m, tp)
-    util = overhead("gpu_memory_utilization_default") if gpu_memory_utilization is None else float(gpu_memory_utilization)
+    util = (
+        overhead("gpu_memory_utilization_default") if gpu_memory_utilization is None else float(gpu_memory_utilization)
+    )
     if not 0 < util <= 1:
         raise InvalidParameter(f"gpu_memory_utilization must be in (0, 1], got {util}")
     max_model_len = m.max_context if max_model_len is None else int(max_model_len)
@@ -172,19 +201,56 @@ def budget(model: str | ModelSpec, device: str, *, tp: int = 1, gpu_memory_utili
     kv_tokens = max(0, int(kv * GIB // (per_tok * block)) * block)
     conc = kv_tokens / max_model_len
     if kv <= 0:
-        fits, reason = False, (f"no memory for the KV cache: weights {w:.1f} + activations/overhead "
-                               f"{act + non_torch + graphs:.1f} GiB exceed the {requested:.1f} GiB requested")
+        fits, reason = (
+            False,
+            (
+                f"no memory for the KV cache: weights {w:.1f} + activations/overhead "
+                f"{act + non_torch + graphs:.1f} GiB exceed the {requested:.1f} GiB requested"
+            ),
+        )
     elif kv_tokens < max_model_len:
-        fits, reason = False, (f"KV cache holds {kv_tokens:,} tokens, fewer than max_model_len {max_model_len:,} "
-                               "(vLLM refuses to start)")
+        fits, reason = (
+            False,
+            (
+                f"KV cache holds {kv_tokens:,} tokens, fewer than max_model_len {max_model_len:,} "
+                "(vLLM refuses to start)"
+            ),
+        )
     else:
         fits, reason = True, f"{kv_tokens:,} KV tokens = {conc:.1f} concurrent requests at {max_model_len:,} tokens"
-    return MemoryBudget(m.name, str(device), tp, util, max_model_len, seqs, tokens, total, requested, w, act,
-                        non_torch + graphs, kv, per_tok, kv_tokens, conc, fits, reason, m.hf_id)
+    return MemoryBudget(
+        m.name,
+        str(device),
+        tp,
+        util,
+        max_model_len,
+        seqs,
+        tokens,
+        total,
+        requested,
+        w,
+        act,
+        non_torch + graphs,
+        kv,
+        per_tok,
+        kv_tokens,
+        conc,
+        fits,
+        reason,
+        m.hf_id,
+    )
 
 
-def memory_needed(model: str | ModelSpec, *, max_model_len: int, concurrency: int, tp: int = 1,
-                  dtype: str = "bfloat16", kv_cache_dtype: str = "auto", max_num_batched_tokens: int = 2048) -> float:
+def memory_needed(
+    model: str | ModelSpec,
+    *,
+    max_model_len: int,
+    concurrency: int,
+    tp: int = 1,
+    dtype: str = "bfloat16",
+    kv_cache_dtype: str = "auto",
+    max_num_batched_tokens: int = 2048,
+) -> float:
     """GiB per GPU for weights + KV of ``concurrency`` full-length requests + activations + non-torch memory."""
     m = get_model(model)
     _check_tp(m, tp)
@@ -199,20 +265,25 @@ def max_fit(model: str | ModelSpec, device: str, *, concurrency: int | None = No
     b = budget(model, device, **kw)
     m = get_model(model)
     conc = concurrency or b.max_num_seqs
-    return {"max_num_seqs": int(b.kv_tokens // b.max_model_len),
-            "max_model_len": int(min(m.max_context, b.kv_tokens // conc)), "budget": b}
+    return {
+        "max_num_seqs": int(b.kv_tokens // b.max_model_len),
+        "max_model_len": int(min(m.max_context, b.kv_tokens // conc)),
+        "budget": b,
+    }
 
 
-def gpu_memory_utilization_for(model: str | ModelSpec, device: str, *, max_model_len: int, concurrency: int,
-                               tp: int = 1, **kw) -> float:
+def gpu_memory_utilization_for(
+    model: str | ModelSpec, device: str, *, max_model_len: int, concurrency: int, tp: int = 1, **kw
+) -> float:
     """Smallest ``gpu_memory_utilization`` (2 decimals) that holds ``concurrency`` requests at ``max_model_len``;
     useful when two vLLM instances share a GPU (the fraction counts the whole device)."""
     need = memory_needed(model, max_model_len=max_model_len, concurrency=concurrency, tp=tp, **kw)
     return math.ceil(need / device_memory_gib(device) * 100) / 100
 
 
-def choose_tp(model: str | ModelSpec, device: str, *, gpus: int = 8, max_model_len: int | None = None,
-              concurrency: int = 1, **kw) -> list[Finding]:
+def choose_tp(
+    model: str | ModelSpec, device: str, *, gpus: int = 8, max_model_len: int | None = None, concurrency: int = 1, **kw
+) -> list[Finding]:
     """Smallest tensor-parallel size (1, 2, 4, 8, <= ``gpus``) whose KV cache holds ``concurrency`` requests at
     ``max_model_len``; a CRITICAL Finding when none does."""
     m = get_model(model)

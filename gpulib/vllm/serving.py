@@ -12,6 +12,7 @@ and returns one row per workload (:func:`gpulib.cost.plan.plan_actions` reads it
 preemptions) and ``retune`` (KV cache full). A workload without ``vllm:`` series gets an empty verdict
 and the report falls back to the DCGM activity signal, saying so.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -28,8 +29,9 @@ SERVING_COLUMNS = ["namespace", "workload", "verdict", "overloaded", "signal"]
 OVERLOADED_VERDICTS = ("scale_up", "retune")
 
 
-def serving_signals(src, workloads: pd.DataFrame, *, window: str | None = None,
-                    latency_p99_s: float | None = None) -> pd.DataFrame:
+def serving_signals(
+    src, workloads: pd.DataFrame, *, window: str | None = None, latency_p99_s: float | None = None
+) -> pd.DataFrame:
     """One row per (namespace, workload) of ``workloads`` with the vLLM live-check verdict.
 
     ``window`` / ``latency_p99_s`` default to ``serving_window`` / ``serving_latency_p99_s`` in
@@ -49,6 +51,13 @@ def serving_signals(src, workloads: pd.DataFrame, *, window: str | None = None,
         f = assess(m, latency_p99_s=latency_p99_s, workload=str(wl), namespace=str(ns))[0]
         verdict = str(f.data.get("verdict", ""))
         title = f.title.split(": ", 1)[-1]
-        rows.append({"namespace": ns, "workload": wl, "verdict": verdict, "overloaded": verdict in OVERLOADED_VERDICTS,
-                     "signal": f"vllm: {title} over {window} (vllm_deploy live check, {f.severity.value})"})
+        rows.append(
+            {
+                "namespace": ns,
+                "workload": wl,
+                "verdict": verdict,
+                "overloaded": verdict in OVERLOADED_VERDICTS,
+                "signal": f"vllm: {title} over {window} (vllm_deploy live check, {f.severity.value})",
+            }
+        )
     return pd.DataFrame(rows, columns=SERVING_COLUMNS)

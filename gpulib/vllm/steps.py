@@ -2,6 +2,7 @@
 write and validate its manifests (:mod:`gpulib.vllm.manifest`), and check the running deployment live
 (:mod:`gpulib.vllm.live`, verdict :func:`gpulib.vllm.findings.assess`). The figures are :mod:`gpulib.vllm.view`;
 this module only wires them to the parameters and a source."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,12 +19,27 @@ from gpulib.vllm.sizing import DeploymentPlan, plan
 __all__ = ["sizing_step", "manifests_step", "LiveCheck", "live_step", "waiting_step"]
 
 
-def sizing_step(model: str, device: str, *, gpus: int, context_len: int, concurrency: int,
-                latency_p99_s: float | None, kv_cache_dtype: str) -> DeploymentPlan:
+def sizing_step(
+    model: str,
+    device: str,
+    *,
+    gpus: int,
+    context_len: int,
+    concurrency: int,
+    latency_p99_s: float | None,
+    kv_cache_dtype: str,
+) -> DeploymentPlan:
     """Step "Sizing": :func:`gpulib.vllm.sizing.plan`; a latency target of 0 means none (the HPA scales on waiting
     requests)."""
-    return plan(model, device, gpus=gpus, context_len=context_len, concurrency=concurrency,
-                latency_p99_s=latency_p99_s or None, kv_cache_dtype=kv_cache_dtype)
+    return plan(
+        model,
+        device,
+        gpus=gpus,
+        context_len=context_len,
+        concurrency=concurrency,
+        latency_p99_s=latency_p99_s or None,
+        kv_cache_dtype=kv_cache_dtype,
+    )
 
 
 def manifests_step(p: DeploymentPlan, *, name: str, namespace: str, replicas: int) -> str:
@@ -41,15 +57,25 @@ class LiveCheck:
     findings: list[Finding] = field(default_factory=list)
 
 
-def live_step(src, *, namespace: str, deployment: str, window: str, max_num_seqs: int,
-              latency_p99_s: float | None) -> LiveCheck:
+def live_step(
+    src, *, namespace: str, deployment: str, window: str, max_num_seqs: int, latency_p99_s: float | None
+) -> LiveCheck:
     """Step "Live check": the ``vllm:`` metrics of the pods ``<deployment>-*`` in ``namespace`` over ``window``, their
     DCGM memory and activity as evidence, and the scale-up / scale-down / retune verdict (a latency target of 0
     means none)."""
     m = vllm_metrics(src, namespace, deployment, window)
     dc = dcgm_for_pods(src, namespace, deployment, window)
-    return LiveCheck(m, assess(m, max_num_seqs=max_num_seqs, latency_p99_s=latency_p99_s or None, dcgm=dc,
-                               workload=deployment, namespace=namespace))
+    return LiveCheck(
+        m,
+        assess(
+            m,
+            max_num_seqs=max_num_seqs,
+            latency_p99_s=latency_p99_s or None,
+            dcgm=dc,
+            workload=deployment,
+            namespace=namespace,
+        ),
+    )
 
 
 def waiting_step(src, *, namespace: str, deployment: str, window: str):

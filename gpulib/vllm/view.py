@@ -1,5 +1,6 @@
 """Charts and text of the vllm_deploy runbook (no decisions here: the plan is :mod:`gpulib.vllm.sizing`, the manifests
 :mod:`gpulib.vllm.manifest`, the live verdict :mod:`gpulib.vllm.live`). Axes carry their units."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,9 +15,14 @@ def manifests_text(validated: list[str], objs: list[dict[str, Any]], adapter_rul
     their keys were built), the Prometheus Adapter rules and the TGI command line."""
     import yaml
 
-    return "\n".join(validated + [yaml.safe_dump_all(objs, sort_keys=False),
-                                  "# Prometheus Adapter rules for the HPA metric\n" + adapter_rules,
-                                  "# TGI equivalent:\ntext-generation-launcher " + " ".join(tgi_args)])
+    return "\n".join(
+        validated
+        + [
+            yaml.safe_dump_all(objs, sort_keys=False),
+            "# Prometheus Adapter rules for the HPA metric\n" + adapter_rules,
+            "# TGI equivalent:\ntext-generation-launcher " + " ".join(tgi_args),
+        ]
+    )
 
 
 def memory_chart(p, device: str):
@@ -25,11 +31,20 @@ def memory_chart(p, device: str):
     import plotly.graph_objects as go
 
     b = p.budget
-    parts = {"weights": b.weights_gib, "activations": b.activation_gib, "non-torch": b.non_torch_gib,
-             "KV cache": max(b.kv_gib, 0), "not requested": b.total_gib - b.requested_gib}
+    parts = {
+        "weights": b.weights_gib,
+        "activations": b.activation_gib,
+        "non-torch": b.non_torch_gib,
+        "KV cache": max(b.kv_gib, 0),
+        "not requested": b.total_gib - b.requested_gib,
+    }
     fig = go.Figure([go.Bar(name=k, x=[f"TP={b.tp} x {device}"], y=[v]) for k, v in parts.items()])
-    fig.update_layout(title=f"{p.model.name}: memory per GPU", barmode="stack", xaxis_title="configuration",
-                      yaxis_title="memory per GPU (GiB)")
+    fig.update_layout(
+        title=f"{p.model.name}: memory per GPU",
+        barmode="stack",
+        xaxis_title="configuration",
+        yaxis_title="memory per GPU (GiB)",
+    )
     return fig
 
 

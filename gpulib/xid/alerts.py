@@ -22,6 +22,7 @@ critical code anywhere in its window with a subquery (``max_over_time((...)[W:st
 current value; a series is *fresh* when the gauge changed in the window or the GPU had no series a window
 ago, so a sticky old code does not fire again while a new GPU series already holding one does.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,8 +41,11 @@ REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
 ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 NVLINK_BW = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
-NVLINK_COUNTERS = ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-                   "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL")
+NVLINK_COUNTERS = (
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+)
 NVLINK_RECOVERY = "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"
 
 #: labels naming one GPU in dcgm-exporter's output (both host spellings; pod labels change, these do not)
@@ -50,8 +54,8 @@ HOST_ID = "Hostname, hostname"
 #: alert label -> template expression giving it (route parameter sources)
 NODE_TMPL = "or $labels.Hostname $labels.hostname"
 GPU_TMPL = "$labels.gpu"
-_NODE_SAFE = '{{ ' + NODE_TMPL + ' | reReplaceAll "[^a-z0-9.-]" "" }}'
-_GPU_SAFE = '{{ ' + GPU_TMPL + ' | reReplaceAll "[^A-Za-z0-9/-]" "" }}'
+_NODE_SAFE = "{{ " + NODE_TMPL + ' | reReplaceAll "[^a-z0-9.-]" "" }}'
+_GPU_SAFE = "{{ " + GPU_TMPL + ' | reReplaceAll "[^A-Za-z0-9/-]" "" }}'
 WHERE = "on {{ " + NODE_TMPL + " }} GPU {{ $labels.gpu }}"
 
 DEFAULT_BASE_URL = "https://gpuops.example.com"
@@ -105,8 +109,12 @@ class AlertSpec:
             r["for"] = _dur(self.for_s)
         r["labels"] = {"severity": self.severity, "runbook": self.runbook}
         if annotations:
-            r["annotations"] = {"summary": self.summary, "description": self.description,
-                                "runbook_url": self.runbook_url(base), "gpuops_command": self.command()}
+            r["annotations"] = {
+                "summary": self.summary,
+                "description": self.description,
+                "runbook_url": self.runbook_url(base),
+                "gpuops_command": self.command(),
+            }
         return r
 
 
@@ -133,98 +141,185 @@ def specs() -> list[AlertSpec]:
     z_act, z_fb, z_for = zt.zombie_activity_max, zt.zombie_fb_used_min_mib, zt.zombie_min_duration_s
     seen_crit = f"max_over_time(({crit_any})[{win}:{step}])"
     fresh = f"(changes({XID_GAUGE}[{win}]) > 0 or ({XID_GAUGE} unless on({GPU_ID}) ({XID_GAUGE} offset {win})))"
-    nvlink_err = " or ".join([f"increase({NVLINK_RECOVERY}[{nv_win}]) > 0"]
-                             + [f"increase({c}[{nv_win}]) > {nv_n:g}" for c in NVLINK_COUNTERS])
+    nvlink_err = " or ".join(
+        [f"increase({NVLINK_RECOVERY}[{nv_win}]) > 0"]
+        + [f"increase({c}[{nv_win}]) > {nv_n:g}" for c in NVLINK_COUNTERS]
+    )
     # a bandwidth in MB/s (NVIDIA/DCGM: dcgmlib/src/dcgm_fields.cpp @0fb66990, DCGM_FIELD_UNIT_BW_MBPS), not a
     # running total: "moved no traffic in the window" is its maximum over the window being 0
     nvlink_peak = f"max_over_time({NVLINK_BW}[{nv_win}])"
     fleet: dict[str, str] = {}
     return [
-        AlertSpec("DCGMExporterDown", 'up{job=~".*dcgm.*"} == 0', _setting("exporter_down_for_s"), "warning",
-                  "dcgm-exporter target {{ $labels.instance }} is down",
-                  "Prometheus cannot scrape dcgm-exporter, so no GPU metric (XID, ECC, temperature) arrives from this "
-                  "target. Check the nvidia-dcgm-exporter pod on the node.", runbook="fleet_overview", params=fleet),
-        AlertSpec("GPUMetricsAbsent", f"absent({GPU_TEMP})", _setting("metrics_absent_for_s"), "warning",
-                  f"No {GPU_TEMP} series at all",
-                  "absent() returns one label-less series, so this alert cannot name the node; use DCGMExporterDown "
-                  "for per-target detail. Check the dcgm-exporter DaemonSet and its ServiceMonitor.",
-                  runbook="fleet_overview", params=fleet),
-        AlertSpec("GPUTemperatureHigh", f"{GPU_TEMP} >= {warn:g}", _setting("temp_warn_for_s"), "warning",
-                  "GPU at {{ $value }} C " + WHERE,
-                  f"GPU temperature has stayed at or above {warn:g} C (thresholds.csv gpu_temp_warn_c). Check airflow, "
-                  "fans and clock-event (thermal throttle) reasons."),
-        AlertSpec("GPUTemperatureCritical", f"{GPU_TEMP} >= {critc:g}", _setting("temp_crit_for_s"), "critical",
-                  "GPU at {{ $value }} C (hardware slowdown range) " + WHERE,
-                  f"GPU temperature at or above {critc:g} C (thresholds.csv gpu_temp_crit_c, HW slowdown on A100/H100)."),
-        AlertSpec("GPUMemoryTemperatureHigh", f"DCGM_FI_DEV_MEMORY_TEMP >= {memw:g}", _setting("temp_warn_for_s"),
-                  "warning", "HBM at {{ $value }} C " + WHERE,
-                  f"HBM temperature at or above {memw:g} C (thresholds.csv memory_temp_warn_c)."),
-        AlertSpec("GPUXidCritical", f"{seen_crit} and {fresh}", None, "critical",
-                  "XID {{ $value }} " + WHERE + " needs the GPU taken out of service",
-                  f"A code whose NVIDIA resolution bucket is reset GPU / reboot node / DBE / NVLink workflow (codes "
-                  f"{', '.join(map(str, crit))}) was in {XID_GAUGE} at some point of the last {win}, even if a later XID "
-                  "(63/64/45 after a double-bit ECC 48) overwrote it. The gauge holds only the last code and a repeat "
-                  "of the same code is invisible: also check the kernel log. Run the XID triage runbook for the SOP step."),
-        AlertSpec("GPUXidError",
-                  f"(({XID_GAUGE} > 0 unless ({crit_any})) and {fresh}) unless on({GPU_ID}) {seen_crit}", None, "warning",
-                  "XID {{ $value }} " + WHERE,
-                  f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
-                  "(application XIDs such as 13/31/43/45) and no critical code was seen in that window: notify the "
-                  "pod owner; drain only if it repeats across different workloads."),
-        AlertSpec("GPUXidCriticalCount", f'{XID_COUNT}{{xid=~"{crit_re}"}} > 0', None, "critical",
-                  "XID {{ $labels.xid }} seen {{ $value }} times " + WHERE,
-                  f"{XID_COUNT} counts XIDs per code in a sliding window, so it also sees a code overwritten between "
-                  "two scrapes. It is off by default: enable it in the dcgm-exporter counters CSV."),
-        AlertSpec("GPUEccUncorrectable",
-                  f"increase({DBE_VOL}[{ecc_win}]) > 0 or ({DBE_VOL} > 0 unless on({GPU_ID}) ({DBE_VOL} offset {ecc_win}))",
-                  None, "critical", "Uncorrectable (DBE) ECC errors " + WHERE,
-                  f"{DBE_VOL} increased in the last {ecc_win}, or a new GPU series already counts DBEs (the volatile "
-                  "counter restarts at driver load, so a non-zero first value happened since then). ECC counters are "
-                  "commented out in dcgm-exporter's default counters CSV: enable DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or this "
-                  "alert never fires. SOP: drain, reset, dcgmi diag -r 3; repeated DBE is an RMA case."),
-        AlertSpec("GPURowRemapFailure", f"{REMAP_FAILURE} > 0", None, "critical",
-                  "Row remapping failed " + WHERE + " (RMA)",
-                  "The GPU could not remap a failing memory row: cordon, drain and open an RMA."),
-        AlertSpec("GPUUncorrectableRemappedRows", f"increase({UNC_REMAP}[{ecc_win}]) > 0", None, "warning",
-                  "New uncorrectable-error row remap " + WHERE,
-                  "A row was remapped after an uncorrectable error; reset the GPU at a convenient time so it takes effect."),
-        AlertSpec("GPUNVLinkErrors", nvlink_err, None, "warning", "NVLink errors " + WHERE,
-                  f"NVLink recovery errors, or more than {nv_n:g} CRC/replay errors, in the last {nv_win} "
-                  "(alert_settings.csv nvlink_*): a marginal link; NCCL bandwidth drops first. These counters are "
-                  "commented out in dcgm-exporter's default counters CSV. Run the NCCL check on the node.",
-                  runbook="nccl_check", params=_node_params()),
-        AlertSpec("GPUNVLinkDegraded",
-                  f"({nvlink_peak} == 0 and on({GPU_ID}) {ACTIVE} > {busy:g}) and on({HOST_ID}) "
-                  f"(max by ({HOST_ID}) ({nvlink_peak}) > 0)", _setting("nvlink_degraded_for_s"), "warning",
-                  "Busy GPU moves no NVLink traffic " + WHERE,
-                  f"The GPU is busy (GR_ENGINE_ACTIVE above {busy:g}) and its NVLink bandwidth has stayed at 0 for "
-                  f"{nv_win} while another GPU of the node does move traffic: a link or peer path is down and "
-                  "collectives fall back to PCIe. Run the NCCL check on the node.",
-                  runbook="nccl_check", params=_node_params()),
-        AlertSpec("GPUMemoryHigh",
-                  f"(DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}) "
-                  f"unless on({GPU_ID}) {ACTIVE} >= {idle:g}",
-                  _setting("fb_used_for_s"), "warning", "GPU memory {{ $value | humanizePercentage }} used " + WHERE,
-                  f"Framebuffer use above {fb_ratio:.0%} (alert_settings.csv fb_used_ratio_warn) on a GPU that is not "
-                  f"busy (GR_ENGINE_ACTIVE below {idle:g}, thresholds.csv idle_activity_max): vLLM pre-allocates most "
-                  "of the memory by design, so a busy GPU with full memory is not alerted.",
-                  runbook="fleet_overview", params=fleet),
-        AlertSpec("GPUMemoryHeldIdle",
-                  f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and ({ACTIVE} < {z_act:g})", z_for, "warning",
-                  "GPU holds memory but is idle " + WHERE + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",
-                  f"FB_USED above {z_fb:g} MiB while GR_ENGINE_ACTIVE below {z_act:g} for {_dur(z_for)} "
-                  "(thresholds.csv zombie_*): likely a zombie or idle reserved GPU.",
-                  runbook="fleet_overview", params=fleet),
+        AlertSpec(
+            "DCGMExporterDown",
+            'up{job=~".*dcgm.*"} == 0',
+            _setting("exporter_down_for_s"),
+            "warning",
+            "dcgm-exporter target {{ $labels.instance }} is down",
+            "Prometheus cannot scrape dcgm-exporter, so no GPU metric (XID, ECC, temperature) arrives from this "
+            "target. Check the nvidia-dcgm-exporter pod on the node.",
+            runbook="fleet_overview",
+            params=fleet,
+        ),
+        AlertSpec(
+            "GPUMetricsAbsent",
+            f"absent({GPU_TEMP})",
+            _setting("metrics_absent_for_s"),
+            "warning",
+            f"No {GPU_TEMP} series at all",
+            "absent() returns one label-less series, so this alert cannot name the node; use DCGMExporterDown "
+            "for per-target detail. Check the dcgm-exporter DaemonSet and its ServiceMonitor.",
+            runbook="fleet_overview",
+            params=fleet,
+        ),
+        AlertSpec(
+            "GPUTemperatureHigh",
+            f"{GPU_TEMP} >= {warn:g}",
+            _setting("temp_warn_for_s"),
+            "warning",
+            "GPU at {{ $value }} C " + WHERE,
+            f"GPU temperature has stayed at or above {warn:g} C (thresholds.csv gpu_temp_warn_c). Check airflow, "
+            "fans and clock-event (thermal throttle) reasons.",
+        ),
+        AlertSpec(
+            "GPUTemperatureCritical",
+            f"{GPU_TEMP} >= {critc:g}",
+            _setting("temp_crit_for_s"),
+            "critical",
+            "GPU at {{ $value }} C (hardware slowdown range) " + WHERE,
+            f"GPU temperature at or above {critc:g} C (thresholds.csv gpu_temp_crit_c, HW slowdown on A100/H100).",
+        ),
+        AlertSpec(
+            "GPUMemoryTemperatureHigh",
+            f"DCGM_FI_DEV_MEMORY_TEMP >= {memw:g}",
+            _setting("temp_warn_for_s"),
+            "warning",
+            "HBM at {{ $value }} C " + WHERE,
+            f"HBM temperature at or above {memw:g} C (thresholds.csv memory_temp_warn_c).",
+        ),
+        AlertSpec(
+            "GPUXidCritical",
+            f"{seen_crit} and {fresh}",
+            None,
+            "critical",
+            "XID {{ $value }} " + WHERE + " needs the GPU taken out of service",
+            f"A code whose NVIDIA resolution bucket is reset GPU / reboot node / DBE / NVLink workflow (codes "
+            f"{', '.join(map(str, crit))}) was in {XID_GAUGE} at some point of the last {win}, even if a later XID "
+            "(63/64/45 after a double-bit ECC 48) overwrote it. The gauge holds only the last code and a repeat "
+            "of the same code is invisible: also check the kernel log. Run the XID triage runbook for the SOP step.",
+        ),
+        AlertSpec(
+            "GPUXidError",
+            f"(({XID_GAUGE} > 0 unless ({crit_any})) and {fresh}) unless on({GPU_ID}) {seen_crit}",
+            None,
+            "warning",
+            "XID {{ $value }} " + WHERE,
+            f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
+            "(application XIDs such as 13/31/43/45) and no critical code was seen in that window: notify the "
+            "pod owner; drain only if it repeats across different workloads.",
+        ),
+        AlertSpec(
+            "GPUXidCriticalCount",
+            f'{XID_COUNT}{{xid=~"{crit_re}"}} > 0',
+            None,
+            "critical",
+            "XID {{ $labels.xid }} seen {{ $value }} times " + WHERE,
+            f"{XID_COUNT} counts XIDs per code in a sliding window, so it also sees a code overwritten between "
+            "two scrapes. It is off by default: enable it in the dcgm-exporter counters CSV.",
+        ),
+        AlertSpec(
+            "GPUEccUncorrectable",
+            f"increase({DBE_VOL}[{ecc_win}]) > 0 or ({DBE_VOL} > 0 unless on({GPU_ID}) ({DBE_VOL} offset {ecc_win}))",
+            None,
+            "critical",
+            "Uncorrectable (DBE) ECC errors " + WHERE,
+            f"{DBE_VOL} increased in the last {ecc_win}, or a new GPU series already counts DBEs (the volatile "
+            "counter restarts at driver load, so a non-zero first value happened since then). ECC counters are "
+            "commented out in dcgm-exporter's default counters CSV: enable DCGM_FI_DEV_ECC_DBE_VOL_TOTAL or this "
+            "alert never fires. SOP: drain, reset, dcgmi diag -r 3; repeated DBE is an RMA case.",
+        ),
+        AlertSpec(
+            "GPURowRemapFailure",
+            f"{REMAP_FAILURE} > 0",
+            None,
+            "critical",
+            "Row remapping failed " + WHERE + " (RMA)",
+            "The GPU could not remap a failing memory row: cordon, drain and open an RMA.",
+        ),
+        AlertSpec(
+            "GPUUncorrectableRemappedRows",
+            f"increase({UNC_REMAP}[{ecc_win}]) > 0",
+            None,
+            "warning",
+            "New uncorrectable-error row remap " + WHERE,
+            "A row was remapped after an uncorrectable error; reset the GPU at a convenient time so it takes effect.",
+        ),
+        AlertSpec(
+            "GPUNVLinkErrors",
+            nvlink_err,
+            None,
+            "warning",
+            "NVLink errors " + WHERE,
+            f"NVLink recovery errors, or more than {nv_n:g} CRC/replay errors, in the last {nv_win} "
+            "(alert_settings.csv nvlink_*): a marginal link; NCCL bandwidth drops first. These counters are "
+            "commented out in dcgm-exporter's default counters CSV. Run the NCCL check on the node.",
+            runbook="nccl_check",
+            params=_node_params(),
+        ),
+        AlertSpec(
+            "GPUNVLinkDegraded",
+            f"({nvlink_peak} == 0 and on({GPU_ID}) {ACTIVE} > {busy:g}) and on({HOST_ID}) "
+            f"(max by ({HOST_ID}) ({nvlink_peak}) > 0)",
+            _setting("nvlink_degraded_for_s"),
+            "warning",
+            "Busy GPU moves no NVLink traffic " + WHERE,
+            f"The GPU is busy (GR_ENGINE_ACTIVE above {busy:g}) and its NVLink bandwidth has stayed at 0 for "
+            f"{nv_win} while another GPU of the node does move traffic: a link or peer path is down and "
+            "collectives fall back to PCIe. Run the NCCL check on the node.",
+            runbook="nccl_check",
+            params=_node_params(),
+        ),
+        AlertSpec(
+            "GPUMemoryHigh",
+            f"(DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}) "
+            f"unless on({GPU_ID}) {ACTIVE} >= {idle:g}",
+            _setting("fb_used_for_s"),
+            "warning",
+            "GPU memory {{ $value | humanizePercentage }} used " + WHERE,
+            f"Framebuffer use above {fb_ratio:.0%} (alert_settings.csv fb_used_ratio_warn) on a GPU that is not "
+            f"busy (GR_ENGINE_ACTIVE below {idle:g}, thresholds.csv idle_activity_max): vLLM pre-allocates most "
+            "of the memory by design, so a busy GPU with full memory is not alerted.",
+            runbook="fleet_overview",
+            params=fleet,
+        ),
+        AlertSpec(
+            "GPUMemoryHeldIdle",
+            f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and ({ACTIVE} < {z_act:g})",
+            z_for,
+            "warning",
+            "GPU holds memory but is idle " + WHERE + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",
+            f"FB_USED above {z_fb:g} MiB while GR_ENGINE_ACTIVE below {z_act:g} for {_dur(z_for)} "
+            "(thresholds.csv zombie_*): likely a zombie or idle reserved GPU.",
+            runbook="fleet_overview",
+            params=fleet,
+        ),
     ]
 
 
 def check_base_url(base: str) -> str:
     """An absolute http(s) URL without query or fragment (what ``runbook_url`` is built from)."""
     parts = urlsplit(base or "")
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment \
-            or any(c in base for c in " \"'<>{}"):
-        raise InvalidParameter(f"--base-url {base!r} is not an absolute http(s) URL",
-                               hint="give the address gpuops serve is reached at, e.g. https://gpuops.example.com")
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or parts.query
+        or parts.fragment
+        or any(c in base for c in " \"'<>{}")
+    ):
+        raise InvalidParameter(
+            f"--base-url {base!r} is not an absolute http(s) URL",
+            hint="give the address gpuops serve is reached at, e.g. https://gpuops.example.com",
+        )
     return base.rstrip("/")
 
 
@@ -244,24 +339,36 @@ def routes() -> dict[str, Any]:
     """
     out = {}
     for s in specs():
-        out[s.name] = {"runbook": s.runbook, "params": {
-            k: {"labels": ["Hostname", "hostname"] if v == NODE_TMPL else [v.split(".")[-1]]}
-            for k, v in s.params.items()}}
+        out[s.name] = {
+            "runbook": s.runbook,
+            "params": {
+                k: {"labels": ["Hostname", "hostname"] if v == NODE_TMPL else [v.split(".")[-1]]}
+                for k, v in s.params.items()
+            },
+        }
     return {"routes": out}
 
 
 def prometheus_rule(base_url: str = DEFAULT_BASE_URL, namespace: str = "monitoring") -> dict[str, Any]:
     """The rules as a prometheus-operator PrometheusRule (kube-prometheus selects rules by these labels)."""
-    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": "gpu-runbooks", "namespace": namespace,
-                         "labels": {"app.kubernetes.io/name": "gpu-runbooks", "prometheus": "k8s", "role": "alert-rules"}},
-            "spec": alert_rules(base_url)}
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": "gpu-runbooks",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "gpu-runbooks", "prometheus": "k8s", "role": "alert-rules"},
+        },
+        "spec": alert_rules(base_url),
+    }
 
 
 def _header(what: str, base: str) -> str:
-    return (f"# GENERATED by gpulib.xid.alerts ({what}) from gpulib/data/core/thresholds.csv,\n"
-            "# gpulib/data/xid/alert_settings.csv and gpulib/data/xid/xid_catalog.csv. Do not edit by hand:\n"
-            f"#   gpuops alerts --base-url {base}\n")
+    return (
+        f"# GENERATED by gpulib.xid.alerts ({what}) from gpulib/data/core/thresholds.csv,\n"
+        "# gpulib/data/xid/alert_settings.csv and gpulib/data/xid/xid_catalog.csv. Do not edit by hand:\n"
+        f"#   gpuops alerts --base-url {base}\n"
+    )
 
 
 GENERATED_HEADER = _header("rules", DEFAULT_BASE_URL)

@@ -6,6 +6,7 @@ severity. The catalog is ``gpulib/data/xid/xid_catalog.csv`` (codes 1-172, each 
 unknown codes get an explicit ``unknown`` record, never an exception. :func:`annotate` adds the catalog's columns to
 the events of :func:`gpulib.xid.kernel_log.parse_kernel_log`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -15,7 +16,6 @@ from typing import Any
 import pandas as pd
 
 from gpulib.core.knowledge import load_table
-
 
 CATEGORIES = ("application", "driver", "memory", "NVLink", "hardware-PCIe", "thermal-power", "meta")
 
@@ -60,13 +60,21 @@ def _records() -> dict[int, XidRecord]:
     for row in df.to_dict("records"):
         code = int(row["code"])
         out[code] = XidRecord(
-            code=code, mnemonic=_text(row["mnemonic"]), description=_text(row["description"]),
-            category=_text(row["category"]), immediate_action=_text(row["immediate_action"]),
-            investigatory_action=_text(row["investigatory_action"]), fatal=_text(row["fatal"]) == "yes",
+            code=code,
+            mnemonic=_text(row["mnemonic"]),
+            description=_text(row["description"]),
+            category=_text(row["category"]),
+            immediate_action=_text(row["immediate_action"]),
+            investigatory_action=_text(row["investigatory_action"]),
+            fatal=_text(row["fatal"]) == "yes",
             unused_on_datacenter=_text(row["unused_on_datacenter"]) == "yes",
-            dcgm_subsystem=_text(row["dcgm_subsystem"]), dcgm_severity=_text(row["dcgm_severity"]),
-            legacy_causes=_text(row["legacy_causes"]), notes=_text(row["notes"]), inferred=_text(row["inferred"]),
-            source=_text(row["source"]))
+            dcgm_subsystem=_text(row["dcgm_subsystem"]),
+            dcgm_severity=_text(row["dcgm_severity"]),
+            legacy_causes=_text(row["legacy_causes"]),
+            notes=_text(row["notes"]),
+            inferred=_text(row["inferred"]),
+            source=_text(row["source"]),
+        )
     return out
 
 
@@ -89,11 +97,17 @@ def lookup(code: Any) -> XidRecord:
     if rec is not None:
         return rec
     return XidRecord(
-        code=n, mnemonic="UNKNOWN", category="unknown", fatal=False, known=False,
+        code=n,
+        mnemonic="UNKNOWN",
+        category="unknown",
+        fatal=False,
+        known=False,
         description=f"XID {code!r} is not in NVIDIA's catalog as shipped here (codes 1-172); newer drivers may define it",
-        immediate_action="CONTACT_SUPPORT", investigatory_action="CONTACT_SUPPORT",
+        immediate_action="CONTACT_SUPPORT",
+        investigatory_action="CONTACT_SUPPORT",
         notes="check https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html for newer codes",
-        source="gpulib fallback for codes missing from gpulib/data/xid/xid_catalog.csv")
+        source="gpulib fallback for codes missing from gpulib/data/xid/xid_catalog.csv",
+    )
 
 
 def recovery_actions() -> pd.DataFrame:

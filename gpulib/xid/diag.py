@@ -20,6 +20,7 @@ can be seen is a reset still owed: the node's ``nvidia-smi -q`` (:func:`reset_ow
 
 Every finding quotes the result lines it rests on (``evidence``). No diagnostic rows -> no finding.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,14 @@ from gpulib.core.validate import node_name, shell_quote
 from gpulib.xid.sops import sop
 
 HARDWARE_CLASSES = ("memory", "pcie", "diagnostic")
-_RULE_FOR_FAIL = {"memory": "DIAG_RMA", "pcie": "DIAG_RMA", "diagnostic": "DIAG_RMA", "retirement": "DIAG_RESET_RERUN",
-                  "stress": "DIAG_STRESS", "deployment": "DIAG_DEPLOYMENT"}
+_RULE_FOR_FAIL = {
+    "memory": "DIAG_RMA",
+    "pcie": "DIAG_RMA",
+    "diagnostic": "DIAG_RMA",
+    "retirement": "DIAG_RESET_RERUN",
+    "stress": "DIAG_STRESS",
+    "deployment": "DIAG_DEPLOYMENT",
+}
 
 
 @lru_cache(maxsize=1)
@@ -59,21 +66,39 @@ def _line(r: dict) -> str:
 def _finding(rule: str, node: str, gpu: str | None, rows: list[dict], title: str, source: str) -> Finding:
     row = sop(rule)
     q = shell_quote(node)
-    commands = [c.format(node=q, gpu=shell_quote(gpu if gpu not in (None, "") else "<gpu>"))
-                for c in row["commands"] if c and c.lower() != "nan"]
+    commands = [
+        c.format(node=q, gpu=shell_quote(gpu if gpu not in (None, "") else "<gpu>"))
+        for c in row["commands"]
+        if c and c.lower() != "nan"
+    ]
     esc = row.get("escalation")
-    return Finding(Severity(row["severity"]), title, sop_step=str(row["sop_step"]), commands=commands,
-                   evidence=[_line(r) for r in rows[:12]] + [f"diagnostic from {source}"] if source else [_line(r) for r in rows[:12]],
-                   escalation="" if esc is None or pd.isna(esc) else str(esc), category="diagnostic", node=node,
-                   gpu=gpu, runbook="xid_ecc_triage", data={"rule": rule, "diag_level_tests": sorted({r["test"] for r in rows})})
+    return Finding(
+        Severity(row["severity"]),
+        title,
+        sop_step=str(row["sop_step"]),
+        commands=commands,
+        evidence=[_line(r) for r in rows[:12]] + [f"diagnostic from {source}"]
+        if source
+        else [_line(r) for r in rows[:12]],
+        escalation="" if esc is None or pd.isna(esc) else str(esc),
+        category="diagnostic",
+        node=node,
+        gpu=gpu,
+        runbook="xid_ecc_triage",
+        data={"rule": rule, "diag_level_tests": sorted({r["test"] for r in rows})},
+    )
 
 
 #: ``nvidia-smi -q`` facts (columns of :func:`gpulib.nvidia.smi.parse_query`) that say a reset is still owed;
 #: layout: tests/fixtures/smi/h100x2_incident_q.txt (``GPU Reset Status``, ``Remapped Rows / Pending``); pending
 #: remaps and retirements apply at the reset (``ROW_REMAP_PENDING`` / ``RETIRED_PAGES_PENDING`` of
 #: gpulib/data/xid/xid_sop.csv and their sources)
-_OWED = (("reset_required", "Reset Required: Yes"), ("drain_and_reset_recommended", "Drain and Reset Recommended: Yes"),
-         ("remapped_rows_pending", "Remapped Rows Pending: Yes"), ("retired_pages_pending", "Pending Page Blacklist: Yes"))
+_OWED = (
+    ("reset_required", "Reset Required: Yes"),
+    ("drain_and_reset_recommended", "Drain and Reset Recommended: Yes"),
+    ("remapped_rows_pending", "Remapped Rows Pending: Yes"),
+    ("retired_pages_pending", "Pending Page Blacklist: Yes"),
+)
 
 
 def reset_owed(smi: pd.DataFrame | None, gpu: str | None = None, *, pci_bus_id: str = "", uuid: str = "") -> list[str]:
@@ -92,16 +117,23 @@ def reset_owed(smi: pd.DataFrame | None, gpu: str | None = None, *, pci_bus_id: 
             rows = smi[hit | (smi["uuid"].eq(uuid) if uuid else False)]
         elif str(gpu).isdigit():
             rows = smi[pd.to_numeric(smi["index"], errors="coerce").eq(float(gpu))]
-        else:   # a UUID given as the GPU
+        else:  # a UUID given as the GPU
             rows, uuid = smi[smi["uuid"].eq(str(gpu))], str(gpu)
         if rows.empty:
             stamp = smi["timestamp"].dropna().iloc[0] if smi["timestamp"].notna().any() else "no timestamp"
             where = f"GPU {gpu}" if gpu not in (None, "") else "the GPU"
-            if not (pci or uuid) and smi["index"].isna().all():   # parse_query leaves index empty when a GPU has no block
-                return [f"nvidia-smi -q ({stamp}) is missing a GPU's block, so {where} cannot be found in it by index: "
-                        "the GPU may not be back"]
-            return [f"nvidia-smi -q ({stamp}) has no block for {where}" + (f" (PCI {pci_bus_id})" if pci_bus_id else "")
-                    + ": the GPU is not back"]
+            if (
+                not (pci or uuid) and smi["index"].isna().all()
+            ):  # parse_query leaves index empty when a GPU has no block
+                return [
+                    f"nvidia-smi -q ({stamp}) is missing a GPU's block, so {where} cannot be found in it by index: "
+                    "the GPU may not be back"
+                ]
+            return [
+                f"nvidia-smi -q ({stamp}) has no block for {where}"
+                + (f" (PCI {pci_bus_id})" if pci_bus_id else "")
+                + ": the GPU is not back"
+            ]
     out = []
     for r in rows.to_dict("records"):
         label = gpu if gpu not in (None, "") else (str(int(r["index"])) if pd.notna(r["index"]) else r["pci_bus_id"])
@@ -113,9 +145,17 @@ def reset_owed(smi: pd.DataFrame | None, gpu: str | None = None, *, pci_bus_id: 
     return out
 
 
-def diag_findings(diag: pd.DataFrame | None, node: str, gpu: str | None = None, *, after_reset: bool = False,
-                  source: str = "", smi: pd.DataFrame | None = None, pci_bus_id: str = "",
-                  uuid: str = "") -> list[Finding]:
+def diag_findings(
+    diag: pd.DataFrame | None,
+    node: str,
+    gpu: str | None = None,
+    *,
+    after_reset: bool = False,
+    source: str = "",
+    smi: pd.DataFrame | None = None,
+    pci_bus_id: str = "",
+    uuid: str = "",
+) -> list[Finding]:
     """Findings from a parsed diagnostic of ``node`` (restricted to ``gpu`` and all-GPU rows when given).
     ``smi``: the node's parsed ``nvidia-smi -q``, checked with :func:`reset_owed` before ``after_reset`` is
     believed (``pci_bus_id`` / ``uuid`` find the GPU in it)."""
@@ -134,18 +174,45 @@ def diag_findings(diag: pd.DataFrame | None, node: str, gpu: str | None = None, 
         gpus = sorted({r["gpu"] for r in hit if r["gpu"]})
         target = gpu or (gpus[0] if len(gpus) == 1 else None)
         tests = ", ".join(sorted({r["test"] for r in hit}))
-        verb = {"DIAG_RMA": "RMA", "DIAG_RESET_RERUN": "reset and re-run", "DIAG_DEPLOYMENT": "fix the deployment"}.get(rule, "investigate")
-        out.append(_finding(rule, node, target, hit,
-                            f"dcgmi diag failed {tests} on {node}" + (f" GPU {', '.join(gpus)}" if gpus else "") + f": {verb}",
-                            source))
+        verb = {"DIAG_RMA": "RMA", "DIAG_RESET_RERUN": "reset and re-run", "DIAG_DEPLOYMENT": "fix the deployment"}.get(
+            rule, "investigate"
+        )
+        out.append(
+            _finding(
+                rule,
+                node,
+                target,
+                hit,
+                f"dcgmi diag failed {tests} on {node}" + (f" GPU {', '.join(gpus)}" if gpus else "") + f": {verb}",
+                source,
+            )
+        )
     if failed:
         return out
     warned = [r for r in rows if r["status"] == "Warn"]
     if warned:
-        out.append(_finding("DIAG_WARN", node, gpu, warned, f"dcgmi diag warned on {node}: {', '.join(sorted({r['test'] for r in warned}))}", source))
+        out.append(
+            _finding(
+                "DIAG_WARN",
+                node,
+                gpu,
+                warned,
+                f"dcgmi diag warned on {node}: {', '.join(sorted({r['test'] for r in warned}))}",
+                source,
+            )
+        )
     skipped = [r for r in rows if r["status"] == "Skip"]
     if skipped:
-        out.append(_finding("DIAG_SKIP", node, gpu, skipped, f"dcgmi diag skipped {len({r['test'] for r in skipped})} test(s) on {node}", source))
+        out.append(
+            _finding(
+                "DIAG_SKIP",
+                node,
+                gpu,
+                skipped,
+                f"dcgmi diag skipped {len({r['test'] for r in skipped})} test(s) on {node}",
+                source,
+            )
+        )
     passed = [r for r in rows if r["status"] == "Pass"]
     if warned or not passed:
         return out
@@ -153,17 +220,38 @@ def diag_findings(diag: pd.DataFrame | None, node: str, gpu: str | None = None, 
     if skipped and not hardware:
         return out
     if not hardware:
-        out.append(_finding("DIAG_NO_HARDWARE", node, gpu, passed, f"dcgmi diag on {node} ran deployment checks only", source))
+        out.append(
+            _finding("DIAG_NO_HARDWARE", node, gpu, passed, f"dcgmi diag on {node} ran deployment checks only", source)
+        )
     elif after_reset and (owed := reset_owed(smi, gpu, pci_bus_id=pci_bus_id, uuid=uuid)):
-        f = _finding("DIAG_RESET_NOT_SEEN", node, gpu, hardware,
-                     f"dcgmi diag passed on {node}, but nvidia-smi -q still owes a reset: no uncordon", source)
+        f = _finding(
+            "DIAG_RESET_NOT_SEEN",
+            node,
+            gpu,
+            hardware,
+            f"dcgmi diag passed on {node}, but nvidia-smi -q still owes a reset: no uncordon",
+            source,
+        )
         f.evidence = owed + f.evidence
         out.append(f)
     elif after_reset:
-        f = _finding("DIAG_RETURN_TO_SERVICE", node, gpu, hardware,
-                     f"dcgmi diag passed on {node} after the reset: return to service (uncordon)", source)
-        f.evidence.insert(len(f.evidence) - bool(source), "the reset is the operator's word (after_reset=true); " + (
-            "nvidia-smi -q of the node owes none" if smi is not None and len(smi) else "no nvidia-smi -q was read to check it"))
+        f = _finding(
+            "DIAG_RETURN_TO_SERVICE",
+            node,
+            gpu,
+            hardware,
+            f"dcgmi diag passed on {node} after the reset: return to service (uncordon)",
+            source,
+        )
+        f.evidence.insert(
+            len(f.evidence) - bool(source),
+            "the reset is the operator's word (after_reset=true); "
+            + (
+                "nvidia-smi -q of the node owes none"
+                if smi is not None and len(smi)
+                else "no nvidia-smi -q was read to check it"
+            ),
+        )
         out.append(f)
     else:
         out.append(_finding("DIAG_PASS", node, gpu, hardware, f"dcgmi diag passed on {node}", source))

@@ -5,6 +5,7 @@ and the pods on it filled in (:func:`gpulib.xid.sops.fill_commands`).
 The rules themselves are :mod:`gpulib.xid.triage` (one :class:`~gpulib.xid.triage.CaseResult` per GPU); the
 ``dcgmi diag`` results are :mod:`gpulib.xid.diag`.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -48,29 +49,58 @@ def xid_finding(node: str, r: CaseResult) -> Finding:
     gpu_txt = f"GPU {case.gpu}" if case.gpu not in (None, "") else f"GPU {case.pci_bus_id or '?'}"
     title = f"XID {', '.join(map(str, v.codes))} on {node} {gpu_txt}: {verdict} ({v.bucket})"
     return Finding(
-        severity=severity, title=title, category=verdict, node=node, gpu=case.gpu,
+        severity=severity,
+        title=title,
+        category=verdict,
+        node=node,
+        gpu=case.gpu,
         summary=lookup(v.headline).description,
-        sop_step=row["sop_step"], commands=fill_commands(row["commands"], node, case.gpu, impact), evidence=evidence,
-        escalation=escalation, runbook="xid_ecc_triage", confidence=0.9 if v.gauge_only else 1.0,
-        data={"xids": v.codes, "bucket": v.bucket, "verdict": verdict, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id,
-              "pods": impact.to_dict("records")})
+        sop_step=row["sop_step"],
+        commands=fill_commands(row["commands"], node, case.gpu, impact),
+        evidence=evidence,
+        escalation=escalation,
+        runbook="xid_ecc_triage",
+        confidence=0.9 if v.gauge_only else 1.0,
+        data={
+            "xids": v.codes,
+            "bucket": v.bucket,
+            "verdict": verdict,
+            "uuid": case.uuid,
+            "pci_bus_id": case.pci_bus_id,
+            "pods": impact.to_dict("records"),
+        },
+    )
 
 
 def rule_finding(hit: RuleHit, node: str, r: CaseResult) -> Finding:
     """The finding of a memory or thermal rule: its xid_sop.csv row, graded by the rule where it says so."""
     case, impact = r.case, r.impact
     row = sop(hit.key)
-    return Finding(severity=hit.severity or Severity(row["severity"]), title=f"{RULE_TITLES[hit.key]} on {node} GPU {case.gpu}",
-                   category=row["verdict"], node=node, gpu=case.gpu, sop_step=row["sop_step"],
-                   commands=fill_commands(row["commands"], node, case.gpu, impact),
-                   evidence=hit.evidence + impact_evidence(impact), escalation=row["escalation"], runbook="xid_ecc_triage",
-                   data={"rule": hit.key, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id,
-                         "pods": impact.to_dict("records")})
+    return Finding(
+        severity=hit.severity or Severity(row["severity"]),
+        title=f"{RULE_TITLES[hit.key]} on {node} GPU {case.gpu}",
+        category=row["verdict"],
+        node=node,
+        gpu=case.gpu,
+        sop_step=row["sop_step"],
+        commands=fill_commands(row["commands"], node, case.gpu, impact),
+        evidence=hit.evidence + impact_evidence(impact),
+        escalation=row["escalation"],
+        runbook="xid_ecc_triage",
+        data={"rule": hit.key, "uuid": case.uuid, "pci_bus_id": case.pci_bus_id, "pods": impact.to_dict("records")},
+    )
 
 
-def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_events: pd.DataFrame | None = None,
-                smi: pd.DataFrame | None = None, dcgm: dict[str, pd.DataFrame] | None = None,
-                pods: pd.DataFrame | None = None) -> list[Finding]:
+def triage_node(
+    node: str,
+    *,
+    gpu: str | None = None,
+    window: str = "",
+    xid_events: pd.DataFrame | None = None,
+    smi: pd.DataFrame | None = None,
+    dcgm: dict[str, pd.DataFrame] | None = None,
+    pods: pd.DataFrame | None = None,
+) -> list[Finding]:
     """Triage one node (optionally one GPU) into Findings, most severe first: per GPU the XID finding, then the
     memory and thermal ones (:func:`gpulib.xid.triage.triage_cases` documents the inputs); one OK finding naming
     the inputs checked when nothing fired."""
@@ -79,10 +109,20 @@ def triage_node(node: str, *, gpu: str | None = None, window: str = "", xid_even
         findings += ([xid_finding(node, r)] if r.xid else []) + [rule_finding(h, node, r) for h in r.memory + r.thermal]
     if not findings:
         read = {k: v for k, v in (dcgm or {}).items() if v is not None}
-        findings.append(Finding(severity=Severity.OK, title=f"No XID, ECC or thermal problem found on {node}",
-                                node=node, gpu=gpu, category="ok", runbook="xid_ecc_triage",
-                                evidence=[f"inputs checked: {', '.join(k for k, v in (('kernel log', xid_events), ('nvidia-smi', smi)) if v is not None) or 'none'}"
-                                          + (f"; DCGM fields: {', '.join(sorted(read))}" if read else "")]))
+        findings.append(
+            Finding(
+                severity=Severity.OK,
+                title=f"No XID, ECC or thermal problem found on {node}",
+                node=node,
+                gpu=gpu,
+                category="ok",
+                runbook="xid_ecc_triage",
+                evidence=[
+                    f"inputs checked: {', '.join(k for k, v in (('kernel log', xid_events), ('nvidia-smi', smi)) if v is not None) or 'none'}"
+                    + (f"; DCGM fields: {', '.join(sorted(read))}" if read else "")
+                ],
+            )
+        )
     return sort_findings(findings)
 
 
@@ -90,9 +130,13 @@ def cleared(f: Finding) -> Finding:
     """An XID finding whose SOP step (reset/reboot, then a passing diagnostic) is done: kept as INFO history."""
     if f.data.get("bucket") not in CLEARED_BY_DIAG or f.severity not in (Severity.CRITICAL, Severity.WARNING):
         return f
-    return replace(f, severity=Severity.INFO, title=f"{f.title} (reset done, dcgmi diag passed afterwards)",
-                   summary=(f.summary + " " if f.summary else "") + "after_reset=true and every diagnostic test passed: "
-                           "the SOP's reset/reboot step is complete.")
+    return replace(
+        f,
+        severity=Severity.INFO,
+        title=f"{f.title} (reset done, dcgmi diag passed afterwards)",
+        summary=(f.summary + " " if f.summary else "") + "after_reset=true and every diagnostic test passed: "
+        "the SOP's reset/reboot step is complete.",
+    )
 
 
 def combine(triaged: list[Finding], diagnosed: list[Finding], node: str, gpu: str | None) -> list[Finding]:
@@ -106,6 +150,14 @@ def combine(triaged: list[Finding], diagnosed: list[Finding], node: str, gpu: st
     if gpu is not None:  # triage keeps cases it cannot pin to an index; show only this GPU's
         fs = [f for f in fs if f.gpu in (None, "", gpu)]
     if not fs:
-        fs = [Finding(Severity.OK, f"No XID, ECC or thermal problem found on {node} GPU {gpu}", node=node,
-                      gpu=gpu, category="ok", runbook="xid_ecc_triage")]
+        fs = [
+            Finding(
+                Severity.OK,
+                f"No XID, ECC or thermal problem found on {node} GPU {gpu}",
+                node=node,
+                gpu=gpu,
+                category="ok",
+                runbook="xid_ecc_triage",
+            )
+        ]
     return sort_findings(fs)

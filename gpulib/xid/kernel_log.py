@@ -9,6 +9,7 @@ and NVIDIA's NVSentinel treats that message as a fatal RESTART_BM event
 An Xid line cut after its code is kept (the code is there; the message says the line was cut).
 It streams: pass a path or an open file and a multi-GB log is read line by line.
 """
+
 from __future__ import annotations
 
 import io
@@ -20,25 +21,44 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
+from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.textio import as_text, clip
 
-from gpulib.core.ids import normalise_pci_bus_id
-
-
 #: columns of :func:`parse_kernel_log`'s DataFrame, in order.
-EVENT_COLUMNS = ["timestamp", "uptime_s", "host", "pci_bus_id", "gpu_i_id", "xid", "pid", "process", "message",
-                 "recovery_action", "link", "detail_words", "raw"]
+EVENT_COLUMNS = [
+    "timestamp",
+    "uptime_s",
+    "host",
+    "pci_bus_id",
+    "gpu_i_id",
+    "xid",
+    "pid",
+    "process",
+    "message",
+    "recovery_action",
+    "link",
+    "detail_words",
+    "raw",
+]
 
 
 # ------------------------------------------------------------------------------ line prefixes
-_MONTHS = {m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)}
-_KMSG = re.compile(r"^<?\d+>?,(?P<seq>\d+),(?P<usec>\d+),[^;]*;")                    # /dev/kmsg record
+_MONTHS = {
+    m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
+_KMSG = re.compile(r"^<?\d+>?,(?P<seq>\d+),(?P<usec>\d+),[^;]*;")  # /dev/kmsg record
 #: ISO stamp, then a host only where a syslog tag follows (``journalctl -o short-iso``, rsyslog); ``dmesg
 #: --time-format iso`` has no host: ``2024-11-15T12:02:03,470068+00:00 NVRM: ...``
-_ISO = re.compile(r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
-                  r"(?:(?P<host>[^\s:\[]+)\s+(?=kernel:|[^\s:]+\[\d+\]:))?")
-_BSD = re.compile(r"^(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?P<host>\S+)\s+")
-_DMESG_T = re.compile(r"^\[(?:[A-Z][a-z]{2}\s+)?(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<year>\d{4})\]\s*")
+_ISO = re.compile(
+    r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
+    r"(?:(?P<host>[^\s:\[]+)\s+(?=kernel:|[^\s:]+\[\d+\]:))?"
+)
+_BSD = re.compile(
+    r"^(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?P<host>\S+)\s+"
+)
+_DMESG_T = re.compile(
+    r"^\[(?:[A-Z][a-z]{2}\s+)?(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<year>\d{4})\]\s*"
+)
 _UPTIME = re.compile(r"\[\s*(?P<up>\d+\.\d+)\]\s*")
 _THREAD = re.compile(r"^\[\s*[TC]\d+\]\s*")
 
@@ -57,7 +77,9 @@ _FALLEN_HEAD = re.compile(rf"NVRM: The NVIDIA GPU (?P<pci>{_BDF})")
 _PAIR_LINES = 20
 _PID = re.compile(r"^\s*pid=(?P<pid>'<unknown>'|<unknown>|\d+)?,?")
 _NAME = re.compile(r"^\s*name=(?P<name>[^,]*),?")
-_RECOVERY = re.compile(r"recovery action changed (?:from 0x[0-9a-fA-F]+(?: \([^)]*\))? )?to (?P<code>0x[0-9a-fA-F]+|\d+)", re.I)
+_RECOVERY = re.compile(
+    r"recovery action changed (?:from 0x[0-9a-fA-F]+(?: \([^)]*\))? )?to (?P<code>0x[0-9a-fA-F]+|\d+)", re.I
+)
 _LINK = re.compile(r"\blink\s+(?P<link>-?\d+)", re.I)
 _WORDS = re.compile(r"\((?P<words>(?:0x[0-9a-fA-F]+(?:,\s*|\s+))+0x[0-9a-fA-F]+)\)")
 
@@ -79,29 +101,36 @@ def _split_prefix(line: str, year: int, tz: str) -> tuple[pd.Timestamp | None, f
     m = _KMSG.match(rest)
     if m:
         uptime = int(m.group("usec")) / 1e6
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
     m = _ISO.match(rest)
     if m:
         ts = _naive_utc(pd.Timestamp(m.group("ts").replace(",", ".")), tz)
-        host, rest = m.group("host"), rest[m.end():]   # no host for `dmesg --time-format iso` (see _ISO)
+        host, rest = m.group("host"), rest[m.end() :]  # no host for `dmesg --time-format iso` (see _ISO)
     else:
         m = _BSD.match(rest)
         if m and m.group("mon") in _MONTHS:
-            ts = _naive_utc(pd.Timestamp(f"{year}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d} {m.group('time')}"), tz)
-            host, rest = m.group("host"), rest[m.end():]
+            ts = _naive_utc(
+                pd.Timestamp(f"{year}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d} {m.group('time')}"), tz
+            )
+            host, rest = m.group("host"), rest[m.end() :]
     if rest.startswith("kernel:"):
-        rest = rest[len("kernel:"):].lstrip()
+        rest = rest[len("kernel:") :].lstrip()
     m = _DMESG_T.match(rest)
     if m and m.group("mon") in _MONTHS:
-        ts = _naive_utc(pd.Timestamp(f"{m.group('year')}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d} {m.group('time')}"), tz)
-        rest = rest[m.end():]
+        ts = _naive_utc(
+            pd.Timestamp(
+                f"{m.group('year')}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d} {m.group('time')}"
+            ),
+            tz,
+        )
+        rest = rest[m.end() :]
     m = _UPTIME.match(rest)
     if m:
         uptime = float(m.group("up"))
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
     m = _THREAD.match(rest)
     if m:
-        rest = rest[m.end():]
+        rest = rest[m.end() :]
     return ts, uptime, host, rest
 
 
@@ -127,21 +156,28 @@ def _parse_body(rest: str) -> dict[str, Any] | None:
     if pm:
         if pm.group("pid") and pm.group("pid").isdigit():
             pid = int(pm.group("pid"))
-        tail = tail[pm.end():]
+        tail = tail[pm.end() :]
         nm = _NAME.match(tail)
         if nm:
             name = nm.group("name").strip()
             process = None if name in ("", "<unknown>") else name
-            tail = tail[nm.end():]
+            tail = tail[nm.end() :]
     message = tail.strip()
     rec = _RECOVERY.search(message)
     link = _LINK.search(message)
     words = _WORDS.search(message)
     return {
-        "pci_bus_id": pci, "gpu_i_id": str(int(gi)) if gi else None, "xid": int(m.group("xid")), "pid": pid, "process": process, "message": message,
+        "pci_bus_id": pci,
+        "gpu_i_id": str(int(gi)) if gi else None,
+        "xid": int(m.group("xid")),
+        "pid": pid,
+        "process": process,
+        "message": message,
         "recovery_action": int(rec.group("code"), 0) if rec else None,
         "link": int(link.group("link")) if link else None,
-        "detail_words": tuple(int(w, 16) for w in re.findall(r"0x[0-9a-fA-F]+", words.group("words"))) if words else None,
+        "detail_words": tuple(int(w, 16) for w in re.findall(r"0x[0-9a-fA-F]+", words.group("words")))
+        if words
+        else None,
     }
 
 
@@ -161,10 +197,21 @@ def parse_line(line: str, *, year: int | None = None, tz: str = "UTC") -> dict[s
 
 
 def _fallen_event(pci: str | None, ts, uptime, host, text: str, raw: str) -> dict[str, Any]:
-    return {"timestamp": ts, "uptime_s": uptime, "host": host, "pci_bus_id": normalise_pci_bus_id(pci), "gpu_i_id": None,
-            "xid": 79, "pid": None, "process": None,
-            "message": f"GPU has fallen off the bus (kernel message without an Xid line: {text.strip()})",
-            "recovery_action": None, "link": None, "detail_words": None, "raw": raw}
+    return {
+        "timestamp": ts,
+        "uptime_s": uptime,
+        "host": host,
+        "pci_bus_id": normalise_pci_bus_id(pci),
+        "gpu_i_id": None,
+        "xid": 79,
+        "pid": None,
+        "process": None,
+        "message": f"GPU has fallen off the bus (kernel message without an Xid line: {text.strip()})",
+        "recovery_action": None,
+        "link": None,
+        "detail_words": None,
+        "raw": raw,
+    }
 
 
 def iter_kernel_log(lines: Iterable[str], *, year: int | None = None, tz: str = "UTC") -> Iterator[dict[str, Any]]:
@@ -172,9 +219,9 @@ def iter_kernel_log(lines: Iterable[str], *, year: int | None = None, tz: str = 
     dict per "fallen off the bus" message with no ``Xid 79`` line of the same GPU within :data:`_PAIR_LINES` lines
     (that dict comes out once those lines have been read)."""
     y = year or datetime.now(timezone.utc).year
-    pending: list[tuple[int, dict[str, Any]]] = []   # inferred XID 79 events waiting for a matching Xid line
+    pending: list[tuple[int, dict[str, Any]]] = []  # inferred XID 79 events waiting for a matching Xid line
     last79: dict[str | None, int] = {}
-    head: tuple[int, str, Any, Any, Any, str] | None = None   # "NVRM: The NVIDIA GPU <pci>" seen on line n
+    head: tuple[int, str, Any, Any, Any, str] | None = None  # "NVRM: The NVIDIA GPU <pci>" seen on line n
     for n, line in enumerate(lines):
         while pending and n - pending[0][0] > _PAIR_LINES:
             yield pending.pop(0)[1]
@@ -215,8 +262,9 @@ def iter_kernel_log(lines: Iterable[str], *, year: int | None = None, tz: str = 
 def _lines(source: Any) -> Iterable[str]:
     if source is None:
         return []
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
-                                     and os.path.isfile(source)):
+    if isinstance(source, Path) or (
+        isinstance(source, str) and "\n" not in source and len(source) < 4096 and os.path.isfile(source)
+    ):
         return _file_lines(Path(source))
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = as_text(source)

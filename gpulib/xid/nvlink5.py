@@ -9,6 +9,7 @@ pattern (``1``/``0`` fixed bits, ``-`` any; V2 for drivers from R575, V1 before)
 as gpud's ``patternMatches`` does (components/accelerator/nvidia/xid/xid.go @4a8de33a). The matching rule's
 resolution bucket (RESET_GPU, IGNORE, XID_154_EVAL) replaces the generic WORKFLOW_NVLINK5_ERR.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -43,10 +44,19 @@ def decode(xid: int, intrinfo: int, error_status: int, unit: str | None = None) 
     """The decode rule for an NVLink5 XID (dict with unit, resolution, investigatory, severity ...) or None."""
     if int(xid) not in CODES:
         return None
-    hits = [r for r in _rules() if r["xid"] == int(xid) and r["error_status"] == int(error_status)
-            and (_matches(r["intrinfo_pattern_v2"], int(intrinfo)) or _matches(r["intrinfo_pattern_v1"], int(intrinfo)))]
+    hits = [
+        r
+        for r in _rules()
+        if r["xid"] == int(xid)
+        and r["error_status"] == int(error_status)
+        and (_matches(r["intrinfo_pattern_v2"], int(intrinfo)) or _matches(r["intrinfo_pattern_v1"], int(intrinfo)))
+    ]
     if unit and len(hits) > 1:
-        named = [r for r in hits if unit.upper() in str(r["unit"]).upper().split("/") or str(r["unit"]).upper() in unit.upper()]
+        named = [
+            r
+            for r in hits
+            if unit.upper() in str(r["unit"]).upper().split("/") or str(r["unit"]).upper() in unit.upper()
+        ]
         hits = named or hits
     return dict(hits[0]) if hits else None
 

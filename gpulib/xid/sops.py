@@ -5,6 +5,7 @@ Every value that lands in a printed command is shell-quoted (:func:`gpulib.core.
 Deployment/StatefulSet are stopped by scaling the owner (a deleted pod is re-created at once by its controller and
 can take the GPU again: https://kubernetes.io/docs/concepts/workloads/controllers/deployment/), other pods deleted.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -28,7 +29,7 @@ def sop(key: str) -> dict[str, Any]:
     cmds = [c.strip() for c in str(row["commands"]).split(";;") if c.strip()]
     if key != "GPU_RESET_STEPS" and "{reset_gpu}" in cmds:  # the shared reset procedure, expanded in place
         i = cmds.index("{reset_gpu}")
-        cmds[i:i + 1] = sop("GPU_RESET_STEPS")["commands"]
+        cmds[i : i + 1] = sop("GPU_RESET_STEPS")["commands"]
     row["commands"] = cmds
     return row
 
@@ -36,8 +37,14 @@ def sop(key: str) -> dict[str, Any]:
 POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by", "owner_pods"]
 
 
-def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None = None,
-               dcgm: dict[str, pd.DataFrame] | None = None, uuid: str | None = None) -> pd.DataFrame:
+def pod_impact(
+    node: str,
+    gpu: str | None = None,
+    *,
+    pods: pd.DataFrame | None = None,
+    dcgm: dict[str, pd.DataFrame] | None = None,
+    uuid: str | None = None,
+) -> pd.DataFrame:
     """Pods that were on the affected GPU: first by DCGM's pod/namespace labels on that GPU (exact),
     then every GPU pod of the node from the cluster's pod list (when the GPU is not known exactly)."""
     rows: list[dict[str, Any]] = []
@@ -45,7 +52,10 @@ def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None =
     owners = {}
     if pods is not None and len(pods):
         for r in pods.to_dict("records"):
-            owners[(str(r.get("namespace")), str(r.get("pod")))] = (r.get("owner_kind") or "", r.get("owner_name") or "")
+            owners[(str(r.get("namespace")), str(r.get("pod")))] = (
+                r.get("owner_kind") or "",
+                r.get("owner_name") or "",
+            )
     for df in (dcgm or {}).values():
         if df is None or len(df) == 0 or "pod" not in df.columns:
             continue
@@ -60,17 +70,34 @@ def pod_impact(node: str, gpu: str | None = None, *, pods: pd.DataFrame | None =
             if key not in seen:
                 seen.add(key)
                 kind, name = owners.get(key, ("", ""))
-                rows.append({"namespace": key[0], "pod": key[1], "owner_kind": kind, "owner_name": name,
-                             "gpu": str(r["gpu"]), "matched_by": "DCGM pod label on the GPU"})
+                rows.append(
+                    {
+                        "namespace": key[0],
+                        "pod": key[1],
+                        "owner_kind": kind,
+                        "owner_name": name,
+                        "gpu": str(r["gpu"]),
+                        "matched_by": "DCGM pod label on the GPU",
+                    }
+                )
     if pods is not None and len(pods) and not rows:
         sel = pods[pods["node"] == node]
         gpu_req = pd.to_numeric(sel.get("gpu_request", pd.Series(0, index=sel.index)), errors="coerce").fillna(0)
-        mig = sel.get("mig_requests", pd.Series([{}] * len(sel), index=sel.index)).map(lambda d: bool(d) if isinstance(d, dict) else False)
+        mig = sel.get("mig_requests", pd.Series([{}] * len(sel), index=sel.index)).map(
+            lambda d: bool(d) if isinstance(d, dict) else False
+        )
         active = sel.get("phase", pd.Series("Running", index=sel.index)).isin(["Running", "Pending"])
         for r in sel[((gpu_req > 0) | mig) & active].to_dict("records"):
-            rows.append({"namespace": r["namespace"], "pod": r["pod"], "owner_kind": r.get("owner_kind") or "",
-                         "owner_name": r.get("owner_name") or "", "gpu": "",
-                         "matched_by": "GPU pod on the node (pod list; GPU not pinned)"})
+            rows.append(
+                {
+                    "namespace": r["namespace"],
+                    "pod": r["pod"],
+                    "owner_kind": r.get("owner_kind") or "",
+                    "owner_name": r.get("owner_name") or "",
+                    "gpu": "",
+                    "matched_by": "GPU pod on the node (pod list; GPU not pinned)",
+                }
+            )
     counts: dict[tuple[str, str, str], int] = {}
     if pods is not None and len(pods):
         for r in pods.to_dict("records"):
@@ -101,14 +128,20 @@ def _workload_commands(key: str, impact: pd.DataFrame, node: str) -> list[str]:
         if res and name:
             obj = f"{res}/{name}"
             if key == "stop_workload":
-                out.append(command("kubectl", "-n", ns, "scale", obj, "--replicas=0")
-                           + f"   # {kind} {name} would re-create a deleted pod; it runs {int(r.get('owner_pods') or 1)} pod(s) now")
+                out.append(
+                    command("kubectl", "-n", ns, "scale", obj, "--replicas=0")
+                    + f"   # {kind} {name} would re-create a deleted pod; it runs {int(r.get('owner_pods') or 1)} pod(s) now"
+                )
             elif key == "resume_workload":
                 out.append(command("kubectl", "-n", ns, "scale", obj, f"--replicas={int(r.get('owner_pods') or 1)}"))
             else:
                 out.append(command("kubectl", "-n", ns, "rollout", "restart", obj))
         elif key != "resume_workload":
-            note = f"   # its {kind} {name} starts a new pod" if kind and name else "   # a bare pod: re-create it from its manifest"
+            note = (
+                f"   # its {kind} {name} starts a new pod"
+                if kind and name
+                else "   # a bare pod: re-create it from its manifest"
+            )
             out.append(command("kubectl", "-n", ns, "delete", "pod", pod) + note)
     return out
 
@@ -126,9 +159,13 @@ def fill_commands(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFr
         elif "{pod}" in c or "{namespace}" in c:
             if len(impact):
                 for r in impact.head(5).to_dict("records"):
-                    out.append(c.format(node=n, gpu=g, namespace=shell_quote(r["namespace"]), pod=shell_quote(r["pod"])))
+                    out.append(
+                        c.format(node=n, gpu=g, namespace=shell_quote(r["namespace"]), pod=shell_quote(r["pod"]))
+                    )
             else:
-                out.append(command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}"))
+                out.append(
+                    command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}")
+                )
         else:
             out.append(c.format(node=n, gpu=g))
     return list(dict.fromkeys(out))
@@ -137,6 +174,8 @@ def fill_commands(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFr
 def impact_evidence(impact: pd.DataFrame) -> list[str]:
     if not len(impact):
         return ["no pod found on this GPU (pod list and DCGM pod labels checked)"]
-    names = [f"{r['namespace']}/{r['pod']}" + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
-             for r in impact.to_dict("records")]
+    names = [
+        f"{r['namespace']}/{r['pod']}" + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
+        for r in impact.to_dict("records")
+    ]
     return [f"pods hit ({impact['matched_by'].iloc[0]}): " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")]

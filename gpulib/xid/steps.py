@@ -7,6 +7,7 @@ findings (the rules are :mod:`gpulib.xid.triage`, the Findings :mod:`gpulib.xid.
 notebook gets the same verdict; :func:`remediation_plan` plans the drain (:mod:`gpulib.kube.remediate`) the top
 finding calls for. The tables and charts are :mod:`gpulib.xid.view`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,8 +46,15 @@ SUMMARY_STATS = {
 #: query returns one sample per step: https://prometheus.io/docs/prometheus/latest/querying/api/#range-queries)
 EVENT_GAUGES = (triage.XID_GAUGE, triage.REMAP_FAILURE)
 #: DCGM fields drawn over time (the XID gauge is also read for its changes)
-SERIES_FIELDS = [triage.XID_GAUGE, triage.DBE_VOL, triage.SBE_VOL, triage.UNC_REMAP, triage.REMAP_FAILURE,
-                 triage.GPU_TEMP, "DCGM_FI_DEV_POWER_USAGE"]
+SERIES_FIELDS = [
+    triage.XID_GAUGE,
+    triage.DBE_VOL,
+    triage.SBE_VOL,
+    triage.UNC_REMAP,
+    triage.REMAP_FAILURE,
+    triage.GPU_TEMP,
+    "DCGM_FI_DEV_POWER_USAGE",
+]
 
 #: SOP rules of triage that take the GPU out of service (besides XID buckets in triage.DRAIN_BUCKETS)
 _DRAIN_RULES = {"ROW_REMAP_FAILURE", "DBE_ERRORS"}
@@ -57,8 +65,23 @@ def kernel_log_command(node: str) -> str:
     """How to fetch a node's NVRM lines with ``kubectl debug`` (the host's root is at /host): the Xid lines and
     the "fallen off the bus" messages the driver prints without an Xid (:func:`gpulib.xid.catalog.parse_kernel_log`).
     ``-i`` without ``-t``: the output goes through a pipe; ``--profile=sysadmin`` lets dmesg read the kernel ring."""
-    return (command("kubectl", "debug", f"node/{node}", "-i", "--quiet", "--profile=sysadmin", f"--image={DEBUG_IMAGE}",
-                    "--", "chroot", "/host", "dmesg", "-T") + " | grep -i -E 'NVRM: Xid|fallen off the bus'")
+    return (
+        command(
+            "kubectl",
+            "debug",
+            f"node/{node}",
+            "-i",
+            "--quiet",
+            "--profile=sysadmin",
+            f"--image={DEBUG_IMAGE}",
+            "--",
+            "chroot",
+            "/host",
+            "dmesg",
+            "-T",
+        )
+        + " | grep -i -E 'NVRM: Xid|fallen off the bus'"
+    )
 
 
 def collect_command(node: str) -> str:
@@ -68,10 +91,14 @@ def collect_command(node: str) -> str:
 
 def smi_query_commands(node: str) -> list[str]:
     """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
-    pod = ("$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
-           f"--field-selector spec.nodeName={shell_quote(node)} -o name)")
-    return [command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", f"--field-selector=spec.nodeName={node}"),
-            f"kubectl -n gpu-operator exec {pod} -- nvidia-smi -q > nvidia-smi-q.txt"]
+    pod = (
+        "$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+        f"--field-selector spec.nodeName={shell_quote(node)} -o name)"
+    )
+    return [
+        command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", f"--field-selector=spec.nodeName={node}"),
+        f"kubectl -n gpu-operator exec {pod} -- nvidia-smi -q > nvidia-smi-q.txt",
+    ]
 
 
 @dataclass
@@ -116,7 +143,9 @@ class TriageInputs:
 def _read(path: str, what: str) -> str:
     p = Path(path).expanduser()
     if not p.is_file():
-        raise InvalidParameter(f"{what}={path!r}: no such file", hint="give the path of a saved text capture, or leave it empty")
+        raise InvalidParameter(
+            f"{what}={path!r}: no such file", hint="give the path of a saved text capture, or leave it empty"
+        )
     return p.read_text(errors="replace")
 
 
@@ -137,8 +166,17 @@ def _target(src, node: str, gpu: Any, window: str, smi: pd.DataFrame | None = No
     return resolve(src, node, gpu, window, smi)
 
 
-def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_file: str = "",
-            smi_file: str = "", diag_file: str = "", after_reset: bool = False) -> TriageInputs:
+def collect(
+    src,
+    node: str,
+    gpu: Any = None,
+    window: str = "6h",
+    *,
+    kernel_log_file: str = "",
+    smi_file: str = "",
+    diag_file: str = "",
+    after_reset: bool = False,
+) -> TriageInputs:
     """Gather the triage inputs for ``node`` (and ``gpu``: index, GPU UUID or MIG UUID) from ``src``; files
     given override the source's. A ``gpu`` matching none of the node's GPUs raises UnknownGPU.
 
@@ -148,14 +186,16 @@ def collect(src, node: str, gpu: Any = None, window: str = "6h", *, kernel_log_f
     if not node:
         raise InvalidParameter("node is empty: give the GPU node from the alert (its hostname label)")
     node = node_name(node)
-    def text_input(path: str, param: str, fetch):   # a file given overrides what the source has
+
+    def text_input(path: str, param: str, fetch):  # a file given overrides what the source has
         return (_read(path, param), path) if path else (fetch(node), src.describe())
 
     smi_text, smi_from = text_input(smi_file, "smi_file", src.smi_query)
     smi = parse_query(smi_text) if smi_text is not None else None
     target = _target(src, node, gpu, window, smi)
-    inp = TriageInputs(node=node, gpu=target.gpu, window=window, target=target, after_reset=bool(after_reset),
-                       end=src.end)
+    inp = TriageInputs(
+        node=node, gpu=target.gpu, window=window, target=target, after_reset=bool(after_reset), end=src.end
+    )
     inp.diag_text, inp.diag_from = text_input(diag_file, "diag_file", src.diag_report)
     if inp.diag_text is not None:
         inp.diag = parse_dcgmi_diag(inp.diag_text)
@@ -207,16 +247,31 @@ def xid_timeline(inp: TriageInputs) -> pd.DataFrame:
         for r in inp.xid_events.to_dict("records"):
             pci = normalise_pci_bus_id(r.get("pci_bus_id"))
             hit = by_pci.get(pci, {})
-            rows.append({"timestamp": r.get("timestamp"), "gpu": hit.get("gpu") or "", "uuid": hit.get("uuid") or "",
-                         "pci_bus_id": pci or "", "xid": int(r["xid"]), "source": "kernel log",
-                         "message": str(r.get("message") or "")})
+            rows.append(
+                {
+                    "timestamp": r.get("timestamp"),
+                    "gpu": hit.get("gpu") or "",
+                    "uuid": hit.get("uuid") or "",
+                    "pci_bus_id": pci or "",
+                    "xid": int(r["xid"]),
+                    "source": "kernel log",
+                    "message": str(r.get("message") or ""),
+                }
+            )
     ev = triage.xid_events_from_gauge(inp.series.get(triage.XID_GAUGE))
     for r in ev.to_dict("records"):
         hit = by_gpu.get(str(r["gpu"]), {})
-        rows.append({"timestamp": r["timestamp"], "gpu": str(r["gpu"]), "uuid": (r["uuid"] if isinstance(r.get("uuid"), str) and r["uuid"] else hit.get("uuid") or ""),
-                     "pci_bus_id": hit.get("pci_bus_id") or "", "xid": int(r["xid"]),
-                     "source": triage.XID_GAUGE + (" (before the window)" if r["carried_over"] else ""),
-                     "message": "gauge changed to this code"})
+        rows.append(
+            {
+                "timestamp": r["timestamp"],
+                "gpu": str(r["gpu"]),
+                "uuid": (r["uuid"] if isinstance(r.get("uuid"), str) and r["uuid"] else hit.get("uuid") or ""),
+                "pci_bus_id": hit.get("pci_bus_id") or "",
+                "xid": int(r["xid"]),
+                "source": triage.XID_GAUGE + (" (before the window)" if r["carried_over"] else ""),
+                "message": "gauge changed to this code",
+            }
+        )
     df = pd.DataFrame(rows, columns=[c for c in cols if c != "mnemonic"])
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce")
     df["mnemonic"] = [lookup(x).mnemonic for x in df["xid"]]
@@ -244,8 +299,12 @@ def has_input(inp: TriageInputs) -> bool:
     """Whether anything the triage reads was there: a kernel log, nvidia-smi -q, or a DCGM frame with rows."""
     frames = list(inp.summaries.values()) + list(inp.series.values())
     diag = getattr(inp, "diag", None)
-    return (inp.kernel_log is not None or inp.smi is not None or (diag is not None and len(diag) > 0)
-            or any(f is not None and len(f) for f in frames))
+    return (
+        inp.kernel_log is not None
+        or inp.smi is not None
+        or (diag is not None and len(diag) > 0)
+        or any(f is not None and len(f) for f in frames)
+    )
 
 
 def findings(inp: TriageInputs) -> list[Finding]:
@@ -253,13 +312,24 @@ def findings(inp: TriageInputs) -> list[Finding]:
     ``dcgmi diag`` results (:func:`gpulib.xid.diag.diag_findings`), restricted to the requested GPU.
     NoInput (the run is INCOMPLETE) when none of the inputs could be read: no input, no verdict."""
     if not has_input(inp):
-        raise NoInput(f"no input to triage {inp.node}: no kernel log, no nvidia-smi -q and no DCGM series for the node "
-                      f"in the last {inp.window} (missing: {', '.join(inp.missing)})")
-    fs = xfindings.triage_node(inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi,
-                               dcgm=inp.dcgm, pods=inp.pods)
+        raise NoInput(
+            f"no input to triage {inp.node}: no kernel log, no nvidia-smi -q and no DCGM series for the node "
+            f"in the last {inp.window} (missing: {', '.join(inp.missing)})"
+        )
+    fs = xfindings.triage_node(
+        inp.node, gpu=inp.gpu, window=inp.window, xid_events=inp.xid_events, smi=inp.smi, dcgm=inp.dcgm, pods=inp.pods
+    )
     t = inp.target
-    ds = diag_findings(inp.diag, inp.node, inp.gpu, after_reset=inp.after_reset, source=inp.diag_from, smi=inp.smi,
-                       pci_bus_id=t.pci_bus_id if t else "", uuid=t.uuid if t else "")
+    ds = diag_findings(
+        inp.diag,
+        inp.node,
+        inp.gpu,
+        after_reset=inp.after_reset,
+        source=inp.diag_from,
+        smi=inp.smi,
+        pci_bus_id=t.pci_bus_id if t else "",
+        uuid=t.uuid if t else "",
+    )
     return xfindings.combine(fs, ds, inp.node, inp.gpu)
 
 

@@ -10,6 +10,7 @@ GPUs is :class:`~gpulib.core.errors.UnknownGPU` naming the GPUs the node has, ne
 The node's GPUs come from the source (:meth:`gpulib.sources.base.Source.gpus`) and from the node's
 ``nvidia-smi -q`` when one is at hand (index, UUID, PCI bus id).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,8 +41,11 @@ class Target:
         """``dgx-h100-1 GPU 5`` (with the UUID or MIG instance the user gave, when not the index)."""
         if self.gpu is None:
             return f"{self.node} (all GPUs)"
-        extra = f" (MIG instance {self.gpu_i_id}, {self.mig_uuid})" if self.mig_uuid else (
-            f" ({self.uuid})" if self.given and self.given != self.gpu else "")
+        extra = (
+            f" (MIG instance {self.gpu_i_id}, {self.mig_uuid})"
+            if self.mig_uuid
+            else (f" ({self.uuid})" if self.given and self.given != self.gpu else "")
+        )
         return f"{self.node} GPU {self.gpu}{extra}"
 
 
@@ -50,10 +54,20 @@ def inventory(src, node: str, window: str = "6h", smi: pd.DataFrame | None = Non
     df = src.gpus(node, window)
     if smi is not None and len(smi):
         have = set(df["uuid"].str.lower())
-        rows = [{"node": node, "gpu": "" if pd.isna(r.get("index")) else str(int(r["index"])),
-                 "uuid": str(r.get("uuid") or ""), "pci_bus_id": str(r.get("pci_bus_id") or ""),
-                 "model": str(r.get("name") or ""), "gpu_i_id": "", "gpu_i_profile": "", "mig_uuid": ""}
-                for r in smi.to_dict("records") if str(r.get("uuid") or "").lower() not in have]
+        rows = [
+            {
+                "node": node,
+                "gpu": "" if pd.isna(r.get("index")) else str(int(r["index"])),
+                "uuid": str(r.get("uuid") or ""),
+                "pci_bus_id": str(r.get("pci_bus_id") or ""),
+                "model": str(r.get("name") or ""),
+                "gpu_i_id": "",
+                "gpu_i_profile": "",
+                "mig_uuid": "",
+            }
+            for r in smi.to_dict("records")
+            if str(r.get("uuid") or "").lower() not in have
+        ]
         if rows:
             df = pd.concat([df, pd.DataFrame(rows, columns=GPU_COLUMNS)], ignore_index=True)
     return df
@@ -77,8 +91,11 @@ def resolve(src, node: str, gpu: Any, window: str = "6h", smi: pd.DataFrame | No
     if inv.empty:
         if ref.kind == "index":  # the source cannot list GPUs; the index was range-checked against the node
             return Target(node=node, given=ref.value, gpu=ref.value)
-        raise UnknownGPU(f"gpu={ref.value}: the source ({src.describe()}) lists no GPU of node {node!r}, so a UUID "
-                         "cannot be matched", hint="give the GPU index, or a saved nvidia-smi -q of the node (smi_file)")
+        raise UnknownGPU(
+            f"gpu={ref.value}: the source ({src.describe()}) lists no GPU of node {node!r}, so a UUID "
+            "cannot be matched",
+            hint="give the GPU index, or a saved nvidia-smi -q of the node (smi_file)",
+        )
     if ref.kind == "index":
         hit = inv[(inv["gpu"] == ref.value) & (inv["gpu_i_id"] == "")]
         if hit.empty:
@@ -90,12 +107,23 @@ def resolve(src, node: str, gpu: Any, window: str = "6h", smi: pd.DataFrame | No
     if hit.empty:
         why = ""
         if ref.kind == "mig" and not (inv["mig_uuid"] != "").any():
-            why = (" (this source has no MIG device UUIDs: DCGM labels name the parent GPU; `nvidia-smi -L` on the "
-                   "node shows which GPU holds the MIG device)")
-        raise UnknownGPU(f"gpu={ref.value} matches no GPU of node {node!r}{why}; the node has: {_listing(inv)}",
-                         hint="give one of the node's GPU indexes or UUIDs listed above")
+            why = (
+                " (this source has no MIG device UUIDs: DCGM labels name the parent GPU; `nvidia-smi -L` on the "
+                "node shows which GPU holds the MIG device)"
+            )
+        raise UnknownGPU(
+            f"gpu={ref.value} matches no GPU of node {node!r}{why}; the node has: {_listing(inv)}",
+            hint="give one of the node's GPU indexes or UUIDs listed above",
+        )
     row = hit.iloc[0].to_dict()
     pci = normalise_pci_bus_id(row["pci_bus_id"]) if row["pci_bus_id"] else ""
     mig = ref.kind == "mig"
-    return Target(node=node, given=ref.value, gpu=row["gpu"] or None, uuid=row["uuid"], pci_bus_id=pci or "",
-                  mig_uuid=row["mig_uuid"] if mig else "", gpu_i_id=row["gpu_i_id"] if mig else "")
+    return Target(
+        node=node,
+        given=ref.value,
+        gpu=row["gpu"] or None,
+        uuid=row["uuid"],
+        pci_bus_id=pci or "",
+        mig_uuid=row["mig_uuid"] if mig else "",
+        gpu_i_id=row["gpu_i_id"] if mig else "",
+    )

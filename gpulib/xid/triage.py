@@ -12,6 +12,7 @@ changes, never summed, and an XID already seen in the kernel log is not counted 
 
 The Prometheus rules file built from the same data files is :mod:`gpulib.xid.alerts`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ from gpulib.xid import nvlink5
 from gpulib.xid.catalog import lookup
 from gpulib.xid.sops import pod_impact
 
-
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 DBE_VOL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
@@ -41,12 +41,35 @@ RETIRED_PENDING = "DCGM_FI_DEV_RETIRED_PENDING"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
 
 #: most drastic first: the bucket that wins when a GPU logged several XIDs.
-BUCKET_PRIORITY = ["RESTART_BM", "WORKFLOW_XID_48", "RESET_GPU", "WORKFLOW_NVLINK_ERR", "WORKFLOW_NVLINK5_ERR",
-                   "CHECK_MECHANICALS", "RESTART_VM", "DRAIN_P2P", "CONTACT_SUPPORT", "UPDATE_SWFW", "CHECK_UVM",
-                   "WORKFLOW_XID_13", "RESTART_APP", "WORKFLOW_XID_45", "XID_154", "IGNORE"]
+BUCKET_PRIORITY = [
+    "RESTART_BM",
+    "WORKFLOW_XID_48",
+    "RESET_GPU",
+    "WORKFLOW_NVLINK_ERR",
+    "WORKFLOW_NVLINK5_ERR",
+    "CHECK_MECHANICALS",
+    "RESTART_VM",
+    "DRAIN_P2P",
+    "CONTACT_SUPPORT",
+    "UPDATE_SWFW",
+    "CHECK_UVM",
+    "WORKFLOW_XID_13",
+    "RESTART_APP",
+    "WORKFLOW_XID_45",
+    "XID_154",
+    "IGNORE",
+]
 #: buckets whose SOP takes the GPU out of service.
-DRAIN_BUCKETS = {"RESTART_BM", "WORKFLOW_XID_48", "RESET_GPU", "WORKFLOW_NVLINK_ERR", "WORKFLOW_NVLINK5_ERR",
-                 "CHECK_MECHANICALS", "RESTART_VM", "DRAIN_P2P"}
+DRAIN_BUCKETS = {
+    "RESTART_BM",
+    "WORKFLOW_XID_48",
+    "RESET_GPU",
+    "WORKFLOW_NVLINK_ERR",
+    "WORKFLOW_NVLINK5_ERR",
+    "CHECK_MECHANICALS",
+    "RESTART_VM",
+    "DRAIN_P2P",
+}
 APP_BUCKETS = {"RESTART_APP", "WORKFLOW_XID_13", "CHECK_UVM"}
 #: buckets that only follow another XID (never the verdict while another XID is present).
 SYMPATHETIC_BUCKETS = {"WORKFLOW_XID_45", "XID_154", "IGNORE"}
@@ -63,9 +86,11 @@ def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | N
     when several events of the code decode differently."""
     rec = lookup(code)
     if code in nvlink5.CODES and events is not None and "detail_words" in events.columns:
-        decoded = [nvlink5.bucket(code, w, str(m) if isinstance(m, str) else "")
-                   for w, m in zip(events["detail_words"], events.get("message", pd.Series([""] * len(events))))
-                   if isinstance(w, tuple)]
+        decoded = [
+            nvlink5.bucket(code, w, str(m) if isinstance(m, str) else "")
+            for w, m in zip(events["detail_words"], events.get("message", pd.Series([""] * len(events))))
+            if isinstance(w, tuple)
+        ]
         decoded = [b for b in decoded if b]
         if decoded and len(decoded) == sum(isinstance(w, tuple) for w in events["detail_words"]):
             return _worst_bucket(decoded)
@@ -118,14 +143,24 @@ def xid_events_from_gauge(series: pd.DataFrame | None) -> pd.DataFrame:
                 continue
             code = int(v)
             if code != 0 and code != prev:
-                out.append({"timestamp": ts, "node": node, "gpu": str(gpu), "uuid": uuid, "xid": code,
-                            "source": XID_GAUGE, "carried_over": prev is None})
+                out.append(
+                    {
+                        "timestamp": ts,
+                        "node": node,
+                        "gpu": str(gpu),
+                        "uuid": uuid,
+                        "xid": code,
+                        "source": XID_GAUGE,
+                        "carried_over": prev is None,
+                    }
+                )
             prev = code
     return pd.DataFrame(out, columns=cols)
 
 
-def _summary_value(frames: dict[str, pd.DataFrame], field: str, node: str, gpu: str | None,
-                   uuid: str | None = None) -> tuple[float, str] | None:
+def _summary_value(
+    frames: dict[str, pd.DataFrame], field: str, node: str, gpu: str | None, uuid: str | None = None
+) -> tuple[float, str] | None:
     """(value, stat) of a SUMMARY frame for one GPU (max over pods/MIG rows), or counter increase of a SERIES frame."""
     df = frames.get(field)
     if df is None or len(df) == 0:
@@ -203,21 +238,35 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
         return None
     ev = pd.DataFrame(case.events)
     codes = sorted(set(int(x) for x in ev["xid"]))
-    buckets = {c: _bucket_for(c, ev.loc[ev["xid"] == c, "recovery_action"].dropna().max()
-               if "recovery_action" in ev.columns else None, ev[ev["xid"] == c]) for c in codes}
+    buckets = {
+        c: _bucket_for(
+            c,
+            ev.loc[ev["xid"] == c, "recovery_action"].dropna().max() if "recovery_action" in ev.columns else None,
+            ev[ev["xid"] == c],
+        )
+        for c in codes
+    }
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
     bucket = nvidia_bucket = _worst_bucket(driving)
     evidence = []
     for c in codes:
         rec, sub = lookup(c), ev[ev["xid"] == c]
-        times = pd.to_datetime(sub["timestamp"], utc=True, errors="coerce").dropna() if "timestamp" in sub else pd.Series([], dtype="datetime64[ns, UTC]")
+        times = (
+            pd.to_datetime(sub["timestamp"], utc=True, errors="coerce").dropna()
+            if "timestamp" in sub
+            else pd.Series([], dtype="datetime64[ns, UTC]")
+        )
         when = f", last {times.max():%Y-%m-%d %H:%M:%S} UTC" if len(times) else ""
         srcs = ", ".join(sorted(set(sub["source"].astype(str))))
-        evidence.append(f"XID {c} {rec.mnemonic} x{len(sub)}{when} [{srcs}]: {rec.description}; NVIDIA bucket "
-                        f"{rec.immediate_action or '-'} / {rec.investigatory_action or '-'}; fatal={'yes' if rec.fatal else 'no'}")
+        evidence.append(
+            f"XID {c} {rec.mnemonic} x{len(sub)}{when} [{srcs}]: {rec.description}; NVIDIA bucket "
+            f"{rec.immediate_action or '-'} / {rec.investigatory_action or '-'}; fatal={'yes' if rec.fatal else 'no'}"
+        )
     if (ev["source"] == XID_GAUGE).any():
-        evidence.append(f"{XID_GAUGE} is a sticky gauge holding the last XID code, not a count: only changes are "
-                        "events, repeats of the same code are invisible, codes already in the kernel log are not recounted")
+        evidence.append(
+            f"{XID_GAUGE} is a sticky gauge holding the last XID code, not a count: only changes are "
+            "events, repeats of the same code are invisible, codes already in the kernel log are not recounted"
+        )
     processes = 0
     if bucket in APP_BUCKETS:
         need = int(_setting("app_xid_distinct_workloads"))
@@ -225,10 +274,14 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
         if workloads >= need and len(set(ev.get("pid", pd.Series(dtype=object)).dropna())) >= need:
             bucket, processes = "RESET_GPU", workloads
             evidence.append(f"application XIDs came from {workloads} different processes on this GPU (>= {need})")
-    headline = codes[0] if len(codes) == 1 else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c])
-                                                    if buckets[c] in BUCKET_PRIORITY else 99)
-    return XidVerdict(codes, bucket, nvidia_bucket, headline, evidence, bool((ev["source"] == XID_GAUGE).all()),
-                      processes)
+    headline = (
+        codes[0]
+        if len(codes) == 1
+        else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c]) if buckets[c] in BUCKET_PRIORITY else 99)
+    )
+    return XidVerdict(
+        codes, bucket, nvidia_bucket, headline, evidence, bool((ev["source"] == XID_GAUGE).all()), processes
+    )
 
 
 def _smi_row(smi: pd.DataFrame | None, case: _GpuCase) -> dict[str, Any] | None:
@@ -248,8 +301,14 @@ def _pos(v: Any) -> bool:
     return v is not None and not (isinstance(v, float) and np.isnan(v)) and float(v) > 0
 
 
-def memory_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
-                 window: str, fold_into_xid: bool) -> list[RuleHit]:
+def memory_rules(
+    node: str,
+    case: _GpuCase,
+    smi_row: dict[str, Any] | None,
+    dcgm: dict[str, pd.DataFrame],
+    window: str,
+    fold_into_xid: bool,
+) -> list[RuleHit]:
     """DBE / remap / retired-page rules. With ``fold_into_xid`` (the GPU's XID SOP already resets or
     reboots it) DBE and pending-remap facts become evidence of the XID finding (``case.evidence``) instead of
     rules of their own."""
@@ -265,14 +324,17 @@ def memory_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm
     if dbe and _pos(dbe[0]):
         ev_mem.append(f"{DBE_VOL} {dbe[1]} {dbe[0]:.0f} over {window or 'the window'}")
     if _pos(s.get("ecc_dbe_volatile")):
-        ev_mem.append(f"nvidia-smi: {s['ecc_dbe_volatile']:.0f} uncorrectable ECC errors since the last reset "
-                      f"(aggregate {s.get('ecc_dbe_aggregate', float('nan')):.0f})")
+        ev_mem.append(
+            f"nvidia-smi: {s['ecc_dbe_volatile']:.0f} uncorrectable ECC errors since the last reset "
+            f"(aggregate {s.get('ecc_dbe_aggregate', float('nan')):.0f})"
+        )
     if unc and _pos(unc[0]):
         ev_mem.append(f"{UNC_REMAP} {unc[1]} {unc[0]:.0f}")
     failed = (fail_dcgm and _pos(fail_dcgm[0])) or s.get("remapped_rows_failure") == 1.0
     if failed:
-        ev = ([f"{REMAP_FAILURE} {fail_dcgm[1]} {fail_dcgm[0]:.0f}"] if fail_dcgm and _pos(fail_dcgm[0]) else []) + \
-             (["nvidia-smi: Remapping Failure Occurred: Yes"] if s.get("remapped_rows_failure") == 1.0 else [])
+        ev = ([f"{REMAP_FAILURE} {fail_dcgm[1]} {fail_dcgm[0]:.0f}"] if fail_dcgm and _pos(fail_dcgm[0]) else []) + (
+            ["nvidia-smi: Remapping Failure Occurred: Yes"] if s.get("remapped_rows_failure") == 1.0 else []
+        )
         out.append(RuleHit("ROW_REMAP_FAILURE", ev + ev_mem))
     elif ev_mem and not fold_into_xid:
         out.append(RuleHit("DBE_ERRORS", ev_mem))
@@ -282,22 +344,30 @@ def memory_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm
     if pending and not failed and fold_into_xid:
         case.evidence.append("row remap pending: the GPU reset / reboot of this SOP activates it")
     elif pending and not failed:
-        ev = (["nvidia-smi: Remapped Rows Pending: Yes"] if s.get("remapped_rows_pending") == 1.0 else []) + \
-             ([f"{REMAP_PENDING} {pend_dcgm[1]} {pend_dcgm[0]:.0f}"] if pend_dcgm and _pos(pend_dcgm[0]) else [])
+        ev = (["nvidia-smi: Remapped Rows Pending: Yes"] if s.get("remapped_rows_pending") == 1.0 else []) + (
+            [f"{REMAP_PENDING} {pend_dcgm[1]} {pend_dcgm[0]:.0f}"] if pend_dcgm and _pos(pend_dcgm[0]) else []
+        )
         out.append(RuleHit("ROW_REMAP_PENDING", ev))
     if (ret_pend and _pos(ret_pend[0])) or s.get("retired_pages_pending") == 1.0:
-        out.append(RuleHit("RETIRED_PAGES_PENDING",
-                           ["page retirement pending (nvidia-smi Pending Page Blacklist / DCGM_FI_DEV_RETIRED_PENDING)"]))
+        out.append(
+            RuleHit(
+                "RETIRED_PAGES_PENDING",
+                ["page retirement pending (nvidia-smi Pending Page Blacklist / DCGM_FI_DEV_RETIRED_PENDING)"],
+            )
+        )
     if sbe and window:
         hours = parse_window(window).total_seconds() / 3600.0
         rate, limit = sbe[0] / hours if hours else 0.0, threshold("ecc_sbe_rate_warn")
         if rate >= limit:
-            out.append(RuleHit("SBE_RATE", [f"{SBE_VOL} {sbe[1]} {sbe[0]:.0f} over {window} = {rate:.0f}/h >= {limit:.0f}/h"]))
+            out.append(
+                RuleHit("SBE_RATE", [f"{SBE_VOL} {sbe[1]} {sbe[0]:.0f} over {window} = {rate:.0f}/h >= {limit:.0f}/h"])
+            )
     return out
 
 
-def thermal_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame],
-                  window: str) -> list[RuleHit]:
+def thermal_rules(
+    node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcgm: dict[str, pd.DataFrame], window: str
+) -> list[RuleHit]:
     """GPU temperature against ``gpu_temp_warn_c`` / ``gpu_temp_crit_c`` (thresholds.csv) and the thermal and power
     clock-event reasons nvidia-smi reports."""
     out: list[RuleHit] = []
@@ -307,7 +377,9 @@ def thermal_rules(node: str, case: _GpuCase, smi_row: dict[str, Any] | None, dcg
     sev = None
     temp = _summary_value(dcgm, GPU_TEMP, node, case.gpu, case.uuid)
     if temp and temp[1] != "increase (resets handled)" and temp[0] >= warn:
-        ev.append(f"{GPU_TEMP} {temp[1]} {temp[0]:.0f} C over {window or 'the window'} (warn {warn:.0f} C, critical {crit:.0f} C)")
+        ev.append(
+            f"{GPU_TEMP} {temp[1]} {temp[0]:.0f} C over {window or 'the window'} (warn {warn:.0f} C, critical {crit:.0f} C)"
+        )
         sev = Severity.CRITICAL if temp[0] >= crit else Severity.WARNING
     t_now = s.get("temperature_gpu_c")
     if t_now is not None and not np.isnan(t_now) and t_now >= warn:
@@ -338,8 +410,9 @@ def node_gpu_ids(node: str, *frames: pd.DataFrame | None) -> pd.DataFrame:
     return gpu_id_map(*own)
 
 
-def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.DataFrame | None,
-           dcgm: dict[str, pd.DataFrame]) -> dict[str, _GpuCase]:
+def _cases(
+    node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.DataFrame | None, dcgm: dict[str, pd.DataFrame]
+) -> dict[str, _GpuCase]:
     """One case per GPU of the node, keyed by GPU index (or PCI id when the index is unknown).
 
     Kernel-log XIDs carry only the PCI bus id; it is joined to the GPU index and UUID through
@@ -351,7 +424,11 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
 
     def case_for(g: str | None = None, uuid: str | None = None, pci: str | None = None) -> _GpuCase:
         for r in idmap.to_dict("records"):
-            if (pci and r["pci_bus_id"] == pci) or (uuid and r["uuid"] == uuid) or (g not in (None, "") and r["gpu"] == g):
+            if (
+                (pci and r["pci_bus_id"] == pci)
+                or (uuid and r["uuid"] == uuid)
+                or (g not in (None, "") and r["gpu"] == g)
+            ):
                 g, uuid, pci = r["gpu"] or g, r["uuid"] or uuid, r["pci_bus_id"] or pci
                 break
         key = g if g not in (None, "") else (pci or uuid or "?")
@@ -365,8 +442,11 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
         if "node" in ev.columns:
             ev = ev[ev["node"].isna() | (ev["node"] == node)]
         for r in ev.to_dict("records"):
-            c = case_for(str(r["gpu"]) if r.get("gpu") not in (None, "") and not pd.isna(r.get("gpu")) else None,
-                         r.get("uuid") if isinstance(r.get("uuid"), str) else None, normalise_pci_bus_id(r.get("pci_bus_id")))
+            c = case_for(
+                str(r["gpu"]) if r.get("gpu") not in (None, "") and not pd.isna(r.get("gpu")) else None,
+                r.get("uuid") if isinstance(r.get("uuid"), str) else None,
+                normalise_pci_bus_id(r.get("pci_bus_id")),
+            )
             r = dict(r, source=r.get("source") if isinstance(r.get("source"), str) else "kernel log")
             c.events.append(r)
             if r["source"] != XID_GAUGE:
@@ -374,8 +454,11 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
     gauge = dcgm.get(XID_GAUGE)
     if gauge is not None and len(gauge):
         g = gauge[gauge["node"] == node]
-        events = xid_events_from_gauge(g) if "timestamp" in g.columns else g.assign(
-            xid=pd.to_numeric(g["value"], errors="coerce"), source=XID_GAUGE, carried_over=True)
+        events = (
+            xid_events_from_gauge(g)
+            if "timestamp" in g.columns
+            else g.assign(xid=pd.to_numeric(g["value"], errors="coerce"), source=XID_GAUGE, carried_over=True)
+        )
         for r in events.to_dict("records"):
             if pd.isna(r["xid"]) or int(r["xid"]) == 0:
                 continue
@@ -390,15 +473,30 @@ def _cases(node: str, gpu: str | None, xid_events: pd.DataFrame | None, smi: pd.
         if f is not None and len(f) and "node" in f.columns:
             for r in f[f["node"] == node][["gpu", "uuid"]].drop_duplicates().to_dict("records"):
                 case_for(str(r["gpu"]), r["uuid"] or None)
-    if gpu is not None:  # a case whose index could not be found (e.g. XID 79: no nvidia-smi block) may be this GPU: kept
-        cases = {k: c for k, c in cases.items() if c.gpu is None or str(c.gpu) == str(gpu) or c.uuid == gpu
-                 or (c.pci_bus_id is not None and c.pci_bus_id == normalise_pci_bus_id(gpu))}
+    if (
+        gpu is not None
+    ):  # a case whose index could not be found (e.g. XID 79: no nvidia-smi block) may be this GPU: kept
+        cases = {
+            k: c
+            for k, c in cases.items()
+            if c.gpu is None
+            or str(c.gpu) == str(gpu)
+            or c.uuid == gpu
+            or (c.pci_bus_id is not None and c.pci_bus_id == normalise_pci_bus_id(gpu))
+        }
     return cases
 
 
-def triage_cases(node: str, *, gpu: str | None = None, window: str = "", xid_events: pd.DataFrame | None = None,
-                 smi: pd.DataFrame | None = None, dcgm: dict[str, pd.DataFrame] | None = None,
-                 pods: pd.DataFrame | None = None) -> list[CaseResult]:
+def triage_cases(
+    node: str,
+    *,
+    gpu: str | None = None,
+    window: str = "",
+    xid_events: pd.DataFrame | None = None,
+    smi: pd.DataFrame | None = None,
+    dcgm: dict[str, pd.DataFrame] | None = None,
+    pods: pd.DataFrame | None = None,
+) -> list[CaseResult]:
     """The rules on one node (optionally one GPU): one :class:`CaseResult` per GPU, in the order the GPUs were met.
 
     * ``xid_events``: :func:`gpulib.xid.kernel_log.parse_kernel_log` output (``pci_bus_id``) and/or rows with
@@ -415,6 +513,6 @@ def triage_cases(node: str, *, gpu: str | None = None, window: str = "", xid_eve
         smi_row = _smi_row(smi, case)
         verdict = xid_verdict(case, impact)
         fold = verdict is not None and verdict.bucket in DRAIN_BUCKETS
-        mem = memory_rules(node, case, smi_row, dcgm, window, fold)   # folded facts land in case.evidence
+        mem = memory_rules(node, case, smi_row, dcgm, window, fold)  # folded facts land in case.evidence
         out.append(CaseResult(case, impact, verdict, mem, thermal_rules(node, case, smi_row, dcgm, window)))
     return out

@@ -4,6 +4,7 @@ counters per GPU, the XID timeline, the memory counters and the temperature and 
 No decision is made here: the verdict is :mod:`gpulib.xid.findings` over :mod:`gpulib.xid.triage`; the inputs are
 gathered by :func:`gpulib.xid.steps.collect`.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -20,8 +21,16 @@ from gpulib.core.timeutil import parse_window
 from gpulib.xid.catalog import lookup
 from gpulib.xid.steps import TriageInputs, gpu_map
 
-MEANING_COLUMNS = ["xid", "mnemonic", "category", "description", "immediate_action", "investigatory_action",
-                   "fatal", "dcgm_severity"]
+MEANING_COLUMNS = [
+    "xid",
+    "mnemonic",
+    "category",
+    "description",
+    "immediate_action",
+    "investigatory_action",
+    "fatal",
+    "dcgm_severity",
+]
 
 
 def meaning_table(codes) -> pd.DataFrame:
@@ -29,9 +38,18 @@ def meaning_table(codes) -> pd.DataFrame:
     rows = []
     for c in sorted({int(x) for x in codes}):
         rec = lookup(c)
-        rows.append({"xid": c, "mnemonic": rec.mnemonic, "category": rec.category, "description": rec.description,
-                     "immediate_action": rec.immediate_action, "investigatory_action": rec.investigatory_action,
-                     "fatal": "yes" if rec.fatal else "no", "dcgm_severity": rec.dcgm_severity or "-"})
+        rows.append(
+            {
+                "xid": c,
+                "mnemonic": rec.mnemonic,
+                "category": rec.category,
+                "description": rec.description,
+                "immediate_action": rec.immediate_action,
+                "investigatory_action": rec.investigatory_action,
+                "fatal": "yes" if rec.fatal else "no",
+                "dcgm_severity": rec.dcgm_severity or "-",
+            }
+        )
     return pd.DataFrame(rows, columns=MEANING_COLUMNS)
 
 
@@ -40,8 +58,13 @@ def memory_summary(inp: TriageInputs) -> pd.DataFrame:
     nvidia-smi view of the same counters when a report is available."""
     keys = ["gpu"]
     out: pd.DataFrame | None = None
-    names = {triage.DBE_VOL: "dbe_increase", triage.SBE_VOL: "sbe_increase", triage.UNC_REMAP: "uncorr_remapped_rows_increase",
-             triage.REMAP_FAILURE: "row_remap_failure_max", triage.GPU_TEMP: "temp_p95_c"}
+    names = {
+        triage.DBE_VOL: "dbe_increase",
+        triage.SBE_VOL: "sbe_increase",
+        triage.UNC_REMAP: "uncorr_remapped_rows_increase",
+        triage.REMAP_FAILURE: "row_remap_failure_max",
+        triage.GPU_TEMP: "temp_p95_c",
+    }
     for f, col in names.items():
         s = inp.summaries.get(f)
         if s is None or s.empty:
@@ -51,9 +74,18 @@ def memory_summary(inp: TriageInputs) -> pd.DataFrame:
     if inp.smi is not None and len(inp.smi):
         ids = gpu_map(inp)
         smi = inp.smi.merge(ids[["uuid", "gpu"]], on="uuid", how="left")
-        smi = smi.assign(gpu=smi["gpu"].fillna(""))[["gpu", "pci_bus_id", "ecc_dbe_volatile", "ecc_dbe_aggregate",
-                                                    "remapped_rows_uncorrectable", "remapped_rows_pending",
-                                                    "remapped_rows_failure", "temperature_gpu_c"]]
+        smi = smi.assign(gpu=smi["gpu"].fillna(""))[
+            [
+                "gpu",
+                "pci_bus_id",
+                "ecc_dbe_volatile",
+                "ecc_dbe_aggregate",
+                "remapped_rows_uncorrectable",
+                "remapped_rows_pending",
+                "remapped_rows_failure",
+                "temperature_gpu_c",
+            ]
+        ]
         smi = smi.rename(columns={c: f"smi_{c}" for c in smi.columns if c not in ("gpu", "pci_bus_id")})
         out = smi if out is None else out.merge(smi, on="gpu", how="outer")
     if out is None:
@@ -84,31 +116,70 @@ def timeline_chart(events: pd.DataFrame, node: str, window: str, end):
     start, end = window_bounds(window, end)
     title = f"XID events on {node} (last {window})"
     if len(events):
-        df = events.assign(gpu_label=["GPU " + g if g else f"PCI {p}" for g, p in zip(events["gpu"], events["pci_bus_id"])],
-                           code=[f"XID {x} {m}" for x, m in zip(events["xid"], events["mnemonic"])])
+        df = events.assign(
+            gpu_label=["GPU " + g if g else f"PCI {p}" for g, p in zip(events["gpu"], events["pci_bus_id"])],
+            code=[f"XID {x} {m}" for x, m in zip(events["xid"], events["mnemonic"])],
+        )
         df["source"] = df["source"].str.replace(triage.XID_GAUGE, "DCGM gauge", regex=False)
-        fig = px.scatter(df, x="timestamp", y="gpu_label", color="code", symbol="source", hover_data=["message"],
-                         title=title, labels={"timestamp": "time (UTC)", "gpu_label": "GPU", "code": "XID"})
+        fig = px.scatter(
+            df,
+            x="timestamp",
+            y="gpu_label",
+            color="code",
+            symbol="source",
+            hover_data=["message"],
+            title=title,
+            labels={"timestamp": "time (UTC)", "gpu_label": "GPU", "code": "XID"},
+        )
         fig.update_traces(marker={"size": 13})
         n = len(fig.data)
     else:
         fig = go.Figure(layout={"title": title})
-        fig.add_annotation(text=f"no XID event in the last {window}", x=0.5, y=0.5, xref="x domain", yref="y domain",
-                           showarrow=False)
+        fig.add_annotation(
+            text=f"no XID event in the last {window}", x=0.5, y=0.5, xref="x domain", yref="y domain", showarrow=False
+        )
         fig.update_yaxes(showticklabels=False)
         n = 0
-    fig.add_shape(type="line", x0=end, x1=end, xref="x", y0=0, y1=1, yref="y domain", layer="above",
-                  line={"color": "#555", "width": 4})  # at the right edge: half of it shows
-    fig.add_annotation(text="now (window end)", x=end, xref="x", y=1, yref="y domain", xanchor="right", yanchor="bottom",
-                       showarrow=False, font={"color": "#555"})
+    fig.add_shape(
+        type="line",
+        x0=end,
+        x1=end,
+        xref="x",
+        y0=0,
+        y1=1,
+        yref="y domain",
+        layer="above",
+        line={"color": "#555", "width": 4},
+    )  # at the right edge: half of it shows
+    fig.add_annotation(
+        text="now (window end)",
+        x=end,
+        xref="x",
+        y=1,
+        yref="y domain",
+        xanchor="right",
+        yanchor="bottom",
+        showarrow=False,
+        font={"color": "#555"},
+    )
     fig.update_xaxes(type="date", range=[start, end], title_text="time (UTC)")
     fig.update_yaxes(title_text="GPU")
     # the legend under the plot: XID mnemonics are long (ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS) and a legend
     # on the right would squeeze the window to a sliver
     rows = events["gpu"].nunique() if len(events) else 1
-    fig.update_layout(height=230 + 35 * rows + 22 * n, margin={"t": 80, "b": 100 + 22 * n},
-                      legend={"title": {"text": "XID, source: "}, "orientation": "h", "yref": "container", "y": 0,
-                              "yanchor": "bottom", "x": 0, "xanchor": "left"})
+    fig.update_layout(
+        height=230 + 35 * rows + 22 * n,
+        margin={"t": 80, "b": 100 + 22 * n},
+        legend={
+            "title": {"text": "XID, source: "},
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "xanchor": "left",
+        },
+    )
     return fig
 
 
@@ -155,27 +226,51 @@ def memory_chart(inp: TriageInputs):
     if not moving:
         fields = ", ".join(checked)
         if all((s["value"] == 0).all() for s in checked.values()) and len(checked) == len(MEMORY_PANELS):
-            return (f"No SBE/DBE ECC errors and no remapped rows on {target} over the last {inp.window} "
-                    f"(fields checked: {fields}; every sample 0, so there is nothing to chart).")
+            return (
+                f"No SBE/DBE ECC errors and no remapped rows on {target} over the last {inp.window} "
+                f"(fields checked: {fields}; every sample 0, so there is nothing to chart)."
+            )
         missing = [f for f in MEMORY_PANELS if f not in checked]
-        return (f"The ECC and row-remap counters of {target} did not change over the last {inp.window}: "
-                f"{_flat_text(checked)} throughout (fields checked: {fields}"
-                + (f"; no samples of {', '.join(missing)}" if missing else "") + ").")
-    fig = make_subplots(rows=len(moving), cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=[f"{MEMORY_PANELS[f][0]}" for f in moving])
+        return (
+            f"The ECC and row-remap counters of {target} did not change over the last {inp.window}: "
+            f"{_flat_text(checked)} throughout (fields checked: {fields}"
+            + (f"; no samples of {', '.join(missing)}" if missing else "")
+            + ")."
+        )
+    fig = make_subplots(
+        rows=len(moving),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=[f"{MEMORY_PANELS[f][0]}" for f in moving],
+    )
     for row, (f, s) in enumerate(moving.items(), start=1):
         for g, gs in s.groupby("gpu", sort=True):
-            fig.add_trace(go.Scatter(x=gs["timestamp"], y=gs["value"], name=f"GPU {g}", legendgroup=str(g),
-                                     showlegend=row == 1, mode="lines", line={"shape": "hv", "color": _colour(g)},
-                                     hovertemplate=f"{f}<br>%{{x}}<br>%{{y:g}}<extra>GPU {g}</extra>"), row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=gs["timestamp"],
+                    y=gs["value"],
+                    name=f"GPU {g}",
+                    legendgroup=str(g),
+                    showlegend=row == 1,
+                    mode="lines",
+                    line={"shape": "hv", "color": _colour(g)},
+                    hovertemplate=f"{f}<br>%{{x}}<br>%{{y:g}}<extra>GPU {g}</extra>",
+                ),
+                row=row,
+                col=1,
+            )
         fig.update_yaxes(title_text=MEMORY_PANELS[f][1], rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title_text="time (UTC)", row=len(moving), col=1)
     title = f"ECC errors and remapped rows on {target} (last {inp.window})"
     lines = []
     if flat:
         lines = textwrap.wrap("flat over the window, not drawn: " + _flat_text(flat), 62)
-    fig.update_layout(title="<br>".join([title] + [f"<sup>{ln}</sup>" for ln in lines]),
-                      height=200 * len(moving) + 140 + 20 * len(lines), margin={"t": 100 + 20 * len(lines)})
+    fig.update_layout(
+        title="<br>".join([title] + [f"<sup>{ln}</sup>" for ln in lines]),
+        height=200 * len(moving) + 140 + 20 * len(lines),
+        margin={"t": 100 + 20 * len(lines)},
+    )
     return fig
 
 
@@ -192,28 +287,59 @@ def thermal_chart(inp: TriageInputs):
     temp, power = inp.series.get(triage.GPU_TEMP), inp.series.get("DCGM_FI_DEV_POWER_USAGE")
     if temp is None and power is None:
         return None
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=("GPU temperature", "Power draw"))
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1, subplot_titles=("GPU temperature", "Power draw")
+    )
     for row, df in ((1, temp), (2, power)):
         if df is None:
             continue
         for g, s in df.groupby("gpu", sort=True):
             focus = inp.gpu is None or g == inp.gpu
-            fig.add_trace(go.Scatter(x=s["timestamp"], y=s["value"], name=f"GPU {g}", legendgroup=g, showlegend=row == 1,
-                                     line={"width": 2.5 if focus and inp.gpu else 1, "color": _colour(g)},
-                                     opacity=1.0 if focus else 0.35),
-                          row=row, col=1)
+            fig.add_trace(
+                go.Scatter(
+                    x=s["timestamp"],
+                    y=s["value"],
+                    name=f"GPU {g}",
+                    legendgroup=g,
+                    showlegend=row == 1,
+                    line={"width": 2.5 if focus and inp.gpu else 1, "color": _colour(g)},
+                    opacity=1.0 if focus else 0.35,
+                ),
+                row=row,
+                col=1,
+            )
     warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
-    fig.add_hline(y=crit, line_dash="dash", line_color="#b00020", annotation_text=f"critical {crit:.0f} °C",
-                  annotation_position="top left", row=1, col=1)
-    fig.add_hline(y=warn, line_dash="dot", line_color="#b36b00", annotation_text=f"warn {warn:.0f} °C",
-                  annotation_position="bottom right", row=1, col=1)
+    fig.add_hline(
+        y=crit,
+        line_dash="dash",
+        line_color="#b00020",
+        annotation_text=f"critical {crit:.0f} °C",
+        annotation_position="top left",
+        row=1,
+        col=1,
+    )
+    fig.add_hline(
+        y=warn,
+        line_dash="dot",
+        line_color="#b36b00",
+        annotation_text=f"warn {warn:.0f} °C",
+        annotation_position="bottom right",
+        row=1,
+        col=1,
+    )
     fig.update_yaxes(range=_axis_range(temp["value"] if temp is not None else [], [warn, crit], 8), row=1, col=1)
     lim = None
     if inp.smi is not None and len(inp.smi) and inp.smi["power_limit_w"].notna().any():
         lim = float(inp.smi["power_limit_w"].max())
-        fig.add_hline(y=lim, line_dash="dot", line_color="#b00020", annotation_text=f"power limit {lim:.0f} W",
-                      annotation_position="top left", row=2, col=1)
+        fig.add_hline(
+            y=lim,
+            line_dash="dot",
+            line_color="#b00020",
+            annotation_text=f"power limit {lim:.0f} W",
+            annotation_position="top left",
+            row=2,
+            col=1,
+        )
     pw = list(power["value"]) if power is not None else []
     top = max([float(v) for v in pw if pd.notna(v)] + ([lim] if lim else []) + [1.0])
     fig.update_yaxes(range=[0, top * 1.15], row=2, col=1)

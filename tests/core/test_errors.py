@@ -1,4 +1,5 @@
 """Every gpulib exception lives in gpulib/core/errors.py and tells the user what to check next (its ``hint``)."""
+
 from __future__ import annotations
 
 import importlib
@@ -31,8 +32,10 @@ def _all_error_classes() -> dict[type, str]:
 
 
 def test_every_exception_is_defined_in_core_errors():
-    assert sorted(f"{mod}.{cls.__name__}" for cls, mod in _all_error_classes().items()
-                  if mod != "gpulib.core.errors") == []
+    assert (
+        sorted(f"{mod}.{cls.__name__}" for cls, mod in _all_error_classes().items() if mod != "gpulib.core.errors")
+        == []
+    )
 
 
 def test_every_gpulib_error_subclass_has_a_hint():
@@ -41,14 +44,24 @@ def test_every_gpulib_error_subclass_has_a_hint():
     assert sorted(c.__name__ for c in classes if not str(c.hint).strip()) == []
 
 
-@pytest.mark.parametrize("where, name", [
-    ("gpulib.cost.prices", "PriceFileError"), ("gpulib.gpu_operator.plan", "ContradictoryChoice"),
-    ("gpulib.kube.frames", "MalformedKubernetesObject"), ("gpulib.kube.remediate", "RemediationRefused"), ("gpulib.kube.lease", "LockBusy"),
-    ("gpulib.mig.catalog", "UnknownGPUModel"), ("gpulib.mig.catalog", "UnknownProfile"),
-    ("gpulib.mig.smi_parsers", "MigParseError"), ("gpulib.mig.parted_merge", "MigConfigRefused"), ("gpulib.nccl.launcher", "ProbeError"),
-    ("gpulib.nvidia.nvml", "NVMLUnavailable"), ("gpulib.vllm.sizing", "DoesNotFit"),
-    ("gpulib.vllm.memory", "UnknownModel"),
-])
+@pytest.mark.parametrize(
+    "where, name",
+    [
+        ("gpulib.cost.prices", "PriceFileError"),
+        ("gpulib.gpu_operator.plan", "ContradictoryChoice"),
+        ("gpulib.kube.frames", "MalformedKubernetesObject"),
+        ("gpulib.kube.remediate", "RemediationRefused"),
+        ("gpulib.kube.lease", "LockBusy"),
+        ("gpulib.mig.catalog", "UnknownGPUModel"),
+        ("gpulib.mig.catalog", "UnknownProfile"),
+        ("gpulib.mig.smi_parsers", "MigParseError"),
+        ("gpulib.mig.parted_merge", "MigConfigRefused"),
+        ("gpulib.nccl.launcher", "ProbeError"),
+        ("gpulib.nvidia.nvml", "NVMLUnavailable"),
+        ("gpulib.vllm.sizing", "DoesNotFit"),
+        ("gpulib.vllm.memory", "UnknownModel"),
+    ],
+)
 def test_moved_exceptions_still_importable_where_they_were(where, name):
     assert getattr(importlib.import_module(where), name) is getattr(errors, name)
 

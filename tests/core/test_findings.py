@@ -1,4 +1,5 @@
 """Findings model and Prometheus-style windows."""
+
 from __future__ import annotations
 
 import json
@@ -7,11 +8,21 @@ from datetime import timedelta
 import pytest
 
 from gpulib.core.errors import InvalidWindow
-from gpulib.core.findings import Finding, FindingList, Severity, load_findings, save_findings, sort_findings, worst_severity
+from gpulib.core.findings import (
+    Finding,
+    FindingList,
+    Severity,
+    load_findings,
+    save_findings,
+    sort_findings,
+    worst_severity,
+)
 from gpulib.core.timeutil import format_duration, parse_window
 
 
-@pytest.mark.parametrize("text,seconds", [("30m", 1800), ("6h", 21600), ("7d", 604800), ("1h30m", 5400), ("90s", 90), ("2w", 1209600)])
+@pytest.mark.parametrize(
+    "text,seconds", [("30m", 1800), ("6h", 21600), ("7d", 604800), ("1h30m", 5400), ("90s", 90), ("2w", 1209600)]
+)
 def test_parse_window(text, seconds):
     assert parse_window(text) == timedelta(seconds=seconds)
 

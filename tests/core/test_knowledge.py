@@ -1,4 +1,5 @@
 """gpulib.core.knowledge: tables are found by name in gpulib/data/<domain>/, a name in two folders is an error."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def fake_data(tmp_path, monkeypatch):
 def test_shipped_tables_load_by_bare_name_from_their_domain_folder():
     cat = K.load_table("xid_catalog")
     assert K.data_path("xid_catalog.csv").parent.name == "xid"
-    assert 79 in set(cat["code"])                                   # XID 79: fallen off the bus
+    assert 79 in set(cat["code"])  # XID 79: fallen off the bus
     assert K.data_path("operator_sop.yaml").parent.name == "gpu_operator"
     assert K.load_table("learn/storage_tiers").equals(K.load_table("storage_tiers"))
 
@@ -33,7 +34,7 @@ def test_a_name_in_two_folders_is_an_error(fake_data):
     with pytest.raises(GpulibError, match="ambiguous: nccl/thresholds.csv, xid/thresholds.csv") as e:
         K.load_table("thresholds")
     assert "rename" in e.value.hint
-    assert K.load_table("xid/thresholds")["value"].tolist() == [1]   # the folder-qualified name still works
+    assert K.load_table("xid/thresholds")["value"].tolist() == [1]  # the folder-qualified name still works
 
 
 def test_a_missing_table_and_a_row_without_source_are_errors(fake_data):

@@ -1,15 +1,14 @@
 """No configured secret reaches a message, a findings file, the notebook HTML or the terminal."""
+
 from __future__ import annotations
 
 import base64
-import json
 
 import pytest
 
 from gpulib.core.errors import GpulibError, InvalidParameter, PrometheusError
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings
 from gpulib.sources.prometheus import PrometheusSource, load_settings
-
 from tests.helpers.faultserver import FaultServer
 
 TOKEN = "s3cr3t-t0ken-AbC123xyz"
@@ -67,9 +66,14 @@ def test_url_credentials_are_never_echoed():
 
 
 def test_findings_json_text_and_html_are_redacted(secret_env, tmp_path):
-    f = Finding(Severity.WARNING, f"denied for Bearer {TOKEN}", summary=f"user {USER} pw {PASSWORD}",
-                evidence=[f"Authorization: Basic {base64.b64encode(f'{USER}:{PASSWORD}'.encode()).decode()}"],
-                commands=[f"curl -H 'Authorization: Bearer {TOKEN}' http://prom"], data={"body": TOKEN})
+    f = Finding(
+        Severity.WARNING,
+        f"denied for Bearer {TOKEN}",
+        summary=f"user {USER} pw {PASSWORD}",
+        evidence=[f"Authorization: Basic {base64.b64encode(f'{USER}:{PASSWORD}'.encode()).decode()}"],
+        commands=[f"curl -H 'Authorization: Bearer {TOKEN}' http://prom"],
+        data={"body": TOKEN},
+    )
     path = save_findings([f], tmp_path / "findings.json", parameters={"x": TOKEN}, errors=[f"step: {TOKEN}"])
     assert _clean(path.read_text())
     assert _clean(f.as_text()) and _clean(f._repr_html_()) and _clean(FindingList([f])._repr_html_())
@@ -77,6 +81,7 @@ def test_findings_json_text_and_html_are_redacted(secret_env, tmp_path):
 
 def test_guarded_step_renders_no_secret(secret_env, capsys):
     from gpulib.runbook import guarded_step
+
     errors: list[str] = []
     with guarded_step("Query", errors):
         raise GpulibError(f"x {TOKEN}", hint=f"y {PASSWORD}")
@@ -86,6 +91,7 @@ def test_guarded_step_renders_no_secret(secret_env, capsys):
 
 def test_papermill_failure_line_is_redacted(secret_env):
     from gpulib.core.redact import redact
+
     assert _clean(redact(f"KeyError: 'Bearer {TOKEN}' {PASSWORD}"))
 
 
@@ -108,8 +114,10 @@ def test_bearer_token_and_basic_auth_together_is_a_usage_error_at_connect(secret
                 monkeypatch.setenv("GPUOPS_PROMETHEUS_TOKEN_FILE", str(tmp_path / "token"))
                 PrometheusSource(end="2026-11-29T12:00:00Z")
             elif how == "settings":
-                PrometheusSource(settings=PrometheusSettings(url=fs.url, token=TOKEN, user=USER, password=PASSWORD),
-                                 end="2026-11-29T12:00:00Z")
+                PrometheusSource(
+                    settings=PrometheusSettings(url=fs.url, token=TOKEN, user=USER, password=PASSWORD),
+                    end="2026-11-29T12:00:00Z",
+                )
             else:
                 gpulib.connect("live", end="2026-11-29T12:00:00Z")
     assert not fs.auth  # refused before any request
@@ -119,6 +127,9 @@ def test_bearer_token_and_basic_auth_together_is_a_usage_error_at_connect(secret
 
 
 def test_bearer_token_alone_and_basic_auth_alone_still_connect(monkeypatch):
-    for env in ({"GPUOPS_PROMETHEUS_TOKEN": TOKEN}, {"GPUOPS_PROMETHEUS_USER": USER, "GPUOPS_PROMETHEUS_PASSWORD": PASSWORD}):
+    for env in (
+        {"GPUOPS_PROMETHEUS_TOKEN": TOKEN},
+        {"GPUOPS_PROMETHEUS_USER": USER, "GPUOPS_PROMETHEUS_PASSWORD": PASSWORD},
+    ):
         s = load_settings(env={"GPUOPS_PROMETHEUS_URL": "http://127.0.0.1:1", **env})
         assert (s.token, s.user) in ((TOKEN, None), (None, USER))

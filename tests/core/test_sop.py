@@ -1,4 +1,5 @@
 """gpulib.core.sop: SOP rows from data, placeholders filled, command values shell-quoted."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,14 +11,27 @@ from gpulib.core.errors import GpulibError
 
 @pytest.fixture
 def table(monkeypatch):
-    rows = pd.DataFrame([
-        {"key": "drain", "summary": "{n} pods on {node}", "sop_step": "Drain {node} ({share:.0%} of the pool).",
-         "escalation": "", "commands": "kubectl drain {node}\nkubectl get pods -o jsonpath='{{.items}}' -n {ns}\n"
-                                       "kubectl -n {ns} delete pod {pod}",
-         "source": "https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/"},
-        {"key": "bare", "summary": "", "sop_step": "Nothing to fill.", "escalation": float("nan"), "commands": float("nan"),
-         "source": "definition: test row"},
-    ])
+    rows = pd.DataFrame(
+        [
+            {
+                "key": "drain",
+                "summary": "{n} pods on {node}",
+                "sop_step": "Drain {node} ({share:.0%} of the pool).",
+                "escalation": "",
+                "commands": "kubectl drain {node}\nkubectl get pods -o jsonpath='{{.items}}' -n {ns}\n"
+                "kubectl -n {ns} delete pod {pod}",
+                "source": "https://kubernetes.io/docs/tasks/administer-cluster/safely-drain-node/",
+            },
+            {
+                "key": "bare",
+                "summary": "",
+                "sop_step": "Nothing to fill.",
+                "escalation": float("nan"),
+                "commands": float("nan"),
+                "source": "definition: test row",
+            },
+        ]
+    )
     monkeypatch.setattr(sopmod, "load_table", lambda name: rows.copy())
     sopmod._rows.cache_clear()
     yield "test_sop"

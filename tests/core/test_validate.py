@@ -1,4 +1,5 @@
 """Validation and escaping helpers (gpulib.core.validate): hostile values are refused or neutralised."""
+
 import shlex
 import subprocess
 
@@ -37,7 +38,7 @@ def test_promql_string_cannot_close_the_matcher():
     body = lit[1:-1]
     assert lit.startswith('"') and lit.endswith('"')
     assert '"' not in body.replace('\\"', "")
-    assert v.promql_string('a\\b') == '"a\\\\b"'
+    assert v.promql_string("a\\b") == '"a\\\\b"'
 
 
 def test_command_words_are_quoted_for_a_real_shell(tmp_path):

@@ -1,4 +1,5 @@
 """Cost/utilisation analytics on small hand-built frames; every expected number is worked out by hand."""
+
 from __future__ import annotations
 
 import math
@@ -6,11 +7,11 @@ import math
 import pandas as pd
 import pytest
 
-from tests.helpers.cost_frames import H100, T0, frames, node, pod, series
 import gpulib.cost as cost
 from gpulib.core.errors import InvalidParameter, InvalidWindow
 from gpulib.core.findings import Finding, Severity
 from gpulib.cost.usage import GPU_UTIL, GR_ENGINE_ACTIVE, mig_share
+from tests.helpers.cost_frames import T0, frames, node, pod, series
 
 HPM = 730.0  # cost_policy.csv hours_per_month
 
@@ -31,7 +32,7 @@ def test_gpu_idle_3_of_6_hours_at_2_dollars_is_6_dollars():
     s = cost.executive_summary(rep)
     assert s["idle_gpu_hours"] == pytest.approx(3.0)
     assert s["idle_cost"] == pytest.approx(6.0)
-    assert s["window_cost"] == pytest.approx(12.0)           # 6 h x $2
+    assert s["window_cost"] == pytest.approx(12.0)  # 6 h x $2
     # active = allocated time at or above the idle threshold (active + idle = allocated); busy = mean activity
     assert s["active_pct"] == pytest.approx(50.0)
     assert s["busy_pct"] == pytest.approx(100 * (3 * 0.9 + 3 * 0.02) / 6)
@@ -47,7 +48,7 @@ def test_unallocated_gpu_is_costed_and_summary_percentages():
     rep = run(act, None, nodes, pods, price_overrides={"H100-80GB": 2.0})
     s = cost.executive_summary(rep)
     assert s["allocated_pct"] == pytest.approx(50.0)
-    assert s["allocated_pct_now"] == pytest.approx(50.0)   # 1 of 2 allocatable GPUs requested
+    assert s["allocated_pct_now"] == pytest.approx(50.0)  # 1 of 2 allocatable GPUs requested
     assert s["active_pct"] == pytest.approx(100.0)
     assert s["busy_pct"] == pytest.approx(90.0)
     assert s["unallocated_gpu_hours"] == pytest.approx(6.0)
@@ -113,7 +114,7 @@ def test_zombie_exactly_at_30_minutes_is_detected():
     assert len(z) == 1
     assert z.loc[0, "duration_s"] == pytest.approx(1800.0)
     assert z.loc[0, "gpu_hours"] == pytest.approx(0.5)
-    assert z.loc[0, "cost"] == pytest.approx(3.0)            # 0.5 GPU-h x $6
+    assert z.loc[0, "cost"] == pytest.approx(3.0)  # 0.5 GPU-h x $6
     zf = [f for f in rep.findings if f.title.startswith("Zombie pod ml/stuck")]
     assert len(zf) == 1 and zf[0].severity == Severity.WARNING
     # the run reaches the window end: freeing the GPU saves its whole price from now on ($6 x 730 h);
@@ -173,9 +174,20 @@ def test_mig_share_by_compute_slices():
 def test_mig_instance_costed_by_its_share():
     # a 3g.40gb instance for 7 h at $7/GPU-h: 7 h x 3/7 = 3 GPU-h = $21
     act = series("n1", "0", [0.5] * 7, pod="inf", ns="serve", profile="3g.40gb", gi="2")
-    nodes, pods = frames([node("n1", mig_allocatable={"nvidia.com/mig-3g.40gb": 2})],
-                         [pod("serve", "inf", "n1", req=0, lim=0, mig_req={"nvidia.com/mig-3g.40gb": 1},
-                              mig_lim={"nvidia.com/mig-3g.40gb": 1})])
+    nodes, pods = frames(
+        [node("n1", mig_allocatable={"nvidia.com/mig-3g.40gb": 2})],
+        [
+            pod(
+                "serve",
+                "inf",
+                "n1",
+                req=0,
+                lim=0,
+                mig_req={"nvidia.com/mig-3g.40gb": 1},
+                mig_lim={"nvidia.com/mig-3g.40gb": 1},
+            )
+        ],
+    )
     rep = run(act, None, nodes, pods, price_overrides={"H100-80GB": 7.0})
     u = rep.usage.iloc[0]
     assert u["allocated_gpu_hours"] == pytest.approx(3.0)
@@ -189,8 +201,9 @@ def test_mig_instance_costed_by_its_share():
 def test_time_sliced_replica_costed_by_one_over_replicas():
     # 4 replicas per GPU; two pods on GPU 0 for 4 h at $4: each 4 h x 1/4 = 1 GPU-h = $4
     act = pd.concat([series("n1", "0", [0.3] * 4, pod="a", ns="dev"), series("n1", "0", [0.3] * 4, pod="b", ns="dev")])
-    nodes, pods = frames([node("n1", replicas=4, sharing="time-slicing")],
-                         [pod("dev", "a", "n1"), pod("dev", "b", "n1")])
+    nodes, pods = frames(
+        [node("n1", replicas=4, sharing="time-slicing")], [pod("dev", "a", "n1"), pod("dev", "b", "n1")]
+    )
     rep = run(act, None, nodes, pods, price_overrides={"H100-80GB": 4.0})
     per_pod = rep.usage.set_index("pod")["allocated_cost"]
     assert per_pod["a"] == pytest.approx(4.0) and per_pod["b"] == pytest.approx(4.0)
@@ -263,13 +276,16 @@ def test_quantise_memory_bound_two_gpu_inference():
     rep = run(act, fb, nodes, pods, price_overrides={"H100-80GB": 3.0})
     q = rep.actions[rep.actions["action"] == "quantise"]
     assert len(q) == 1
-    assert q.iloc[0]["monthly_saving"] == pytest.approx(1 * 3.0 * HPM)  # 0.8 GPUs busy -> needs 2 at 60 %; 8-bit frees 1
+    assert q.iloc[0]["monthly_saving"] == pytest.approx(
+        1 * 3.0 * HPM
+    )  # 0.8 GPUs busy -> needs 2 at 60 %; 8-bit frees 1
     assert q.iloc[0]["confidence"] == pytest.approx(0.5)
 
 
 def test_never_allocated_node_gets_scale_down():
-    act = pd.concat([series("n1", "0", [0.9] * 6, pod="a", ns="ml"),
-                     series("n2", "0", [0.0] * 6), series("n2", "1", [0.0] * 6)])
+    act = pd.concat(
+        [series("n1", "0", [0.9] * 6, pod="a", ns="ml"), series("n2", "0", [0.0] * 6), series("n2", "1", [0.0] * 6)]
+    )
     nodes, pods = frames([node("n1"), node("n2", gpus=2)], [pod("ml", "a", "n1")])
     rep = run(act, None, nodes, pods, price_overrides={"H100-80GB": 2.0})
     sd = rep.actions[rep.actions["action"] == "scale_down"]
@@ -284,27 +300,54 @@ def test_never_allocated_node_gets_scale_down():
 # ---------------------------------------------------------------------------------------------
 def test_request_limit_issues():
     act = series("n1", "0", [0.9] * 2, pod="ok", ns="ml")
-    nodes, pods = frames([node("n1", gpus=4)], [
-        pod("ml", "ok", "n1"), pod("ml", "nolimit", "n1", lim=None), pod("ml", "differs", "n1", req=2, lim=1),
-        pod("ml", "cpu", "n1", req=None, lim=None),
-        pod("ml", "mig", "n1", req=0, lim=0, mig_req={"nvidia.com/mig-1g.10gb": 2}, mig_lim={"nvidia.com/mig-1g.10gb": 1})])
+    nodes, pods = frames(
+        [node("n1", gpus=4)],
+        [
+            pod("ml", "ok", "n1"),
+            pod("ml", "nolimit", "n1", lim=None),
+            pod("ml", "differs", "n1", req=2, lim=1),
+            pod("ml", "cpu", "n1", req=None, lim=None),
+            pod(
+                "ml",
+                "mig",
+                "n1",
+                req=0,
+                lim=0,
+                mig_req={"nvidia.com/mig-1g.10gb": 2},
+                mig_lim={"nvidia.com/mig-1g.10gb": 1},
+            ),
+        ],
+    )
     rep = run(act, None, nodes, pods, price_overrides={"H100-80GB": 2.0})
     got = dict(zip(rep.request_limit["pod"], rep.request_limit["problem"]))
-    assert got == {"nolimit": "GPU request without a limit", "differs": "GPU request != limit",
-                   "mig": "MIG request != limit"}
+    assert got == {
+        "nolimit": "GPU request without a limit",
+        "differs": "GPU request != limit",
+        "mig": "MIG request != limit",
+    }
     # the one request/limit check (gpulib.kube.requests): the API server rejects such a spec, so CRITICAL
-    f = [f for f in rep.findings if f.title == "GPU request without a limit: ml/nolimit (nvidia.com/gpu request 1, no limit)"][0]
+    f = [
+        f
+        for f in rep.findings
+        if f.title == "GPU request without a limit: ml/nolimit (nvidia.com/gpu request 1, no limit)"
+    ][0]
     assert f.severity == Severity.CRITICAL
     assert f.data["monthly_cost"] == pytest.approx(1 * 2.0 * HPM)
 
 
 def test_non_gpu_pods_on_gpu_nodes():
     act = series("g1", "0", [0.9] * 2, pod="train", ns="ml")
-    nodes, pods = frames([node("g1")], [
-        pod("ml", "train", "g1"), pod("web", "nginx", "g1", req=0, lim=0),
-        pod("web", "exporter", "g1", kind="DaemonSet", req=0, lim=0),
-        pod("kube-system", "coredns", "g1", req=0, lim=0), pod("web", "api", "cpu-1", req=0, lim=0),
-        pod("web", "done", "g1", req=0, lim=0, phase="Succeeded")])
+    nodes, pods = frames(
+        [node("g1")],
+        [
+            pod("ml", "train", "g1"),
+            pod("web", "nginx", "g1", req=0, lim=0),
+            pod("web", "exporter", "g1", kind="DaemonSet", req=0, lim=0),
+            pod("kube-system", "coredns", "g1", req=0, lim=0),
+            pod("web", "api", "cpu-1", req=0, lim=0),
+            pod("web", "done", "g1", req=0, lim=0, phase="Succeeded"),
+        ],
+    )
     rep = run(act, None, nodes, pods)
     assert rep.non_gpu_pods[["namespace", "pod"]].values.tolist() == [["web", "nginx"]]
     f = [f for f in rep.findings if "non-GPU pod" in f.title][0]
@@ -315,15 +358,23 @@ def test_non_gpu_pods_on_gpu_nodes():
 # report frames
 # ---------------------------------------------------------------------------------------------
 def _fleet():
-    act = pd.concat([
-        series("n1", "0", [0.0] * 6, pod="stuck", ns="research"),
-        series("n1", "1", [0.02] * 6, pod="nb", ns="research"),
-        series("n2", "0", [0.9, 0.9, 0.5, 0.5, 0.1, 0.1], pod="train", ns="ml"),
-        series("n2", "1", [0.0] * 6)])
+    act = pd.concat(
+        [
+            series("n1", "0", [0.0] * 6, pod="stuck", ns="research"),
+            series("n1", "1", [0.02] * 6, pod="nb", ns="research"),
+            series("n2", "0", [0.9, 0.9, 0.5, 0.5, 0.1, 0.1], pod="train", ns="ml"),
+            series("n2", "1", [0.0] * 6),
+        ]
+    )
     fb = act.assign(value=[4096.0] * 6 + [500.0] * 6 + [30000.0] * 6 + [0.0] * 6)
-    nodes, pods = frames([node("n1", gpus=2), node("n2", gpus=2)],
-                         [pod("research", "stuck", "n1"), pod("research", "nb", "n1", kind="StatefulSet"),
-                          pod("ml", "train", "n2", kind="Job")])
+    nodes, pods = frames(
+        [node("n1", gpus=2), node("n2", gpus=2)],
+        [
+            pod("research", "stuck", "n1"),
+            pod("research", "nb", "n1", kind="StatefulSet"),
+            pod("ml", "train", "n2", kind="Job"),
+        ],
+    )
     return cost.analyze_cost(nodes, pods, act, fb, window="6h", price_overrides={"H100-80GB": 2.0})
 
 
@@ -358,7 +409,9 @@ def test_executive_summary_and_waterfall_agree():
     wf = cost.savings_waterfall(rep)
     assert wf.iloc[0]["measure"] == "absolute" and wf.iloc[-1]["measure"] == "total"
     assert wf.iloc[0]["value"] == pytest.approx(48.0 * HPM / 6)  # 4 GPUs x 6 h x $2
-    assert wf.iloc[-1]["value"] == pytest.approx(wf.iloc[0]["value"] + wf.loc[wf["measure"] == "relative", "value"].sum())
+    assert wf.iloc[-1]["value"] == pytest.approx(
+        wf.iloc[0]["value"] + wf.loc[wf["measure"] == "relative", "value"].sum()
+    )
     assert s["potential_monthly_saving"] == pytest.approx(-wf.loc[wf["measure"] == "relative", "value"].sum())
 
 
@@ -393,7 +446,9 @@ def test_namespaces_filter_keeps_only_those_pods():
 
 
 def _fleet_inputs():
-    act = pd.concat([series("n1", "0", [0.0] * 6, pod="stuck", ns="research"), series("n2", "0", [0.9] * 6, pod="t", ns="ml")])
+    act = pd.concat(
+        [series("n1", "0", [0.0] * 6, pod="stuck", ns="research"), series("n2", "0", [0.9] * 6, pod="t", ns="ml")]
+    )
     nodes, pods = frames([node("n1"), node("n2")], [pod("research", "stuck", "n1"), pod("ml", "t", "n2")])
     return nodes, pods, act, None
 
@@ -411,12 +466,11 @@ def test_every_cost_sop_row_is_used_and_every_key_asked_for_exists():
     """cost_sop.csv and the cost domain agree: no finding asks for a row the table lacks, no row is dead text."""
     from pathlib import Path
 
+    from gpulib.core.sop import keys
     from tests.helpers.sopcheck import scan, unknown_keys, unused_rows
 
-    from gpulib.core.sop import keys
-
     pkg, rows = Path(cost.__file__).parent, set(keys("cost_sop"))
-    assert len(scan(pkg, "cost_sop")[0]) >= 3       # the literal keys found (unallocated_gpus, unpriced_models, ...)
+    assert len(scan(pkg, "cost_sop")[0]) >= 3  # the literal keys found (unallocated_gpus, unpriced_models, ...)
     assert unknown_keys(pkg, "cost_sop", rows) == []
     assert unused_rows(pkg, "cost_sop", rows) == []
 
@@ -425,6 +479,8 @@ def test_sop_check_catches_a_missing_row_and_a_dead_row(tmp_path):
     """The check above can fail: a key asked for that the table lacks, and a row no code names."""
     from tests.helpers.sopcheck import unknown_keys, unused_rows
 
-    (tmp_path / "findings.py").write_text('T = "x_sop"\n\n\ndef f():\n    return sop(T, "gone"), sop("x_sop", "here")\n')
+    (tmp_path / "findings.py").write_text(
+        'T = "x_sop"\n\n\ndef f():\n    return sop(T, "gone"), sop("x_sop", "here")\n'
+    )
     assert unknown_keys(tmp_path, "x_sop", {"here", "dead"}) == ["gone"]
     assert unused_rows(tmp_path, "x_sop", {"here", "dead"}) == ["dead"]

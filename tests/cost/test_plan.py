@@ -4,6 +4,7 @@ metrics veto shrinking an overloaded deployment, zombies are valued by what free
 Demo checks pin the window end (``GPUOPS_END``): the demo's findings move with it, so the invariants are
 checked over many window ends, and on random fleets built with hypothesis.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers.cost_frames import frames, node, pod, series
 import gpulib
-import gpulib.vllm
 import gpulib.cost as cost
 import gpulib.cost.steps as report
+import gpulib.vllm
 from gpulib.core.findings import Severity
+from tests.helpers.cost_frames import frames, node, pod, series
 
 END = "2026-12-01T06:45:00Z"
 END_LATER = "2026-12-01T06:46:00Z"
@@ -29,8 +30,15 @@ def _demo(end: str, window: str = "7d", monkeypatch=None):
     src = gpulib.connect("demo", end=end)
     data = report.load_report_data(src, window)
     data.serving = gpulib.vllm.serving_signals(src, report.serving_candidates(data.pods))
-    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, gpu_util=data.gpu_util,
-                            window=window, serving=data.serving)
+    rep = cost.analyze_cost(
+        data.nodes,
+        data.pods,
+        data.gr_engine_active,
+        data.fb_used,
+        gpu_util=data.gpu_util,
+        window=window,
+        serving=data.serving,
+    )
     return data, rep
 
 
@@ -67,7 +75,9 @@ def check_invariants(rep) -> None:
     assert (a["signal"].astype(str).str.len() > 0).all()
     # idle + active = allocated GPU-hours (every level, so the fleet too)
     u = rep.usage
-    assert (u["idle_allocated_gpu_hours"] + u["active_gpu_hours"]).sum() == pytest.approx(u["allocated_gpu_hours"].sum())
+    assert (u["idle_allocated_gpu_hours"] + u["active_gpu_hours"]).sum() == pytest.approx(
+        u["allocated_gpu_hours"].sum()
+    )
     assert ((u["idle_allocated_gpu_hours"] + u["active_gpu_hours"] - u["allocated_gpu_hours"]).abs() < 1e-9).all()
     # no WARNING finding worth nothing
     for f in rep.findings:
@@ -150,9 +160,17 @@ def test_zombie_and_idle_allocated_get_different_sops_from_data():
     from gpulib.core.knowledge import load_table
 
     acts = [series("n0", "0", [0.0] * 6, pod="stuck-0", ns="nb"), series("n0", "1", [0.02] * 6, pod="spare-0", ns="nb")]
-    fbs = [series("n0", "0", [61440.0] * 6, pod="stuck-0", ns="nb"), series("n0", "1", [0.0] * 6, pod="spare-0", ns="nb")]
-    n, p = frames([node("n0", gpus=2)], [pod("nb", "stuck-0", "n0", kind="StatefulSet", workload="stuck"),
-                                          pod("nb", "spare-0", "n0", kind="StatefulSet", workload="spare")])
+    fbs = [
+        series("n0", "0", [61440.0] * 6, pod="stuck-0", ns="nb"),
+        series("n0", "1", [0.0] * 6, pod="spare-0", ns="nb"),
+    ]
+    n, p = frames(
+        [node("n0", gpus=2)],
+        [
+            pod("nb", "stuck-0", "n0", kind="StatefulSet", workload="stuck"),
+            pod("nb", "spare-0", "n0", kind="StatefulSet", workload="spare"),
+        ],
+    )
     rep = cost.analyze_cost(n, p, pd.concat(acts, ignore_index=True), pd.concat(fbs, ignore_index=True), window="6h")
     sop = load_table("cost_sop").set_index("key")
     zombie = [f for f in rep.findings if f.title.startswith("Zombie pod")]
@@ -171,7 +189,9 @@ def test_no_warning_worth_zero(demo_0645):
     _, rep = demo_0645
     for f in rep.findings:
         if f.severity >= Severity.WARNING:
-            assert f.data.get("monthly_saving", 1) != 0 or f.data.get("action") in ("fix_limits", "unrequested_gpu"), f.title
+            assert f.data.get("monthly_saving", 1) != 0 or f.data.get("action") in ("fix_limits", "unrequested_gpu"), (
+                f.title
+            )
         assert "0.00 USD" not in f.summary, f.title
 
 
@@ -182,14 +202,20 @@ def test_pod_without_gpu_request_is_not_allocated(demo_0645):
     assert len(legacy) and legacy["allocated_gpu_hours"].sum() == 0
     titles = [f.title for f in rep.findings if "legacy-transcoder" in f.title]
     assert any("never requested" in t for t in titles), titles
-    assert not any("allocated" in " ".join(f.evidence) and "legacy-transcoder" in f.title for f in rep.findings
-                   if f.data.get("action") == "reclaim")
+    assert not any(
+        "allocated" in " ".join(f.evidence) and "legacy-transcoder" in f.title
+        for f in rep.findings
+        if f.data.get("action") == "reclaim"
+    )
 
 
 def test_no_taint_command_for_a_node_that_has_the_taint(demo_0645):
     data, rep = demo_0645
-    tainted = {n for n, t in zip(data.nodes["node"], data.nodes["taints"])
-               if any(x.get("key") == "nvidia.com/gpu" and x.get("effect") == "NoSchedule" for x in (t or []))}
+    tainted = {
+        n
+        for n, t in zip(data.nodes["node"], data.nodes["taints"])
+        if any(x.get("key") == "nvidia.com/gpu" and x.get("effect") == "NoSchedule" for x in (t or []))
+    }
     assert "l4-spot-0" in tainted
     for f in rep.findings:
         for c in f.commands:
@@ -200,15 +226,25 @@ def test_no_taint_command_for_a_node_that_has_the_taint(demo_0645):
 # ---------------------------------------------------------------------------------------------
 # many window ends (1 d windows: cheap) and random fleets
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("end", ["2026-11-29T12:00:00Z", "2026-11-30T03:17:00Z", "2026-11-30T18:00:00Z",
-                                 "2026-12-01T06:45:00Z", "2026-12-01T06:46:00Z", "2026-12-02T00:01:00Z"])
+@pytest.mark.parametrize(
+    "end",
+    [
+        "2026-11-29T12:00:00Z",
+        "2026-11-30T03:17:00Z",
+        "2026-11-30T18:00:00Z",
+        "2026-12-01T06:45:00Z",
+        "2026-12-01T06:46:00Z",
+        "2026-12-02T00:01:00Z",
+    ],
+)
 def test_demo_invariants_over_window_ends(end):
     data, rep = _demo(end, "1d")
     check_invariants(rep)
     over = data.serving[data.serving["overloaded"]]
     for ns, wl in zip(over["namespace"], over["workload"]):
-        assert rep.actions[(rep.actions["namespace"] == ns) & (rep.actions["workload"] == wl)
-                           & rep.actions["action"].isin(SHRINK)].empty
+        assert rep.actions[
+            (rep.actions["namespace"] == ns) & (rep.actions["workload"] == wl) & rep.actions["action"].isin(SHRINK)
+        ].empty
 
 
 _KINDS = ["Deployment", "PyTorchJob", "StatefulSet", "Job"]
@@ -232,8 +268,11 @@ def fleets(draw):
                 pods.append(pod("ns", name, f"n{i}", kind=kind, workload=wl, req=take, lim=take))
                 for k in range(take):
                     vals = draw(st.lists(st.floats(0, 1), min_size=hours, max_size=hours))
-                    mem = draw(st.lists(st.sampled_from([0.0, 500.0, 4000.0, 40000.0, 78000.0]), min_size=hours,
-                                        max_size=hours))
+                    mem = draw(
+                        st.lists(
+                            st.sampled_from([0.0, 500.0, 4000.0, 40000.0, 78000.0]), min_size=hours, max_size=hours
+                        )
+                    )
                     act.append(series(f"n{i}", str(g + k), vals, pod=name, ns="ns"))
                     fb.append(series(f"n{i}", str(g + k), mem, pod=name, ns="ns"))
                 g += take
@@ -246,8 +285,12 @@ def fleets(draw):
 
 
 # no shrink phase: on the shared CI machine shrinking a fleet takes minutes; a failing fleet is printed as drawn
-@settings(max_examples=40, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(fleets())
 def test_invariants_on_random_fleets(fleet):
     n, p, act, fb, hours = fleet
@@ -262,8 +305,17 @@ def test_serving_veto_on_a_hand_made_fleet():
     act = pd.concat(acts, ignore_index=True)
     plain = cost.analyze_cost(n, p, act, None, window="6h")
     assert "rightsize" in set(plain.actions["action"])
-    serving = pd.DataFrame([{"namespace": "inf", "workload": "api", "overloaded": True, "verdict": "scale_up",
-                             "signal": "vllm: scale up (requests queue (waiting max 12))"}])
+    serving = pd.DataFrame(
+        [
+            {
+                "namespace": "inf",
+                "workload": "api",
+                "overloaded": True,
+                "verdict": "scale_up",
+                "signal": "vllm: scale up (requests queue (waiting max 12))",
+            }
+        ]
+    )
     vetoed = cost.analyze_cost(n, p, act, None, window="6h", serving=serving)
     assert "rightsize" not in set(vetoed.actions["action"])
     assert vetoed.skipped["reason"].str.contains("waiting max 12").any()

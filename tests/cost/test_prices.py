@@ -1,4 +1,5 @@
 """Price table, user price files (good and malformed) and GPU model-name normalisation."""
+
 from __future__ import annotations
 
 import re
@@ -7,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers.cost_frames import frames, node, pod, series
 import gpulib.cost as cost
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table
+from tests.helpers.cost_frames import frames, node, pod, series
 
 FIX = Path(__file__).parents[1] / "fixtures" / "cost"
 PRICES_CSV = Path(__file__).resolve().parents[2] / "gpulib" / "data" / "cost" / "gpu_prices.csv"
@@ -74,9 +75,10 @@ def test_user_price_file_in_eur_drives_the_analysis():
     rep = cost.analyze_cost(nodes, pods, act, None, window="4h", prices=prices, provider="onprem", currency="EUR")
     s = cost.executive_summary(rep)
     assert s["currency"] == "EUR"
-    assert s["idle_cost"] == pytest.approx(2 * 3.00)       # 2 idle h x EUR 3
-    rep2 = cost.analyze_cost(nodes, pods, act, None, window="4h", price_file=FIX / "prices_eur.csv",
-                             provider="onprem", currency="EUR")
+    assert s["idle_cost"] == pytest.approx(2 * 3.00)  # 2 idle h x EUR 3
+    rep2 = cost.analyze_cost(
+        nodes, pods, act, None, window="4h", price_file=FIX / "prices_eur.csv", provider="onprem", currency="EUR"
+    )
     assert cost.executive_summary(rep2)["idle_cost"] == pytest.approx(6.0)
 
 
@@ -97,14 +99,17 @@ def test_price_overrides_forms():
         cost.price_table(overrides={"H100-80GB": -1})
 
 
-@pytest.mark.parametrize("fixture,match", [
-    ("prices_missing_column.csv", r"lacks column\(s\) \['currency'\]"),
-    ("prices_bad_value.csv", r"row 3: price_per_gpu_hour='twelve'"),
-    ("prices_bad_pricing.csv", r"pricing='reserved'"),
-    ("prices_no_source.csv", r"row 2 has no source"),
-    ("prices_truncated.csv", r"row 3: price_per_gpu_hour"),
-    ("does_not_exist.csv", r"does not exist"),
-])
+@pytest.mark.parametrize(
+    "fixture,match",
+    [
+        ("prices_missing_column.csv", r"lacks column\(s\) \['currency'\]"),
+        ("prices_bad_value.csv", r"row 3: price_per_gpu_hour='twelve'"),
+        ("prices_bad_pricing.csv", r"pricing='reserved'"),
+        ("prices_no_source.csv", r"row 2 has no source"),
+        ("prices_truncated.csv", r"row 3: price_per_gpu_hour"),
+        ("does_not_exist.csv", r"does not exist"),
+    ],
+)
 def test_malformed_price_files_name_file_and_row(fixture, match):
     with pytest.raises(cost.PriceFileError, match=match) as exc:
         cost.load_prices(FIX / fixture)
@@ -141,8 +146,11 @@ def test_spot_rows_say_they_are_indicative_with_their_date():
     raw = _raw_price_rows()
     spot = raw[raw["pricing"] == "spot"]
     assert len(spot)
-    bad = [(r["model"], r["provider"], r["as_of"]) for _, r in spot.iterrows()
-           if f"spot, indicative, {r['as_of']}" not in r["source"]]
+    bad = [
+        (r["model"], r["provider"], r["as_of"])
+        for _, r in spot.iterrows()
+        if f"spot, indicative, {r['as_of']}" not in r["source"]
+    ]
     assert not bad, bad
 
 

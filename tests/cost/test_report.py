@@ -1,6 +1,7 @@
 """The report a manager signs off: KPI tiles that add up, every action with saving/confidence/signal, a Method
 section naming the prices with their dates (stale ones flagged), and `gpuops report` taking the notebook's
 parameters."""
+
 from __future__ import annotations
 
 import re
@@ -8,13 +9,13 @@ import re
 import pandas as pd
 import pytest
 
-from tests.helpers.cost_frames import frames, node, pod, series
 import gpulib
-import gpulib.vllm
 import gpulib.cost as cost
 import gpulib.cost.steps as report
 import gpulib.cost.view as view
+import gpulib.vllm
 from gpulib.cost.price_age import price_age
+from tests.helpers.cost_frames import frames, node, pod, series
 
 END = "2026-12-01T06:45:00Z"
 
@@ -24,8 +25,9 @@ def demo():
     src = gpulib.connect("demo", end=END)
     data = report.load_report_data(src, "1d")
     data.serving = gpulib.vllm.serving_signals(src, report.serving_candidates(data.pods))
-    rep = cost.analyze_cost(data.nodes, data.pods, data.gr_engine_active, data.fb_used, window="1d",
-                            serving=data.serving)
+    rep = cost.analyze_cost(
+        data.nodes, data.pods, data.gr_engine_active, data.fb_used, window="1d", serving=data.serving
+    )
     return data, rep
 
 
@@ -90,8 +92,11 @@ def _stale_rows_from_the_csv(provider: str, models: set[str], end: str) -> set[s
     ``end`` (a YYYY-MM date means the first of that month), or undated, worked out here from the file."""
     from pathlib import Path
 
-    raw = pd.read_csv(Path(__file__).resolve().parents[2] / "gpulib" / "data" / "cost" / "gpu_prices.csv",
-                      dtype=str, keep_default_na=False)
+    raw = pd.read_csv(
+        Path(__file__).resolve().parents[2] / "gpulib" / "data" / "cost" / "gpu_prices.csv",
+        dtype=str,
+        keep_default_na=False,
+    )
     ref = pd.Timestamp(end).tz_convert(None)
     out = set()
     for _, r in raw[(raw["provider"] == provider) & (raw["currency"] == "USD") & raw["model"].isin(models)].iterrows():
@@ -117,8 +122,9 @@ def test_method_section_lists_exactly_the_rows_older_than_a_year(monkeypatch, pr
     expected = _stale_rows_from_the_csv(provider, models, END)
     html_text = report.method_section(rep, data)
     m = re.search(r"<p id='stale-prices'.*?or undated: (.*?)\. Savings", html_text, re.S)
-    listed = set() if m is None else {re.sub(r" \((?:undated|as of [^)]*)\)$", "", x.strip())
-                                      for x in m.group(1).split(";")}
+    listed = (
+        set() if m is None else {re.sub(r" \((?:undated|as of [^)]*)\)$", "", x.strip()) for x in m.group(1).split(";")}
+    )
     assert listed == expected
     assert (m is None) == (not expected)
 
@@ -127,8 +133,10 @@ def test_method_section_has_no_stale_warning_when_prices_are_current(tmp_path):
     acts = series("n0", "0", [0.5] * 4, pod="a-0", ns="ml")
     n, p = frames([node("n0")], [pod("ml", "a-0", "n0")])
     f = tmp_path / "prices.csv"
-    f.write_text("model,provider,pricing,price_per_gpu_hour,currency,as_of,source\n"
-                 "H100-80GB,aws,on_demand,6.88,USD,2026-01-01,test\n")
+    f.write_text(
+        "model,provider,pricing,price_per_gpu_hour,currency,as_of,source\n"
+        "H100-80GB,aws,on_demand,6.88,USD,2026-01-01,test\n"
+    )
     rep = cost.analyze_cost(n, p, acts, None, window="4h", price_file=f)
     data = report.ReportData(window="4h", step="1h", nodes=n, pods=p, gr_engine_active=acts)
     html_text = report.method_section(rep, data, price_file=str(f))
@@ -151,10 +159,28 @@ def test_gpuops_report_takes_the_notebooks_parameters(monkeypatch, tmp_path):
     monkeypatch.setattr(engine, "execute", fake_execute)
     monkeypatch.setattr(cli, "_print_result", lambda *a, **k: None)
     prices = tmp_path / "p.csv"
-    prices.write_text("model,provider,pricing,price_per_gpu_hour,currency,as_of,source\n"
-                      "H100-80GB,gcp,on_demand,4.2,USD,2026-01-01,test\n")
-    res = CliRunner().invoke(cli.app, ["report", "--source", "demo", "--namespaces", "ml, ads", "--provider", "gcp",
-                                       "--currency", "usd", "--price-file", str(prices), "--window", "1d"])
+    prices.write_text(
+        "model,provider,pricing,price_per_gpu_hour,currency,as_of,source\n"
+        "H100-80GB,gcp,on_demand,4.2,USD,2026-01-01,test\n"
+    )
+    res = CliRunner().invoke(
+        cli.app,
+        [
+            "report",
+            "--source",
+            "demo",
+            "--namespaces",
+            "ml, ads",
+            "--provider",
+            "gcp",
+            "--currency",
+            "usd",
+            "--price-file",
+            str(prices),
+            "--window",
+            "1d",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert seen["namespaces"] == "ml, ads" and seen["provider"] == "gcp" and seen["currency"] == "USD"
     assert seen["price_file"] == str(prices.resolve()) and seen["window"] == "1d"

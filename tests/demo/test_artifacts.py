@@ -5,6 +5,7 @@ documented model, not read back from the renderer: a100-80-0 GPU 1 has a DBE at 
 0 -> 2, aggregate 3 -> 5, uncorrectable remapped rows 7 -> 9, remap failure from -89 min); GPU 3 has
 rising SBE at 2,500/h over the last 12 h (30,000 at the end); PCI bus of GPU i is 0x18 + 0x10 * i.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,13 +15,13 @@ from pathlib import Path
 import pytest
 
 import gpulib
-from tests.helpers.pinned import DEMO_END
-from gpulib.demo.simulator import FleetSimulator
-from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_NVLINK_STATUS, DEMO_TOPOLOGY, demo_file, render_smi_query
 from gpulib.core.errors import InvalidParameter, UnknownNode
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_NVLINK_STATUS, DEMO_TOPOLOGY, demo_file, render_smi_query
+from gpulib.demo.simulator import FleetSimulator
 from gpulib.nccl.results import parse_nccl_tests_all
-from gpulib.nvidia.topology import parse_topology
 from gpulib.nvidia.smi import parse_query
+from gpulib.nvidia.topology import parse_topology
+from tests.helpers.pinned import DEMO_END
 
 FIX = Path(__file__).parents[1] / "fixtures"
 CAP = Path(__file__).parents[2] / "gpulib" / "data" / "captures"
@@ -43,7 +44,7 @@ def test_dbe_remap_failure_gpu(sim):
     assert (g1["ecc_dbe_volatile"], g1["ecc_dbe_aggregate"]) == (2.0, 5.0)
     assert g1["remapped_rows_uncorrectable"] == 9.0
     assert g1["remapped_rows_failure"] == 1.0 and g1["remapped_rows_pending"] == 1.0
-    assert g1["fb_used_mib"] == 0.0                       # the job crashed on the DBE
+    assert g1["fb_used_mib"] == 0.0  # the job crashed on the DBE
     g3 = _by_bus(df, "0000:48:00.0")
     assert g3["ecc_sbe_volatile"] == 30000.0 and g3["ecc_dbe_volatile"] == 0.0
     assert g3["remapped_rows_correctable"] == 1.0 and g3["remapped_rows_failure"] == 0.0
@@ -60,7 +61,7 @@ def test_values_agree_with_the_demo_source():
         assert r.uuid == uuids[g]
         assert r.temperature_gpu_c == temp.loc[g, "value"]
     hot = df[df["index"] == 2.0].iloc[0]
-    assert hot["temperature_gpu_c"] >= 85                 # thermal incident since -3h
+    assert hot["temperature_gpu_c"] >= 85  # thermal incident since -3h
     assert {"HW_SLOWDOWN", "HW_THERMAL", "SW_THERMAL"} <= set(hot["clock_event_reasons"])
     assert "GPU_IDLE" not in hot["clock_event_reasons"]
 
@@ -70,7 +71,7 @@ def test_gpu_off_the_bus_has_no_block(sim):
     assert text.splitlines()[0] == "Unable to determine the device handle for GPU0000:68:00.0: Unknown Error"
     df = parse_query(text)
     assert len(df) == 7 and "0000:68:00.0" not in set(df["pci_bus_id"])
-    assert df["index"].isna().all()                      # 8 attached, 7 reported: positions are not indices
+    assert df["index"].isna().all()  # 8 attached, 7 reported: positions are not indices
     assert re.search(r"^Attached GPUs +: 8$", text, re.M)
 
 
@@ -83,8 +84,10 @@ def test_mig_and_no_hbm_nodes(sim):
 
 def test_layout_matches_the_real_capture(sim):
     """Every ``key : value`` line puts the colon at the real H200 capture's column."""
+
     def colon_columns(text):
         return {ln.index(" : ") + 1 for ln in text.splitlines() if " : " in ln and not ln.startswith("Unable")}
+
     real = colon_columns((CAP / "2xh200_580.159.04_smi_q.txt").read_text())
     assert real == {55}
     assert colon_columns(render_smi_query(sim, "a100-80-0")) == real
@@ -99,7 +102,7 @@ def test_unknown_node(sim):
 
 def test_packaged_nccl_captures_are_verbatim():
     probe = demo_file(DEMO_NCCL_TESTS).read_text()
-    assert demo_file(DEMO_NCCL_TESTS) == CAP / "2xh200_nccl_probe.txt"   # the one copy, not a packaged duplicate
+    assert demo_file(DEMO_NCCL_TESTS) == CAP / "2xh200_nccl_probe.txt"  # the one copy, not a packaged duplicate
     misc = (CAP / "2xh200_smi_misc.txt").read_text()
     topo_text = demo_file(DEMO_TOPOLOGY).read_text()
     nvl = demo_file(DEMO_NVLINK_STATUS).read_text()

@@ -1,16 +1,16 @@
 """The demo fleet simulator: deterministic, with the incidents the scenario injects."""
+
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-
 import re
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
-from gpulib.sources.dcgm import parse_scrape
-from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import InvalidParameter
+from gpulib.demo.simulator import FleetSimulator
+from gpulib.sources.dcgm import parse_scrape
 from gpulib.xid.kernel_log import parse_kernel_log
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -118,19 +118,19 @@ def _om_samples(path, name):
     for ln in path.read_text().splitlines():
         if ln.startswith(name + "{"):
             head, value, _ts = ln.rsplit(" ", 2)
-            out.setdefault(head[len(name):], []).append(float(value))
+            out.setdefault(head[len(name) :], []).append(float(value))
     return out
 
 
 def test_openmetrics_has_an_up_series_per_node_exporter(sim, tmp_path):
     up = _om_samples(sim.write_openmetrics(tmp_path / "x.om", "10m", 60), "up")
     nodes = [s["name"] for s in sim.node_specs]
-    assert len(up) == len(nodes) == 7                                      # demo_fleet.yaml has 7 nodes
+    assert len(up) == len(nodes) == 7  # demo_fleet.yaml has 7 nodes
     for node in nodes:
         (labels,) = [lab for lab in up if f'node="{node}"' in lab]
         assert 'job="nvidia-dcgm-exporter"' in labels
-        assert re.search(r'instance="10\.\d+\.\d+\.\d+:9400"', labels)     # dcgm-exporter listens on :9400
-        assert up[labels] == [1.0] * 11                                     # every scrape of 10 min at 60 s
+        assert re.search(r'instance="10\.\d+\.\d+\.\d+:9400"', labels)  # dcgm-exporter listens on :9400
+        assert up[labels] == [1.0] * 11  # every scrape of 10 min at 60 s
 
 
 def test_exporter_down_node_has_up_0_and_no_dcgm_series(tmp_path):
@@ -140,7 +140,7 @@ def test_exporter_down_node_has_up_0_and_no_dcgm_series(tmp_path):
     assert {lab: set(v) for lab, v in up.items() if 'node="l4-spot-0"' in lab}.popitem()[1] == {0.0}
     assert all(set(v) == {1.0} for lab, v in up.items() if 'node="l4-spot-0"' not in lab)
     text = path.read_text()
-    assert 'hostname="l4-spot-0"' not in text              # the failed scrapes stored nothing
+    assert 'hostname="l4-spot-0"' not in text  # the failed scrapes stored nothing
     assert 'hostname="a100-80-0"' in text
     with pytest.raises(InvalidParameter, match="gpu-node-99"):
         FleetSimulator(end=END, exporter_down=["gpu-node-99"])
@@ -158,7 +158,9 @@ def test_openmetrics_chunks_tile_the_window_with_only_the_named_metrics(sim, tmp
 
     whole = samples(sim.write_openmetrics(tmp_path / "w.om", "10m", 60, metrics=names))
     a = samples(sim.write_openmetrics(tmp_path / "a.om", step=60, start=end - 600, end=end - 360, metrics=names))
-    b = samples(sim.write_openmetrics(tmp_path / "b.om", step=60, start=END - timedelta(minutes=5), end=END, metrics=names))
+    b = samples(
+        sim.write_openmetrics(tmp_path / "b.om", step=60, start=END - timedelta(minutes=5), end=END, metrics=names)
+    )
     assert sorted(a + b) == sorted(whole)
     # first slice: END-10m .. END-6m at 60 s = 5 timestamps, second: END-5m .. END = 6
     assert {int(ln.rsplit(" ", 1)[1]) for ln in a} == {int(end) - 600 + 60 * k for k in range(5)}
@@ -181,14 +183,21 @@ def test_pod_owner_references_name_the_owners_api_group():
     ReplicaSets, StatefulSets and DaemonSets apps/v1 (gpulib/data/kube/owner_kinds.csv); the demo said apps/v1 for all."""
     from gpulib.demo.simulator import FleetSimulator
 
-    refs = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["metadata"]["ownerReferences"][0]
-            for p in FleetSimulator().pods_json()["items"]}
+    refs = {
+        (p["metadata"]["namespace"], p["metadata"]["name"]): p["metadata"]["ownerReferences"][0]
+        for p in FleetSimulator().pods_json()["items"]
+    }
     assert refs[("search", "embed-batch-7f9c2-xk2lq")]["apiVersion"] == "batch/v1"
     assert refs[("ads", "forecast-train-worker-0")]["apiVersion"] == "kubeflow.org/v1"
     assert refs[("ads", "recsys-train-0")]["apiVersion"] == "apps/v1"
     assert refs[("logging", "fluent-bit-x8k2p")]["apiVersion"] == "apps/v1"
     assert refs[("ads", "ab-test-scorer-84c6d7f5b9-m2xw8")] | {"uid": ""} == {
-        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ab-test-scorer-84c6d7f5b9", "controller": True, "uid": ""}
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "ab-test-scorer-84c6d7f5b9",
+        "controller": True,
+        "uid": "",
+    }
 
 
 def _scenario_personas() -> dict[str, str]:

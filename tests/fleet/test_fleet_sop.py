@@ -1,5 +1,6 @@
 """gpulib/data/fleet/fleet_sop.csv against the fleet domain's code: every row is asked for, every key asked for is a
 row, and every placeholder a row fills is a value the call gives (tests/sop_usage.py reads the calls)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,7 @@ CALLS = sop_calls("fleet", "fleet_sop")
 
 
 def test_the_fleet_code_asks_for_rows_by_literal_key():
-    assert len(CALLS) >= 14, CALLS   # the health, telemetry, idle, unrequested-GPU and scheduling findings
+    assert len(CALLS) >= 14, CALLS  # the health, telemetry, idle, unrequested-GPU and scheduling findings
     assert not [w for w, key, _ in CALLS if key is None], "an SOP key built at run time"
 
 

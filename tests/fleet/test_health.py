@@ -1,4 +1,5 @@
 """Fleet overview checks find exactly the demo scenario's injected incidents."""
+
 from __future__ import annotations
 
 import pandas as pd

@@ -1,11 +1,11 @@
 """fleet_overview on the demo fleet: one finding per root cause per GPU/pod, the evidence keeps every signal,
 zombies ordered by the memory they hold, and the CLI names every critical and warning finding."""
+
 from __future__ import annotations
 
 import pytest
 
 import gpulib
-
 from tests.helpers.pinned import DEMO_END, ROOT
 
 
@@ -66,10 +66,14 @@ def test_cli_names_every_critical_and_warning(tmp_path, capsys):
     from gpulib.core.findings import Finding, Severity
     from gpulib.execute import RunResult
 
-    fs = [Finding(Severity.CRITICAL, f"crit {i}") for i in range(4)] + [Finding(Severity.WARNING, f"warn {i}") for i in range(6)] \
+    fs = (
+        [Finding(Severity.CRITICAL, f"crit {i}") for i in range(4)]
+        + [Finding(Severity.WARNING, f"warn {i}") for i in range(6)]
         + [Finding(Severity.INFO, f"info {i}") for i in range(3)]
-    res = RunResult(name="fleet_overview", notebook=tmp_path / "x.ipynb", html=tmp_path / "x.html", out_dir=tmp_path,
-                    findings=fs)
+    )
+    res = RunResult(
+        name="fleet_overview", notebook=tmp_path / "x.ipynb", html=tmp_path / "x.html", out_dir=tmp_path, findings=fs
+    )
     _print_result(res)
     out = capsys.readouterr().out
     for f in fs[:10]:
@@ -85,6 +89,7 @@ def test_a_lightly_used_serving_replica_is_not_told_to_scale_to_zero(window):
     (cost_sop.csv rightsize: a read-only look, then the report, which weighs serving metrics), never
     '--replicas=0'. A pod reserved and unused (persona idle in demo_fleet.yaml) keeps the scale-to-zero SOP."""
     import yaml
+
     from gpulib.core.knowledge import load_table
     from gpulib.fleet.findings import idle_findings
     from gpulib.fleet.steps import idle_inputs

@@ -1,11 +1,11 @@
 """operator_install: no 'taint the GPU nodes' for nodes already tainted, and the GPU scheduling section is
 never empty (it shows its findings or says what it checked)."""
+
 from __future__ import annotations
 
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.fleet.scheduling import non_gpu_pods_on_gpu_nodes
 from gpulib.kube.frames import nodes_frame, pods_frame
-
 from tests.helpers.pinned import DEMO_END
 
 

@@ -5,6 +5,7 @@ ones inside functions and ``importlib.import_module("...")`` calls with a litera
 ``_EXPORTS`` tables of the lazy package ``__init__`` files. Nothing is imported, so a planted violation in a
 copy of the tree is found without executing it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,10 +16,24 @@ from pathlib import Path
 #: layer of each top-level part of gpulib; an import may point to the same layer or a lower one
 LAYERS = {
     "core": 0,
-    "sources": 1, "kube": 1, "nvidia": 1,
-    "fleet": 2, "xid": 2, "nccl": 2, "mig": 2, "gpu_operator": 2, "vllm": 2, "cost": 2,
+    "sources": 1,
+    "kube": 1,
+    "nvidia": 1,
+    "fleet": 2,
+    "xid": 2,
+    "nccl": 2,
+    "mig": 2,
+    "gpu_operator": 2,
+    "vllm": 2,
+    "cost": 2,
     "demo": 3,
-    "runbook": 4, "catalogue": 4, "inspection": 4, "execute": 4, "learn": 4, "cli": 5, "serve": 5,
+    "runbook": 4,
+    "catalogue": 4,
+    "inspection": 4,
+    "execute": 4,
+    "learn": 4,
+    "cli": 5,
+    "serve": 5,
 }
 DOMAINS = {k for k, v in LAYERS.items() if v == 2}
 MAX_LINES = 600
@@ -26,8 +41,8 @@ MAX_LINES = 600
 
 @dataclass(frozen=True)
 class Edge:
-    src: str      # importing module, dotted
-    dst: str      # imported module, dotted
+    src: str  # importing module, dotted
+    dst: str  # imported module, dotted
     line: int
     lazy: bool
 
@@ -68,14 +83,22 @@ def edges(root: Path) -> list[Edge]:
                 for a in node.names:
                     # `from gpulib.x import y` may name a submodule y: count both the package and the name
                     targets.append(base)
-                    if (root.parent / (base.replace(".", "/") + "/" + a.name)).with_suffix(".py").exists() or \
-                            (root.parent / base.replace(".", "/") / a.name / "__init__.py").exists():
+                    if (root.parent / (base.replace(".", "/") + "/" + a.name)).with_suffix(".py").exists() or (
+                        root.parent / base.replace(".", "/") / a.name / "__init__.py"
+                    ).exists():
                         targets.append(f"{base}.{a.name}")
-            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            ):
                 if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
                     targets = [node.args[0].value]
                 lazy = True
-            elif isinstance(node, ast.Assign) and is_pkg and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets):
+            elif (
+                isinstance(node, ast.Assign)
+                and is_pkg
+                and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets)
+            ):
                 if isinstance(node.value, ast.Dict):
                     targets = [f"{mod}.{v.value}" for v in node.value.values if isinstance(v, ast.Constant)]
                 lazy = True
@@ -118,7 +141,7 @@ def violations(root: Path) -> list[str]:
     def dfs(node: str, stack: list[str]) -> None:
         for nxt in sorted(graph.get(node, ())):
             if nxt in stack:
-                cyc = stack[stack.index(nxt):] + [nxt]
+                cyc = stack[stack.index(nxt) :] + [nxt]
                 key = tuple(sorted(set(cyc)))
                 if key not in seen:
                     seen.add(key)
@@ -132,19 +155,29 @@ def violations(root: Path) -> list[str]:
 
 
 def long_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
-    return [f"{p.relative_to(root.parent)}: {n} lines" for p in sorted(root.rglob("*.py"))
-            if (n := len(p.read_text().splitlines())) > limit]
+    return [
+        f"{p.relative_to(root.parent)}: {n} lines"
+        for p in sorted(root.rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > limit
+    ]
 
 
 def export_clashes(root: Path) -> list[str]:
     """``package: name`` for every ``_EXPORTS`` key of a package that is also the name of one of its submodules."""
     out: list[str] = []
     for init in sorted(root.rglob("__init__.py")):
-        keys = {k.value for node in ast.parse(init.read_text()).body if isinstance(node, ast.Assign)
-                and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets) and isinstance(node.value, ast.Dict)
-                for k in node.value.keys if isinstance(k, ast.Constant)}
-        subs = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir()
-                                                              if (p / "__init__.py").exists()}
+        keys = {
+            k.value
+            for node in ast.parse(init.read_text()).body
+            if isinstance(node, ast.Assign)
+            and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+            for k in node.value.keys
+            if isinstance(k, ast.Constant)
+        }
+        subs = {p.stem for p in init.parent.glob("*.py")} | {
+            p.name for p in init.parent.iterdir() if (p / "__init__.py").exists()
+        }
         out += [f"{init.parent.relative_to(root.parent)}: {k}" for k in sorted(keys & subs)]
     return out
 
@@ -154,7 +187,8 @@ def export_clashes(root: Path) -> list[str]:
 # --------------------------------------------------------------------------------------------
 #: ways of asking where data came from, as text; only gpulib/sources/ (and the demo backend) may use them
 BACKEND_SNIFFING = [
-    re.compile(r"hasattr\(\s*(rb\.)?src\b"), re.compile(r"getattr\(\s*(rb\.)?src\s*,"),
+    re.compile(r"hasattr\(\s*(rb\.)?src\b"),
+    re.compile(r"getattr\(\s*(rb\.)?src\s*,"),
     re.compile(r"\bsrc\.(kube|sim|operator_scenario|prom|settings)\b"),
     re.compile(r"source\s*==\s*['\"](live|demo|snapshot|prometheus)['\"]"),
     re.compile(r"isinstance\([^)]*(DemoSource|PrometheusSource|SnapshotSource|LiveSource)"),
@@ -166,8 +200,9 @@ CONNECT_SITES = {"gpulib/inspection.py"}
 #: attributes that only a backend object has (``self.<name> =`` in gpulib/sources/*.py and gpulib/demo/source.py):
 #: reading one by name from any object (``getattr(x, "kube", None)``, ``hasattr(x, "sim")``, or a loop over such
 #: names) is asking which backend it is; the capability is a Source method (``kube_cluster()``, ``app_series()``)
-BACKEND_ATTRS = frozenset({"kube", "_kube", "k8s", "sim", "operator_scenario", "prom", "scrape", "scrape_files",
-                           "collect_dir"})
+BACKEND_ATTRS = frozenset(
+    {"kube", "_kube", "k8s", "sim", "operator_scenario", "prom", "scrape", "scrape_files", "collect_dir"}
+)
 _ATTR_CALLS = {"getattr", "hasattr", "setattr", "delattr"}
 
 
@@ -178,7 +213,7 @@ def _attr_sniffing(code: str) -> list[int]:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    loop_vars: dict[int, set[str]] = {}   # id(call) -> names the loop variable of its second argument takes
+    loop_vars: dict[int, set[str]] = {}  # id(call) -> names the loop variable of its second argument takes
 
     def names(node) -> set[str]:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -191,12 +226,18 @@ def _attr_sniffing(code: str) -> list[int]:
             scope = loop.body if isinstance(loop, ast.For) else []
             for stmt in scope:
                 for n in ast.walk(stmt):
-                    if isinstance(n, ast.Call) and len(n.args) > 1 and isinstance(n.args[1], ast.Name) \
-                            and n.args[1].id == loop.target.id:
+                    if (
+                        isinstance(n, ast.Call)
+                        and len(n.args) > 1
+                        and isinstance(n.args[1], ast.Name)
+                        and n.args[1].id == loop.target.id
+                    ):
                         loop_vars[id(n)] = vals
     hits = []
     for n in ast.walk(tree):
-        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _ATTR_CALLS and len(n.args) > 1):
+        if not (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _ATTR_CALLS and len(n.args) > 1
+        ):
             continue
         arg = n.args[1]
         if isinstance(arg, ast.Constant) and arg.value in BACKEND_ATTRS:
@@ -251,7 +292,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for n in ast.walk(tree):
         if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
             first = n.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 out.add(id(first.value))
     return out
 
@@ -361,8 +406,13 @@ def plotly_importers(root: Path) -> list[str]:
         if rel in PLOTLY_ALLOWED or (path.name == "view.py" and path.parent.name in DOMAINS):
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n == "plotly" or n.startswith("plotly.") for n in names):
                 out.append(f"{rel}:{node.lineno} imports plotly")
     return out
@@ -385,5 +435,7 @@ def inline_sop(root: Path) -> list[str]:
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.keyword) and node.arg in SOP_KEYWORDS and _literal_text(node.value):
-                out.append(f"gpulib/{path.relative_to(root).as_posix()}:{node.value.lineno} {node.arg}= written in code")
+                out.append(
+                    f"gpulib/{path.relative_to(root).as_posix()}:{node.value.lineno} {node.arg}= written in code"
+                )
     return out

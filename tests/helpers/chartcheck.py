@@ -6,6 +6,7 @@ and a line 1.3 x the font size high. Sizes are plotly's defaults unless the figu
 margins l/r 80, t 100, b 80, title font 17 px, axis titles 14 px, annotations 12 px
 (https://plotly.com/python/reference/layout/, "width", "height", "margin", "font").
 """
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,17 @@ import pandas as pd
 
 CHAR_W, LINE_H = 0.6, 1.3
 #: axis titles that name categories (no unit to give)
-CATEGORICAL = {"GPU", "node", "device", "DaemonSet", "namespace", "action", "placement", "configuration",
-               "GPU (node/index)"}
+CATEGORICAL = {
+    "GPU",
+    "node",
+    "device",
+    "DaemonSet",
+    "namespace",
+    "action",
+    "placement",
+    "configuration",
+    "GPU (node/index)",
+}
 
 
 def plain(text: str | None) -> str:
@@ -77,7 +87,7 @@ def data_range(fig, ref: str) -> tuple[float, float] | None:
         if (getattr(tr, letter + "axis", None) or letter) != ref:
             continue
         seq = getattr(tr, letter, None)
-        for v in ([] if seq is None else list(seq)):
+        for v in [] if seq is None else list(seq):
             n = _num(v)
             if n is not None and n == n:
                 vals.append(n)
@@ -100,7 +110,7 @@ def _to_paper(fig, ref: str | None, v, letter: str) -> float | None:
         return float(v)
     base = ref.split(" ")[0]
     ax = axes(fig).get(base)
-    d0, d1 = (ax.domain if ax is not None and ax.domain is not None else (0.0, 1.0))
+    d0, d1 = ax.domain if ax is not None and ax.domain is not None else (0.0, 1.0)
     if ref.endswith("domain"):
         return d0 + float(v) * (d1 - d0)
     rng = data_range(fig, base)
@@ -110,6 +120,7 @@ def _to_paper(fig, ref: str | None, v, letter: str) -> float | None:
     lo, hi = rng
     if ax is not None and ax.type == "log" and not (ax.range is not None):
         import math
+
         lo, hi, n = math.log10(lo), math.log10(hi), math.log10(n)
     return d0 + (n - lo) / (hi - lo) * (d1 - d0)
 
@@ -136,7 +147,14 @@ def annotation_boxes(fig) -> list[tuple[str, float, float, float, float]]:
     if title and title.text:
         tw, th = text_px(title.text, (title.font.size if title.font and title.font.size else 17))
         tx = (title.x if title.x is not None else 0.05) * w
-        x0 = tx - tw / 2 if (title.xanchor == "center" or (title.x is not None and title.x == 0.5 and title.xanchor in (None, "auto"))) else tx
+        x0 = (
+            tx - tw / 2
+            if (
+                title.xanchor == "center"
+                or (title.x is not None and title.x == 0.5 and title.xanchor in (None, "auto"))
+            )
+            else tx
+        )
         ty = h - m["t"] / 2  # plotly centres the title in the top margin
         out.append(("title: " + plain(title.text), x0, x0 + tw, ty - th / 2, ty + th / 2))
     return out
@@ -147,7 +165,7 @@ def overlaps(fig) -> list[tuple[str, str]]:
     boxes = annotation_boxes(fig)
     bad = []
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             if a[1] < b[2] and b[1] < a[2] and a[3] < b[4] and b[3] < a[4]:
                 bad.append((a[0], b[0]))
     return bad
@@ -215,10 +233,18 @@ def legend_problems(fig, min_share: float = 0.5) -> list[str]:
         if lg.yref == "container":
             legend_h = 20 * len(names) + 10
             top = y * h + (legend_h if lg.yanchor == "bottom" else 0)
-            return [] if m["b"] - top >= 60 else [f"legend top {top:.0f} px reaches the x-axis title (margin {m['b']:.0f} px)"]
+            return (
+                []
+                if m["b"] - top >= 60
+                else [f"legend top {top:.0f} px reaches the x-axis title (margin {m['b']:.0f} px)"]
+            )
         gap = -y * (h - m["t"] - m["b"])
         return [] if gap >= 60 else [f"legend {gap:.0f} px under the plot: over the x tick labels and axis title"]
     room = w - m["l"] - m["r"]
     title = plain(lay.legend.title.text) if lay.legend and lay.legend.title and lay.legend.title.text else ""
     lw = max(len(t) for t in names + [title]) * CHAR_W * 12 + 40
-    return [f"legend ({lw:.0f} px) leaves the plot {room - lw:.0f} of {room:.0f} px"] if room - lw < min_share * room else []
+    return (
+        [f"legend ({lw:.0f} px) leaves the plot {room - lw:.0f} of {room:.0f} px"]
+        if room - lw < min_share * room
+        else []
+    )

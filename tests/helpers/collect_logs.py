@@ -1,4 +1,5 @@
 """Pod logs for the collection tests, built from the demo fleet's node artefacts (gpulib/demo/artifacts.py)."""
+
 from __future__ import annotations
 
 TOKEN = "0123456789abcdef"
@@ -20,5 +21,10 @@ def demo_sections(src, node: str) -> dict[str, str]:
     from gpulib.demo.artifacts import DEMO_NVLINK_STATUS, DEMO_TOPOLOGY, demo_file
 
     smi = src.smi_query(node)
-    return {"kernel_log": src.kernel_log(node), "smi_q": smi, "smi_ecc": smi,
-            "topo": demo_file(DEMO_TOPOLOGY).read_text(), "nvlink": demo_file(DEMO_NVLINK_STATUS).read_text()}
+    return {
+        "kernel_log": src.kernel_log(node),
+        "smi_q": smi,
+        "smi_ecc": smi,
+        "topo": demo_file(DEMO_TOPOLOGY).read_text(),
+        "nvlink": demo_file(DEMO_NVLINK_STATUS).read_text(),
+    }

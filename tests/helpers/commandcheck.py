@@ -16,6 +16,7 @@
 Pipelines (``|``, ``&&``, ``;``), ``sudo``, ``ssh <host> ...``, ``sh -c '...'`` and ``kubectl debug/exec ... --``
 are split and each inner command is checked on its own.
 """
+
 from __future__ import annotations
 
 import csv
@@ -37,20 +38,109 @@ DCGM_DOC = "https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-lin
 #: dcgmi subcommand -> options it takes (short and long), from NVIDIA's dcgmi reference pages (DCGM_DOC)
 DCGMI = {
     "": {"-v", "--version", "--help", "-h", "--host"},
-    "diag": {"-r", "--run", "-i", "--entity-id", "-g", "--group", "-p", "--parameters", "-c", "--configfile",
-             "--iterations", "--timeout", "-v", "--verbose", "-j", "--json", "--host", "-h", "--help"},
-    "health": {"-g", "--group", "-c", "--check", "-s", "--set", "-f", "--fetch", "-j", "--json", "--host",
-               "-h", "--help"},
-    "discovery": {"-l", "--list", "-i", "--info", "-g", "--group", "-v", "--verbose", "-c", "--compute",
-                  "--host", "-h", "--help"},
+    "diag": {
+        "-r",
+        "--run",
+        "-i",
+        "--entity-id",
+        "-g",
+        "--group",
+        "-p",
+        "--parameters",
+        "-c",
+        "--configfile",
+        "--iterations",
+        "--timeout",
+        "-v",
+        "--verbose",
+        "-j",
+        "--json",
+        "--host",
+        "-h",
+        "--help",
+    },
+    "health": {
+        "-g",
+        "--group",
+        "-c",
+        "--check",
+        "-s",
+        "--set",
+        "-f",
+        "--fetch",
+        "-j",
+        "--json",
+        "--host",
+        "-h",
+        "--help",
+    },
+    "discovery": {
+        "-l",
+        "--list",
+        "-i",
+        "--info",
+        "-g",
+        "--group",
+        "-v",
+        "--verbose",
+        "-c",
+        "--compute",
+        "--host",
+        "-h",
+        "--help",
+    },
     "nvlink": {"-e", "--errors", "-s", "--link-status", "-g", "--gpuid", "-j", "--json", "--host", "-h", "--help"},
     "topo": {"-g", "--group", "--gpuid", "-j", "--json", "--host", "-h", "--help"},
-    "dmon": {"-e", "--field-id", "-i", "--entity-id", "-g", "--group-id", "-d", "--delay", "-c", "--count",
-             "-l", "--list", "--host", "-h", "--help"},
-    "group": {"-l", "--list", "-c", "--create", "-d", "--delete", "-g", "--group", "-i", "--info", "-a", "--add",
-              "-r", "--remove", "--default", "--defaultnvswitches", "-j", "--json", "--host", "-h", "--help"},
-    "stats": set(), "config": set(), "policy": set(), "fieldgroup": set(), "profile": set(), "set": set(),
-    "modules": set(), "introspect": set(), "mndiag": set(), "test": set(),
+    "dmon": {
+        "-e",
+        "--field-id",
+        "-i",
+        "--entity-id",
+        "-g",
+        "--group-id",
+        "-d",
+        "--delay",
+        "-c",
+        "--count",
+        "-l",
+        "--list",
+        "--host",
+        "-h",
+        "--help",
+    },
+    "group": {
+        "-l",
+        "--list",
+        "-c",
+        "--create",
+        "-d",
+        "--delete",
+        "-g",
+        "--group",
+        "-i",
+        "--info",
+        "-a",
+        "--add",
+        "-r",
+        "--remove",
+        "--default",
+        "--defaultnvswitches",
+        "-j",
+        "--json",
+        "--host",
+        "-h",
+        "--help",
+    },
+    "stats": set(),
+    "config": set(),
+    "policy": set(),
+    "fieldgroup": set(),
+    "profile": set(),
+    "set": set(),
+    "modules": set(),
+    "introspect": set(),
+    "mndiag": set(),
+    "test": set(),
 }
 
 #: words that run the rest of the line as a command
@@ -72,7 +162,13 @@ def smi_options_from_captures(captures: Path = CAPTURES) -> list[dict]:
     rows: list[dict] = []
 
     def add(sub, kind, value, src):
-        row = {"driver": driver, "subcommand": sub, "kind": kind, "value": value, "source": f"gpulib/data/captures/{src}"}
+        row = {
+            "driver": driver,
+            "subcommand": sub,
+            "kind": kind,
+            "value": value,
+            "source": f"gpulib/data/captures/{src}",
+        }
         if row not in rows:
             rows.append(row)
 
@@ -173,15 +269,31 @@ def _unwrap(argv: list[str]) -> list[list[str]]:
         return _unwrap(argv[2:])
     if argv[0] == "kubectl" and "--" in argv:
         i = argv.index("--")
-        return [argv] + _unwrap(argv[i + 1:])  # kubectl parses its own ``-- command`` part
+        return [argv] + _unwrap(argv[i + 1 :])  # kubectl parses its own ``-- command`` part
     return [argv]
 
 
 # -- checking -------------------------------------------------------------------------------------------------
 #: kubectl subcommands that change the cluster and take ``--dry-run`` (``kubectl <sub> --help``); checked against
 #: the demo cluster with ``--dry-run=server`` appended
-MUTATING = {"cordon", "uncordon", "drain", "taint", "label", "annotate", "scale", "delete", "apply", "create",
-            "patch", "replace", "set", "autoscale", "expose", "run"}
+MUTATING = {
+    "cordon",
+    "uncordon",
+    "drain",
+    "taint",
+    "label",
+    "annotate",
+    "scale",
+    "delete",
+    "apply",
+    "create",
+    "patch",
+    "replace",
+    "set",
+    "autoscale",
+    "expose",
+    "run",
+}
 ROLLOUT_MUTATING = {"restart", "undo", "pause", "resume"}
 #: kubectl subcommands the API double cannot answer, and why: these are checked for parsing only (closed port);
 #: for ``exec`` and ``debug`` the pod / node (and exec's ``-c`` container) they address must exist on the double
@@ -195,8 +307,21 @@ PARSE_ONLY = {
     "top": "reads metrics.k8s.io from metrics-server, which the double does not serve",
 }
 #: kubectl global flags that take a value (``kubectl options``)
-_GLOBAL_WITH_VALUE = {"-n", "--namespace", "--context", "--kubeconfig", "-s", "--server", "--cluster", "--user",
-                      "--request-timeout", "--as", "--as-group", "--token", "-v"}
+_GLOBAL_WITH_VALUE = {
+    "-n",
+    "--namespace",
+    "--context",
+    "--kubeconfig",
+    "-s",
+    "--server",
+    "--cluster",
+    "--user",
+    "--request-timeout",
+    "--as",
+    "--as-group",
+    "--token",
+    "-v",
+}
 
 
 def kubectl_words(args: list[str]) -> list[str]:
@@ -284,11 +409,18 @@ class Checker:
         problems, out = self._kubectl(parts[0][1][1:], True, None, count=False)
         return " ".join(shlex.quote(w) for w in (out or "").split()) if not problems else None
 
-    def _kubectl(self, args: list[str], live: bool = False, stdin: str | None = None,
-                 count: bool = True) -> tuple[list[str], str | None]:
+    def _kubectl(
+        self, args: list[str], live: bool = False, stdin: str | None = None, count: bool = True
+    ) -> tuple[list[str], str | None]:
         names = []
         for i, a in enumerate(args):
-            name = a.split("=", 1)[1] if a.startswith("--filename=") else args[i + 1] if a in ("-f", "--filename") and i + 1 < len(args) else None
+            name = (
+                a.split("=", 1)[1]
+                if a.startswith("--filename=")
+                else args[i + 1]
+                if a in ("-f", "--filename") and i + 1 < len(args)
+                else None
+            )
             if name and name != "-" and not name.startswith(("http://", "https://")):
                 text = self.files.get(name)
                 if text is None:
@@ -299,8 +431,15 @@ class Checker:
         sub = words[0] if words else ""
         reads_stdin = "-" in args or "--filename=-" in args
         if not live or self.double is None or sub in PARSE_ONLY or (reads_stdin and stdin is None):
-            why = ("template" if not live else "no double" if self.double is None
-                   else sub if sub in PARSE_ONLY else "stdin not from kubectl")
+            why = (
+                "template"
+                if not live
+                else "no double"
+                if self.double is None
+                else sub
+                if sub in PARSE_ONLY
+                else "stdin not from kubectl"
+            )
             mode = f"parse-only ({why})"
             problems, out = self._closed_port(args)
             if not problems and live and self.double is not None and sub in ("exec", "debug"):
@@ -310,7 +449,9 @@ class Checker:
             mutating = sub in MUTATING or (sub == "rollout" and words[1:2] and words[1] in ROLLOUT_MUTATING)
             if mutating and not any(a.startswith("--dry-run") for a in args):
                 extra.append("--dry-run=server")
-            mode = ("dry-run=server" if "--dry-run=server" in args + extra else "client dry run") if mutating else "read"
+            mode = (
+                ("dry-run=server" if "--dry-run=server" in args + extra else "client dry run") if mutating else "read"
+            )
             if sub == "apply":  # kubectl's own validation needs /openapi/v2; the same schemas are checked here
                 extra.append("--validate=false")
                 for text in [self.files[n] for n in names] + ([stdin] if reads_stdin else []):
@@ -320,10 +461,14 @@ class Checker:
             before = len(self.empty)
             problems, out = self._run(args + extra, str(self.double.kubeconfig), stdin, f"on the demo cluster ({mode})")
             if not problems and len(self.empty) > before:
-                problems = [f"kubectl answers 'No resources found' on the demo cluster ({mode}): the selector, "
-                            "namespace or kind matches nothing there"]
+                problems = [
+                    f"kubectl answers 'No resources found' on the demo cluster ({mode}): the selector, "
+                    "namespace or kind matches nothing there"
+                ]
             if not problems and sub == "apply" and "--dry-run=client" not in args:
-                from tests.helpers.demo_cluster import as_applied  # what a real apply leaves for the wait/logs/delete that follow
+                from tests.helpers.demo_cluster import (
+                    as_applied,
+                )  # what a real apply leaves for the wait/logs/delete that follow
 
                 for name in names:
                     for obj in as_applied(self.files[name]):
@@ -339,15 +484,19 @@ class Checker:
         target = words[1] if len(words) > 1 else ""
         if not target or target == "SUBSTITUTED":
             return []
-        head, ns = (args[:args.index("--")] if "--" in args else args), []
+        head, ns = (args[: args.index("--")] if "--" in args else args), []
         for i, a in enumerate(head):
             if a in ("-n", "--namespace") and i + 1 < len(head):
                 ns = [a, head[i + 1]]
             elif a.startswith("--namespace="):
                 ns = [a]
         kind_name = target if "/" in target else f"pod/{target}"
-        problems, out = self._run([*ns, "get", kind_name, "-o", "jsonpath={.spec.containers[*].name}"],
-                                  str(self.double.kubeconfig), None, f"on the demo cluster (the {words[0]} target)")
+        problems, out = self._run(
+            [*ns, "get", kind_name, "-o", "jsonpath={.spec.containers[*].name}"],
+            str(self.double.kubeconfig),
+            None,
+            f"on the demo cluster (the {words[0]} target)",
+        )
         want = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "--container")), None)
         if not problems and words[0] == "exec" and want and want not in (out or "").split():
             problems = [f"pod {target} has no container {want!r} on the demo cluster (it has {out!r})"]
@@ -360,18 +509,30 @@ class Checker:
         if problems and "no objects passed to apply" in problems[0] and ("-" in args or "--filename=-" in args):
             return [], None  # reads a manifest from the pipe, which the check does not feed
         if problems:
-            first = next((ln for ln in problems[0].splitlines() if ln.strip() and "deprecated" not in ln), problems[0].strip())
+            first = next(
+                (ln for ln in problems[0].splitlines() if ln.strip() and "deprecated" not in ln), problems[0].strip()
+            )
             return [f"kubectl rejects it ({first.strip()})"], None
         return [], out
 
     def _run(self, args: list[str], kubeconfig: str, stdin: str | None, where: str) -> tuple[list[str], str | None]:
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("KUBECONFIG", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+        }
         env["KUBECONFIG"] = kubeconfig
         env["NO_PROXY"] = "127.0.0.1"
         try:
-            p = subprocess.run([KUBECTL, *args, "--request-timeout=5s", f"--cache-dir={self.workdir / 'kube-cache'}"],
-                               cwd=self.workdir, env=env, input=stdin or "",
-                               capture_output=True, text=True, timeout=30)
+            p = subprocess.run(
+                [KUBECTL, *args, "--request-timeout=5s", f"--cache-dir={self.workdir / 'kube-cache'}"],
+                cwd=self.workdir,
+                env=env,
+                input=stdin or "",
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
         except subprocess.TimeoutExpired:
             return [f"kubectl did not return within 30 s {where}".strip()], None
         # kubectl cordon/uncordon print "error: unable to cordon node ..." and still exit 0 (kubectl v1.32), so an
@@ -383,9 +544,18 @@ class Checker:
             return [], p.stdout
         if not where:
             return [p.stderr], None  # judged by _closed_port
-        first = errors[0] if errors else next(
-            (ln for ln in p.stderr.splitlines() if ln.strip() and "deprecated" not in ln and not ln.startswith("Warning")),
-            p.stderr.strip())
+        first = (
+            errors[0]
+            if errors
+            else next(
+                (
+                    ln
+                    for ln in p.stderr.splitlines()
+                    if ln.strip() and "deprecated" not in ln and not ln.startswith("Warning")
+                ),
+                p.stderr.strip(),
+            )
+        )
         return [f"kubectl rejects it {where} ({first.strip()})"], None
 
     def _smi_check(self, args: list[str]) -> list[str]:
@@ -420,8 +590,11 @@ class Checker:
         known = DCGMI[sub]
         if not known:
             return []
-        return [f"dcgmi {sub} has no option {a.split('=')[0]!r} ({DCGM_DOC})"
-                for a in args[1 if sub else 0:] if a.startswith("-") and a.split("=")[0] not in known]
+        return [
+            f"dcgmi {sub} has no option {a.split('=')[0]!r} ({DCGM_DOC})"
+            for a in args[1 if sub else 0 :]
+            if a.startswith("-") and a.split("=")[0] not in known
+        ]
 
 
 def schema_problems(manifest: str, version: str = "1.30.0") -> list[str]:
@@ -442,8 +615,10 @@ def schema_problems(manifest: str, version: str = "1.30.0") -> list[str]:
         except kubernetes_validate.SchemaNotFoundError:
             continue
         except kubernetes_validate.ValidationError as exc:
-            out.append(f"{doc.get('kind')} {(doc.get('metadata') or {}).get('name')!r} fails the Kubernetes {version} "
-                       f"schema: {exc.message} at {'.'.join(str(p) for p in exc.path)}")
+            out.append(
+                f"{doc.get('kind')} {(doc.get('metadata') or {}).get('name')!r} fails the Kubernetes {version} "
+                f"schema: {exc.message} at {'.'.join(str(p) for p in exc.path)}"
+            )
     return out
 
 
@@ -457,7 +632,7 @@ def _substitutions(cmd: str, run=None) -> tuple[str, list[str]]:
             while j < len(cmd) and depth:
                 depth += {"(": 1, ")": -1}.get(cmd[j], 0)
                 j += 1
-            inner.append(cmd[i + 2:j - 1])
+            inner.append(cmd[i + 2 : j - 1])
             got = run(inner[-1]) if run is not None else None
             out.append("SUBSTITUTED" if got is None else got)
             i = j
@@ -470,8 +645,16 @@ def _substitutions(cmd: str, run=None) -> tuple[str, list[str]]:
 def fill_placeholders(cmd: str) -> str:
     """A data-file command with its ``{field}`` / ``<placeholder>`` parts replaced by sample values, so the
     tool can parse it (``<node>`` would otherwise be a shell redirection)."""
-    samples = {"node": "dgx-h100-1", "gpu": "5", "namespace": "ml", "ns": "gpu-operator", "pod": "train-0",
-               "pci": "0000:18:00.0", "kind": "deployment", "owner": "train"}
+    samples = {
+        "node": "dgx-h100-1",
+        "gpu": "5",
+        "namespace": "ml",
+        "ns": "gpu-operator",
+        "pod": "train-0",
+        "pci": "0000:18:00.0",
+        "kind": "deployment",
+        "owner": "train",
+    }
 
     def sub(m):
         key = m.group(1).strip().lower().replace("-", "_").replace(" ", "_")

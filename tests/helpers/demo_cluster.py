@@ -13,13 +13,13 @@ labels (``operator_objects()``). Added, because the pods imply them:
   (https://kubernetes.io/docs/concepts/architecture/leases/#node-heart-beats);
 * a CustomResourceDefinition for each custom resource served (``kubectl get crd clusterpolicies.nvidia.com``).
 """
+
 from __future__ import annotations
 
 import copy
 import functools
 
 from tests.helpers.kubectl_double import RESOURCES
-
 
 
 def _owner_api() -> dict[str, str]:
@@ -33,17 +33,23 @@ def _owner_api() -> dict[str, str]:
 def _owner(kind: str, name: str, ns: str, pods: list[dict]) -> dict:
     labels = dict(pods[0]["metadata"].get("labels") or {})
     labels.pop("pod-template-hash", None) if kind in ("Deployment",) else None
-    spec: dict = {"selector": {"matchLabels": labels},
-                  "template": {"metadata": {"labels": labels}, "spec": copy.deepcopy(pods[0]["spec"])}}
+    spec: dict = {
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": copy.deepcopy(pods[0]["spec"])},
+    }
     spec["template"]["spec"].pop("nodeName", None)
     if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
         spec["replicas"] = len(pods)
     if kind == "PyTorchJob":
         spec = {"pytorchReplicaSpecs": {"Worker": {"replicas": len(pods), "template": spec["template"]}}}
     status = {"replicas": len(pods), "readyReplicas": len(pods)} if "replicas" in spec else {}
-    return {"apiVersion": _owner_api()[kind], "kind": kind,
-            "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"{kind.lower()}-{ns}-{name}"},
-            "spec": spec, "status": status}
+    return {
+        "apiVersion": _owner_api()[kind],
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "uid": f"{kind.lower()}-{ns}-{name}"},
+        "spec": spec,
+        "status": status,
+    }
 
 
 @functools.lru_cache(maxsize=None)
@@ -67,7 +73,9 @@ def _build(scenario: str) -> list[dict]:
     objects: list[dict] = [dict(n, apiVersion="v1", kind="Node") for n in copy.deepcopy(op["nodes"])]
     objects += [dict(p, apiVersion="v1", kind="Pod") for p in pods]
     objects += [dict(d, apiVersion="apps/v1", kind="DaemonSet") for d in copy.deepcopy(op["daemonsets"])]
-    objects += [dict(c, apiVersion="nvidia.com/v1", kind="ClusterPolicy") for c in copy.deepcopy(op["cluster_policies"])]
+    objects += [
+        dict(c, apiVersion="nvidia.com/v1", kind="ClusterPolicy") for c in copy.deepcopy(op["cluster_policies"])
+    ]
     have = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects}
     owned: dict[tuple[str, str, str], list[dict]] = {}
     for p in pods:
@@ -85,15 +93,33 @@ def _build(scenario: str) -> list[dict]:
     # the operator itself, which reconciles the ClusterPolicy: Deployment gpu-operator, label app: gpu-operator
     # (NVIDIA/gpu-operator: deployments/gpu-operator/templates/operator.yaml); the demo source models its operands only
     op_ns = next(iter(op.get("namespaces") or {"gpu-operator": {}}))
-    op_pod = {"apiVersion": "v1", "kind": "Pod",
-              "metadata": {"name": "gpu-operator-7c9f8d6b5d-q2x4z", "namespace": op_ns,
-                           "labels": {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator",
-                                      "pod-template-hash": "7c9f8d6b5d"},
-                           "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
-                                                "name": "gpu-operator-7c9f8d6b5d", "uid": "rs-gpu-operator"}]},
-              "spec": {"containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v24.6.2"}]},
-              "status": {"phase": "Running", "containerStatuses": [{"name": "gpu-operator", "ready": True, "restartCount": 0,
-                                                                   "state": {"running": {}}}]}}
+    op_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "gpu-operator-7c9f8d6b5d-q2x4z",
+            "namespace": op_ns,
+            "labels": {
+                "app": "gpu-operator",
+                "app.kubernetes.io/component": "gpu-operator",
+                "pod-template-hash": "7c9f8d6b5d",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "controller": True,
+                    "name": "gpu-operator-7c9f8d6b5d",
+                    "uid": "rs-gpu-operator",
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v24.6.2"}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{"name": "gpu-operator", "ready": True, "restartCount": 0, "state": {"running": {}}}],
+        },
+    }
     objects.append(op_pod)
     for kind, name in (("ReplicaSet", "gpu-operator-7c9f8d6b5d"), ("Deployment", "gpu-operator")):
         objects.append(_owner(kind, name, op_ns, [op_pod]))
@@ -102,22 +128,44 @@ def _build(scenario: str) -> list[dict]:
     names |= {"default", "kube-system", "kube-public", "kube-node-lease"}
     for ns in sorted(names):
         labels = {"kubernetes.io/metadata.name": ns, **ns_labels.get(ns, {})}
-        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels},
-                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": labels},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+        )
     for n in [o for o in objects if o["kind"] == "Node"]:
         name = n["metadata"]["name"]
-        objects.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                        "metadata": {"name": name, "namespace": "kube-node-lease"},
-                        "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
-                                 "renewTime": "2026-11-29T11:59:50.000000Z"}})
+        objects.append(
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {
+                    "holderIdentity": name,
+                    "leaseDurationSeconds": 40,
+                    "renewTime": "2026-11-29T11:59:50.000000Z",
+                },
+            }
+        )
     for g, v, plural, kind, namespaced, short, _ in RESOURCES:
         if "." in g and not g.endswith("k8s.io"):
-            objects.append({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                            "metadata": {"name": f"{plural}.{g}"},
-                            "spec": {"group": g, "scope": "Namespaced" if namespaced else "Cluster",
-                                     "names": {"plural": plural, "kind": kind, "singular": kind.lower(),
-                                               "shortNames": short},
-                                     "versions": [{"name": v, "served": True, "storage": True}]}})
+            objects.append(
+                {
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": f"{plural}.{g}"},
+                    "spec": {
+                        "group": g,
+                        "scope": "Namespaced" if namespaced else "Cluster",
+                        "names": {"plural": plural, "kind": kind, "singular": kind.lower(), "shortNames": short},
+                        "versions": [{"name": v, "served": True, "storage": True}],
+                    },
+                }
+            )
     return objects
 
 
@@ -141,14 +189,28 @@ def as_applied(manifest: str) -> list[dict]:
             obj["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
             for rtype, rspec in (obj["spec"].get("pytorchReplicaSpecs") or {}).items():
                 for i in range(int(rspec.get("replicas", 1))):
-                    out.append(_finished_pod(f"{meta['name']}-{rtype.lower()}-{i}", meta, rspec["template"],
-                                             {"training.kubeflow.org/job-name": meta["name"],
-                                              "training.kubeflow.org/replica-type": rtype.lower(),
-                                              "training.kubeflow.org/replica-index": str(i)}, "PyTorchJob", "kubeflow.org/v1"))
+                    out.append(
+                        _finished_pod(
+                            f"{meta['name']}-{rtype.lower()}-{i}",
+                            meta,
+                            rspec["template"],
+                            {
+                                "training.kubeflow.org/job-name": meta["name"],
+                                "training.kubeflow.org/replica-type": rtype.lower(),
+                                "training.kubeflow.org/replica-index": str(i),
+                            },
+                            "PyTorchJob",
+                            "kubeflow.org/v1",
+                        )
+                    )
         if obj["kind"] != "Job":
             continue
-        labels = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"],
-                  "controller-uid": meta["uid"], "job-name": meta["name"]}
+        labels = {
+            "batch.kubernetes.io/controller-uid": meta["uid"],
+            "batch.kubernetes.io/job-name": meta["name"],
+            "controller-uid": meta["uid"],
+            "job-name": meta["name"],
+        }
         tmpl = obj["spec"]["template"]
         tmpl.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
         obj["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}}
@@ -159,12 +221,34 @@ def as_applied(manifest: str) -> list[dict]:
 
 def _finished_pod(name: str, owner_meta: dict, template: dict, labels: dict, kind: str, api: str) -> dict:
     containers = template["spec"]["containers"]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": owner_meta["namespace"],
-                         "labels": {**((template.get("metadata") or {}).get("labels") or {}), **labels},
-                         "ownerReferences": [{"apiVersion": api, "kind": kind, "name": owner_meta["name"],
-                                              "uid": owner_meta["uid"], "controller": True}]},
-            "spec": copy.deepcopy(template["spec"]),
-            "status": {"phase": "Succeeded", "containerStatuses": [
-                {"name": c["name"], "ready": False, "restartCount": 0,
-                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}} for c in containers]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": owner_meta["namespace"],
+            "labels": {**((template.get("metadata") or {}).get("labels") or {}), **labels},
+            "ownerReferences": [
+                {
+                    "apiVersion": api,
+                    "kind": kind,
+                    "name": owner_meta["name"],
+                    "uid": owner_meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+                }
+                for c in containers
+            ],
+        },
+    }

@@ -3,6 +3,7 @@
 ``FaultServer(mode)`` answers every request according to ``mode``; ``closed_url()`` is a port nobody
 listens on. Used by the fault tests and the fault matrix (tests/project/test_fault_matrix.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,21 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 #: the faults a Prometheus URL can have (see :meth:`FaultServer._answer`)
-MODES = ("closed", "hang", "slow", "500", "503", "retry_after", "empty", "garbage", "html_login", "proxy_502",
-         "no_data", "bad_result", "echo_auth")
+MODES = (
+    "closed",
+    "hang",
+    "slow",
+    "500",
+    "503",
+    "retry_after",
+    "empty",
+    "garbage",
+    "html_login",
+    "proxy_502",
+    "no_data",
+    "bad_result",
+    "echo_auth",
+)
 
 
 def closed_url() -> str:
@@ -41,7 +55,7 @@ class FaultServer:
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 fs.requests += 1
                 fs.auth.append(self.headers.get("Authorization", ""))
                 try:
@@ -49,7 +63,7 @@ class FaultServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            do_POST = do_GET  # noqa: N815
+            do_POST = do_GET
 
             def log_message(self, *a):
                 pass
@@ -90,9 +104,11 @@ class FaultServer:
         elif m == "empty":
             self._send(h, 200, b"")
         elif m == "garbage":
-            self._send(h, 200, b"{\"status\": \"succ\x00\xff not json")
+            self._send(h, 200, b'{"status": "succ\x00\xff not json')
         elif m == "html_login":
-            self._send(h, 200, b"<!doctype html><html><body><form action='/login'>Sign in</form></body></html>", "text/html")
+            self._send(
+                h, 200, b"<!doctype html><html><body><form action='/login'>Sign in</form></body></html>", "text/html"
+            )
         elif m == "proxy_502":
             self._send(h, 502, b"<html><body><h1>502 Bad Gateway</h1>nginx</body></html>", "text/html")
         elif m == "no_data":
@@ -100,8 +116,13 @@ class FaultServer:
         elif m == "bad_result":
             self._send(h, 200, b'{"status":"success","data":{"resultType":"vector","result":"oops"}}')
         elif m == "echo_auth":
-            body = json.dumps({"status": "error", "errorType": "unauthorized",
-                               "error": f"denied for {h.headers.get('Authorization', '')}"}).encode()
+            body = json.dumps(
+                {
+                    "status": "error",
+                    "errorType": "unauthorized",
+                    "error": f"denied for {h.headers.get('Authorization', '')}",
+                }
+            ).encode()
             self._send(h, 401, body)
 
     def close(self) -> None:

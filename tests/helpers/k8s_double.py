@@ -30,6 +30,7 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
 Use :func:`start_k8s_double` (returns a started double with ``.kubeconfig`` written) or the
 ``k8s_double`` pytest fixture. Every request is recorded in ``double.requests``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -74,8 +75,8 @@ class PodScript:
     """How pods created on the double behave (see the module docstring)."""
 
     phases: list = None  # type: ignore[assignment]
-    log: str = ""               # "{token}" is replaced by the run token found in the pod's command
-    log_mode: str = "full"      # "full" | "drop" (every read cut half-way) | "drop_once"
+    log: str = ""  # "{token}" is replaced by the run token found in the pod's command
+    log_mode: str = "full"  # "full" | "drop" (every read cut half-way) | "drop_once"
     waiting_reason: str | None = None
     waiting_message: str = ""
     unschedulable: str | None = None
@@ -104,16 +105,34 @@ class _FailRule:
 
 
 def _status(code: int, reason: str, message: str, details: dict | None = None) -> dict:
-    body = {"apiVersion": "v1", "code": code, "kind": "Status", "message": message, "metadata": {},
-            "reason": reason, "status": "Failure" if code >= 300 else "Success"}
+    body = {
+        "apiVersion": "v1",
+        "code": code,
+        "kind": "Status",
+        "message": message,
+        "metadata": {},
+        "reason": reason,
+        "status": "Failure" if code >= 300 else "Success",
+    }
     if details:
         body["details"] = details
     return body
 
 
-_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 410: "Expired",
-            415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
-            502: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    502: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
@@ -150,18 +169,30 @@ def _label_match(labels: dict, selector: str) -> bool:
 class KubeApiDouble:
     """In-memory API server state + a loopback HTTP server. See module docstring."""
 
-    def __init__(self, nodes: list[dict] | None = None, pods: list[dict] | None = None,
-                 daemonsets: list[dict] | None = None, cluster_policies: list[dict] | None = None,
-                 namespaces: list[dict] | None = None, configmaps: list[dict] | None = None,
-                 *, token: str | None = DEFAULT_TOKEN, crd_installed: bool = True):
+    def __init__(
+        self,
+        nodes: list[dict] | None = None,
+        pods: list[dict] | None = None,
+        daemonsets: list[dict] | None = None,
+        cluster_policies: list[dict] | None = None,
+        namespaces: list[dict] | None = None,
+        configmaps: list[dict] | None = None,
+        *,
+        token: str | None = DEFAULT_TOKEN,
+        crd_installed: bool = True,
+    ):
         self.nodes = copy.deepcopy(nodes if nodes is not None else load_items("nodes.json"))
         self.pods = copy.deepcopy(pods if pods is not None else load_items("pods.json"))
-        self.daemonsets = copy.deepcopy(daemonsets if daemonsets is not None
-                                        else load_items("daemonsets-gpu-operator.json"))
-        self.cluster_policies = copy.deepcopy(cluster_policies if cluster_policies is not None
-                                              else load_items("clusterpolicies.json"))
+        self.daemonsets = copy.deepcopy(
+            daemonsets if daemonsets is not None else load_items("daemonsets-gpu-operator.json")
+        )
+        self.cluster_policies = copy.deepcopy(
+            cluster_policies if cluster_policies is not None else load_items("clusterpolicies.json")
+        )
         self.namespaces = copy.deepcopy(namespaces if namespaces is not None else load_items("namespaces.json"))
-        self.configmaps = copy.deepcopy(configmaps if configmaps is not None else load_items("configmaps-gpu-operator.json"))
+        self.configmaps = copy.deepcopy(
+            configmaps if configmaps is not None else load_items("configmaps-gpu-operator.json")
+        )
         self.token = token
         self.crd_installed = crd_installed
         self.resource_version = 48500000
@@ -182,8 +213,7 @@ class KubeApiDouble:
         self._log_reads = 0
 
     # -- control ---------------------------------------------------------------------------
-    def fail(self, path: str, status: int, *, times: int | None = None, method: str = "GET",
-             message: str = "") -> None:
+    def fail(self, path: str, status: int, *, times: int | None = None, method: str = "GET", message: str = "") -> None:
         """Answer ``status`` for ``method path`` (fnmatch pattern), ``times`` times (None = always)."""
         with self._lock:
             self._rules.append(_FailRule(method.upper(), path, status, times, message))
@@ -206,8 +236,10 @@ class KubeApiDouble:
         self._expire_next = True
 
     def pod(self, namespace: str, name: str) -> dict | None:
-        return next((p for p in self.pods if p["metadata"]["name"] == name
-                     and p["metadata"].get("namespace") == namespace), None)
+        return next(
+            (p for p in self.pods if p["metadata"]["name"] == name and p["metadata"].get("namespace") == namespace),
+            None,
+        )
 
     def pods_in(self, namespace: str) -> list[str]:
         return sorted(p["metadata"]["name"] for p in self.pods if p["metadata"].get("namespace") == namespace)
@@ -252,16 +284,23 @@ class KubeApiDouble:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: str | Path, *, context: str = "double", user: str = "oncall",
-                         server: str | None = None) -> Path:
+    def write_kubeconfig(
+        self, path: str | Path, *, context: str = "double", user: str = "oncall", server: str | None = None
+    ) -> Path:
         """Write a kubeconfig whose ``context`` points at this double with the bearer token."""
         import yaml
 
-        cfg = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "current-context": context,
-               "clusters": [{"name": "double-cluster", "cluster": {"server": server or self.url}}],
-               "users": [{"name": user, "user": {"token": self.token} if self.token else {}}],
-               "contexts": [{"name": context, "context": {"cluster": "double-cluster", "user": user,
-                                                          "namespace": "default"}}]}
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "current-context": context,
+            "clusters": [{"name": "double-cluster", "cluster": {"server": server or self.url}}],
+            "users": [{"name": user, "user": {"token": self.token} if self.token else {}}],
+            "contexts": [
+                {"name": context, "context": {"cluster": "double-cluster", "user": user, "namespace": "default"}}
+            ],
+        }
         p = Path(path)
         p.write_text(yaml.safe_dump(cfg, sort_keys=False))
         self.kubeconfig = p
@@ -294,10 +333,15 @@ class KubeApiDouble:
     def _failure(rule: _FailRule, method: str, path: str) -> dict:
         if rule.status == 403:
             resource = path.rstrip("/").split("/")[-1]
-            msg = rule.message or (f'{resource} is forbidden: User "oncall" cannot {method.lower() == "get" and "list" or method.lower()} '
-                                   f'resource "{resource}" in API group "" at the cluster scope')
+            msg = rule.message or (
+                f'{resource} is forbidden: User "oncall" cannot {method.lower() == "get" and "list" or method.lower()} '
+                f'resource "{resource}" in API group "" at the cluster scope'
+            )
         else:
-            msg = rule.message or {500: "etcdserver: request timed out", 503: "the server is currently unable to handle the request"}.get(rule.status, "injected failure")
+            msg = rule.message or {
+                500: "etcdserver: request timed out",
+                503: "the server is currently unable to handle the request",
+            }.get(rule.status, "injected failure")
         return _status(rule.status, _REASONS.get(rule.status, "Unknown"), msg)
 
     def _route(self, method, path, query, body, ctype) -> tuple[int, dict]:
@@ -308,23 +352,34 @@ class KubeApiDouble:
             if seg[:3] == ["api", "v1", "nodes"] and len(seg) == 4:
                 node = self.node(seg[3])
                 if node is None:
-                    return 404, _status(404, "NotFound", f'nodes "{seg[3]}" not found', {"kind": "nodes", "name": seg[3]})
+                    return 404, _status(
+                        404, "NotFound", f'nodes "{seg[3]}" not found', {"kind": "nodes", "name": seg[3]}
+                    )
                 return 200, dict(node, apiVersion="v1", kind="Node")
             if seg == ["api", "v1", "namespaces"]:
                 return self._list("NamespaceList", "v1", self.namespaces, query, builtin=True)
             if seg[:3] == ["api", "v1", "namespaces"] and len(seg) == 4:
                 ns = self.namespace(seg[3])
                 if ns is None:
-                    return 404, _status(404, "NotFound", f'namespaces "{seg[3]}" not found',
-                                        {"kind": "namespaces", "name": seg[3]})
+                    return 404, _status(
+                        404, "NotFound", f'namespaces "{seg[3]}" not found', {"kind": "namespaces", "name": seg[3]}
+                    )
                 return 200, dict(ns, apiVersion="v1", kind="Namespace")
             if seg == ["api", "v1", "pods"]:
                 return self._list("PodList", "v1", self.pods, query, builtin=True)
             if len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "configmaps":
-                cm = next((c for c in self.configmaps if (c["metadata"].get("namespace"), c["metadata"]["name"])
-                           == (seg[3], seg[5])), None)
+                cm = next(
+                    (
+                        c
+                        for c in self.configmaps
+                        if (c["metadata"].get("namespace"), c["metadata"]["name"]) == (seg[3], seg[5])
+                    ),
+                    None,
+                )
                 if cm is None:
-                    return 404, _status(404, "NotFound", f'configmaps "{seg[5]}" not found', {"kind": "configmaps", "name": seg[5]})
+                    return 404, _status(
+                        404, "NotFound", f'configmaps "{seg[5]}" not found', {"kind": "configmaps", "name": seg[5]}
+                    )
                 return 200, dict(cm, apiVersion="v1", kind="ConfigMap")
             if len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
                 pods = [p for p in self.pods if p["metadata"].get("namespace") == seg[3]]
@@ -340,8 +395,12 @@ class KubeApiDouble:
                 if not self.crd_installed:
                     return 404, _status(404, "NotFound", "the server could not find the requested resource")
                 return self._list("ClusterPolicyList", "nvidia.com/v1", self.cluster_policies, query, builtin=False)
-        if seg[:3] == ["apis", "coordination.k8s.io", "v1"] and len(seg) in (6, 7) and seg[3] == "namespaces" \
-                and seg[5] == "leases":
+        if (
+            seg[:3] == ["apis", "coordination.k8s.io", "v1"]
+            and len(seg) in (6, 7)
+            and seg[3] == "namespaces"
+            and seg[5] == "leases"
+        ):
             return self._lease(method, seg[4], seg[6] if len(seg) == 7 else None, body)
         if method == "POST" and len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
             return self._create_pod(seg[3], query, body)
@@ -349,8 +408,13 @@ class KubeApiDouble:
             return self._delete_pod(seg[3], seg[5])
         if method == "PATCH" and seg[:3] == ["api", "v1", "nodes"] and len(seg) == 4:
             return self._patch_node(seg[3], query, body, ctype)
-        if (method == "POST" and len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods"
-                and seg[6] == "eviction"):
+        if (
+            method == "POST"
+            and len(seg) == 7
+            and seg[:3] == ["api", "v1", "namespaces"]
+            and seg[4] == "pods"
+            and seg[6] == "eviction"
+        ):
             return self._evict(seg[3], seg[5], query, body)
         return 404, _status(404, "NotFound", "the server could not find the requested resource")
 
@@ -358,7 +422,9 @@ class KubeApiDouble:
     def _list(self, kind, api_version, items, query, *, builtin: bool) -> tuple[int, dict]:
         selected = list(items)
         if query.get("labelSelector"):
-            selected = [i for i in selected if _label_match(i["metadata"].get("labels") or {}, query["labelSelector"][0])]
+            selected = [
+                i for i in selected if _label_match(i["metadata"].get("labels") or {}, query["labelSelector"][0])
+            ]
         if query.get("fieldSelector"):
             for term in query["fieldSelector"][0].split(","):
                 key, _, value = term.partition("=")
@@ -367,9 +433,11 @@ class KubeApiDouble:
                 elif key == "metadata.namespace":
                     selected = [i for i in selected if i["metadata"].get("namespace") == value]
                 else:
-                    return 400, _status(400, "BadRequest", f'field label not supported: {key}')
-        keyed = sorted(((f'{i["metadata"].get("namespace", "")}/{i["metadata"]["name"]}', i) for i in selected),
-                       key=lambda kv: kv[0])
+                    return 400, _status(400, "BadRequest", f"field label not supported: {key}")
+        keyed = sorted(
+            ((f"{i['metadata'].get('namespace', '')}/{i['metadata']['name']}", i) for i in selected),
+            key=lambda kv: kv[0],
+        )
         rv = self.resource_version
         start = ""
         if query.get("continue"):
@@ -382,16 +450,23 @@ class KubeApiDouble:
                 self._expire_next = False
                 self.expire_continue_tokens()
             if rv < self.expired_before_rv:
-                return 410, _status(410, "Expired", "The provided continue parameter is too old to display a "
-                                                    "consistent list result. You can start a new list without "
-                                                    "the continue parameter.")
+                return 410, _status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a "
+                    "consistent list result. You can start a new list without "
+                    "the continue parameter.",
+                )
         page = [(k, i) for k, i in keyed if k >= start]
         limit = int(query["limit"][0]) if query.get("limit") and int(query["limit"][0]) > 0 else None
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if limit is not None and len(page) > limit:
             nxt = page[limit][0]
-            meta["continue"] = base64.urlsafe_b64encode(json.dumps(
-                {"v": "meta.k8s.io/v1", "rv": rv, "start": nxt}).encode()).decode().rstrip("=")
+            meta["continue"] = (
+                base64.urlsafe_b64encode(json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": nxt}).encode())
+                .decode()
+                .rstrip("=")
+            )
             meta["remainingItemCount"] = len(page) - limit
             page = page[:limit]
         out = []
@@ -421,8 +496,12 @@ class KubeApiDouble:
         if method == "POST" and name is None:
             name = ((body or {}).get("metadata") or {}).get("name", "")
             if (ns, name) in self.leases:
-                return 409, _status(409, "AlreadyExists", f'leases.coordination.k8s.io "{name}" already exists',
-                                    {"group": "coordination.k8s.io", "kind": "leases", "name": name})
+                return 409, _status(
+                    409,
+                    "AlreadyExists",
+                    f'leases.coordination.k8s.io "{name}" already exists',
+                    {"group": "coordination.k8s.io", "kind": "leases", "name": name},
+                )
             self.resource_version += 1
             obj = copy.deepcopy(body)
             obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
@@ -430,15 +509,23 @@ class KubeApiDouble:
             return 201, out(obj)
         cur = self.leases.get((ns, name))
         if cur is None:
-            return 404, _status(404, "NotFound", f'leases.coordination.k8s.io "{name}" not found',
-                                {"group": "coordination.k8s.io", "kind": "leases", "name": name})
+            return 404, _status(
+                404,
+                "NotFound",
+                f'leases.coordination.k8s.io "{name}" not found',
+                {"group": "coordination.k8s.io", "kind": "leases", "name": name},
+            )
         if method == "GET":
             return 200, out(cur)
         if method == "PUT":
             rv = ((body or {}).get("metadata") or {}).get("resourceVersion")
             if rv != cur["metadata"]["resourceVersion"]:
-                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
-                                    "the object has been modified; please apply your changes to the latest version and try again")
+                return 409, _status(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": '
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                )
             self.resource_version += 1
             obj = copy.deepcopy(body)
             obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
@@ -447,7 +534,9 @@ class KubeApiDouble:
         if method == "DELETE":
             want = ((body or {}).get("preconditions") or {}).get("resourceVersion")
             if want is not None and want != cur["metadata"]["resourceVersion"]:
-                return 409, _status(409, "Conflict", "Precondition failed: ResourceVersion in precondition does not match")
+                return 409, _status(
+                    409, "Conflict", "Precondition failed: ResourceVersion in precondition does not match"
+                )
             del self.leases[(ns, name)]
             return 200, _status(200, "Success", "deleted")
         return 405, _status(405, "MethodNotAllowed", "method not allowed")
@@ -457,7 +546,11 @@ class KubeApiDouble:
         if node is None:
             return 404, _status(404, "NotFound", f'nodes "{name}" not found', {"kind": "nodes", "name": name})
         if not ctype.startswith(("application/strategic-merge-patch+json", "application/merge-patch+json")):
-            return 415, _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ctype!r})")
+            return 415, _status(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ctype!r})",
+            )
         if not isinstance(body, dict):
             return 400, _status(400, "BadRequest", "patch body must be a JSON object")
         dry, err = self._dry_run(query, None)
@@ -498,14 +591,21 @@ class KubeApiDouble:
         phase = script.phases[min(n, len(script.phases) - 1)]
         status: dict[str, Any] = {"phase": phase}
         if script.unschedulable:
-            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                     "message": script.unschedulable}]
+            status["conditions"] = [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": script.unschedulable}
+            ]
         if script.waiting_reason:
             image = pod["spec"]["containers"][0]["image"]
-            status["containerStatuses"] = [{"name": pod["spec"]["containers"][0]["name"], "image": image, "ready": False,
-                                            "restartCount": 0, "imageID": "",
-                                            "state": {"waiting": {"reason": script.waiting_reason,
-                                                                  "message": script.waiting_message}}}]
+            status["containerStatuses"] = [
+                {
+                    "name": pod["spec"]["containers"][0]["name"],
+                    "image": image,
+                    "ready": False,
+                    "restartCount": 0,
+                    "imageID": "",
+                    "state": {"waiting": {"reason": script.waiting_reason, "message": script.waiting_message}},
+                }
+            ]
         pod["status"] = status
         return 200, dict(copy.deepcopy(pod), apiVersion="v1", kind="Pod")
 
@@ -515,7 +615,10 @@ class KubeApiDouble:
         log = self.pod_script.log
         if "{token}" in log:  # the run token of the created pod's script (gpulib.kube.collect.script)
             import re
-            found = re.search(r"@@gpuops:([0-9a-f]{16}):", " ".join(self.pod(ns, name)["spec"]["containers"][0]["command"]))
+
+            found = re.search(
+                r"@@gpuops:([0-9a-f]{16}):", " ".join(self.pod(ns, name)["spec"]["containers"][0]["command"])
+            )
             log = log.replace("{token}", found.group(1) if found else "")
         data = log.encode()
         self._log_reads += 1
@@ -534,7 +637,9 @@ class KubeApiDouble:
         return 200, dict(copy.deepcopy(pod), apiVersion="v1", kind="Pod")
 
     def _evict(self, ns, name, query, body) -> tuple[int, dict]:
-        pod = next((p for p in self.pods if p["metadata"]["name"] == name and p["metadata"].get("namespace") == ns), None)
+        pod = next(
+            (p for p in self.pods if p["metadata"]["name"] == name and p["metadata"].get("namespace") == ns), None
+        )
         if pod is None:
             return 404, _status(404, "NotFound", f'pods "{name}" not found', {"kind": "pods", "name": name})
         dry, err = self._dry_run(query, body)
@@ -542,9 +647,19 @@ class KubeApiDouble:
             return 400, _status(400, "BadRequest", err)
         if (ns, name) in self._blocked:
             pdb = self._blocked[(ns, name)]
-            return 429, _status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-                                {"causes": [{"reason": "DisruptionBudget",
-                                             "message": f"The disruption budget {pdb} needs 1 healthy pods and has 1 currently"}]})
+            return 429, _status(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                {
+                    "causes": [
+                        {
+                            "reason": "DisruptionBudget",
+                            "message": f"The disruption budget {pdb} needs 1 healthy pods and has 1 currently",
+                        }
+                    ]
+                },
+            )
         if not dry:
             self.pods.remove(pod)
             self.resource_version += 1
@@ -563,7 +678,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(payload, _Raw):
             self.send_response(status)
             self.send_header("Content-Type", payload.content_type)
-            self.send_header("Content-Length", str(payload.declared if payload.declared is not None else len(payload.data)))
+            self.send_header(
+                "Content-Length", str(payload.declared if payload.declared is not None else len(payload.data))
+            )
             self.end_headers()
             self.wfile.write(payload.data)
             if payload.declared is not None and payload.declared > len(payload.data):

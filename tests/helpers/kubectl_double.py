@@ -31,6 +31,7 @@ Objects that do not exist answer 404, so a printed command naming a node, pod or
 have, or a StatefulSet addressed as ``deployment/<name>``, fails. :func:`demo_cluster` (``tests/helpers/demo_cluster.py``)
 builds the demo fleet's objects.
 """
+
 from __future__ import annotations
 
 import copy
@@ -58,7 +59,15 @@ RESOURCES = [
     ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, ["hpa"], ["status"]),
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ["pdb"], ["status"]),
     ("coordination.k8s.io", "v1", "leases", "Lease", True, [], []),
-    ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, ["crd", "crds"], ["status"]),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        ["crd", "crds"],
+        ["status"],
+    ),
     # custom resources of the demo fleet: the GPU Operator's ClusterPolicy (NVIDIA/gpu-operator:
     # config/crd/bases/nvidia.com_clusterpolicies.yaml), Kubeflow's PyTorchJob (kubeflow/training-operator:
     # manifests/base/crds/kubeflow.org_pytorchjobs.yaml), prometheus-operator's ServiceMonitor
@@ -68,20 +77,49 @@ RESOURCES = [
     ("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True, ["smon"], []),
 ]
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-_SUB_VERBS = {"log": ["get"], "eviction": ["create"], "exec": ["create", "get"], "attach": ["create", "get"],
-              "scale": ["get", "patch", "update"], "status": ["get", "patch", "update"]}
-_SUB_KIND = {"log": ("", "v1", "Pod"), "eviction": ("policy", "v1", "Eviction"), "exec": ("", "v1", "PodExecOptions"),
-             "attach": ("", "v1", "PodAttachOptions"), "scale": ("autoscaling", "v1", "Scale")}
+_SUB_VERBS = {
+    "log": ["get"],
+    "eviction": ["create"],
+    "exec": ["create", "get"],
+    "attach": ["create", "get"],
+    "scale": ["get", "patch", "update"],
+    "status": ["get", "patch", "update"],
+}
+_SUB_KIND = {
+    "log": ("", "v1", "Pod"),
+    "eviction": ("policy", "v1", "Eviction"),
+    "exec": ("", "v1", "PodExecOptions"),
+    "attach": ("", "v1", "PodAttachOptions"),
+    "scale": ("autoscaling", "v1", "Scale"),
+}
 #: field labels the API server accepts in ``fieldSelector`` beyond metadata.name/metadata.namespace
 #: (kubernetes/kubernetes: pkg/registry/core/pod/strategy.go ToSelectableFields, pkg/registry/core/node/strategy.go,
 #: pkg/registry/core/event/strategy.go)
 FIELD_LABELS = {
-    "pods": {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-             "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
+    "pods": {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    },
     "nodes": {"spec.unschedulable"},
-    "events": {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-               "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-               "reason", "reportingComponent", "source", "type"},
+    "events": {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    },
 }
 #: node taint effects (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)
 TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
@@ -166,8 +204,14 @@ class KubectlDouble(KubeApiDouble):
         return next((r for r in RESOURCES if r[3] == kind), None)
 
     def _find(self, res, ns, name):
-        return next((o for o in self.store[res[2]] if o["metadata"]["name"] == name
-                     and (not res[4] or o["metadata"].get("namespace") == ns)), None)
+        return next(
+            (
+                o
+                for o in self.store[res[2]]
+                if o["metadata"]["name"] == name and (not res[4] or o["metadata"].get("namespace") == ns)
+            ),
+            None,
+        )
 
     # -- routing ---------------------------------------------------------------------------------
     def _route(self, method, path, query, body, ctype):
@@ -190,7 +234,9 @@ class KubectlDouble(KubeApiDouble):
         sub = rest[2] if len(rest) > 2 else None
         if method != "GET" and not (method == "POST" and sub == "eviction"):
             # DELETE carries DeleteOptions (with its dryRun) in the body, the other writes in the query
-            dry, err = self._dry_run(query, {"deleteOptions": body} if method == "DELETE" and isinstance(body, dict) else None)
+            dry, err = self._dry_run(
+                query, {"deleteOptions": body} if method == "DELETE" and isinstance(body, dict) else None
+            )
             if err:
                 return 400, _status(400, "BadRequest", err)
             if not dry:
@@ -241,13 +287,25 @@ class KubectlDouble(KubeApiDouble):
         if seg == ["version"]:
             return {"major": "1", "minor": "32", "gitVersion": "v1.32.0-double", "platform": "linux/amd64"}
         if seg == ["api"]:
-            return {"kind": "APIVersions", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+            return {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+            }
         groups = sorted({(r[0], r[1]) for r in RESOURCES if r[0]})
         if seg == ["apis"]:
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
-                 "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in groups]}
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+                        "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v},
+                    }
+                    for g, v in groups
+                ],
+            }
         if seg == ["api", "v1"]:
             return self._resource_list("", "v1")
         if len(seg) == 3 and seg[0] == "apis" and (seg[1], seg[2]) in groups:
@@ -260,14 +318,34 @@ class KubectlDouble(KubeApiDouble):
         for g, v, plural, kind, namespaced, short, subs in RESOURCES:
             if (g, v) != (group, version):
                 continue
-            out.append({"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind,
-                        "verbs": _VERBS, **({"shortNames": short} if short else {})})
+            out.append(
+                {
+                    "name": plural,
+                    "singularName": kind.lower(),
+                    "namespaced": namespaced,
+                    "kind": kind,
+                    "verbs": _VERBS,
+                    **({"shortNames": short} if short else {}),
+                }
+            )
             for sub in subs:
                 sg, sv, skind = _SUB_KIND.get(sub, (g, v, kind))
-                out.append({"name": f"{plural}/{sub}", "singularName": "", "namespaced": namespaced, "kind": skind,
-                            "verbs": _SUB_VERBS[sub], **({"group": sg, "version": sv} if (sg, sv) != (g, v) else {})})
-        return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}" if group else version, "resources": out}
+                out.append(
+                    {
+                        "name": f"{plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": namespaced,
+                        "kind": skind,
+                        "verbs": _SUB_VERBS[sub],
+                        **({"group": sg, "version": sv} if (sg, sv) != (g, v) else {}),
+                    }
+                )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": out,
+        }
 
     # -- reads ---------------------------------------------------------------------------------
     def _list_of(self, res, ns, query) -> tuple[int, Any]:
@@ -277,15 +355,25 @@ class KubectlDouble(KubeApiDouble):
         for term in filter(None, (query.get("fieldSelector") or [""])[0].split(",")):
             m = re.fullmatch(r"([A-Za-z.]+)(!=|==|=)(.*)", term)
             if not m or m.group(1) not in FIELD_LABELS.get(res[2], set()) | {"metadata.name", "metadata.namespace"}:
-                return 400, _status(400, "BadRequest", f'"{term.split("=")[0].rstrip("!")}" is not a known field selector: '
-                                                       f'only "metadata.name", "metadata.namespace"')
+                return 400, _status(
+                    400,
+                    "BadRequest",
+                    f'"{term.split("=")[0].rstrip("!")}" is not a known field selector: '
+                    f'only "metadata.name", "metadata.namespace"',
+                )
             key, op, value = m.groups()
             items = [o for o in items if (_field(o, key) == value) == (op != "!=")]
         if query.get("watch") in (["true"], ["1"]):
             return 200, _Raw(b"", content_type="application/json")
-        return 200, {"apiVersion": f"{res[0]}/{res[1]}" if res[0] else res[1], "kind": f"{res[3]}List",
-                     "metadata": {"resourceVersion": str(self.resource_version)},
-                     "items": [copy.deepcopy(o) for o in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))]}
+        return 200, {
+            "apiVersion": f"{res[0]}/{res[1]}" if res[0] else res[1],
+            "kind": f"{res[3]}List",
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": [
+                copy.deepcopy(o)
+                for o in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+            ],
+        }
 
     def _log(self, pod, query) -> tuple[int, Any]:
         name = pod["metadata"]["name"]
@@ -295,31 +383,51 @@ class KubectlDouble(KubeApiDouble):
         want = (query.get("container") or [None])[0]
         if want is None:
             if len(containers) != 1:
-                return 400, _status(400, "BadRequest", f"a container name must be specified for pod {name}, "
-                                                       f"choose one of: [{' '.join(containers)}]")
+                return 400, _status(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]",
+                )
             want = containers[0]
         if want not in every:
             return 400, _status(400, "BadRequest", f"container {want} is not valid for pod {name}")
         if (query.get("previous") or ["false"])[0] == "true":
             st = pod.get("status") or {}
-            cs = next((c for c in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or [])
-                       if c["name"] == want), {})
+            cs = next(
+                (
+                    c
+                    for c in (st.get("containerStatuses") or []) + (st.get("initContainerStatuses") or [])
+                    if c["name"] == want
+                ),
+                {},
+            )
             if not cs.get("restartCount") and "terminated" not in (cs.get("lastState") or {}):
-                return 400, _status(400, "BadRequest", f'previous terminated container "{want}" in pod "{name}" not found')
-        return 200, _Raw(f"log of {pod['metadata'].get('namespace')}/{name} container {want} (kubectl double)\n".encode())
+                return 400, _status(
+                    400, "BadRequest", f'previous terminated container "{want}" in pod "{name}" not found'
+                )
+        return 200, _Raw(
+            f"log of {pod['metadata'].get('namespace')}/{name} container {want} (kubectl double)\n".encode()
+        )
 
     # -- writes (dryRun=All only) ----------------------------------------------------------------
     def _patch(self, res, obj, body, ctype, path) -> tuple[int, Any]:
         try:
             if ctype.startswith("application/json-patch+json"):
                 new = _json_patch(obj, body)
-            elif ctype.startswith(("application/strategic-merge-patch+json", "application/merge-patch+json",
-                                   "application/apply-patch+yaml")):
+            elif ctype.startswith(
+                (
+                    "application/strategic-merge-patch+json",
+                    "application/merge-patch+json",
+                    "application/apply-patch+yaml",
+                )
+            ):
                 if not isinstance(body, dict):
                     return 400, _status(400, "BadRequest", "patch body must be a JSON object")
                 new = _merge_patch(obj, _strip_directives(body))
             else:
-                return 415, _status(415, "UnsupportedMediaType", f"the body of the request was in an unknown format ({ctype})")
+                return 415, _status(
+                    415, "UnsupportedMediaType", f"the body of the request was in an unknown format ({ctype})"
+                )
         except (KeyError, IndexError, ValueError, TypeError) as exc:
             return 422, _status(422, "Invalid", f"the patch does not apply: {exc}")
         return self._checked(res, obj, new, path, verb="PATCH")
@@ -330,7 +438,9 @@ class KubectlDouble(KubeApiDouble):
         if (new.get("metadata") or {}).get("name") != old["metadata"]["name"]:
             problems.append("metadata.name: Invalid value: field is immutable")
         if problems:
-            return 422, _status(422, "Invalid", f'{res[3]} "{old["metadata"]["name"]}" is invalid: {"; ".join(problems)}')
+            return 422, _status(
+                422, "Invalid", f'{res[3]} "{old["metadata"]["name"]}" is invalid: {"; ".join(problems)}'
+            )
         self.dry_runs.append((verb, path))
         return 200, self._out(res, new)
 
@@ -344,10 +454,14 @@ class KubectlDouble(KubeApiDouble):
             if not _LABEL_KEY.match(k) or len(k.split("/")[-1]) > 63:
                 out.append(f"metadata.labels: Invalid value: {k!r}: name part must consist of alphanumeric characters")
             if not isinstance(v, str) or not _LABEL_VALUE.match(v):
-                out.append(f"metadata.labels: Invalid value: {v!r}: a valid label must be an empty string or consist of alphanumeric characters")
+                out.append(
+                    f"metadata.labels: Invalid value: {v!r}: a valid label must be an empty string or consist of alphanumeric characters"
+                )
         for t in (obj.get("spec") or {}).get("taints") or [] if res[3] == "Node" else []:
             if t.get("effect") not in TAINT_EFFECTS:
-                out.append(f"spec.taints[].effect: Unsupported value: {t.get('effect')!r}: supported values: {', '.join(sorted(TAINT_EFFECTS))}")
+                out.append(
+                    f"spec.taints[].effect: Unsupported value: {t.get('effect')!r}: supported values: {', '.join(sorted(TAINT_EFFECTS))}"
+                )
             if not _LABEL_KEY.match(t.get("key") or ""):
                 out.append(f"spec.taints[].key: Invalid value: {t.get('key')!r}")
         replicas = (obj.get("spec") or {}).get("replicas")
@@ -361,17 +475,29 @@ class KubectlDouble(KubeApiDouble):
         meta = body.get("metadata") or {}
         name = meta.get("name")
         if not name:
-            return 422, _status(422, "Invalid", f"{res[3]} is invalid: metadata.name: Required value: name or generateName is required")
+            return 422, _status(
+                422, "Invalid", f"{res[3]} is invalid: metadata.name: Required value: name or generateName is required"
+            )
         if res[4] and self._find(self._by_kind("Namespace"), None, ns) is None:
             return 404, _status(404, "NotFound", f'namespaces "{ns}" not found', {"kind": "namespaces", "name": ns})
         if meta.get("namespace") not in (None, ns) and res[4]:
-            return 400, _status(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+            return 400, _status(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
         if self._find(res, ns, name) is not None:
             full = f"{res[2]}.{res[0]}" if res[0] else res[2]
-            return 409, _status(409, "AlreadyExists", f'{full} "{name}" already exists', {"name": name, "group": res[0], "kind": res[2]})
+            return 409, _status(
+                409, "AlreadyExists", f'{full} "{name}" already exists', {"name": name, "group": res[0], "kind": res[2]}
+            )
         obj = copy.deepcopy(body)
-        obj["metadata"] = dict(meta, uid=f"dry-run-{len(self.dry_runs)}", creationTimestamp="2026-11-29T12:00:00Z",
-                               **({"namespace": ns} if res[4] else {}))
+        obj["metadata"] = dict(
+            meta,
+            uid=f"dry-run-{len(self.dry_runs)}",
+            creationTimestamp="2026-11-29T12:00:00Z",
+            **({"namespace": ns} if res[4] else {}),
+        )
         code, out = self._checked(res, {"metadata": {"name": name}}, obj, f"{res[2]}/{name}", verb="POST")
         return (201 if code == 200 else code), out
 
@@ -380,19 +506,33 @@ class KubectlDouble(KubeApiDouble):
             return 404, _status(404, "NotFound", "the server could not find the requested resource")
         spec = obj.get("spec") or {}
         sel = ",".join(f"{k}={v}" for k, v in ((spec.get("selector") or {}).get("matchLabels") or {}).items())
-        scale = {"apiVersion": "autoscaling/v1", "kind": "Scale",
-                 "metadata": {k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion") if k in obj["metadata"]},
-                 "spec": {"replicas": spec.get("replicas", 1)},
-                 "status": {"replicas": (obj.get("status") or {}).get("replicas", spec.get("replicas", 1)), "selector": sel}}
+        scale = {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {
+                k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion") if k in obj["metadata"]
+            },
+            "spec": {"replicas": spec.get("replicas", 1)},
+            "status": {"replicas": (obj.get("status") or {}).get("replicas", spec.get("replicas", 1)), "selector": sel},
+        }
         if method == "GET":
             return 200, scale
         if method == "PATCH":
-            code, new = self._patch(("autoscaling", "v1", "scale", "Scale", True), scale, body, ctype,
-                                    f"{res[2]}/{obj['metadata']['name']}/scale")
+            code, new = self._patch(
+                ("autoscaling", "v1", "scale", "Scale", True),
+                scale,
+                body,
+                ctype,
+                f"{res[2]}/{obj['metadata']['name']}/scale",
+            )
             return code, new
         if method == "PUT":
-            return self._checked(("autoscaling", "v1", "scale", "Scale", True), scale, copy.deepcopy(body),
-                                 f"{res[2]}/{obj['metadata']['name']}/scale")
+            return self._checked(
+                ("autoscaling", "v1", "scale", "Scale", True),
+                scale,
+                copy.deepcopy(body),
+                f"{res[2]}/{obj['metadata']['name']}/scale",
+            )
         return 405, _status(405, "MethodNotAllowed", "method not allowed")
 
     def _evict(self, ns, name, query, body):
@@ -403,4 +543,3 @@ class KubectlDouble(KubeApiDouble):
         if code == 201:
             self.dry_runs.append(("POST", f"pods/{name}/eviction"))
         return code, out
-

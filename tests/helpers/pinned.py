@@ -1,4 +1,5 @@
 """The demo scenario the integration tests pin in time, the repository root, and the Prometheus requirement."""
+
 from __future__ import annotations
 
 import os

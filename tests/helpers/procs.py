@@ -2,6 +2,7 @@
 kill, a timeout): ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` in the child before it runs (``man 2 prctl``,
 https://man7.org/linux/man-pages/man2/prctl.2.html). Without it a killed worker leaves its Prometheus servers running
 for the rest of the machine's life."""
+
 from __future__ import annotations
 
 import ctypes

@@ -1,7 +1,7 @@
 """Run Debian's real ``prometheus`` on 127.0.0.1 over a TSDB backfilled from a demo scenario."""
+
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import requests
+
 from tests.helpers.procs import die_with_parent
 
 
@@ -27,8 +28,13 @@ def backfill(sim, window: str, workdir: Path, step: float | None = None) -> Path
     om = workdir / "scenario.om"
     tsdb = workdir / "tsdb"
     sim.write_openmetrics(om, window, step)
-    subprocess.run([binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     om.unlink()
     return tsdb
 
@@ -41,14 +47,26 @@ class PrometheusServer:
         cfg.write_text("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\nscrape_configs: []\n")
         self.log = open(workdir / "prometheus.log", "w")
         self.proc = subprocess.Popen(
-            [binaries()[0], f"--config.file={cfg}", f"--storage.tsdb.path={tsdb}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=20y",
-             "--query.lookback-delta=5m", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
+            [
+                binaries()[0],
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={tsdb}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=20y",
+                "--query.lookback-delta=5m",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {self.proc.returncode}: {(workdir / 'prometheus.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"prometheus exited with {self.proc.returncode}: {(workdir / 'prometheus.log').read_text()[-2000:]}"
+                )
             try:
                 if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
                     return

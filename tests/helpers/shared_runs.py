@@ -14,6 +14,7 @@ The first test to ask does the work under a file lock in a folder every worker o
 https://pytest-xdist.readthedocs.io/en/stable/how-to.html#making-session-scoped-fixtures-execute-only-once);
 the others wait for it and read the same files. A test must not change what it reads there.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -42,6 +43,7 @@ _STATUS = re.compile(r"^== (\S+): (FAILED|BAD PARAMETER|INCOMPLETE|done) ·", re
 @dataclass
 class SharedRun:
     """What a test of a notebook run reads, named as :class:`gpulib.execute.RunResult` names it."""
+
     name: str
     out_dir: Path
     failed: str | None = None
@@ -99,13 +101,21 @@ class SharedRuns:
         out, done = self.root / "demo", self.root / "demo.json"
         with self._locked("demo"):
             if not done.exists():
-                env = {k: v for k, v in os.environ.items()
-                       if k not in _LIVE_ENV and not k.startswith("GPUOPS_PROMETHEUS_")}
+                env = {
+                    k: v for k, v in os.environ.items() if k not in _LIVE_ENV and not k.startswith("GPUOPS_PROMETHEUS_")
+                }
                 env.update(PYTHONPATH=str(ROOT), GPUOPS_END=DEMO_END.isoformat())
-                p = subprocess.run([sys.executable, "-m", "gpulib.cli", "demo", "--out", str(out), "-q"],
-                                   capture_output=True, text=True, env=env, timeout=1500, cwd=ROOT)
-                done.write_text(json.dumps({"args": p.args, "returncode": p.returncode, "stdout": p.stdout,
-                                            "stderr": p.stderr}))
+                p = subprocess.run(
+                    [sys.executable, "-m", "gpulib.cli", "demo", "--out", str(out), "-q"],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=1500,
+                    cwd=ROOT,
+                )
+                done.write_text(
+                    json.dumps({"args": p.args, "returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
+                )
         d = json.loads(done.read_text())
         return DemoRun(out, subprocess.CompletedProcess(d["args"], d["returncode"], d["stdout"], d["stderr"]))
 
@@ -131,8 +141,9 @@ class SharedRuns:
                     mp.setenv("PYTHONPATH", str(ROOT))
                     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
                     res = execute(info, params, out_dir.parent, progress=False, out_dir=out_dir)
-                done.write_text(json.dumps({"failed": res.failed, "errors": res.errors,
-                                            "usage_errors": res.usage_errors}))
+                done.write_text(
+                    json.dumps({"failed": res.failed, "errors": res.errors, "usage_errors": res.usage_errors})
+                )
         d = json.loads(done.read_text())
         return SharedRun(name, out_dir, d["failed"], d["errors"], d["usage_errors"])
 
@@ -144,8 +155,11 @@ class SharedRuns:
 
     def _from_demo(self, info) -> SharedRun:
         demo = self.demo()
-        folders = [p for p in demo.out.glob(f"*-{info.name}-*")
-                   if re.fullmatch(rf"\d{{8}}T\d{{6}}Z-{re.escape(info.name)}-[0-9a-f]{{6}}", p.name)]
+        folders = [
+            p
+            for p in demo.out.glob(f"*-{info.name}-*")
+            if re.fullmatch(rf"\d{{8}}T\d{{6}}Z-{re.escape(info.name)}-[0-9a-f]{{6}}", p.name)
+        ]
         assert len(folders) == 1, (info.name, folders, demo.proc.stdout[-2000:], demo.proc.stderr[-2000:])
         status = dict(_STATUS.findall(demo.proc.stdout)).get(info.name)
         run = SharedRun(info.name, folders[0])

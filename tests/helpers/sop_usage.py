@@ -2,6 +2,7 @@
 call of :func:`gpulib.core.sop.sop` in ``gpulib/<domain>/``, with the keywords it passes. The key must be a string
 literal, so that a test can hold the table and the code against each other (a key built at run time could name a
 row that does not exist and no test would see it)."""
+
 from __future__ import annotations
 
 import ast

@@ -6,6 +6,7 @@ time, on the one path that reaches it); :func:`unused_rows` lists the rows whose
 code (a row nobody reads: dead text, or a key that was renamed on one side only). A key chosen at run time (an action
 name, a verdict) counts as used when the code spells it as a string anywhere in the package.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,15 +14,23 @@ from pathlib import Path
 
 
 def _calls(tree: ast.AST, table: str) -> set[str]:
-    names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-             and n.value.value == table for t in n.targets if isinstance(t, ast.Name)}
+    names = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value == table
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     out = set()
     for n in ast.walk(tree):
-        if not (isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) == "sop" and len(n.args) >= 2):
+        if not (
+            isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) == "sop" and len(n.args) >= 2
+        ):
             continue
         first, key = n.args[0], n.args[1]
-        is_table = (isinstance(first, ast.Constant) and first.value == table) or (isinstance(first, ast.Name)
-                                                                                 and first.id in names)
+        is_table = (isinstance(first, ast.Constant) and first.value == table) or (
+            isinstance(first, ast.Name) and first.id in names
+        )
         if is_table and isinstance(key, ast.Constant) and isinstance(key.value, str):
             out.add(key.value)
     return out

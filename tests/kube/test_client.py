@@ -1,4 +1,5 @@
 """KubeCluster driven through the REAL kubernetes client against the loopback API double."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,6 @@ import pytest
 
 import gpulib.kube as k8s
 from gpulib.core.errors import KubeconfigMissing, KubernetesError
-
 from tests.helpers.k8s_double import KubeApiDouble, free_port, k8s_double  # noqa: F401  (fixture)
 
 FIX = Path(__file__).parents[1] / "fixtures" / "k8s"
@@ -40,7 +40,9 @@ def test_nodes_through_client_match_the_file_converter(k8s_double):
     offline = k8s.nodes_frame(k8s.read_list(FIX / "nodes.json")).sort_values("node").reset_index(drop=True)
     assert live["node"].tolist() == offline["node"].tolist()
     assert live["gpu_capacity"].sum() == 80  # 0 + 56 + 8 + 8 + 8 + 0
-    assert live[["gpu_allocatable", "spot", "schedulable", "ready"]].equals(offline[["gpu_allocatable", "spot", "schedulable", "ready"]])
+    assert live[["gpu_allocatable", "spot", "schedulable", "ready"]].equals(
+        offline[["gpu_allocatable", "spot", "schedulable", "ready"]]
+    )
     assert live.set_index("node").loc["dgx-a100-07", "mig_capacity"]["nvidia.com/mig-3g.20gb"] == 8
 
 
@@ -51,7 +53,11 @@ def test_bearer_token_from_kubeconfig_is_sent(k8s_double):
 
 def test_namespaced_pods_daemonsets_and_cluster_policy(k8s_double):
     c = cluster(k8s_double, page_size=2)
-    assert sorted(c.pods("inference")["pod"]) == ["embed-api-7c6d9f8b4-mm2lp", "triton-0", "vllm-llama3-8b-6d5f7c9b8d-x7k2p"]
+    assert sorted(c.pods("inference")["pod"]) == [
+        "embed-api-7c6d9f8b4-mm2lp",
+        "triton-0",
+        "vllm-llama3-8b-6d5f7c9b8d-x7k2p",
+    ]
     ds = c.daemonsets("gpu-operator").set_index("daemonset")
     assert len(ds) == 7 and ds.loc["nvidia-device-plugin-daemonset", "ready"] == 4
     assert len(k8s_double.requests_to("GET", "/apis/apps/v1/namespaces/gpu-operator/daemonsets")) == 4  # 2+2+2+1
@@ -148,6 +154,7 @@ def test_dump_writes_kubectl_shaped_snapshot(k8s_double, tmp_path):
     assert len(k8s.nodes_frame(k8s.read_list(tmp_path / "snap" / "nodes.json"))) == 6
     # the snapshot answers current_mig_config() with the ConfigMap the ClusterPolicy names, as the live API does
     import gpulib
+
     cur = gpulib.connect("snapshot", path=tmp_path / "snap").current_mig_config()
     assert cur.text == k8s_double.configmaps[0]["data"]["config.yaml"] and cur.configmap == "default-mig-parted-config"
 
@@ -159,7 +166,9 @@ def test_dump_skips_forbidden_operator_objects(k8s_double, tmp_path):
     k8s_double.clear_failures()
     k8s_double.fail("/api/v1/namespaces/gpu-operator/configmaps/*", 403)
     written = cluster(k8s_double).dump(tmp_path / "snap2")
-    assert "mig-parted-config.yaml" not in [p.name for p in written] and "clusterpolicies.json" in [p.name for p in written]
+    assert "mig-parted-config.yaml" not in [p.name for p in written] and "clusterpolicies.json" in [
+        p.name for p in written
+    ]
 
 
 def test_bad_page_size():

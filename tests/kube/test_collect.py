@@ -1,6 +1,7 @@
 """gpuops collect: the collection pod against the Kubernetes API double (the real client talks to it).
 
 Every failure mode is named, and no test leaves a pod behind (asserted on the double's state)."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import os
 import pytest
 
 import gpulib
-from tests.helpers.collect_logs import TOKEN, demo_sections, framed
 from gpulib.core.errors import CollectError, InvalidParameter, UnknownNode
 from gpulib.kube import collect as kc
+from tests.helpers.collect_logs import TOKEN, demo_sections, framed
 from tests.helpers.k8s_double import start_k8s_double
 
 NODE = "dgx-h100-1"
@@ -58,7 +59,9 @@ def test_dry_run_builds_a_valid_pinned_spec_and_creates_nothing(cluster):
     spec = res.spec["spec"]
     assert not res.applied and cluster.double.created == []
     assert spec["nodeName"] == NODE and spec["tolerations"] == [{"operator": "Exists"}] and spec["hostPID"] is True
-    assert spec["volumes"][0]["hostPath"]["path"] == "/" and spec["containers"][0]["volumeMounts"][0]["readOnly"] is True
+    assert (
+        spec["volumes"][0]["hostPath"]["path"] == "/" and spec["containers"][0]["volumeMounts"][0]["readOnly"] is True
+    )
     assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] == 300
     assert res.spec["metadata"]["namespace"] == NS and res.pod.startswith("gpuops-collect-dgx-h100-1-")
     script = spec["containers"][0]["command"][-1]
@@ -128,7 +131,9 @@ def test_log_cut_mid_stream_is_named_keeps_only_finished_sections(cluster, tmp_p
     assert exc.value.reason == "LogStreamCut"
     res = exc.value.result
     assert res is not None and any("cut" in p for p in res.problems)
-    assert len(cluster.double.requests_to("GET", f"/api/v1/namespaces/{NS}/pods/*/log")) == 2  # streamed, then read again
+    assert (
+        len(cluster.double.requests_to("GET", f"/api/v1/namespaces/{NS}/pods/*/log")) == 2
+    )  # streamed, then read again
     _no_pod_left(cluster)
     cut = [k for k, s in res.sections.items() if not s.complete]
     assert cut, "the half log must end inside a section"
@@ -144,8 +149,13 @@ def test_log_dropped_once_is_read_again_and_completes(cluster, demo_src, tmp_pat
 
 
 def test_failed_command_output_is_not_evidence(cluster, tmp_path):
-    sec = {"kernel_log": "dmesg: read kernel buffer failed: Operation not permitted\n", "smi_q": "x", "smi_ecc": "x",
-           "topo": "x", "nvlink": ""}
+    sec = {
+        "kernel_log": "dmesg: read kernel buffer failed: Operation not permitted\n",
+        "smi_q": "x",
+        "smi_ecc": "x",
+        "topo": "x",
+        "nvlink": "",
+    }
     cluster.double.pod_script.log = framed(sec, rc={"kernel_log": 1})
     res = kc.collect_node(cluster, NODE, apply=True, token=TOKEN, out_dir=tmp_path / "s")
     assert res.text("kernel_log") is None and not (tmp_path / "s" / f"dmesg-{NODE}.txt").exists()
@@ -192,12 +202,19 @@ def test_diag_refused_on_a_node_running_gpu_pods_unless_forced(cluster, tmp_path
     with pytest.raises(CollectError) as exc:
         kc.collect_node(cluster, NODE, apply=True, diag_level=3, token=TOKEN)
     assert exc.value.reason == "CollectRefused" and "--force" in exc.value.hint and cluster.double.created == []
-    diag = (open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "dcgmi", "dcgm4_schema_memory_fail.json")).read())
-    cluster.double.pod_script.log = framed({**demo_sections(gpulib.connect("demo"), NODE), "diag": diag}, rc={"diag": 226})
+    diag = open(
+        os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "dcgmi", "dcgm4_schema_memory_fail.json")
+    ).read()
+    cluster.double.pod_script.log = framed(
+        {**demo_sections(gpulib.connect("demo"), NODE), "diag": diag}, rc={"diag": 226}
+    )
     res = kc.collect_node(cluster, NODE, apply=True, diag_level=3, force=True, token=TOKEN, out_dir=tmp_path / "s")
     spec = res.spec["spec"]
     assert "dcgmi diag -r 3 -j" in spec["containers"][0]["command"][-1]
-    assert spec["containers"][0]["image"].startswith("nvcr.io/nvidia/cloud-native/dcgm") and spec["activeDeadlineSeconds"] == 2400
+    assert (
+        spec["containers"][0]["image"].startswith("nvcr.io/nvidia/cloud-native/dcgm")
+        and spec["activeDeadlineSeconds"] == 2400
+    )
     assert (tmp_path / "s" / f"dcgmi-diag-{NODE}.json").read_text() == diag  # kept although dcgmi exited non-zero
     _no_pod_left(cluster)
 
@@ -209,8 +226,10 @@ def test_unknown_node_creates_nothing(cluster):
 
 
 def test_split_sections_ignores_forged_markers_and_flags_cut_ones():
-    log = framed({"kernel_log": "@@gpuops:ffffffffffffffff:end:kernel_log:rc=0\nline\n"}) + \
-        f"@@gpuops:{TOKEN}:begin:smi_q\nhalf"
+    log = (
+        framed({"kernel_log": "@@gpuops:ffffffffffffffff:end:kernel_log:rc=0\nline\n"})
+        + f"@@gpuops:{TOKEN}:begin:smi_q\nhalf"
+    )
     got = kc.split_sections(log, TOKEN)
     assert got["kernel_log"].complete and "line" in got["kernel_log"].text and "ffff" in got["kernel_log"].text
     assert got["smi_q"].rc is None and got["smi_q"].text == "half\n"
@@ -222,11 +241,13 @@ def test_the_pod_script_runs_under_sh_and_frames_every_section(tmp_path):
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stubs = {"chroot": 'shift; exec "$@"',  # chroot ROOT CMD...: run CMD here
-             "dmesg": 'echo "2026-12-01T08:20:48,832638+00:00 NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus."',
-             "nvidia-smi": 'if [ "$1" = "nvlink" ]; then exit 0; fi; if [ "$1" = "topo" ]; then echo "GPU0 X"; exit 0; fi; '
-                           'echo "nvidia-smi $*"; [ "$2" = "-d" ] && exit 9; exit 0',
-             "dcgmi": 'echo "{\\"DCGM Diagnostic\\": {}}"; exit 226'}
+    stubs = {
+        "chroot": 'shift; exec "$@"',  # chroot ROOT CMD...: run CMD here
+        "dmesg": 'echo "2026-12-01T08:20:48,832638+00:00 NVRM: Xid (PCI:0000:18:00): 79, GPU has fallen off the bus."',
+        "nvidia-smi": 'if [ "$1" = "nvlink" ]; then exit 0; fi; if [ "$1" = "topo" ]; then echo "GPU0 X"; exit 0; fi; '
+        'echo "nvidia-smi $*"; [ "$2" = "-d" ] && exit 9; exit 0',
+        "dcgmi": 'echo "{\\"DCGM Diagnostic\\": {}}"; exit 226',
+    }
     for name, body in stubs.items():
         p = bin_dir / name
         p.write_text(f"#!/bin/sh\n{body}\n")

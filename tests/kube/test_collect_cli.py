@@ -1,4 +1,5 @@
 """gpuops collect from the command line, and its RBAC manifest."""
+
 from __future__ import annotations
 
 import os
@@ -9,9 +10,9 @@ import yaml
 from typer.testing import CliRunner
 
 import gpulib
-from tests.helpers.collect_logs import demo_sections, framed
 from gpulib.cli import app
 from gpulib.kube import collect as kc
+from tests.helpers.collect_logs import demo_sections, framed
 from tests.helpers.k8s_double import start_k8s_double
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +34,9 @@ def test_rbac_manifest_validates_and_grants_exactly_what_collect_calls():
     granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
     assert granted == {("pods", "create"), ("pods", "get"), ("pods", "delete"), ("pods/log", "get")}
     cr = next(d for d in _docs() if d["kind"] == "ClusterRole")
-    assert {(r, v) for rule in cr["rules"] for r in rule["resources"] for v in rule["verbs"]} == \
-        {(r, v) for r in ("nodes", "pods") for v in ("get", "list")}
+    assert {(r, v) for rule in cr["rules"] for r in rule["resources"] for v in rule["verbs"]} == {
+        (r, v) for r in ("nodes", "pods") for v in ("get", "list")
+    }
     nsdoc = next(d for d in _docs() if d["kind"] == "Namespace")
     assert nsdoc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
@@ -79,6 +81,8 @@ def test_apply_writes_a_snapshot_and_leaves_no_pod(double, tmp_path):
 
 def test_apply_failure_exits_3_naming_it(double, tmp_path):
     double.pod_script.waiting_reason = "ImagePullBackOff"
-    r = CliRunner().invoke(app, ["collect", NODE, "--apply", "--out", str(tmp_path / "x"), "--image", "registry.invalid/none:1"])
+    r = CliRunner().invoke(
+        app, ["collect", NODE, "--apply", "--out", str(tmp_path / "x"), "--image", "registry.invalid/none:1"]
+    )
     assert r.exit_code == 3 and "ImagePullFailed" in r.output and "registry.invalid/none:1" in r.output
     assert double.pods_in("gpuops-collect") == []

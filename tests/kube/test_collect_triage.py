@@ -1,4 +1,5 @@
 """Node evidence collected from a pod reaches the same verdict as the demo (snapshot path and live path)."""
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,24 @@ def test_gpuops_collect_then_snapshot_triage_reaches_the_demo_verdict(tmp_path, 
     finally:
         double.stop()
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
-    r = CliRunner().invoke(app, ["run", "xid_ecc_triage", "--source", "snapshot", "--snapshot", str(snap), "-q",
-                                 "--out", str(tmp_path / "out"), "-p", "node=dgx-h100-1", "-p", "gpu=5"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "xid_ecc_triage",
+            "--source",
+            "snapshot",
+            "--snapshot",
+            str(snap),
+            "-q",
+            "--out",
+            str(tmp_path / "out"),
+            "-p",
+            "node=dgx-h100-1",
+            "-p",
+            "gpu=5",
+        ],
+    )
     found = json.loads(next((tmp_path / "out").glob("*xid_ecc_triage*/findings.json")).read_text())
     demo = xs.findings(xs.collect(demo_src, NODE, GPU, "6h"))
     top = sorted(found["findings"], key=lambda f: ["critical", "warning", "info", "ok"].index(f["severity"]))

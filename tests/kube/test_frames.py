@@ -3,6 +3,7 @@
 Expected values are read off the fixture by hand (labels/capacity of each node, resources of each
 pod), and from the GFD/device-plugin rules in NVIDIA/k8s-device-plugin: README.md and docs/gpu-feature-discovery/README.md @ 1b826acc.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,11 @@ from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
 
 FIX = Path(__file__).parents[1] / "fixtures" / "k8s"
 DGX, AKS, H100 = "dgx-a100-07", "aks-a100spot-31415926-vmss000002", "ip-10-0-12-34.ec2.internal"
-L4, H200, CPU = "gke-inference-l4-pool-7c9e2f1a-x2bd", "ip-10-0-77-8.us-west-2.compute.internal", "ip-10-0-3-21.ec2.internal"
+L4, H200, CPU = (
+    "gke-inference-l4-pool-7c9e2f1a-x2bd",
+    "ip-10-0-77-8.us-west-2.compute.internal",
+    "ip-10-0-3-21.ec2.internal",
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +35,11 @@ def pods() -> pd.DataFrame:
 
 
 def _node(name: str, labels=None, capacity=None, **spec) -> dict:
-    return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec,
-            "status": {"capacity": capacity or {}, "allocatable": capacity or {}}}
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+        "status": {"capacity": capacity or {}, "allocatable": capacity or {}},
+    }
 
 
 # ----------------------------------------------------------------------------------- nodes
@@ -78,7 +86,9 @@ def test_renamed_time_slicing_node_counts_gpu_shared():
 
 def test_gpu_shared_without_gfd_sharing_labels_infers_replicas():
     # no GFD replicas/strategy labels: replicas = shared units / gpu.count
-    node = _node("ts", {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "NVIDIA-L4"}, {"nvidia.com/gpu.shared": "8"})
+    node = _node(
+        "ts", {"nvidia.com/gpu.count": "2", "nvidia.com/gpu.product": "NVIDIA-L4"}, {"nvidia.com/gpu.shared": "8"}
+    )
     n = k8s.nodes_frame({"items": [node]}).iloc[0]
     assert (n.gpu_capacity, n.gpu_replicas, n.sharing_strategy) == (8, 4, "time-slicing")
     plain = k8s.nodes_frame({"items": [_node("p", {"nvidia.com/gpu.count": "2"}, {"nvidia.com/gpu": "2"})]}).iloc[0]
@@ -87,7 +97,12 @@ def test_gpu_shared_without_gfd_sharing_labels_infers_replicas():
 
 def test_pod_requesting_gpu_shared_counts_as_a_gpu_request():
     pod = k8s.pods_frame(k8s.read_list(FIX / "pods-gpu-shared.json")).iloc[0]
-    assert (pod.pod, pod.node, pod.gpu_request, pod.gpu_limit) == ("jupyter-dev-7b9c4d5f6a-q2w3e", "ip-10-0-21-7.ec2.internal", 1, 1)
+    assert (pod.pod, pod.node, pod.gpu_request, pod.gpu_limit) == (
+        "jupyter-dev-7b9c4d5f6a-q2w3e",
+        "ip-10-0-21-7.ec2.internal",
+        1,
+        1,
+    )
     assert (pod.owner_kind, pod.owner_name) == ("Deployment", "jupyter-dev")
 
 
@@ -100,13 +115,16 @@ def test_spot_from_cloud_labels(nodes, name, spot):
     assert bool(nodes.loc[name, "spot"]) is spot
 
 
-@pytest.mark.parametrize("labels,spot", [
-    ({"cloud.google.com/gke-preemptible": "true"}, True),
-    ({"karpenter.sh/capacity-type": "on-demand"}, False),
-    ({"eks.amazonaws.com/capacityType": "ON_DEMAND"}, False),
-    ({"kubernetes.azure.com/scalesetpriority": "regular"}, False),
-    ({}, False),
-])
+@pytest.mark.parametrize(
+    "labels,spot",
+    [
+        ({"cloud.google.com/gke-preemptible": "true"}, True),
+        ({"karpenter.sh/capacity-type": "on-demand"}, False),
+        ({"eks.amazonaws.com/capacityType": "ON_DEMAND"}, False),
+        ({"kubernetes.azure.com/scalesetpriority": "regular"}, False),
+        ({}, False),
+    ],
+)
 def test_spot_rules_inline(labels, spot):
     assert k8s.is_spot(labels) is spot
 
@@ -154,17 +172,20 @@ def test_pod_frame_schema(pods):
     assert str(pods["start_time"].dt.tz) == "UTC"
 
 
-@pytest.mark.parametrize("pod,kind,name", [
-    ("vllm-llama3-8b-6d5f7c9b8d-x7k2p", "Deployment", "vllm-llama3-8b"),
-    ("embed-api-7c6d9f8b4-mm2lp", "Deployment", "embed-api"),
-    ("nightly-eval-29787960-7hq4x", "CronJob", "nightly-eval"),
-    ("data-prep-x2x7c", "Job", "data-prep"),
-    ("triton-0", "StatefulSet", "triton"),
-    ("llm-train-worker-0", "PyTorchJob", "llm-train"),
-    ("mig-bench-legacy-9zq4d", "ReplicaSet", "mig-bench-legacy"),  # no pod-template-hash label
-    ("nvidia-dcgm-exporter-4xk9p", "DaemonSet", "nvidia-dcgm-exporter"),
-    ("gpu-burn-h200", "", ""),
-])
+@pytest.mark.parametrize(
+    "pod,kind,name",
+    [
+        ("vllm-llama3-8b-6d5f7c9b8d-x7k2p", "Deployment", "vllm-llama3-8b"),
+        ("embed-api-7c6d9f8b4-mm2lp", "Deployment", "embed-api"),
+        ("nightly-eval-29787960-7hq4x", "CronJob", "nightly-eval"),
+        ("data-prep-x2x7c", "Job", "data-prep"),
+        ("triton-0", "StatefulSet", "triton"),
+        ("llm-train-worker-0", "PyTorchJob", "llm-train"),
+        ("mig-bench-legacy-9zq4d", "ReplicaSet", "mig-bench-legacy"),  # no pod-template-hash label
+        ("nvidia-dcgm-exporter-4xk9p", "DaemonSet", "nvidia-dcgm-exporter"),
+        ("gpu-burn-h200", "", ""),
+    ],
+)
 def test_owner_resolution(pods, pod, kind, name):
     assert (pods.loc[pod, "owner_kind"], pods.loc[pod, "owner_name"]) == (kind, name)
     assert pods.loc[pod, "workload"] == (name or pod)
@@ -183,7 +204,10 @@ def test_gpu_sums_over_app_containers_exclude_init(pods):
 
 
 def test_mig_requests_summed_per_resource(pods):
-    assert pods.loc["nightly-eval-29787960-7hq4x", "mig_requests"] == {"nvidia.com/mig-3g.20gb": 1, "nvidia.com/mig-1g.5gb": 1}
+    assert pods.loc["nightly-eval-29787960-7hq4x", "mig_requests"] == {
+        "nvidia.com/mig-3g.20gb": 1,
+        "nvidia.com/mig-1g.5gb": 1,
+    }
     assert pods.loc["mig-bench-legacy-9zq4d", "mig_limits"] == {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-2g.10gb": 1}
     assert pods.loc["nightly-eval-29787960-7hq4x", "gpu_request"] == 0
 
@@ -195,8 +219,12 @@ def test_gpu_request_without_limit_is_kept_visible(pods):
 
 
 def test_limit_only_defaults_request_like_the_api_server():
-    pod = {"metadata": {"name": "p", "namespace": "ns"},
-           "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": 1}}}]}}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": 1}}}]
+        },
+    }
     row = k8s.pods_frame({"items": [pod]}).iloc[0]
     assert (row.gpu_request, row.gpu_limit) == (2, 2)
     assert row.mig_requests == {"nvidia.com/mig-1g.10gb": 1}
@@ -222,12 +250,15 @@ def test_saved_error_status_is_reported_with_its_message():
         k8s.pods_frame(k8s.read_list(FIX / "pods-forbidden-status.json"))
 
 
-@pytest.mark.parametrize("doc,match", [
-    ("not json object", "got str"),
-    ({"kind": "NodeList"}, "no 'items'"),
-    ({"items": {"a": 1}}, "not a list"),
-    ({"items": [1, 2]}, r"items \[0, 1\] are not objects"),
-])
+@pytest.mark.parametrize(
+    "doc,match",
+    [
+        ("not json object", "got str"),
+        ({"kind": "NodeList"}, "no 'items'"),
+        ({"items": {"a": 1}}, "not a list"),
+        ({"items": [1, 2]}, r"items \[0, 1\] are not objects"),
+    ],
+)
 def test_wrong_shapes_raise_specific_error(doc, match):
     with pytest.raises(k8s.MalformedKubernetesObject, match=match):
         k8s.nodes_frame(doc)
@@ -240,7 +271,9 @@ def test_fractional_gpu_quantity_names_node_and_resource():
 
 
 def test_suffixed_quantity_is_parsed():
-    assert k8s.nodes_frame({"items": [_node("big", capacity={"nvidia.com/gpu": "1k"})]})["gpu_capacity"].tolist() == [1000]
+    assert k8s.nodes_frame({"items": [_node("big", capacity={"nvidia.com/gpu": "1k"})]})["gpu_capacity"].tolist() == [
+        1000
+    ]
 
 
 def test_missing_file():
@@ -261,9 +294,16 @@ def test_daemonsets_frame_counts():
 def test_cluster_policy_status():
     cp = k8s.read_list(FIX / "clusterpolicies.json")["items"][0]
     st = k8s.cluster_policy_status(cp)
-    assert (st["name"], st["state"], st["namespace"], st["ready"]) == ("cluster-policy", "notReady", "gpu-operator", False)
+    assert (st["name"], st["state"], st["namespace"], st["ready"]) == (
+        "cluster-policy",
+        "notReady",
+        "gpu-operator",
+        False,
+    )
     assert [(c["type"], c["status"], c["reason"]) for c in st["conditions"]] == [
-        ("Ready", "False", "OperandNotReady"), ("Error", "True", "OperandNotReady")]
+        ("Ready", "False", "OperandNotReady"),
+        ("Error", "True", "OperandNotReady"),
+    ]
     assert k8s.cluster_policy_status(None)["state"] == "absent"
 
 

@@ -4,6 +4,7 @@ Fleet in the fixture: 5 GPU nodes, of which ip-10-0-77-8 (H200) is already cordo
 default policy share 0.25 the breaker allows max(1, floor(0.25 x 5)) = 1 unschedulable GPU node, so
 cordoning a second one is refused; tests that want to act pass max_share=0.5 (allows 2).
 """
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,6 @@ import pytest
 import gpulib.kube as k8s
 import gpulib.kube.remediate as remediate
 from gpulib.core.errors import InvalidParameter, KubernetesError
-
 from tests.helpers.k8s_double import k8s_double  # noqa: F401  (fixture)
 
 DGX, H100, H200 = "dgx-a100-07", "ip-10-0-12-34.ec2.internal", "ip-10-0-77-8.us-west-2.compute.internal"
@@ -96,14 +96,22 @@ def test_label_removal(k8s_double, kc, log):
 
 
 def test_taint_add_keeps_other_taints_and_remove(k8s_double, kc, log):
-    remediate.taint(H200, "gpu.example.com/xid", "79", "NoExecute", cluster=kc, apply=True, audit_log=log, bypass_pdb=True)
+    remediate.taint(
+        H200, "gpu.example.com/xid", "79", "NoExecute", cluster=kc, apply=True, audit_log=log, bypass_pdb=True
+    )
     taints = k8s_double.node(H200)["spec"]["taints"]
     assert [(t["key"], t.get("value", ""), t["effect"]) for t in taints] == [
-        ("node.kubernetes.io/unschedulable", "", "NoSchedule"), ("nvidia.com/gpu", "true", "NoSchedule"),
-        ("gpu.example.com/xid", "79", "NoExecute")]
-    res = remediate.taint(H200, "gpu.example.com/xid", effect="NoExecute", remove=True, cluster=kc, apply=True,
-                          audit_log=log)
-    assert [t["key"] for t in k8s_double.node(H200)["spec"]["taints"]] == ["node.kubernetes.io/unschedulable", "nvidia.com/gpu"]
+        ("node.kubernetes.io/unschedulable", "", "NoSchedule"),
+        ("nvidia.com/gpu", "true", "NoSchedule"),
+        ("gpu.example.com/xid", "79", "NoExecute"),
+    ]
+    res = remediate.taint(
+        H200, "gpu.example.com/xid", effect="NoExecute", remove=True, cluster=kc, apply=True, audit_log=log
+    )
+    assert [t["key"] for t in k8s_double.node(H200)["spec"]["taints"]] == [
+        "node.kubernetes.io/unschedulable",
+        "nvidia.com/gpu",
+    ]
     assert res.kubectl == [f"kubectl taint node {H200} gpu.example.com/xid:NoExecute-"]
 
 
@@ -213,13 +221,16 @@ def test_unwritable_audit_log_stops_before_acting(k8s_double, kc, tmp_path):
     assert k8s_double.requests_to("PATCH", "/api/v1/nodes/*") == []
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: remediate.taint(DGX, "k", "v", "NoPanic"), "effect 'NoPanic'"),
-    (lambda: remediate.label(DGX, "bad key!", "v"), "label key 'bad key!'"),
-    (lambda: remediate.label(DGX, "team", "has space"), "label value 'has space'"),
-    (lambda: remediate.cordon("Bad_Node"), "node 'Bad_Node'"),
-    (lambda: remediate.cordon(DGX, cluster="prod"), "cluster must be a gpulib.kube.client.KubeCluster"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: remediate.taint(DGX, "k", "v", "NoPanic"), "effect 'NoPanic'"),
+        (lambda: remediate.label(DGX, "bad key!", "v"), "label key 'bad key!'"),
+        (lambda: remediate.label(DGX, "team", "has space"), "label value 'has space'"),
+        (lambda: remediate.cordon("Bad_Node"), "node 'Bad_Node'"),
+        (lambda: remediate.cordon(DGX, cluster="prod"), "cluster must be a gpulib.kube.client.KubeCluster"),
+    ],
+)
 def test_bad_parameters(call, match, log, monkeypatch):
     monkeypatch.setenv("GPUOPS_AUDIT_LOG", str(log))
     with pytest.raises(InvalidParameter, match=match):

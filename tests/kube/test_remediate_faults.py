@@ -1,5 +1,6 @@
 """Remediation: audited before the change, a failed audit stops it, partial drains are audited with what they
 did, and the cordon/taint cap holds under concurrency (a Lease in coordination.k8s.io)."""
+
 from __future__ import annotations
 
 import copy
@@ -12,11 +13,14 @@ import pytest
 import gpulib.kube.client as k8s
 import gpulib.kube.remediate as remediate
 from gpulib.core.errors import GpulibError, InvalidParameter
-
 from tests.helpers.k8s_double import k8s_double  # noqa: F401
 
-DGX, SPOT, H100, L4 = ("dgx-a100-07", "aks-a100spot-31415926-vmss000002", "ip-10-0-12-34.ec2.internal",
-                       "gke-inference-l4-pool-7c9e2f1a-x2bd")
+DGX, SPOT, H100, L4 = (
+    "dgx-a100-07",
+    "aks-a100spot-31415926-vmss000002",
+    "ip-10-0-12-34.ec2.internal",
+    "gke-inference-l4-pool-7c9e2f1a-x2bd",
+)
 SCHEDULABLE = [DGX, SPOT, H100, L4]  # the 5th GPU node of the fixture is already cordoned
 
 
@@ -33,8 +37,10 @@ def _lines(path):
 
 
 def test_audit_on_a_full_disk_stops_the_change(k8s_double):
-    for action in (lambda kc: remediate.cordon(DGX, cluster=kc, apply=True, audit_log="/dev/full", max_share=0.5),
-                   lambda kc: remediate.drain(DGX, cluster=kc, apply=True, audit_log="/dev/full", max_share=0.5)):
+    for action in (
+        lambda kc: remediate.cordon(DGX, cluster=kc, apply=True, audit_log="/dev/full", max_share=0.5),
+        lambda kc: remediate.drain(DGX, cluster=kc, apply=True, audit_log="/dev/full", max_share=0.5),
+    ):
         with pytest.raises(GpulibError) as e:
             action(_kc(k8s_double))
         assert "audit" in str(e.value)
@@ -74,7 +80,9 @@ def test_drain_failing_at_its_third_eviction_is_audited_with_its_changes(k8s_dou
     assert done["result"] == "error"
     ops = [(c["op"], c.get("pod"), c.get("outcome")) for c in done["changes"] if c["op"] != "skip"]
     assert ops[0][0] == "patch" and [o for o in ops if o[0] == "evict" and o[1].startswith("training/w-")] == [
-        ("evict", "training/w-0", "evicted"), ("evict", "training/w-1", "evicted")]
+        ("evict", "training/w-0", "evicted"),
+        ("evict", "training/w-1", "evicted"),
+    ]
 
 
 def _cordon_all_at_once_threads(double, nodes):
@@ -85,7 +93,9 @@ def _cordon_all_at_once_threads(double, nodes):
         kc = _kc(double)
         barrier.wait()
         try:
-            remediate.cordon(n, cluster=kc, apply=True, audit_log=double.kubeconfig.parent / f"a-{n}.jsonl", max_share=0.5)
+            remediate.cordon(
+                n, cluster=kc, apply=True, audit_log=double.kubeconfig.parent / f"a-{n}.jsonl", max_share=0.5
+            )
             out[n] = "ok"
         except GpulibError as exc:
             out[n] = type(exc).__name__
@@ -126,11 +136,27 @@ def test_cordon_cap_holds_across_processes(k8s_double):
 
 def test_taints_count_against_the_cap(k8s_double, tmp_path):
     kc = _kc(k8s_double)
-    remediate.taint(DGX, "gpuops/maintenance", "xid79", "NoSchedule", cluster=kc, apply=True,
-                    audit_log=tmp_path / "a.jsonl", max_share=0.5)
+    remediate.taint(
+        DGX,
+        "gpuops/maintenance",
+        "xid79",
+        "NoSchedule",
+        cluster=kc,
+        apply=True,
+        audit_log=tmp_path / "a.jsonl",
+        max_share=0.5,
+    )
     with pytest.raises(remediate.RemediationRefused):
-        remediate.taint(H100, "gpuops/maintenance", "xid79", "NoSchedule", cluster=kc, apply=True,
-                        audit_log=tmp_path / "a.jsonl", max_share=0.5)
+        remediate.taint(
+            H100,
+            "gpuops/maintenance",
+            "xid79",
+            "NoSchedule",
+            cluster=kc,
+            apply=True,
+            audit_log=tmp_path / "a.jsonl",
+            max_share=0.5,
+        )
     with pytest.raises(remediate.RemediationRefused):
         remediate.cordon(L4, cluster=kc, apply=True, audit_log=tmp_path / "a.jsonl", max_share=0.5)
 
@@ -138,9 +164,19 @@ def test_taints_count_against_the_cap(k8s_double, tmp_path):
 def test_noexecute_taint_needs_the_pdb_bypass_flag(k8s_double, tmp_path):
     kc = _kc(k8s_double)
     with pytest.raises(InvalidParameter) as e:
-        remediate.taint(DGX, "gpuops/evict", "", "NoExecute", cluster=kc, apply=True, audit_log=tmp_path / "a.jsonl",
-                        max_share=0.5)
+        remediate.taint(
+            DGX, "gpuops/evict", "", "NoExecute", cluster=kc, apply=True, audit_log=tmp_path / "a.jsonl", max_share=0.5
+        )
     assert "PodDisruptionBudget" in str(e.value) and _applied_patches(k8s_double) == []
-    res = remediate.taint(DGX, "gpuops/evict", "", "NoExecute", cluster=kc, apply=True, audit_log=tmp_path / "a.jsonl",
-                          max_share=0.5, bypass_pdb=True)
+    res = remediate.taint(
+        DGX,
+        "gpuops/evict",
+        "",
+        "NoExecute",
+        cluster=kc,
+        apply=True,
+        audit_log=tmp_path / "a.jsonl",
+        max_share=0.5,
+        bypass_pdb=True,
+    )
     assert res.ok and any(t["effect"] == "NoExecute" for t in k8s_double.node(DGX)["spec"]["taints"])

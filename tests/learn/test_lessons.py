@@ -1,5 +1,6 @@
 """Onboarding lessons: helpers on hand-checked inputs, and proof that the lessons render computed figures
 (a changed data file or demo scenario changes what the executed lesson shows)."""
+
 from __future__ import annotations
 
 import importlib
@@ -13,12 +14,12 @@ import pytest
 import yaml
 
 import gpulib
-from gpulib.catalogue import find_notebook
-from gpulib.execute import execute
 import gpulib.learn.lessons as learn
 import gpulib.nccl as nccl
 import gpulib.nvidia as nvidia
+from gpulib.catalogue import find_notebook
 from gpulib.core.errors import InvalidParameter
+from gpulib.execute import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted(p.stem for p in (ROOT / "runbooks" / "learn").glob("*.ipynb"))
@@ -60,11 +61,13 @@ def test_mig_fit_count_h100_beside_3g40gb():
 
 def test_model_sizes_and_load_times_by_hand():
     s = learn.model_sizes(("bfloat16", "int4"), ("Llama-3-70B",)).set_index("dtype")
-    assert s.loc["bfloat16", "size_gb"] == pytest.approx(70.55 * 2)      # models.csv params_b x 2 bytes
+    assert s.loc["bfloat16", "size_gb"] == pytest.approx(70.55 * 2)  # models.csv params_b x 2 bytes
     assert s.loc["int4", "size_gb"] == pytest.approx(70.55 * 0.5)
     assert s.loc["bfloat16", "size_gib"] == pytest.approx(141.1e9 / 2**30)
     lt = learn.load_times(141.1).set_index("medium")
-    assert lt.loc["shared filesystem PVC over 100 GbE", "seconds"] == pytest.approx(141.1 / 12.5)  # 100 Gbit/s = 12.5 GB/s
+    assert lt.loc["shared filesystem PVC over 100 GbE", "seconds"] == pytest.approx(
+        141.1 / 12.5
+    )  # 100 Gbit/s = 12.5 GB/s
     with pytest.raises(InvalidParameter):
         learn.load_times(0)
     with pytest.raises(InvalidParameter, match="fp3"):
@@ -86,10 +89,12 @@ def test_xid_sop_48_resets_gpu_79_reboots_node_31_restarts_app():
 
 
 def _nodes() -> pd.DataFrame:
-    return pd.DataFrame([
-        {"node": "whole", "gpu_allocatable": 8, "mig_allocatable": {}},
-        {"node": "mig", "gpu_allocatable": 0, "mig_allocatable": {"nvidia.com/mig-1g.5gb": 2}},
-    ])
+    return pd.DataFrame(
+        [
+            {"node": "whole", "gpu_allocatable": 8, "mig_allocatable": {}},
+            {"node": "mig", "gpu_allocatable": 0, "mig_allocatable": {"nvidia.com/mig-1g.5gb": 2}},
+        ]
+    )
 
 
 def test_pod_resources_outcome_applies_api_rules():
@@ -97,15 +102,17 @@ def test_pod_resources_outcome_applies_api_rules():
     assert ok["parsed"] == "nvidia.com/gpu: 1" and ok["check"].startswith("ok") and ok["schedulable_on"] == "whole"
     # the API server rejects both (extended resources: a limit must be set and must equal the request), so the
     # lesson must not show them as accepted and schedulable
-    for spec, problem in (({"requests": {"nvidia.com/gpu": 1}}, "GPU request without a limit"),
-                          ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "GPU request != limit")):
+    for spec, problem in (
+        ({"requests": {"nvidia.com/gpu": 1}}, "GPU request without a limit"),
+        ({"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}, "GPU request != limit"),
+    ):
         out = learn.pod_resources_outcome(spec, _nodes())
         assert out["check"] == problem
         assert out["parsed"].startswith("rejected") and out["schedulable_on"].startswith("none")
     half = learn.pod_resources_outcome({"limits": {"nvidia.com/gpu": "0.5"}})
     assert half["parsed"] == "rejected" and "fractional" in half["check"]
     mig = learn.pod_resources_outcome({"limits": {"nvidia.com/mig-1g.5gb": 3}}, _nodes())
-    assert mig["schedulable_on"].startswith("none")   # the MIG node advertises only 2
+    assert mig["schedulable_on"].startswith("none")  # the MIG node advertises only 2
     assert learn.pod_resources_outcome({"limits": {"nvidia.com/mig-1g.5gb": 2}}, _nodes())["schedulable_on"] == "mig"
 
 
@@ -131,7 +138,7 @@ def test_alerts_file_status_detects_drift(tmp_path):
 def test_smi_section_from_the_h200_capture():
     misc = learn.lesson_text("2xh200_smi_misc.txt")
     topo = nvidia.parse_topology(learn.smi_section(misc, "nvidia-smi topo -m"))
-    assert topo.links.loc["GPU0", "GPU1"] == "NV18"              # the capture's topo -m line
+    assert topo.links.loc["GPU0", "GPU1"] == "NV18"  # the capture's topo -m line
     assert "GPU 1: NVIDIA H200" in learn.smi_section(misc, "nvidia-smi -L")
     with pytest.raises(InvalidParameter, match="dmon"):
         learn.smi_section(misc, "nvidia-smi dmon")
@@ -149,7 +156,9 @@ def test_manifests_validate_and_shm_check():
     specs = job["spec"]["pytorchReplicaSpecs"]
     assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 2
     assert specs["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
-    assert [f.title for f in nccl.check_pod_spec(learn.pytorchjob_worker_spec(shm=False))] == ["No /dev/shm volume in the pod"]
+    assert [f.title for f in nccl.check_pod_spec(learn.pytorchjob_worker_spec(shm=False))] == [
+        "No /dev/shm volume in the pod"
+    ]
     assert list(nccl.check_pod_spec(learn.pytorchjob_worker_spec(shm=True))) == []
 
 
@@ -165,7 +174,10 @@ def test_lesson_records_errors_and_figures(tmp_path, monkeypatch):
 
 def test_every_lesson_links_a_runbook_and_has_self_checks():
     for name in LESSONS:
-        src = "".join("".join(c["source"]) for c in json.loads((ROOT / "runbooks" / "learn" / f"{name}.ipynb").read_text())["cells"])
+        src = "".join(
+            "".join(c["source"])
+            for c in json.loads((ROOT / "runbooks" / "learn" / f"{name}.ipynb").read_text())["cells"]
+        )
         assert "learn.runbook_ref(" in src, name
         assert "question(" in src, name
         assert "lesson.finish()" in src, name
@@ -190,14 +202,14 @@ def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path,
     pkg = _copy_package(tmp_path)
     th = pkg / "gpulib" / "data" / "core" / "thresholds.csv"
     df = pd.read_csv(th)
-    assert df.set_index("key").loc["gpu_temp_warn_c", "value"] == 85          # the packaged value
+    assert df.set_index("key").loc["gpu_temp_warn_c", "value"] == 85  # the packaged value
     df.loc[df["key"] == "gpu_temp_warn_c", "value"] = 80
     df.to_csv(th, index=False)
     prof = pkg / "gpulib" / "data" / "mig" / "mig_profiles.csv"
     mp = pd.read_csv(prof, keep_default_na=False)
     sel = (mp["gpu_model"] == "H100-80GB") & (mp["profile"] == "3g.40gb")
     assert list(mp.loc[sel, "compute_slices"]) == [3]
-    mp.loc[sel, "compute_slices"] = 4       # hypothetical: a 3g.40gb that takes 4 of the 7 compute slices
+    mp.loc[sel, "compute_slices"] = 4  # hypothetical: a 3g.40gb that takes 4 of the 7 compute slices
     mp.to_csv(prof, index=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pkg), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("GPUOPS_HOME", str(ROOT))
@@ -207,7 +219,7 @@ def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path,
     assert fig["gpu_temp_warn_c"] == 80
     assert fig["temp_alert_expr"] == "DCGM_FI_DEV_GPU_TEMP >= 80"
     assert "80 C for 10m" in html and "85 C for 10m" not in html
-    assert "differs from what the data files generate now" in html   # committed YAML still says 85
+    assert "differs from what the data files generate now" in html  # committed YAML still says 85
 
     _, fig, html = _run("learn_sharing", tmp_path / "mig")
     # 8 - 4 memory slots and 7 - 4 compute slices left -> three 1g.10gb instead of four
@@ -228,11 +240,11 @@ def test_interview_figures_follow_the_demo_scenario(tmp_path, monkeypatch, demo_
     # the kernel imports this checkout's gpulib (not another installed copy)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     full = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
-    demo = shared_runs.run("learn_interview_prep")   # its defaults: the session's `gpuops demo` run of it
+    demo = shared_runs.run("learn_interview_prep")  # its defaults: the session's `gpuops demo` run of it
     assert demo.failed is None and demo.errors == [], (demo.failed, demo.errors)
     base, base_html = json.loads((demo.out_dir / "figures.json").read_text()), demo.html.read_text()
     assert base["gpus"] == sum(n["gpus"] for n in full["nodes"])
-    assert any("XID 79" in t and "dgx-h100-1" in t for t in base["critical_incidents"])   # the scenario's incident
+    assert any("XID 79" in t and "dgx-h100-1" in t for t in base["critical_incidents"])  # the scenario's incident
     assert "XID 48: GPU reset · XID 79: node reboot" in base_html
 
     # a100-80-1 holds only the idle reserved-capacity-holder pod: without it the fleet has fewer GPUs and less idle time
@@ -297,15 +309,27 @@ def test_violation_counters_are_microseconds():
 def test_interview_prep_has_model_answers_from_the_demo_and_follow_ups_hidden(demo_end):
     """Each of the four parts has a model answer built from the demo fleet's figures, and follow-up questions
     (queueing, DRA, RDMA/GPUDirect, MIG vs time-slicing) whose answers sit in a closed <details> block."""
-    figs = {"gpus": 48, "allocated_pct_devices": 71.4, "llama70b_h200_tp2_concurrency": 3.2, "idle_gpu_hours": 1357.0,
-            "idle_cost": 6952.0, "potential_monthly_saving": 139042.0, "monthly_cost": 278487.0, "active_pct": 76.0,
-            "zombie_pods": 5, "currency": "USD", "critical_incidents": ["XID 79 on dgx-h100-1 GPU 5"]}
+    figs = {
+        "gpus": 48,
+        "allocated_pct_devices": 71.4,
+        "llama70b_h200_tp2_concurrency": 3.2,
+        "idle_gpu_hours": 1357.0,
+        "idle_cost": 6952.0,
+        "potential_monthly_saving": 139042.0,
+        "monthly_cost": 278487.0,
+        "active_pct": 76.0,
+        "zombie_pods": 5,
+        "currency": "USD",
+        "critical_incidents": ["XID 79 on dgx-h100-1 GPU 5"],
+    }
     parts = ["resource_management", "inference_deployment", "monitoring_cost", "incident_experience"]
     for part in parts:
         text = learn.model_answer(part, figs)
         assert text and "{" not in text
     assert "48 GPUs" in learn.model_answer("resource_management", figs)
-    assert "139,042 USD" in learn.model_answer("monitoring_cost", figs) and "$" not in learn.model_answer("monitoring_cost", figs)
+    assert "139,042 USD" in learn.model_answer("monitoring_cost", figs) and "$" not in learn.model_answer(
+        "monitoring_cost", figs
+    )
     assert "XID 79" in learn.model_answer("incident_experience", figs)
     ups = learn.follow_ups()
     assert set(ups["part"]) == set(parts)
@@ -325,17 +349,27 @@ def test_lesson_row_pickers_on_hand_built_frames():
 
     ck = pd.DataFrame({"item": ["a", "b", "c"], "monthly_saving": [5.0, 12.0, 7.0]})
     assert L.best_row(ck, "monthly_saving")["item"] == "b"
-    pods = pd.DataFrame({"pod": ["p1", "p2", "p3", "p4"], "workload": ["vllm-a", "vllm-a", "train-llama70b", "vllm-b"],
-                         "gpu_request": [1, 1, 8, 2], "node": ["n1", "n2", "n3", "n1"]})
+    pods = pd.DataFrame(
+        {
+            "pod": ["p1", "p2", "p3", "p4"],
+            "workload": ["vllm-a", "vllm-a", "train-llama70b", "vllm-b"],
+            "gpu_request": [1, 1, 8, 2],
+            "node": ["n1", "n2", "n3", "n1"],
+        }
+    )
     assert list(L.workload_pods(pods, contains="llama70b")["pod"]) == ["p3"]
     dep = L.deployments(L.workload_pods(pods, prefix="vllm"))
-    assert dep.to_dict("records") == [{"workload": "vllm-a", "replicas": 2, "gpus": 1, "node": "n1"},
-                                      {"workload": "vllm-b", "replicas": 1, "gpus": 2, "node": "n1"}]
+    assert dep.to_dict("records") == [
+        {"workload": "vllm-a", "replicas": 2, "gpus": 1, "node": "n1"},
+        {"workload": "vllm-b", "replicas": 1, "gpus": 2, "node": "n1"},
+    ]
     inv = pd.DataFrame({"mig": ["", "1g.10gb x7", ""], "requested": [8, 3, 2], "allocatable": [8, 7, 1]})
     assert L.mig_node_count(inv) == 1 and L.overcommitted_nodes(inv) == 1
     nodes = pd.DataFrame({"node": ["a", "b", "c"], "mig_strategy": ["mixed", None, ""]})
     assert list(L.mig_nodes(nodes)["node"]) == ["a"]
-    temps = pd.DataFrame({"gpu": ["0", "1", "2", "3"], "gpu_i_id": [None, "", "1", None], "value": [70.0, 88.0, 95.0, 91.0]})
+    temps = pd.DataFrame(
+        {"gpu": ["0", "1", "2", "3"], "gpu_i_id": [None, "", "1", None], "value": [70.0, 88.0, 95.0, 91.0]}
+    )
     whole = L.whole_gpus(temps)
     assert list(whole["gpu"]) == ["0", "1", "3"]
     assert list(L.at_or_above(whole, 85)["gpu"]) == ["3", "1"] and len(L.at_or_above(whole, 90)) == 1

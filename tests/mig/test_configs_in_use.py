@@ -4,6 +4,7 @@ api/nvidia/v1/clusterpolicy_types.go ``MIGPartedConfigSpec`` @a22dbf67) and that
 the real kubernetes client against the loopback API double; a snapshot reads ``mig-parted-config.yaml`` or
 ``configmaps.json``; the demo its own. Where the ConfigMap cannot be read the base is mig-parted's default set and
 the result says so (with the commands to check), and a 403 keeps its RBAC error: never a silent default."""
+
 from __future__ import annotations
 
 import copy
@@ -40,8 +41,10 @@ def cluster(tmp_path, monkeypatch):
     nodes = load_items("nodes.json")
     node = next(n for n in nodes if n["metadata"]["name"] == NODE)
     node["metadata"]["labels"]["nvidia.com/mig.config"] = CUSTOM
-    cms = [{"metadata": {"name": SITE_CM, "namespace": "gpu-operator"}, "data": {"config.yaml": _site_config()}},
-           *load_items("configmaps-gpu-operator.json")]
+    cms = [
+        {"metadata": {"name": SITE_CM, "namespace": "gpu-operator"}, "data": {"config.yaml": _site_config()}},
+        *load_items("configmaps-gpu-operator.json"),
+    ]
     double = start_k8s_double(tmp_path, nodes=nodes, cluster_policies=policies, configmaps=cms)
     yield double
     double.stop()
@@ -53,8 +56,12 @@ def _live(double):
 
 
 def _plan():
-    return mp.plan_layout([mp.Workload("a", 4), mp.Workload("b", 9, replicas=2)], {"A100-40GB": 1},
-                          nodes={"A100-40GB": ["dgx-a100-07"]}, gpus_per_node=8)
+    return mp.plan_layout(
+        [mp.Workload("a", 4), mp.Workload("b", 9, replicas=2)],
+        {"A100-40GB": 1},
+        nodes={"A100-40GB": ["dgx-a100-07"]},
+        gpus_per_node=8,
+    )
 
 
 def test_live_source_reads_the_configmap_the_cluster_policy_names(cluster):
@@ -62,8 +69,9 @@ def test_live_source_reads_the_configmap_the_cluster_policy_names(cluster):
     assert CUSTOM in yaml.safe_load(cur.text)["mig-configs"]
     assert (cur.configmap, cur.namespace) == (SITE_CM, "gpu-operator")
     assert f"gpu-operator/{SITE_CM}" in cur.where and "spec.migManager.config.name" in cur.where
-    assert [r.path for r in cluster.requests_to("GET", "/api/v1/namespaces/*/configmaps/*")] == \
-        [f"/api/v1/namespaces/gpu-operator/configmaps/{SITE_CM}"]
+    assert [r.path for r in cluster.requests_to("GET", "/api/v1/namespaces/*/configmaps/*")] == [
+        f"/api/v1/namespaces/gpu-operator/configmaps/{SITE_CM}"
+    ]
 
 
 def test_default_configmap_when_the_cluster_policy_names_none(tmp_path, monkeypatch):
@@ -89,7 +97,7 @@ def test_merged_config_keeps_the_clusters_custom_name_a_node_references(cluster)
 
 
 def test_refuses_when_the_base_would_drop_the_clusters_custom_name(cluster):
-    cluster.configmaps = [c for c in cluster.configmaps if c["metadata"]["name"] != SITE_CM]   # ConfigMap gone: 404
+    cluster.configmaps = [c for c in cluster.configmaps if c["metadata"]["name"] != SITE_CM]  # ConfigMap gone: 404
     live = _live(cluster)
     base = configs_in_use(live)
     assert base.fallback and base.text is None and base.error is None
@@ -99,9 +107,12 @@ def test_refuses_when_the_base_would_drop_the_clusters_custom_name(cluster):
 
 
 def test_403_on_the_configmap_is_an_rbac_error_and_a_loud_fallback(cluster):
-    cluster.fail(f"/api/v1/namespaces/gpu-operator/configmaps/{SITE_CM}", 403,
-                 message=f'configmaps "{SITE_CM}" is forbidden: User "oncall" cannot get resource "configmaps" in API '
-                         'group "" in the namespace "gpu-operator"')
+    cluster.fail(
+        f"/api/v1/namespaces/gpu-operator/configmaps/{SITE_CM}",
+        403,
+        message=f'configmaps "{SITE_CM}" is forbidden: User "oncall" cannot get resource "configmaps" in API '
+        'group "" in the namespace "gpu-operator"',
+    )
     live = _live(cluster)
     with pytest.raises(KubernetesError) as e:
         live.current_mig_config()
@@ -116,7 +127,7 @@ def test_403_on_the_configmap_is_an_rbac_error_and_a_loud_fallback(cluster):
     assert f.severity.name == "WARNING" and "default set" in f.title
     assert "kubectl -n gpu-operator get configmap default-mig-parted-config -o yaml" in f.commands
     with pytest.raises(KubernetesError):
-        base.raise_error()                                  # the runbook step records it: INCOMPLETE, not OK
+        base.raise_error()  # the runbook step records it: INCOMPLETE, not OK
     token = cluster.token
     for s in (str(e.value), e.value.hint, text, json.dumps(f.to_dict(), default=str)):
         assert token not in s
@@ -149,8 +160,9 @@ def test_snapshot_reads_the_saved_configmap_and_says_so_without_one(tmp_path):
     cur = gpulib.connect("snapshot", path=tmp_path).current_mig_config()
     assert CUSTOM in cur.text and "configmaps.json" in cur.where and cur.configmap == "default-mig-parted-config"
     # the config.yaml itself wins (kubectl ... -o jsonpath='{.data.config\.yaml}' > mig-parted-config.yaml)
-    (tmp_path / "mig-parted-config.yaml").write_text("version: v1\nmig-configs:\n  only-this:\n"
-                                                     "    - devices: all\n      mig-enabled: false\n")
+    (tmp_path / "mig-parted-config.yaml").write_text(
+        "version: v1\nmig-configs:\n  only-this:\n    - devices: all\n      mig-enabled: false\n"
+    )
     cur = gpulib.connect("snapshot", path=tmp_path).current_mig_config()
     assert "only-this" in cur.text and "mig-parted-config.yaml" in cur.where
 
@@ -169,9 +181,11 @@ def test_a_configmap_name_that_is_no_kubernetes_name_is_refused_not_requested(tm
     policies = load_items("clusterpolicies.json")
     policies[0]["spec"]["migManager"]["config"]["name"] = "x; kubectl delete ns gpu-operator"
     (tmp_path / "clusterpolicies.json").write_text(json.dumps({"kind": "List", "items": policies}))
-    (tmp_path / "configmaps.json").write_text(json.dumps({"kind": "List", "items": load_items("configmaps-gpu-operator.json")}))
+    (tmp_path / "configmaps.json").write_text(
+        json.dumps({"kind": "List", "items": load_items("configmaps-gpu-operator.json")})
+    )
     snap = gpulib.connect("snapshot", path=tmp_path)
     with pytest.raises(MalformedKubernetesObject, match="spec.migManager.config.name"):
         snap.current_mig_config()
     base = configs_in_use(snap)
-    assert base.fallback and isinstance(base.error, MalformedKubernetesObject)   # loud: the run is incomplete
+    assert base.fallback and isinstance(base.error, MalformedKubernetesObject)  # loud: the run is incomplete

@@ -2,6 +2,7 @@
 that a reader would trust (as ``product_regex`` was once products were matched by PCI device id, then exact name:
 gpulib/mig/models.py). A column counts as read when gpulib names it as a quoted string (``df["col"]``) or an
 attribute (``row.col``); provenance columns are for readers and exempt."""
+
 from __future__ import annotations
 
 import csv
@@ -19,8 +20,11 @@ def _code() -> str:
 
 
 def unread_columns(header: list[str], code: str) -> list[str]:
-    return [c for c in header if c not in PROVENANCE
-            and not re.search(rf"""["']{re.escape(c)}["']|\.{re.escape(c)}\b""", code)]
+    return [
+        c
+        for c in header
+        if c not in PROVENANCE and not re.search(rf"""["']{re.escape(c)}["']|\.{re.escape(c)}\b""", code)
+    ]
 
 
 def test_no_column_of_the_mig_data_files_is_unread():

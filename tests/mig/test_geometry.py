@@ -1,4 +1,5 @@
 """MIG geometry: catalog, exact placement vs NVIDIA's placements (exhaustive), nvidia-smi parsers, mig-parted."""
+
 from __future__ import annotations
 
 from itertools import product
@@ -11,21 +12,38 @@ import yaml
 import gpulib.mig as mig
 import gpulib.mig.catalog as mig_catalog
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.knowledge import data_path
 from gpulib.core.findings import Severity
+from gpulib.core.knowledge import data_path
 
 FIX = Path(__file__).parents[1] / "fixtures" / "mig"
-CAP = Path(__file__).parents[2] / "gpulib" / "data" / "captures"   # real captures, one copy each
+CAP = Path(__file__).parents[2] / "gpulib" / "data" / "captures"  # real captures, one copy each
 
 # Independent oracle data, typed from https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html and the -lgipp captures in tests/fixtures/mig/ (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
-A100_40 = {"1g.5gb": (1, 1, range(7), 7, False), "1g.5gb+me": (1, 1, range(7), 1, True),
-           "1g.10gb": (1, 2, (0, 2, 4, 6), 4, False), "2g.10gb": (2, 2, (0, 2, 4), 3, False),
-           "3g.20gb": (3, 4, (0, 4), 2, False), "4g.20gb": (4, 4, (0,), 1, False), "7g.40gb": (7, 8, (0,), 1, False)}
-H100_80 = {"1g.10gb": (1, 1, range(7), 7, False), "1g.10gb+me": (1, 1, range(7), 1, True),
-           "1g.20gb": (1, 2, (0, 2, 4, 6), 4, False), "2g.20gb": (2, 2, (0, 2, 4), 3, False),
-           "3g.40gb": (3, 4, (0, 4), 2, False), "4g.40gb": (4, 4, (0,), 1, False), "7g.80gb": (7, 8, (0,), 1, False)}
-A30 = {"1g.6gb": (1, 1, range(4), 4, False), "1g.6gb+me": (1, 1, range(4), 1, True),
-       "2g.12gb": (2, 2, (0, 2), 2, False), "2g.12gb+me": (2, 2, (0, 2), 1, True), "4g.24gb": (4, 4, (0,), 1, False)}
+A100_40 = {
+    "1g.5gb": (1, 1, range(7), 7, False),
+    "1g.5gb+me": (1, 1, range(7), 1, True),
+    "1g.10gb": (1, 2, (0, 2, 4, 6), 4, False),
+    "2g.10gb": (2, 2, (0, 2, 4), 3, False),
+    "3g.20gb": (3, 4, (0, 4), 2, False),
+    "4g.20gb": (4, 4, (0,), 1, False),
+    "7g.40gb": (7, 8, (0,), 1, False),
+}
+H100_80 = {
+    "1g.10gb": (1, 1, range(7), 7, False),
+    "1g.10gb+me": (1, 1, range(7), 1, True),
+    "1g.20gb": (1, 2, (0, 2, 4, 6), 4, False),
+    "2g.20gb": (2, 2, (0, 2, 4), 3, False),
+    "3g.40gb": (3, 4, (0, 4), 2, False),
+    "4g.40gb": (4, 4, (0,), 1, False),
+    "7g.80gb": (7, 8, (0,), 1, False),
+}
+A30 = {
+    "1g.6gb": (1, 1, range(4), 4, False),
+    "1g.6gb+me": (1, 1, range(4), 1, True),
+    "2g.12gb": (2, 2, (0, 2), 2, False),
+    "2g.12gb+me": (2, 2, (0, 2), 1, True),
+    "4g.24gb": (4, 4, (0,), 1, False),
+}
 
 
 def brute_force_valid(table, counts, slots, compute):
@@ -49,8 +67,9 @@ def brute_force_valid(table, counts, slots, compute):
     return fits(0, set())
 
 
-@pytest.mark.parametrize("model,table,slots,compute", [
-    ("A100-40GB", A100_40, 8, 7), ("H100-80GB", H100_80, 8, 7), ("A30-24GB", A30, 4, 4)])
+@pytest.mark.parametrize(
+    "model,table,slots,compute", [("A100-40GB", A100_40, 8, 7), ("H100-80GB", H100_80, 8, 7), ("A30-24GB", A30, 4, 4)]
+)
 def test_validity_agrees_with_nvidia_placements_exhaustively(model, table, slots, compute):
     names = list(table)
     ranges = [range(min(table[n][3], slots) + 1) for n in names]
@@ -64,10 +83,20 @@ def test_validity_agrees_with_nvidia_placements_exhaustively(model, table, slots
     assert checked >= (40 if slots == 4 else 1000)
 
 
-@pytest.mark.parametrize("want,ok", [
-    (["4g.20gb", "3g.20gb"], True), (["3g", "3g"], True), (["3g", "3g", "1g"], False), (["4g", "2g", "1g"], True),
-    (["1g.5gb+me", "1g.5gb+me"], False), (["7g.40gb", "1g.5gb"], False), (["1g.5gb"] * 7, True),
-    (["1g.5gb"] * 8, False), (["4g.20gb", "1g.10gb", "1g.10gb"], True)])
+@pytest.mark.parametrize(
+    "want,ok",
+    [
+        (["4g.20gb", "3g.20gb"], True),
+        (["3g", "3g"], True),
+        (["3g", "3g", "1g"], False),
+        (["4g", "2g", "1g"], True),
+        (["1g.5gb+me", "1g.5gb+me"], False),
+        (["7g.40gb", "1g.5gb"], False),
+        (["1g.5gb"] * 7, True),
+        (["1g.5gb"] * 8, False),
+        (["4g.20gb", "1g.10gb", "1g.10gb"], True),
+    ],
+)
 def test_issue_examples_a100_40gb(want, ok):
     assert mig.is_valid_layout("A100-40GB", want) is ok
 
@@ -126,25 +155,28 @@ def test_gpu_model_from_product_labels():
     assert mig.is_mig_capable("NVIDIA-A100-SXM4-80GB") and not mig.is_mig_capable("Tesla-T4")
 
 
-@pytest.mark.parametrize("name,pci,want", [
-    # GH200 480GB is PCI device 0x2342, in mig-parted's H100-96GB group (config-default.yaml all-balanced)
-    ("NVIDIA-GH200-480GB", None, "H100-96GB"),
-    ("NVIDIA GH200 480GB", None, "H100-96GB"),
-    (None, "0x234210DE", "H100-96GB"),
-    ("NVIDIA GH200 144G HBM3e", None, "GH200-144GB"),
-    (None, "0x234810DE", "GH200-144GB"),
-    # mig-parted groups H800 with H100-80GB, A800 with A100, H100 SXM5 94GB / H800 NVL with H100 NVL
-    ("NVIDIA H800", None, "H100-80GB"),
-    ("NVIDIA-H800-80GB-HBM3", None, "H100-80GB"),
-    ("NVIDIA A800-SXM4-80GB", None, "A100-80GB"),
-    ("NVIDIA-A800-SXM4-40GB", None, "A100-40GB"),
-    ("NVIDIA H100 SXM5 94GB", None, "H100-94GB"),
-    ("NVIDIA H800 NVL", None, "H100-94GB"),
-    ("NVIDIA H200 NVL", None, "H200-141GB"),
-    # the PCI id decides even when the name would say otherwise
-    ("NVIDIA H200", "0x233510DE", "H200-141GB"),
-    ("something-else", "0x2335", "H200-141GB"),
-])
+@pytest.mark.parametrize(
+    "name,pci,want",
+    [
+        # GH200 480GB is PCI device 0x2342, in mig-parted's H100-96GB group (config-default.yaml all-balanced)
+        ("NVIDIA-GH200-480GB", None, "H100-96GB"),
+        ("NVIDIA GH200 480GB", None, "H100-96GB"),
+        (None, "0x234210DE", "H100-96GB"),
+        ("NVIDIA GH200 144G HBM3e", None, "GH200-144GB"),
+        (None, "0x234810DE", "GH200-144GB"),
+        # mig-parted groups H800 with H100-80GB, A800 with A100, H100 SXM5 94GB / H800 NVL with H100 NVL
+        ("NVIDIA H800", None, "H100-80GB"),
+        ("NVIDIA-H800-80GB-HBM3", None, "H100-80GB"),
+        ("NVIDIA A800-SXM4-80GB", None, "A100-80GB"),
+        ("NVIDIA-A800-SXM4-40GB", None, "A100-40GB"),
+        ("NVIDIA H100 SXM5 94GB", None, "H100-94GB"),
+        ("NVIDIA H800 NVL", None, "H100-94GB"),
+        ("NVIDIA H200 NVL", None, "H200-141GB"),
+        # the PCI id decides even when the name would say otherwise
+        ("NVIDIA H200", "0x233510DE", "H200-141GB"),
+        ("something-else", "0x2335", "H200-141GB"),
+    ],
+)
 def test_gpu_model_by_pci_id_or_exact_name(name, pci, want):
     assert mig.resolve_gpu_model(name, pci_device_id=pci) == want
 
@@ -158,8 +190,17 @@ def test_gpu_model_never_matches_by_substring(name):
 
 def test_catalog_data_is_complete_and_consistent():
     cat = pd.read_csv(data_path("mig_profiles.csv"))
-    assert set(cat["gpu_model"]) == {"A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H100-96GB",
-                                     "GH200-144GB", "H200-141GB", "B200"}
+    assert set(cat["gpu_model"]) == {
+        "A30-24GB",
+        "A100-40GB",
+        "A100-80GB",
+        "H100-80GB",
+        "H100-94GB",
+        "H100-96GB",
+        "GH200-144GB",
+        "H200-141GB",
+        "B200",
+    }
     assert cat["source"].str.len().gt(10).all() and set(cat["inferred"]) <= {"yes", "no"}
     for model, g in cat.groupby("gpu_model"):
         assert g["media_ext"].eq("yes").sum() >= 1
@@ -221,21 +262,33 @@ def test_parse_lgi_current_instances():
 
 
 def test_mig_parted_config_roundtrip_and_validation():
-    text = mig.mig_parted_config({
-        "balanced-plan": [mig.mig_parted_selector({"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, devices=[0, 1],
-                                                  device_filter="0x233010DE"),
-                          mig.mig_parted_selector(None, devices=[2, 3])],
-        "all-3g.40gb": {"3g.40gb": 2}})
+    text = mig.mig_parted_config(
+        {
+            "balanced-plan": [
+                mig.mig_parted_selector(
+                    {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}, devices=[0, 1], device_filter="0x233010DE"
+                ),
+                mig.mig_parted_selector(None, devices=[2, 3]),
+            ],
+            "all-3g.40gb": {"3g.40gb": 2},
+        }
+    )
     doc = yaml.safe_load(text)
     assert doc["version"] == "v1"
     sel = doc["mig-configs"]["balanced-plan"][0]
-    assert sel == {"devices": [0, 1], "device-filter": "0x233010DE", "mig-enabled": True,
-                   "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}}
+    assert sel == {
+        "devices": [0, 1],
+        "device-filter": "0x233010DE",
+        "mig-enabled": True,
+        "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+    }
     assert doc["mig-configs"]["balanced-plan"][1] == {"devices": [2, 3], "mig-enabled": False}
     assert mig.validate_mig_parted_config(text, "H100-80GB") == []
     bad = text.replace("3g.40gb: 2", "3g.40gb: 3")
     assert any("at most 2" in p for p in mig.validate_mig_parted_config(bad, "H100-80GB"))
-    assert mig.validate_mig_parted_config("version: v2\nmig-configs: {}\n")[0] == "unknown version: v2"   # spec.go's words
+    assert (
+        mig.validate_mig_parted_config("version: v2\nmig-configs: {}\n")[0] == "unknown version: v2"
+    )  # spec.go's words
     with pytest.raises(InvalidParameter):
         mig.mig_parted_config({"bad name!": {"1g.10gb": 1}})
 
@@ -258,12 +311,42 @@ def test_layout_findings_ok_and_critical():
 
 
 def test_mig_change_sop_prechecks_from_live_frames():
-    pods = pd.DataFrame([
-        {"namespace": "ml", "pod": "vllm-0", "node": "gpu-1", "phase": "Running", "gpu_request": 1, "mig_requests": {}},
-        {"namespace": "ml", "pod": "cpu-0", "node": "gpu-1", "phase": "Running", "gpu_request": 0, "mig_requests": {}},
-        {"namespace": "ml", "pod": "mig-0", "node": "gpu-1", "phase": "Running", "gpu_request": 0,
-         "mig_requests": {"nvidia.com/mig-1g.10gb": 1}},
-        {"namespace": "ml", "pod": "other", "node": "gpu-2", "phase": "Running", "gpu_request": 1, "mig_requests": {}}])
+    pods = pd.DataFrame(
+        [
+            {
+                "namespace": "ml",
+                "pod": "vllm-0",
+                "node": "gpu-1",
+                "phase": "Running",
+                "gpu_request": 1,
+                "mig_requests": {},
+            },
+            {
+                "namespace": "ml",
+                "pod": "cpu-0",
+                "node": "gpu-1",
+                "phase": "Running",
+                "gpu_request": 0,
+                "mig_requests": {},
+            },
+            {
+                "namespace": "ml",
+                "pod": "mig-0",
+                "node": "gpu-1",
+                "phase": "Running",
+                "gpu_request": 0,
+                "mig_requests": {"nvidia.com/mig-1g.10gb": 1},
+            },
+            {
+                "namespace": "ml",
+                "pod": "other",
+                "node": "gpu-2",
+                "phase": "Running",
+                "gpu_request": 1,
+                "mig_requests": {},
+            },
+        ]
+    )
     nodes = pd.DataFrame([{"node": "gpu-1", "mig_config": "all-disabled", "mig_config_state": "failed"}])
     fs = mig.mig_change_sop("gpu-1", "plan-1", pods=pods, nodes=nodes)
     sev = {f.title: f.severity for f in fs}
@@ -273,8 +356,11 @@ def test_mig_change_sop_prechecks_from_live_frames():
     assert sop[0] == "kubectl cordon gpu-1" and sop[-1] == "kubectl uncordon gpu-1"
     assert "kubectl label node gpu-1 nvidia.com/mig.config=plan-1 --overwrite" in sop
     assert any("nvidia.com/mig.config.state" in c for c in sop)
-    done = mig.mig_change_sop("gpu-1", "plan-1", nodes=pd.DataFrame(
-        [{"node": "gpu-1", "mig_config": "plan-1", "mig_config_state": "success"}]))
+    done = mig.mig_change_sop(
+        "gpu-1",
+        "plan-1",
+        nodes=pd.DataFrame([{"node": "gpu-1", "mig_config": "plan-1", "mig_config_state": "success"}]),
+    )
     assert [f.severity for f in done] == [Severity.OK]
 
 
@@ -309,10 +395,9 @@ def test_every_mig_sop_row_is_used_and_every_key_asked_for_exists():
     """mig_sop.csv and the MIG domain agree: every key a finding asks for is a row, every row is asked for."""
     from pathlib import Path
 
+    from gpulib.core.sop import keys
     from tests.helpers.sopcheck import scan, unknown_keys, unused_rows
 
-    from gpulib.core.sop import keys
-
     pkg, rows = Path(mig.__file__).parent, set(keys("mig_sop"))
-    assert scan(pkg, "mig_sop")[0] == rows          # every key is asked for by name here, none chosen at run time
+    assert scan(pkg, "mig_sop")[0] == rows  # every key is asked for by name here, none chosen at run time
     assert unknown_keys(pkg, "mig_sop", rows) == [] and unused_rows(pkg, "mig_sop", rows) == []

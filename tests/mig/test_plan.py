@@ -1,4 +1,5 @@
 """Planner: exact packing vs brute force, outputs (mig-parted YAML, labels, pod requests), sizing from usage."""
+
 from __future__ import annotations
 
 import itertools
@@ -28,7 +29,7 @@ def brute_force_min_gpus(model, instances, max_gpus):
 
 
 def test_choose_profile_smallest_with_headroom():
-    assert mp.choose_profile("A100-40GB", 4.0).name == "1g.5gb"           # 4.75 GiB
+    assert mp.choose_profile("A100-40GB", 4.0).name == "1g.5gb"  # 4.75 GiB
     assert mp.choose_profile("A100-40GB", 4.0, headroom=0.2).name == "1g.10gb"  # 4.8 > 4.75
     assert mp.choose_profile("A100-40GB", 9.0, compute_slices=2).name == "2g.10gb"
     assert mp.choose_profile("A100-40GB", 18.0, compute_slices=3).name == "3g.20gb"
@@ -36,8 +37,12 @@ def test_choose_profile_smallest_with_headroom():
 
 
 def test_plan_small_instance_hand_checked():
-    ws = [mp.Workload("a", 4), mp.Workload("b", 9, replicas=3), mp.Workload("c", 18, compute_slices=3, replicas=2),
-          mp.Workload("d", 35)]
+    ws = [
+        mp.Workload("a", 4),
+        mp.Workload("b", 9, replicas=3),
+        mp.Workload("c", 18, compute_slices=3, replicas=2),
+        mp.Workload("d", 35),
+    ]
     p = mp.plan_layout(ws, {"A100-40GB": 10})
     # slots: 1g.5gb 1 + 3 x 1g.10gb 2 + 2 x 3g.20gb 4 + 7g.40gb 8 = 23 > 16 -> at least 3 GPUs; 3 suffice
     assert p.gpus_used == 3 and p.optimal and p.baseline_gpus == 7 and p.gpus_saved == 4
@@ -85,29 +90,39 @@ def test_partly_mig_node_lists_its_whole_gpus_with_mig_disabled():
     # 7 x 9 GiB -> 7 x 1g.10gb fill ONE H100; the node has 4 GPUs (gpus_per_node=4), so GPUs 1-3 stay whole
     # and the config must say so (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4: a selector with `mig-enabled: false`), or MIG Manager would
     # leave them in whatever mode they were in.
-    p = mp.plan_layout([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
-                gpus_per_node=4)
+    p = mp.plan_layout(
+        [mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]}, gpus_per_node=4
+    )
     text = p.mig_parted_config()
     assert mig.validate_mig_parted_config(text, "H100-80GB") == []
-    assert yaml.safe_load(text)["mig-configs"] == {"gpuops-plan-1": [
-        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
-        {"devices": [1, 2, 3], "mig-enabled": False}]}
+    assert yaml.safe_load(text)["mig-configs"] == {
+        "gpuops-plan-1": [
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+            {"devices": [1, 2, 3], "mig-enabled": False},
+        ]
+    }
     # first-fit-decreasing knows the node's GPUs too
-    f = mp.plan_ffd([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]},
-                    gpus_per_node=4)
+    f = mp.plan_ffd(
+        [mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]}, gpus_per_node=4
+    )
     assert f.node_configs()["gpu-node-a"][1][-1] == {"devices": [1, 2, 3], "mig-enabled": False}
 
 
 def test_fully_mig_node_has_no_disabled_selector():
     # 4 x 30 GiB -> 3g.40gb (39.5 GiB), two per H100: both GPUs of the 2-GPU node are MIG
-    p = mp.plan_layout([mp.Workload("big", 30, replicas=4)], {"H100-80GB": 2}, nodes={"H100-80GB": ["n"]}, gpus_per_node=2)
+    p = mp.plan_layout(
+        [mp.Workload("big", 30, replicas=4)], {"H100-80GB": 2}, nodes={"H100-80GB": ["n"]}, gpus_per_node=2
+    )
     sels = yaml.safe_load(p.mig_parted_config())["mig-configs"]["gpuops-plan-1"]
     assert sels == [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
 
 
 def test_whole_gpu_workloads_and_prices():
-    p = mp.plan_layout([mp.Workload("train", 70, isolation="whole", replicas=2), mp.Workload("s", 9)], {"H100-80GB": 4},
-                prices={"H100-80GB": 3.0})
+    p = mp.plan_layout(
+        [mp.Workload("train", 70, isolation="whole", replicas=2), mp.Workload("s", 9)],
+        {"H100-80GB": 4},
+        prices={"H100-80GB": 3.0},
+    )
     assert p.whole_gpus[0]["gpus"] == 2 and p.gpus_used == 3
     assert p.pod_requests()["train"]["limits"] == {"nvidia.com/gpu": 1}
     # money is written by gpulib.core.money (currency code, no "$" that Markdown reads as math)
@@ -120,14 +135,54 @@ def _summary(rows):
 
 
 def test_size_from_usage_picks_profile_and_flags_preallocation():
-    fb = _summary([
-        {"model": "NVIDIA A100-SXM4-40GB", "pod": "small", "namespace": "ml", "gpu_i_profile": "", "stat": "p95", "value": 3000},
-        {"model": "NVIDIA A100-SXM4-40GB", "pod": "small", "namespace": "ml", "gpu_i_profile": "", "stat": "max", "value": 3500},
-        {"model": "NVIDIA A100-SXM4-40GB", "pod": "vllm", "namespace": "ml", "gpu_i_profile": "", "stat": "p95", "value": 36800},
-        {"model": "NVIDIA A100-SXM4-40GB", "pod": "vllm", "namespace": "ml", "gpu_i_profile": "", "stat": "max", "value": 36864},
-    ])
-    act = _summary([{"model": "NVIDIA A100-SXM4-40GB", "pod": "small", "namespace": "ml", "gpu_i_profile": "",
-                     "stat": "p95", "value": 0.25}])
+    fb = _summary(
+        [
+            {
+                "model": "NVIDIA A100-SXM4-40GB",
+                "pod": "small",
+                "namespace": "ml",
+                "gpu_i_profile": "",
+                "stat": "p95",
+                "value": 3000,
+            },
+            {
+                "model": "NVIDIA A100-SXM4-40GB",
+                "pod": "small",
+                "namespace": "ml",
+                "gpu_i_profile": "",
+                "stat": "max",
+                "value": 3500,
+            },
+            {
+                "model": "NVIDIA A100-SXM4-40GB",
+                "pod": "vllm",
+                "namespace": "ml",
+                "gpu_i_profile": "",
+                "stat": "p95",
+                "value": 36800,
+            },
+            {
+                "model": "NVIDIA A100-SXM4-40GB",
+                "pod": "vllm",
+                "namespace": "ml",
+                "gpu_i_profile": "",
+                "stat": "max",
+                "value": 36864,
+            },
+        ]
+    )
+    act = _summary(
+        [
+            {
+                "model": "NVIDIA A100-SXM4-40GB",
+                "pod": "small",
+                "namespace": "ml",
+                "gpu_i_profile": "",
+                "stat": "p95",
+                "value": 0.25,
+            }
+        ]
+    )
     df = sz.size_from_usage(fb, act, headroom=0.2)
     fs = mig.sizing_findings(fb, df, headroom=0.2)
     small = df.set_index("pod").loc["small"]
@@ -142,8 +197,10 @@ def test_size_from_usage_picks_profile_and_flags_preallocation():
 
 
 def _fb(pod, profile, p95_mib, max_mib, model="NVIDIA A100-SXM4-40GB"):
-    return [{"model": model, "pod": pod, "namespace": "ml", "gpu_i_profile": profile, "stat": "p95", "value": p95_mib},
-            {"model": model, "pod": pod, "namespace": "ml", "gpu_i_profile": profile, "stat": "max", "value": max_mib}]
+    return [
+        {"model": model, "pod": pod, "namespace": "ml", "gpu_i_profile": profile, "stat": "p95", "value": p95_mib},
+        {"model": model, "pod": pod, "namespace": "ml", "gpu_i_profile": profile, "stat": "max", "value": max_mib},
+    ]
 
 
 def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
@@ -160,14 +217,17 @@ def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
 
 def test_preallocation_needs_flat_memory_at_a_high_share():
     fb = _summary(
-        _fb("vllm-flat", "3g.20gb", 18000, 18010)        # 17.6 GiB of 19.5 GiB = 90 %, flat: vLLM-style
-        + _fb("train-peaky", "", 20480, 36864)           # peaks at 36 GiB of 40 GiB but p95 is 20 GiB: a real need
-        + _fb("flat-low", "", 16384, 16384))             # flat at 16 GiB of 40 GiB: a real, steady need
+        _fb("vllm-flat", "3g.20gb", 18000, 18010)  # 17.6 GiB of 19.5 GiB = 90 %, flat: vLLM-style
+        + _fb("train-peaky", "", 20480, 36864)  # peaks at 36 GiB of 40 GiB but p95 is 20 GiB: a real need
+        + _fb("flat-low", "", 16384, 16384)
+    )  # flat at 16 GiB of 40 GiB: a real, steady need
     df = sz.size_from_usage(fb, headroom=0.2)
     fs = mig.sizing_findings(fb, df, headroom=0.2)
     pre = df.set_index("pod")["preallocated"].astype(bool).to_dict()
     assert pre == {"vllm-flat": True, "train-peaky": False, "flat-low": False}
-    assert [f.title for f in fs if "pre-allocated" in f.title] == ["ml/vllm-flat: memory looks pre-allocated; size from the model, not FB_USED"]
+    assert [f.title for f in fs if "pre-allocated" in f.title] == [
+        "ml/vllm-flat: memory looks pre-allocated; size from the model, not FB_USED"
+    ]
 
 
 def test_size_from_usage_empty_frame():

@@ -1,4 +1,5 @@
 """Sharing-strategy advisor and the device-plugin configs (NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,17 +9,20 @@ import gpulib.mig.sharing as sharing
 from gpulib.core.errors import InvalidParameter
 
 
-@pytest.mark.parametrize("kw,strategy", [
-    (dict(gpu_model="A100-80GB", workload="inference", multi_tenant=True, production=True, memory_gib=12), "mig"),
-    (dict(gpu_model="H100-80GB", workload="training"), "whole"),
-    (dict(gpu_model="H100-80GB", workload="inference", memory_gib=60), "whole"),      # 60/79.6 > half a GPU
-    (dict(gpu_model="NVIDIA-L4", workload="dev", production=False), "time-slicing"),
-    (dict(gpu_model="A100-40GB", workload="dev", production=False, replicas=4), "time-slicing"),
-    (dict(gpu_model="Tesla-T4", workload="inference", memory_gib=3, replicas=4), "mps"),
-    (dict(gpu_model="Tesla-T4", workload="inference", isolation="hard"), "whole"),      # no MIG: dedicate GPUs
-    (dict(gpu_model="H100-80GB", workload="inference", memory_gib=8), "mig"),
-    (dict(gpu_model="A100-40GB", workload="inference", load=0.9), "whole"),
-])
+@pytest.mark.parametrize(
+    "kw,strategy",
+    [
+        (dict(gpu_model="A100-80GB", workload="inference", multi_tenant=True, production=True, memory_gib=12), "mig"),
+        (dict(gpu_model="H100-80GB", workload="training"), "whole"),
+        (dict(gpu_model="H100-80GB", workload="inference", memory_gib=60), "whole"),  # 60/79.6 > half a GPU
+        (dict(gpu_model="NVIDIA-L4", workload="dev", production=False), "time-slicing"),
+        (dict(gpu_model="A100-40GB", workload="dev", production=False, replicas=4), "time-slicing"),
+        (dict(gpu_model="Tesla-T4", workload="inference", memory_gib=3, replicas=4), "mps"),
+        (dict(gpu_model="Tesla-T4", workload="inference", isolation="hard"), "whole"),  # no MIG: dedicate GPUs
+        (dict(gpu_model="H100-80GB", workload="inference", memory_gib=8), "mig"),
+        (dict(gpu_model="A100-40GB", workload="inference", load=0.9), "whole"),
+    ],
+)
 def test_decision_tree(kw, strategy):
     f = sharing.recommend(**kw)
     assert f.data["strategy"] == strategy
@@ -37,9 +41,17 @@ def test_caveats_users_get_wrong_are_stated():
 
 def test_time_slicing_config_shape():
     doc = yaml.safe_load(sharing.time_slicing_config(4, rename_by_default=True))
-    assert doc == {"version": "v1", "flags": {"migStrategy": "none"},
-                   "sharing": {"timeSlicing": {"renameByDefault": True, "failRequestsGreaterThanOne": True,
-                                               "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    assert doc == {
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": True,
+                "failRequestsGreaterThanOne": True,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
+            }
+        },
+    }
     mig_ts = yaml.safe_load(sharing.time_slicing_config(2, resource="nvidia.com/mig-1g.10gb", mig_strategy="mixed"))
     assert mig_ts["sharing"]["timeSlicing"]["resources"][0]["name"] == "nvidia.com/mig-1g.10gb"
     mps = yaml.safe_load(sharing.mps_config(3))

@@ -4,6 +4,7 @@ Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables (https
 on 1 of 8 memory slots, 1g.10gb = 9.62 GiB on 2, 2g.10gb = 9.62 GiB on 2, 3g.20gb = 19.5 GiB on 4; 7g.40gb = 39.5 GiB)
 and from gpulib/data/cost/gpu_prices.csv (A100-40GB on-demand 21.957642 USD/h per p4d.24xlarge / 8 = 2.7447 USD/GPU-hour) and cost_policy.csv (730 h/month).
 """
+
 from __future__ import annotations
 
 import math
@@ -16,34 +17,60 @@ import gpulib.mig.inventory as inventory
 import gpulib.mig.plan as mp
 import gpulib.mig.plan_cost as plan_cost
 import gpulib.mig.sizing as sz
-import gpulib.vllm as vllm
 import gpulib.mig.view as mv
+import gpulib.vllm as vllm
 from gpulib.core.errors import InvalidParameter, UnknownNode
 from gpulib.core.findings import Severity
 
 
 def _node(name, product, count, mig_capacity=None):
-    return {"node": name, "gpu_product": product, "gpu_count": count, "gpu_memory_mib": 40960,
-            "mig_capacity": mig_capacity or {}, "mig_strategy": "mixed" if mig_capacity else "", "mig_config": "",
-            "mig_config_state": "", "labels": {}}
+    return {
+        "node": name,
+        "gpu_product": product,
+        "gpu_count": count,
+        "gpu_memory_mib": 40960,
+        "mig_capacity": mig_capacity or {},
+        "mig_strategy": "mixed" if mig_capacity else "",
+        "mig_config": "",
+        "mig_config_state": "",
+        "labels": {},
+    }
 
 
 def _fb(rows):
-    cols = ["node", "gpu", "uuid", "model", "pod", "namespace", "container", "gpu_i_profile", "gpu_i_id", "stat", "value"]
+    cols = [
+        "node",
+        "gpu",
+        "uuid",
+        "model",
+        "pod",
+        "namespace",
+        "container",
+        "gpu_i_profile",
+        "gpu_i_id",
+        "stat",
+        "value",
+    ]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows], columns=cols)
 
 
-NODES = pd.DataFrame([_node("mig-a", "NVIDIA-A100-SXM4-40GB", 1), _node("plain", "NVIDIA-A100-SXM4-40GB", 1),
-                      _node("labels-only", "NVIDIA-A100-SXM4-40GB", 2, {"nvidia.com/mig-3g.20gb": 2,
-                                                                         "nvidia.com/mig-1g.5gb": 4}),
-                      _node("l4", "NVIDIA-L4", 1)])
-FB = _fb([
-    ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "svc-1", "prod", "c", "3g.20gb", "1", "max", 8192.0),
-    ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "", "", "", "2g.10gb", "2", "max", 4.0),
-    ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "svc-2", "prod", "c", "1g.5gb", "3", "max", 2048.0),
-    ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "", "", "", "1g.5gb", "4", "max", 3000.0),
-    ("plain", "0", "v", "NVIDIA A100-SXM4-40GB", "train", "ml", "c", "", "", "max", 30000.0),
-])
+NODES = pd.DataFrame(
+    [
+        _node("mig-a", "NVIDIA-A100-SXM4-40GB", 1),
+        _node("plain", "NVIDIA-A100-SXM4-40GB", 1),
+        _node("labels-only", "NVIDIA-A100-SXM4-40GB", 2, {"nvidia.com/mig-3g.20gb": 2, "nvidia.com/mig-1g.5gb": 4}),
+        _node("l4", "NVIDIA-L4", 1),
+    ]
+)
+FB = _fb(
+    [
+        ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "svc-1", "prod", "c", "3g.20gb", "1", "max", 8192.0),
+        ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "", "", "", "2g.10gb", "2", "max", 4.0),
+        ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "svc-2", "prod", "c", "1g.5gb", "3", "max", 2048.0),
+        ("mig-a", "0", "u", "NVIDIA A100-SXM4-40GB", "", "", "", "1g.5gb", "4", "max", 3000.0),
+        ("plain", "0", "v", "NVIDIA A100-SXM4-40GB", "train", "ml", "c", "", "", "max", 30000.0),
+    ]
+)
 
 
 # ---------------------------------------------------------------------------------------- current layout
@@ -53,7 +80,7 @@ def test_current_layout_from_dcgm_instances_and_whole_gpus():
     assert sorted(a["profile"]) == ["1g.5gb", "1g.5gb", "2g.10gb", "3g.20gb"]
     assert mig.is_valid_layout("A100-40GB", list(a["profile"]))
     occupied = sorted(s for r in a.itertuples() for s in range(r.start, r.start + r.size))
-    assert occupied == list(range(8))                       # 4 + 2 + 1 + 1 slots, no overlap
+    assert occupied == list(range(8))  # 4 + 2 + 1 + 1 slots, no overlap
     assert a.set_index("profile").loc["3g.20gb", "workload"] == "prod/svc-1"
     assert set(a.loc[a["profile"] == "1g.5gb", "workload"]) == {"prod/svc-2", ""}
     whole = cur[cur["node"] == "plain"].iloc[0]
@@ -70,7 +97,7 @@ def test_current_layout_falls_back_to_node_mig_resources():
 
 
 def test_select_nodes_and_target_model_errors():
-    assert list(inventory.select_nodes(NODES, "")["node"]) == ["mig-a", "plain", "labels-only"]   # L4 has no MIG
+    assert list(inventory.select_nodes(NODES, "")["node"]) == ["mig-a", "plain", "labels-only"]  # L4 has no MIG
     with pytest.raises(UnknownNode, match="nope"):
         inventory.select_nodes(NODES, "nope")
     with pytest.raises(mig.UnknownGPUModel, match="Z100"):
@@ -105,7 +132,7 @@ def test_proposed_layout_headroom_and_savings():
     assert sv.loc["current", "gpus"] == 3
     req = mv.pod_requests_table(p).set_index("workload")
     assert req.loc["a", "mixed"] == "nvidia.com/mig-1g.10gb: 1"
-    assert "mixed strategy" in req.loc["a", "single"]     # node mixes 1g.10gb and 1g.5gb
+    assert "mixed strategy" in req.loc["a", "single"]  # node mixes 1g.10gb and 1g.5gb
 
 
 def test_savings_without_a_price_is_nan_not_zero():
@@ -139,29 +166,64 @@ def test_ffd_falls_back_to_the_next_gpu_model_when_the_first_is_full():
 def test_ffd_first_fit_decreasing_by_hand():
     # profiles on A100-40GB: 3g.20gb x2 (4 slots each), 2g.10gb x1, 1g.5gb x3.
     # Decreasing: 3g, 3g -> GPU0 full; 2g -> GPU1; 1g x3 -> GPU1 (2 + 3 = 5 slots).
-    ws = [mp.Workload("big", 18, compute_slices=3, replicas=2), mp.Workload("mid", 9, compute_slices=2),
-          mp.Workload("small", 4, replicas=3)]
+    ws = [
+        mp.Workload("big", 18, compute_slices=3, replicas=2),
+        mp.Workload("mid", 9, compute_slices=2),
+        mp.Workload("small", 4, replicas=3),
+    ]
     f = mp.plan_ffd(ws, {"A100-40GB": 5})
     assert [g.layout for g in f.gpus] == [{"3g.20gb": 2}, {"2g.10gb": 1, "1g.5gb": 3}]
     assert all(mig.is_valid_layout("A100-40GB", g.layout) for g in f.gpus)
 
 
 def test_workloads_from_sizing_keep_skip_and_multi_gpu():
-    sizing = pd.DataFrame([
-        {"namespace": "a", "pod": "small", "need_gib": 3.0, "compute_slices": 1, "profile": "1g.5gb", "preallocated": False,
-         "current_profile": "3g.20gb", "device_gib": 19.5, "gpus": 1, "fb_max_gib": 2.5},
-        {"namespace": "a", "pod": "vllm", "need_gib": 18.0, "compute_slices": 1, "profile": "3g.20gb", "preallocated": True,
-         "current_profile": "3g.20gb", "device_gib": 19.5, "gpus": 1, "fb_max_gib": 18.0},
-        {"namespace": "a", "pod": "train", "need_gib": 70.0, "compute_slices": 7, "profile": None, "preallocated": False,
-         "current_profile": "", "device_gib": 40.0, "gpus": 2, "fb_max_gib": 38.0},
-    ])
+    sizing = pd.DataFrame(
+        [
+            {
+                "namespace": "a",
+                "pod": "small",
+                "need_gib": 3.0,
+                "compute_slices": 1,
+                "profile": "1g.5gb",
+                "preallocated": False,
+                "current_profile": "3g.20gb",
+                "device_gib": 19.5,
+                "gpus": 1,
+                "fb_max_gib": 2.5,
+            },
+            {
+                "namespace": "a",
+                "pod": "vllm",
+                "need_gib": 18.0,
+                "compute_slices": 1,
+                "profile": "3g.20gb",
+                "preallocated": True,
+                "current_profile": "3g.20gb",
+                "device_gib": 19.5,
+                "gpus": 1,
+                "fb_max_gib": 18.0,
+            },
+            {
+                "namespace": "a",
+                "pod": "train",
+                "need_gib": 70.0,
+                "compute_slices": 7,
+                "profile": None,
+                "preallocated": False,
+                "current_profile": "",
+                "device_gib": 40.0,
+                "gpus": 2,
+                "fb_max_gib": 38.0,
+            },
+        ]
+    )
     skip = {w.name: w for w in sz.workloads_from_sizing(sizing)}
     assert set(skip) == {"a/small", "a/train"}
     keep = {w.name: w for w in sz.workloads_from_sizing(sizing, preallocated="keep")}
     assert keep["a/vllm"].profile == "3g.20gb"
     assert keep["a/train"].isolation == "whole" and keep["a/train"].memory_gib == 80.0
     p = mp.plan_layout(list(keep.values()), {"A100-40GB": 4})
-    assert p.baseline_gpus == 4 and p.gpus_used == 3   # 1g.5gb + 3g.20gb share a GPU; train keeps 2
+    assert p.baseline_gpus == 4 and p.gpus_used == 3  # 1g.5gb + 3g.20gb share a GPU; train keeps 2
     with pytest.raises(InvalidParameter, match="preallocated"):
         sz.workloads_from_sizing(sizing, preallocated="maybe")
 
@@ -190,10 +252,14 @@ def test_sizing_on_demo_a100_80_node(demo_pinned):
 
 # ---------------------------------------------------------------------------------------- SOP pre-check
 def test_outside_kubernetes_clients_and_sop_precheck():
-    fb = _fb([("n1", "0", "u", "m", "", "", "", "", "", "max", 5000.0),     # held, no pod -> flagged
-              ("n1", "1", "u", "m", "", "", "", "1g.5gb", "3", "max", 4.0),  # empty instance -> not
-              ("n1", "2", "u", "m", "p", "ns", "c", "", "", "max", 9000.0),   # a pod -> not
-              ("n2", "0", "u", "m", "", "", "", "", "", "max", 9000.0)])      # another node -> not
+    fb = _fb(
+        [
+            ("n1", "0", "u", "m", "", "", "", "", "", "max", 5000.0),  # held, no pod -> flagged
+            ("n1", "1", "u", "m", "", "", "", "1g.5gb", "3", "max", 4.0),  # empty instance -> not
+            ("n1", "2", "u", "m", "p", "ns", "c", "", "", "max", 9000.0),  # a pod -> not
+            ("n2", "0", "u", "m", "", "", "", "", "", "max", 9000.0),
+        ]
+    )  # another node -> not
     assert mig.outside_kubernetes_clients(fb, "n1") == ["GPU 0: 5000 MiB used, no pod"]
     fs = mig.mig_change_sop("n1", "cfg", fb_used=fb)
     warn = [f for f in fs if f.severity is Severity.WARNING]

@@ -3,6 +3,7 @@ the NCCL INFO lines of the 2xH200 run split from the probe's stdout (2xh200_nccl
 
 Expected values are read by hand from the fixture files (line numbers in the comments), not from the code.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,7 @@ def test_1xh200_copy_rate_matches_torch_copy_reference(one_gpu):
     misc = (CAP / "h200_1rank_call1_misc.txt").read_text()
     assert "2127.6 GB/s copied" in misc and "4255.3 GB/s read+write" in misc
     ag = one_gpu[1].table.set_index("size_bytes").loc[GIB4, "oop_algbw"]
-    assert ag == pytest.approx(2127.6, rel=0.02)         # within 2 % of the plain copy_ rate
+    assert ag == pytest.approx(2127.6, rel=0.02)  # within 2 % of the plain copy_ rate
 
 
 def test_1xh200_json_agrees_with_table(one_gpu):
@@ -80,7 +81,7 @@ def test_1xh200_topology_and_empty_nvlink_status():
     assert t.gpus == ["GPU0"] and t.nics.empty
     assert t.links.loc["GPU0", "GPU0"] == "X"
     assert t.affinity.iloc[0][["cpu_affinity", "numa_affinity"]].tolist() == ["0-15", "0"]
-    assert (CAP / "h200_1rank_smi_nvlink_s.txt").read_text() == ""   # nvidia-smi nvlink -s printed nothing (rc 0)
+    assert (CAP / "h200_1rank_smi_nvlink_s.txt").read_text() == ""  # nvidia-smi nvlink -s printed nothing (rc 0)
     assert "nvlink -s rc=0" in (CAP / "h200_1rank_call1_misc.txt").read_text()
 
 
@@ -93,6 +94,7 @@ def test_1xh200_nccl_debug_file_log():
 
 
 # ------------------------------------------------------------------ 2xH200: NCCL INFO lines from stdout
+
 
 def test_2xh200_split_log_is_every_nccl_line_of_stdout():
     stdout = (CAP / "2xh200_nccl_probe.txt").read_text().splitlines()
@@ -115,7 +117,7 @@ def test_2xh200_split_log_diagnosis():
     assert "NCCL 2.28.9 (cuda13.0)" in summary.evidence and "transports: P2P/CUMEM" in summary.evidence
     assert any("NVLS: no" in e for e in summary.evidence)
     sigs = {x.data.get("signature") for x in f}
-    assert {"ib_no_device", "net_plugin_missing"} <= sigs   # "NET/IB : No device found." on a single node: INFO
+    assert {"ib_no_device", "net_plugin_missing"} <= sigs  # "NET/IB : No device found." on a single node: INFO
     # the same verdict-free diagnosis whether the lines come alone or mixed with the tables
     mixed = N.summarize_log((CAP / "2xh200_nccl_probe.txt").read_text())
     assert (mixed.version, mixed.transports, mixed.channels, mixed.env) == (s.version, s.transports, s.channels, s.env)
@@ -135,5 +137,5 @@ def test_the_configmap_probe_ran_on_a_real_h200_without_gpulib():
     assert doc["header"]["max_bytes"] == 64 * 2**20 and doc["env"]["NCCL_NVLS_ENABLE"] == "0"
     for res, p in zip(doc["results"], parsed):
         assert res["collective"] == p.collective and len(res["rows"]) == len(p.table) == 24
-    for r in parsed:                                  # one rank: no band to judge against, never "ok"
+    for r in parsed:  # one rank: no band to judge against, never "ok"
         assert N.verdict(r).status == "unknown"

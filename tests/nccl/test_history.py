@@ -3,6 +3,7 @@
 Expected numbers come from the 4 GiB rows of the real 2xH200 capture (gpulib/data/captures/2xh200_nccl_probe.txt):
 all_reduce 346.80 out-of-place, all_gather 303.57 in-place, reduce_scatter 295.92 in-place, and from the
 scenario file's factors (0.35 x 346.80 = 121.38)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -11,10 +12,10 @@ import pytest
 import gpulib.nccl as nccl
 import gpulib.nccl.history as H
 import gpulib.nccl.view as nv
-from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
-from gpulib.demo.nccl_history import demo_nccl_history
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
+from gpulib.demo.nccl_history import demo_nccl_history
 
 CAPTURE_TIME = "2026-11-30T04:30:33Z"
 
@@ -29,9 +30,11 @@ def test_rows_from_the_real_capture(run):
     rows = H.rows_from_run(*run, cluster="lab", timestamp=CAPTURE_TIME, instance_type="2xH200")
     assert list(rows.columns) == H.HISTORY_COLUMNS and len(rows) == 3
     got = {r.collective: (r.busbw_gbs, r.size_bytes, r.status, r.band_low_gbs) for r in rows.itertuples()}
-    assert got == {"all_reduce": (346.80, 4294967296, "healthy", 343.3),
-                   "all_gather": (303.57, 4294967296, "healthy", 285.7),
-                   "reduce_scatter": (295.92, 4294967296, "healthy", 289.6)}
+    assert got == {
+        "all_reduce": (346.80, 4294967296, "healthy", 343.3),
+        "all_gather": (303.57, 4294967296, "healthy", 285.7),
+        "reduce_scatter": (295.92, 4294967296, "healthy", 289.6),
+    }
     assert set(rows["hosts"]) == {"vm"} and set(rows["nranks"]) == {2} and set(rows["gpu_model"]) == {"NVIDIA H200"}
     assert rows["timestamp"].iloc[0] == pd.Timestamp(CAPTURE_TIME)
     with pytest.raises(InvalidParameter, match="3 results but 1 verdicts"):
@@ -43,7 +46,7 @@ def test_append_load_roundtrip_and_no_duplicates(run, tmp_path):
     p = H.append(rows, root=tmp_path)
     assert p == tmp_path / "lab.csv"
     assert "2026-11-30T04:30:33Z,lab,vm," in p.read_text()
-    H.append(rows, root=tmp_path)                                           # the same run again: replaced
+    H.append(rows, root=tmp_path)  # the same run again: replaced
     assert len(H.load(p)) == 3
     later = H.rows_from_run(*run, cluster="lab", timestamp="2026-12-07T04:30:00Z")
     H.append(later, p)
@@ -75,10 +78,24 @@ def test_bad_inputs(tmp_path, run):
 
 def _series(values, hosts="a,b", coll="all_reduce"):
     ts = pd.date_range("2026-11-01", periods=len(values), freq="7D", tz="UTC")
-    return pd.DataFrame({"timestamp": ts, "cluster": "c", "hosts": hosts, "instance_type": "p5.48xlarge",
-                         "gpu_model": "H100", "nranks": 16, "collective": coll, "status": "healthy",
-                         "busbw_gbs": values, "size_bytes": 1 << 32, "band_low_gbs": 90.0, "band_high_gbs": 100.0,
-                         "link_peak_gbs": None, "origin": ""})
+    return pd.DataFrame(
+        {
+            "timestamp": ts,
+            "cluster": "c",
+            "hosts": hosts,
+            "instance_type": "p5.48xlarge",
+            "gpu_model": "H100",
+            "nranks": 16,
+            "collective": coll,
+            "status": "healthy",
+            "busbw_gbs": values,
+            "size_bytes": 1 << 32,
+            "band_low_gbs": 90.0,
+            "band_high_gbs": 100.0,
+            "link_peak_gbs": None,
+            "origin": "",
+        }
+    )
 
 
 def test_history_findings_drop_and_steady():
@@ -89,7 +106,7 @@ def test_history_findings_drop_and_steady():
     assert drop[0].data["median"] == 100 and drop[0].data["latest"] == 85 and "nvidia-smi nvlink -e" in drop[0].commands
     steady = H.history_findings(_series([100, 102, 98, 100, 91]))
     assert [(f.severity, f.title) for f in steady] == [(Severity.OK, "NCCL busbw steady over time")]
-    assert H.history_findings(_series([100, 100, 50])) == []            # 2 earlier runs < history_min_runs (3)
+    assert H.history_findings(_series([100, 100, 50])) == []  # 2 earlier runs < history_min_runs (3)
     two_groups = pd.concat([_series([100, 100, 100, 100, 60]), _series([50, 50, 50, 50, 50], hosts="c,d")])
     assert [f.data["group"] for f in H.history_findings(two_groups)] == ["a,b (p5.48xlarge)"]
 
@@ -99,8 +116,11 @@ def test_demo_history_from_the_real_capture():
     assert len(h) == 27 and h["timestamp"].nunique() == 9
     real = h[h["origin"].str.startswith("capture:")]
     assert real["timestamp"].unique().tolist() == [pd.Timestamp(CAPTURE_TIME)]
-    assert real.set_index("collective")["busbw_gbs"].to_dict() == {"all_reduce": 346.80, "all_gather": 303.57,
-                                                                   "reduce_scatter": 295.92}
+    assert real.set_index("collective")["busbw_gbs"].to_dict() == {
+        "all_reduce": 346.80,
+        "all_gather": 303.57,
+        "reduce_scatter": 295.92,
+    }
     synth = h[~h["origin"].str.startswith("capture:")]
     assert synth["origin"].str.startswith("synthetic (demo)").all()
     bad = h[h["status"] != "healthy"]
@@ -125,4 +145,4 @@ def test_history_chart_panels_and_marks():
 def test_reachable_as_gpulib_nccl_history():
     assert nccl.history is H
     with pytest.raises(AttributeError):
-        nccl.no_such_thing  # noqa: B018
+        nccl.no_such_thing

@@ -1,6 +1,7 @@
 """gpulib.nccl.job: the in-cluster probe as a Job (kubernetes-validate strict) and a PyTorchJob (structural +
 pod templates strict), with the NCCL pod checks of gpulib.nccl.env.check_pod_spec finding nothing to fix.
 Both come as a v1 List with the probe's ConfigMap (tests/nccl/test_probe_files.py covers that part)."""
+
 from __future__ import annotations
 
 import shlex
@@ -25,25 +26,32 @@ def _probe_argv(command: list[str]) -> list[str]:
     argv = shlex.split(command[-1]) if command[0] == "/bin/sh" else command
     i = argv.index("/probe/nccl_probe.py")
     assert "torchrun" in argv[:i] and any(a.startswith("--nproc_per_node=") for a in argv[:i])
-    return argv[i + 1:]
+    return argv[i + 1 :]
 
 
 # ------------------------------------------------------------------ Job
 
+
 def test_job_is_valid_and_gives_nccl_what_it_needs():
     m = J.job_manifest(gpus=4, node="gpu-node-7")
     checked = J.validate(m)
-    assert checked[:2] == ["ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
-                           "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)"]
+    assert checked[:2] == [
+        "ConfigMap/nccl-probe-script: valid for Kubernetes 1.30.0 (strict)",
+        "Job/nccl-probe: valid for Kubernetes 1.30.0 (strict)",
+    ]
     assert checked[2].startswith("Job/nccl-probe: every pod mounts ConfigMap/nccl-probe-script read-only")
     job = J.workload(m)
-    kubernetes_validate.validate(job, "1.30.0", strict=True)        # the Job alone through kubernetes-validate itself, not only J.validate
+    kubernetes_validate.validate(
+        job, "1.30.0", strict=True
+    )  # the Job alone through kubernetes-validate itself, not only J.validate
     assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
     pod = job["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
-    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
-                              {"name": "probe", "configMap": {"name": "nccl-probe-script", "defaultMode": 0o444}}]
+    assert pod["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+        {"name": "probe", "configMap": {"name": "nccl-probe-script", "defaultMode": 0o444}},
+    ]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 4 and c["resources"]["requests"]["nvidia.com/gpu"] == 4
     env = _env(c)
@@ -69,14 +77,31 @@ def test_job_command_is_a_valid_probe_command_with_the_capture_sweep():
 
 
 def test_job_options_and_yaml_roundtrip(tmp_path):
-    job = J.job_manifest("probe-h100", gpus=8, namespace="ml", collectives="all_reduce", max_bytes="1G", iters=5,
-                         node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-                         extra_env={"NCCL_SOCKET_IFNAME": "eth0"})
+    job = J.job_manifest(
+        "probe-h100",
+        gpus=8,
+        namespace="ml",
+        collectives="all_reduce",
+        max_bytes="1G",
+        iters=5,
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        extra_env={"NCCL_SOCKET_IFNAME": "eth0"},
+    )
     assert J.validate(job, "1.29")
     c = J.workload(job)["spec"]["template"]["spec"]["containers"][0]
     assert _env(c)["NCCL_SOCKET_IFNAME"] == "eth0"
-    assert _probe_argv(c["command"]) == ["--collectives", "all_reduce", "--min-bytes", "8", "--max-bytes", "1G",
-                                         "--iters", "5", "--warmup", "5"]
+    assert _probe_argv(c["command"]) == [
+        "--collectives",
+        "all_reduce",
+        "--min-bytes",
+        "8",
+        "--max-bytes",
+        "1G",
+        "--iters",
+        "5",
+        "--warmup",
+        "5",
+    ]
     text = J.to_yaml(job)
     assert "&id" not in text and yaml.safe_load(text) == job
     p = J.write_manifest(job, tmp_path / "out" / "probe.yaml")
@@ -88,29 +113,33 @@ def test_job_options_and_yaml_roundtrip(tmp_path):
 
 def test_strict_validation_rejects_a_typo():
     job = J.job_manifest(gpus=1)
-    J.workload(job)["spec"]["template"]["spec"]["containers"][0]["shmSize"] = "1Gi"      # not a Kubernetes field
+    J.workload(job)["spec"]["template"]["spec"]["containers"][0]["shmSize"] = "1Gi"  # not a Kubernetes field
     with pytest.raises(InvalidParameter, match="shmSize"):
         J.validate(job)
     with pytest.raises(InvalidParameter, match="version='1.10.0'"):
         J.validate(J.job_manifest(gpus=1), "1.10.0")
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"name": "NCCL_Probe"}, "name='NCCL_Probe'"),
-    ({"gpus": 0}, "gpus=0"),
-    ({"collectives": "alltoall"}, "alltoall"),
-    ({"min_bytes": "1G", "max_bytes": "8"}, "min_bytes='1G'"),
-    ({"extra_env": {"NCCL_NVLS_ENABLE": "1"}}, "NVLink SHARP off"),
-    ({"extra_env": {"BAD-NAME": "1"}}, "BAD-NAME"),
-    ({"image": "two words"}, "image="),
-    ({"warmup": -1}, "warmup=-1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"name": "NCCL_Probe"}, "name='NCCL_Probe'"),
+        ({"gpus": 0}, "gpus=0"),
+        ({"collectives": "alltoall"}, "alltoall"),
+        ({"min_bytes": "1G", "max_bytes": "8"}, "min_bytes='1G'"),
+        ({"extra_env": {"NCCL_NVLS_ENABLE": "1"}}, "NVLink SHARP off"),
+        ({"extra_env": {"BAD-NAME": "1"}}, "BAD-NAME"),
+        ({"image": "two words"}, "image="),
+        ({"warmup": -1}, "warmup=-1"),
+    ],
+)
 def test_job_bad_inputs_name_the_parameter(kwargs, match):
     with pytest.raises(InvalidParameter, match=match):
         J.job_manifest(**kwargs)
 
 
 # ------------------------------------------------------------------ PyTorchJob
+
 
 def test_pytorchjob_structure_and_pod_templates_valid():
     m = J.pytorchjob_manifest(nodes=3, gpus_per_node=8, rdma_resource="rdma/rdma_shared_device_a")
@@ -125,8 +154,9 @@ def test_pytorchjob_structure_and_pod_templates_valid():
     for rs in specs.values():
         pod = rs["template"]["spec"]
         (c,) = pod["containers"]
-        assert c["name"] == "pytorch" and c["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456,
-                                                         "protocol": "TCP"}]
+        assert c["name"] == "pytorch" and c["ports"] == [
+            {"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}
+        ]
         assert c["resources"]["limits"] == {"nvidia.com/gpu": 8, "rdma/rdma_shared_device_a": 1}
         assert c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
         assert _env(c)["NCCL_NVLS_ENABLE"] == "0"
@@ -134,7 +164,7 @@ def test_pytorchjob_structure_and_pod_templates_valid():
         assert "--nnodes=3" in launch and '--node_rank="$RANK"' in launch and '--master_addr="$MASTER_ADDR"' in launch
         assert P.parse_args(_probe_argv(c["command"])).collectives == ["all_reduce", "all_gather", "reduce_scatter"]
         term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
-        assert term["topologyKey"] == "kubernetes.io/hostname"        # one pod per node: inter-node traffic
+        assert term["topologyKey"] == "kubernetes.io/hostname"  # one pod per node: inter-node traffic
     assert J.pod_findings(m) == []
 
 
@@ -146,18 +176,22 @@ def test_pytorchjob_is_a_crd_kubernetes_validate_cannot_check():
 
 def test_pytorchjob_without_rdma_is_flagged_and_host_network_noted():
     f = J.pod_findings(J.pytorchjob_manifest(nodes=2))
-    assert [x.title for x in f] == ["Multi-node job without RDMA resources"] * 2     # Master and Worker
+    assert [x.title for x in f] == ["Multi-node job without RDMA resources"] * 2  # Master and Worker
     assert all(x.severity == Severity.WARNING for x in f)
     hn = J.pytorchjob_manifest(nodes=2, host_network=True)
     assert [x.title for x in J.pod_findings(hn)] == ["hostNetwork: NCCL sees the node's interfaces"] * 2
-    assert J.workload(hn)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert (
+        J.workload(hn)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["dnsPolicy"]
+        == "ClusterFirstWithHostNet"
+    )
     assert J.validate(hn)
 
 
 def test_pytorchjob_node_pair():
     pj = J.workload(J.pytorchjob_manifest(nodes=2, node_names=["gpu-a", "gpu-b"]))
-    expr = (pj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"]
-            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0])
+    expr = pj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"][0]["matchExpressions"][0]
     assert expr == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-a", "gpu-b"]}
     with pytest.raises(InvalidParameter, match="2 distinct nodes"):
         J.pytorchjob_manifest(nodes=2, node_names=["gpu-a", "gpu-a"])
@@ -179,8 +213,10 @@ def test_check_pytorchjob_finds_broken_structure():
     assert any("Worker: no container named 'pytorch'" in p for p in probs)
     with pytest.raises(InvalidParameter, match="PyTorchJob/nccl-probe"):
         J.validate(pj)
-    assert J.check_pytorchjob({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {}})[-1] == \
-        "spec.pytorchReplicaSpecs needs a Master replica spec"
+    assert (
+        J.check_pytorchjob({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {}})[-1]
+        == "spec.pytorchReplicaSpecs needs a Master replica spec"
+    )
 
 
 def test_probe_manifest_dispatch_and_nccl_entry_point():

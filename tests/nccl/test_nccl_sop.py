@@ -1,5 +1,6 @@
 """gpulib/data/nccl/nccl_sop.csv against the NCCL domain's code: every row is asked for, every key asked for is a
 row, and every placeholder a row fills is a value the call gives (tests/sop_usage.py reads the calls)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,7 @@ CALLS = sop_calls("nccl", "nccl_sop")
 
 
 def test_the_nccl_code_asks_for_rows_by_literal_key():
-    assert len(CALLS) >= 20, CALLS   # verdicts, environment and pod checks, log findings, history drop
+    assert len(CALLS) >= 20, CALLS  # verdicts, environment and pod checks, log findings, history drop
     assert not [w for w, key, _ in CALLS if key is None], "an SOP key built at run time"
 
 
@@ -31,5 +32,7 @@ def test_each_call_gives_every_value_its_row_fills(where, key, given):
 
 def test_the_pod_shm_step_keeps_its_literal_braces():
     # the YAML of the volume is written with doubled braces in the table; the step shows single ones
-    assert core_sop.sop("nccl_sop", "pod_no_shm_volume").sop_step == \
-        "add volume {name: dshm, emptyDir: {medium: Memory, sizeLimit: 8Gi}} mounted at /dev/shm"
+    assert (
+        core_sop.sop("nccl_sop", "pod_no_shm_volume").sop_step
+        == "add volume {name: dshm, emptyDir: {medium: Memory, sizeLimit: 8Gi}} mounted at /dev/shm"
+    )

@@ -1,6 +1,7 @@
 """The in-cluster probe runs on a public PyTorch image: the manifest is a ``v1 List`` of a ConfigMap holding the
 probe script (and the bus-factor table it reads) plus the Job / PyTorchJob that mounts it and runs it with
 ``torchrun``. The script in the ConfigMap must run with only the image's Python and torch: no gpulib, no pandas."""
+
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,7 @@ import gpulib.nccl.results as R
 from gpulib.core.knowledge import data_path
 
 K8S = "1.30.0"
-MIB = 1 << 20          # a ConfigMap holds at most 1 MiB (https://kubernetes.io/docs/concepts/configuration/configmap/)
+MIB = 1 << 20  # a ConfigMap holds at most 1 MiB (https://kubernetes.io/docs/concepts/configuration/configmap/)
 
 
 def _items(manifest):
@@ -52,6 +53,7 @@ def _extract(manifest, where: Path) -> Path:
 
 
 # ------------------------------------------------------------------ the image
+
 
 def test_default_image_is_public_not_the_project_image():
     image = J.defaults()["image"]
@@ -89,12 +91,14 @@ def test_image_note_says_which_image_and_that_it_is_public():
 
 # ------------------------------------------------------------------ the manifest
 
-@pytest.mark.parametrize("make", [lambda: J.job_manifest(gpus=4, node="gpu-node-7"),
-                                  lambda: J.pytorchjob_manifest(nodes=3, gpus_per_node=8)])
+
+@pytest.mark.parametrize(
+    "make", [lambda: J.job_manifest(gpus=4, node="gpu-node-7"), lambda: J.pytorchjob_manifest(nodes=3, gpus_per_node=8)]
+)
 def test_manifest_is_a_list_of_configmap_and_workload_all_strictly_valid(make):
     m = make()
     items = _items(m)
-    assert [i["kind"] for i in m["items"]][0] == "ConfigMap"        # created before the pods that mount it
+    assert [i["kind"] for i in m["items"]][0] == "ConfigMap"  # created before the pods that mount it
     kubernetes_validate.validate(items["ConfigMap"], K8S, strict=True)
     if "Job" in items:
         kubernetes_validate.validate(items["Job"], K8S, strict=True)
@@ -120,7 +124,7 @@ def test_workload_mounts_the_configmap_and_runs_its_key(make):
         script = _script_path(c)
         assert os.path.dirname(script) == vm["mountPath"]
         assert os.path.basename(script) in cm["data"]
-        assert "gpulib" not in " ".join(c["command"])          # nothing from the project image is needed
+        assert "gpulib" not in " ".join(c["command"])  # nothing from the project image is needed
 
 
 def test_validate_catches_a_broken_mount():
@@ -139,13 +143,13 @@ def test_configmap_is_generated_from_the_probe_source_and_far_under_the_limit():
     assert cm["data"][J.defaults()["probe_script_key"]] == Path(P.__file__).read_text()
     assert cm["data"]["nccl_bus_factors.csv"] == data_path("nccl/nccl_bus_factors.csv").read_text()
     size = len(json.dumps(cm).encode())
-    assert size < MIB // 10, size                                   # under 10 % of the 1 MiB limit
+    assert size < MIB // 10, size  # under 10 % of the 1 MiB limit
     assert J.configmap_bytes(cm) == sum(len(v.encode()) for v in cm["data"].values())
     from gpulib.nccl.probe_files import configmap_limit_bytes
 
     assert configmap_limit_bytes() == MIB
     big = J.job_manifest(gpus=2)
-    _items(big)["ConfigMap"]["data"]["padding.txt"] = "x" * MIB                 # over the limit: refused
+    _items(big)["ConfigMap"]["data"]["padding.txt"] = "x" * MIB  # over the limit: refused
     with pytest.raises(J.InvalidParameter, match="1 MiB"):
         J.validate(big)
 
@@ -162,6 +166,7 @@ def test_yaml_round_trip_and_commands_clean_up_the_configmap(tmp_path):
 
 
 # ------------------------------------------------------------------ the script in the ConfigMap
+
 
 def test_script_imports_only_stdlib_and_torch():
     src = _items(J.job_manifest(gpus=2))["ConfigMap"]["data"][J.defaults()["probe_script_key"]]
@@ -185,8 +190,9 @@ def test_script_compiles_and_runs_isolated_without_torch(tmp_path):
     h = subprocess.run(iso + ["--help"], capture_output=True, text=True, cwd=tmp_path)
     assert h.returncode == 0, h.stderr
     assert "--collectives" in h.stdout
-    p = subprocess.run(iso + ["--collectives", "all_reduce", "--max-bytes", "1K"], capture_output=True, text=True,
-                       cwd=tmp_path)
+    p = subprocess.run(
+        iso + ["--collectives", "all_reduce", "--max-bytes", "1K"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert p.returncode == 2 and "needs PyTorch" in p.stderr, p.stderr
     bad = subprocess.run(iso + ["--collectives", "alltoall"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode != 0 and "alltoall" in bad.stderr
@@ -194,10 +200,13 @@ def test_script_compiles_and_runs_isolated_without_torch(tmp_path):
 
 def test_script_reads_the_bus_factors_next_to_it(tmp_path):
     script = _extract(J.job_manifest(gpus=2), tmp_path / "probe")
-    code = ("import runpy, sys; g = runpy.run_path(sys.argv[1]); "
-            "print(g['bus_factor']('all_reduce', 8), g['bus_factor']('all_gather', 4), g['bus_factor']('alltoall', 2))")
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(script)], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import runpy, sys; g = runpy.run_path(sys.argv[1]); "
+        "print(g['bus_factor']('all_reduce', 8), g['bus_factor']('all_gather', 4), g['bus_factor']('alltoall', 2))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(script)], capture_output=True, text=True, check=True
+    )
     # 2(n-1)/n at n = 8 is 1.75; (n-1)/n at n = 4 is 0.75 and at n = 2 is 0.5 (NVIDIA/nccl-tests doc/PERFORMANCE.md)
     assert out.stdout.split() == ["1.75", "0.75", "0.5"]
     (script.parent / "nccl_bus_factors.csv").unlink()
@@ -210,10 +219,15 @@ def test_script_with_a_stub_torch_reaches_the_cuda_check(tmp_path):
     stub = tmp_path / "stub" / "torch"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("class cuda:\n    @staticmethod\n    def is_available(): return False\n")
-    code = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = sys.argv[2:]; "
-            "runpy.run_path(sys.argv[0], run_name='__main__')")
-    p = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(stub.parent), str(script), "--max-bytes", "64"],
-                       capture_output=True, text=True)
+    code = (
+        "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = sys.argv[2:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    p = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(stub.parent), str(script), "--max-bytes", "64"],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "no CUDA device visible" in p.stderr, p.stderr
 
 
@@ -229,7 +243,8 @@ def test_committed_device_fixture_is_current(tmp_path):
     so the device needs no PyYAML); it must be today's one-GPU manifest."""
     fixture = Path(__file__).parents[1] / "fixtures" / "nccl_probe" / "probe_job.json"
     assert json.loads(fixture.read_text()) == J.job_manifest(gpus=1), (
-        "regenerate: python3 -m gpulib.nccl.job --gpus 1 --json --out tests/fixtures/nccl_probe/probe_job.json")
+        "regenerate: python3 -m gpulib.nccl.job --gpus 1 --json --out tests/fixtures/nccl_probe/probe_job.json"
+    )
     # the CLI writes the same manifest, in both formats
     out = tmp_path / "m.json"
     assert J.main(["--gpus", "1", "--json", "--out", str(out)]) == 0 and out.read_text() == fixture.read_text()

@@ -3,6 +3,7 @@
 Expected numbers are worked out by hand from the fixture text (see tests/fixtures/nccl/README.md)
 or from NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22 (nccl-tests formulas and published figures), not copied from the code's output.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,15 +28,19 @@ def read(name: str) -> str:
 
 # ------------------------------------------------------------------ bus factors (NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22)
 
-@pytest.mark.parametrize("coll,n,factor", [
-    ("all_reduce", 8, 1.75),          # 2(n-1)/n = 14/8
-    ("all_reduce", 2, 1.0),
-    ("all_gather", 16, 15 / 16),
-    ("reduce_scatter", 4, 0.75),
-    ("broadcast", 8, 1.0),
-    ("alltoall", 8, 7 / 8),
-    ("all_reduce_perf", 4, 1.5),      # binary names are accepted
-])
+
+@pytest.mark.parametrize(
+    "coll,n,factor",
+    [
+        ("all_reduce", 8, 1.75),  # 2(n-1)/n = 14/8
+        ("all_reduce", 2, 1.0),
+        ("all_gather", 16, 15 / 16),
+        ("reduce_scatter", 4, 0.75),
+        ("broadcast", 8, 1.0),
+        ("alltoall", 8, 7 / 8),
+        ("all_reduce_perf", 4, 1.5),  # binary names are accepted
+    ],
+)
 def test_bus_factor(coll, n, factor):
     assert N.bus_factor(coll, n) == pytest.approx(factor)
 
@@ -48,13 +53,20 @@ def test_bus_factor_rejects_unknown_and_bad_n():
 
 
 def test_data_tables_have_sources():
-    for name in ("nccl_bus_factors", "nccl_link_bandwidth", "nccl_expected_busbw", "nccl_thresholds",
-                 "nccl_env_vars", "nccl_signatures"):
+    for name in (
+        "nccl_bus_factors",
+        "nccl_link_bandwidth",
+        "nccl_expected_busbw",
+        "nccl_thresholds",
+        "nccl_env_vars",
+        "nccl_signatures",
+    ):
         df = load_table(name)
         assert len(df) > 0 and df["source"].astype(str).str.strip().ne("").all(), name
 
 
 # ------------------------------------------------------------------ nccl-tests parser
+
 
 def test_current_format_8xA100():
     r = N.parse_nccl_tests(read("all_reduce_8xA100_current.txt"))
@@ -63,7 +75,7 @@ def test_current_format_8xA100():
     assert r.layout == "current"
     assert r.avg_busbw == pytest.approx(84.9254)
     assert r.out_of_bounds == 0
-    assert len(r.table) == 11                        # 8 B .. 8 GiB, step factor 8
+    assert len(r.table) == 11  # 8 B .. 8 GiB, step factor 8
     last = r.table.iloc[-1]
     assert last["size_bytes"] == 8589934592 and last["count"] == 2147483648
     assert (last["type"], last["redop"], last["root"]) == ("float", "sum", -1)
@@ -78,10 +90,10 @@ def test_current_format_8xA100():
 
 def test_legacy_error_column_and_no_root():
     r = N.parse_nccl_tests(read("all_reduce_8xA100_degraded_legacy.txt"))
-    assert r.collective == "all_reduce"              # from the command line
+    assert r.collective == "all_reduce"  # from the command line
     assert r.layout == "redop"
     assert r.table["root"].isna().all()
-    assert (r.table["oop_wrong"] == 0).all()         # "0e+00" floats
+    assert (r.table["oop_wrong"] == 0).all()  # "0e+00" floats
     assert r.table["oop_busbw"].tolist() == [21.90, 22.60, 22.90, 23.00]
     assert r.ranks.loc[0, "busId"] == "0x07" and r.ranks.loc[0, "model"] == "A100-SXM4-40GB"
     assert r.ranks["pid"].tolist() == [3120] * 8
@@ -92,7 +104,7 @@ def test_oldest_format_no_redop_root_column_and_na():
     assert r.collective == "broadcast" and r.layout == "legacy"
     assert r.table["root"].tolist() == [0, 0, 0, 0]
     assert r.table["redop"].isna().all()
-    assert r.table["oop_wrong"].isna().all() and r.table["ip_wrong"].isna().all()   # N/A
+    assert r.table["oop_wrong"].isna().all() and r.table["ip_wrong"].isna().all()  # N/A
     assert r.table["ip_busbw"].iloc[-1] == 10.73
     assert r.complete
 
@@ -101,7 +113,7 @@ def test_mpi_prefixed_with_interleaved_info_lines():
     r = N.parse_nccl_tests(read("all_gather_16rank_mpi_prefixed.txt"))
     assert r.collective == "all_gather"
     assert len(r.table) == 8 and r.complete
-    assert r.table["size_bytes"].tolist() == [2 ** k for k in range(25, 33)]
+    assert r.table["size_bytes"].tolist() == [2**k for k in range(25, 33)]
     # count is per rank: 33554432 B / 4 B / 16 ranks
     assert r.table["count"].iloc[0] == 524288
     assert r.nranks == 16 and r.ranks["host"].nunique() == 2
@@ -111,7 +123,7 @@ def test_mpi_prefixed_with_interleaved_info_lines():
 def test_srun_prefixed_reduce_scatter():
     r = N.parse_nccl_tests(read("reduce_scatter_4rank_srun.txt"))
     assert r.collective == "reduce_scatter" and r.complete
-    assert r.table["size_bytes"].tolist() == [1048576 * 4 ** k for k in range(6)]
+    assert r.table["size_bytes"].tolist() == [1048576 * 4**k for k in range(6)]
     assert r.avg_busbw == pytest.approx(206.193)
     assert r.ranks.loc[2, "model"] == "NVIDIA GH200 120GB"
 
@@ -131,7 +143,7 @@ def test_cut_table():
     r = N.parse_nccl_tests(read("all_reduce_cut_table.txt"))
     assert not r.complete and r.errors == []
     assert r.avg_busbw is None
-    assert r.table["size_bytes"].tolist() == [1048576, 2097152, 4194304, 8388608]   # the cut 16 MiB row is dropped
+    assert r.table["size_bytes"].tolist() == [1048576, 2097152, 4194304, 8388608]  # the cut 16 MiB row is dropped
     v = N.verdict(r)
     assert any("incomplete" in x for x in v.reasons)
 
@@ -155,7 +167,7 @@ def test_infer_nranks_without_rank_lines():
     text = "\n".join(ln for ln in read("all_reduce_8xA100_current.txt").splitlines() if "Rank" not in ln)
     r = N.parse_nccl_tests(text)
     assert r.ranks.empty
-    assert r.nranks == 8             # busbw/algbw = 1.75 -> 2/(2-1.75) = 8
+    assert r.nranks == 8  # busbw/algbw = 1.75 -> 2/(2-1.75) = 8
 
 
 def test_bytes_input_and_non_text_rejected():
@@ -172,7 +184,8 @@ def test_per_iteration_and_timestamp_columns():
         "#  Rank  1 Group  0 Pid   1 on h device  1 [0000:2a:00] NVIDIA H200\n"
         "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%           timestamp\n"
         "     1048576        262144     float     sum      -1    20.00   52.43   52.43       0    19.10    22.40    22.10     3.20    19.50   53.77   53.77       0    19.00    21.00    20.90     2.10  2025-01-02 03:04:05\n"
-        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 53.1 \n")
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 53.1 \n"
+    )
     r = N.parse_nccl_tests(text)
     row = r.table.iloc[0]
     assert row["oop_i_p99_us"] == 22.10 and row["ip_i_cv_pct"] == 2.10
@@ -193,7 +206,7 @@ def test_parsers_never_raise_on_arbitrary_text(text):
 @given(st.sampled_from(sorted(p.name for p in FIX.glob("*.txt"))), st.integers(0, 20000), st.integers(0, 400))
 def test_parsers_never_raise_on_cut_or_spliced_fixtures(name, cut, junk_at):
     text = read(name)
-    cut_text = text[:cut] + "\n" + text[junk_at:junk_at + 50] + "garbage 1 2 3 N/A\n" + text[cut:]
+    cut_text = text[:cut] + "\n" + text[junk_at : junk_at + 50] + "garbage 1 2 3 N/A\n" + text[cut:]
     r = N.parse_nccl_tests(cut_text)
     N.check_busbw(r)
     N.verdict(r)
@@ -202,6 +215,7 @@ def test_parsers_never_raise_on_cut_or_spliced_fixtures(name, cut, junk_at):
 
 
 # ------------------------------------------------------------------ consistency
+
 
 def test_check_busbw_consistent_table():
     r = N.parse_nccl_tests(read("all_reduce_8xA100_current.txt"))
@@ -216,12 +230,13 @@ def test_check_busbw_consistent_table():
 def test_check_busbw_flags_edited_table():
     r = N.parse_nccl_tests(read("all_reduce_inconsistent_busbw.txt"))
     c = N.check_busbw(r)
-    assert not c["ok"].any()                        # busbw printed == algbw, but factor for 8 ranks is 1.75
+    assert not c["ok"].any()  # busbw printed == algbw, but factor for 8 ranks is 1.75
     v = N.verdict(r, gpu_model="H200")
     assert any("disagree" in x for x in v.reasons)
 
 
 # ------------------------------------------------------------------ topology
+
 
 def test_topology_tabs_ansi_nic_legend():
     t = nvidia.parse_topology(read("topo_8xH100_tabs_nics.txt"))
@@ -267,6 +282,7 @@ def test_topology_no_matrix_and_unknown_device():
 
 # ------------------------------------------------------------------ expected bands and verdicts
 
+
 def test_published_band_wins():
     b = N.expected_busbw("all_reduce", gpu_model="NVIDIA A100-SXM4-80GB", gpus_per_node=8)
     assert (b.low, b.high, b.inferred) == (230, 235, False)
@@ -291,9 +307,9 @@ def test_derived_band_from_topology_2xH200():
 def test_derived_band_pcie_and_multinode():
     t = nvidia.parse_topology(read("topo_old_pcie_mlx4.txt"))
     b = N.expected_busbw("all_reduce", topology=t, gpu_model="A100")
-    assert b.link_peak == 31 and b.low == pytest.approx(13.6, abs=0.05)    # 31 x 0.44
+    assert b.link_peak == 31 and b.low == pytest.approx(13.6, abs=0.05)  # 31 x 0.44
     m = N.expected_busbw("all_reduce", gpu_model="A100", gpus_per_node=8, nodes=2, nic_gbit=200, nics_per_node=4)
-    assert (m.low, m.high) == (86, 96)                                     # published (stas00/ml-engineering: network/README.md @ 744d01e1)
+    assert (m.low, m.high) == (86, 96)  # published (stas00/ml-engineering: network/README.md @ 744d01e1)
     d = N.expected_busbw("all_reduce", gpu_model="H200", gpus_per_node=8, nodes=2, nic_gbit=400, nics_per_node=8)
     # NIC cap: 8 x 50 GB/s x 0.92 x 0.90 = 331.2 low; NVLink ring 369 high stays
     assert d.low == pytest.approx(331.2) and d.high == pytest.approx(369.0)
@@ -323,12 +339,13 @@ def test_verdict_healthy_and_broken():
 
 def test_verdict_multinode_uses_hosts():
     r = N.parse_nccl_tests(read("all_gather_16rank_mpi_prefixed.txt"))
-    assert N.verdict(r).status == "unknown"                       # 2 hosts, no NIC data -> no band
+    assert N.verdict(r).status == "unknown"  # 2 hosts, no NIC data -> no band
     v = N.verdict(r, nic_gbit=400, nics_per_node=8)
     assert v.status == "degraded" and v.band.low == pytest.approx(331.2)
 
 
 # ------------------------------------------------------------------ NCCL logs
+
 
 def _by_sig(findings):
     return {f.data.get("signature"): f for f in findings if f.data.get("signature")}
@@ -356,7 +373,7 @@ def test_log_multinode_socket_timeout():
     f = N.diagnose_log(read("log_multinode_socket_timeout.txt"))
     sig = _by_sig(f)
     assert {"ib_no_device", "peer_closed", "watchdog_timeout", "net_plugin_missing"} <= set(sig)
-    assert sig["ib_no_device"].severity == Severity.WARNING            # 2 nodes: sockets matter
+    assert sig["ib_no_device"].severity == Severity.WARNING  # 2 nodes: sockets matter
     assert "Timeout(ms)=600000" in sig["watchdog_timeout"].evidence[0]
     titles = [x.title for x in f]
     assert "Inter-node traffic goes over TCP sockets" in titles and "NCCL_P2P_DISABLE=1 is set" in titles
@@ -374,11 +391,19 @@ def test_log_ib_failures_and_unknown_warn():
 
 # ------------------------------------------------------------------ environment and pods
 
+
 def test_env_unknown_debug_and_ifname():
-    env = {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "ens", "NCCL_IB_GID_INDX": "3", "NCCL_ALGO": "Ring",
-           "NCCL_NVLS_ENABLE": "0", "PATH": "/usr/bin"}
-    f = N.check_environment(env, interfaces=["lo", "eth0"], shm_bytes=64 * 2 ** 20, memlock_bytes=8192 * 1024,
-                            multi_node=True)
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_SOCKET_IFNAME": "ens",
+        "NCCL_IB_GID_INDX": "3",
+        "NCCL_ALGO": "Ring",
+        "NCCL_NVLS_ENABLE": "0",
+        "PATH": "/usr/bin",
+    }
+    f = N.check_environment(
+        env, interfaces=["lo", "eth0"], shm_bytes=64 * 2**20, memlock_bytes=8192 * 1024, multi_node=True
+    )
     titles = {x.title: x for x in f}
     assert "Unknown NCCL variable NCCL_IB_GID_INDX" in titles
     assert "NCCL_IB_GID_INDEX" in titles["Unknown NCCL variable NCCL_IB_GID_INDX"].summary
@@ -389,18 +414,31 @@ def test_env_unknown_debug_and_ifname():
     assert not any("NCCL_NVLS_ENABLE" in t for t in titles)
 
 
-@pytest.mark.parametrize("spec,ifaces,ok", [
-    ("eth", ["eth0"], True), ("=eth0", ["eth0"], True), ("=eth", ["eth0"], False),
-    ("^docker,lo", ["lo", "docker0"], False), ("^docker,lo", ["lo", "ens5"], True), ("ib,eth", ["ib0"], True),
-])
+@pytest.mark.parametrize(
+    "spec,ifaces,ok",
+    [
+        ("eth", ["eth0"], True),
+        ("=eth0", ["eth0"], True),
+        ("=eth", ["eth0"], False),
+        ("^docker,lo", ["lo", "docker0"], False),
+        ("^docker,lo", ["lo", "ens5"], True),
+        ("ib,eth", ["ib0"], True),
+    ],
+)
 def test_socket_ifname_semantics(spec, ifaces, ok):
     f = N.check_environment({"NCCL_SOCKET_IFNAME": spec}, interfaces=ifaces)
     assert (not any("NCCL_SOCKET_IFNAME" in x.title for x in f)) is ok
 
 
 def test_env_clean_and_bad_input():
-    assert list(N.check_environment({"NCCL_IB_HCA": "mlx5_0:1"}, hcas=["mlx5_0"], shm_bytes=2 ** 33,
-                                    memlock_bytes="unlimited")) == []
+    assert (
+        list(
+            N.check_environment(
+                {"NCCL_IB_HCA": "mlx5_0:1"}, hcas=["mlx5_0"], shm_bytes=2**33, memlock_bytes="unlimited"
+            )
+        )
+        == []
+    )
     f = N.check_environment({"NCCL_IB_HCA": "mlx5_9"}, hcas=["mlx5_0"])
     assert f[0].title == "NCCL_IB_HCA matches no RDMA device"
     with pytest.raises(InvalidParameter):
@@ -415,18 +453,25 @@ def _pod(volumes=None, mounts=None, resources=None, **spec):
 def test_pod_spec_checks():
     f = N.check_pod_spec(_pod())
     assert [x.title for x in f] == ["No /dev/shm volume in the pod"]
-    good = _pod(volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}],
-                mounts=[{"name": "dshm", "mountPath": "/dev/shm"}])
+    good = _pod(
+        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}],
+        mounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+    )
     assert list(N.check_pod_spec(good)) == []
-    small = _pod(volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
-                 mounts=[{"name": "dshm", "mountPath": "/dev/shm"}])
+    small = _pod(
+        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}],
+        mounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+    )
     assert [x.title for x in N.check_pod_spec(small)] == ["/dev/shm sizeLimit is small for NCCL"]
     disk = _pod(volumes=[{"name": "dshm", "emptyDir": {}}], mounts=[{"name": "dshm", "mountPath": "/dev/shm/"}])
     assert [x.title for x in N.check_pod_spec(disk)] == ["/dev/shm volume is not memory-backed"]
     mn = N.check_pod_spec(good, multi_node=True)
     assert [x.title for x in mn] == ["Multi-node job without RDMA resources"]
-    rdma = _pod(volumes=good["spec"]["volumes"], mounts=good["spec"]["containers"][0]["volumeMounts"],
-                resources={"nvidia.com/gpu": 8, "rdma/rdma_shared_device_a": 1})
+    rdma = _pod(
+        volumes=good["spec"]["volumes"],
+        mounts=good["spec"]["containers"][0]["volumeMounts"],
+        resources={"nvidia.com/gpu": 8, "rdma/rdma_shared_device_a": 1},
+    )
     assert [x.title for x in N.check_pod_spec(rdma, multi_node=True)] == ["RDMA without IPC_LOCK capability"]
     assert [x.title for x in N.check_pod_spec(_pod(hostIPC=True))] == ["hostIPC: /dev/shm is the node's"]
 
@@ -434,4 +479,6 @@ def test_pod_spec_checks():
 def test_collect_environment_shape():
     e = N.collect_environment()
     assert set(e) == {"env", "interfaces", "hcas", "shm_bytes", "memlock_bytes"}
-    N.check_environment(e["env"], interfaces=e["interfaces"], shm_bytes=e["shm_bytes"], memlock_bytes=e["memlock_bytes"])
+    N.check_environment(
+        e["env"], interfaces=e["interfaces"], shm_bytes=e["shm_bytes"], memlock_bytes=e["memlock_bytes"]
+    )

@@ -1,4 +1,5 @@
 """nccl-tests tables whose reduction-op column is blank or absent (gather/broadcast/sendrecv), and -c 0 runs."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,17 +16,28 @@ TAIL = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.045 \n"
 
 
 def _rows(redop: str, root: str, wrong: str = "0") -> str:
-    return "".join(f"{size:>12} {size // 8:>13}     float  {redop:>6}  {root:>6}    10.50    {bw}    {bw}  {wrong:>5}"
-                   f"    10.10    {bw}    {bw}  {wrong:>5}\n" for size, bw in ((8, "0.00"), (1024, "0.09")))
+    return "".join(
+        f"{size:>12} {size // 8:>13}     float  {redop:>6}  {root:>6}    10.50    {bw}    {bw}  {wrong:>5}"
+        f"    10.10    {bw}    {bw}  {wrong:>5}\n"
+        for size, bw in ((8, "0.00"), (1024, "0.09"))
+    )
 
 
-@pytest.mark.parametrize("coll,redop,root", [("all_gather", "none", "-1"), ("all_gather", "", "-1"),
-                                             ("broadcast", "", "0"), ("alltoall", "", "-1"), ("sendrecv", "", "")])
+@pytest.mark.parametrize(
+    "coll,redop,root",
+    [
+        ("all_gather", "none", "-1"),
+        ("all_gather", "", "-1"),
+        ("broadcast", "", "0"),
+        ("alltoall", "", "-1"),
+        ("sendrecv", "", ""),
+    ],
+)
 def test_blank_or_none_redop_rows_are_read(coll, redop, root):
     r = parse_nccl_tests(f"# Collective test starting: {coll}_perf\n" + HDR.format(v=1) + _rows(redop, root) + TAIL)
     assert len(r.table) == 2 and r.complete, (coll, redop, root)
     assert r.table["oop_busbw"].tolist() == [0.0, 0.09] and r.table["ip_time_us"].tolist() == [10.1, 10.1]
-    assert (r.table["redop"].isna().all() if not redop else (r.table["redop"] == "none").all())
+    assert r.table["redop"].isna().all() if not redop else (r.table["redop"] == "none").all()
     if root:
         assert r.table["root"].tolist() == [int(root)] * 2
 

@@ -1,5 +1,6 @@
 """nccl_check verdicts are about the host the results came from, a capture is never judged against a band
 measured on itself, and no finding sends the reader to the runbook they are reading."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,7 +44,7 @@ def test_another_run_is_judged_against_the_band():
 
 def _slowed(line: str) -> str:
     cols = line.split()
-    if len(cols) >= 13 and cols[0].isdigit() and int(cols[0]) >= 2 ** 28 and cols[2] == "float":
+    if len(cols) >= 13 and cols[0].isdigit() and int(cols[0]) >= 2**28 and cols[2] == "float":
         for i in (6, 7, 10, 11):
             cols[i] = f"{float(cols[i]) * 0.6:.2f}"
         return "  " + "  ".join(cols)
@@ -55,7 +56,11 @@ def test_next_runbook_never_points_at_itself(monkeypatch):
     from gpulib.runbook import Runbook
 
     rb = Runbook("nccl_check", source="demo")
-    rb.add([Finding(Severity.WARNING, "NVLink traffic far below peers", runbook="nccl_check"),
-            Finding(Severity.WARNING, "XID 74", runbook="xid_ecc_triage")])
+    rb.add(
+        [
+            Finding(Severity.WARNING, "NVLink traffic far below peers", runbook="nccl_check"),
+            Finding(Severity.WARNING, "XID 74", runbook="xid_ecc_triage"),
+        ]
+    )
     fl = rb.finish()
     assert {f.title: f.runbook for f in fl} == {"NVLink traffic far below peers": None, "XID 74": "xid_ecc_triage"}

@@ -1,11 +1,13 @@
 """dcgmi diag parser on public DCGM 3.x/4.x outputs (tests/fixtures/dcgmi/README.md) and damaged text."""
+
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpulib.nvidia import DIAG_COLUMNS, diag_summary, parse_dcgmi_diag
 
@@ -22,8 +24,10 @@ def test_dcgm331_memory_fail_on_gpu0_with_wrapped_warning():
     assert mem.loc["0", "status"] == "Fail" and mem.loc["1", "status"] == "Pass"
     assert mem.loc["0", "category"] == "Hardware"
     # the wrapped message re-joined: mid-word cuts closed, word-boundary wraps spaced
-    assert mem.loc["0", "message"].startswith("GPU 0 Error using CUDA API cuCtxCreate Check DCGM and system logs for errors. "
-                                              "Reset GPU. Restart DCGM. Rerun diagnostics. Unable to create CUDA context:")
+    assert mem.loc["0", "message"].startswith(
+        "GPU 0 Error using CUDA API cuCtxCreate Check DCGM and system logs for errors. "
+        "Reset GPU. Restart DCGM. Rerun diagnostics. Unable to create CUDA context:"
+    )
     assert mem.loc["1", "message"] == ""
     # the Info rows before the Hardware heading belong to a test cut off above: not pinned on GPU Memory
     assert any("cut table" in w for w in df.attrs["warnings"])
@@ -74,14 +78,29 @@ def test_runtime_error_and_odd_shapes():
     doc = {"DCGM Diagnostic": {"runtime_error": "Couldn't connect to the host engine", "test_categories": "x"}}
     df = parse_dcgmi_diag(json.dumps(doc))
     assert df.empty and any("host engine" in w for w in df.attrs["warnings"])
-    odd = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Stress", "tests": [
-        {"name": "SM Stress", "results": [{"gpu_ids": "0,1", "status": "Warn", "warnings": ["too hot"]}]}, 7, None]}]}}
+    odd = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Stress",
+                    "tests": [
+                        {
+                            "name": "SM Stress",
+                            "results": [{"gpu_ids": "0,1", "status": "Warn", "warnings": ["too hot"]}],
+                        },
+                        7,
+                        None,
+                    ],
+                }
+            ]
+        }
+    }
     df = parse_dcgmi_diag(json.dumps(odd))
     assert df["gpu"].tolist() == ["0", "1"] and set(df["status"]) == {"Warn"} and set(df["message"]) == {"too hot"}
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(st.text(), st.binary(), st.text(alphabet="|+-= PassFailGPU:0123\n{}[]\",")))
+@given(st.one_of(st.text(), st.binary(), st.text(alphabet='|+-= PassFailGPU:0123\n{}[]",')))
 def test_never_raises(text):
     assert list(parse_dcgmi_diag(text).columns) == DIAG_COLUMNS
 
@@ -94,6 +113,10 @@ def test_any_cut_of_a_real_table(cut):
 
 
 def test_linear_on_a_long_single_line():
-    t = time.perf_counter(); parse_dcgmi_diag("| x | " + "Pass - GPU: 1" * 20_000); small = time.perf_counter() - t
-    t = time.perf_counter(); parse_dcgmi_diag("| x | " + "Pass - GPU: 1" * 80_000); big = time.perf_counter() - t
+    t = time.perf_counter()
+    parse_dcgmi_diag("| x | " + "Pass - GPU: 1" * 20_000)
+    small = time.perf_counter() - t
+    t = time.perf_counter()
+    parse_dcgmi_diag("| x | " + "Pass - GPU: 1" * 80_000)
+    big = time.perf_counter() - t
     assert big < 12 * max(small, 0.01)

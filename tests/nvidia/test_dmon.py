@@ -1,11 +1,13 @@
 """nvidia-smi dmon parser on the real H200 captures (driver 580.159.04) and on damaged text."""
+
 from __future__ import annotations
 
 import time
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpulib.core.knowledge import data_path
 from gpulib.core.schema import SERIES_COLUMNS
@@ -33,7 +35,9 @@ def test_h200_pucvmet_every_column_and_sample():
 
 def test_h200_default_selection_is_puc():
     df = parse_dmon(DEFAULT)
-    assert sorted(df["column"].unique()) == sorted(["pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk"])
+    assert sorted(df["column"].unique()) == sorted(
+        ["pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk"]
+    )
     assert len(df) == 3 * 11
     assert df["timestamp"].isna().all() and any("NaT" in w for w in df.attrs["warnings"])
     temp = dmon_series(df, "DCGM_FI_DEV_GPU_TEMP")
@@ -56,7 +60,9 @@ def test_date_time_columns_dashes_and_na_two_gpus():
     assert np.isnan(p1["value"].iloc[0]) and p1["value"].iloc[1] == 90.0
     assert df[(df["gpu"] == "0") & (df["column"] == "mtemp")]["value"].isna().all()
     assert df[(df["gpu"] == "0") & (df["column"] == "sm")]["timestamp"].tolist() == [
-        pd.Timestamp("2026-12-01T08:00:00Z"), pd.Timestamp("2026-12-01T08:00:01Z")]
+        pd.Timestamp("2026-12-01T08:00:00Z"),
+        pd.Timestamp("2026-12-01T08:00:01Z"),
+    ]
     assert set(df[df["gpu"] == "1"]["uuid"]) == {"GPU-abc"} and set(df[df["gpu"] == "0"]["uuid"]) == {""}
 
 
@@ -94,8 +100,12 @@ def test_any_cut_of_the_real_capture(cut):
 
 
 def test_linear_on_a_long_single_line():
-    t = time.perf_counter(); parse_dmon("# gpu pwr\n" + "0 1 " * 200_000); small = time.perf_counter() - t
-    t = time.perf_counter(); parse_dmon("# gpu pwr\n" + "0 1 " * 800_000); big = time.perf_counter() - t
+    t = time.perf_counter()
+    parse_dmon("# gpu pwr\n" + "0 1 " * 200_000)
+    small = time.perf_counter() - t
+    t = time.perf_counter()
+    parse_dmon("# gpu pwr\n" + "0 1 " * 800_000)
+    big = time.perf_counter() - t
     assert big < 12 * max(small, 0.01)
 
 
@@ -104,7 +114,14 @@ def test_every_mapped_dmon_column_names_a_known_dcgm_field_with_the_same_unit():
 
     cols = load_table("dmon_columns").fillna({"field": ""})
     fields = load_table("dcgm_fields").set_index("field")
-    same = {"W": "W", "C": "degC", "%": "%", "MHz": "MHz", "MB": "MiB", "errs": "count"}  # dmon unit -> dcgm_fields unit
+    same = {
+        "W": "W",
+        "C": "degC",
+        "%": "%",
+        "MHz": "MHz",
+        "MB": "MiB",
+        "errs": "count",
+    }  # dmon unit -> dcgm_fields unit
     mapped = cols[cols["field"] != ""]
     assert len(mapped) >= 12
     for r in mapped.itertuples():

@@ -1,10 +1,12 @@
 """nvidia-smi parsers on published layouts. Expected numbers read off the fixture files by hand."""
+
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpulib.nvidia.smi as smi
 
@@ -22,7 +24,12 @@ def test_h200_full_report():
     assert r["name"] == "NVIDIA H200" and r["uuid"] == "GPU-cb3dfa52-e2f3-9ca4-a399-7d16041c3732"
     assert r["pci_bus_id"] == "0000:03:00.0" and r["index"] == 0
     assert (r["driver_version"], r["cuda_version"]) == ("550.90.12", "12.4")
-    assert [r[c] for c in ("ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate")] == [0, 0, 0, 0]
+    assert [r[c] for c in ("ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate")] == [
+        0,
+        0,
+        0,
+        0,
+    ]
     assert np.isnan(r["retired_pages_sbe"]) and np.isnan(r["retired_pages_pending"])  # N/A on Hopper
     assert (r["remapped_rows_pending"], r["remapped_rows_failure"], r["remap_banks_max"]) == (0.0, 0.0, 3072.0)
     assert (r["temperature_gpu_c"], r["temperature_memory_c"], r["temperature_tlimit_margin_c"]) == (28, 25, 59)
@@ -46,7 +53,11 @@ def test_two_gpus_incident_values():
     assert (bad["ecc_sbe_volatile"], bad["ecc_dbe_volatile"]) == (13, 2)
     # aggregate: 1 + 177 correctable; 1 + 0 + 3 uncorrectable
     assert (bad["ecc_sbe_aggregate"], bad["ecc_dbe_aggregate"]) == (178, 4)
-    assert (bad["remapped_rows_uncorrectable"], bad["remapped_rows_pending"], bad["remapped_rows_failure"]) == (1, 1.0, 0.0)
+    assert (bad["remapped_rows_uncorrectable"], bad["remapped_rows_pending"], bad["remapped_rows_failure"]) == (
+        1,
+        1.0,
+        0.0,
+    )
     assert bad["clock_event_reasons"] == ["HW_SLOWDOWN", "SW_THERMAL", "HW_THERMAL"]
     assert bad["clock_event_mask"] == 0x08 | 0x20 | 0x40
     assert (bad["mig_mode_current"], bad["temperature_gpu_c"], bad["power_draw_w"]) == ("Enabled", 88, 689.40)
@@ -58,7 +69,7 @@ def test_truncated_capture_keeps_complete_fields_only():
     df = q("h100x2_truncated_q.txt")
     assert len(df) == 2 and df["truncated"].tolist() == [False, True]
     last = df.iloc[1]
-    assert (last["ecc_sbe_volatile"], last["ecc_dbe_volatile"]) == (13, 2)   # volatile block is complete
+    assert (last["ecc_sbe_volatile"], last["ecc_dbe_volatile"]) == (13, 2)  # volatile block is complete
     assert np.isnan(last["ecc_sbe_aggregate"]) and np.isnan(last["ecc_dbe_aggregate"])  # cut inside aggregate
     assert np.isnan(last["temperature_gpu_c"]) and np.isnan(last["remapped_rows_pending"])
     assert last["utilization_gpu_pct"] == 97
@@ -66,13 +77,13 @@ def test_truncated_capture_keeps_complete_fields_only():
 
 def test_old_layout_v100_single_gpu_of_eight():
     r = q("v100_q_i1.txt").iloc[0]
-    assert np.isnan(r["index"]) and r["minor_number"] == 1     # -i 1: 1 block of 8 attached GPUs
+    assert np.isnan(r["index"]) and r["minor_number"] == 1  # -i 1: 1 block of 8 attached GPUs
     assert (r["ecc_sbe_aggregate"], r["ecc_dbe_aggregate"], r["ecc_sbe_volatile"]) == (3, 0, 0)
     assert (r["retired_pages_sbe"], r["retired_pages_dbe"], r["retired_pages_pending"]) == (1, 0, 0.0)
-    assert np.isnan(r["remapped_rows_pending"])                # "Remapped Rows : N/A"
+    assert np.isnan(r["remapped_rows_pending"])  # "Remapped Rows : N/A"
     assert (r["temperature_slowdown_c"], r["temperature_shutdown_c"], r["temperature_max_operating_c"]) == (87, 90, 83)
     assert (r["power_draw_w"], r["power_limit_w"]) == (25.13, 250.0)
-    assert r["clock_event_reasons"] == ["GPU_IDLE"]         # "Clocks Throttle Reasons" section
+    assert r["clock_event_reasons"] == ["GPU_IDLE"]  # "Clocks Throttle Reasons" section
     assert r["mig_mode_current"] is None
 
 
@@ -137,9 +148,14 @@ def test_table_driver_450_and_390_layouts():
 
 def test_gpu_id_map_joins_smi_and_dcgm_labels():
     smi_df = q("h100x2_incident_q.txt")
-    dcgm = pd.DataFrame({"node": ["n1", "n1"], "gpu": ["0", "1"],
-                         "uuid": ["GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1", "GPU-7c3cadbd-17e5-0913-f69b-c618122ea0cd"],
-                         "value": [1.0, 2.0]})
+    dcgm = pd.DataFrame(
+        {
+            "node": ["n1", "n1"],
+            "gpu": ["0", "1"],
+            "uuid": ["GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1", "GPU-7c3cadbd-17e5-0913-f69b-c618122ea0cd"],
+            "value": [1.0, 2.0],
+        }
+    )
     m = smi.gpu_id_map(smi_df, dcgm).set_index("pci_bus_id")
     assert m.loc["0000:2a:00.0", "gpu"] == "1"
     assert m.loc["0000:18:00.0", "uuid"] == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1"

@@ -8,6 +8,7 @@ gpulib/data/captures/h200_580.159.04_smi_q.txt is the same driver. The margin is
 (NVML nvmlDeviceGetMarginTemperature, "distance to nearest slowdown threshold"; NVSentinel's thermal-margin
 runbook https://docs.nvidia.com/nvsentinel/runbooks/gpu-thermal-margin.md compares it with the slowdown T.Limit).
 """
+
 import json
 from pathlib import Path
 
@@ -21,7 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_r580_margins_are_read_as_margins():
     r = smi.parse_query((ROOT / "gpulib" / "data" / "captures" / "h200_580.159.04_smi_q.txt").read_text()).iloc[0]
     assert r["temperature_gpu_c"] == 35 and r["temperature_tlimit_margin_c"] == 52
-    assert (r["temperature_shutdown_tlimit_c"], r["temperature_slowdown_tlimit_c"], r["temperature_max_operating_tlimit_c"]) == (-8, -2, 0)
+    assert (
+        r["temperature_shutdown_tlimit_c"],
+        r["temperature_slowdown_tlimit_c"],
+        r["temperature_max_operating_tlimit_c"],
+    ) == (-8, -2, 0)
     assert r["temperature_memory_max_operating_tlimit_c"] == 0
     assert r["temperature_thresholds_from"] == "T.Limit margins"
     # absolute thresholds: T.Limit = current + margin = 87 C; slowdown 2 C past it, shutdown 8 C past it

@@ -1,9 +1,11 @@
 """nvidia-smi topo -m as engineers paste it: NIC rows cut, wrapped rows, cut columns, too damaged to read."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpulib.core.knowledge import data_path
 from gpulib.nvidia import parse_topology

@@ -1,5 +1,6 @@
 """The rules of the house (docs/architecture.md), enforced: layering, domain boundaries, no cycles,
 only sources/ knows the backend, short modules. The checker itself is shown to catch planted violations."""
+
 from __future__ import annotations
 
 import shutil
@@ -28,7 +29,10 @@ def _copy(tmp_path: Path) -> Path:
 def test_checker_catches_a_planted_upward_import(tmp_path):
     tree = _copy(tmp_path)
     target = tree / "core" / "schema.py"
-    target.write_text(target.read_text() + "\n\ndef _planted():\n    from gpulib.cli import app  # lazy upward import\n    return app\n")
+    target.write_text(
+        target.read_text()
+        + "\n\ndef _planted():\n    from gpulib.cli import app  # lazy upward import\n    return app\n"
+    )
     found = archrules.violations(tree)
     assert any("gpulib.core.schema" in v and "upward import of gpulib.cli" in v and "(lazy)" in v for v in found), found
 
@@ -89,8 +93,11 @@ def test_checker_catches_backend_attributes_read_by_name(tmp_path):
         "        inner = getattr(cluster, attr, None)\n"
         "        if inner is not None:\n"
         "            return inner\n"
-        "    return cluster.kube_cluster()\n")
-    (tree / "xid" / "planted_e.py").write_text("def f(s):\n    return getattr(s, 'kube', None) or hasattr(s, \"sim\")\n")
+        "    return cluster.kube_cluster()\n"
+    )
+    (tree / "xid" / "planted_e.py").write_text(
+        "def f(s):\n    return getattr(s, 'kube', None) or hasattr(s, \"sim\")\n"
+    )
     found = archrules.backend_sniffing(tree)
     assert [h.split(": ")[0] for h in found] == ["gpulib/kube/planted_d.py:3", "gpulib/xid/planted_e.py:2"], found
     # the same lines inside sources/ are where they belong
@@ -126,12 +133,16 @@ def test_checker_catches_planted_demo_data_in_a_domain(tmp_path):
         "def prices(demo=False):\n"
         "    return load_table('demo/demo_gpu_models')\n\n\n"
         "def fleet():\n"
-        "    return open('gpulib/data/demo/demo_fleet.yaml').read()\n")
+        "    return open('gpulib/data/demo/demo_fleet.yaml').read()\n"
+    )
     (tree / "demo" / "planted_h.py").write_text("DEMO_OK = 'demo/demo_gpu_models'  # the demo's own data\n")
     found = [v for v in archrules.demo_knowledge(tree) if "planted" in v]
-    assert found == ["gpulib.cost.planted_g:4: defines _DEMO_PRICES", "gpulib.cost.planted_g:7: defines demo",
-                     "gpulib.cost.planted_g:8: names demo data 'demo/demo_gpu_models'",
-                     "gpulib.cost.planted_g:12: names demo data 'gpulib/data/demo/demo_fleet.yaml'"]
+    assert found == [
+        "gpulib.cost.planted_g:4: defines _DEMO_PRICES",
+        "gpulib.cost.planted_g:7: defines demo",
+        "gpulib.cost.planted_g:8: names demo data 'demo/demo_gpu_models'",
+        "gpulib.cost.planted_g:12: names demo data 'gpulib/data/demo/demo_fleet.yaml'",
+    ]
 
 
 def test_every_domain_has_the_same_rooms():
@@ -150,11 +161,14 @@ def test_room_checks_catch_a_missing_room_a_stray_plotly_import_and_an_inline_so
     tree = _copy(tmp_path)
     (tree / "vllm" / "view.py").unlink()
     (tree / "nccl" / "runbook.py").write_text("")
-    (tree / "cost" / "analysis.py").write_text((tree / "cost" / "analysis.py").read_text()
-                                              + "\n\ndef _planted():\n    import plotly.graph_objects as go\n    return go\n")
+    (tree / "cost" / "analysis.py").write_text(
+        (tree / "cost" / "analysis.py").read_text()
+        + "\n\ndef _planted():\n    import plotly.graph_objects as go\n    return go\n"
+    )
     (tree / "fleet" / "planted.py").write_text(
         "from gpulib.core.findings import Finding\n\n"
-        "def f(node):\n    return Finding('warning', 't', sop_step=f'Cordon {node}', escalation='Call ' + 'the vendor')\n")
+        "def f(node):\n    return Finding('warning', 't', sop_step=f'Cordon {node}', escalation='Call ' + 'the vendor')\n"
+    )
     assert "gpulib/vllm/ has no view.py" in archrules.room_problems(tree)
     assert any("gpulib/nccl/runbook.py" in p for p in archrules.room_problems(tree))
     assert any(p.startswith("gpulib/cost/analysis.py:") for p in archrules.plotly_importers(tree))

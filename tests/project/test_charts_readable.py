@@ -2,6 +2,7 @@
 with the calls the notebooks make, checked on the plotly Figure objects (tests/helpers/chartcheck.py): axis titles with
 units, titles that fit, threshold labels that do not collide, the XID timeline over the whole window, and a
 sentence instead of a flat chart where a panel's counters never moved."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,17 +11,22 @@ import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.steps as xs
-import gpulib.xid.view as xv
 import gpulib.nccl.steps as ns
 import gpulib.nccl.view as nv
+import gpulib.xid.steps as xs
+import gpulib.xid.view as xv
 from tests.helpers.chartcheck import annotation_boxes, axis_problems, legend_problems, overlaps, title_problems
 
 END = "2026-12-01T06:45:00Z"
 END_TS = pd.Timestamp(END)
 #: demo nodes (gpulib/data/demo/demo_fleet.yaml): XID 79 on GPU 5; DBE + remap failure on GPU 1 (and rising SBE on
 #: GPU 3); a hot GPU 2; no incident at all
-XID_NODE, ECC_NODE, HOT_NODE, QUIET_NODE = ("dgx-h100-1", "5"), ("a100-80-0", "1"), ("h200-infer-0", "2"), ("a100-80-1", None)
+XID_NODE, ECC_NODE, HOT_NODE, QUIET_NODE = (
+    ("dgx-h100-1", "5"),
+    ("a100-80-0", "1"),
+    ("h200-infer-0", "2"),
+    ("a100-80-1", None),
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +47,8 @@ def _inp(src, node, gpu, window="6h"):
 
 
 def _nccl(src):
-    from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY
     import gpulib.nvidia as nvidia
+    from gpulib.demo.artifacts import DEMO_NCCL_TESTS, DEMO_TOPOLOGY
 
     topo = nvidia.parse_topology(ns.read_input("", "topology_file", DEMO_TOPOLOGY)[0])
     text = ns.read_input("", "nccl_tests_file", DEMO_NCCL_TESTS)[0]
@@ -93,8 +99,12 @@ def build(name: str, src):
         import gpulib.vllm.view as vv
 
         if name == "vllm_memory":
-            return vv.memory_chart(inference.plan("Llama-3-70B", "H100-80GB", gpus=4, context_len=8192, concurrency=32,
-                                                  latency_p99_s=10.0), "H100-80GB")
+            return vv.memory_chart(
+                inference.plan(
+                    "Llama-3-70B", "H100-80GB", gpus=4, context_len=8192, concurrency=32, latency_p99_s=10.0
+                ),
+                "H100-80GB",
+            )
         return vv.waiting_chart(inference.waiting_requests(src, "inference", "vllm-llama70b", "1h"), "vllm-llama70b")
     if name.startswith("mig_"):
         import gpulib.mig.steps as mr
@@ -114,9 +124,23 @@ def build(name: str, src):
 
 
 #: the incident runbooks' charts (xid_ecc_triage, nccl_check, fleet_overview, operator_install): every check
-INCIDENT = ["xid_timeline:xid", "xid_timeline:ecc", "xid_timeline:quiet", "xid_memory:ecc", "xid_thermal:xid",
-            "xid_thermal:hot", "xid_thermal:ecc", "nccl_topology", "nccl_busbw", "nccl_history", "nccl_nvlink",
-            "fleet_allocation", "fleet_heatmap", "fleet_temp_power", "operator_daemonsets"]
+INCIDENT = [
+    "xid_timeline:xid",
+    "xid_timeline:ecc",
+    "xid_timeline:quiet",
+    "xid_memory:ecc",
+    "xid_thermal:xid",
+    "xid_thermal:hot",
+    "xid_thermal:ecc",
+    "nccl_topology",
+    "nccl_busbw",
+    "nccl_history",
+    "nccl_nvlink",
+    "fleet_allocation",
+    "fleet_heatmap",
+    "fleet_temp_power",
+    "operator_daemonsets",
+]
 #: the other runbooks' charts: the axis-title rule
 OTHER = ["vllm_memory", "vllm_waiting", "mig_current", "cost_heatmap", "cost_namespaces", "cost_waterfall"]
 _FIGS: dict = {}
@@ -189,8 +213,12 @@ def test_all_zero_ecc_counters_are_a_sentence_not_a_flat_chart(src):
     out = xv.memory_chart(inp)
     assert isinstance(out, str)
     assert out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 GPU 5 over the last 6h")
-    for f in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-              "DCGM_FI_DEV_ROW_REMAP_FAILURE"):
+    for f in (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    ):
         assert f in out
 
 
@@ -216,7 +244,9 @@ def test_the_notebook_shows_a_sentence_as_a_note(monkeypatch):
 
 def test_no_nvlink_traffic_is_a_sentence():
     ts = pd.date_range(END_TS - pd.Timedelta("1h"), END_TS, freq="5min")
-    series = pd.DataFrame({"timestamp": list(ts) * 2, "node": "n", "gpu": ["0"] * len(ts) + ["1"] * len(ts), "value": 0.0})
+    series = pd.DataFrame(
+        {"timestamp": list(ts) * 2, "node": "n", "gpu": ["0"] * len(ts) + ["1"] * len(ts), "value": 0.0}
+    )
     out = nv.nvlink_chart(ns.nvlink_rates(series), "n", "1h")
     assert isinstance(out, str) and out.startswith("No NVLink traffic on n")
 
@@ -263,7 +293,9 @@ def test_fleet_temperature_thresholds_one_degree_apart_both_read(src, monkeypatc
     import gpulib.fleet.view as fleet_view
 
     real = fleet_view.threshold
-    monkeypatch.setattr(fleet_view, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k)))
+    monkeypatch.setattr(
+        fleet_view, "threshold", lambda k: {"gpu_temp_warn_c": 88.0, "gpu_temp_crit_c": 89.0}.get(k, real(k))
+    )
     fig = fleet.temp_power_chart(fleet.health_frames(src, "6h"))
     texts = [b[0] for b in annotation_boxes(fig)]
     assert "warn 88 °C" in texts and "critical 89 °C" in texts
@@ -278,8 +310,13 @@ def test_flat_but_not_zero_counters_are_stated_with_their_values():
     def frame(v):
         return pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": float(v)})
 
-    inp = xs.TriageInputs(node="n", gpu="0", window="6h", end=END_TS,
-                          series={xs.triage.DBE_VOL: frame(0), xs.triage.SBE_VOL: frame(0), xs.triage.UNC_REMAP: frame(7)})
+    inp = xs.TriageInputs(
+        node="n",
+        gpu="0",
+        window="6h",
+        end=END_TS,
+        series={xs.triage.DBE_VOL: frame(0), xs.triage.SBE_VOL: frame(0), xs.triage.UNC_REMAP: frame(7)},
+    )
     out = xv.memory_chart(inp)
     assert isinstance(out, str) and not out.startswith("No ")
     assert "UNCORRECTABLE_REMAPPED_ROWS = 7" in out and "no samples of DCGM_FI_DEV_ROW_REMAP_FAILURE" in out
@@ -287,7 +324,9 @@ def test_flat_but_not_zero_counters_are_stated_with_their_values():
 
 def test_the_node_view_sentence_names_the_node(src):
     out = xv.memory_chart(_inp(src, "dgx-h100-1", None))
-    assert isinstance(out, str) and out.startswith("No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 over the last 6h")
+    assert isinstance(out, str) and out.startswith(
+        "No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 over the last 6h"
+    )
 
 
 def test_a_field_without_samples_is_not_counted_as_zero():

@@ -2,6 +2,7 @@
 the GPU given by index, by UUID and by MIG UUID, through the domain code on the demo source, through papermill
 (``gpuops``'s notebook) and through a real Prometheus. Expected values come from the scenario (demo_fleet.yaml)
 and NVIDIA's buckets, written in the table by hand."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,6 @@ import gpulib
 import gpulib.xid.steps as xs
 from gpulib.core.errors import GpulibError
 from gpulib.core.findings import Severity
-
 from tests.helpers.pinned import DEMO_END, ROOT
 
 TABLE = pd.read_csv(Path(__file__).parents[1] / "decisions" / "xid_triage.csv", dtype=str).fillna("")
@@ -29,7 +29,7 @@ def _check(row: dict, fs: list, expected: str, root: str) -> None:
     assert top.severity is Severity(expected), (row["id"], top.severity, top.title)
     key = top.data.get("bucket") or top.data.get("rule") or ("ok" if top.severity is Severity.OK else top.category)
     assert key == root, (row["id"], key, top.title)
-    for f in fs:   # a finding about another GPU or node cannot satisfy (or pollute) the row
+    for f in fs:  # a finding about another GPU or node cannot satisfy (or pollute) the row
         assert f.node == row["node"] and str(f.gpu) == row["gpu_index"], (row["id"], f.node, f.gpu, f.title)
     if row["sop_bucket"]:
         assert key == row["sop_bucket"]
@@ -61,12 +61,17 @@ def test_decision_on_demo_source(row, demo_src):
 
 def test_table_covers_every_demo_incident_and_gpu_reference_kind():
     import yaml
+
     scen = yaml.safe_load((ROOT / "gpulib" / "data" / "demo" / "demo_fleet.yaml").read_text())
     incidents = {(n["name"], str(i["gpu"])) for n in scen["nodes"] for i in n.get("incidents", [])}
     covered = {(r["node"], r["gpu_index"]) for r in ROWS if r["expected"] != "usage"}
     assert incidents <= covered, incidents - covered
-    for node, gpu in incidents:   # each incident GPU by index and by UUID
-        kinds = {("uuid" if r["gpu"].startswith("GPU-") else "index") for r in ROWS if (r["node"], r["gpu_index"]) == (node, gpu)}
+    for node, gpu in incidents:  # each incident GPU by index and by UUID
+        kinds = {
+            ("uuid" if r["gpu"].startswith("GPU-") else "index")
+            for r in ROWS
+            if (r["node"], r["gpu_index"]) == (node, gpu)
+        }
         assert kinds == {"index", "uuid"}, (node, gpu)
     assert any(r["gpu"].startswith("MIG-") for r in ROWS)
     assert {r["expected"] for r in ROWS} >= {"ok", "critical", "info", "usage"}
@@ -79,6 +84,7 @@ PAPERMILL = [r for r in ROWS if r["papermill"] == "yes"]
 def test_decision_through_the_notebook(row, shared_runs):
     doc, _ = shared_runs.notebook("xid_ecc_triage", source="demo", node=row["node"], gpu=row["gpu"])
     from gpulib.core.findings import Finding
+
     fs = [Finding.from_dict(d) for d in doc["findings"]]
     if row["expected"] == "usage":
         assert doc.get("usage_errors"), doc

@@ -3,6 +3,7 @@ the Kubernetes schema (kubernetes-validate, strict), RBAC is read-only, the Cron
 CLI, its env is what the Prometheus source reads, and the root Dockerfile (the one image of serve, report and
 collect) copies paths that exist and runs as the manifests' user (docker cannot run here, so the image is not
 built). The overlays as rendered by kustomize: tests/project/test_kustomize.py."""
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,19 @@ def test_every_manifest_validates_strictly():
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     found = docs()
     kinds = sorted(d["kind"] for _, d in found)
-    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                            "PersistentVolumeClaim", "CronJob"])
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "PersistentVolumeClaim",
+            "CronJob",
+        ]
+    )
     for name, d in found:
-        kubernetes_validate.validate(d, K8S_VERSION, strict=True)   # raises ValidationError naming the field
+        kubernetes_validate.validate(d, K8S_VERSION, strict=True)  # raises ValidationError naming the field
 
 
 def test_validator_rejects_a_broken_cronjob():
@@ -59,15 +69,20 @@ def test_validator_rejects_a_broken_cronjob():
 
 def test_clusterrole_is_read_only_on_nodes_pods_namespaces():
     (role,) = by_kind("ClusterRole")
-    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-               for v in rule["verbs"]}
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
     assert granted == {("", r, v) for r in ("nodes", "pods", "namespaces") for v in ("get", "list")}
     (binding,) = by_kind("ClusterRoleBinding")
     (sa,) = by_kind("ServiceAccount")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": role["metadata"]["name"]}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
-                                    "namespace": sa["metadata"]["namespace"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"]}
+    ]
 
 
 def _pod_spec() -> dict:
@@ -78,7 +93,7 @@ def _pod_spec() -> dict:
 def test_cronjob_weekly_with_the_report_identity_and_output_volume():
     (cj,) = by_kind("CronJob")
     fields = cj["spec"]["schedule"].split()
-    assert len(fields) == 5 and fields[2:4] == ["*", "*"] and fields[4] not in ("*",)   # one day of the week
+    assert len(fields) == 5 and fields[2:4] == ["*", "*"] and fields[4] not in ("*",)  # one day of the week
     assert cj["spec"]["concurrencyPolicy"] == "Forbid"
     pod = _pod_spec()
     (sa,) = by_kind("ServiceAccount")
@@ -91,15 +106,17 @@ def test_cronjob_weekly_with_the_report_identity_and_output_volume():
     vols = {v["name"]: v for v in pod["volumes"]}
     (pvc,) = by_kind("PersistentVolumeClaim")
     assert vols[mounts[out]]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
-    assert "emptyDir" in vols[mounts["/tmp"]]                       # read-only root: Jupyter writes under HOME=/tmp
+    assert "emptyDir" in vols[mounts["/tmp"]]  # read-only root: Jupyter writes under HOME=/tmp
     assert c["securityContext"]["readOnlyRootFilesystem"] is True and pod["securityContext"]["runAsNonRoot"] is True
 
 
 def _args() -> list[str]:
     """The CronJob's args with ``$(VAR)`` expanded from the base ConfigMap, as the kubelet does."""
     (cm,) = by_kind("ConfigMap")
-    return [re.sub(r"\$\((\w+)\)", lambda m: cm["data"].get(m.group(1), m.group(0)), a)
-            for a in _pod_spec()["containers"][0]["args"]]
+    return [
+        re.sub(r"\$\((\w+)\)", lambda m: cm["data"].get(m.group(1), m.group(0)), a)
+        for a in _pod_spec()["containers"][0]["args"]
+    ]
 
 
 def test_cronjob_args_parse_with_the_real_cli():
@@ -108,14 +125,14 @@ def test_cronjob_args_parse_with_the_real_cli():
     from gpulib import cli
 
     args = _args()
-    assert "$(" not in " ".join(args)                                  # every variable is in the ConfigMap
+    assert "$(" not in " ".join(args)  # every variable is in the ConfigMap
     assert args[:1] == ["report"]
     group = typer.main.get_command(cli.app)
     cmd = group.commands["report"]
     ctx = cmd.make_context("report", list(args[1:]))
     assert ctx.params["window"] == "7d" and ctx.params["source"] == "live" and ctx.params["quiet"] is True
     with pytest.raises(Exception):
-        cmd.make_context("report", ["--windw", "7d"])                # the parse above is not vacuous
+        cmd.make_context("report", ["--windw", "7d"])  # the parse above is not vacuous
 
 
 def test_prometheus_settings_come_from_configmap_and_secret_env_only():
@@ -125,7 +142,7 @@ def test_prometheus_settings_come_from_configmap_and_secret_env_only():
     (c,) = pod["containers"]
     (cm,) = by_kind("ConfigMap")
     assert [e["configMapRef"]["name"] for e in c["envFrom"]] == [cm["metadata"]["name"]]
-    assert not [e for e in c["env"] if "value" in e and e["name"] != "HOME"]   # values come from the ConfigMap
+    assert not [e for e in c["env"] if "value" in e and e["name"] != "HOME"]  # values come from the ConfigMap
     token = [e for e in c["env"] if e["name"] == "GPUOPS_PROMETHEUS_TOKEN"]
     assert token and "value" not in token[0] and token[0]["valueFrom"]["secretKeyRef"]["key"] == "token"
     # what the container sees, fed to the code that reads it
@@ -171,7 +188,7 @@ def test_dockerfile_copies_existing_paths_and_runs_gpuops_as_the_manifests_user(
     assert _pod_spec()["containers"][0]["args"][0] == "report"
     users = [r for i, r in steps if i == "USER"]
     assert users and users[-1] not in ("0", "root")
-    assert int(users[-1]) == _pod_spec()["securityContext"]["runAsUser"]   # the uid the pods run as
+    assert int(users[-1]) == _pod_spec()["securityContext"]["runAsUser"]  # the uid the pods run as
     envs = " ".join(r for i, r in steps if i == "ENV")
     assert "GPUOPS_HOME=" in envs and "TOKEN" not in envs and "PROMETHEUS_URL" not in envs
     run = " ".join(r for i, r in steps if i == "RUN")

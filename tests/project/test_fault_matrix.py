@@ -9,6 +9,7 @@ setting) is checked through ``gpuops run`` and must exit 2 before any notebook r
 Cells run 4 at a time (each run has its own kernel environment: ``execute(env=...)``). Set
 ``GPUOPS_MATRIX_OUT=<file>`` to write the per-cell results as JSON (benchmarks/RESULTS.md lists them).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,6 @@ import pytest
 from gpulib import cli
 from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
-
 from tests.helpers.faultserver import FaultServer
 from tests.helpers.k8s_double import start_k8s_double
 
@@ -36,14 +36,38 @@ SECRET = "matrix-s3cret-token-9f8e7d"
 
 #: fault -> words one of which the incomplete finding's evidence must contain (the cause, named)
 CAUSE = {
-    "closed": ["cannot reach"], "hang": ["did not answer within"], "slow": ["did not answer within"],
-    "500": ["HTTP 500"], "503": ["HTTP 503"], "retry_after": ["HTTP 503"], "empty": ["empty body"],
-    "garbage": ["not JSON"], "html_login": ["HTML page"], "proxy_502": ["HTTP 502"], "no_data": ["no data.result"],
-    "bad_result": ["data.result is a str"], "echo_auth": ["HTTP 401"],
-    "k8s_401": ["401", "Unauthorized"], "k8s_403": ["403", "forbidden"], "k8s_500": ["500", "etcdserver"],
+    "closed": ["cannot reach"],
+    "hang": ["did not answer within"],
+    "slow": ["did not answer within"],
+    "500": ["HTTP 500"],
+    "503": ["HTTP 503"],
+    "retry_after": ["HTTP 503"],
+    "empty": ["empty body"],
+    "garbage": ["not JSON"],
+    "html_login": ["HTML page"],
+    "proxy_502": ["HTTP 502"],
+    "no_data": ["no data.result"],
+    "bad_result": ["data.result is a str"],
+    "echo_auth": ["HTTP 401"],
+    "k8s_401": ["401", "Unauthorized"],
+    "k8s_403": ["403", "forbidden"],
+    "k8s_500": ["500", "etcdserver"],
 }
-PROM_FAULTS = ["closed", "hang", "slow", "500", "503", "retry_after", "empty", "garbage", "html_login", "proxy_502",
-               "no_data", "bad_result", "echo_auth"]
+PROM_FAULTS = [
+    "closed",
+    "hang",
+    "slow",
+    "500",
+    "503",
+    "retry_after",
+    "empty",
+    "garbage",
+    "html_login",
+    "proxy_502",
+    "no_data",
+    "bad_result",
+    "echo_auth",
+]
 K8S_FAULTS = ["k8s_401", "k8s_403", "k8s_500"]
 PARAMS = {
     "fleet_overview": {"window": "1h"},
@@ -58,8 +82,9 @@ ALL = list(PARAMS)
 #: runbooks that read the Kubernetes API before Prometheus: their Prometheus cells get a healthy API double,
 #: so the Prometheus fault is what they meet
 KUBE_FIRST = ("mig_sizing", "operator_install", "gpu_utilization_report")
-CELLS = ([(rb, f) for rb in ("fleet_overview", "xid_ecc_triage") for f in PROM_FAULTS + K8S_FAULTS]
-         + [(rb, f) for rb in ALL if rb not in ("fleet_overview", "xid_ecc_triage") for f in ("closed", "hang", "no_data")])
+CELLS = [(rb, f) for rb in ("fleet_overview", "xid_ecc_triage") for f in PROM_FAULTS + K8S_FAULTS] + [
+    (rb, f) for rb in ALL if rb not in ("fleet_overview", "xid_ecc_triage") for f in ("closed", "hang", "no_data")
+]
 
 
 _LOCAL = threading.local()
@@ -70,6 +95,7 @@ def _execute(info, params, out_root, env):
     existed (the "before" column of benchmarks/RESULTS.md), papermill is wrapped once so each thread's kernel
     manager gets that thread's environment, with the findings path next to the output notebook."""
     import inspect
+
     if "env" in inspect.signature(engine.execute).parameters:
         return engine.execute(info, params, out_root, progress=False, timeout=120, env=env)
     _wrap_papermill()
@@ -101,9 +127,13 @@ def _wrap_papermill():
 
 def _run_cell(root: Path, runbook: str, fault: str) -> dict:
     servers = []
-    env = {"GPUOPS_PROMETHEUS_TIMEOUT": str(TIMEOUT_S), "GPUOPS_PROMETHEUS_RETRIES": "2",
-           "GPUOPS_PROMETHEUS_TOKEN": SECRET, "GPUOPS_END": "2026-11-29T12:00:00Z",
-           "GPUOPS_AUDIT_LOG": str(root / f"audit-{runbook}-{fault}.jsonl")}
+    env = {
+        "GPUOPS_PROMETHEUS_TIMEOUT": str(TIMEOUT_S),
+        "GPUOPS_PROMETHEUS_RETRIES": "2",
+        "GPUOPS_PROMETHEUS_TOKEN": SECRET,
+        "GPUOPS_END": "2026-11-29T12:00:00Z",
+        "GPUOPS_AUDIT_LOG": str(root / f"audit-{runbook}-{fault}.jsonl"),
+    }
     cell_dir = root / f"{runbook}-{fault}"
     cell_dir.mkdir()
     try:
@@ -132,12 +162,21 @@ def _run_cell(root: Path, runbook: str, fault: str) -> dict:
     html = res.html.read_text() if res.html else ""
     top = next((f for f in res.findings if f.title.startswith("Runbook incomplete")), None)
     evidence = " ".join(top.evidence) if top else ""
-    return {"runbook": runbook, "fault": fault, "exit": cli._exit_code([res], "critical"), "wall_s": round(wall, 1),
-            "notebook": res.notebook.exists(), "html": bool(html), "failed": res.failed,
-            "top": top.title if top else None, "cause_named": any(w.lower() in evidence.lower() for w in CAUSE[fault]),
-            "hint": "hint:" in evidence, "traceback": "Traceback" in html,
-            "secret_leak": [p.name for p in files if SECRET in p.read_text(errors="replace")],
-            "evidence": evidence[:400]}
+    return {
+        "runbook": runbook,
+        "fault": fault,
+        "exit": cli._exit_code([res], "critical"),
+        "wall_s": round(wall, 1),
+        "notebook": res.notebook.exists(),
+        "html": bool(html),
+        "failed": res.failed,
+        "top": top.title if top else None,
+        "cause_named": any(w.lower() in evidence.lower() for w in CAUSE[fault]),
+        "hint": "hint:" in evidence,
+        "traceback": "Traceback" in html,
+        "secret_leak": [p.name for p in files if SECRET in p.read_text(errors="replace")],
+        "evidence": evidence[:400],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +193,9 @@ def matrix(tmp_path_factory):
         r["baseline_s"] = base[rb]
     total = time.monotonic() - t0
     if os.environ.get("GPUOPS_MATRIX_OUT"):
-        Path(os.environ["GPUOPS_MATRIX_OUT"]).write_text(json.dumps({"total_s": round(total, 1), "cells": list(out.values())},
-                                                                    indent=1))
+        Path(os.environ["GPUOPS_MATRIX_OUT"]).write_text(
+            json.dumps({"total_s": round(total, 1), "cells": list(out.values())}, indent=1)
+        )
     return out
 
 
@@ -175,17 +215,26 @@ def _main(args, capsys):
     return e.value.code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args,env", [
-    (["run", "xid_ecc_triage", "--source", "live", "-p", "node", "dgx h100;1"], {}),
-    (["run", "xid_ecc_triage", "--source", "live", "-p", "gpu", 'x"} or vector(42)'], {}),
-    (["run", "fleet_overview", "--source", "live", "-p", "window", "3000000y"], {}),
-    (["run", "fleet_overview", "--source", "live", "-p", "window", "6hours"], {}),
-    (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_RETRIES": "abc"}),
-    (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_TIMEOUT": "abc"}),
-    (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_URL": "ftp://u:hunter22@h/"}),
-    (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_TOKEN": "tok-hunter22",
-                                                     "GPUOPS_PROMETHEUS_USER": "u", "GPUOPS_PROMETHEUS_PASSWORD": "hunter22"}),
-])
+@pytest.mark.parametrize(
+    "args,env",
+    [
+        (["run", "xid_ecc_triage", "--source", "live", "-p", "node", "dgx h100;1"], {}),
+        (["run", "xid_ecc_triage", "--source", "live", "-p", "gpu", 'x"} or vector(42)'], {}),
+        (["run", "fleet_overview", "--source", "live", "-p", "window", "3000000y"], {}),
+        (["run", "fleet_overview", "--source", "live", "-p", "window", "6hours"], {}),
+        (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_RETRIES": "abc"}),
+        (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_TIMEOUT": "abc"}),
+        (["run", "fleet_overview", "--source", "live"], {"GPUOPS_PROMETHEUS_URL": "ftp://u:hunter22@h/"}),
+        (
+            ["run", "fleet_overview", "--source", "live"],
+            {
+                "GPUOPS_PROMETHEUS_TOKEN": "tok-hunter22",
+                "GPUOPS_PROMETHEUS_USER": "u",
+                "GPUOPS_PROMETHEUS_PASSWORD": "hunter22",
+            },
+        ),
+    ],
+)
 def test_bad_usage_exits_2_before_running(args, env, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", "http://127.0.0.1:1")
     for k, v in env.items():

@@ -1,4 +1,5 @@
 """The test harness itself: a server a test starts does not outlive a killed test process."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,13 @@ def _alive(pid: int) -> bool:
 
 
 def _grandchild_after_parent_killed(pre: str) -> bool:
-    parent = subprocess.Popen([sys.executable, "-c", CHILD.format(pre=pre)], stdout=subprocess.PIPE, text=True,
-                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(pre=pre)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     pid = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
@@ -46,4 +52,4 @@ def _grandchild_after_parent_killed(pre: str) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_server_started_with_die_with_parent_dies_with_a_killed_test_process():
     assert _grandchild_after_parent_killed("die_with_parent") is False
-    assert _grandchild_after_parent_killed("None") is True   # without it the child lives on (the leak it prevents)
+    assert _grandchild_after_parent_killed("None") is True  # without it the child lives on (the leak it prevents)

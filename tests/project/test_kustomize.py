@@ -9,6 +9,7 @@ it prints anything), so the apply is checked against the Kubernetes API double i
 (``tests/helpers/kubectl_double.py``, ``--dry-run=server``): the demo overlay applies to a cluster that has only the built-in
 API (kind, minikube), the live one needs prometheus-operator's PrometheusRule kind and a gpu-operator namespace.
 """
+
 from __future__ import annotations
 
 import functools
@@ -163,7 +164,7 @@ def _path_values(node, parts: list[str]):
         elif m := re.fullmatch(r"\[(.+?)=(.*)\]", head):
             items = [i for i in node if isinstance(i, dict) and str(i.get(m.group(1))) == m.group(2)]
         elif head.isdigit():
-            items = node[int(head):int(head) + 1]
+            items = node[int(head) : int(head) + 1]
         else:
             items = []
         for i in items:
@@ -196,9 +197,13 @@ def replacement_gaps(kust: dict, objs: list[dict]) -> list[str]:
         value = _source_value(rep, kust)
         for tgt in rep["targets"]:
             sel = tgt["select"]
-            chosen = [o for o in objs if o["kind"] == sel["kind"]
-                      and sel.get("name") in (None, o["metadata"]["name"])
-                      and sel.get("namespace") in (None, o["metadata"].get("namespace"))]
+            chosen = [
+                o
+                for o in objs
+                if o["kind"] == sel["kind"]
+                and sel.get("name") in (None, o["metadata"]["name"])
+                and sel.get("namespace") in (None, o["metadata"].get("namespace"))
+            ]
             if not chosen:
                 gaps.append(f"{sel['kind']} {sel.get('name', '*')}: no such object in the render")
             for o in chosen:
@@ -212,13 +217,17 @@ def replacement_gaps(kust: dict, objs: list[dict]) -> list[str]:
 
 
 #: a credential written out: "token: <long value>", "password=<value>", a private key, a bearer header
-_SECRET_TEXT = re.compile(r"(?i)((token|password|secret|credentials)\s*[:=]\s*['\"]?[A-Za-z0-9+/_.-]{12,}"
-                          r"|-----BEGIN [A-Z ]*PRIVATE KEY|authorization:\s*bearer\s+\S{8,})")
+_SECRET_TEXT = re.compile(
+    r"(?i)((token|password|secret|credentials)\s*[:=]\s*['\"]?[A-Za-z0-9+/_.-]{12,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY|authorization:\s*bearer\s+\S{8,})"
+)
 
 
 def secret_problems(objs: list[dict]) -> list[str]:
     """No Secret object, no credential-named env var with a literal value, every secret read through a reference."""
-    out = [f"Secret/{o['metadata']['name']} is rendered (the user creates Secrets)" for o in objs if o["kind"] == "Secret"]
+    out = [
+        f"Secret/{o['metadata']['name']} is rendered (the user creates Secrets)" for o in objs if o["kind"] == "Secret"
+    ]
     for where, spec in pod_specs(objs).items():
         for c in spec["containers"]:
             for e in c.get("env") or []:
@@ -231,8 +240,13 @@ def secret_problems(objs: list[dict]) -> list[str]:
 
 
 def secret_names(objs: list[dict]) -> set[str]:
-    return {e["valueFrom"]["secretKeyRef"]["name"] for spec in pod_specs(objs).values() for c in spec["containers"]
-            for e in c.get("env") or [] if "secretKeyRef" in (e.get("valueFrom") or {})}
+    return {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for spec in pod_specs(objs).values()
+        for c in spec["containers"]
+        for e in c.get("env") or []
+        if "secretKeyRef" in (e.get("valueFrom") or {})
+    }
 
 
 # ------------------------------------------------------------------------------------------------ tests
@@ -249,10 +263,21 @@ def test_every_rendered_builtin_object_validates_strictly(overlay):
     objs = render(overlay)
     assert not schema_problems(objs)
     custom = sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objs if group_of(o) in CUSTOM_GROUPS)
-    assert custom == ({"demo": [], "live": ["PrometheusRule/gpu-runbooks"]}[overlay])   # the rest: next test
+    assert custom == ({"demo": [], "live": ["PrometheusRule/gpu-runbooks"]}[overlay])  # the rest: next test
     kinds = {o["kind"] for o in objs}
-    assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-            "Service", "PersistentVolumeClaim", "Deployment", "CronJob"} <= kinds
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ConfigMap",
+        "Service",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "CronJob",
+    } <= kinds
     # the values object of the live overlay is read by kustomize and left out (config.kubernetes.io/local-config)
     assert not [o for o in objs if o["metadata"]["name"] == "gpuops-values"]
 
@@ -268,8 +293,11 @@ def test_the_schema_check_fails_on_a_misspelt_field_or_a_wrong_type():
     ing = one(objs, "Ingress", "gpuops-serve")
     ing["spec"]["rules"][0]["http"]["paths"][0]["pathType"] = 7
     problems = schema_problems(objs)
-    assert {p.split(" (")[0] for p in problems} == {"Deployment/gpuops-serve", "CronJob/gpuops-report",
-                                                   "Ingress/gpuops-serve"}, problems
+    assert {p.split(" (")[0] for p in problems} == {
+        "Deployment/gpuops-serve",
+        "CronJob/gpuops-report",
+        "Ingress/gpuops-serve",
+    }, problems
 
 
 @needs_kubectl
@@ -287,17 +315,22 @@ def test_the_prometheusrule_is_the_generators_for_the_public_url_and_passes_prom
     assert set(rule) == {"apiVersion", "kind", "metadata", "spec"} and rule["apiVersion"] == "monitoring.coreos.com/v1"
     with pytest.raises(kv.SchemaNotFoundError):
         kv.validate(rule, K8S_VERSIONS[0], strict=True)
-    kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": rule["metadata"], "data": {}}, K8S_VERSIONS[0],
-                strict=True)
-    public = _source_value({"source": {"name": "gpuops-values", "fieldPath": "data.publicURL"}},
-                           kustomization(DEPLOY / "overlays" / "live"))
+    kv.validate(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": rule["metadata"], "data": {}},
+        K8S_VERSIONS[0],
+        strict=True,
+    )
+    public = _source_value(
+        {"source": {"name": "gpuops-values", "fieldPath": "data.publicURL"}},
+        kustomization(DEPLOY / "overlays" / "live"),
+    )
     assert rule["spec"] == alerts.alert_rules(public)
     assert rule == alerts.prometheus_rule(public)
     spec = tmp_path / "rules.yaml"
     spec.write_text(yaml.safe_dump(rule["spec"]))
     out = subprocess.run([PROMTOOL, "check", "rules", str(spec)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    rule["spec"]["groups"][0]["rules"][0]["expr"] = "up{job= == 0"          # the check can fail
+    rule["spec"]["groups"][0]["rules"][0]["expr"] = "up{job= == 0"  # the check can fail
     spec.write_text(yaml.safe_dump(rule["spec"]))
     out = subprocess.run([PROMTOOL, "check", "rules", str(spec)], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
@@ -314,9 +347,18 @@ def test_one_image_in_every_workload_the_one_images_names(overlay):
     assert {"Deployment/gpuops-serve", "CronJob/gpuops-report"} <= set(pod_specs(objs))
     # the entry names the placeholder every base workload uses, and the tag is the package version it builds
     (entry,) = kust["images"]
-    base = [c["image"] for spec in pod_specs([d for p in (DEPLOY / "base").rglob("*.yaml")
-                                              for d in yaml.safe_load_all(p.read_text()) if d and "kind" in d]).values()
-            for c in spec["containers"]]
+    base = [
+        c["image"]
+        for spec in pod_specs(
+            [
+                d
+                for p in (DEPLOY / "base").rglob("*.yaml")
+                for d in yaml.safe_load_all(p.read_text())
+                if d and "kind" in d
+            ]
+        ).values()
+        for c in spec["containers"]
+    ]
     assert base and set(base) == {entry["name"]}
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert entry["newTag"] == version
@@ -328,7 +370,9 @@ def test_an_image_the_images_entry_does_not_name_is_caught(tmp_path):
     cj = tree / "base" / "report" / "cronjob.yaml"
     cj.write_text(cj.read_text().replace("image: gpu-runbooks\n", "image: gpu-runbooks-report:0.1.0\n"))
     problems = image_problems(render_dir(tree / "overlays" / "demo"), kustomization(tree / "overlays" / "demo"))
-    assert problems == ["CronJob/gpuops-report container report: image gpu-runbooks-report:0.1.0, not gpu-runbooks:0.1.0"]
+    assert problems == [
+        "CronJob/gpuops-report container report: image gpu-runbooks-report:0.1.0, not gpu-runbooks:0.1.0"
+    ]
 
 
 def _with_values(tree: Path, **values: str) -> None:
@@ -357,7 +401,7 @@ def test_the_live_values_set_once_reach_every_object_that_uses_them(tmp_path):
     assert p["public_url"] == public and p["source"] == "live"
     report = pod_specs(objs)["CronJob/gpuops-report"]["containers"][0]
     assert cli_params(expanded_args(objs, report))["source"] == "live"
-    for c in (serve, report):   # what the Prometheus source reads from the pod's environment
+    for c in (serve, report):  # what the Prometheus source reads from the pod's environment
         s = load_settings(env={**container_env(objs, c), "GPUOPS_PROMETHEUS_TOKEN": "t" * 20})
         assert s.url == prom
     assert one(objs, "PrometheusRule")["spec"] == alerts.alert_rules(public)
@@ -381,7 +425,7 @@ def test_the_committed_live_values_are_well_formed_and_reach_every_target():
     assert not replacement_gaps(kust, objs)
     (gen,) = [g for g in kust["configMapGenerator"] if g["name"] == "gpuops-values"]
     values = dict(lit.split("=", 1) for lit in gen["literals"])
-    assert check_base_url(values["publicURL"]) == values["publicURL"]       # scheme://host, no trailing slash
+    assert check_base_url(values["publicURL"]) == values["publicURL"]  # scheme://host, no trailing slash
     assert urlsplit(values["publicURL"]).path == "" and urlsplit(values["prometheusURL"]).scheme in ("http", "https")
     assert gen["options"]["annotations"] == {"config.kubernetes.io/local-config": "true"}
     # every replacement reads from the values object, so a value is set in one place only
@@ -393,15 +437,18 @@ def test_a_replacement_whose_target_is_gone_is_reported(tmp_path):
     """kustomize renders without a word when a target's select matches nothing (here: the Ingress and the env
     ConfigMap renamed), so the values would silently stay the base's defaults."""
     tree = copy_tree(tmp_path)
-    for rel, old, new in (("overlays/live/ingress.yaml", "  name: gpuops-serve\n  namespace", "  name: gpuops-web\n  namespace"),
-                          ("base/config.yaml", "  name: gpuops-env\n", "  name: gpuops-config\n")):
+    for rel, old, new in (
+        ("overlays/live/ingress.yaml", "  name: gpuops-serve\n  namespace", "  name: gpuops-web\n  namespace"),
+        ("base/config.yaml", "  name: gpuops-env\n", "  name: gpuops-config\n"),
+    ):
         f = tree / rel
         assert old in f.read_text()
         f.write_text(f.read_text().replace(old, new))
-    objs = render_dir(tree / "overlays" / "live")                       # renders without complaint
+    objs = render_dir(tree / "overlays" / "live")  # renders without complaint
     gaps = replacement_gaps(kustomization(tree / "overlays" / "live"), objs)
     assert gaps == ["ConfigMap gpuops-env: no such object in the render"] * 2 + [
-        "Ingress gpuops-serve: no such object in the render"], gaps
+        "Ingress gpuops-serve: no such object in the render"
+    ], gaps
 
 
 @needs_kubectl
@@ -425,9 +472,25 @@ def test_the_secret_checks_catch_what_they_should():
     assert _SECRET_TEXT.search("token: 3f9a0c5e7b1d2f4a6c8e") and _SECRET_TEXT.search("password=hunter2hunter2")
     assert _SECRET_TEXT.search("-----BEGIN RSA PRIVATE KEY-----")
     assert not _SECRET_TEXT.search("credentials_file: /etc/alertmanager/secrets/gpuops-serve/token")
-    pod = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"template": {"spec": {
-        "containers": [{"name": "c", "image": "i", "args": ["serve", "--token", "abc"],
-                        "env": [{"name": "GPUOPS_SERVE_TOKEN", "value": "abc"}]}]}}}}
+    pod = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "i",
+                            "args": ["serve", "--token", "abc"],
+                            "env": [{"name": "GPUOPS_SERVE_TOKEN", "value": "abc"}],
+                        }
+                    ]
+                }
+            }
+        },
+    }
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}
     assert len(secret_problems([pod, secret])) == 3
 
@@ -451,7 +514,9 @@ PROMETHEUSRULE = ("monitoring.coreos.com", "v1", "prometheusrules", "PrometheusR
 KIND_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "local-path-storage")
 
 
-def _apply(tmp_path, monkeypatch, overlay: str, extra_kinds: list, namespaces) -> tuple[subprocess.CompletedProcess, list]:
+def _apply(
+    tmp_path, monkeypatch, overlay: str, extra_kinds: list, namespaces
+) -> tuple[subprocess.CompletedProcess, list]:
     """``kubectl apply -k <overlay> --dry-run=server`` against the double serving the built-in kinds plus
     ``extra_kinds``, holding ``namespaces`` and the ones the overlay creates (a server dry run stores nothing, so
     the objects of a Namespace created in the same apply would not find it; a real apply creates it first)."""
@@ -461,8 +526,21 @@ def _apply(tmp_path, monkeypatch, overlay: str, extra_kinds: list, namespaces) -
     with KubectlDouble(ns, token=None) as double:
         kubeconfig = double.write_kubeconfig(tmp_path / "kubeconfig")
         # --validate=false: the double serves no OpenAPI document; the schemas are checked above
-        out = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "apply", "-k", str(DEPLOY / "overlays" / overlay),
-                              "--dry-run=server", "--validate=false"], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [
+                KUBECTL,
+                "--kubeconfig",
+                str(kubeconfig),
+                "apply",
+                "-k",
+                str(DEPLOY / "overlays" / overlay),
+                "--dry-run=server",
+                "--validate=false",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return out, list(double.dry_runs)
 
 
@@ -482,7 +560,9 @@ def test_the_live_overlay_needs_prometheus_operator_and_the_gpu_operator_namespa
     out, _ = _apply(tmp_path, monkeypatch, "live", [], KIND_NAMESPACES)
     assert out.returncode != 0
     assert 'no matches for kind "PrometheusRule"' in out.stderr and 'namespaces "gpu-operator" not found' in out.stderr
-    out, writes = _apply(tmp_path, monkeypatch, "live", [PROMETHEUSRULE], (*KIND_NAMESPACES, "monitoring", "gpu-operator"))
+    out, writes = _apply(
+        tmp_path, monkeypatch, "live", [PROMETHEUSRULE], (*KIND_NAMESPACES, "monitoring", "gpu-operator")
+    )
     assert out.returncode == 0, out.stderr
     assert ("POST", "prometheusrules/gpu-runbooks") in writes and ("POST", "ingresses/gpuops-serve") in writes
     assert ("POST", "rolebindings/gpuops-serve-mig-config") in writes
@@ -511,10 +591,17 @@ def test_the_alertmanager_receiver_is_a_snippet_next_to_the_service_it_targets()
     assert not [r for r in listed if r.endswith("alertmanager-receiver.yaml")]
     objs = render("live")
     svc = one(objs, "Service", "gpuops-serve")
-    hook = next(r for r in yaml.safe_load(snippet.read_text())["receivers"] if r["name"] == "gpuops-serve")["webhook_configs"][0]
-    assert hook["url"] == (f"http://{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc:"
-                           f"{svc['spec']['ports'][0]['port']}/alertmanager")
+    hook = next(r for r in yaml.safe_load(snippet.read_text())["receivers"] if r["name"] == "gpuops-serve")[
+        "webhook_configs"
+    ][0]
+    assert hook["url"] == (
+        f"http://{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc:"
+        f"{svc['spec']['ports'][0]['port']}/alertmanager"
+    )
     serve = pod_specs(objs)["Deployment/gpuops-serve"]["containers"][0]
     ref = next(e for e in serve["env"] if e["name"] == "GPUOPS_SERVE_TOKEN")["valueFrom"]["secretKeyRef"]
-    assert hook["http_config"]["authorization"]["credentials_file"] == f"/etc/alertmanager/secrets/{ref['name']}/{ref['key']}"
+    assert (
+        hook["http_config"]["authorization"]["credentials_file"]
+        == f"/etc/alertmanager/secrets/{ref['name']}/{ref['key']}"
+    )
     assert "credentials" not in hook["http_config"]["authorization"]

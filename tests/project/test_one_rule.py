@@ -12,6 +12,7 @@ fleet with the window ending 2026-12-01T06:45:00Z:
 * a pod whose containers ask 2 GPUs/limit 1 and 1 GPU/limit 2 was invalid for the scheduling check and fine
   for the cost check (which compared the pod's sums).
 """
+
 from __future__ import annotations
 
 import functools
@@ -69,7 +70,9 @@ def test_the_pods_the_two_rules_disagreed_on(demo_0645):
     assert day["notebooks/jupyter-alice-0"].title == "Zombie GPU workload notebooks/jupyter-alice-0"
     assert "for " in day["notebooks/jupyter-alice-0"].evidence[2]  # how long it held memory idle
     week = _fleet_verdicts(demo_0645, "7d")
-    assert "inference/triton-bert-7c8d9b6f5-abcd1" not in week or not week["inference/triton-bert-7c8d9b6f5-abcd1"].title.startswith("Zombie")
+    assert "inference/triton-bert-7c8d9b6f5-abcd1" not in week or not week[
+        "inference/triton-bert-7c8d9b6f5-abcd1"
+    ].title.startswith("Zombie")
 
 
 def test_classify_idle_rule_on_a_handmade_series():
@@ -80,14 +83,26 @@ def test_classify_idle_rule_on_a_handmade_series():
     ts = pd.date_range("2026-12-01T00:00Z", periods=80, freq="30s")
 
     def rows(pod, act, fb):
-        return pd.DataFrame({"timestamp": ts, "value": act, "node": "n1", "gpu": pod[-1], "gpu_i_profile": "",
-                             "gpu_i_id": "", "pod": pod, "namespace": "ml", "container": "c"}), \
-            pd.DataFrame({"timestamp": ts, "value": fb, "node": "n1", "gpu": pod[-1], "gpu_i_id": ""})
+        return pd.DataFrame(
+            {
+                "timestamp": ts,
+                "value": act,
+                "node": "n1",
+                "gpu": pod[-1],
+                "gpu_i_profile": "",
+                "gpu_i_id": "",
+                "pod": pod,
+                "namespace": "ml",
+                "container": "c",
+            }
+        ), pd.DataFrame({"timestamp": ts, "value": fb, "node": "n1", "gpu": pod[-1], "gpu_i_id": ""})
 
-    parts = [rows("held0", [0.01] * 80, [4096] * 80),                 # 40 min held idle: zombie
-             rows("spiky1", [0.01] * 40 + [0.5] + [0.01] * 39, [4096] * 80),  # spike breaks the run: 20 min each
-             rows("light2", [0.08] * 80, [100] * 80),                  # below 10 % mean, little memory: idle
-             rows("busy3", [0.7] * 80, [9000] * 80)]
+    parts = [
+        rows("held0", [0.01] * 80, [4096] * 80),  # 40 min held idle: zombie
+        rows("spiky1", [0.01] * 40 + [0.5] + [0.01] * 39, [4096] * 80),  # spike breaks the run: 20 min each
+        rows("light2", [0.08] * 80, [100] * 80),  # below 10 % mean, little memory: idle
+        rows("busy3", [0.7] * 80, [9000] * 80),
+    ]
     act = pd.concat([p[0] for p in parts], ignore_index=True)
     fb = pd.concat([p[1] for p in parts], ignore_index=True)
     th = Thresholds.from_table()
@@ -96,11 +111,18 @@ def test_classify_idle_rule_on_a_handmade_series():
 
 
 # ------------------------------------------------------------------------------------- request/limit
-_SPLIT = {"kind": "Pod", "metadata": {"name": "split", "namespace": "ml"},
-          "spec": {"nodeName": "n1", "containers": [
-              {"name": "a", "resources": {"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 1}}},
-              {"name": "b", "resources": {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}}]},
-          "status": {"phase": "Running"}}
+_SPLIT = {
+    "kind": "Pod",
+    "metadata": {"name": "split", "namespace": "ml"},
+    "spec": {
+        "nodeName": "n1",
+        "containers": [
+            {"name": "a", "resources": {"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 1}}},
+            {"name": "b", "resources": {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}},
+        ],
+    },
+    "status": {"phase": "Running"},
+}
 
 
 def test_scheduling_and_cost_report_the_same_request_limit_problems():
@@ -126,9 +148,22 @@ def test_lesson_uses_the_same_check():
 
 
 # ------------------------------------------------------------------------------------- settings and money
-@pytest.mark.parametrize("table", ["cost_policy", "report_policy", "scheduling_settings", "operator_settings",
-                                   "remediation_policy", "alert_settings", "nccl_thresholds", "nccl_job_defaults",
-                                   "vllm_deploy", "model_memory_overheads", "thresholds"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        "cost_policy",
+        "report_policy",
+        "scheduling_settings",
+        "operator_settings",
+        "remediation_policy",
+        "alert_settings",
+        "nccl_thresholds",
+        "nccl_job_defaults",
+        "vllm_deploy",
+        "model_memory_overheads",
+        "thresholds",
+    ],
+)
 def test_one_error_text_for_every_settings_table(table):
     import re
 
@@ -141,7 +176,9 @@ def test_one_error_text_for_every_settings_table(table):
 
 
 def test_settings_are_typed():
-    assert settings("cost_policy")["hours_per_month"] == 730 and isinstance(settings("cost_policy")["hours_per_month"], int)
+    assert settings("cost_policy")["hours_per_month"] == 730 and isinstance(
+        settings("cost_policy")["hours_per_month"], int
+    )
     assert settings("thresholds")["idle_activity_max"] == pytest.approx(0.10)
     assert settings("report_policy").text("series_step") == "5m"
     assert "kube-system" in settings("scheduling_settings").items_list("system_namespaces")
@@ -149,9 +186,18 @@ def test_settings_are_typed():
         settings("cost_policy").number("default_pricing_provider")
 
 
-@pytest.mark.parametrize("amount, currency, text", [
-    (1234.5, "USD", "1,234 USD"), (1235.5, "usd", "1,236 USD"), (12.345, "EUR", "12.35 EUR"),
-    (-250, "USD", "-250 USD"), (float("nan"), "USD", "n/a"), (None, "USD", "n/a"), (1_000_000, "JPY", "1,000,000 JPY")])
+@pytest.mark.parametrize(
+    "amount, currency, text",
+    [
+        (1234.5, "USD", "1,234 USD"),
+        (1235.5, "usd", "1,236 USD"),
+        (12.345, "EUR", "12.35 EUR"),
+        (-250, "USD", "-250 USD"),
+        (float("nan"), "USD", "n/a"),
+        (None, "USD", "n/a"),
+        (1_000_000, "JPY", "1,000,000 JPY"),
+    ],
+)
 def test_money_text(amount, currency, text):
     assert money(amount, currency) == text
     assert "$" not in money(amount, currency)
@@ -166,16 +212,46 @@ def test_scheduling_and_cost_agree_on_non_gpu_pods_on_gpu_nodes():
     from gpulib.cost.analysis import non_gpu_pods_on_gpu_nodes
 
     def pod(ns, name, phase="Running", gpu=0):
-        return {"namespace": ns, "pod": name, "node": "g1", "phase": phase, "gpu_request": gpu, "gpu_limit": gpu,
-                "mig_requests": {}, "mig_limits": {}, "owner_kind": "Deployment", "owner_name": name}
+        return {
+            "namespace": ns,
+            "pod": name,
+            "node": "g1",
+            "phase": phase,
+            "gpu_request": gpu,
+            "gpu_limit": gpu,
+            "mig_requests": {},
+            "mig_limits": {},
+            "owner_kind": "Deployment",
+            "owner_name": name,
+        }
 
-    pods = pd.DataFrame([pod("logging", "fluentd"), pod("nvidia-device-plugin", "nvdp-helper"),
-                         pod("web", "pending-api", phase="Pending"), pod("web", "api"), pod("ml", "train", gpu=1)])
-    nodes = pd.DataFrame([{"node": "g1", "gpu_capacity": 8, "gpu_allocatable": 8, "mig_capacity": {},
-                           "mig_allocatable": {}, "gpu_product": "NVIDIA-H100-80GB-HBM3", "taints": []}])
+    pods = pd.DataFrame(
+        [
+            pod("logging", "fluentd"),
+            pod("nvidia-device-plugin", "nvdp-helper"),
+            pod("web", "pending-api", phase="Pending"),
+            pod("web", "api"),
+            pod("ml", "train", gpu=1),
+        ]
+    )
+    nodes = pd.DataFrame(
+        [
+            {
+                "node": "g1",
+                "gpu_capacity": 8,
+                "gpu_allocatable": 8,
+                "mig_capacity": {},
+                "mig_allocatable": {},
+                "gpu_product": "NVIDIA-H100-80GB-HBM3",
+                "taints": [],
+            }
+        ]
+    )
     cost = non_gpu_pods_on_gpu_nodes(pods, pd.Series(["g1"]))
     sched = scheduling.non_gpu_pods_on_gpu_nodes(nodes, pods)
-    assert sorted(cost["namespace"] + "/" + cost["pod"]) == sorted(sched[0].data["pods"]) == ["web/api", "web/pending-api"]
+    assert (
+        sorted(cost["namespace"] + "/" + cost["pod"]) == sorted(sched[0].data["pods"]) == ["web/api", "web/pending-api"]
+    )
 
 
 def test_no_module_loads_a_settings_table_itself():
@@ -187,9 +263,13 @@ def test_no_module_loads_a_settings_table_itself():
     tables = [p.stem for p in (root / "data").rglob("*.csv") if p.read_text().startswith("key,value")]
     assert {"cost_policy", "report_policy", "thresholds", "operator_settings"} <= set(tables)
     pattern = re.compile(r"load_table\(\s*[\"'](" + "|".join(map(re.escape, tables)) + r")(\.csv)?[\"']")
-    hits = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p.name != "knowledge.py"
-            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)
-            and "def thresholds_frame" not in "".join(p.read_text().splitlines()[max(0, i - 4):i])]  # a lesson shows the table
+    hits = [
+        f"{p.relative_to(root)}:{i}"
+        for p in root.rglob("*.py")
+        if p.name != "knowledge.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line) and "def thresholds_frame" not in "".join(p.read_text().splitlines()[max(0, i - 4) : i])
+    ]  # a lesson shows the table
     assert hits == [], hits
 
 

@@ -5,6 +5,7 @@ virtual environment holding only those (no system site-packages). Everything hea
 The venv gets its packages from ``$GPUOPS_WHEELHOUSE`` (``pip install --no-index --find-links``) when set, else
 from the package index; without either the test is skipped and says why.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NODE_DEPS = {"numpy", "pandas", "nvidia-ml-py"}
 #: imports a GPU-node module must never pull in (they are behind extras)
-HEAVY = ["plotly", "kubernetes", "kubernetes_validate", "scipy", "papermill", "nbconvert", "nbformat", "IPython",
-         "typer", "prometheus_api_client", "requests", "yaml", "fastapi", "uvicorn", "prometheus_client"]
+HEAVY = [
+    "plotly",
+    "kubernetes",
+    "kubernetes_validate",
+    "scipy",
+    "papermill",
+    "nbconvert",
+    "nbformat",
+    "IPython",
+    "typer",
+    "prometheus_api_client",
+    "requests",
+    "yaml",
+    "fastapi",
+    "uvicorn",
+    "prometheus_client",
+]
 NODE_MODULES = ["gpulib.nvidia.nvml", "gpulib.nvidia.smi", "gpulib.nccl.probe"]
 
 
@@ -38,9 +54,23 @@ def test_base_install_is_the_gpu_node_set_and_the_rest_is_behind_extras():
     extras = proj["optional-dependencies"]
     assert {"node", "k8s", "prometheus", "runbooks", "serve", "all", "test"} <= set(extras)
     everything = {_name(r) for r in extras["runbooks"] + extras["k8s"] + extras["prometheus"] + extras["serve"]}
-    for lib in ("kubernetes", "kubernetes-validate", "plotly", "scipy", "papermill", "nbconvert", "ipykernel",
-                "jupyterlab", "typer", "prometheus-api-client", "pyyaml", "requests", "fastapi", "uvicorn",
-                "prometheus-client"):
+    for lib in (
+        "kubernetes",
+        "kubernetes-validate",
+        "plotly",
+        "scipy",
+        "papermill",
+        "nbconvert",
+        "ipykernel",
+        "jupyterlab",
+        "typer",
+        "prometheus-api-client",
+        "pyyaml",
+        "requests",
+        "fastapi",
+        "uvicorn",
+        "prometheus-client",
+    ):
         assert lib in everything, lib
     assert "gpu-runbooks[runbooks,k8s,prometheus,serve]" in extras["all"]
     assert '".[all,test]"' in (ROOT / "Makefile").read_text()
@@ -48,10 +78,19 @@ def test_base_install_is_the_gpu_node_set_and_the_rest_is_behind_extras():
 
 def test_gpu_node_modules_import_without_heavy_dependencies_here():
     """In this (full) environment too, importing the node modules loads none of the heavy libraries."""
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in NODE_MODULES)
-            + f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in NODE_MODULES)
+        + f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -65,8 +104,12 @@ def node_venv(tmp_path_factory):
     py = venv / "bin" / "python"
     wheelhouse = os.environ.get("GPUOPS_WHEELHOUSE")
     src = ["--no-index", "--find-links", wheelhouse] if wheelhouse else []
-    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *src, *sorted(NODE_DEPS)],
-                         capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *src, *sorted(NODE_DEPS)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if pip.returncode != 0:
         last = (pip.stderr.strip().splitlines() or ["no output"])[-1]
         where = f"wheelhouse {wheelhouse}" if wheelhouse else "the package index (offline? set GPUOPS_WHEELHOUSE)"
@@ -85,21 +128,36 @@ def test_node_venv_has_only_the_node_packages(node_venv):
     names = {line.split("==")[0].lower() for line in out.stdout.splitlines() if "==" in line}
     assert NODE_DEPS <= names
     # numpy/pandas/nvidia-ml-py and pandas' own dependencies, pip and setuptools; nothing from the extras
-    assert not names & {"plotly", "kubernetes", "scipy", "papermill", "typer", "pyyaml", "requests",
-                        "prometheus-api-client", "kubernetes-validate", "ipykernel"}
+    assert not names & {
+        "plotly",
+        "kubernetes",
+        "scipy",
+        "papermill",
+        "typer",
+        "pyyaml",
+        "requests",
+        "prometheus-api-client",
+        "kubernetes-validate",
+        "ipykernel",
+    }
 
 
 def test_node_modules_import_in_the_clean_venv(node_venv):
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in NODE_MODULES)
-            + "import gpulib; assert gpulib.__file__.startswith(%r)\n" % str(ROOT)
-            + f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))")
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in NODE_MODULES)
+        + "import gpulib; assert gpulib.__file__.startswith(%r)\n" % str(ROOT)
+        + f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r}))"
+    )
     out = _run(node_venv, "-c", code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("module, words", [("gpulib.nvidia.nvml", "Probe every NVIDIA GPU through NVML"),
-                                           ("gpulib.nccl.probe", "--collectives")])
+@pytest.mark.parametrize(
+    "module, words",
+    [("gpulib.nvidia.nvml", "Probe every NVIDIA GPU through NVML"), ("gpulib.nccl.probe", "--collectives")],
+)
 def test_node_commands_run_help_in_the_clean_venv(node_venv, module, words):
     out = _run(node_venv, "-m", module, "--help")
     assert out.returncode == 0, out.stderr

@@ -1,5 +1,6 @@
 """Parser limits: every parser takes str or bytes, never raises on text, is linear on single lines of 10 MB,
 and the DCGM scrape parser's memory per input byte stays under a stated bound."""
+
 from __future__ import annotations
 
 import time
@@ -9,8 +10,8 @@ import pytest
 
 from gpulib.mig import MigParseError, parse_lgi, parse_lgip, parse_lgipp
 from gpulib.nccl import diagnose_log, parse_nccl_tests
-from gpulib.nvidia.topology import parse_topology
 from gpulib.nvidia.smi import parse_query, parse_table
+from gpulib.nvidia.topology import parse_topology
 from gpulib.sources.dcgm import parse_scrape
 from gpulib.xid import parse_kernel_log
 
@@ -42,8 +43,8 @@ CRAFTED = {
     "lgip": (parse_lgip, "| 0 MIG " + " " * MB10 + "x"),
     "lgi": (parse_lgi, "| 0 MIG " + _rep("1g ")),
     "dcgm_label": (parse_scrape, 'DCGM_FI_DEV_GPU_TEMP{a="' + "x" * MB10 + '"} 1'),
-    "dcgm_escapes": (parse_scrape, 'DCGM_FI_DEV_GPU_TEMP{a="' + _rep("\\\\x\\\"") + '"} 1'),
-    "dcgm_unclosed": (parse_scrape, 'DCGM_FI_DEV_GPU_TEMP{' + _rep('a="b",')),
+    "dcgm_escapes": (parse_scrape, 'DCGM_FI_DEV_GPU_TEMP{a="' + _rep('\\\\x\\"') + '"} 1'),
+    "dcgm_unclosed": (parse_scrape, "DCGM_FI_DEV_GPU_TEMP{" + _rep('a="b",')),
 }
 ALLOWED = (MigParseError,)  # documented: the MIG parsers say when no line of their kind is there
 
@@ -70,13 +71,34 @@ def test_bytes_are_accepted(name):
     _call(fn, text[:100000].encode())
 
 
-GARBAGE = ["", "\x00\xff", "GPU 0 Profile ID 19 Placements: {0,\t,1}:\t1", "GPU 0 Profile ID 19 Placements: {0,1}:99999999999999999999",
-           "|  0  NVIDIA H100  On  | 00000000:01:00.0 Off |", "NVRM: Xid (PCI:0000:01:00): 99999999999999999999999, pid=x",
-           'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 1 99999999999999999999', "\ud800", "[" * 10000]
+GARBAGE = [
+    "",
+    "\x00\xff",
+    "GPU 0 Profile ID 19 Placements: {0,\t,1}:\t1",
+    "GPU 0 Profile ID 19 Placements: {0,1}:99999999999999999999",
+    "|  0  NVIDIA H100  On  | 00000000:01:00.0 Off |",
+    "NVRM: Xid (PCI:0000:01:00): 99999999999999999999999, pid=x",
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 1 99999999999999999999',
+    "\ud800",
+    "[" * 10000,
+]
 
 
-@pytest.mark.parametrize("fn", [parse_table, parse_query, parse_kernel_log, parse_nccl_tests, parse_topology, diagnose_log,
-                                parse_lgipp, parse_lgip, parse_lgi, parse_scrape])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        parse_table,
+        parse_query,
+        parse_kernel_log,
+        parse_nccl_tests,
+        parse_topology,
+        diagnose_log,
+        parse_lgipp,
+        parse_lgip,
+        parse_lgi,
+        parse_scrape,
+    ],
+)
 @pytest.mark.parametrize("text", GARBAGE)
 def test_never_raises_on_text(fn, text):
     _call(fn, text)

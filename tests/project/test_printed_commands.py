@@ -7,6 +7,7 @@ collected; the SOP and cheat-sheet data files add their command templates (place
 values). ``tests/helpers/commandcheck.py`` says how each tool is checked. The printed kubectl commands run against
 ``tests/helpers/kubectl_double.py`` loaded with the demo fleet of their GPU Operator scenario (``tests/helpers/demo_cluster.py``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,9 +22,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers.commandcheck import PARSE_ONLY, SMI_TABLE, Checker, fill_placeholders, smi_options_from_captures, stages
-from tests.helpers.pinned import DEMO_END
+from tests.helpers.commandcheck import (
+    PARSE_ONLY,
+    SMI_TABLE,
+    Checker,
+    fill_placeholders,
+    smi_options_from_captures,
+    stages,
+)
 from tests.helpers.demo_cluster import demo_cluster
+from tests.helpers.pinned import DEMO_END
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "gpulib" / "data"
@@ -31,9 +39,14 @@ pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl
 
 
 def _runs() -> list[tuple[str, dict]]:
-    runs = [("runbooks/fleet_overview", {}), ("runbooks/nccl_check", {}), ("runbooks/mig_sizing", {}),
-            ("runbooks/vllm_deploy", {}), ("reports/gpu_utilization_report", {}),
-            ("runbooks/xid_ecc_triage", {"node": "dgx-h100-1", "gpu": ""})]
+    runs = [
+        ("runbooks/fleet_overview", {}),
+        ("runbooks/nccl_check", {}),
+        ("runbooks/mig_sizing", {}),
+        ("runbooks/vllm_deploy", {}),
+        ("reports/gpu_utilization_report", {}),
+        ("runbooks/xid_ecc_triage", {"node": "dgx-h100-1", "gpu": ""}),
+    ]
     seen = set()
     with (ROOT / "tests" / "decisions" / "xid_triage.csv").open() as fh:
         for row in csv.DictReader(fh):
@@ -41,8 +54,15 @@ def _runs() -> list[tuple[str, dict]]:
             if row["expected"] in ("critical", "warning", "info") and key not in seen and row["gpu"].isdigit():
                 seen.add(key)
                 runs.append(("runbooks/xid_ecc_triage", {"node": row["node"], "gpu": row["gpu"]}))
-    for state in ("healthy", "driver_crashloop", "gfd_missing", "policy_not_ready", "allocatable_zero",
-                  "validator_stuck", "mig_failed"):
+    for state in (
+        "healthy",
+        "driver_crashloop",
+        "gfd_missing",
+        "policy_not_ready",
+        "allocatable_zero",
+        "validator_stuck",
+        "mig_failed",
+    ):
         runs.append(("runbooks/operator_install", {"demo_operator_state": state}))
     return runs
 
@@ -122,7 +142,7 @@ def _data_commands() -> list[tuple[str, str]]:
         if isinstance(entry, dict):
             out += [(f"operator_sop.yaml {key}", c) for c in entry.get("commands") or []]
     with _data("cheatsheet.csv").open() as fh:
-        out += [(f"cheatsheet.csv", row["command"]) for row in csv.DictReader(fh)]
+        out += [("cheatsheet.csv", row["command"]) for row in csv.DictReader(fh)]
     return [(w, fill_placeholders(c)) for w, c in out if not c.startswith("{")]
 
 
@@ -159,14 +179,30 @@ def test_checker_catches_planted_mistakes(tmp_path):
         assert problems and any(why in p for p in problems), (cmd, problems)
     # a pipeline's kubectl stage is checked, and a remote command inside kubectl debug is unwrapped
     assert stages("kubectl debug node/n -it --image=busybox -- chroot /host sh -c 'dmesg | grep -i xid'") == [
-        ["kubectl", "debug", "node/n", "-it", "--image=busybox", "--", "chroot", "/host", "sh", "-c", "dmesg | grep -i xid"],
-        ["dmesg"], ["grep", "-i", "xid"]]
+        [
+            "kubectl",
+            "debug",
+            "node/n",
+            "-it",
+            "--image=busybox",
+            "--",
+            "chroot",
+            "/host",
+            "sh",
+            "-c",
+            "dmesg | grep -i xid",
+        ],
+        ["dmesg"],
+        ["grep", "-i", "xid"],
+    ]
 
 
 def test_cluster_checks_catch_planted_commands():
-    planted = [("report", "kubectl taint nodes l4-spot-0 nvidia.com/gpu=present:NoSchedule"),
-               ("report", "kubectl -n ads delete pod ab-test-scorer-84c6d7f5b9-m2xw8"),
-               ("report", "kubectl -n inference scale deployment/vllm-qwen7b --replicas=<n>")]
+    planted = [
+        ("report", "kubectl taint nodes l4-spot-0 nvidia.com/gpu=present:NoSchedule"),
+        ("report", "kubectl -n ads delete pod ab-test-scorer-84c6d7f5b9-m2xw8"),
+        ("report", "kubectl -n inference scale deployment/vllm-qwen7b --replicas=<n>"),
+    ]
     found = _against_the_demo_cluster(planted)
     assert len(found) == 3, found
     assert _against_the_demo_cluster([("report", "kubectl -n ads scale deployment/ab-test-scorer --replicas=0")]) == []
@@ -200,7 +236,9 @@ def check_on_demo_cluster(cmds, files, double, workdir) -> tuple[Checker, list[s
     chk = Checker(workdir, files=dict(files), double=double)
     by_scenario: dict[str, dict[str, str]] = {}
     for where, cmd in cmds:
-        by_scenario.setdefault("template" if where.startswith(TEMPLATES) else _scenario(where), {}).setdefault(cmd, where)
+        by_scenario.setdefault("template" if where.startswith(TEMPLATES) else _scenario(where), {}).setdefault(
+            cmd, where
+        )
     for scenario, lines in by_scenario.items():
         if scenario != "template":
             double.load(demo_cluster(scenario))
@@ -224,7 +262,9 @@ def test_every_printed_command_runs_on_the_demo_cluster(printed, demo_double, tm
     assert chk.checked.get("kubectl", 0) > 30 and chk.checked.get("nvidia-smi", 0) > 5
     assert chk.modes.get("dry-run=server", 0) > 20 and chk.modes.get("read", 0) > 40, chk.modes
     # parsing only: data-file templates and the subcommands the double declares it cannot answer, nothing else
-    assert {m for m in chk.modes if m.startswith("parse-only")} <= {f"parse-only ({w})" for w in [*PARSE_ONLY, "template"]}
+    assert {m for m in chk.modes if m.startswith("parse-only")} <= {
+        f"parse-only ({w})" for w in [*PARSE_ONLY, "template"]
+    }
     writes = {m for m, _ in demo_double.dry_runs}
     assert {"PATCH", "POST", "DELETE"} <= writes, writes  # cordon/label/scale, eviction/apply, delete
 
@@ -248,36 +288,55 @@ def test_probe_commands_run_on_the_demo_cluster(demo_double, tmp_path, nodes):
 def test_demo_cluster_holds_the_owners_the_pods_imply():
     objs = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in demo_cluster("healthy")}
     # read off the demo pods' ownerReferences (gpulib/data/demo/demo_fleet.yaml) and the operator's operands
-    for key in [("Deployment", "ads", "ab-test-scorer"), ("ReplicaSet", "ads", "ab-test-scorer-84c6d7f5b9"),
-                ("StatefulSet", "notebooks", "dev-bob"), ("Job", "search", "embed-batch-7f9c2"),
-                ("PyTorchJob", "ads", "forecast-train"), ("DaemonSet", "logging", "fluent-bit"),
-                ("DaemonSet", "gpu-operator", "nvidia-dcgm-exporter"), ("Deployment", "gpu-operator", "gpu-operator"),
-                ("Namespace", None, "default"), ("Namespace", None, "notebooks"), ("Lease", "kube-node-lease", "dgx-h100-1"),
-                ("CustomResourceDefinition", None, "clusterpolicies.nvidia.com"), ("ClusterPolicy", None, "cluster-policy")]:
+    for key in [
+        ("Deployment", "ads", "ab-test-scorer"),
+        ("ReplicaSet", "ads", "ab-test-scorer-84c6d7f5b9"),
+        ("StatefulSet", "notebooks", "dev-bob"),
+        ("Job", "search", "embed-batch-7f9c2"),
+        ("PyTorchJob", "ads", "forecast-train"),
+        ("DaemonSet", "logging", "fluent-bit"),
+        ("DaemonSet", "gpu-operator", "nvidia-dcgm-exporter"),
+        ("Deployment", "gpu-operator", "gpu-operator"),
+        ("Namespace", None, "default"),
+        ("Namespace", None, "notebooks"),
+        ("Lease", "kube-node-lease", "dgx-h100-1"),
+        ("CustomResourceDefinition", None, "clusterpolicies.nvidia.com"),
+        ("ClusterPolicy", None, "cluster-policy"),
+    ]:
         assert key in objs, key
     assert ("Deployment", "notebooks", "dev-bob") not in objs and ("Namespace", None, "ml") not in objs
     assert objs[("Deployment", "inference", "vllm-llama70b")]["spec"]["replicas"] == 2
-    assert objs[("Namespace", None, "gpu-operator")]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert (
+        objs[("Namespace", None, "gpu-operator")]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        == "privileged"
+    )
 
 
 def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
     demo_double.load(demo_cluster("healthy"))
     demo_double.dry_runs.clear()
     chk = Checker(tmp_path, double=demo_double)
-    good = ["kubectl cordon dgx-h100-1", "kubectl -n notebooks scale statefulset/dev-bob --replicas=0",
-            "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoSchedule",
-            "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
-            "--field-selector spec.nodeName=dgx-h100-1 -o name)"]
+    good = [
+        "kubectl cordon dgx-h100-1",
+        "kubectl -n notebooks scale statefulset/dev-bob --replicas=0",
+        "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoSchedule",
+        "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
+        "--field-selector spec.nodeName=dgx-h100-1 -o name)",
+    ]
     for cmd in good:
         assert chk.check(cmd) == [], cmd
     assert chk.modes == {"dry-run=server": 3, "read": 2}, chk.modes  # the $(...) inner get is a read too
-    for cmd in ["kubectl debug node/dgx-h100-1 -it --image=busybox -- chroot /host dmesg -T",
-                "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
-                "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver-ctr -- nvidia-smi"]:
+    for cmd in [
+        "kubectl debug node/dgx-h100-1 -it --image=busybox -- chroot /host dmesg -T",
+        "kubectl -n gpu-operator exec $(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
+        "--field-selector spec.nodeName=dgx-h100-1 -o name) -c nvidia-driver-ctr -- nvidia-smi",
+    ]:
         assert chk.check(cmd) == [], cmd  # streams: parsed, and their node / pod / container exist
     assert ("PATCH", "/api/v1/nodes/dgx-h100-1") in demo_double.dry_runs
     assert "unschedulable" not in demo_double.get("Node", "dgx-h100-1")["spec"]  # a dry run changes nothing
-    bad_effect = json.dumps({"spec": {"taints": [{"key": "nvidia.com/gpu-rma", "value": "true", "effect": "NoScheduel"}]}})
+    bad_effect = json.dumps(
+        {"spec": {"taints": [{"key": "nvidia.com/gpu-rma", "value": "true", "effect": "NoScheduel"}]}}
+    )
     planted = {
         "kubectl cordon dgx-h100-9": 'nodes "dgx-h100-9" not found',
         "kubectl drain dgx-h100-9 --ignore-daemonsets": 'nodes "dgx-h100-9" not found',
@@ -286,8 +345,7 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         f"kubectl patch node dgx-h100-1 -p {shlex.quote(bad_effect)}": "Unsupported value: 'NoScheduel'",
         "kubectl -n research get pytorchjob/forecast-train": 'pytorchjobs.kubeflow.org "forecast-train" not found',
         "kubectl -n ml logs train-0": 'namespaces "ml" not found',
-        "kubectl -n gpu-operator logs nvidia-driver-daemonset-fa6fd -c nvidia-driver-ctr --previous":
-            "previous terminated container",
+        "kubectl -n gpu-operator logs nvidia-driver-daemonset-fa6fd -c nvidia-driver-ctr --previous": "previous terminated container",
         "kubectl -n gpu-operator logs nvidia-operator-validator-ccaf1 -c driver-validaton": "is not valid for pod",
         "kubectl get pods -A --field-selector spec.node=dgx-h100-1": "not a known field selector",
         "kubectl -n gpu-operator logs --tail=50 $(kubectl -n gpu-operator get pods -l app=nvidia-dcgm-exporter "
@@ -300,12 +358,22 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         "kubectl -n gpu-operator logs -l app=nvidia-dcgm-exportr --tail=50": "No resources found",
         "kubectl label node dgx-h100-1 nvidia.com/mig.config=all-1g.10gb": "already has a value",  # no --overwrite
     }
-    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: probe, namespace: NS}\nspec:\n  backoffLimit: 0\n"
-           "  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n")
-    chk.files.update({"typo.yaml": job.replace("NS", "default").replace("backoffLimit", "backofLimit"),
-                      "elsewhere.yaml": job.replace("NS", "nccl")})
-    planted.update({"kubectl apply -f typo.yaml": "'backofLimit' was unexpected",
-                    "kubectl apply -f elsewhere.yaml": 'namespaces "nccl" not found'})
+    job = (
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: probe, namespace: NS}\nspec:\n  backoffLimit: 0\n"
+        "  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox}]\n"
+    )
+    chk.files.update(
+        {
+            "typo.yaml": job.replace("NS", "default").replace("backoffLimit", "backofLimit"),
+            "elsewhere.yaml": job.replace("NS", "nccl"),
+        }
+    )
+    planted.update(
+        {
+            "kubectl apply -f typo.yaml": "'backofLimit' was unexpected",
+            "kubectl apply -f elsewhere.yaml": 'namespaces "nccl" not found',
+        }
+    )
     for cmd, why in planted.items():
         problems = chk.check(cmd)
         assert problems and any(why in p for p in problems), (cmd, problems)
@@ -325,10 +393,16 @@ def _against_the_demo_cluster(cmds) -> list[str]:
     from gpulib.demo.simulator import FleetSimulator
 
     sim = FleetSimulator(end=DEMO_END)
-    taints = {n["metadata"]["name"]: {(t["key"], t["effect"]) for t in n["spec"].get("taints") or []}
-              for n in sim.nodes_json()["items"]}
-    owners = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p["metadata"].get("ownerReferences") or [{}])[0].get("kind")
-              for p in sim.pods_json()["items"]}
+    taints = {
+        n["metadata"]["name"]: {(t["key"], t["effect"]) for t in n["spec"].get("taints") or []}
+        for n in sim.nodes_json()["items"]
+    }
+    owners = {
+        (p["metadata"]["namespace"], p["metadata"]["name"]): (p["metadata"].get("ownerReferences") or [{}])[0].get(
+            "kind"
+        )
+        for p in sim.pods_json()["items"]
+    }
     out = []
     for where, cmd in cmds:
         if where.startswith(("xid_sop.csv", "operator_sop.yaml", "cheatsheet.csv", "nccl_signatures.csv")):
@@ -341,10 +415,16 @@ def _against_the_demo_cluster(cmds) -> list[str]:
                 key, effect = spec.split("=")[0].split(":")[0], spec.rsplit(":", 1)[-1]
                 if (key, effect) in taints.get(node, set()):
                     out.append(f"{where}: node {node} already has taint {key}:{effect}: {cmd!r}")
-            if argv[:1] == ["kubectl"] and "delete" in argv and ("pod" in argv or any(a.startswith("pod/") for a in argv)):
+            if (
+                argv[:1] == ["kubectl"]
+                and "delete" in argv
+                and ("pod" in argv or any(a.startswith("pod/") for a in argv))
+            ):
                 ns = argv[argv.index("-n") + 1] if "-n" in argv else "default"
                 names = [a.split("/", 1)[1] for a in argv if a.startswith("pod/")] or [argv[argv.index("pod") + 1]]
                 for name in names:
                     if owners.get((ns, name)) in ("ReplicaSet", "StatefulSet", "Deployment"):
-                        out.append(f"{where}: {ns}/{name} is recreated by its {owners[(ns, name)]}: scale the owner: {cmd!r}")
+                        out.append(
+                            f"{where}: {ns}/{name} is recreated by its {owners[(ns, name)]}: scale the owner: {cmd!r}"
+                        )
     return out

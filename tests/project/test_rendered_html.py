@@ -4,6 +4,7 @@ with nothing under it.
 
 One `gpuops demo --out DIR` run per session (``shared_runs.demo()``, tests/helpers/shared_runs.py) is shared by
 every check here and by the other tests that read the demo's outputs."""
+
 from __future__ import annotations
 
 import re
@@ -44,9 +45,11 @@ class _Tables(HTMLParser):
             self._cell[1] += data
 
 
-_BAD_CELL = [(re.compile(r"^(NaN|nan|<NA>|None|NaT)$"), "missing value shown raw"),
-             (re.compile(r"^[\[{].*[:'\"].*[\]}]$"), "dict/list repr"),
-             (re.compile(r"…$|\.\.\.$"), "text cut with an ellipsis")]
+_BAD_CELL = [
+    (re.compile(r"^(NaN|nan|<NA>|None|NaT)$"), "missing value shown raw"),
+    (re.compile(r"^[\[{].*[:'\"].*[\]}]$"), "dict/list repr"),
+    (re.compile(r"…$|\.\.\.$"), "text cut with an ellipsis"),
+]
 
 
 def problems_in(html_text: str) -> list[str]:
@@ -66,8 +69,11 @@ def problems_in(html_text: str) -> list[str]:
         for r, is_header, text in cells:
             firsts.setdefault(r, (is_header, text))
         rows = sorted(firsts)
-        if len(rows) >= 3 and firsts[rows[0]] == (True, "") and all(
-                firsts[r][0] and firsts[r][1] == str(i) for i, r in enumerate(rows[1:])):
+        if (
+            len(rows) >= 3
+            and firsts[rows[0]] == (True, "")
+            and all(firsts[r][0] and firsts[r][1] == str(i) for i, r in enumerate(rows[1:]))
+        ):
             out.append(f"table {t}: pandas index column")
     return out
 
@@ -141,12 +147,13 @@ def empty_sections(html_text: str, levels=(2, 3)) -> list[str]:
         j = i + 1
         while j < len(ev) and not (ev[j][0] == "h" and ev[j][1] <= level):
             j += 1
-        body = {k for k, _, _ in ev[i + 1:j]}
+        body = {k for k, _, _ in ev[i + 1 : j]}
         if not body & {"md", "out"}:
             out.append(f"h{level} {text!r} has nothing under it")
         elif "code" in body and "out" not in body:
             out.append(f"h{level} {text!r}: its code cells showed nothing")
     return out
+
 
 @pytest.fixture(scope="session")
 def demo_html(shared_runs):
@@ -164,7 +171,10 @@ def test_scanner_catches_planted_reprs():
     found = " ".join(problems_in(bad.to_html()))
     for why in ("missing value", "dict/list repr", "ellipsis", "pandas index column"):
         assert why in found, found
-    assert problems_in(bad.fillna("").astype(str).assign(labels="a=1").to_html(index=False).replace("cut off…", "cut off")) == []
+    assert (
+        problems_in(bad.fillna("").astype(str).assign(labels="a=1").to_html(index=False).replace("cut off…", "cut off"))
+        == []
+    )
 
 
 def test_no_raw_reprs_in_any_rendered_table(demo_html):
@@ -195,17 +205,29 @@ def _planted_notebook_html(tmp_path) -> str:
 
     from gpulib.execute import export_html
 
-    note = new_output("display_data", data={"text/html": "<div style='border-left:4px solid #1b7f3b'>No XID.</div>",
-                                            "text/plain": "<IPython.core.display.HTML object>"})
-    nb = new_notebook(cells=[
-        new_markdown_cell("# Planted"),
-        new_markdown_cell("## Meaning"), new_code_cell("nb.note(...)", outputs=[note]),
-        new_markdown_cell("## Impact\n### Pods on the GPU"),
-        new_code_cell("print(...)", outputs=[new_output("stream", name="stdout", text="2 pods\n")]),
-        new_markdown_cell("## Diagnosis\nThe XID timeline."), new_code_cell("if False:\n    display(x)", outputs=[]),
-        new_markdown_cell("## Mitigation\n### Remediation plan (dry run)"), new_code_cell("pass", outputs=[]),
-        new_markdown_cell("### Recommended SOP step"), new_code_cell("rb.finish()", outputs=[note]),
-    ], metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    note = new_output(
+        "display_data",
+        data={
+            "text/html": "<div style='border-left:4px solid #1b7f3b'>No XID.</div>",
+            "text/plain": "<IPython.core.display.HTML object>",
+        },
+    )
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# Planted"),
+            new_markdown_cell("## Meaning"),
+            new_code_cell("nb.note(...)", outputs=[note]),
+            new_markdown_cell("## Impact\n### Pods on the GPU"),
+            new_code_cell("print(...)", outputs=[new_output("stream", name="stdout", text="2 pods\n")]),
+            new_markdown_cell("## Diagnosis\nThe XID timeline."),
+            new_code_cell("if False:\n    display(x)", outputs=[]),
+            new_markdown_cell("## Mitigation\n### Remediation plan (dry run)"),
+            new_code_cell("pass", outputs=[]),
+            new_markdown_cell("### Recommended SOP step"),
+            new_code_cell("rb.finish()", outputs=[note]),
+        ],
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}},
+    )
     path = tmp_path / "planted.ipynb"
     nbformat.write(nb, str(path))
     return export_html(path, tmp_path / "planted.html", "Planted").read_text()
@@ -213,12 +235,15 @@ def _planted_notebook_html(tmp_path) -> str:
 
 def test_empty_section_scanner_catches_a_planted_empty_section(tmp_path):
     found = empty_sections(_planted_notebook_html(tmp_path))
-    assert found == ["h2 'Diagnosis': its code cells showed nothing",
-                     "h3 'Remediation plan (dry run)' has nothing under it"], found
+    assert found == [
+        "h2 'Diagnosis': its code cells showed nothing",
+        "h3 'Remediation plan (dry run)' has nothing under it",
+    ], found
     # an h2 whose content is all in its h3 sub-sections is not empty; a chart or table alone is content
-    assert empty_sections("<h2>A</h2><h3>B</h3><p>x</p><h2>C</h2><table><tr><td></td></tr></table>"
-                          "<h3>D</h3><div class='plotly-graph-div'></div><h3>E</h3><script>var a=1</script>") == \
-        ["h3 'E' has nothing under it"]
+    assert empty_sections(
+        "<h2>A</h2><h3>B</h3><p>x</p><h2>C</h2><table><tr><td></td></tr></table>"
+        "<h3>D</h3><div class='plotly-graph-div'></div><h3>E</h3><script>var a=1</script>"
+    ) == ["h3 'E' has nothing under it"]
 
 
 def test_no_section_of_any_rendered_page_is_empty(demo_html):
@@ -229,6 +254,7 @@ def test_no_section_of_any_rendered_page_is_empty(demo_html):
 
 def _runbooks_and_report():
     from gpulib.catalogue import catalogue
+
     return sorted((i for i in catalogue().values() if i.kind != "learn"), key=lambda i: i.name)
 
 

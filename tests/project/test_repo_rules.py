@@ -5,6 +5,7 @@ docstring, fixture README or data ``source`` cell cites a URL, ``owner/repo: pat
 one is known), a file of this repository, or says ``inferred``/``measured``/``synthetic``; it never points
 at notes that are not shipped or at an issue number of a tracker the repository does not link.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -44,8 +45,12 @@ def _files(trees):
         if not base.exists():
             continue
         for p in sorted(base.rglob("*")):
-            if (p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts
-                    and "captures" not in p.relative_to(ROOT).parts[:3]):
+            if (
+                p.is_file()
+                and p.suffix in TEXT_SUFFIXES
+                and "__pycache__" not in p.parts
+                and "captures" not in p.relative_to(ROOT).parts[:3]
+            ):
                 yield p
 
 
@@ -97,8 +102,13 @@ def _source_problem(cell: str) -> str | None:
         path = m.group(1).rstrip(".,;)")
         if not any(ROOT.glob(path)):
             return f"cites {path}, which is not in the repository"
-    if URL.search(s) or OWNER_REPO_PATH.search(s) or OWNER_REPO_ISSUE.search(s) or LOCAL_PATH.search(OWNER_REPO_PATH.sub(" ", URL.sub(" ", s))) \
-            or SELF_DECLARED.match(s):
+    if (
+        URL.search(s)
+        or OWNER_REPO_PATH.search(s)
+        or OWNER_REPO_ISSUE.search(s)
+        or LOCAL_PATH.search(OWNER_REPO_PATH.sub(" ", URL.sub(" ", s)))
+        or SELF_DECLARED.match(s)
+    ):
         return None
     return "no URL, owner/repo: path, repository file, or inferred/measured/synthetic"
 
@@ -123,8 +133,7 @@ def _tables():
 def test_every_data_row_cites_what_a_reader_can_open(path):
     df = pd.read_csv(path, keep_default_na=False)
     assert "source" in df.columns, f"{path.name} has no source column"
-    bad = [(i + 2, why, s[:100]) for i, s in enumerate(df["source"].astype(str))
-           if (why := _source_problem(s))]
+    bad = [(i + 2, why, s[:100]) for i, s in enumerate(df["source"].astype(str)) if (why := _source_problem(s))]
     assert not bad, f"{path.relative_to(ROOT)} (line, why, cell):\n" + "\n".join(map(str, bad))
 
 
@@ -142,8 +151,11 @@ def test_data_lives_in_domain_folders_and_every_file_ships():
     names = [p.name for p in DATA.glob("*/*") if p.suffix in (".csv", ".yaml")]
     assert len(names) == len(set(names)), "a table name in two domain folders"
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["gpulib"]
-    missed = [str(p.relative_to(ROOT / "gpulib")) for p in DATA.rglob("*") if p.is_file()
-              and not any(fnmatch.fnmatch(str(p.relative_to(ROOT / "gpulib")), g) for g in globs)]
+    missed = [
+        str(p.relative_to(ROOT / "gpulib"))
+        for p in DATA.rglob("*")
+        if p.is_file() and not any(fnmatch.fnmatch(str(p.relative_to(ROOT / "gpulib")), g) for g in globs)
+    ]
     assert not missed, f"not shipped by pyproject package-data: {missed}"
 
 
@@ -153,8 +165,12 @@ def test_each_real_capture_exists_once_and_is_described():
     caps = {p.name: p.read_bytes() for p in (DATA / "captures").iterdir() if p.name != "README.md"}
     readme = (DATA / "captures" / "README.md").read_text()
     assert not [n for n in caps if n not in readme], "capture without a README row"
-    others = [p for base in (DATA, ROOT / "tests" / "fixtures") for p in base.rglob("*")
-              if p.is_file() and p.parent != DATA / "captures" and p.stat().st_size]
+    others = [
+        p
+        for base in (DATA, ROOT / "tests" / "fixtures")
+        for p in base.rglob("*")
+        if p.is_file() and p.parent != DATA / "captures" and p.stat().st_size
+    ]
     blobs = {}
     for n, b in caps.items():
         if b:
@@ -247,8 +263,11 @@ def _test_tree_problems(tests: Path, gpulib: Path, notebooks: set[str]) -> list[
                 out.append(f"tests/helpers/{f.name}: a test among the helpers")
             elif d.name != "helpers" and not is_test:
                 out.append(f"tests/{d.name}/{f.name}: a helper outside tests/helpers/")
-            elif d.name == "runbooks" and f.name not in ALL_NOTEBOOK_SUITES and not any(
-                    f.stem == f"test_{n}" or f.stem.startswith(f"test_{n}_") for n in notebooks):
+            elif (
+                d.name == "runbooks"
+                and f.name not in ALL_NOTEBOOK_SUITES
+                and not any(f.stem == f"test_{n}" or f.stem.startswith(f"test_{n}_") for n in notebooks)
+            ):
                 out.append(f"tests/runbooks/{f.name}: not named after a notebook")
     for f in sorted(tests.glob("*.py")):
         if f.name in ("__init__.py", "conftest.py"):
@@ -268,15 +287,29 @@ def test_the_test_tree_check_catches_a_flat_or_misplaced_file(tmp_path):
     gp, t = tmp_path / "gpulib", tmp_path / "tests"
     for d in (gp / "xid", t / "xid", t / "helpers", t / "runbooks", t / "fixtures"):
         d.mkdir(parents=True)
-    for f in (gp / "__init__.py", gp / "xid" / "__init__.py", gp / "cli.py", t / "__init__.py",
-              t / "helpers" / "__init__.py", t / "runbooks" / "__init__.py", t / "xid" / "test_triage.py",
-              t / "test_cli.py", t / "runbooks" / "test_xid_ecc_triage.py", t / "fixtures" / "dmesg.txt"):
+    for f in (
+        gp / "__init__.py",
+        gp / "xid" / "__init__.py",
+        gp / "cli.py",
+        t / "__init__.py",
+        t / "helpers" / "__init__.py",
+        t / "runbooks" / "__init__.py",
+        t / "xid" / "test_triage.py",
+        t / "test_cli.py",
+        t / "runbooks" / "test_xid_ecc_triage.py",
+        t / "fixtures" / "dmesg.txt",
+    ):
         f.write_text("")
     assert _test_tree_problems(t, gp, {"xid_ecc_triage"}) == ["tests/xid/__init__.py missing"]
     (t / "xid" / "__init__.py").write_text("")
     assert _test_tree_problems(t, gp, {"xid_ecc_triage"}) == []
-    for f in (t / "test_triage.py", t / "helpers" / "test_double.py", t / "xid" / "double.py",
-              t / "runbooks" / "test_xid.py", t / "fixtures" / "test_old.py"):
+    for f in (
+        t / "test_triage.py",
+        t / "helpers" / "test_double.py",
+        t / "xid" / "double.py",
+        t / "runbooks" / "test_xid.py",
+        t / "fixtures" / "test_old.py",
+    ):
         f.write_text("")
     (t / "triage").mkdir()
     assert _test_tree_problems(t, gp, {"xid_ecc_triage"}) == [
@@ -285,4 +318,5 @@ def test_the_test_tree_check_catches_a_flat_or_misplaced_file(tmp_path):
         "tests/runbooks/test_xid.py: not named after a notebook",
         "tests/triage/ is neither a gpulib package nor one of ['decisions', 'fixtures', 'helpers', 'project', 'runbooks']",
         "tests/xid/double.py: a helper outside tests/helpers/",
-        "tests/test_triage.py: only tests of a top-level module (gpulib/<module>.py) sit in tests/"]
+        "tests/test_triage.py: only tests of a top-level module (gpulib/<module>.py) sit in tests/",
+    ]

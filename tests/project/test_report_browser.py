@@ -4,6 +4,7 @@ download): every chart rendered with data, no script error in the console, and a
 Skipped when chromium is not installed, unless GPUOPS_REQUIRE_BROWSER=1 (CI), then it fails.
 Screenshots go to $GPUOPS_ARTIFACT_DIR when set (CI keeps them), else to the test's tmp folder.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,17 @@ import pytest
 
 CHART_TITLES = ("GPU activity per node", "Allocation vs activity per namespace", "Savings waterfall")
 WINDOW = (1280, 2000)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 #: virtual time Chromium gives the page's scripts before dumping or shooting (ms)
 BUDGET_MS = "15000"
 
@@ -35,8 +45,16 @@ def chromium_binary() -> str:
 
 def run_chromium(exe: str, page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
     profile.mkdir(parents=True, exist_ok=True)
-    cmd = [exe, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-           f"--virtual-time-budget={BUDGET_MS}", *extra, page.resolve().as_uri()]
+    cmd = [
+        exe,
+        *FLAGS,
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        f"--virtual-time-budget={BUDGET_MS}",
+        *extra,
+        page.resolve().as_uri(),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -52,8 +70,9 @@ def chart_blocks(dom: str) -> list[str]:
 
 def has_data(block: str) -> bool:
     """A heatmap draws an <image> in g.hm; bar and waterfall charts draw one g.point per bar."""
-    return bool(re.search(r'<g class="hm"', block) and "<image" in block) or \
-        len(re.findall(r'class="point"', block)) > 0
+    return (
+        bool(re.search(r'<g class="hm"', block) and "<image" in block) or len(re.findall(r'class="point"', block)) > 0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,34 +94,36 @@ def test_every_chart_renders_with_data_and_no_script_errors(exe, report_html, tm
     dom = proc.stdout
     n_divs = len(re.findall(r'class="plotly-graph-div"', report_html.read_text()))
     blocks = chart_blocks(dom)
-    assert n_divs == len(CHART_TITLES) and len(blocks) == n_divs       # every chart div became a plot
+    assert n_divs == len(CHART_TITLES) and len(blocks) == n_divs  # every chart div became a plot
     for title in CHART_TITLES:
         block = next((b for b in blocks if title in b[:200000]), None)
         assert block is not None, f"chart {title!r} not rendered"
         assert has_data(block), f"chart {title!r} rendered without data"
         assert dom.count('class="main-svg"') >= 2 * n_divs
     assert script_errors(proc.stderr) == []
-    assert "jupyter-alice" in dom                                       # the zombie table is in the page
+    assert "jupyter-alice" in dom  # the zombie table is in the page
 
 
 def test_screenshot_artifact(exe, report_html, tmp_path):
     art = Path(os.environ.get("GPUOPS_ARTIFACT_DIR") or tmp_path)
     art.mkdir(parents=True, exist_ok=True)
     shot = art / "gpu_utilization_report.png"
-    proc = run_chromium(exe, report_html, tmp_path / "profile", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-                        f"--screenshot={shot}")
+    proc = run_chromium(
+        exe, report_html, tmp_path / "profile", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}"
+    )
     assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
     head = shot.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", head[16:24]) == WINDOW
-    assert shot.stat().st_size > 50_000                                   # a blank page compresses to a few KiB
+    assert shot.stat().st_size > 50_000  # a blank page compresses to a few KiB
 
 
 def test_detectors_catch_a_broken_page(exe, tmp_path):
     """Negative control: a script error and a chart div plotly never drew are both caught."""
     page = tmp_path / "broken.html"
-    page.write_text("<html><body><div class='plotly-graph-div'></div>"
-                    "<script>throw new Error('report-boom')</script></body></html>")
+    page.write_text(
+        "<html><body><div class='plotly-graph-div'></div><script>throw new Error('report-boom')</script></body></html>"
+    )
     proc = run_chromium(exe, page, tmp_path / "profile", "--dump-dom")
     errs = script_errors(proc.stderr)
     assert errs and "report-boom" in errs[0]

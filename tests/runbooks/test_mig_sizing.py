@@ -8,6 +8,7 @@ node a100-40-mig-0 runs 4 GPU pods on MIG instances. FB_USED max: triton-bert x2
 pre-allocated pool: that needs >= 70 % of the device, below JAX's 75 % default pool) -> 0.7 GiB -> 1g.5gb. 2 + 2 + 1 + 1 = 6 of 8 memory slots and 4 of 7
 compute slices -> ONE GPU, against 4 whole GPUs; the node's other 3 GPUs stay whole (`mig-enabled: false`).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ import re
 import pytest
 import yaml
 
+import gpulib.mig as mig
 from gpulib.catalogue import find_notebook
 from gpulib.execute import execute
-import gpulib.mig as mig
 
 pytestmark = pytest.mark.notebook
 
@@ -54,6 +55,7 @@ def _check_plan(res, gpu_model, used, whole):
     doc = yaml.safe_load(text)
     # the printed file keeps the configs in use (mig-parted's defaults + the node's current one) and parses
     from gpulib.mig.parted_merge import schema_problems
+
     assert schema_problems(doc) == [] and {"all-disabled", "a100-40gb-mixed-3-2-1-1"} <= set(doc["mig-configs"])
     plan_cfgs = {k: v for k, v in doc["mig-configs"].items() if k.startswith("gpuops-plan-")}
     assert plan_cfgs
@@ -68,12 +70,14 @@ def test_demo_mig_node_packs_four_pods_onto_one_gpu(shared_runs):
     res = shared_runs.run("mig_sizing")
     text = _check_plan(res, "A100-40GB", used=1, whole=4)
     sels = yaml.safe_load(text)["mig-configs"]["gpuops-plan-1"]
-    assert sels == [{"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "1g.5gb": 2}},
-                    {"devices": [1, 2, 3], "mig-enabled": False}]
+    assert sels == [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "1g.5gb": 2}},
+        {"devices": [1, 2, 3], "mig-enabled": False},
+    ]
     titles = [f.title for f in res.findings]
-    assert not any("pre-allocated" in t for t in titles)                     # dev-bob-0 is idle, not a pool
+    assert not any("pre-allocated" in t for t in titles)  # dev-bob-0 is idle, not a pool
     assert "notebooks/dev-bob-0: fits MIG 1g.5gb on A100-40GB" in titles
-    assert "4 GPU pod(s) still running on a100-40-mig-0" in titles          # pre-check from live pods
+    assert "4 GPU pod(s) still running on a100-40-mig-0" in titles  # pre-check from live pods
     sop = next(f for f in res.findings if f.title.startswith("Guided MIG change on a100-40-mig-0"))
     assert "kubectl label node a100-40-mig-0 nvidia.com/mig.config=gpuops-plan-1 --overwrite" in sop.commands
     html = res.html.read_text()
@@ -86,30 +90,45 @@ def test_live_source_gives_the_same_plan(live_env, tmp_path):
     # RBAC forbids reading the MIG Manager ConfigMap: the run records the 403 with its RBAC hint, says it fell
     # back to mig-parted's default set, and that set lacks the node's a100-40gb-mixed-3-2-1-1: it refuses
     cm = "/api/v1/namespaces/gpu-operator/configmaps/default-mig-parted-config"
-    live_env.fail(cm, 403, message='configmaps "default-mig-parted-config" is forbidden: User "oncall" cannot get '
-                                   'resource "configmaps" in API group "" in the namespace "gpu-operator"')
+    live_env.fail(
+        cm,
+        403,
+        message='configmaps "default-mig-parted-config" is forbidden: User "oncall" cannot get '
+        'resource "configmaps" in API group "" in the namespace "gpu-operator"',
+    )
     refused = _run(tmp_path / "forbidden", {"source": "live"})
-    assert any(e.startswith("MIG Manager configs in use: forbidden") and "configmaps in the operator namespace gpu-operator" in e
-               for e in refused.errors), refused.errors
+    assert any(
+        e.startswith("MIG Manager configs in use: forbidden")
+        and "configmaps in the operator namespace gpu-operator" in e
+        for e in refused.errors
+    ), refused.errors
     assert any("refusing to emit" in e and "a100-40gb-mixed-3-2-1-1" in e for e in refused.errors), refused.errors
     assert any(f.title.startswith("mig-parted config built on mig-parted's default set") for f in refused.findings)
-    assert "check it against the cluster&#x27;s ConfigMap" in refused.html.read_text() or \
-        "check it against the cluster's ConfigMap" in refused.html.read_text()
-    assert live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0") == []   # refused: nothing labelled
+    assert (
+        "check it against the cluster&#x27;s ConfigMap" in refused.html.read_text()
+        or "check it against the cluster's ConfigMap" in refused.html.read_text()
+    )
+    assert live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0") == []  # refused: nothing labelled
     assert live_env.token not in refused.html.read_text() and live_env.token not in json.dumps(refused.errors)
     # readable: the ConfigMap the ClusterPolicy names is the base, and the plan goes through as on the demo
     live_env.clear_failures()
     res = _run(tmp_path / "readable", {"source": "live"})
     _check_plan(res, "A100-40GB", used=1, whole=4)
     html = res.html.read_text()
-    assert "Base config: the GPU Operator&#x27;s default MIG Manager ConfigMap gpu-operator/default-mig-parted-config" in html \
-        or "Base config: the GPU Operator's default MIG Manager ConfigMap gpu-operator/default-mig-parted-config" in html
+    assert (
+        "Base config: the GPU Operator&#x27;s default MIG Manager ConfigMap gpu-operator/default-mig-parted-config"
+        in html
+        or "Base config: the GPU Operator's default MIG Manager ConfigMap gpu-operator/default-mig-parted-config"
+        in html
+    )
     assert not any("default set" in f.title for f in res.findings)
     assert "DRY RUN (server-side, nothing changed)" in html
     patches = live_env.requests_to("PATCH", "/api/v1/nodes/a100-40-mig-0")
     assert len(patches) == 2 and all(r.param("dryRun") == "All" for r in patches)  # cordon + label, both dry runs
     node = live_env.node("a100-40-mig-0")
-    assert not node["spec"].get("unschedulable") and node["metadata"]["labels"]["nvidia.com/mig.config"] != "gpuops-plan-1"
+    assert (
+        not node["spec"].get("unschedulable") and node["metadata"]["labels"]["nvidia.com/mig.config"] != "gpuops-plan-1"
+    )
 
 
 def test_models_sized_with_vllm_memory_model(tmp_path, monkeypatch, demo_end):
@@ -122,7 +141,7 @@ def test_models_sized_with_vllm_memory_model(tmp_path, monkeypatch, demo_end):
 
 def test_bad_gpu_model_renders_error_and_records_it(tmp_path, monkeypatch, demo_end):
     res = _run(tmp_path, {"gpu_model": "Z100-999GB"}, monkeypatch, demo_end)
-    assert res.failed is None, res.failed                   # the notebook still completes
+    assert res.failed is None, res.failed  # the notebook still completes
     assert any("Z100-999GB" in e and "Current layout" in e for e in res.errors), res.errors
     doc = json.loads((res.out_dir / "findings.json").read_text())
     assert doc["errors"] and doc["findings"][0]["title"].startswith("Runbook incomplete")

@@ -5,6 +5,7 @@ all_gather 303.57 in-place, reduce_scatter 295.92 in-place), inside the measured
 nccl_expected_busbw.csv; the synthetic p2p-off run peaks at 120 GB/s (35 % of 343.3); the demo scenario
 slows dgx-h100-0 GPU 3's NVLink bandwidth (MB/s) to 12 % for the last 5 h.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,8 @@ import pytest
 
 import gpulib.nccl as nccl
 import gpulib.nccl.steps as ns
-from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 from gpulib.core.errors import InvalidParameter
+from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "runbooks" / "nccl_check.ipynb"
@@ -28,24 +29,34 @@ def run_nb(run_notebook):
 
 def _references(doc):
     """The packaged capture judged against a band measured on itself is reported as a reference, not a verdict."""
-    return [f for f in doc["findings"] if f["title"].startswith("Reference capture, not judged")
-            and f["data"].get("status") == "reference"]
+    return [
+        f
+        for f in doc["findings"]
+        if f["title"].startswith("Reference capture, not judged") and f["data"].get("status") == "reference"
+    ]
 
 
 def _statuses(doc):
-    return {f["title"]: f["data"]["status"] for f in doc["findings"] if f["title"].startswith("NCCL ")
-            and "status" in f["data"]}
+    return {
+        f["title"]: f["data"]["status"]
+        for f in doc["findings"]
+        if f["title"].startswith("NCCL ") and "status" in f["data"]
+    }
 
 
 # ------------------------------------------------------------------ pure functions (no kernel)
+
 
 def test_capture_healthy_against_measured_band():
     res = nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text())
     vs = ns.verdicts(res)
     got = {v.collective: (v.status, v.measured_busbw, v.band.low, v.band.high) for v in vs}
-    assert got == {"all_reduce": ("healthy", 346.80, 343.3, 346.8), "all_gather": ("healthy", 303.57, 285.7, 303.6),
-                   "reduce_scatter": ("healthy", 295.92, 289.6, 295.9)}
-    assert all(v.finding.node == "vm" for v in vs)          # the capture's host, from its rank lines
+    assert got == {
+        "all_reduce": ("healthy", 346.80, 343.3, 346.8),
+        "all_gather": ("healthy", 303.57, 285.7, 303.6),
+        "reduce_scatter": ("healthy", 295.92, 289.6, 295.9),
+    }
+    assert all(v.finding.node == "vm" for v in vs)  # the capture's host, from its rank lines
 
 
 def test_expected_override_and_bad_value():
@@ -64,13 +75,16 @@ def test_nvlink_rates_are_dcgm_mbs_in_gbs():
     gpulib/fleet/health.py): each sample is the GB/s of its time, a drop is a drop (not a counter reset)."""
     import pandas as pd
 
-    ts = pd.to_datetime(["2026-11-29 10:00:00", "2026-11-29 10:00:30", "2026-11-29 10:01:00", "2026-11-29 10:01:30"], utc=True)
+    ts = pd.to_datetime(
+        ["2026-11-29 10:00:00", "2026-11-29 10:00:30", "2026-11-29 10:01:00", "2026-11-29 10:01:30"], utc=True
+    )
     s = pd.DataFrame({"timestamp": ts, "node": "n", "gpu": "0", "value": [0.0, 3000.0, 60.0, 3060.0]})
     r = ns.nvlink_rates(s)
     assert r["gbs"].tolist() == [0.0, 3.0, 0.06, 3.06]
 
 
 # ------------------------------------------------------------------ notebook executions
+
 
 @pytest.mark.notebook
 def test_demo_defaults(shared_runs):
@@ -108,6 +122,8 @@ def test_live_nvlink_finding(live_env, run_nb):
 @pytest.mark.notebook
 def test_unknown_node_is_recorded(run_nb):
     doc, nb_text = run_nb(node="gpu-node-7")
-    assert len(doc["errors"]) == 1 and "gpu-node-7" in doc["errors"][0] and doc["errors"][0].startswith("NVLink traffic")
-    assert len(_references(doc)) == 3                        # the capture is still read (as the reference)
+    assert (
+        len(doc["errors"]) == 1 and "gpu-node-7" in doc["errors"][0] and doc["errors"][0].startswith("NVLink traffic")
+    )
+    assert len(_references(doc)) == 3  # the capture is still read (as the reference)
     assert "could not run" in nb_text

@@ -1,8 +1,8 @@
 """Every committed notebook: clean on disk, runs top to bottom on the demo fleet, and on live data."""
+
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -33,7 +33,7 @@ def test_committed_notebook_is_clean(info):
 @pytest.mark.notebook
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
 def test_notebook_runs_on_demo(info, shared_runs):
-    res = shared_runs.run(info.name)   # its defaults: the session's one `gpuops demo` run of it
+    res = shared_runs.run(info.name)  # its defaults: the session's one `gpuops demo` run of it
     assert res.failed is None, res.failed
     assert res.errors == [], res.errors
     html = res.html.read_text()
@@ -62,6 +62,7 @@ def test_fleet_overview_same_verdict_on_live_and_no_secret_leaks(live_env, tmp_p
 @pytest.mark.notebook
 def test_unreachable_prometheus_still_renders_and_exits_nonzero(tmp_path, monkeypatch, capsys):
     from tests.helpers.promharness import free_port
+
     url = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", url)
     monkeypatch.setenv("GPUOPS_PROMETHEUS_RETRIES", "0")
@@ -101,9 +102,19 @@ def test_incomplete_findings_take_their_sop_text_from_core_sop(monkeypatch):
     from gpulib.core.knowledge import load_table
 
     assert sorted(load_table("core_sop")["key"]) == ["bad_parameter", "missing_data"]
-    planted = pd.DataFrame([{"key": k, "summary": f"planted summary {k}", "sop_step": f"planted step {k}",
-                             "escalation": "", "commands": "", "source": "definition: test"}
-                            for k in ("bad_parameter", "missing_data")])
+    planted = pd.DataFrame(
+        [
+            {
+                "key": k,
+                "summary": f"planted summary {k}",
+                "sop_step": f"planted step {k}",
+                "escalation": "",
+                "commands": "",
+                "source": "definition: test",
+            }
+            for k in ("bad_parameter", "missing_data")
+        ]
+    )
     monkeypatch.setattr(sopmod, "load_table", lambda name: planted.copy() if name == "core_sop" else load_table(name))
     monkeypatch.delenv("GPUOPS_FINDINGS_PATH", raising=False)
     sopmod._rows.cache_clear()
@@ -140,7 +151,7 @@ def test_run_it_line_shows_every_parameter_actually_used(monkeypatch):
     assert all(argv[i] == "-p" for i in range(5, len(argv), 3))
     assert [k for k, _ in pairs] == [n for n in params if n not in ("source", "snapshot_dir")]
     got = dict(pairs)
-    assert got["replicas"] == "8" and got["operator_version"] == "v24.6.2"   # not passed to Runbook(...)
+    assert got["replicas"] == "8" and got["operator_version"] == "v24.6.2"  # not passed to Runbook(...)
     assert got["driver_preinstalled"] == "False" and got["mig_strategy"] == "none"  # defaults nobody gave
     assert got["demo_operator_state"] == "gfd_missing"
     # the CLI reads the line back to the same values
@@ -173,63 +184,98 @@ def test_incident_runbook_sections_are_meaning_impact_diagnosis_mitigation(name)
     Mitigation in that order (a section before Meaning, e.g. operator_install's Install, is not part of the
     incident); topic headings are ### under one of them."""
     nb = json.loads(find_notebook(name).path.read_text())
-    h2 = [ln[3:].strip() for c in nb["cells"] if c["cell_type"] == "markdown"
-          for ln in "".join(c["source"]).splitlines() if ln.startswith("## ")]
+    h2 = [
+        ln[3:].strip()
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+        for ln in "".join(c["source"]).splitlines()
+        if ln.startswith("## ")
+    ]
     assert "Meaning" in h2, h2
-    tail = h2[h2.index("Meaning"):]
+    tail = h2[h2.index("Meaning") :]
     assert tail == RUNBOOK_HEADINGS, h2
 
 
 #: DataFrame methods that filter, sort or group: analysis, which belongs in gpulib (docs/architecture.md,
 #: "Notebooks stay thin"), e.g. gpulib/learn/frames.py for the lessons
-_FRAME_OPS = {"query", "sort_values", "sort_index", "groupby", "nlargest", "nsmallest", "pivot_table", "drop_duplicates",
-              "merge"}
+_FRAME_OPS = {
+    "query",
+    "sort_values",
+    "sort_index",
+    "groupby",
+    "nlargest",
+    "nsmallest",
+    "pivot_table",
+    "drop_duplicates",
+    "merge",
+}
 #: calls that build a boolean mask
 _MASK_CALLS = {"isin", "contains", "startswith", "endswith", "between", "notna", "isna", "notnull", "isnull", "match"}
 
 
 def _is_mask(node) -> bool:
     import ast
-    return any(isinstance(n, ast.Compare) or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert))
-               or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)))
-               or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MASK_CALLS)
-               for n in ast.walk(node))
+
+    return any(
+        isinstance(n, ast.Compare)
+        or (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert))
+        or (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitAnd, ast.BitOr)))
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MASK_CALLS)
+        for n in ast.walk(node)
+    )
 
 
 def pandas_filtering(code: str) -> list[str]:
     """Lines of ``code`` that filter, sort or group a frame: a frame method of ``_FRAME_OPS``, indexing with a
     boolean mask (``df[df.x > 0]``, ``df.loc[mask, col]``), or counting a mask (``(df.x > 0).sum()``)."""
     import ast
+
     out = []
     for n in ast.walk(ast.parse(code)):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _FRAME_OPS:
             out.append(f"line {n.lineno}: .{n.func.attr}(")
         elif isinstance(n, ast.Subscript) and _is_mask(n.slice):
             out.append(f"line {n.lineno}: boolean indexing")
-        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("sum", "any", "all", "mean")
-              and not isinstance(n.func.value, ast.Call) and _is_mask(n.func.value)):
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("sum", "any", "all", "mean")
+            and not isinstance(n.func.value, ast.Call)
+            and _is_mask(n.func.value)
+        ):
             out.append(f"line {n.lineno}: counting a mask")
     return sorted(out)
 
 
 def test_the_filtering_check_catches_planted_cells():
     assert pandas_filtering('v = pods[pods["workload"].str.contains("llama")]') == ["line 1: boolean indexing"]
-    assert pandas_filtering('best = ck.sort_values("x").iloc[0]\nw = v.groupby("a").agg(n=("p", "count"))') == \
-        ["line 1: .sort_values(", "line 2: .groupby("]
+    assert pandas_filtering('best = ck.sort_values("x").iloc[0]\nw = v.groupby("a").agg(n=("p", "count"))') == [
+        "line 1: .sort_values(",
+        "line 2: .groupby(",
+    ]
     assert pandas_filtering("hot = t.query('value > 80')") == ["line 1: .query("]
     assert pandas_filtering('n = int((inv["requested"] > inv["allocatable"]).sum())') == ["line 1: counting a mask"]
     assert pandas_filtering('sbe = q.loc[q["sbe"] > 0, "index"]') == ["line 1: boolean indexing"]
     # what a thin cell does: one call, a column, a row by position, a mapping lookup
-    assert pandas_filtering('best = learn.best_row(ck, "x")\nn = int(inv["gpus"].sum())\nrow = nodes.iloc[0]\n'
-                            'f = s["window_hours"]\nok = len(v) > 0') == []
+    assert (
+        pandas_filtering(
+            'best = learn.best_row(ck, "x")\nn = int(inv["gpus"].sum())\nrow = nodes.iloc[0]\n'
+            'f = s["window_hours"]\nok = len(v) > 0'
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("info", NOTEBOOKS, ids=[i.name for i in NOTEBOOKS])
 def test_no_pandas_filtering_in_any_notebook_cell(info):
     """Runbooks, the report and the lessons (runbooks/learn/) alike: the rows a cell needs come from a gpulib call."""
     nb = json.loads(info.path.read_text())
-    bad = [f"cell {i}: {x}" for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
-           for x in pandas_filtering("".join(c["source"]))]
+    bad = [
+        f"cell {i}: {x}"
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "code"
+        for x in pandas_filtering("".join(c["source"]))
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -248,11 +294,16 @@ def test_a_section_that_cannot_run_says_why(monkeypatch):
         raise SourceError("no nodes.json")
     shown.clear()
     assert rb.ready(inp) is False
-    assert len(shown) == 1 and shown[0].startswith("warning: Not checked") and "<b>Gather the inputs</b> could not run" in shown[0]
+    assert (
+        len(shown) == 1
+        and shown[0].startswith("warning: Not checked")
+        and "<b>Gather the inputs</b> could not run" in shown[0]
+    )
     assert rb.ready([], why="no workload to size") is False
     assert shown[1].startswith("info: Nothing to show: no workload to size") and "Gather the inputs" in shown[1]
     import numpy as np
     import pandas as pd
+
     assert rb.ready(np.bool_(False)) is False and rb.ready(pd.DataFrame()) is False and rb.ready(0) is False
     assert rb.ready(np.bool_(True), pd.DataFrame({"a": [1]}), object()) is True
     assert len(shown) == 5

@@ -1,5 +1,6 @@
 """operator_install runbook executed with papermill: demo (healthy and a broken operator), live (API double
 serving the kubectl fixtures' broken operator + real Prometheus), and a contradictory install choice."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ def run(tmp_path, monkeypatch, demo_end):
         assert res.failed is None, res.failed
         doc = json.loads((res.out_dir / "findings.json").read_text())
         return res, doc
+
     return go
 
 

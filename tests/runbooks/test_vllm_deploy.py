@@ -1,5 +1,6 @@
 """vllm_deploy runbook executed with papermill: sizing + manifests + live verdict on demo and on a real
 Prometheus (backfilled vllm: series), and an unknown model recorded as an error."""
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ def run(tmp_path, monkeypatch, demo_end):
         res = execute(find_notebook("vllm_deploy"), params, tmp_path / sub, progress=False)
         assert res.failed is None, res.failed
         return res, json.loads((res.out_dir / "findings.json").read_text())
+
     return go
 
 
@@ -56,6 +58,17 @@ def test_live_same_verdict(live_env, run):
     _, doc = run({"source": "live"}, "live")
     assert doc["errors"] == []
     assert verdict(doc) == "scale_up"
-    _, qwen = run({"source": "live", "deployment": "vllm-qwen7b", "deployed_max_num_seqs": 256, "model": "Qwen2.5-7B",
-                   "device": "A100-40GB", "gpus": 1, "context_len": 32768, "concurrency": 8}, "live-qwen")
+    _, qwen = run(
+        {
+            "source": "live",
+            "deployment": "vllm-qwen7b",
+            "deployed_max_num_seqs": 256,
+            "model": "Qwen2.5-7B",
+            "device": "A100-40GB",
+            "gpus": 1,
+            "context_len": 32768,
+            "concurrency": 8,
+        },
+        "live-qwen",
+    )
     assert verdict(qwen, "vllm-qwen7b") == "scale_down"

@@ -4,12 +4,12 @@ Expected verdicts come from the scenario (gpulib/data/demo/demo_fleet.yaml) and 
 XID 79 (GPU fallen off the bus) -> bucket RESTART_BM (reboot the node); a100-80-0 GPU 1 has a DBE
 and a row-remap failure -> the row-remap-failure rule (drain, RMA).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "runbooks" / "xid_ecc_triage.ipynb"
@@ -42,11 +42,11 @@ def _check_rma(doc):
 
 
 def test_demo_xid79_reboot_node(shared_runs):
-    doc, nb_text = shared_runs.notebook("xid_ecc_triage")   # defaults: dgx-h100-1 GPU 5
+    doc, nb_text = shared_runs.notebook("xid_ecc_triage")  # defaults: dgx-h100-1 GPU 5
     assert doc["errors"] == []
     _check_xid79(doc)
     assert "PLAN (no cluster; nothing sent): drain dgx-h100-1" in nb_text
-    assert "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in nb_text     # Meaning table from the catalog
+    assert "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in nb_text  # Meaning table from the catalog
     # GPU 5's ECC and row-remap counters never moved: a sentence, not a flat chart (gpulib.xid.view.memory_chart)
     assert "No SBE/DBE ECC errors and no remapped rows on dgx-h100-1 GPU 5 over the last 6h" in nb_text
     assert "ECC errors and remapped rows on" not in nb_text
@@ -57,7 +57,7 @@ def test_demo_dbe_row_remap_failure_rma(shared_runs):
     assert doc["errors"] == []
     _check_rma(doc)
     xid = next(f for f in doc["findings"] if f["data"].get("bucket"))
-    assert set(xid["data"]["xids"]) == {48, 64}              # from the kernel log and the XID gauge
+    assert set(xid["data"]["xids"]) == {48, 64}  # from the kernel log and the XID gauge
     assert "nvidia-smi -q from demo" in nb_text
 
 

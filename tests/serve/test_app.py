@@ -3,6 +3,7 @@ a 200-post burst with duplicates (every alert is a run or a dedupe record, never
 kernels at once, a full queue answers 503 + Retry-After), a hanging run (the real in-process runner) killed at
 its timeout with its kernel and the process the kernel started, bad requests answered 4xx with a reason, the index rebuilt after a restart, and a schemathesis fuzz
 of the OpenAPI schema with no 5xx (test_serve_fuzz)."""
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,18 @@ class StubRunner:
             self.calls.append((runbook, dict(params)))
         try:
             time.sleep(self.delay)
-            save_findings([Finding(severity=Severity.CRITICAL, title=f"stub verdict for {params.get('node')}",
-                                   commands=[f"kubectl cordon {params.get('node')}"])],
-                          folder / "findings.json", runbook=runbook, parameters=params)
+            save_findings(
+                [
+                    Finding(
+                        severity=Severity.CRITICAL,
+                        title=f"stub verdict for {params.get('node')}",
+                        commands=[f"kubectl cordon {params.get('node')}"],
+                    )
+                ],
+                folder / "findings.json",
+                runbook=runbook,
+                parameters=params,
+            )
             (folder / f"{runbook}.html").write_text("<html><body><p>stub report</p></body></html>")
             return {"status": "done", "error": None}
         finally:
@@ -78,9 +88,10 @@ def test_bad_requests_get_4xx_with_a_reason(tmp_path):
     r = c.post("/alertmanager", content=b"x" * 20_000, headers={**AUTH, "Content-Type": "application/json"})
     assert r.status_code == 413 and "10000 bytes" in r.json()["detail"]
 
-    def chunks():                     # no Content-Length: the limit holds while the body streams
+    def chunks():  # no Content-Length: the limit holds while the body streams
         for _ in range(30):
             yield b" " * 1000
+
     r = c.post("/alertmanager", content=chunks(), headers={**AUTH, "Content-Type": "application/json"})
     assert r.status_code == 413
     assert list((tmp_path / "runs").glob("*/run.json")) == []
@@ -88,24 +99,31 @@ def test_bad_requests_get_4xx_with_a_reason(tmp_path):
 
 def test_alert_labels_are_validated_like_the_cli(tmp_path):
     app, c = make(tmp_path)
-    r = c.post("/alertmanager", json=payload([xid(node="evil;rm -rf /"), xid(gpu="$(id)"),
-                                              {"status": "firing", "labels": {"alertname": "NoSuchAlert"}}]),
-               headers=AUTH)
+    r = c.post(
+        "/alertmanager",
+        json=payload(
+            [xid(node="evil;rm -rf /"), xid(gpu="$(id)"), {"status": "firing", "labels": {"alertname": "NoSuchAlert"}}]
+        ),
+        headers=AUTH,
+    )
     assert r.status_code == 202 and r.json()["runs"] == []
     reasons = " | ".join(r.json()["rejected"])
     assert "not a Kubernetes node name" in reasons and "not a GPU index" in reasons and "no route" in reasons
     assert c.get("/run/zombie_idle").status_code == 400
-    assert "set by the server" in c.get("/run/xid_ecc_triage", params={"kernel_log_file": "/etc/passwd"}).json()["detail"]
+    assert (
+        "set by the server" in c.get("/run/xid_ecc_triage", params={"kernel_log_file": "/etc/passwd"}).json()["detail"]
+    )
     assert "set by the server" in c.get("/run/xid_ecc_triage", params={"source": "live"}).json()["detail"]
     assert "no parameter" in c.get("/run/xid_ecc_triage", params={"nodes": "a"}).json()["detail"]
-    assert c.get("/run/learn_cost").status_code == 400          # lessons are not runbooks
+    assert c.get("/run/learn_cost").status_code == 400  # lessons are not runbooks
 
 
 def test_resolved_alerts_are_recorded_not_run_and_both_host_spellings_route(tmp_path):
     stub = StubRunner()
     app, c = make(tmp_path, stub)
-    r = c.post("/alertmanager", json=payload([xid(status="resolved"), xid(node="n2", host_label="hostname")]),
-               headers=AUTH)
+    r = c.post(
+        "/alertmanager", json=payload([xid(status="resolved"), xid(node="n2", host_label="hostname")]), headers=AUTH
+    )
     assert r.status_code == 202 and r.json()["resolved"] == 1 and len(r.json()["runs"]) == 1
     assert app.state.service.pool.join(10)
     assert stub.calls == [("xid_ecc_triage", {"node": "n2", "gpu": "5", "source": "demo"})]
@@ -140,7 +158,7 @@ def test_restart_rebuilds_the_index_and_marks_interrupted_runs_failed(tmp_path):
     c.post("/alertmanager", json=payload([xid()]), headers=AUTH)
     assert app.state.service.pool.join(10)
     (rid,) = [r["id"] for r in c.get("/runs", params={"format": "json"}).json()]
-    stale = app.state.service.store.create("xid_ecc_triage", {"node": "n9"}, trigger={})   # never ran
+    stale = app.state.service.store.create("xid_ecc_triage", {"node": "n9"}, trigger={})  # never ran
     app2, c2 = make(tmp_path)
     runs = {r["id"]: r for r in c2.get("/runs", params={"format": "json"}).json()}
     assert runs[rid]["status"] == "done" and runs[rid]["severity"] == "critical"
@@ -153,7 +171,7 @@ def test_notification_slack_and_generic_json(tmp_path):
     got = []
 
     class H(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.end_headers()
@@ -165,8 +183,12 @@ def test_notification_slack_and_generic_json(tmp_path):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         for fmt in ("slack", "json"):
-            app, c = make(tmp_path / fmt, notify_url=f"http://127.0.0.1:{srv.server_port}/hook", notify_format=fmt,
-                          public_url="https://gpuops.example.com")
+            app, c = make(
+                tmp_path / fmt,
+                notify_url=f"http://127.0.0.1:{srv.server_port}/hook",
+                notify_format=fmt,
+                public_url="https://gpuops.example.com",
+            )
             c.post("/alertmanager", json=payload([xid()]), headers=AUTH)
             assert app.state.service.pool.join(10)
     finally:
@@ -239,7 +261,9 @@ def test_a_hanging_run_is_killed_at_its_timeout_with_its_kernel_and_shown_failed
     rid = c.post("/alertmanager", json=payload([xid()]), headers=AUTH).json()["runs"][0]
     assert app.state.service.pool.join(limit + 60)
     rec = c.get(f"/runs/{rid}/run.json").json()
-    assert rec["status"] == "failed" and rec["error"] == f"timed out after {limit} s: the run and its kernel were killed"
+    assert (
+        rec["status"] == "failed" and rec["error"] == f"timed out after {limit} s: the run and its kernel were killed"
+    )
     folder = tmp_path / "runs" / rid
     assert (folder / "pids.txt").is_file(), f"the kernel did not reach its first cell within {limit} s"
     assert (folder / "token.txt").read_text() == "absent"
@@ -252,7 +276,7 @@ def test_a_hanging_run_is_killed_at_its_timeout_with_its_kernel_and_shown_failed
     page = c.get(f"/runs/{rid}").text
     assert "data-status='failed'" in page and "timed out" in page
     assert f"**Error:** timed out after {limit} s" in (folder / "summary.md").read_text()
-    assert "gpuops_serve_runs_total{outcome=\"failed\",runbook=\"xid_ecc_triage\"} 1.0" in c.get("/metrics").text
+    assert 'gpuops_serve_runs_total{outcome="failed",runbook="xid_ecc_triage"} 1.0' in c.get("/metrics").text
 
 
 # ---------------------------------------------------------------------------------- load
@@ -284,7 +308,7 @@ def test_burst_of_200_posts_with_duplicates(tmp_path):
     lock = threading.Lock()
 
     def send(body):
-        for attempt in range(200):                 # what Alertmanager does: retry after Retry-After
+        for attempt in range(200):  # what Alertmanager does: retry after Retry-After
             t = time.monotonic()
             r = requests.post(f"{base}/alertmanager", json=body, headers=AUTH, timeout=30)
             with lock:
@@ -295,7 +319,7 @@ def test_burst_of_200_posts_with_duplicates(tmp_path):
                         sent_at.setdefault(rid, t)
                 return r.json()
             assert r.status_code == 503 and int(r.headers["Retry-After"]) > 0, r.text
-            time.sleep(0.05)                       # the test does not wait the full Retry-After
+            time.sleep(0.05)  # the test does not wait the full Retry-After
         raise AssertionError("never accepted")
 
     t0 = time.monotonic()
@@ -312,17 +336,26 @@ def test_burst_of_200_posts_with_duplicates(tmp_path):
     log = svc.store.alert_log()
     actions = [e["action"] for e in log if e["action"] in ("run", "dedupe")]
     accepted_alerts = sum(len(r["runs"]) + len(r["deduped"]) for r in results)
-    assert accepted_alerts == 200                               # every alert is a run or a dedupe record
-    assert actions.count("run") == len(runs) == 40              # one run per group + GPU + runbook
+    assert accepted_alerts == 200  # every alert is a run or a dedupe record
+    assert actions.count("run") == len(runs) == 40  # one run per group + GPU + runbook
     assert actions.count("dedupe") == 160
-    assert stub.peak <= 2 and svc.pool.peak <= 2                # never more than the configured kernels
-    assert answers["503"] > 0                                   # the queue limit was reached and said so
+    assert stub.peak <= 2 and svc.pool.peak <= 2  # never more than the configured kernels
+    assert answers["503"] > 0  # the queue limit was reached and said so
     assert all(r["status"] == "done" and r["severity"] == "critical" for r in runs)
     lat = sorted(r["finished"] - r["created"] for r in runs)
     p95 = lat[int(0.95 * (len(lat) - 1))]
-    figures = {"posts": 200, "alerts_in": 200, "runs": len(runs), "dedupes": actions.count("dedupe"),
-               "answers_202": answers["202"], "answers_503": answers["503"], "peak_kernels": svc.pool.peak,
-               "p95_webhook_to_verdict_s": round(p95, 3), "stub_run_s": stub.delay, "wall_s": round(wall, 2)}
+    figures = {
+        "posts": 200,
+        "alerts_in": 200,
+        "runs": len(runs),
+        "dedupes": actions.count("dedupe"),
+        "answers_202": answers["202"],
+        "answers_503": answers["503"],
+        "peak_kernels": svc.pool.peak,
+        "p95_webhook_to_verdict_s": round(p95, 3),
+        "stub_run_s": stub.delay,
+        "wall_s": round(wall, 2),
+    }
     out = os.environ.get("GPUOPS_SERVE_FIGURES")
     if out:
         Path(out).write_text(json.dumps(figures, indent=2))
@@ -339,7 +372,6 @@ def test_serve_fuzz_openapi_no_5xx(tmp_path):
     failures, tried = [], []
     for op in schema.get_all_operations():
         operation = op.ok()
-
 
         @given(case=operation.as_strategy())
         @settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -402,7 +434,9 @@ def test_cli_alerts_and_serve_help(tmp_path, monkeypatch):
     text = (tmp_path / "gpu-alerts.yaml").read_text()
     assert "runbook_url: http://10.0.0.5:8080/run/xid_ecc_triage?node=" in text and "8080//run" not in text
     assert (tmp_path / "routes.yaml").is_file() and (tmp_path / "gpu-alerts.prometheusrule.yaml").is_file()
-    assert CliRunner().invoke(cli, ["alerts", "--base-url", "gpuops.example.com", "--out", str(tmp_path)]).exit_code == 2
+    assert (
+        CliRunner().invoke(cli, ["alerts", "--base-url", "gpuops.example.com", "--out", str(tmp_path)]).exit_code == 2
+    )
     h = CliRunner().invoke(cli, ["serve", "--help"], env={"COLUMNS": "200"})
     assert h.exit_code == 0 and "--token-file" in h.output and "--queue-limit" in h.output and "Bearer" in h.output
     monkeypatch.delenv("GPUOPS_SERVE_TOKEN", raising=False)

@@ -3,6 +3,7 @@
 firing GPUXidCritical alert to ``gpuops serve`` (bearer token from a credentials file), the server runs the
 real xid_ecc_triage notebook for that node and GPU, and headless Chromium opens the run's HTML and the alert's
 runbook_url, which lands on the same run. Every wait is bounded; every process is killed."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ import requests
 import yaml
 
 from gpulib.xid import write_alert_rules
-from tests.project.test_report_browser import FLAGS, chromium_binary
 from tests.helpers.procs import die_with_parent
+from tests.project.test_report_browser import FLAGS, chromium_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE, GPU = "dgx-h100-1", "5"
@@ -73,8 +74,15 @@ def procs():
 
 
 def spawn(procs, argv, log: Path, env=None):
-    p = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         env=env, start_new_session=True, preexec_fn=die_with_parent)
+    p = subprocess.Popen(
+        argv,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
     procs.append(p)
     return p
 
@@ -91,32 +99,99 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
 
     rules_dir = tmp_path / "rules"
     write_alert_rules(rules_dir, base)
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "5s", "scrape_timeout": "4s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules_dir / "gpu-alerts.yaml")],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{p_am}"]}]}]},
-        "scrape_configs": [{"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{p_exp}"]}]}]}))
+    (tmp_path / "prometheus.yml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "5s", "scrape_timeout": "4s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules_dir / "gpu-alerts.yaml")],
+                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{p_am}"]}]}]},
+                "scrape_configs": [
+                    {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{p_exp}"]}]}
+                ],
+            }
+        )
+    )
     (tmp_path / "token").write_text(TOKEN)
-    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump({
-        "route": {"receiver": "null", "group_by": ["alertname", "Hostname", "hostname", "gpu"], "group_wait": "1s",
-                  "group_interval": "5s", "repeat_interval": "1h",
-                  "routes": [{"receiver": "gpuops", "matchers": ['alertname="GPUXidCritical"', f'hostname="{NODE}"']}]},
-        "receivers": [{"name": "null"}, {"name": "gpuops", "webhook_configs": [{
-            "url": f"{base}/alertmanager", "send_resolved": True,
-            "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")}}}]}]}))
+    (tmp_path / "alertmanager.yml").write_text(
+        yaml.safe_dump(
+            {
+                "route": {
+                    "receiver": "null",
+                    "group_by": ["alertname", "Hostname", "hostname", "gpu"],
+                    "group_wait": "1s",
+                    "group_interval": "5s",
+                    "repeat_interval": "1h",
+                    "routes": [
+                        {"receiver": "gpuops", "matchers": ['alertname="GPUXidCritical"', f'hostname="{NODE}"']}
+                    ],
+                },
+                "receivers": [
+                    {"name": "null"},
+                    {
+                        "name": "gpuops",
+                        "webhook_configs": [
+                            {
+                                "url": f"{base}/alertmanager",
+                                "send_resolved": True,
+                                "http_config": {
+                                    "authorization": {"type": "Bearer", "credentials_file": str(tmp_path / "token")}
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        )
+    )
 
     spawn(procs, [sys.executable, "-m", "gpulib.cli", "exporter", "--port", str(p_exp)], tmp_path / "exporter.log", env)
-    spawn(procs, [sys.executable, "-m", "gpulib.cli", "serve", "--port", str(p_srv), "--out", str(tmp_path / "runs"),
-                  "--token-file", str(tmp_path / "token"), "--routes-file", str(rules_dir / "routes.yaml"),
-                  "--run-timeout", "400"], tmp_path / "serve.log", env)
-    spawn(procs, [am, f"--config.file={tmp_path / 'alertmanager.yml'}", f"--storage.path={tmp_path / 'am'}",
-                  f"--web.listen-address=127.0.0.1:{p_am}", "--cluster.listen-address="], tmp_path / "am.log")
-    spawn(procs, [prom, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                  f"--web.listen-address=127.0.0.1:{p_prom}"], tmp_path / "prom.log")
+    spawn(
+        procs,
+        [
+            sys.executable,
+            "-m",
+            "gpulib.cli",
+            "serve",
+            "--port",
+            str(p_srv),
+            "--out",
+            str(tmp_path / "runs"),
+            "--token-file",
+            str(tmp_path / "token"),
+            "--routes-file",
+            str(rules_dir / "routes.yaml"),
+            "--run-timeout",
+            "400",
+        ],
+        tmp_path / "serve.log",
+        env,
+    )
+    spawn(
+        procs,
+        [
+            am,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am'}",
+            f"--web.listen-address=127.0.0.1:{p_am}",
+            "--cluster.listen-address=",
+        ],
+        tmp_path / "am.log",
+    )
+    spawn(
+        procs,
+        [
+            prom,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{p_prom}",
+        ],
+        tmp_path / "prom.log",
+    )
 
     def firing():
-        r = requests.get(f"http://127.0.0.1:{p_am}/api/v2/alerts", params={"filter": 'alertname="GPUXidCritical"'},
-                         timeout=5).json()
+        r = requests.get(
+            f"http://127.0.0.1:{p_am}/api/v2/alerts", params={"filter": 'alertname="GPUXidCritical"'}, timeout=5
+        ).json()
         return [a for a in r if a["labels"].get("hostname") == NODE and a["labels"].get("gpu") == GPU]
 
     alert = wait_for("Alertmanager to hold the GPUXidCritical alert", firing, 120)[0]
@@ -129,7 +204,7 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
         return mine if mine and all(r["status"] not in ("queued", "running") for r in mine) else None
 
     runs = wait_for("the triage run to finish", finished, 420, every=2)
-    assert len(runs) == 1, runs                     # repeats of the group within the window were deduped
+    assert len(runs) == 1, runs  # repeats of the group within the window were deduped
     run = runs[0]
     assert run["trigger"]["alertname"] == "GPUXidCritical" and run["trigger"]["runbook_url"] == url
     assert run["status"] == "done", run
@@ -143,14 +218,18 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
 
     def dom(page: str) -> str:
         prof = tmp_path / f"chrome-{len(list(tmp_path.glob('chrome-*')))}"
-        out = subprocess.run([exe, *FLAGS, f"--user-data-dir={prof}", "--virtual-time-budget=5000", "--dump-dom", page],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [exe, *FLAGS, f"--user-data-dir={prof}", "--virtual-time-budget=5000", "--dump-dom", page],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout
 
     html = dom(f"{base}/runs/{run['id']}")
-    assert "gpuops-verdict" in html and "data-severity=\"critical\"" in html and "XID 79" in html
-    opened = dom(url)                               # the alert's own link: the same run, no new one
+    assert "gpuops-verdict" in html and 'data-severity="critical"' in html and "XID 79" in html
+    opened = dom(url)  # the alert's own link: the same run, no new one
     assert f"run {run['id']}" in opened
     assert len(requests.get(f"{base}/runs", params={"format": "json"}, timeout=5).json()) == 1
     assert TOKEN not in (tmp_path / "serve.log").read_text() + html + opened
@@ -160,9 +239,18 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
     assert urlsplit(url).path == "/run/xid_ecc_triage"
     out = os.environ.get("GPUOPS_SERVE_E2E_FIGURES")
     if out:
-        Path(out).write_text(json.dumps({"alert_active_at": alert["startsAt"], "run_created": run["created"],
-                                         "run_started": run["started"], "run_finished": run["finished"],
-                                         "webhook_to_verdict_s": round(run["finished"] - run["created"], 1),
-                                         "run_s": round(run["finished"] - run["started"], 1)}, indent=2))
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "alert_active_at": alert["startsAt"],
+                    "run_created": run["created"],
+                    "run_started": run["started"],
+                    "run_finished": run["finished"],
+                    "webhook_to_verdict_s": round(run["finished"] - run["created"], 1),
+                    "run_s": round(run["finished"] - run["started"], 1),
+                },
+                indent=2,
+            )
+        )
     m = requests.get(f"{base}/metrics", timeout=5).text
     assert 'gpuops_serve_runs_total{outcome="critical",runbook="xid_ecc_triage"} 1.0' in m

@@ -1,6 +1,7 @@
 """What only some backends have is a Source method (gpulib/sources/base.py): the default raises NotProvided (a
 SourceError with a hint), the backends that have the data override it, and the domains ask for it instead of
 checking which backend they were given."""
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,16 @@ def snap(tmp_path_factory):
     return gpulib.connect("snapshot", path=d)
 
 
-@pytest.mark.parametrize("call", [
-    lambda s: s.operator_objects("gpu-operator"), lambda s: s.pod_objects(),
-    lambda s: s.instant_query("up"), lambda s: s.app_series("vllm", timedelta(hours=1)),
-    lambda s: s.current_mig_config("gpu-operator"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.operator_objects("gpu-operator"),
+        lambda s: s.pod_objects(),
+        lambda s: s.instant_query("up"),
+        lambda s: s.app_series("vllm", timedelta(hours=1)),
+        lambda s: s.current_mig_config("gpu-operator"),
+    ],
+)
 def test_defaults_raise_not_provided_with_a_hint(snap, call):
     with pytest.raises(NotProvided) as e:
         call(snap)
@@ -64,7 +70,9 @@ def test_demo_has_pod_specs_and_vllm_series_but_no_promql():
 def test_domains_ask_the_source(snap):
     # optional pod specs: none from a snapshot, the simulated ones from the demo
     assert scheduling.pod_specs_from(snap) == []
-    assert len(scheduling.pod_specs_from(gpulib.connect("demo", end=END))) == len(FleetSimulator(end=END).pods_json()["items"])
+    assert len(scheduling.pod_specs_from(gpulib.connect("demo", end=END))) == len(
+        FleetSimulator(end=END).pods_json()["items"]
+    )
     # vLLM metrics need PromQL or simulated series: a snapshot has neither, and says so (INCOMPLETE, not OK)
     with pytest.raises(NotProvided, match="no vLLM metrics") as e:
         vllm.vllm_metrics(snap, "inference", "vllm-llama70b", "1h")
@@ -83,5 +91,6 @@ def test_runbook_passes_the_demo_operator_scenario_to_connect(monkeypatch):
     assert [f.data.get("check") for f in fs] == ["allocatable_zero"]
     assert "-p demo_operator_state allocatable_zero" in rb.rerun_command()
     healthy = Runbook("operator_install", source="demo")
-    assert [f.severity.name for f in op.verify(op.operator_state(healthy.src), healthy.src.nodes(),
-                                               check_metrics=False)] == ["OK"]
+    assert [
+        f.severity.name for f in op.verify(op.operator_state(healthy.src), healthy.src.nodes(), check_metrics=False)
+    ] == ["OK"]

@@ -1,4 +1,5 @@
 """dcgm-exporter scrape parsing and label normalisation on real-shaped expositions."""
+
 from __future__ import annotations
 
 import math
@@ -44,9 +45,15 @@ def test_exported_pod_relabeling_and_truncated_line():
     assert str(by_gpu.loc["3", "timestamp"]) == "2024-11-30 10:00:00+00:00"
 
 
-@pytest.mark.parametrize("labels,node", [
-    ({"Hostname": "a"}, "a"), ({"hostname": "b"}, "b"), ({"instance": "10.0.0.1:9400"}, "10.0.0.1"),
-    ({"hostname": "c", "Hostname": "d"}, "c")])
+@pytest.mark.parametrize(
+    "labels,node",
+    [
+        ({"Hostname": "a"}, "a"),
+        ({"hostname": "b"}, "b"),
+        ({"instance": "10.0.0.1:9400"}, "10.0.0.1"),
+        ({"hostname": "c", "Hostname": "d"}, "c"),
+    ],
+)
 def test_host_label_variants(labels, node):
     assert normalise_labels(labels)["node"] == node
 

@@ -1,4 +1,5 @@
 """``connect("live")``: Prometheus + the real kubernetes client against the API double, same answers as demo."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,7 +32,9 @@ def test_live_rejects_unknown_node_and_gpu(live_env):
     assert "0..3" in str(e2.value)
 
 
-def test_live_without_kubeconfig_still_answers_dcgm_and_names_the_missing_config(prometheus, monkeypatch, tmp_path, demo_end):
+def test_live_without_kubeconfig_still_answers_dcgm_and_names_the_missing_config(
+    prometheus, monkeypatch, tmp_path, demo_end
+):
     from gpulib.core.errors import KubeconfigMissing
 
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
@@ -51,5 +54,6 @@ def test_live_reads_the_mig_manager_configmap_the_cluster_policy_names(live_env)
     assert cur.text == live_env.configmaps[0]["data"]["config.yaml"] and "a100-40gb-mixed-3-2-1-1" in cur.text
     assert (cur.namespace, cur.configmap) == ("gpu-operator", "default-mig-parted-config")
     assert live_env.requests_to("GET", "/apis/nvidia.com/v1/clusterpolicies")
-    assert [r.path for r in live_env.requests_to("GET", "/api/v1/namespaces/*/configmaps/*")] == \
-        ["/api/v1/namespaces/gpu-operator/configmaps/default-mig-parted-config"]
+    assert [r.path for r in live_env.requests_to("GET", "/api/v1/namespaces/*/configmaps/*")] == [
+        "/api/v1/namespaces/gpu-operator/configmaps/default-mig-parted-config"
+    ]

@@ -1,12 +1,12 @@
 """The same scenario through the demo source and through a real, backfilled Prometheus."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-import gpulib
-from gpulib.core.errors import EmptyResult, InvalidQuery, PrometheusHTTPError, PrometheusUnreachable, PrometheusTimeout
+from gpulib.core.errors import EmptyResult, InvalidQuery, PrometheusUnreachable
 from gpulib.sources.prometheus import PrometheusSource
 
 KEYS = ["node", "gpu", "gpu_i_id"]
@@ -23,7 +23,9 @@ def _prom(url, end, **kw):
 
 @pytest.mark.prometheus
 @pytest.mark.parametrize("stat", ["avg", "max", "min", "p95", "last"])
-@pytest.mark.parametrize("field", ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_XID_ERRORS"])
+@pytest.mark.parametrize(
+    "field", ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_XID_ERRORS"]
+)
 def test_summary_same_through_demo_and_prometheus(prometheus, demo, demo_end, field, stat):
     a = demo.summary(field, "6h", stat).set_index(KEYS)["value"].sort_index()
     b = _prom(prometheus.url, demo_end).summary(field, "6h", stat).set_index(KEYS)["value"].sort_index()
@@ -101,9 +103,11 @@ def test_invalid_promql_and_empty_result(prometheus, demo_end):
 
 def test_unreachable_prometheus_names_url(demo_end):
     from tests.helpers.promharness import free_port
+
     url = f"http://127.0.0.1:{free_port()}"
     src = PrometheusSource(url, end=demo_end, settings=None) if False else None
     from gpulib.sources.prometheus import PrometheusSettings
+
     src = PrometheusSource(settings=PrometheusSettings(url=url, retries=1, timeout=2), end=demo_end)
     with pytest.raises(PrometheusUnreachable) as e:
         src.summary("DCGM_FI_DEV_GPU_UTIL", "1h", "avg")
@@ -115,11 +119,24 @@ def test_unreachable_prometheus_names_url(demo_end):
 def test_step_aggregation_same_through_demo_and_prometheus(prometheus, demo, demo_end, agg):
     """max_over_time(x[5m]) every 5m on the server equals the demo's client-side aggregation."""
     kw = dict(node="a100-80-0", step="5m", agg=agg)
-    a = demo.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", **kw).sort_values(["gpu", "timestamp"]).reset_index(drop=True)
-    b = _prom(prometheus.url, demo_end).series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", **kw).sort_values(["gpu", "timestamp"]).reset_index(drop=True)
+    a = (
+        demo.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", **kw)
+        .sort_values(["gpu", "timestamp"])
+        .reset_index(drop=True)
+    )
+    b = (
+        _prom(prometheus.url, demo_end)
+        .series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", **kw)
+        .sort_values(["gpu", "timestamp"])
+        .reset_index(drop=True)
+    )
     assert len(a) == 8 * 25 and a["timestamp"].tolist() == b["timestamp"].tolist()
     np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-9, atol=1e-9)
-    plain = demo.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", node="a100-80-0", step="5m").sort_values(["gpu", "timestamp"]).reset_index(drop=True)
+    plain = (
+        demo.series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "2h", node="a100-80-0", step="5m")
+        .sort_values(["gpu", "timestamp"])
+        .reset_index(drop=True)
+    )
     if agg == "max":  # a max over the step can never be below the single sample at its end
         assert (a["value"].to_numpy() >= plain["value"].to_numpy() - 1e-12).all()
         assert (a["value"].to_numpy() > plain["value"].to_numpy() + 1e-9).any()
@@ -127,6 +144,7 @@ def test_step_aggregation_same_through_demo_and_prometheus(prometheus, demo, dem
 
 def test_agg_needs_a_step_and_a_known_function(demo):
     from gpulib.core.errors import InvalidParameter
+
     with pytest.raises(InvalidParameter):
         demo.series("DCGM_FI_DEV_GPU_TEMP", "1h", agg="max")
     with pytest.raises(InvalidParameter):

@@ -1,4 +1,5 @@
 """PrometheusSource._range_frame: a /api/v1/query_range result turned into a SERIES frame column-wise."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,16 @@ from gpulib.sources.prometheus import PrometheusSource
 
 
 def _metric(host: str, gpu: str, pod: str = "", driver: str = "550.127.05", **extra) -> dict:
-    m = {"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu": gpu, "UUID": f"GPU-{host}-{gpu}", "modelName": "NVIDIA H100 80GB HBM3",
-         "hostname": host, "DCGM_FI_DRIVER_VERSION": driver, "pci_bus_id": "00000000:18:00.0", **extra}
+    m = {
+        "__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gpu": gpu,
+        "UUID": f"GPU-{host}-{gpu}",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "hostname": host,
+        "DCGM_FI_DRIVER_VERSION": driver,
+        "pci_bus_id": "00000000:18:00.0",
+        **extra,
+    }
     if pod:
         m.update(pod=pod, namespace="ml", container="main")
     return m
@@ -35,10 +44,16 @@ def test_rows_ordered_by_device_then_time_with_labels_normalised():
     df = PrometheusSource._range_frame(RESULT, dedupe=True)
     assert list(df.columns) == SERIES_COLUMNS
     got = list(zip(df["node"], df["gpu"], df["pod"], df["timestamp"].map(pd.Timestamp.timestamp).astype(int)))
-    assert got == [("node-a", "0", "", 1000), ("node-a", "0", "", 1060),
-                   ("node-a", "1", "p1", 1000), ("node-a", "1", "p1", 1060),
-                   ("node-a", "1", "p2", 1120), ("node-a", "1", "p2", 1180),
-                   ("node-b", "0", "", 1000), ("node-b", "0", "", 1060)]
+    assert got == [
+        ("node-a", "0", "", 1000),
+        ("node-a", "0", "", 1060),
+        ("node-a", "1", "p1", 1000),
+        ("node-a", "1", "p1", 1060),
+        ("node-a", "1", "p2", 1120),
+        ("node-a", "1", "p2", 1180),
+        ("node-b", "0", "", 1000),
+        ("node-b", "0", "", 1060),
+    ]
     # the first of the duplicated 1000 s samples (0.125) is kept, the upgraded driver's 0.9 dropped
     assert df["value"].iloc[:6].tolist() == [0.125, 0.5, 1.0, 0.75, 0.25, 0.0]
     assert df["value"].iloc[6] == 0.5 and math.isnan(df["value"].iloc[7])
@@ -53,7 +68,10 @@ def test_without_dedupe_both_duplicate_samples_stay():
     assert len(df) == 9  # 2 + 2 + 2 + 1 + 2 samples
     # both series' samples, time-ordered; equal timestamps keep the result's series order
     assert list(zip(a0["timestamp"].map(pd.Timestamp.timestamp).astype(int), a0["value"])) == [
-        (1000, 0.125), (1000, 0.9), (1060, 0.5)]
+        (1000, 0.125),
+        (1000, 0.9),
+        (1060, 0.5),
+    ]
 
 
 def test_empty_result_gives_an_empty_series_frame():
@@ -64,11 +82,13 @@ def test_empty_result_gives_an_empty_series_frame():
 # --- parse_matrix: Prometheus' own layout of a query_range answer (docs: HTTP API, range vectors) ---------
 from gpulib.sources.prometheus import parse_matrix  # noqa: E402
 
-BODY = (b'{"status":"success","data":{"resultType":"matrix","result":['
-        b'{"metric":{"UUID":"GPU-1","hostname":"n]]1","pod":"a\\"b"},"values":[[1795346400,"0.5"],[1795346700,"NaN"],'
-        b'[1795347000,"+Inf"],[1795347300,"1e-05"]]},'
-        b'{"metric":{},"values":[]},'
-        b'{"metric":{"hostname":"n2"},"values":[[1795346400.5,"-3"]]}]}}')
+BODY = (
+    b'{"status":"success","data":{"resultType":"matrix","result":['
+    b'{"metric":{"UUID":"GPU-1","hostname":"n]]1","pod":"a\\"b"},"values":[[1795346400,"0.5"],[1795346700,"NaN"],'
+    b'[1795347000,"+Inf"],[1795347300,"1e-05"]]},'
+    b'{"metric":{},"values":[]},'
+    b'{"metric":{"hostname":"n2"},"values":[[1795346400.5,"-3"]]}]}}'
+)
 
 
 def test_parse_matrix_reads_pairs_as_arrays_and_labels_with_brackets_and_quotes():
@@ -83,8 +103,10 @@ def test_parse_matrix_reads_pairs_as_arrays_and_labels_with_brackets_and_quotes(
 
 def test_parse_matrix_declines_what_it_does_not_know():
     vector = b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}'
-    histogram = (b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
-                 b'"histograms":[[1,{"count":"1","sum":"1"}]]}]}}')
+    histogram = (
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+        b'"histograms":[[1,{"count":"1","sum":"1"}]]}]}}'
+    )
     truncated = BODY[:120]
     assert parse_matrix(vector) is None and parse_matrix(histogram) is None and parse_matrix(truncated) is None
     # and what it accepts equals json's reading, pair by pair
@@ -92,4 +114,6 @@ def test_parse_matrix_declines_what_it_does_not_know():
 
     ref = json.loads(BODY)["data"]["result"]
     for mine, theirs in zip(parse_matrix(BODY), ref):
-        assert [[t, v] for t, v in zip(mine["ts"], mine["v"])][:1] == [[float(p[0]), float(p[1])] for p in theirs["values"]][:1]
+        assert [[t, v] for t, v in zip(mine["ts"], mine["v"])][:1] == [
+            [float(p[0]), float(p[1])] for p in theirs["values"]
+        ][:1]

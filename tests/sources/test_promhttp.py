@@ -1,4 +1,5 @@
 """Prometheus settings and failure modes, against a loopback HTTP server that misbehaves on purpose."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,18 @@ from gpulib.core.errors import InvalidParameter, PrometheusHTTPError, Prometheus
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource, load_settings
 from tests.helpers.procs import die_with_parent
 
-OK_BODY = {"status": "success", "data": {"resultType": "vector", "result": [
-    {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"}, "value": [1, "55"]}]}}
+OK_BODY = {
+    "status": "success",
+    "data": {
+        "resultType": "vector",
+        "result": [
+            {
+                "metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"},
+                "value": [1, "55"],
+            }
+        ],
+    },
+}
 
 
 class FakeProm:
@@ -28,11 +39,12 @@ class FakeProm:
         fake = self
 
         class H(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 fake.headers.append(dict(self.headers))
                 fake.paths.append(self.path)
-                status, body, delay = (answer(self.path) if answer else
-                                       fake.script.pop(0) if len(fake.script) > 1 else fake.script[0])
+                status, body, delay = (
+                    answer(self.path) if answer else fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
+                )
                 time.sleep(delay)
                 data = json.dumps(body).encode()
                 try:
@@ -73,15 +85,29 @@ def test_bearer_token_sent_and_hostname_normalised(fake):
     assert df["node"].tolist() == ["n1"] and df["value"].tolist() == [55.0]
 
 
-MATRIX_BODY = {"status": "success", "data": {"resultType": "matrix", "result": [
-    {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"},
-     "values": [[1795953540, "54"], [1795953600, "55"]]}]}}
+MATRIX_BODY = {
+    "status": "success",
+    "data": {
+        "resultType": "matrix",
+        "result": [
+            {
+                "metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0", "UUID": "GPU-1"},
+                "values": [[1795953540, "54"], [1795953600, "55"]],
+            }
+        ],
+    },
+}
 
 
 @pytest.mark.parametrize("fake", [[(200, OK_BODY, 0)]], indirect=True)
-@pytest.mark.parametrize("call,method", [
-    (lambda src: src.summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max"), "custom_query"),
-    (lambda src: src.series("DCGM_FI_DEV_GPU_TEMP", "1h", step="60s"), "custom_query_range")], ids=["instant", "range"])
+@pytest.mark.parametrize(
+    "call,method",
+    [
+        (lambda src: src.summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max"), "custom_query"),
+        (lambda src: src.series("DCGM_FI_DEV_GPU_TEMP", "1h", step="60s"), "custom_query_range"),
+    ],
+    ids=["instant", "range"],
+)
 def test_queries_go_through_prometheus_api_client(fake, monkeypatch, call, method):
     """Instant and range queries are PrometheusConnect.custom_query / custom_query_range calls, not requests
     of our own: a marker raised there reaches the caller, and nothing reaches the server around it."""
@@ -115,13 +141,17 @@ def test_range_query_times_and_step_reach_prometheus_unchanged(fake):
     assert df["value"].tolist() == [54.0, 55.0]
 
 
-@pytest.mark.parametrize("fake", [[(503, {"status": "error"}, 0), (503, {"status": "error"}, 0), (200, OK_BODY, 0)]], indirect=True)
+@pytest.mark.parametrize(
+    "fake", [[(503, {"status": "error"}, 0), (503, {"status": "error"}, 0), (200, OK_BODY, 0)]], indirect=True
+)
 def test_transient_503_is_retried_with_backoff(fake):
     df = _src(fake.url, retries=3).summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max")
     assert len(fake.headers) == 3 and len(df) == 1
 
 
-@pytest.mark.parametrize("fake", [[(500, {"status": "error", "errorType": "internal", "error": "boom"}, 0)]], indirect=True)
+@pytest.mark.parametrize(
+    "fake", [[(500, {"status": "error", "errorType": "internal", "error": "boom"}, 0)]], indirect=True
+)
 def test_http_500_names_url_query_and_status(fake):
     with pytest.raises(PrometheusHTTPError) as e:
         _src(fake.url, retries=1).summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max")
@@ -146,8 +176,14 @@ def test_slow_prometheus_times_out_with_specific_error(fake):
 def test_settings_from_env_file_and_config(tmp_path):
     tok = tmp_path / "token"
     tok.write_text("abc\n")
-    s = load_settings(env={"GPUOPS_PROMETHEUS_URL": "https://prom.example/", "GPUOPS_PROMETHEUS_TOKEN_FILE": str(tok),
-                           "GPUOPS_PROMETHEUS_VERIFY": "false", "GPUOPS_PROMETHEUS_TIMEOUT": "7"})
+    s = load_settings(
+        env={
+            "GPUOPS_PROMETHEUS_URL": "https://prom.example/",
+            "GPUOPS_PROMETHEUS_TOKEN_FILE": str(tok),
+            "GPUOPS_PROMETHEUS_VERIFY": "false",
+            "GPUOPS_PROMETHEUS_TIMEOUT": "7",
+        }
+    )
     assert (s.url, s.token, s.verify, s.timeout) == ("https://prom.example", "abc", False, 7.0)
     assert "abc" not in repr(s)
     cfg = tmp_path / "gpuops.yaml"
@@ -156,12 +192,15 @@ def test_settings_from_env_file_and_config(tmp_path):
     assert (s2.url, s2.user, s2.password) == ("http://thanos:10902", "ro", "pw") and "pw" not in repr(s2)
 
 
-@pytest.mark.parametrize("env,needle", [
-    ({}, "GPUOPS_PROMETHEUS_URL"),
-    ({"GPUOPS_PROMETHEUS_URL": "prom:9090"}, "not an http(s) URL"),
-    ({"GPUOPS_PROMETHEUS_URL": "http://u:p@prom:9090"}, "must not carry credentials"),
-    ({"GPUOPS_PROMETHEUS_URL": "http://prom", "GPUOPS_PROMETHEUS_TOKEN_FILE": "/no/such/token"}, "/no/such/token"),
-])
+@pytest.mark.parametrize(
+    "env,needle",
+    [
+        ({}, "GPUOPS_PROMETHEUS_URL"),
+        ({"GPUOPS_PROMETHEUS_URL": "prom:9090"}, "not an http(s) URL"),
+        ({"GPUOPS_PROMETHEUS_URL": "http://u:p@prom:9090"}, "must not carry credentials"),
+        ({"GPUOPS_PROMETHEUS_URL": "http://prom", "GPUOPS_PROMETHEUS_TOKEN_FILE": "/no/such/token"}, "/no/such/token"),
+    ],
+)
 def test_bad_settings_are_specific(env, needle):
     with pytest.raises(InvalidParameter) as e:
         load_settings(env=env)
@@ -180,8 +219,12 @@ def test_demo_exporter_serves_metrics(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "gpulib.cli", "exporter", "--port", str(port), "--node", "l4-spot-0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpulib.cli", "exporter", "--port", str(port), "--node", "l4-spot-0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent,
+    )
     try:
         for _ in range(100):
             try:
@@ -198,8 +241,11 @@ def test_demo_exporter_serves_metrics(tmp_path):
         p.wait(timeout=10)
 
 
-@pytest.mark.parametrize("kw,want", [({"verify": False}, False), ({"ca_bundle": "/etc/ssl/prom-ca.pem"}, "/etc/ssl/prom-ca.pem")],
-                         ids=["verify_false", "ca_bundle"])
+@pytest.mark.parametrize(
+    "kw,want",
+    [({"verify": False}, False), ({"ca_bundle": "/etc/ssl/prom-ca.pem"}, "/etc/ssl/prom-ca.pem")],
+    ids=["verify_false", "ca_bundle"],
+)
 def test_tls_settings_reach_the_request_sent_through_the_library(kw, want):
     """PrometheusConnect ignores disable_ssl= when handed a session (it sends the session's verify): the
     GPUOPS_PROMETHEUS_VERIFY / _CA_BUNDLE settings must still be what each request is sent with."""

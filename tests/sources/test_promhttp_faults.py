@@ -1,4 +1,5 @@
 """Prometheus faults end in a PrometheusError with a hint (never KeyError/TypeError), within the timeout."""
+
 from __future__ import annotations
 
 import time
@@ -7,7 +8,6 @@ import pytest
 
 from gpulib.core.errors import InvalidParameter, PrometheusError
 from gpulib.sources.prometheus import PrometheusSettings, PrometheusSource, load_settings
-
 from tests.helpers.faultserver import FaultServer
 
 
@@ -34,8 +34,9 @@ def test_wrong_shaped_answer_is_a_prometheus_error(mode, call):
     assert e.value.hint and fs.url in str(e.value)
 
 
-@pytest.mark.parametrize("key,value", [("RETRIES", "abc"), ("TIMEOUT", "abc"), ("TIMEOUT", "-1"), ("RETRIES", "-2"),
-                                       ("TIMEOUT", "nan")])
+@pytest.mark.parametrize(
+    "key,value", [("RETRIES", "abc"), ("TIMEOUT", "abc"), ("TIMEOUT", "-1"), ("RETRIES", "-2"), ("TIMEOUT", "nan")]
+)
 def test_bad_numeric_settings_are_usage_errors(key, value):
     with pytest.raises(InvalidParameter) as e:
         load_settings(env={"GPUOPS_PROMETHEUS_URL": "http://127.0.0.1:1", f"GPUOPS_PROMETHEUS_{key}": value})
@@ -73,6 +74,7 @@ EVIL_GPU = 'x"} or vector(42) or DCGM_FI_DEV_GPU_TEMP{UUID="x'
 
 def test_gpu_and_node_values_never_reach_promql_unvalidated():
     from gpulib.core.errors import UnknownGPU
+
     with FaultServer("500") as fs:
         src = _src(fs.url)
         with pytest.raises(UnknownGPU):
@@ -84,4 +86,5 @@ def test_gpu_and_node_values_never_reach_promql_unvalidated():
 
 def test_selector_escapes_label_values():
     from gpulib.sources.prometheus import _selector
+
     assert _selector("F", 'a"b\\', None, "hostname") == 'F{hostname="a\\"b\\\\"}'

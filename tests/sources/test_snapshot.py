@@ -1,4 +1,5 @@
 """``snapshot``: an incident folder of kubectl JSON, a dcgm-exporter scrape and dmesg."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 import gpulib
-from gpulib.demo.simulator import FleetSimulator
 from gpulib.core.errors import EmptyResult, SnapshotError, UnknownNode
+from gpulib.demo.simulator import FleetSimulator
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 
@@ -33,7 +34,9 @@ def test_snapshot_answers_like_the_demo(snapdir):
     assert src.end == END  # taken from the scrape files' time
     assert len(src.nodes()) == 7 and "jupyter-alice-0" in set(src.pods()["pod"])
     fb = src.summary("DCGM_FI_DEV_FB_USED", "1h", "max", node="a100-80-0").set_index("gpu")
-    demo = gpulib.connect("demo", end=END).summary("DCGM_FI_DEV_FB_USED", "1m", "last", node="a100-80-0").set_index("gpu")
+    demo = (
+        gpulib.connect("demo", end=END).summary("DCGM_FI_DEV_FB_USED", "1m", "last", node="a100-80-0").set_index("gpu")
+    )
     assert fb.loc["4", "value"] == demo.loc["4", "value"] and fb.loc["4", "pod"] == "jupyter-alice-0"
     xid = src.summary("DCGM_FI_DEV_XID_ERRORS", "1h", "last").set_index(["node", "gpu"])["value"]
     assert xid.loc[("a100-80-0", "1")] == 64 and xid.loc[("dgx-h100-1", "5")] == 79
@@ -80,16 +83,18 @@ def _dmon_snapshot(tmp_path, capture="h200_smi_dmon_pucvmet.txt", name="dmon-gpu
 
 def test_dmon_file_serves_temperature_and_power_where_no_scrape_exists(tmp_path):
     src = gpulib.connect("snapshot", path=_dmon_snapshot(tmp_path))
-    assert src.known_nodes() == ["gpu-node-1"] and src.end == END   # the dmon file's time, as for a scrape
+    assert src.known_nodes() == ["gpu-node-1"] and src.end == END  # the dmon file's time, as for a scrape
     temp = src.series("DCGM_FI_DEV_GPU_TEMP", "1h", node="gpu-node-1")
     # 5 samples (dmon -c 5, default 1 s interval), the last at the file's time; gtemp 34 C in every line
     assert temp["value"].tolist() == [34.0] * 5 and temp["gpu"].unique().tolist() == ["0"]
     assert temp["timestamp"].max() == END and (temp["timestamp"].max() - temp["timestamp"].min()).total_seconds() == 4
-    assert temp["uuid"].unique().tolist() == ["GPU-be06db1e-e628-a19f-dc00-711a9165e8fa"]   # from the node's nvidia-smi -q
+    assert temp["uuid"].unique().tolist() == [
+        "GPU-be06db1e-e628-a19f-dc00-711a9165e8fa"
+    ]  # from the node's nvidia-smi -q
     power = src.summary("DCGM_FI_DEV_POWER_USAGE", "1h", "max", node="gpu-node-1")
-    assert power["value"].tolist() == [81.0]   # pwr column: 81, 78, 78, 78, 78 W
+    assert power["value"].tolist() == [81.0]  # pwr column: 81, 78, 78, 78, 78 W
     with pytest.raises(EmptyResult, match="its dmon file for gpu-node-1 has no column for DCGM_FI_DEV_XID_ERRORS"):
-        src.series("DCGM_FI_DEV_XID_ERRORS", "1h", node="gpu-node-1")   # dmon has no XID column
+        src.series("DCGM_FI_DEV_XID_ERRORS", "1h", node="gpu-node-1")  # dmon has no XID column
 
 
 def test_xid_triage_reads_the_thermal_panel_from_dmon(tmp_path):
@@ -101,7 +106,7 @@ def test_xid_triage_reads_the_thermal_panel_from_dmon(tmp_path):
     inp = xs.collect(src, "gpu-node-1", "0", "6h")
     assert "DCGM_FI_DEV_GPU_TEMP" not in inp.missing and "DCGM_FI_DEV_POWER_USAGE" not in inp.missing
     assert inp.summaries["DCGM_FI_DEV_GPU_TEMP"]["value"].tolist() == [34.0]
-    assert "DCGM_FI_DEV_XID_ERRORS" in inp.missing   # what dmon does not carry stays missing
+    assert "DCGM_FI_DEV_XID_ERRORS" in inp.missing  # what dmon does not carry stays missing
 
 
 def test_a_dmon_capture_with_date_and_time_keeps_its_own_timestamps(tmp_path):

@@ -1,4 +1,5 @@
 """Malformed snapshot folders end in a SnapshotError naming the file (never a crash)."""
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,17 @@ def _break(d: Path, case: str) -> str:
     raise AssertionError(case)
 
 
-KUBE_CASES = ["nodes_invalid_utf8", "pods_invalid_utf8", "nodes_metadata_string", "pods_metadata_string", "nodes_deep",
-              "nodes_is_dir", "pods_symlink_loop", "nodes_list_not_object", "pods_missing"]
+KUBE_CASES = [
+    "nodes_invalid_utf8",
+    "pods_invalid_utf8",
+    "nodes_metadata_string",
+    "pods_metadata_string",
+    "nodes_deep",
+    "nodes_is_dir",
+    "pods_symlink_loop",
+    "nodes_list_not_object",
+    "pods_missing",
+]
 
 
 @pytest.mark.parametrize("case", KUBE_CASES)
@@ -96,6 +106,7 @@ def test_malformed_scrapes_are_named_or_parsed(tmp_path, case):
 
 def test_plain_scrape_without_timestamps_has_datetime_samples(tmp_path):
     import gpulib.fleet as fleet
+
     d = _folder(tmp_path)
     src = SnapshotSource(d)
     df = src.series("DCGM_FI_DEV_GPU_UTIL", "6h")
@@ -107,6 +118,7 @@ def test_plain_scrape_without_timestamps_has_datetime_samples(tmp_path):
 
 def test_scheduling_checks_without_pods_are_a_gpulib_error(tmp_path):
     from gpulib.fleet.scheduling import check_scheduling
+
     src = SnapshotSource(_folder(tmp_path))
     with pytest.raises(GpulibError):
         check_scheduling(src.nodes(), None)

@@ -1,5 +1,6 @@
 """vLLM deployment sizing (figures worked by hand from the model shapes, vllm-project/vllm: vllm/v1/worker/gpu_worker.py and vllm/config/cache.py @ 002f10e0), manifests validated
 with kubernetes-validate, bad parameters, and the live check on the demo fleet's simulated vllm: metrics."""
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,7 @@ import gpulib.vllm.memory as vllm
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
 
-GIB = 2 ** 30
+GIB = 2**30
 # project estimates from gpulib/data/vllm/model_memory_overheads.csv (flagged inferred there)
 ACT_HIDDEN, ACT_INTER, LOGIT_B, NON_TORCH, NCCL, BLOCK = 4, 2, 4, 1.0, 0.5, 16
 
@@ -25,16 +26,18 @@ def kv_tokens_by_hand(kv_gib: float, bytes_per_token: int) -> int:
 def test_qwen25_7b_on_a100_40gb_by_hand():
     p = inf.plan("Qwen2.5-7B", "A100-40GB", context_len=32768, concurrency=8)
     # Qwen2.5-7B: 7.62 B params, 28 layers, 4 KV heads, head_dim 128, hidden 3584, intermediate 18944, vocab 152064
-    total = 40960 / 1024                              # A100-40GB: 40960 MiB
-    requested = 0.9 * total                           # vLLM default gpu_memory_utilization (releases)
-    weights = 7.62e9 * 2 / GIB                        # BF16
-    kv_per_token = 2 * 28 * 4 * 128 * 2               # K and V x layers x kv_heads x head_dim x 2 B = 57,344 B
-    assert kv_per_token == 57344                      # 2 x 28 layers x 4 KV heads x 128 x 2 B = 56 KiB
+    total = 40960 / 1024  # A100-40GB: 40960 MiB
+    requested = 0.9 * total  # vLLM default gpu_memory_utilization (releases)
+    weights = 7.62e9 * 2 / GIB  # BF16
+    kv_per_token = 2 * 28 * 4 * 128 * 2  # K and V x layers x kv_heads x head_dim x 2 B = 57,344 B
+    assert kv_per_token == 57344  # 2 x 28 layers x 4 KV heads x 128 x 2 B = 56 KiB
+
     # A100 (< 70 GiB): server defaults max_num_seqs 256, max_num_batched_tokens 2048; the plan then sets
     # max_num_seqs to the full-length requests that fit and re-profiles with it
     def kv_for(seqs):
         act = (2048 * (ACT_HIDDEN * 3584 + ACT_INTER * 18944) * 2 + min(2048, seqs) * 152064 * LOGIT_B) / GIB
         return requested - weights - act - NON_TORCH
+
     first = kv_tokens_by_hand(kv_for(256), kv_per_token)
     seqs = min(256, first // 32768)
     assert seqs == 11
@@ -51,15 +54,16 @@ def test_qwen25_7b_on_a100_40gb_by_hand():
 
 def test_llama3_70b_on_4x_h100_80gb_by_hand():
     p = inf.plan("Llama-3-70B", "H100-80GB", gpus=4, context_len=8192, concurrency=32)
-    total = 81559 / 1024                               # H100 80GB HBM3 as nvidia-smi reports it
+    total = 81559 / 1024  # H100 80GB HBM3 as nvidia-smi reports it
     requested = 0.9 * total
-    weights = 70.55e9 * 2 / 4 / GIB                    # BF16 split over TP=4: ~32.9 GiB (facts: ~33 GiB/GPU)
-    kv_per_token = 2 * 80 * (8 // 4) * 128 * 2        # 8 KV heads / TP 4 = 2 per GPU -> 81,920 B = 80 KiB
+    weights = 70.55e9 * 2 / 4 / GIB  # BF16 split over TP=4: ~32.9 GiB (facts: ~33 GiB/GPU)
+    kv_per_token = 2 * 80 * (8 // 4) * 128 * 2  # 8 KV heads / TP 4 = 2 per GPU -> 81,920 B = 80 KiB
     assert kv_per_token == 81920
 
-    def kv_for(seqs):   # H100 (>= 70 GiB, not A100): 8192 batched tokens
+    def kv_for(seqs):  # H100 (>= 70 GiB, not A100): 8192 batched tokens
         act = (8192 * (ACT_HIDDEN * 8192 + ACT_INTER * 28672 / 4) * 2 + min(8192, seqs) * 128256 * LOGIT_B) / GIB
         return requested - weights - act - NON_TORCH - NCCL
+
     seqs = min(1024, kv_tokens_by_hand(kv_for(1024), kv_per_token) // 8192)
     tokens = kv_tokens_by_hand(kv_for(seqs), kv_per_token)
     assert p.tp == 4 and p.fits and p.max_num_seqs == seqs == 57
@@ -75,7 +79,7 @@ def test_llama3_70b_on_4x_h100_80gb_by_hand():
 def test_fp8_kv_cache_is_the_fallback_before_giving_up():
     p = inf.plan("Llama-3-70B", "H100-80GB", gpus=4, context_len=8192, concurrency=80)
     assert p.fits and p.tp == 4 and p.kv_cache_dtype == "fp8"
-    assert p.budget.kv_bytes_per_token == 81920 / 2   # fp8 halves KV bytes
+    assert p.budget.kv_bytes_per_token == 81920 / 2  # fp8 halves KV bytes
     args = p.vllm_args()
     assert args[args.index("--kv-cache-dtype") + 1] == "fp8"
     tgi = p.tgi_args()
@@ -87,22 +91,30 @@ def test_does_not_fit_is_clear():
     f = p.findings[0]
     assert not p.fits and f.severity == Severity.CRITICAL
     assert f.title == "Llama-3-70B does not fit 4 x 8,192-token requests on up to 2 x A100-40GB"
-    assert "no memory for the KV cache" in f.summary    # weights alone (65.7 GiB/GPU at TP=2) exceed 36 GiB
+    assert "no memory for the KV cache" in f.summary  # weights alone (65.7 GiB/GPU at TP=2) exceed 36 GiB
     with pytest.raises(InvalidParameter, match="does not fit"):
         inf.manifests(p)
     with pytest.raises(inf.DoesNotFit):
         inf.plan("Llama-3-70B", "A100-40GB", gpus=2, context_len=8192, strict=True)
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"model": "Llama-9-1T", "device": "H100-80GB"}, "not in the catalog; known:"),
-    ({"model": "Llama-3-70B", "device": "H100-80GB", "gpus": 4, "context_len": 32768},
-     "context_len 32,768 is longer than Llama-3-70B supports \\(8,192"),
-    ({"model": "Llama-3-70B", "device": "H100-80GB", "gpus": 4, "tp": 8}, "tensor_parallel_size 8 is larger than the 4 GPU"),
-    ({"model": "Qwen2.5-7B", "device": "A100-40GB/3g.20gb", "gpus": 2}, "MIG instances have no NCCL"),
-    ({"model": "Qwen2.5-7B", "device": "A100-40GB", "kv_cache_dtype": "int3"}, "kv_cache_dtype='int3'"),
-    ({"model": "Qwen2.5-7B", "device": "B999"}, "device='B999'"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"model": "Llama-9-1T", "device": "H100-80GB"}, "not in the catalog; known:"),
+        (
+            {"model": "Llama-3-70B", "device": "H100-80GB", "gpus": 4, "context_len": 32768},
+            "context_len 32,768 is longer than Llama-3-70B supports \\(8,192",
+        ),
+        (
+            {"model": "Llama-3-70B", "device": "H100-80GB", "gpus": 4, "tp": 8},
+            "tensor_parallel_size 8 is larger than the 4 GPU",
+        ),
+        ({"model": "Qwen2.5-7B", "device": "A100-40GB/3g.20gb", "gpus": 2}, "MIG instances have no NCCL"),
+        ({"model": "Qwen2.5-7B", "device": "A100-40GB", "kv_cache_dtype": "int3"}, "kv_cache_dtype='int3'"),
+        ({"model": "Qwen2.5-7B", "device": "B999"}, "device='B999'"),
+    ],
+)
 def test_bad_parameters(kw, match):
     with pytest.raises(InvalidParameter, match=match):
         inf.plan(**kw)
@@ -116,7 +128,12 @@ def test_unknown_model_is_the_catalog_error():
 def test_arithmetic_table_rows_add_up():
     p = inf.plan("Qwen2.5-7B", "A100-40GB", context_len=8192, concurrency=4)
     a = p.arithmetic().set_index("quantity")["value"]
-    kv = a["requested by vLLM"] - a["weights"] - a["activations (profiled peak, estimate)"] - a["non-torch (CUDA ctx, NCCL; estimate)"]
+    kv = (
+        a["requested by vLLM"]
+        - a["weights"]
+        - a["activations (profiled peak, estimate)"]
+        - a["non-torch (CUDA ctx, NCCL; estimate)"]
+    )
     assert kv == pytest.approx(a["KV cache"], abs=0.005)
     assert a["concurrency at 8192 tokens"] == pytest.approx(a["tokens that fit"] / 8192, abs=0.001)
 
@@ -124,8 +141,9 @@ def test_arithmetic_table_rows_add_up():
 # ------------------------------------------------------------------ manifests
 def test_manifests_validate_and_carry_probes_cache_and_gpus():
     p = inf.plan("Llama-3-70B", "H100-80GB", gpus=4, context_len=8192, concurrency=32)
-    objs = inf.manifests(p, name="llama70b", namespace="inference", replicas=2, gpu_product="NVIDIA-H100-80GB-HBM3",
-                         cache_pvc="hf-cache")
+    objs = inf.manifests(
+        p, name="llama70b", namespace="inference", replicas=2, gpu_product="NVIDIA-H100-80GB-HBM3", cache_pvc="hf-cache"
+    )
     assert [o["kind"] for o in objs] == ["Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler"]
     for o in objs:
         kubernetes_validate.validate(o, "1.29", strict=True)
@@ -147,12 +165,17 @@ def test_manifests_validate_and_carry_probes_cache_and_gpus():
 def test_mig_manifest_and_latency_hpa_validate():
     p = inf.plan("Qwen2.5-7B", "A100-40GB/3g.20gb", context_len=8192, concurrency=4, latency_p99_s=2.5)
     objs = inf.manifests(p)
-    assert inf.validate_manifests(objs) == [f"{k}/vllm: valid for Kubernetes 1.29"
-                                            for k in ("Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler")]
+    assert inf.validate_manifests(objs) == [
+        f"{k}/vllm: valid for Kubernetes 1.29"
+        for k in ("Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler")
+    ]
     c = objs[0]["spec"]["template"]["spec"]["containers"][0]
     assert c["resources"]["limits"] == {"nvidia.com/mig-3g.20gb": 1}
     target = objs[3]["spec"]["metrics"][0]["pods"]
-    assert target["metric"]["name"] == "vllm_e2e_request_latency_seconds_p99" and target["target"]["averageValue"] == "2500m"
+    assert (
+        target["metric"]["name"] == "vllm_e2e_request_latency_seconds_p99"
+        and target["target"]["averageValue"] == "2500m"
+    )
     assert "vllm_e2e_request_latency_seconds_p99" in inf.adapter_rules()
 
 
@@ -186,18 +209,30 @@ def test_histogram_quantile_like_prometheus():
 
 
 def _frame(**over):
-    row = {"pod": "vllm-a-1", "running_avg": 10.0, "running_max": 20.0, "waiting_avg": 0.0, "waiting_max": 0.0,
-           "kv_usage_max": 0.5, "preemptions": 0.0, "ttft_p99_s": 0.3, "e2e_p99_s": 3.0}
+    row = {
+        "pod": "vllm-a-1",
+        "running_avg": 10.0,
+        "running_max": 20.0,
+        "waiting_avg": 0.0,
+        "waiting_max": 0.0,
+        "kv_usage_max": 0.5,
+        "preemptions": 0.0,
+        "ttft_p99_s": 0.3,
+        "e2e_p99_s": 3.0,
+    }
     return pd.DataFrame([{**row, **over}, {**row, "pod": "vllm-a-2", **over}])
 
 
-@pytest.mark.parametrize("over, verdict, sev", [
-    ({"waiting_max": 30.0}, "scale_up", Severity.WARNING),
-    ({"e2e_p99_s": 12.0}, "scale_up", Severity.CRITICAL),
-    ({"kv_usage_max": 0.1, "running_avg": 2.0}, "scale_down", Severity.INFO),
-    ({"kv_usage_max": 0.95}, "retune", Severity.WARNING),
-    ({}, "ok", Severity.OK),
-])
+@pytest.mark.parametrize(
+    "over, verdict, sev",
+    [
+        ({"waiting_max": 30.0}, "scale_up", Severity.WARNING),
+        ({"e2e_p99_s": 12.0}, "scale_up", Severity.CRITICAL),
+        ({"kv_usage_max": 0.1, "running_avg": 2.0}, "scale_down", Severity.INFO),
+        ({"kv_usage_max": 0.95}, "retune", Severity.WARNING),
+        ({}, "ok", Severity.OK),
+    ],
+)
 def test_assess_verdicts(over, verdict, sev):
     f = inf.assess(_frame(**over), max_num_seqs=64, latency_p99_s=10.0, workload="vllm-a")[0]
     assert f.data["verdict"] == verdict and f.severity == sev
@@ -207,13 +242,16 @@ def test_hpa_commands_find_the_hpa_by_its_target():
     """An HPA's name is free (its spec.scaleTargetRef names the Deployment) and a Deployment may have none, so the
     printed commands list the namespace's HPAs with their targets instead of ``get hpa <workload>`` (NotFound on
     the demo fleet, which has no HPA: tests/project/test_printed_commands.py::test_every_printed_command_runs_on_the_demo_cluster)."""
-    listing = ("kubectl -n inference get hpa -o custom-columns=NAME:.metadata.name,"
-               "TARGET:.spec.scaleTargetRef.name,MIN:.spec.minReplicas,MAX:.spec.maxReplicas")
+    listing = (
+        "kubectl -n inference get hpa -o custom-columns=NAME:.metadata.name,"
+        "TARGET:.spec.scaleTargetRef.name,MIN:.spec.minReplicas,MAX:.spec.maxReplicas"
+    )
     up = inf.assess(_frame(waiting_max=30.0), max_num_seqs=64, workload="vllm-a", namespace="inference")[0]
     assert up.data["verdict"] == "scale_up" and listing in up.commands
     assert not any(c.startswith("kubectl -n inference get hpa vllm-a") for c in up.commands)
-    down = inf.assess(_frame(kv_usage_max=0.1, running_avg=2.0), max_num_seqs=64, workload="vllm-a",
-                      namespace="inference")[0]
+    down = inf.assess(
+        _frame(kv_usage_max=0.1, running_avg=2.0), max_num_seqs=64, workload="vllm-a", namespace="inference"
+    )[0]
     assert down.data["verdict"] == "scale_down" and down.commands[0] == listing
     assert "patch hpa vllm-a " not in down.commands[1] and '.spec.scaleTargetRef.name=="vllm-a"' in down.commands[1]
 
@@ -231,14 +269,19 @@ def test_demo_fleet_live_check(demo_pinned):
     with pytest.raises(Exception, match="no vllm: series"):
         inf.vllm_metrics(demo_pinned, "inference", "vllm-missing", "1h")
     running = demo_pinned.series("vllm:num_requests_running", "1h")
-    assert set(running["pod"]) == {"vllm-llama70b-6d8f7c9b5-2xkqp", "vllm-llama70b-6d8f7c9b5-9wz4t",
-                                   "vllm-qwen7b-5b7d9f8c4-hq6m2", "vllm-qwen7b-5b7d9f8c4-p8r7v"}
+    assert set(running["pod"]) == {
+        "vllm-llama70b-6d8f7c9b5-2xkqp",
+        "vllm-llama70b-6d8f7c9b5-9wz4t",
+        "vllm-qwen7b-5b7d9f8c4-hq6m2",
+        "vllm-qwen7b-5b7d9f8c4-p8r7v",
+    }
     assert set(running["node"]) == {"h200-infer-0"}
 
 
 @pytest.mark.prometheus
 def test_live_check_against_real_prometheus_matches_demo(live_env, demo_pinned):
     import gpulib
+
     live = gpulib.connect("live")
     for wl, seqs in (("vllm-llama70b", 64), ("vllm-qwen7b", 256)):
         a = inf.vllm_metrics(live, "inference", wl, "1h")
@@ -247,7 +290,9 @@ def test_live_check_against_real_prometheus_matches_demo(live_env, demo_pinned):
         assert a["running_max"].tolist() == b["running_max"].tolist()
         assert a["kv_usage_max"].tolist() == pytest.approx(b["kv_usage_max"].tolist())
         assert a["e2e_p99_s"].tolist() == pytest.approx(b["e2e_p99_s"].tolist(), rel=0.05)
-        assert inf.assess(a, max_num_seqs=seqs)[0].data["verdict"] == inf.assess(b, max_num_seqs=seqs)[0].data["verdict"]
+        assert (
+            inf.assess(a, max_num_seqs=seqs)[0].data["verdict"] == inf.assess(b, max_num_seqs=seqs)[0].data["verdict"]
+        )
 
 
 def test_a_deployment_with_no_vllm_series_is_a_usage_error_naming_the_ones_that_have_them(demo_pinned):
@@ -255,12 +300,13 @@ def test_a_deployment_with_no_vllm_series_is_a_usage_error_naming_the_ones_that_
     missing data: the source does export ``vllm:`` series, for other deployments (developers' guide: a
     parameter that matches nothing is a usage error)."""
     from gpulib.core.errors import InvalidParameter
-    for wl in ("vllm-missing", "triton-bert"):   # a typo; a real Deployment that is not vLLM
+
+    for wl in ("vllm-missing", "triton-bert"):  # a typo; a real Deployment that is not vLLM
         with pytest.raises(InvalidParameter, match="no vllm: series") as exc:
             inf.vllm_metrics(demo_pinned, "inference", wl, "1h")
         assert "vllm-llama70b" in str(exc.value) and "vllm-qwen7b" in str(exc.value)
-        assert "dcgm-exporter" not in str(exc.value)   # EmptyResult's DCGM hint does not apply to vLLM
-    with pytest.raises(InvalidParameter, match="vllm-llama70b"):   # right name, wrong namespace
+        assert "dcgm-exporter" not in str(exc.value)  # EmptyResult's DCGM hint does not apply to vLLM
+    with pytest.raises(InvalidParameter, match="vllm-llama70b"):  # right name, wrong namespace
         inf.vllm_metrics(demo_pinned, "default", "vllm-llama70b", "1h")
 
 

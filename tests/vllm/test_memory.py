@@ -1,4 +1,5 @@
 """vLLM memory model: exact KV/weight arithmetic (worked by hand from config shapes) and vLLM's budget."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,17 +9,25 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
 from gpulib.vllm.findings import budget_findings
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
-@pytest.mark.parametrize("model,tp,kv_dtype,expected", [
-    ("Qwen2.5-7B", 1, "auto", 2 * 28 * 4 * 128 * 2),        # 57,344 B (Qwen2.5-7B config.json: 28 layers, 4 KV heads, head_dim 128)
-    ("Llama-3-8B", 1, "auto", 2 * 32 * 8 * 128 * 2),        # 131,072 B
-    ("Llama-3-70B", 1, "bfloat16", 327_680),
-    ("Llama-3-70B", 4, "auto", 81_920),                     # 80 KiB per GPU at TP=4
-    ("Llama-3-70B", 1, "fp8", 163_840),                     # fp8 halves
-    ("Qwen2.5-7B", 8, "auto", 2 * 28 * 1 * 128 * 2),        # 4 KV heads < TP 8: replicated, 1 per GPU
-])
+@pytest.mark.parametrize(
+    "model,tp,kv_dtype,expected",
+    [
+        (
+            "Qwen2.5-7B",
+            1,
+            "auto",
+            2 * 28 * 4 * 128 * 2,
+        ),  # 57,344 B (Qwen2.5-7B config.json: 28 layers, 4 KV heads, head_dim 128)
+        ("Llama-3-8B", 1, "auto", 2 * 32 * 8 * 128 * 2),  # 131,072 B
+        ("Llama-3-70B", 1, "bfloat16", 327_680),
+        ("Llama-3-70B", 4, "auto", 81_920),  # 80 KiB per GPU at TP=4
+        ("Llama-3-70B", 1, "fp8", 163_840),  # fp8 halves
+        ("Qwen2.5-7B", 8, "auto", 2 * 28 * 1 * 128 * 2),  # 4 KV heads < TP 8: replicated, 1 per GPU
+    ],
+)
 def test_kv_bytes_per_token(model, tp, kv_dtype, expected):
     assert vllm.kv_bytes_per_token(model, kv_dtype, tp) == expected
 
@@ -26,9 +35,19 @@ def test_kv_bytes_per_token(model, tp, kv_dtype, expected):
 def test_catalog_param_counts_match_shapes():
     """params_b in models.csv equals the count computed from the config shape (untied embeddings, Qwen QKV bias)."""
     df = vllm.models()
-    assert set(df["model"]) >= {"Qwen2.5-7B", "Qwen2.5-14B", "Qwen2.5-32B", "Qwen2.5-72B", "Llama-3-8B",
-                                "Llama-3.1-8B", "Llama-3-70B", "Llama-3.1-70B", "Llama-3.1-405B", "Mistral-7B",
-                                "Mixtral-8x7B"}
+    assert set(df["model"]) >= {
+        "Qwen2.5-7B",
+        "Qwen2.5-14B",
+        "Qwen2.5-32B",
+        "Qwen2.5-72B",
+        "Llama-3-8B",
+        "Llama-3.1-8B",
+        "Llama-3-70B",
+        "Llama-3.1-70B",
+        "Llama-3.1-405B",
+        "Mistral-7B",
+        "Mixtral-8x7B",
+    }
     for r in df.itertuples():
         h, hd = r.hidden, r.head_dim
         attn = 2 * h * r.attn_heads * hd + 2 * h * r.kv_heads * hd
@@ -116,10 +135,9 @@ def test_every_vllm_sop_row_is_used_and_every_key_asked_for_exists():
     """vllm_sop.csv and the vLLM domain agree: every key a finding asks for is a row, every row is asked for."""
     from pathlib import Path
 
+    from gpulib.core.sop import keys
     from tests.helpers.sopcheck import scan, unknown_keys, unused_rows
 
-    from gpulib.core.sop import keys
-
     pkg, rows = Path(vllm.__file__).parent, set(keys("vllm_sop"))
-    assert scan(pkg, "vllm_sop")[0] == rows          # every key is asked for by name
+    assert scan(pkg, "vllm_sop")[0] == rows  # every key is asked for by name
     assert unknown_keys(pkg, "vllm_sop", rows) == [] and unused_rows(pkg, "vllm_sop", rows) == []

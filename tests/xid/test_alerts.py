@@ -1,6 +1,7 @@
 """deploy/prometheus: the generated alert rules, routes table and PrometheusRule are in sync with the data files,
 every alert routes to a runbook of the catalogue with parameters it has, the promtool cases under
 deploy/prometheus/tests/ pass (and fail on a planted wrong threshold), and runbook_url is a real URL."""
+
 from __future__ import annotations
 
 import shutil
@@ -26,7 +27,9 @@ def _rules(doc):
 
 def test_committed_files_equal_the_generator():
     for rel, text in alerts.generated_files().items():
-        assert (PROM / rel).read_text() == text, f"{rel} is stale: run gpuops alerts --base-url {alerts.DEFAULT_BASE_URL}"
+        assert (PROM / rel).read_text() == text, (
+            f"{rel} is stale: run gpuops alerts --base-url {alerts.DEFAULT_BASE_URL}"
+        )
 
 
 def test_every_alert_routes_to_a_catalogue_runbook_with_its_parameters():
@@ -48,11 +51,15 @@ def test_every_alert_routes_to_a_catalogue_runbook_with_its_parameters():
 
 def test_runbook_url_handles_both_host_label_spellings():
     r = next(r for r in _rules(alerts.alert_rules("http://127.0.0.1:8080/")) if r["alert"] == "GPUXidCritical")
-    assert r["annotations"]["runbook_url"] == ("http://127.0.0.1:8080/run/xid_ecc_triage?node={{ or $labels.Hostname "
-                                               "$labels.hostname | urlquery }}&gpu={{ $labels.gpu | urlquery }}")
+    assert r["annotations"]["runbook_url"] == (
+        "http://127.0.0.1:8080/run/xid_ecc_triage?node={{ or $labels.Hostname "
+        "$labels.hostname | urlquery }}&gpu={{ $labels.gpu | urlquery }}"
+    )
 
 
-@pytest.mark.parametrize("bad", ["gpuops.example.com", "ftp://x", "https://x/?a=1", "https://x/#f", "", "https://x/{{ y }}"])
+@pytest.mark.parametrize(
+    "bad", ["gpuops.example.com", "ftp://x", "https://x/?a=1", "https://x/#f", "", "https://x/{{ y }}"]
+)
 def test_base_url_must_be_an_absolute_http_url(bad):
     with pytest.raises(InvalidParameter):
         alerts.alert_rules(bad)
@@ -88,19 +95,27 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case():
 
 @needs_promtool
 def test_promtool_cases_pass():
-    out = subprocess.run([PROMTOOL, "test", "rules", *map(str, _promtool_cases())], capture_output=True, text=True,
-                         timeout=400, cwd=PROM)
+    out = subprocess.run(
+        [PROMTOOL, "test", "rules", *map(str, _promtool_cases())], capture_output=True, text=True, timeout=400, cwd=PROM
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
 
 
 @needs_promtool
-@pytest.mark.parametrize("old,new,case", [
-    ("DCGM_FI_DEV_GPU_TEMP >= 85", "DCGM_FI_DEV_GPU_TEMP >= 87", "temperature_test.yaml"),
-    ("> 0.9)", "> 0.95)", "memory_test.yaml"),
-    ("[1h:15s]", "[1h:2m]", "xid_test.yaml"),     # a subquery coarser than the scrape misses the overwritten 48
-    # NVLINK_BANDWIDTH_TOTAL is a bandwidth in MB/s: rate() of it reads steady traffic as "no traffic"
-    ("max_over_time(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "nvlink_exporter_test.yaml"),
-])
+@pytest.mark.parametrize(
+    "old,new,case",
+    [
+        ("DCGM_FI_DEV_GPU_TEMP >= 85", "DCGM_FI_DEV_GPU_TEMP >= 87", "temperature_test.yaml"),
+        ("> 0.9)", "> 0.95)", "memory_test.yaml"),
+        ("[1h:15s]", "[1h:2m]", "xid_test.yaml"),  # a subquery coarser than the scrape misses the overwritten 48
+        # NVLINK_BANDWIDTH_TOTAL is a bandwidth in MB/s: rate() of it reads steady traffic as "no traffic"
+        (
+            "max_over_time(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+            "rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+            "nvlink_exporter_test.yaml",
+        ),
+    ],
+)
 def test_a_planted_wrong_threshold_fails_a_case(tmp_path, old, new, case):
     text = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()
     assert old in text
@@ -116,21 +131,52 @@ def test_a_planted_wrong_threshold_fails_a_case(tmp_path, old, new, case):
 _DUR = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
 _STRMAP = {"type": "object", "additionalProperties": {"type": "string"}}
 PROMETHEUSRULE_SCHEMA = {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
     "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
         "metadata": {"type": "object"},
-        "spec": {"type": "object", "additionalProperties": False, "properties": {"groups": {"type": "array", "items": {
-            "type": "object", "required": ["name"], "additionalProperties": False,
-            "properties": {"name": {"type": "string", "minLength": 1}, "interval": {"type": "string", "pattern": _DUR},
-                           "labels": _STRMAP, "limit": {"type": "integer"},
-                           "rules": {"type": "array", "items": {
-                               "type": "object", "required": ["expr"], "additionalProperties": False,
-                               "properties": {"alert": {"type": "string"}, "record": {"type": "string"},
-                                              "expr": {"type": ["string", "integer"]},
-                                              "for": {"type": "string", "pattern": _DUR},
-                                              "keep_firing_for": {"type": "string", "pattern": _DUR, "minLength": 1},
-                                              "labels": _STRMAP, "annotations": _STRMAP}}}}}}}}}}
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "interval": {"type": "string", "pattern": _DUR},
+                            "labels": _STRMAP,
+                            "limit": {"type": "integer"},
+                            "rules": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["expr"],
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "alert": {"type": "string"},
+                                        "record": {"type": "string"},
+                                        "expr": {"type": ["string", "integer"]},
+                                        "for": {"type": "string", "pattern": _DUR},
+                                        "keep_firing_for": {"type": "string", "pattern": _DUR, "minLength": 1},
+                                        "labels": _STRMAP,
+                                        "annotations": _STRMAP,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                }
+            },
+        },
+    },
+}
 
 
 def test_prometheusrule_validates():
@@ -149,7 +195,9 @@ def test_prometheusrule_validates():
         jsonschema.validate(bad, PROMETHEUSRULE_SCHEMA)
     kv = pytest.importorskip("kubernetes_validate")
     # kubernetes-validate has no schema for custom resources: the object metadata is checked on a ConfigMap
-    kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"], "data": {}}, "1.30.0", strict=True)
+    kv.validate(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"], "data": {}}, "1.30.0", strict=True
+    )
     with pytest.raises(kv.SchemaNotFoundError):
         kv.validate(doc, "1.30.0", strict=True)
 
@@ -178,20 +226,38 @@ def test_memory_high_stays_quiet_on_the_demo_fleets_busy_vllm_gpus(tmp_path, mon
         m = re.match(r"(\w+)(\{.*\}) (\S+)$", line)
         if m and m.group(1) in fields:
             series.append({"series": m.group(1) + m.group(2), "values": f"{float(m.group(3)):g}x30"})
-            (used if m.group(1) == fields[0] else free if m.group(1) == fields[1] else {})[m.group(2)] = float(m.group(3))
+            (used if m.group(1) == fields[0] else free if m.group(1) == fields[1] else {})[m.group(2)] = float(
+                m.group(3)
+            )
     full = {k for k in used if k in free and used[k] / (used[k] + free[k]) > 0.9}
-    assert len(full) >= 4       # the demo's vLLM replicas pre-allocate 90 % of their GPUs' memory
-    case = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
-        "interval": "1m", "input_series": series,
-        "alert_rule_test": [{"eval_time": "20m", "alertname": "GPUMemoryHigh", "exp_alerts": []}]}]}
+    assert len(full) >= 4  # the demo's vLLM replicas pre-allocate 90 % of their GPUs' memory
+    case = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [{"eval_time": "20m", "alertname": "GPUMemoryHigh", "exp_alerts": []}],
+            }
+        ],
+    }
     (tmp_path / "case.yaml").write_text(yaml.safe_dump(case))
     rules = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()
     (tmp_path / "rules.yaml").write_text(rules)
-    ok = subprocess.run([PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    ok = subprocess.run(
+        [PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert ok.returncode == 0, ok.stdout[-3000:]
     # the rule before this change (memory share alone) fires on them: the case can fail
     old = re.sub(r"\) unless on\([^)]*\) DCGM_FI_PROF_GR_ENGINE_ACTIVE >= [0-9.]+", ")", rules)
     assert old != rules
     (tmp_path / "rules.yaml").write_text(old)
-    bad = subprocess.run([PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert bad.returncode != 0 and "GPUMemoryHigh" in bad.stdout + bad.stderr and "vllm-llama70b" in bad.stdout + bad.stderr
+    bad = subprocess.run(
+        [PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert (
+        bad.returncode != 0
+        and "GPUMemoryHigh" in bad.stdout + bad.stderr
+        and "vllm-llama70b" in bad.stdout + bad.stderr
+    )

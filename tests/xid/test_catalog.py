@@ -10,6 +10,7 @@ primary source named next to it, never read back from the CSV under test.
 * NVLink generations: stas00/ml-engineering network/README.md @744d01e1 (NVLink 2: 6 links, 150 GB/s
   unidirectional, V100).
 """
+
 import pandas as pd
 import pytest
 
@@ -40,9 +41,10 @@ def test_buckets_follow_nvidia_catalog(code):
 
 def test_xid_108_applies_to_datacenter_gpus_and_is_not_fatal():
     rec = lookup(108)
-    assert rec.unused_on_datacenter is False   # NVIDIA's catalog: applies to A100/H100/B100/GB200
-    assert rec.fatal is False                  # immediate bucket IGNORE
+    assert rec.unused_on_datacenter is False  # NVIDIA's catalog: applies to A100/H100/B100/GB200
+    assert rec.fatal is False  # immediate bucket IGNORE
     from gpulib.xid import critical_xids
+
     assert 108 not in critical_xids()
 
 
@@ -68,13 +70,34 @@ def test_fleet_overview_xid_severity(code, severity):
 
 # ---------------------------------------------------------------- DCGM BuildXidMappings()
 DCGM = {  # code -> (subsystem, result)
-    48: ("devastating", "FAIL"), 74: ("devastating", "FAIL"), 79: ("devastating", "FAIL"), 94: ("devastating", "WARN"),
-    95: ("devastating", "FAIL"), 119: ("devastating", "FAIL"), 120: ("devastating", "FAIL"), 140: ("devastating", "FAIL"),
-    31: ("memory", "WARN"), 32: ("memory", "WARN"), 43: ("memory", "WARN"), 63: ("memory", "WARN"), 64: ("memory", "FAIL"),
-    38: ("pcie", "WARN"), 39: ("pcie", "WARN"), 42: ("pcie", "WARN"),
-    60: ("thermal", "WARN"), 61: ("thermal", "WARN"), 62: ("thermal", "WARN"),
-    54: ("power", "WARN"), 56: ("power", "WARN"), 57: ("power", "WARN"), 58: ("power", "WARN"), 78: ("power", "WARN"),
-    67: ("nvlink", "WARN"), 73: ("nvlink", "WARN"), 121: ("nvlink", "WARN"), 137: ("nvlink", "WARN"),
+    48: ("devastating", "FAIL"),
+    74: ("devastating", "FAIL"),
+    79: ("devastating", "FAIL"),
+    94: ("devastating", "WARN"),
+    95: ("devastating", "FAIL"),
+    119: ("devastating", "FAIL"),
+    120: ("devastating", "FAIL"),
+    140: ("devastating", "FAIL"),
+    31: ("memory", "WARN"),
+    32: ("memory", "WARN"),
+    43: ("memory", "WARN"),
+    63: ("memory", "WARN"),
+    64: ("memory", "FAIL"),
+    38: ("pcie", "WARN"),
+    39: ("pcie", "WARN"),
+    42: ("pcie", "WARN"),
+    60: ("thermal", "WARN"),
+    61: ("thermal", "WARN"),
+    62: ("thermal", "WARN"),
+    54: ("power", "WARN"),
+    56: ("power", "WARN"),
+    57: ("power", "WARN"),
+    58: ("power", "WARN"),
+    78: ("power", "WARN"),
+    67: ("nvlink", "WARN"),
+    73: ("nvlink", "WARN"),
+    121: ("nvlink", "WARN"),
+    137: ("nvlink", "WARN"),
     93: ("inforom", "WARN"),
 }
 
@@ -100,7 +123,7 @@ def test_check_uvm_resets_only_when_uvm_or_vgpu_is_in_use():
 
 def test_workflow_xid_13_runs_the_dcgm_eud_first():
     row = sops.sop("WORKFLOW_XID_13")
-    assert "EUD" in row["sop_step"].split(".")[0]          # the first step of the workflow
+    assert "EUD" in row["sop_step"].split(".")[0]  # the first step of the workflow
     cmds = row["commands"]
     eud = next(i for i, c in enumerate(cmds) if c.startswith("dcgmi diag -r eud -i {gpu}"))
     # nothing gives the GPU back to the workload before the EUD has run
@@ -115,22 +138,28 @@ def test_every_sop_and_catalog_row_cites_a_source_readers_can_open():
 
 
 # ---------------------------------------------------------------- NVLink5 XIDs 144-150
-@pytest.mark.parametrize("xid,intrinfo,status,bucket,severity", [
-    (149, 0x02500011, 0x0, "RESET_GPU", "Link Fatal"),    # NETIR_LINK_EVT/NETIR_LINK_DOWN subcode 0b100101
-    (144, 0x00000001, 0x4, "IGNORE", "Non-fatal"),        # SAW_MVB status 0x4
-    (144, 0x00000001, 0x2, "RESET_GPU", "Fatal"),         # SAW_MVB status 0x2
-    (150, 0x00000000, 0x0, "RESET_GPU", "Fatal"),         # MSE_WATCHDOG
-    (145, 0x00000004, 0x1, "XID_154_EVAL", "Non-fatal"),  # RLW_REMAP V2 pattern ...0000100
-])
+@pytest.mark.parametrize(
+    "xid,intrinfo,status,bucket,severity",
+    [
+        (149, 0x02500011, 0x0, "RESET_GPU", "Link Fatal"),  # NETIR_LINK_EVT/NETIR_LINK_DOWN subcode 0b100101
+        (144, 0x00000001, 0x4, "IGNORE", "Non-fatal"),  # SAW_MVB status 0x4
+        (144, 0x00000001, 0x2, "RESET_GPU", "Fatal"),  # SAW_MVB status 0x2
+        (150, 0x00000000, 0x0, "RESET_GPU", "Fatal"),  # MSE_WATCHDOG
+        (145, 0x00000004, 0x1, "XID_154_EVAL", "Non-fatal"),  # RLW_REMAP V2 pattern ...0000100
+    ],
+)
 def test_nvlink5_decode(xid, intrinfo, status, bucket, severity):
     from gpulib.xid.nvlink5 import decode
+
     rule = decode(xid, intrinfo, status)
     assert rule is not None and rule["resolution"] == bucket and rule["severity"] == severity
 
 
 def test_nvlink5_xid_bucket_follows_the_decode():
-    log = ("Sep 19 10:30:06 n kernel: NVRM: Xid (PCI:0018:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link -1 "
-           "(0x00000001 0x00000004 0x00000000 0x00000000)\n")
+    log = (
+        "Sep 19 10:30:06 n kernel: NVRM: Xid (PCI:0018:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link -1 "
+        "(0x00000001 0x00000004 0x00000000 0x00000000)\n"
+    )
     ev = parse_kernel_log(log, year=2025)
     fs = xid_findings.triage_node("n", xid_events=ev)
     top = fs[0]
@@ -141,31 +170,43 @@ def test_nvlink5_xid_bucket_follows_the_decode():
 
 
 # ---------------------------------------------------------------- NCCL signatures and bands
-@pytest.mark.parametrize("line", [
-    # NCCL <= 2.19 (net_ib.cc "with error %d, opcode %d, len %d, vendor err %d (%s)")
-    "node-1:81:95 [0] transport/net_ib.cc:1333 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<43210> with error 12, opcode 0, len 0, vendor err 129 (Recv)",
-    # NCCL 2.20-2.28 ("with status=%d opcode=%d len=%u vendor err %u (%s)")
-    "node-1:81:95 [0] transport/net_ib.cc:2470 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0",
-    # NCCL >= 2.29 (p2p.cc "with status=%s(%d) opcode=%s(%d) vendor_err=%u")
-    "node-1:81:95 [0] transport/net_ib/p2p.cc:550 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 (Send) hca mlx5_0",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NCCL <= 2.19 (net_ib.cc "with error %d, opcode %d, len %d, vendor err %d (%s)")
+        "node-1:81:95 [0] transport/net_ib.cc:1333 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<43210> with error 12, opcode 0, len 0, vendor err 129 (Recv)",
+        # NCCL 2.20-2.28 ("with status=%d opcode=%d len=%u vendor err %u (%s)")
+        "node-1:81:95 [0] transport/net_ib.cc:2470 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0",
+        # NCCL >= 2.29 (p2p.cc "with status=%s(%d) opcode=%s(%d) vendor_err=%u")
+        "node-1:81:95 [0] transport/net_ib/p2p.cc:550 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 (Send) hca mlx5_0",
+    ],
+)
 def test_ib_retry_exceeded_in_every_nccl_format(line):
     from gpulib.nccl import diagnose_log
+
     fs = diagnose_log(line + "\n")
     assert any("retry counter exceeded" in f.title for f in fs)
 
 
 def test_ib_other_status_is_not_retry_exceeded():
     from gpulib.nccl import diagnose_log
-    line = ("NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=IBV_WC_LOC_PROT_ERR(4) "
-            "opcode=IBV_WC_SEND(0) vendor_err=0 (Send) hca mlx5_0")
+
+    line = (
+        "NCCL WARN NET/IB: Got completion from peer 10.0.0.2<43210> with status=IBV_WC_LOC_PROT_ERR(4) "
+        "opcode=IBV_WC_SEND(0) vendor_err=0 (Send) hca mlx5_0"
+    )
     assert not any("retry counter exceeded" in f.title for f in diagnose_log(line + "\n"))
-    assert not any("retry counter exceeded" in f.title for f in diagnose_log(
-        "NET/IB : Got completion from peer 10.0.0.2<1> with error 120, opcode 0, len 0, vendor err 0\n"))
+    assert not any(
+        "retry counter exceeded" in f.title
+        for f in diagnose_log(
+            "NET/IB : Got completion from peer 10.0.0.2<1> with error 120, opcode 0, len 0, vendor err 0\n"
+        )
+    )
 
 
 def test_v100_nvlink2_band():
     from gpulib.nccl import expected_busbw
+
     links = load_table("nccl_link_bandwidth").set_index("link")
     assert links.loc["NVLink2", "gbps_uni_per_gpu"] == 150 and links.loc["NVLink2", "links_per_gpu"] == 6
     band = expected_busbw("all_reduce", gpu_model="Tesla V100-SXM2-32GB", gpus_per_node=8, interconnect="NVLink")

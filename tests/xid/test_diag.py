@@ -1,5 +1,6 @@
 """DCGM diagnostic results turned into the SOP step: RMA on a failed memory/PCIe/diagnostic test, return to
 service (uncordon) on an all-pass after the reset, each with the evidence line."""
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,32 @@ def _diag(name):
 
 
 def _doc(statuses: dict[str, str]) -> str:
-    cats = {"software": "Deployment", "memory": "Hardware", "pcie": "Integration", "diagnostic": "Hardware",
-            "targeted_stress": "Stress"}
-    return json.dumps({"DCGM Diagnostic": {"test_categories": [
-        {"category": cats[t], "tests": [{"name": t, "test_summary": {"status": s},
-                                         "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 5, "status": s}]}]}
-        for t, s in statuses.items()]}})
+    cats = {
+        "software": "Deployment",
+        "memory": "Hardware",
+        "pcie": "Integration",
+        "diagnostic": "Hardware",
+        "targeted_stress": "Stress",
+    }
+    return json.dumps(
+        {
+            "DCGM Diagnostic": {
+                "test_categories": [
+                    {
+                        "category": cats[t],
+                        "tests": [
+                            {
+                                "name": t,
+                                "test_summary": {"status": s},
+                                "results": [{"entity_group": "GPU", "entity_group_id": 1, "entity_id": 5, "status": s}],
+                            }
+                        ],
+                    }
+                    for t, s in statuses.items()
+                ]
+            }
+        }
+    )
 
 
 def test_failed_memory_test_is_the_rma_step_with_its_evidence_line():
@@ -32,8 +53,10 @@ def test_failed_memory_test_is_the_rma_step_with_its_evidence_line():
     (f,) = fs
     assert f.severity is Severity.CRITICAL and f.data["rule"] == "DIAG_RMA" and f.gpu == "1"
     assert "RMA" in f.sop_step and "RMA" in f.title
-    assert any(e.startswith("dcgmi diag Hardware / memory (GPU 1): Fail — example: GPU 1 memory test found a miscompare")
-               for e in f.evidence)
+    assert any(
+        e.startswith("dcgmi diag Hardware / memory (GPU 1): Fail — example: GPU 1 memory test found a miscompare")
+        for e in f.evidence
+    )
     assert "kubectl cordon dgx-h100-1" in f.commands and any("nvidia-bug-report" in c for c in f.commands)
 
 
@@ -96,7 +119,9 @@ def test_after_reset_is_not_believed_while_nvidia_smi_still_owes_a_reset():
     (g,) = diag_findings(parse_dcgmi_diag(json.dumps(one)), NODE, "0", after_reset=True, smi=smi)
     assert g.data["rule"] == "DIAG_RETURN_TO_SERVICE"
     # the real H200 report (driver 580, reset status N/A, no pending remap) contradicts nothing
-    real = parse_query((Path(__file__).resolve().parents[2] / "gpulib/data/captures/h200_580.159.04_smi_q.txt").read_text())
+    real = parse_query(
+        (Path(__file__).resolve().parents[2] / "gpulib/data/captures/h200_580.159.04_smi_q.txt").read_text()
+    )
     diag = parse_dcgmi_diag(_doc(all_pass))
     (h,) = diag_findings(diag, NODE, "5", after_reset=True, smi=real.assign(index=5.0))
     assert h.data["rule"] == "DIAG_RETURN_TO_SERVICE"
@@ -111,17 +136,19 @@ def test_runbook_keeps_the_xid_step_when_nvidia_smi_contradicts_after_reset(tmp_
     fs = xs.findings(xs.collect(snap, NODE, "5", "6h", after_reset=True))
     rules = [f.data.get("rule") or f.data.get("bucket") for f in fs]
     assert "DIAG_RESET_NOT_SEEN" in rules and "DIAG_RETURN_TO_SERVICE" not in rules
-    assert fs[0].data.get("bucket") == "RESTART_BM" and fs[0].severity is Severity.CRITICAL   # the XID step stays
+    assert fs[0].data.get("bucket") == "RESTART_BM" and fs[0].severity is Severity.CRITICAL  # the XID step stays
     assert xs.remediation_plan(fs, NODE) != []
     nope = next(f for f in fs if f.data.get("rule") == "DIAG_RESET_NOT_SEEN")
     assert any("is missing a GPU's block, so GPU 5 cannot be found in it by index" in e for e in nope.evidence)
     # with the GPU's bus id known (the demo source's DCGM labels), the evidence names it
-    from gpulib.xid.diag import reset_owed
     import gpulib
+    from gpulib.xid.diag import reset_owed
+
     demo = gpulib.connect("demo")
     inp = xs.collect(demo, NODE, "5", "6h")
     assert reset_owed(inp.smi, "5", pci_bus_id=inp.target.pci_bus_id) == [
-        "nvidia-smi -q (Tue Dec 01 08:00:00 2026) has no block for GPU 5 (PCI 0000:68:00.0): the GPU is not back"]
+        "nvidia-smi -q (Tue Dec 01 08:00:00 2026) has no block for GPU 5 (PCI 0000:68:00.0): the GPU is not back"
+    ]
     # GPU 5 back, but its block says what GPU 1 of tests/fixtures/smi/h100x2_incident_q.txt says
     snap = _snapshot_with_diag(tmp_path / "owed", monkeypatch, diag)
     path = tmp_path / "owed" / "snap" / f"nvidia-smi-q-{NODE}.txt"
@@ -171,7 +198,9 @@ def _snapshot_with_diag(tmp_path, monkeypatch, diag_text, *, smi_after_reset=Tru
 def test_runbook_all_pass_after_reset_tops_the_xid_with_return_to_service(tmp_path, monkeypatch):
     import gpulib.xid.steps as xs
 
-    snap = _snapshot_with_diag(tmp_path, monkeypatch, _doc({"software": "Pass", "memory": "Pass", "pcie": "Pass", "diagnostic": "Pass"}))
+    snap = _snapshot_with_diag(
+        tmp_path, monkeypatch, _doc({"software": "Pass", "memory": "Pass", "pcie": "Pass", "diagnostic": "Pass"})
+    )
     before = xs.findings(xs.collect(snap, NODE, "5", "6h"))
     assert before[0].data.get("bucket") == "RESTART_BM"  # a pass without the reset does not clear the XID's step
     assert any(f.data.get("rule") == "DIAG_PASS" for f in before)

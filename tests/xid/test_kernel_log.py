@@ -1,9 +1,11 @@
 """XID catalog and kernel-log parser. Expected values are read off the fixture lines / NVIDIA's catalog by hand."""
+
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpulib.xid as xid
 from gpulib.core.ids import normalise_pci_bus_id
@@ -12,8 +14,41 @@ from gpulib.core.knowledge import load_table
 FIX = Path(__file__).parents[1] / "fixtures" / "xid"
 #: dmesg.txt of this folder ships once, as the troubleshooting lesson's input (origins in tests/fixtures/xid/README.md)
 LEARN = Path(__file__).parents[2] / "gpulib" / "data" / "learn"
-FACTS_13 = [8, 13, 31, 32, 38, 43, 44, 45, 48, 56, 57, 58, 61, 62, 63, 64, 68, 69, 74, 79, 80, 81, 92, 94, 95, 109,
-            119, 120, 121, 140, 143, 154, 155]
+FACTS_13 = [
+    8,
+    13,
+    31,
+    32,
+    38,
+    43,
+    44,
+    45,
+    48,
+    56,
+    57,
+    58,
+    61,
+    62,
+    63,
+    64,
+    68,
+    69,
+    74,
+    79,
+    80,
+    81,
+    92,
+    94,
+    95,
+    109,
+    119,
+    120,
+    121,
+    140,
+    143,
+    154,
+    155,
+]
 
 
 def test_catalog_covers_facts_codes_and_neighbours():
@@ -30,22 +65,45 @@ def test_catalog_rows_have_source_and_valid_category():
     assert set(cat["fatal"]) == {"yes", "no"}
 
 
-@pytest.mark.parametrize("code,mnemonic,imm,inv,fatal,category", [
-    (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM", "CONTACT_SUPPORT", True, "hardware-PCIe"),
-    (13, "ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY", "RESTART_APP", "WORKFLOW_XID_13", False, "application"),
-    (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "WORKFLOW_XID_48", "WORKFLOW_XID_48", True, "memory"),
-    (63, "INFOROM_DRAM_RETIREMENT_EVENT", "IGNORE", "IGNORE", False, "memory"),
-    (64, "INFOROM_DRAM_RETIREMENT_FAILURE", "RESET_GPU", "CONTACT_SUPPORT", True, "memory"),
-    (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "RESTART_APP", "IGNORE (sympathetic)", False, "memory"),
-    (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "RESET_GPU", "IGNORE (sympathetic)", True, "memory"),
-    (74, "NVLINK_ERROR", "WORKFLOW_NVLINK_ERR", "CONTACT_SUPPORT", True, "NVLink"),
-    (119, "GSP_RPC_TIMEOUT", "RESET_GPU", "INVESTIGATE_SW", True, "driver"),
-    (154, "GPU_RECOVERY_ACTION_CHANGED", "XID_154", "N/A (informational, follow the Xid that caused it)", False, "meta"),
-])
+@pytest.mark.parametrize(
+    "code,mnemonic,imm,inv,fatal,category",
+    [
+        (79, "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM", "CONTACT_SUPPORT", True, "hardware-PCIe"),
+        (
+            13,
+            "ROBUST_CHANNEL_GR_EXCEPTION / ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY",
+            "RESTART_APP",
+            "WORKFLOW_XID_13",
+            False,
+            "application",
+        ),
+        (48, "ROBUST_CHANNEL_GPU_ECC_DBE", "WORKFLOW_XID_48", "WORKFLOW_XID_48", True, "memory"),
+        (63, "INFOROM_DRAM_RETIREMENT_EVENT", "IGNORE", "IGNORE", False, "memory"),
+        (64, "INFOROM_DRAM_RETIREMENT_FAILURE", "RESET_GPU", "CONTACT_SUPPORT", True, "memory"),
+        (94, "ROBUST_CHANNEL_CONTAINED_ERROR", "RESTART_APP", "IGNORE (sympathetic)", False, "memory"),
+        (95, "ROBUST_CHANNEL_UNCONTAINED_ERROR", "RESET_GPU", "IGNORE (sympathetic)", True, "memory"),
+        (74, "NVLINK_ERROR", "WORKFLOW_NVLINK_ERR", "CONTACT_SUPPORT", True, "NVLink"),
+        (119, "GSP_RPC_TIMEOUT", "RESET_GPU", "INVESTIGATE_SW", True, "driver"),
+        (
+            154,
+            "GPU_RECOVERY_ACTION_CHANGED",
+            "XID_154",
+            "N/A (informational, follow the Xid that caused it)",
+            False,
+            "meta",
+        ),
+    ],
+)
 def test_lookup_matches_nvidia_catalog(code, mnemonic, imm, inv, fatal, category):
     r = xid.lookup(code)
-    assert (r.code, r.mnemonic, r.immediate_action, r.investigatory_action, r.fatal, r.category) == \
-        (code, mnemonic, imm, inv, fatal, category)
+    assert (r.code, r.mnemonic, r.immediate_action, r.investigatory_action, r.fatal, r.category) == (
+        code,
+        mnemonic,
+        imm,
+        inv,
+        fatal,
+        category,
+    )
     assert r.known
 
 
@@ -72,10 +130,18 @@ def test_lookup_accepts_string_codes():
     assert xid.lookup("79").mnemonic == xid.lookup(79).mnemonic
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ("0000:3b:00", "0000:3b:00.0"), ("00000000:3B:00.0", "0000:3b:00.0"), ("PCI:0004:01:00", "0004:01:00.0"),
-    ("0000:10:1c", "0000:10:1c.0"), ("3b:00.0", "0000:3b:00.0"), ("garbage", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("0000:3b:00", "0000:3b:00.0"),
+        ("00000000:3B:00.0", "0000:3b:00.0"),
+        ("PCI:0004:01:00", "0004:01:00.0"),
+        ("0000:10:1c", "0000:10:1c.0"),
+        ("3b:00.0", "0000:3b:00.0"),
+        ("garbage", None),
+        (None, None),
+    ],
+)
 def test_normalise_pci_bus_id(raw, expected):
     assert normalise_pci_bus_id(raw) == expected
 
@@ -122,7 +188,7 @@ def test_syslog_iso_with_offset_and_no_pci_prefix():
     assert df["uptime_s"].iloc[0] == pytest.approx(5512.301122)
     assert df["timestamp"].iloc[3] == pd.Timestamp("2025-03-02 14:10:00", tz="UTC")  # 15:10 +0100
     assert df["pci_bus_id"].iloc[3] == "0004:01:00.0"
-    assert df["pci_bus_id"].iloc[4] == "0000:03:00.0"   # "Xid (0000:03:00)" without PCI:
+    assert df["pci_bus_id"].iloc[4] == "0000:03:00.0"  # "Xid (0000:03:00)" without PCI:
     assert df["process"].iloc[0] == "python3"
 
 

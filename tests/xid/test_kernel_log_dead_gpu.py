@@ -10,6 +10,7 @@
 * ``dmesg --time-format iso`` stamps (real capture: gpulib/data/captures/h200_dmesg_iso_nvrm.txt).
 * MIG: ``NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ...`` keeps the PCI id and the GPU instance.
 """
+
 from pathlib import Path
 
 import pandas as pd
@@ -20,10 +21,12 @@ CAPTURES = Path(__file__).resolve().parents[2] / "gpulib" / "data" / "captures"
 
 
 def test_fallen_off_the_bus_without_xid_line_is_xid_79():
-    log = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
-           "               NVRM: (PCI ID: 10de:2330) installed in this system has\n"
-           "               NVRM: fallen off the bus and is not responding to commands.\n"
-           "[ 1843.308551] nvidia: probe of 0000:b3:00.0 failed with error -1\n")
+    log = (
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: (PCI ID: 10de:2330) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "[ 1843.308551] nvidia: probe of 0000:b3:00.0 failed with error -1\n"
+    )
     df = parse_kernel_log(log)
     assert df["xid"].tolist() == [79]
     assert df["pci_bus_id"].tolist() == ["0000:b3:00.0"]
@@ -38,9 +41,11 @@ def test_fallen_off_the_bus_one_line_form_without_xid():
 
 
 def test_fallen_off_the_bus_after_its_xid_79_line_is_one_event():
-    log = ("[ 4254.197860] NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-           "[ 4254.197871] NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.\n"
-           "[ 4254.197900] NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n")   # another GPU: its own event
+    log = (
+        "[ 4254.197860] NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+        "[ 4254.197871] NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.\n"
+        "[ 4254.197900] NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.\n"
+    )  # another GPU: its own event
     df = parse_kernel_log(log)
     assert sorted(zip(df["xid"], df["pci_bus_id"])) == [(79, "0000:3b:00.0"), (79, "0000:5d:00.0")]
 
@@ -62,7 +67,7 @@ def test_dmesg_time_format_iso():
 
 def test_real_h200_dmesg_iso_capture_prefixes():
     text = (CAPTURES / "h200_dmesg_iso_nvrm.txt").read_text()
-    assert len(parse_kernel_log(text)) == 0            # a healthy boot: no XID
+    assert len(parse_kernel_log(text)) == 0  # a healthy boot: no XID
     # the capture's own NVRM line, with an Xid body in place of its message, keeps the capture's stamp
     real = next(ln for ln in text.splitlines() if "NVRM: gpuClearFbhubPoisonIntr" in ln)
     stamp = real.split(" ", 1)[0]
@@ -72,8 +77,10 @@ def test_real_h200_dmesg_iso_capture_prefixes():
 
 
 def test_mig_xid_keeps_pci_id_and_gpu_instance():
-    df = parse_kernel_log("[ 77.1] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=812, name=python3, Contained: SM (0x1). "
-                          "RST: No, D-RST: No\n")
+    df = parse_kernel_log(
+        "[ 77.1] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=812, name=python3, Contained: SM (0x1). "
+        "RST: No, D-RST: No\n"
+    )
     assert df["xid"].tolist() == [94]
     assert df["pci_bus_id"].tolist() == ["0000:01:00.0"]
     assert df["gpu_i_id"].tolist() == ["5"]

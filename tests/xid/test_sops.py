@@ -8,18 +8,18 @@
   take the GPU again: the owner is scaled instead.
 * ``nvidia-smi -r`` needs every client off the GPU (https://docs.nvidia.com/deploy/nvidia-smi/index.html, -r).
 """
+
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import gpulib
-import gpulib.xid.steps as xs
 import gpulib.xid.findings as xid_findings
 import gpulib.xid.sops as sops
+import gpulib.xid.steps as xs
 from gpulib.core.schema import POD_COLUMNS
 from gpulib.xid.kernel_log import parse_kernel_log
-
 from tests.helpers.pinned import DEMO_END
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +33,7 @@ def demo_findings():
     for node in ("dgx-h100-1", "a100-80-0", "h200-infer-0", "a100-40-mig-0", "l4-spot-0"):
         fs += xs.findings(xs.collect(src, node, None, "6h"))
     import gpulib.fleet as fleet
+
     hf = fleet.health_frames(src, "6h")
     fs += fleet.health_findings(hf)
     fs += fleet.stale_telemetry(src.series("DCGM_FI_DEV_GPU_TEMP", "6h"), pd.Timestamp(src.end))
@@ -62,8 +63,12 @@ def test_every_gpu_reset_first_stops_the_gpu_clients(demo_findings):
     for f in resets:
         i = next(i for i, c in enumerate(f.commands) if "nvidia-smi -r" in c)
         before = f.commands[:i]
-        assert any("nvidia.com/gpu.deploy.device-plugin=false" in c and "nvidia.com/gpu.deploy.dcgm-exporter=false" in c
-                   and "nvidia.com/gpu.deploy.dcgm=false" in c for c in before), f.title
+        assert any(
+            "nvidia.com/gpu.deploy.device-plugin=false" in c
+            and "nvidia.com/gpu.deploy.dcgm-exporter=false" in c
+            and "nvidia.com/gpu.deploy.dcgm=false" in c
+            for c in before
+        ), f.title
         assert any("--query-compute-apps" in c for c in before), f.title
         assert any(c.startswith("kubectl drain") for c in before), f.title
         assert "dcgm-exporter" in f.sop_step and "device plugin" in f.sop_step
@@ -74,14 +79,47 @@ def test_every_gpu_reset_first_stops_the_gpu_clients(demo_findings):
 
 def _pods():
     base = {c: None for c in POD_COLUMNS}
-    return pd.DataFrame([
-        dict(base, namespace="infer", pod="vllm-7d9f-abc", node="n", phase="Running", gpu_request=1, gpu_limit=1,
-             mig_requests={}, owner_kind="Deployment", owner_name="vllm"),
-        dict(base, namespace="infer", pod="vllm-7d9f-def", node="m", phase="Running", gpu_request=1, gpu_limit=1,
-             mig_requests={}, owner_kind="Deployment", owner_name="vllm"),
-        dict(base, namespace="db", pod="pg-0", node="n", phase="Running", gpu_request=1, gpu_limit=1,
-             mig_requests={}, owner_kind="StatefulSet", owner_name="pg"),
-    ], columns=POD_COLUMNS)
+    return pd.DataFrame(
+        [
+            dict(
+                base,
+                namespace="infer",
+                pod="vllm-7d9f-abc",
+                node="n",
+                phase="Running",
+                gpu_request=1,
+                gpu_limit=1,
+                mig_requests={},
+                owner_kind="Deployment",
+                owner_name="vllm",
+            ),
+            dict(
+                base,
+                namespace="infer",
+                pod="vllm-7d9f-def",
+                node="m",
+                phase="Running",
+                gpu_request=1,
+                gpu_limit=1,
+                mig_requests={},
+                owner_kind="Deployment",
+                owner_name="vllm",
+            ),
+            dict(
+                base,
+                namespace="db",
+                pod="pg-0",
+                node="n",
+                phase="Running",
+                gpu_request=1,
+                gpu_limit=1,
+                mig_requests={},
+                owner_kind="StatefulSet",
+                owner_name="pg",
+            ),
+        ],
+        columns=POD_COLUMNS,
+    )
 
 
 @pytest.mark.parametrize("code,bucket", [(13, "WORKFLOW_XID_13"), (31, "RESTART_APP")])
@@ -93,7 +131,7 @@ def test_deployment_and_statefulset_pods_are_scaled_or_restarted_not_deleted(cod
     if bucket == "WORKFLOW_XID_13":
         assert "kubectl -n infer scale deployment/vllm --replicas=0" in " ".join(f.commands)
         assert "kubectl -n db scale statefulset/pg --replicas=0" in " ".join(f.commands)
-        assert "kubectl -n infer scale deployment/vllm --replicas=2" in f.commands   # the 2 pods it runs now
+        assert "kubectl -n infer scale deployment/vllm --replicas=2" in f.commands  # the 2 pods it runs now
         eud = next(i for i, c in enumerate(f.commands) if c.startswith("dcgmi diag -r eud"))
         assert eud < f.commands.index("kubectl -n infer scale deployment/vllm --replicas=2")
     else:
@@ -112,13 +150,13 @@ def test_interpolated_values_are_shell_quoted():
 def test_triage_fetch_commands_are_quoted_and_find_dead_gpus():
     cmd = xs.kernel_log_command("gpu-node-1")
     assert "fallen off the bus" in cmd and "NVRM: Xid" in cmd
-    assert " -it " not in cmd          # a TTY does not survive the pipe into grep
+    assert " -it " not in cmd  # a TTY does not survive the pipe into grep
     assert all("--field-selector" not in c or " logs " not in c for c in xs.smi_query_commands("gpu-node-1"))
 
 
 def test_cheatsheet_says_what_works_on_r580():
     cs = pd.read_csv(ROOT / "gpulib" / "data" / "learn" / "cheatsheet.csv")
-    assert not cs["command"].str.contains("-d HEALTH|-d XID|-d SERIAL", regex=True).any()   # never offered to copy
+    assert not cs["command"].str.contains("-d HEALTH|-d XID|-d SERIAL", regex=True).any()  # never offered to copy
     text = cs.astype(str).agg(" ".join, axis=1)
     rows = cs[text.str.contains("-d HEALTH") & text.str.contains("-d XID")]
     assert len(rows) == 1
@@ -126,6 +164,6 @@ def test_cheatsheet_says_what_works_on_r580():
     assert r["command"] == "nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER"
     assert "Failed to parse --display/-d flags" in r["look_for"] and "captures" in r["source"]
     # the capture the row cites shows exactly that failure
-    cap = (ROOT / "gpulib" / "data" / "captures")
+    cap = ROOT / "gpulib" / "data" / "captures"
     for name in ("h200_smi_q_d_health.txt", "h200_smi_q_d_xid.txt", "h200_smi_q_d_serial.txt"):
         assert "Failed to parse --display/-d flags" in (cap / name).read_text()

@@ -1,4 +1,5 @@
 """xid_ecc_triage never says OK without input, and reads XID events over each step (never point samples)."""
+
 from __future__ import annotations
 
 import math
@@ -68,9 +69,22 @@ def _gauge(days: int, spike_at: pd.Timestamp, code: int) -> pd.DataFrame:
     v = np.zeros(len(ts))
     hit = (ts >= spike_at) & (ts < spike_at + pd.Timedelta(minutes=10))
     v[hit] = code
-    return pd.DataFrame({"timestamp": ts, "node": "n1", "gpu": "5", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-                         "model": "H100", "pci_bus_id": "", "pod": "", "namespace": "", "container": "",
-                         "gpu_i_profile": "", "gpu_i_id": "", "value": v})
+    return pd.DataFrame(
+        {
+            "timestamp": ts,
+            "node": "n1",
+            "gpu": "5",
+            "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+            "model": "H100",
+            "pci_bus_id": "",
+            "pod": "",
+            "namespace": "",
+            "container": "",
+            "gpu_i_profile": "",
+            "gpu_i_id": "",
+            "value": v,
+        }
+    )
 
 
 def test_no_input_at_all_is_not_ok():
