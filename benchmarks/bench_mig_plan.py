@@ -45,7 +45,8 @@ def brute_force_min_gpus(model: str, instances: list[str], max_gpus: int) -> int
 
     Branch and bound over set partitions (instance i joins an existing group or opens the next one),
     cutting a branch as soon as a group is invalid: validity is hereditary (a subset of a valid layout is valid),
-    so no valid partition is skipped. Validity itself is :func:`gpulib.mig.geometry.is_valid_layout` (exact placement search).
+    so no valid partition is skipped. Validity itself is :func:`gpulib.mig.geometry.is_valid_layout` (exact placement
+    search).
     """
     valid_cache: dict[tuple, bool] = {}
 

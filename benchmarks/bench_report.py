@@ -16,7 +16,8 @@ monthly saving. Optionally (``--e2e``) it also times the whole notebook through 
     python benchmarks/bench_report.py --e2e           # plus papermill end-to-end
     python benchmarks/bench_report.py --steps raw,5m --window 24h
 
-This is the demo fleet (7 nodes, 48 GPUs), not the 1,024-GPU Prometheus benchmark (benchmarks/bench_fleet_prometheus.py).
+This is the demo fleet (7 nodes, 48 GPUs), not the 1,024-GPU Prometheus benchmark
+(benchmarks/bench_fleet_prometheus.py).
 """
 
 from __future__ import annotations

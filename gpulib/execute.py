@@ -1,4 +1,5 @@
-"""The run engine: one run of a catalogued notebook, in this process, for ``gpuops run|demo|report`` and ``gpuops serve``.
+"""The run engine: one run of a catalogued notebook, in this process, for ``gpuops run|demo|report`` and ``gpuops
+serve``.
 
 Shaped like papermill's own split (https://github.com/nteract/papermill: ``execute.py`` runs, ``inspection.py``
 reads the parameters, ``cli.py`` only parses): :func:`prepare` resolves and validates a run's parameters once
@@ -24,7 +25,7 @@ from gpulib.core.findings import load_findings, worst_severity
 from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
 from gpulib.core.summary import status_of, verdict_of, write_summary
-from gpulib.inspection import choose_source, resolve_params, target_defaults
+from gpulib.inspection import choose_source, params_env, resolve_params, target_defaults
 
 #: kernel logs errors only: no "running over TCP without encryption" (ipykernel kernelapp.py init_sockets)
 KERNEL_ARGS = ("--IPKernelApp.log_level=ERROR",)
@@ -164,7 +165,8 @@ def execute(
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
-    km = _kernel_manager({**(env or {}), FINDINGS_ENV: str(findings_path)}, info.path.parent, unset_env)
+    kernel_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path)}
+    km = _kernel_manager(kernel_env, info.path.parent, unset_env)
     watch = _Deadline(km, run_timeout) if run_timeout else None
     try:
         pm.execute_notebook(

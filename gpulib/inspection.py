@@ -11,6 +11,8 @@ parameters) is mapped by :func:`choose_source` alone.
 from __future__ import annotations
 
 import ast
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -30,6 +32,38 @@ class Declares(Protocol):
 
     name: str
     params: list[Param]
+
+
+#: the environment variable through which the run engine hands a notebook's parameters (read once, with papermill) to
+#: the notebook's own kernel, so that :class:`gpulib.runbook.Runbook` does not import papermill again to learn them
+#: (importing papermill loads nbformat and jsonschema, about 1 s of CPU per kernel: benchmarks/RESULTS.md)
+PARAMS_ENV = "GPUOPS_NOTEBOOK_PARAMETERS"
+
+
+def params_env(name: str, params: list[Param]) -> dict[str, str]:
+    """``{PARAMS_ENV: json}`` for the kernel of notebook ``name``, or ``{}`` when a default does not survive JSON
+    unchanged (a tuple, an expression kept as text is fine): then the kernel inspects the notebook itself."""
+    rows = [[p.name, p.default, p.help] for p in params]
+    text = json.dumps({"notebook": name, "params": rows})
+    back = json.loads(text)["params"]
+    if any(type(b[1]) is not type(p.default) or b[1] != p.default for b, p in zip(back, params)):
+        return {}
+    return {PARAMS_ENV: text}
+
+
+def params_from_env(name: str, environ: Mapping[str, str] | None = None) -> list[Param] | None:
+    """The parameters the engine handed to this kernel for notebook ``name`` (:func:`params_env`), or ``None``
+    when it handed none, or handed another notebook's (a kernel started by hand, or a planted runbook)."""
+    text = (os.environ if environ is None else environ).get(PARAMS_ENV)
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("notebook") != name:
+        return None
+    return [Param(n, d, h) for n, d, h in doc.get("params", [])]
 
 
 def notebook_params(path: Path) -> list[Param]:
@@ -146,7 +180,8 @@ def choose_source(source: str | None, snapshot: str | None = None) -> SourceChoi
     A backend name is that backend (a folder of that name is given as ``./demo``); a folder given as the
     source is a snapshot of that folder; a snapshot folder given alone means the snapshot source;
     ``snapshot`` needs a folder and a folder is read only by ``snapshot``; any other name must be a registered
-    backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the notebook's default). The folder is made absolute, so the kernel (which runs in the notebook's folder)
+    backend (:func:`gpulib.sources.registry.available`). Neither given: ``None`` (the notebook's default). The folder is
+    made absolute, so the kernel (which runs in the notebook's folder)
     reads the folder the caller meant.
     """
     from gpulib.sources.registry import BUILTIN, available  # on use: the registry reads entry points

@@ -26,7 +26,7 @@ from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
 from gpulib.core.rundir import FINDINGS_ENV
 from gpulib.core.sop import sop
-from gpulib.inspection import choose_source
+from gpulib.inspection import choose_source, params_from_env
 
 
 def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | None = None) -> None:
@@ -226,7 +226,8 @@ def verdict_html(top: Finding | None, rb: "Runbook") -> str:
     )
 
 
-#: parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of notebooks)
+# : parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of
+# notebooks)
 _SECRET_NAME = re.compile(r"token|password|secret|credential", re.I)
 
 
@@ -247,10 +248,12 @@ def _parameters_used(name: str, given: dict[str, Any]) -> dict[str, Any]:
     injection, else the notebook default; then anything passed that the parameters cell does not name."""
     from gpulib.catalogue import find_notebook
 
-    try:
-        declared = find_notebook(name).params
-    except GpulibError:  # not a catalogued notebook (a test's planted runbook): what was passed is all there is
-        declared = []
+    declared = params_from_env(name)  # what the run engine read with papermill, else read it here
+    if declared is None:
+        try:
+            declared = find_notebook(name).params
+        except GpulibError:  # not a catalogued notebook (a test's planted runbook): what was passed is all there is
+            declared = []
     ns = _kernel_namespace()
     out = {p.name: given[p.name] if p.name in given else ns.get(p.name, p.default) for p in declared}
     out.update({k: v for k, v in given.items() if k not in out})

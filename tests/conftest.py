@@ -12,6 +12,9 @@ from tests.helpers.pinned import need_prometheus as _need_prometheus
 from tests.helpers.promharness import PrometheusServer, backfill
 from tests.helpers.shared_runs import SharedRuns
 
+# the `k8s_double` fixture (the loopback Kubernetes API double) for every test that names it as an argument
+pytest_plugins = ["tests.helpers.k8s_double"]
+
 
 @pytest.fixture(scope="session")
 def demo_end() -> datetime:

@@ -10,9 +10,18 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from gpulib.catalogue import find_notebook, notebook_info
+from gpulib import execute as engine
+from gpulib.catalogue import catalogue, find_notebook, notebook_info
 from gpulib.core.errors import InvalidParameter
-from gpulib.inspection import Param, SourceChoice, choose_source, notebook_params
+from gpulib.inspection import (
+    PARAMS_ENV,
+    Param,
+    SourceChoice,
+    choose_source,
+    notebook_params,
+    params_env,
+    params_from_env,
+)
 
 PARAMS_CELL = """source = "demo"  # demo | live | snapshot
 window = '6h'   # Prometheus duration: 30m, 6h
@@ -144,3 +153,36 @@ def test_the_runbook_connect_step_uses_the_same_rules(tmp_path, monkeypatch):
     assert top.title.startswith("Runbook incomplete: bad parameter") and top.sop_step.startswith(
         "Correct the parameter"
     )
+
+
+def test_the_parameters_handed_to_the_kernel_are_the_ones_papermill_read(tmp_path):
+    """The engine hands each kernel the parameters it read (``params_env``) so the kernel does not import papermill
+    again; what the kernel reads back must be papermill's list, for every catalogued notebook and the planted one."""
+    infos = [notebook_info(_planted(tmp_path))] + [find_notebook(n) for n in catalogue()]
+    for info in infos:
+        env = params_env(info.name, info.params)
+        assert env, info.name
+        assert params_from_env(info.name, env) == notebook_params(info.path), info.name
+        assert params_from_env("another_notebook", env) is None  # another notebook's list is never used
+
+
+def test_a_default_json_would_change_is_not_handed_over():
+    assert params_env("nb", [Param("shape", (1, 2))]) == {}  # a tuple would come back a list
+    assert params_from_env("nb", {}) is None
+    assert params_from_env("nb", {"GPUOPS_NOTEBOOK_PARAMETERS": "{not json"}) is None
+
+
+def test_a_run_kernel_gets_its_notebooks_parameters(tmp_path, monkeypatch):
+    """The run engine puts the parameters into the kernel's own environment (beside the findings path)."""
+    seen = {}
+    real = engine._kernel_manager
+
+    def spy(env, *a, **kw):
+        seen.update(env)
+        return real(env, *a, **kw)
+
+    monkeypatch.setattr(engine, "_kernel_manager", spy)
+    info = notebook_info(_planted(tmp_path))
+    engine.execute(info, {}, tmp_path / "out", progress=False, summary=False)
+    assert json.loads(seen[PARAMS_ENV])["notebook"] == "planted"
+    assert [p[0] for p in json.loads(seen[PARAMS_ENV])["params"]] == [p.name for p in info.params]

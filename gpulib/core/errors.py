@@ -6,6 +6,8 @@ Runbooks catch ``GpulibError`` and render the message and hint instead of a trac
 
 from __future__ import annotations
 
+from gpulib.core.redact import redact  # no secret in any message, whatever its origin
+
 
 class GpulibError(Exception):
     """Base class. ``hint`` tells the user what to check."""
@@ -13,8 +15,6 @@ class GpulibError(Exception):
     hint: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None):
-        from gpulib.core.redact import redact  # no secret in any message, whatever its origin
-
         super().__init__(redact(message))
         if hint is not None:
             self.hint = redact(hint)

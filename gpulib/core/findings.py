@@ -14,6 +14,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterable
 
+from gpulib.core.redact import redact, redact_obj
+
 
 class Severity(str, Enum):
     CRITICAL = "critical"
@@ -82,8 +84,6 @@ class Finding:
         return ", ".join(parts)
 
     def as_text(self) -> str:
-        from gpulib.core.redact import redact
-
         return redact(self._text())
 
     def _text(self) -> str:
@@ -106,8 +106,6 @@ class Finding:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from gpulib.core.redact import redact
-
         return redact(self._html())
 
     def _html(self) -> str:
@@ -198,8 +196,6 @@ def save_findings(
     }
     if usage_errors:
         doc["usage_errors"] = list(usage_errors)
-    from gpulib.core.redact import redact, redact_obj
-
     path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 

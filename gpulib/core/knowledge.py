@@ -146,7 +146,8 @@ def settings(name: str) -> Settings:
     """The one settings loader: ``gpulib/data/<domain>/<name>.csv`` (columns ``key``, ``value``, ``source``, ...) as a
     read-only mapping ``key -> value``, whole numbers as ``int``, decimals as ``float``, other cells as text.
 
-    ``settings("cost_policy")["hours_per_month"]`` -> ``730`` (the table is found in any ``gpulib/data/<domain>/``); ``settings("report_policy").text("series_step")``
+    ``settings("cost_policy")["hours_per_month"]`` -> ``730`` (the table is found in any ``gpulib/data/<domain>/``);
+    ``settings("report_policy").text("series_step")``
     -> ``"5m"``. An unknown key raises :class:`UnknownSetting` (the file, the key and the known keys).
     """
     name = name[:-4] if name.endswith(".csv") else name

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import html
 import json
 import os
 import secrets
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,8 +34,6 @@ def new_run_dir(out_root: Path, name: str) -> Path:
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (atomic on POSIX), so a
     reader never sees a half-written file and concurrent writers leave one whole version."""
-    import tempfile
-
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -49,8 +50,6 @@ def write_index(out_root: Path, known: dict[str, tuple[str, int]] | None = None)
     from their findings.json). Written atomically (tmp + rename) under an exclusive lock on
     ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing together the last writer lists them all
     (each run writes its HTML before taking the lock)."""
-    import fcntl
-
     with open(out_root / ".index.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -60,8 +59,6 @@ def write_index(out_root: Path, known: dict[str, tuple[str, int]] | None = None)
 
 
 def _write_index(out_root: Path, known: dict[str, tuple[str, int]]) -> Path:
-    import html
-
     rows = []
     for d in sorted((p for p in out_root.iterdir() if p.is_dir()), reverse=True):
         htmls = sorted(d.glob("*.html"))

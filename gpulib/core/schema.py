@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 #: range series of one DCGM field: one row per (series, timestamp). ``gpu`` is the index as a
-#: string ("0".."7"); ``pci_bus_id`` as dcgm-exporter writes it (joins kernel-log XIDs); MIG rows carry ``gpu_i_profile``/``gpu_i_id`` (else empty string).
+# : string ("0".."7"); ``pci_bus_id`` as dcgm-exporter writes it (joins kernel-log XIDs); MIG rows carry
+# ``gpu_i_profile``/``gpu_i_id`` (else empty string).
 SERIES_COLUMNS = [
     "timestamp",
     "node",

@@ -14,7 +14,8 @@ Pure, vectorised pandas over the schema frames (:mod:`gpulib.core.schema`):
 
 Each sample stands for ``step_s`` seconds (the median spacing of its series) of ``share`` of a
 GPU: 1 for a whole GPU, ``g/7`` for a MIG ``<g>g.*`` instance (7 compute
-slices: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), ``1/replicas`` for a pod on a time-sliced or MPS-shared GPU (NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc). Summing
+slices: https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), ``1/replicas`` for a pod on a time-sliced or
+MPS-shared GPU (NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc). Summing
 ``step_s * share / 3600`` gives GPU-hours, so MIG instances and shared replicas are costed by
 their share of the physical GPU.
 
@@ -39,7 +40,8 @@ GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 
-#: multiply the raw value by this to get a 0..1 ratio (units: NVIDIA/dcgm-exporter: etc/default-counters.csv @ d5e5f510).
+# : multiply the raw value by this to get a 0..1 ratio (units: NVIDIA/dcgm-exporter: etc/default-counters.csv @
+# d5e5f510).
 ACTIVITY_SCALE = {GR_ENGINE_ACTIVE: 1.0, GPU_UTIL: 0.01}
 
 #: labels that identify one physical GPU / MIG instance, and one series (device + pod).

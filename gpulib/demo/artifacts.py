@@ -164,7 +164,10 @@ def _gpu_block(sim, d, t: float, limits: pd.Series | None) -> list[str]:
         _kv(8, "Memory", "N/A" if d.mig_enabled else _fmt_int(v.get("DCGM_FI_DEV_MEM_COPY_UTIL", math.nan), "%")),
     ]
     lines += _ecc_lines(v, hbm) + _remap_lines(sim, d, t, v, hbm)
-    lim = lambda k: "N/A" if limits is None or pd.isna(limits[k]) else f"{int(limits[k])} C"
+
+    def lim(k: str) -> str:
+        return "N/A" if limits is None or pd.isna(limits[k]) else f"{int(limits[k])} C"
+
     lines += [
         _sec(4, "Temperature"),
         _kv(8, "GPU Current Temp", _fmt_int(v.get("DCGM_FI_DEV_GPU_TEMP", math.nan), "C")),

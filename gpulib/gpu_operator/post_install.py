@@ -1,7 +1,8 @@
 """GPU Operator post-install verification: operand DaemonSets desired = ready (with the failing pod's reason),
 validator init containers (which ready-file is missing), ClusterPolicy state and conditions, allocatable
 ``nvidia.com/gpu`` / ``nvidia.com/mig-*`` against GFD's counts, GFD labels, ``mig.config.state``, and DCGM series for
-every GPU (:func:`check_dcgm`). Each failed check is a Finding whose SOP comes from ``gpulib/data/gpu_operator/operator_sop.yaml``.
+every GPU (:func:`check_dcgm`). Each failed check is a Finding whose SOP comes from
+``gpulib/data/gpu_operator/operator_sop.yaml``.
 
 Pure functions over frames / Kubernetes JSON, so they run the same on the demo fleet, a snapshot folder or a live
 cluster.
@@ -259,7 +260,8 @@ def check_cluster_policy(policy: dict | None, *, namespace: str | None = None) -
 
 def expected_devices(row) -> dict[str, int]:
     """Resource -> count the node should advertise, from GFD labels: ``nvidia.com/gpu`` = gpu.count x replicas
-    (``nvidia.com/gpu.shared`` when the device plugin renames shared GPUs, :func:`gpulib.kube.labels.gpu_resource_name`);
+    (``nvidia.com/gpu.shared`` when the device plugin renames shared GPUs,
+    :func:`gpulib.kube.labels.gpu_resource_name`);
     under the MIG mixed strategy each ``nvidia.com/mig-<profile>`` = its ``.count`` label."""
     labels = row.labels or {}
     out: dict[str, int] = {}

@@ -46,7 +46,8 @@ def collect_state(kube, namespace: str | None = None) -> dict:
 
 
 def operator_state(src, namespace: str | None = None) -> dict:
-    """Operator state from a source's raw objects (:meth:`gpulib.sources.base.Source.operator_objects`): ``{"daemonsets":
+    """Operator state from a source's raw objects (:meth:`gpulib.sources.base.Source.operator_objects`):
+    ``{"daemonsets":
     DataFrame, "cluster_policy": dict | None, "pods": [pod objects in the namespace], "namespace_labels": dict | None,
     "runtimes": {node: runtime}}``. Raises SourceError (with a hint) where the source has no operator objects."""
     ns = namespace or setting("namespace")

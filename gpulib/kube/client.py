@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError, MalformedKubernetesObject
+from gpulib.core.knowledge import settings
 from gpulib.kube.frames import configmap_config_yaml, daemonsets_frame, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTERPOLICY_VERSION
 
@@ -28,8 +29,6 @@ from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTE
 # --------------------------------------------------------------------------------------------
 def _policy(key: str) -> float:
     """A number of ``gpulib/data/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
-    from gpulib.core.knowledge import settings
-
     return settings("remediation_policy").number(key)
 
 

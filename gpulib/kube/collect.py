@@ -30,8 +30,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpulib.core.errors import CollectError, InvalidParameter, KubernetesError, UnknownNode
+from gpulib.core.knowledge import load_table
+from gpulib.core.knowledge import settings as settings_table
 from gpulib.core.validate import namespace as valid_namespace
 from gpulib.core.validate import node_name
+from gpulib.kube.client import _Call
+from gpulib.kube.frames import pods_frame
 
 COLLECT_LABEL = "app.kubernetes.io/name"
 COLLECT_APP = "gpuops-collect"
@@ -52,8 +56,6 @@ _SECTION = re.compile(
 
 @lru_cache(maxsize=1)
 def _settings_table() -> dict[str, str]:
-    from gpulib.core.knowledge import settings as settings_table
-
     t = settings_table("collect_settings")
     return {key: t.text(key) for key in t}
 
@@ -73,8 +75,6 @@ def settings(**overrides: Any) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _commands() -> list[dict]:
-    from gpulib.core.knowledge import load_table
-
     return load_table("collect_commands").to_dict("records")
 
 
@@ -274,8 +274,6 @@ class CollectResult:
 # ---------------------------------------------------------------------------------------- the run
 def gpu_pods_on(cluster, node: str) -> list[str]:
     """``namespace/pod`` of the running or pending pods on ``node`` that request GPUs."""
-    from gpulib.kube.frames import pods_frame
-
     pods = pods_frame(cluster.list_pods(field_selector=f"spec.nodeName={node}"))
     live = pods[~pods["phase"].isin(["Succeeded", "Failed"]) & (pods["gpu_request"] > 0)]
     return [f"{r.namespace}/{r.pod}" for r in live.itertuples()]
@@ -347,16 +345,12 @@ def collect_node(
 
 
 def _create(cluster, spec: dict) -> None:
-    from gpulib.kube.client import _Call
-
     ns = spec["metadata"]["namespace"]
     call = _Call("create", "pods", f"/api/v1/namespaces/{ns}/pods", "", ns)
     cluster._request(cluster.core.create_namespaced_pod, call, namespace=ns, body=spec)
 
 
 def _read_pod(cluster, ns: str, name: str) -> dict:
-    from gpulib.kube.client import _Call
-
     call = _Call("get", "pods", f"/api/v1/namespaces/{ns}/pods/{name}", "", ns)
     return cluster._request(cluster.core.read_namespaced_pod, call, name=name, namespace=ns)
 
@@ -414,8 +408,6 @@ def _stream(cluster, ns, name, s, *, follow: bool) -> tuple[str, str]:
     import urllib3
     from kubernetes.client.exceptions import ApiException
 
-    from gpulib.kube.client import _Call
-
     call = _Call("get", "pods/log", f"/api/v1/namespaces/{ns}/pods/{name}/log", "", ns)
     chunks: list[bytes] = []
     try:
@@ -469,8 +461,6 @@ def _read_pod_quiet(cluster, ns, name) -> dict | None:
 
 
 def _delete(cluster, ns, name, s, res: CollectResult, primary: BaseException | None) -> None:
-    from gpulib.kube.client import _Call
-
     call = _Call("delete", "pods", f"/api/v1/namespaces/{ns}/pods/{name}", "", ns)
     last: KubernetesError | None = None
     for _ in range(max(1, int(s["delete_attempts"]))):

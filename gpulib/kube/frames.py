@@ -15,7 +15,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from gpulib.core.errors import MalformedKubernetesObject
+from gpulib.core import validate
+from gpulib.core.errors import InvalidParameter, MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
 from gpulib.kube.labels import (
     GPU_RESOURCE,
@@ -208,7 +209,8 @@ def nodes_frame(node_list_json: dict) -> pd.DataFrame:
 
     GPU product/count/memory come from GFD labels (under the MIG *single* strategy they describe the
     MIG devices, ``NVIDIA/k8s-device-plugin: docs/gpu-feature-discovery/README.md`` @ 1b826acc);
-    capacity/allocatable for ``nvidia.com/gpu`` and every ``nvidia.com/mig-*``; ``ready`` is the Ready condition; ``spot`` follows ``data/kube/spot_labels.csv``.
+    capacity/allocatable for ``nvidia.com/gpu`` and every ``nvidia.com/mig-*``; ``ready`` is the Ready condition;
+    ``spot`` follows ``data/kube/spot_labels.csv``.
     Missing labels give ``""`` / ``<NA>``, never a KeyError.
     """
     rows = [node_row(n) for n in _items(node_list_json, "Node")]
@@ -422,8 +424,6 @@ def mig_parted_configmap(cluster_policies: list[dict]) -> tuple[str, bool]:
     ``spec.migManager.config.name`` when set and not the default name, else ``default-mig-parted-config``
     (NVIDIA/gpu-operator: api/nvidia/v1/clusterpolicy_types.go ``GetConfigMapName`` @ a22dbf67). The policy named
     ``cluster-policy`` is read first, like :meth:`gpulib.kube.client.KubeCluster.cluster_policy`."""
-    from gpulib.core import validate
-    from gpulib.core.errors import InvalidParameter
 
     def sub(obj: Any, key: str) -> dict:
         v = obj.get(key) if isinstance(obj, dict) else None

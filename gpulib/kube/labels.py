@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from gpulib.core.knowledge import load_table
+
 # --- names published by NVIDIA's device plugin / GFD / GPU Operator (NVIDIA/k8s-device-plugin: README.md,
 # docs/gpu-feature-discovery/README.md, api/config/v1/consts.go @ 1b826acc) ---
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -48,8 +50,6 @@ MIG_PARTED_DEFAULT_CONFIGMAP, MIG_PARTED_CONFIG_KEY = "default-mig-parted-config
 
 @lru_cache(maxsize=1)
 def _spot_rules() -> tuple[tuple[str, str], ...]:
-    from gpulib.core.knowledge import load_table
-
     t = load_table("spot_labels")
     return tuple((str(r.label), str(r.value).lower()) for r in t.itertuples())
 

@@ -25,6 +25,7 @@ import uuid
 from contextlib import contextmanager
 
 from gpulib.core.errors import KubernetesError, LockBusy
+from gpulib.kube.client import _Call
 
 LEASE_NAME = "gpuops-remediation"
 #: a holder that died releases the lock after this long (seconds); a change takes well under it
@@ -75,8 +76,6 @@ def _body(holder: str, rv: str | None = None) -> dict:
 
 def _try_acquire(cluster, ns: str, holder: str) -> str | None:
     """The Lease's resourceVersion when we now hold it, None when someone else does."""
-    from gpulib.kube.client import _Call
-
     api = _api(cluster)
     base = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
     try:
@@ -117,8 +116,6 @@ def _try_acquire(cluster, ns: str, holder: str) -> str | None:
 
 
 def _release(cluster, ns: str, rv: str) -> None:
-    from gpulib.kube.client import _Call
-
     api = _api(cluster)
     path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{LEASE_NAME}"
     try:

@@ -21,17 +21,21 @@ from __future__ import annotations
 import datetime as _dt
 import errno
 import getpass
+import html
 import json
 import math
 import os
 import re
 import shlex
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
+import gpulib.kube.lease as lease
 from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError, RemediationRefused
+from gpulib.core.knowledge import load_table
 from gpulib.kube.client import KubeCluster, _policy, eviction_body
 from gpulib.kube.frames import iter_gpu_nodes, nodes_frame, pod_row
 from gpulib.kube.labels import ANNOTATION_MIRROR_POD, GPU_RESOURCE, LABEL_MIG_CONFIG, MIG_RESOURCE_PREFIX
@@ -91,7 +95,6 @@ class RemediationResult:
     __str__ = as_text
 
     def _repr_html_(self) -> str:  # notebooks
-        import html
 
         return f"<pre>{html.escape(self.as_text())}</pre>"
 
@@ -277,8 +280,6 @@ def _max_share(max_share: float | None) -> float:
 
 
 def _placement_taints() -> set[str]:
-    from gpulib.core.knowledge import load_table
-
     return set(load_table("placement_taints")["key"])
 
 
@@ -331,10 +332,6 @@ def _guarded(
     audit the outcome with every change made so far, also when the run fails half-way. ``locked``: an applied
     run holds the cluster's remediation Lease (:mod:`gpulib.kube.lease`) so the breaker's count-then-act
     cannot interleave with another remediation."""
-    import uuid
-
-    from gpulib.kube import lease
-
     mode = _mode(cluster, apply)
     path = audit_path(audit_log)
     if mode == "plan" and not (audit_log or os.environ.get("GPUOPS_AUDIT_LOG")):

@@ -57,7 +57,7 @@ REQUEST_LIMIT_COLUMNS = [
 
 def is_extended_gpu_resource(key: str) -> bool:
     """``nvidia.com/gpu``, ``nvidia.com/gpu.shared`` or a ``nvidia.com/mig-*`` resource."""
-    from gpulib.kube import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
+    from gpulib.kube.labels import GPU_RESOURCE, GPU_SHARED_RESOURCE, MIG_RESOURCE_PREFIX
 
     return key in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or key.startswith(MIG_RESOURCE_PREFIX)
 
@@ -72,8 +72,8 @@ def _whole(v: Any) -> bool:
     return str(v).strip().isdigit()
 
 
-def _same(r: Any, l: Any) -> bool:
-    return int(float(str(r).strip())) == int(float(str(l).strip()))
+def _same(request: Any, limit: Any) -> bool:
+    return int(float(str(request).strip())) == int(float(str(limit).strip()))
 
 
 def _absent(v: Any) -> bool:
@@ -89,28 +89,28 @@ def resource_problems(requests: Mapping[str, Any] | None, limits: Mapping[str, A
         if not is_extended_gpu_resource(key):
             continue
         kind = "MIG" if "/mig-" in key else "GPU"
-        r, l = req.get(key), lim.get(key)
+        r, lm = req.get(key), lim.get(key)
         r = None if _absent(r) else r
-        l = None if _absent(l) else l
-        bad = [f"{x}={v!r}" for x, v in (("request", r), ("limit", l)) if v is not None and not _whole(v)]
+        lm = None if _absent(lm) else lm
+        bad = [f"{x}={v!r}" for x, v in (("request", r), ("limit", lm)) if v is not None and not _whole(v)]
         if bad:
             problem, detail = (
                 f"{kind} quantity fractional",
                 f"{key} {', '.join(bad)}: extended resources are whole numbers",
             )
-        elif r is not None and l is None:
+        elif r is not None and lm is None:
             problem, detail = (
                 f"{kind} request without a limit",
                 f"{key} request {r}, no limit: extended resources are set in limits",
             )
-        elif r is not None and not _same(r, l):
+        elif r is not None and not _same(r, lm):
             problem, detail = (
                 f"{kind} request != limit",
-                f"{key} request {r} != limit {l}: for extended resources they must be equal",
+                f"{key} request {r} != limit {lm}: for extended resources they must be equal",
             )
         else:
             continue
-        out.append({"resource": key, "request": r, "limit": l, "problem": problem, "detail": detail})
+        out.append({"resource": key, "request": r, "limit": lm, "problem": problem, "detail": detail})
     return out
 
 
@@ -144,7 +144,7 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> pd.DataFra
 
 
 def _frame_resources(gpu: Any, mig: Any) -> dict[str, Any]:
-    from gpulib.kube import GPU_RESOURCE
+    from gpulib.kube.labels import GPU_RESOURCE
 
     out = {k: v for k, v in (dict(mig) if isinstance(mig, Mapping) else {}).items() if v}
     g = pd.to_numeric(pd.Series([gpu]), errors="coerce").iloc[0]

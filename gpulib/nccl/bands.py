@@ -1,7 +1,8 @@
 """Expected large-message busbw bands and the verdict on a run.
 
 Bands come from ``gpulib/data/nccl/nccl_expected_busbw.csv`` and the link peaks from
-``gpulib/data/nccl/nccl_link_bandwidth.csv`` (each row cites its source); tolerances from ``gpulib/data/nccl/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
+``gpulib/data/nccl/nccl_link_bandwidth.csv`` (each row cites its source); tolerances from
+``gpulib/data/nccl/nccl_thresholds.csv``. Units: GB/s with GB = 1e9 bytes.
 """
 
 from __future__ import annotations

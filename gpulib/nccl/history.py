@@ -21,11 +21,11 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-import gpulib.nccl as nccl
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.sop import sop
-from gpulib.nccl.results import _thr
+from gpulib.nccl.bands import Verdict
+from gpulib.nccl.results import NcclTestResult, _thr
 
 __all__ = [
     "HISTORY_COLUMNS",
@@ -78,8 +78,8 @@ def _utc(ts: Any) -> pd.Timestamp:
 
 
 def rows_from_run(
-    results: Sequence[nccl.NcclTestResult],
-    verdicts: Sequence[nccl.Verdict],
+    results: Sequence[NcclTestResult],
+    verdicts: Sequence[Verdict],
     *,
     cluster: str,
     timestamp: Any = None,

@@ -26,9 +26,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import gpulib.nccl.probe_files as _files
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import settings
-from gpulib.nccl import probe_files as _files
 from gpulib.nccl.probe_files import configmap_bytes
 
 __all__ = [

@@ -11,7 +11,8 @@ timed with CUDA events, the time averaged over ranks, ``algbw = size / time`` an
 ``busbw = algbw x factor(n)``; out-of-place and in-place; then one checked run on fresh data
 counts wrong elements. Differences from nccl-tests: CUDA-event timing instead of a host timer,
 ``warmup`` iterations before every size, and all_reduce's out-of-place column is an in-place
-all_reduce on the separate send buffer (torch has no out-of-place all_reduce). It prints a nccl-tests-format table (readable by
+all_reduce on the separate send buffer (torch has no out-of-place all_reduce). It prints a nccl-tests-format table
+(readable by
 :func:`gpulib.nccl.results.parse_nccl_tests_all`) and writes JSON.
 
 NVLink SHARP stays off: ``NCCL_NVLS_ENABLE`` is forced to ``0`` before NCCL initialises. The

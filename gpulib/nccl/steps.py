@@ -18,14 +18,17 @@ from typing import Any, Callable
 
 import pandas as pd
 
-import gpulib.nccl as nccl
 import gpulib.nccl.history as nh
 import gpulib.nccl.job as nccl_job
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import data_path
 from gpulib.fleet import NVLINK_MB_PER_GB, HealthFrames, health_findings
+from gpulib.nccl.bands import Band, Verdict, verdict
+from gpulib.nccl.env import check_environment
 from gpulib.nccl.findings import reference_finding
+from gpulib.nccl.log import diagnose_log, summarize_log
+from gpulib.nccl.results import NcclTestResult, parse_nccl_tests_all
 from gpulib.nvidia.topology import Topology
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
@@ -49,7 +52,7 @@ def read_input(path: str, parameter: str, default: str | None = None) -> tuple[s
     return p.read_text(errors="replace"), str(p)
 
 
-def parse_expected(expected: str | float | None, collective: str) -> nccl.Band | None:
+def parse_expected(expected: str | float | None, collective: str) -> Band | None:
     """The ``expected`` parameter as a band: ``"300"`` (low end only) or ``"300-340"`` (GB/s busbw); empty -> None."""
     if expected in (None, ""):
         return None
@@ -60,7 +63,7 @@ def parse_expected(expected: str | float | None, collective: str) -> nccl.Band |
     high = float(m.group(2)) if m.group(2) else low
     if high < low:
         raise InvalidParameter(f"expected={expected!r}: the high end is below the low end")
-    return nccl.Band(collective, low, high, "override: runbook parameter expected", "runbook parameter", True)
+    return Band(collective, low, high, "override: runbook parameter expected", "runbook parameter", True)
 
 
 def model_kwargs(*, topology: Topology | None = None, gpu_model: str = "", interconnect: str = "") -> dict[str, Any]:
@@ -76,7 +79,7 @@ def model_kwargs(*, topology: Topology | None = None, gpu_model: str = "", inter
     return kw
 
 
-def capture_hosts(result: nccl.NcclTestResult) -> str | None:
+def capture_hosts(result: NcclTestResult) -> str | None:
     """The host(s) a run's ``#  Rank`` lines name (the machine the findings are about), else None."""
     if result.ranks.empty:
         return None
@@ -84,13 +87,8 @@ def capture_hosts(result: nccl.NcclTestResult) -> str | None:
 
 
 def verdicts(
-    results: list[nccl.NcclTestResult],
-    *,
-    expected: str = "",
-    node: str | None = None,
-    text: str | None = None,
-    **model: Any,
-) -> list[nccl.Verdict]:
+    results: list[NcclTestResult], *, expected: str = "", node: str | None = None, text: str | None = None, **model: Any
+) -> list[Verdict]:
     """One verdict per collective run (an ``expected`` override replaces the modelled band); each finding
     names ``node``, else the host(s) of the run's rank lines. A run judged against a band measured on that
     very capture (``text`` equals a file the band's source cites) is a ``reference`` verdict, not a
@@ -98,14 +96,14 @@ def verdicts(
     out = []
     for r in results:
         host = node or capture_hosts(r)
-        v = nccl.verdict(r, parse_expected(expected, r.collective or "unknown"), node=host, **model)
+        v = verdict(r, parse_expected(expected, r.collective or "unknown"), node=host, **model)
         if text is not None and v.band is not None and not expected and _band_measured_on(v.band, text):
             v = replace(v, status="reference", finding=reference_finding(v, host))
         out.append(v)
     return out
 
 
-def _band_measured_on(band: nccl.Band, text: str) -> bool:
+def _band_measured_on(band: Band, text: str) -> bool:
     """Whether ``band.source`` cites a capture file of this checkout whose text is ``text``."""
     root = Path(__file__).resolve().parent.parent.parent
     for name in re.findall(r"[\w./-]+\.txt", band.source or ""):
@@ -118,14 +116,14 @@ def _band_measured_on(band: nccl.Band, text: str) -> bool:
     return False
 
 
-def log_node(results: list[nccl.NcclTestResult]) -> str | None:
+def log_node(results: list[NcclTestResult]) -> str | None:
     """The host(s) the NCCL log's findings are about: those of the first run's rank lines."""
     return capture_hosts(results[0]) if results else None
 
 
 def environment_findings(log_text: str, node: str | None = None) -> list[Finding]:
     """:func:`gpulib.nccl.env.check_environment` on the NCCL_* variables the log says were set by environment."""
-    return list(nccl.check_environment(nccl.summarize_log(log_text).env, node=node))
+    return list(check_environment(summarize_log(log_text).env, node=node))
 
 
 # ------------------------------------------------------------------------------------ NVLink (DCGM)
@@ -170,8 +168,8 @@ def runbook_history(
     history_dir: str,
     cluster: str,
     *,
-    results: list[nccl.NcclTestResult],
-    verdicts: list[nccl.Verdict],
+    results: list[NcclTestResult],
+    verdicts: list[Verdict],
     record: bool = False,
     instance_type: str = "",
     default_input: bool = True,
@@ -220,9 +218,9 @@ def runbook_probe_manifest(nodes: int, gpus: int, node: str = "", image: str = "
     return manifest, checked
 
 
-def read_results(text: str) -> list[nccl.NcclTestResult]:
+def read_results(text: str) -> list[NcclTestResult]:
     """The nccl-tests runs of ``text`` that have a result table or errors (runs that printed nothing are dropped)."""
-    return [r for r in nccl.parse_nccl_tests_all(text) if len(r.table) or r.errors]
+    return [r for r in parse_nccl_tests_all(text) if len(r.table) or r.errors]
 
 
 # ------------------------------------------------------------------------------------ the verdict
@@ -231,7 +229,7 @@ class NcclInputs:
     """Everything the nccl_check findings are computed from, step by step; None: the step could not read it."""
 
     #: one verdict per collective run (:func:`verdicts`)
-    verdicts: list[nccl.Verdict] | None = None
+    verdicts: list[Verdict] | None = None
     #: the results history (:func:`runbook_history`)
     history: pd.DataFrame | None = None
     #: the NCCL_DEBUG=INFO log (a file, or the NCCL lines of the nccl-tests output) and the host(s) it is about
@@ -251,7 +249,7 @@ def findings(inp: NcclInputs) -> list[Finding]:
     if inp.history is not None:
         fs += nh.history_findings(inp.history)
     if inp.log_text is not None and "NCCL " in inp.log_text:
-        fs += nccl.diagnose_log(inp.log_text, node=inp.log_node)
+        fs += diagnose_log(inp.log_text, node=inp.log_node)
     if inp.log_text:
         fs += environment_findings(inp.log_text, node=inp.log_node)
     if inp.nvlink is not None:

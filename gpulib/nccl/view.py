@@ -16,15 +16,16 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-import gpulib.nccl as nccl
 from gpulib.core.errors import InvalidParameter
+from gpulib.nccl.bands import Verdict
 from gpulib.nccl.findings import _fmt_bytes
 from gpulib.nccl.history import group_label
+from gpulib.nccl.results import NcclTestResult
 from gpulib.nccl.steps import NVLINK_FIELD
 from gpulib.nvidia.topology import Topology
 
 
-def verdict_table(vs: list[nccl.Verdict]) -> pd.DataFrame:
+def verdict_table(vs: list[Verdict]) -> pd.DataFrame:
     rows = [
         {
             "collective": v.collective,
@@ -46,7 +47,7 @@ def _size_ticks(sizes: pd.Series) -> tuple[list[float], list[str]]:
     return vals, [_fmt_bytes(int(v)) for v in vals]
 
 
-def busbw_chart(result: nccl.NcclTestResult, verdict: nccl.Verdict | None = None):
+def busbw_chart(result: NcclTestResult, verdict: Verdict | None = None):
     """busbw (GB/s) vs message size on a log2 axis, out-of-place and in-place, with the expected band."""
     t = result.table
     fig = go.Figure()

@@ -8,14 +8,13 @@ pages (HTML), app (the FastAPI application, which writes each run's summary.md).
 
 from __future__ import annotations
 
+import uvicorn
+
+from gpulib.serve.app import create_app
 from gpulib.serve.config import ServeConfig
 
 
 def run_server(cfg: ServeConfig) -> None:
-    import uvicorn
-
-    from gpulib.serve.app import create_app
-
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
 
 

@@ -17,13 +17,15 @@ from typing import Any, Callable, Literal, Optional
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
+import gpulib.serve.notify as notify
+import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError
 from gpulib.core.redact import redact
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
-from gpulib.serve import notify, pages
 from gpulib.serve.config import ServeConfig
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
@@ -72,8 +74,6 @@ class Service:
     """Runs, the pool and the metrics; the HTTP layer below only translates."""
 
     def __init__(self, cfg: ServeConfig, runner: Runner | None = None):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
         self.cfg = cfg
         self.store = RunStore(cfg.out)
         self.catalogue = load_catalogue()
@@ -356,8 +356,6 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics():
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
         return Response(generate_latest(svc.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.add_middleware(BodyLimit, limit=cfg.max_body)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import requests
+
 
 def body(rec: dict[str, Any], link: str, fmt: str) -> dict[str, Any]:
     facts = {
@@ -29,8 +31,6 @@ def body(rec: dict[str, Any], link: str, fmt: str) -> dict[str, Any]:
 
 def send(url: str, rec: dict[str, Any], link: str, fmt: str, timeout: float = 10) -> str | None:
     """POST the body; None on success, else the reason."""
-    import requests
-
     try:
         r = requests.post(
             url, data=json.dumps(body(rec, link, fmt)), headers={"Content-Type": "application/json"}, timeout=timeout

@@ -20,6 +20,7 @@ from gpulib.catalogue import catalogue
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
 from gpulib.inspection import resolve_params
+from gpulib.xid import alert_routes
 
 #: parameters a request may never set: the data source and anything that names a path on the server
 SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
@@ -42,8 +43,6 @@ _CAT_LOCK = threading.Lock()
 
 def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     if path is None:
-        from gpulib.xid import alert_routes
-
         return alert_routes()["routes"]
     doc = yaml.safe_load(Path(path).read_text()) or {}
     routes = doc.get("routes")

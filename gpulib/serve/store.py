@@ -1,4 +1,5 @@
-"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are appended
+"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are
+appended
 to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a run
 that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging."""
 
@@ -6,10 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from gpulib.core.rundir import new_run_dir
 
 RUN_FILE = "run.json"
 ALERT_LOG = "alerts.jsonl"
@@ -52,8 +56,6 @@ class RunStore:
         os.replace(tmp, d / RUN_FILE)
 
     def create(self, runbook: str, params: dict[str, Any], *, trigger: dict[str, Any]) -> dict[str, Any]:
-        from gpulib.core.rundir import new_run_dir
-
         d = new_run_dir(self.root, runbook)
         rec = {
             "id": d.name,
@@ -84,8 +86,6 @@ class RunStore:
 
     def forget(self, run_id: str) -> None:
         """Drop a run that was never queued (the queue was full): its folder goes too."""
-        import shutil
-
         with self._lock:
             self._runs.pop(run_id, None)
         shutil.rmtree(self.root / run_id, ignore_errors=True)

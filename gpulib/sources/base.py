@@ -1,6 +1,7 @@
 """The source interface every backend implements, and the registry ``connect`` uses.
 
-Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with a handful of methods and a tiny registry
+Shaped like papermill's engines (https://github.com/nteract/papermill/blob/main/papermill/engines.py): a base class with
+a handful of methods and a tiny registry
 (:func:`register`, :func:`get_source_class`) so a new backend plugs in without touching callers.
 """
 

@@ -1,6 +1,7 @@
 """dcgm-exporter metrics: field catalogue, label normalisation and the ``/metrics`` scrape parser.
 
-dcgm-exporter's labels moved over time (NVIDIA/dcgm-exporter: internal/pkg/rendermetrics/render_metrics.go @ d5e5f510): ``Hostname`` became ``hostname`` (NVIDIA/dcgm-exporter#655),
+dcgm-exporter's labels moved over time (NVIDIA/dcgm-exporter: internal/pkg/rendermetrics/render_metrics.go @ d5e5f510):
+``Hostname`` became ``hostname`` (NVIDIA/dcgm-exporter#655),
 old-namespace mode writes ``pod_name``/``pod_namespace``/``container_name``, and a Prometheus scrape
 through a ServiceMonitor without ``honorLabels`` renames the workload labels to ``exported_pod``,
 ``exported_namespace``, ``exported_container`` (the target's own ``pod`` is the exporter's pod).

@@ -88,7 +88,8 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def default_batch(device: str, total_gib: float | None = None) -> tuple[int, int]:
-    """vLLM OpenAI-server defaults (max_num_seqs, max_num_batched_tokens), ``vllm-project/vllm: vllm/engine/arg_utils.py``
+    """vLLM OpenAI-server defaults (max_num_seqs, max_num_batched_tokens), ``vllm-project/vllm:
+    vllm/engine/arg_utils.py``
     get_batch_defaults: GPUs with >= 70 GiB
     that are not A100 get 1024 / 8192, otherwise 256 / 2048."""
     total = total_gib if total_gib is not None else device_memory_gib(device)

@@ -1,4 +1,5 @@
-"""The kernel-log parser. ``parse_kernel_log(text)`` turns ``dmesg``, ``dmesg -T``, ``dmesg --time-format iso``, ``journalctl -k``
+"""The kernel-log parser. ``parse_kernel_log(text)`` turns ``dmesg``, ``dmesg -T``, ``dmesg --time-format iso``,
+``journalctl -k``
 (short, short-iso, short-precise), syslog files and raw ``/dev/kmsg`` records into one row per ``NVRM: Xid``
 line, plus one XID 79 row for a "fallen off the bus" message that no ``Xid 79`` line of the same GPU
 accompanies: the driver prints it without an Xid when it finds the GPU gone at probe time

@@ -21,12 +21,12 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+import gpulib.xid.nvlink5 as nvlink5
 from gpulib.core.findings import Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.core.timeutil import parse_window
 from gpulib.nvidia.smi import gpu_id_map
-from gpulib.xid import nvlink5
 from gpulib.xid.catalog import lookup
 from gpulib.xid.sops import pod_impact
 

@@ -180,7 +180,8 @@ def test_openmetrics_slice_rejects_unknown_metric_and_reversed_range(sim, tmp_pa
 
 def test_pod_owner_references_name_the_owners_api_group():
     """An ownerReference's apiVersion is the owner's group/version: a Job is batch/v1, a PyTorchJob kubeflow.org/v1,
-    ReplicaSets, StatefulSets and DaemonSets apps/v1 (gpulib/data/kube/owner_kinds.csv); the demo said apps/v1 for all."""
+    ReplicaSets, StatefulSets and DaemonSets apps/v1 (gpulib/data/kube/owner_kinds.csv); the demo said apps/v1 for
+    all."""
     from gpulib.demo.simulator import FleetSimulator
 
     refs = {

@@ -141,7 +141,8 @@ def test_preflight_on_kubectl_fixture_nodes():
     ok = next(f for f in fs if f.severity == Severity.OK)
     assert ok.title.startswith("5 GPU node(s)")  # 6 nodes, the CPU-only one has no pci-10de label
     taint = next(f for f in fs if "taints the operands do not tolerate" in f.title)
-    # only the AKS spot taint: nvidia.com/gpu is tolerated by the chart default, node.kubernetes.io/* by the DS controller
+    # only the AKS spot taint: nvidia.com/gpu is tolerated by the chart default, node.kubernetes.io/* by the DS
+    # controller
     assert taint.title.startswith("1 GPU node(s)")
     assert taint.evidence == ["aks-a100spot-31415926-vmss000002: kubernetes.azure.com/scalesetpriority=spot:NoSchedule"]
     psa = next(f for f in fs if f.data.get("check") == "pod_security")

@@ -28,7 +28,8 @@ Tables") and the discovery section of https://kubernetes.io/docs/concepts/overvi
   label keys and values, replicas >= 0, the body's kind matches the URL, the namespace exists).
 
 Objects that do not exist answer 404, so a printed command naming a node, pod or namespace the fleet does not
-have, or a StatefulSet addressed as ``deployment/<name>``, fails. :func:`demo_cluster` (``tests/helpers/demo_cluster.py``)
+have, or a StatefulSet addressed as ``deployment/<name>``, fails. :func:`demo_cluster`
+(``tests/helpers/demo_cluster.py``)
 builds the demo fleet's objects.
 """
 
@@ -71,7 +72,8 @@ RESOURCES = [
     # custom resources of the demo fleet: the GPU Operator's ClusterPolicy (NVIDIA/gpu-operator:
     # config/crd/bases/nvidia.com_clusterpolicies.yaml), Kubeflow's PyTorchJob (kubeflow/training-operator:
     # manifests/base/crds/kubeflow.org_pytorchjobs.yaml), prometheus-operator's ServiceMonitor
-    # (prometheus-operator/prometheus-operator: example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml)
+    # (prometheus-operator/prometheus-operator:
+    # example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml)
     ("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False, [], ["status"]),
     ("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", True, [], ["status"]),
     ("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True, ["smon"], []),

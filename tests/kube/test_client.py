@@ -9,7 +9,7 @@ import pytest
 
 import gpulib.kube as k8s
 from gpulib.core.errors import KubeconfigMissing, KubernetesError
-from tests.helpers.k8s_double import KubeApiDouble, free_port, k8s_double  # noqa: F401  (fixture)
+from tests.helpers.k8s_double import KubeApiDouble, free_port
 
 FIX = Path(__file__).parents[1] / "fixtures" / "k8s"
 

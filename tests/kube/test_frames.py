@@ -1,7 +1,8 @@
 """Pure converters over kubectl-shaped JSON (tests/fixtures/k8s, described in its README).
 
 Expected values are read off the fixture by hand (labels/capacity of each node, resources of each
-pod), and from the GFD/device-plugin rules in NVIDIA/k8s-device-plugin: README.md and docs/gpu-feature-discovery/README.md @ 1b826acc.
+pod), and from the GFD/device-plugin rules in NVIDIA/k8s-device-plugin: README.md and
+docs/gpu-feature-discovery/README.md @ 1b826acc.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def test_node_frame_has_schema_columns_and_one_row_per_node(nodes):
 
 def test_mig_mixed_node_lists_every_mig_resource_and_full_gpu_labels(nodes):
     n = nodes.loc[DGX]
-    # all-balanced on A100-40GB = 2x1g.5gb + 1x2g.10gb + 1x3g.20gb per GPU, 8 GPUs (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4)
+    # all-balanced on A100-40GB = 2x1g.5gb + 1x2g.10gb + 1x3g.20gb per GPU, 8 GPUs (NVIDIA/mig-parted:
+    # deployments/systemd/config-default.yaml @ bd7160f4)
     assert n.mig_capacity == {"nvidia.com/mig-1g.5gb": 16, "nvidia.com/mig-2g.10gb": 8, "nvidia.com/mig-3g.20gb": 8}
     assert n.mig_allocatable["nvidia.com/mig-1g.5gb"] == 15  # one unhealthy MIG device
     assert (n.gpu_capacity, n.gpu_allocatable) == (0, 0)  # mixed: no full GPUs advertised
@@ -74,7 +76,8 @@ def test_time_slicing_node_reports_replicas_and_shared_capacity(nodes):
 
 
 def test_renamed_time_slicing_node_counts_gpu_shared():
-    # device plugin with renameByDefault: true advertises nvidia.com/gpu.shared (NVIDIA/k8s-device-plugin: api/config/v1/ @ 1b826acc) and GFD keeps the
+    # device plugin with renameByDefault: true advertises nvidia.com/gpu.shared (NVIDIA/k8s-device-plugin:
+    # api/config/v1/ @ 1b826acc) and GFD keeps the
     # product name without the -SHARED suffix (§6.3): 4 A10G x 4 replicas = 16 shared units, no nvidia.com/gpu
     n = k8s.nodes_frame(k8s.read_list(FIX / "nodes-timeslicing-renamed.json")).iloc[0]
     assert (n.node, n.gpu_product, n.gpu_count) == ("ip-10-0-21-7.ec2.internal", "NVIDIA-A10G", 4)

@@ -16,7 +16,6 @@ import pytest
 import gpulib.kube as k8s
 import gpulib.kube.remediate as remediate
 from gpulib.core.errors import InvalidParameter, KubernetesError
-from tests.helpers.k8s_double import k8s_double  # noqa: F401  (fixture)
 
 DGX, H100, H200 = "dgx-a100-07", "ip-10-0-12-34.ec2.internal", "ip-10-0-77-8.us-west-2.compute.internal"
 
@@ -245,7 +244,8 @@ def test_a_source_is_asked_for_its_cluster_through_kube_cluster(k8s_double, kc, 
     abstract = {m: (lambda self, *a, **k: None) for m in ("_inventory", "_nodes", "_pods", "_series", "_summary")}
     WithCluster = type("WithCluster", (Source,), {**abstract, "name": "with-cluster", "kube_cluster": lambda self: kc})
     WithoutCluster = type("WithoutCluster", (Source,), {**abstract, "name": "without-cluster", "kube": kc})
-    # (an attribute named kube is not the capability: nothing may be sent through it)   # an attribute named kube is not the capability: nothing may be sent through it
+    # (an attribute named kube is not the capability: nothing may be sent through it)   # an attribute named kube is not
+    # the capability: nothing may be sent through it
 
     res = remediate.cordon(DGX, cluster=WithCluster(), audit_log=log, max_share=0.5)
     assert res.mode == "server-dry-run" and len(k8s_double.requests_to("PATCH", f"/api/v1/nodes/{DGX}")) == 1

@@ -13,7 +13,6 @@ import pytest
 import gpulib.kube.client as k8s
 import gpulib.kube.remediate as remediate
 from gpulib.core.errors import GpulibError, InvalidParameter
-from tests.helpers.k8s_double import k8s_double  # noqa: F401
 
 DGX, SPOT, H100, L4 = (
     "dgx-a100-07",

@@ -18,7 +18,9 @@ from gpulib.core.knowledge import data_path
 FIX = Path(__file__).parents[1] / "fixtures" / "mig"
 CAP = Path(__file__).parents[2] / "gpulib" / "data" / "captures"  # real captures, one copy each
 
-# Independent oracle data, typed from https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html and the -lgipp captures in tests/fixtures/mig/ (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
+# Independent oracle data, typed from
+# https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html and the -lgipp captures in
+# tests/fixtures/mig/ (NVIDIA -lgipp): name -> (compute, size, starts, max, +me)
 A100_40 = {
     "1g.5gb": (1, 1, range(7), 7, False),
     "1g.5gb+me": (1, 1, range(7), 1, True),
@@ -103,7 +105,8 @@ def test_issue_examples_a100_40gb(want, ok):
 
 def test_place_returns_start_slots_from_nvidia_rules():
     p = mig.place("A100-40GB", ["1g", "2g", "4g"])
-    # 4g only starts at 0 (size 4); 2g then at 4; 1g at 6 (its 6 is the only free allowed start left... or 7 not allowed)
+    # 4g only starts at 0 (size 4); 2g then at 4; 1g at 6 (its 6 is the only free allowed start left... or 7 not
+    # allowed)
     assert p.fits and dict(p.starts) == {"4g.20gb": 0, "2g.10gb": 4, "1g.5gb": 6}
     assert p.slot_map() == ["4g.20gb"] * 4 + ["2g.10gb"] * 2 + ["1g.5gb", None]
     assert mig.stranded_slots(p) == 1  # slot 7: no profile starts at 7 with size 1 (1g starts 0..6)

@@ -88,7 +88,8 @@ def test_outputs_validate():
 
 def test_partly_mig_node_lists_its_whole_gpus_with_mig_disabled():
     # 7 x 9 GiB -> 7 x 1g.10gb fill ONE H100; the node has 4 GPUs (gpus_per_node=4), so GPUs 1-3 stay whole
-    # and the config must say so (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4: a selector with `mig-enabled: false`), or MIG Manager would
+    # and the config must say so (NVIDIA/mig-parted: deployments/systemd/config-default.yaml @ bd7160f4: a selector with
+    # `mig-enabled: false`), or MIG Manager would
     # leave them in whatever mode they were in.
     p = mp.plan_layout(
         [mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 4}, nodes={"H100-80GB": ["gpu-node-a"]}, gpus_per_node=4
@@ -205,7 +206,8 @@ def _fb(pod, profile, p95_mib, max_mib, model="NVIDIA A100-SXM4-40GB"):
 
 def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
     # an idle dev pod: 2.6 GiB (2662 MiB), flat, on a 1g.5gb (4.75 GiB) = 55 % of the instance. Flat but
-    # below the 70 % pre-allocation share (JAX pools 75 %, vLLM 90 %): size it from usage (2.6 x 1.2 = 3.12 GiB -> 1g.5gb).
+    # below the 70 % pre-allocation share (JAX pools 75 %, vLLM 90 %): size it from usage (2.6 x 1.2 = 3.12 GiB ->
+    # 1g.5gb).
     fb = _summary(_fb("dev-bob-0", "1g.5gb", 2662, 2662))
     df = sz.size_from_usage(fb, headroom=0.2)
     fs = mig.sizing_findings(fb, df, headroom=0.2)

@@ -1,8 +1,10 @@
 """mig_view frames and figures, and the planner/SOP glue the MIG sizing runbook needs (mig_plan, mig).
 
-Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: A100-40GB 1g.5gb = 4.75 GiB
+Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables
+(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: A100-40GB 1g.5gb = 4.75 GiB
 on 1 of 8 memory slots, 1g.10gb = 9.62 GiB on 2, 2g.10gb = 9.62 GiB on 2, 3g.20gb = 19.5 GiB on 4; 7g.40gb = 39.5 GiB)
-and from gpulib/data/cost/gpu_prices.csv (A100-40GB on-demand 21.957642 USD/h per p4d.24xlarge / 8 = 2.7447 USD/GPU-hour) and cost_policy.csv (730 h/month).
+and from gpulib/data/cost/gpu_prices.csv (A100-40GB on-demand 21.957642 USD/h per p4d.24xlarge / 8 = 2.7447
+USD/GPU-hour) and cost_policy.csv (730 h/month).
 """
 
 from __future__ import annotations
@@ -238,7 +240,8 @@ def test_workloads_from_models_vllm_need():
 
 
 def test_sizing_on_demo_a100_80_node(demo_pinned):
-    """a100-80-0: ab-test-scorer x2 (idle: a ~0.5 GiB CUDA context) -> 1g.10gb on one GPU; forecast and recsys keep 2 GPUs each;
+    """a100-80-0: ab-test-scorer x2 (idle: a ~0.5 GiB CUDA context) -> 1g.10gb on one GPU; forecast and recsys keep 2
+    GPUs each;
     jupyter-alice (pre-allocated, 59 GiB flat) keeps its GPU -> 6 GPUs against 7 whole."""
     fb = pd.concat([demo_pinned.summary("DCGM_FI_DEV_FB_USED", "6h", st, node="a100-80-0") for st in ("p95", "max")])
     act = demo_pinned.summary("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "6h", "p95", node="a100-80-0")

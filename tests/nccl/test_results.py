@@ -1,7 +1,9 @@
-"""Tests for gpulib.nccl (results, bands, log, env) and gpulib.nvidia.topology: parsers, bus factors, expected bands, verdicts, log diagnosis, env checks.
+"""Tests for gpulib.nccl (results, bands, log, env) and gpulib.nvidia.topology: parsers, bus factors, expected bands,
+verdicts, log diagnosis, env checks.
 
 Expected numbers are worked out by hand from the fixture text (see tests/fixtures/nccl/README.md)
-or from NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22 (nccl-tests formulas and published figures), not copied from the code's output.
+or from NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22 (nccl-tests formulas and published figures), not copied from
+the code's output.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def read(name: str) -> str:
     return (FIX / name).read_text()
 
 
-# ------------------------------------------------------------------ bus factors (NVIDIA/nccl-tests: doc/PERFORMANCE.md @ a0b82b22)
+# ------------------------------------------------------------------ bus factors (NVIDIA/nccl-tests: doc/PERFORMANCE.md
+# @ a0b82b22)
 
 
 @pytest.mark.parametrize(
@@ -299,7 +302,8 @@ def test_derived_band_from_topology_2xH200():
     t = nvidia.parse_topology(read("topo_2xH200_synthetic.txt"))
     # 2 x H200 now has a measured band (nccl_expected_busbw.csv); an H100 pair on NV18 has none -> derived
     b = N.expected_busbw("all_reduce", topology=t, gpu_model="NVIDIA H100 80GB HBM3")
-    # NV18 x 25 GB/s = 450 GB/s; x 0.78 .. 0.82 (ring busbw share of the link: stas00/ml-engineering: network/README.md @ 744d01e1) = 351 .. 369
+    # NV18 x 25 GB/s = 450 GB/s; x 0.78 .. 0.82 (ring busbw share of the link: stas00/ml-engineering: network/README.md
+    # @ 744d01e1) = 351 .. 369
     assert b.inferred and b.link_peak == 450
     assert (b.low, b.high) == (pytest.approx(351.0), pytest.approx(369.0))
 

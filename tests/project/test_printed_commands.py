@@ -5,7 +5,8 @@ notebook's code cells are executed in order with its parameters, the way papermi
 ``Finding.commands`` entry, the operator install plan's commands and the NCCL probe's apply commands are
 collected; the SOP and cheat-sheet data files add their command templates (placeholders filled with sample
 values). ``tests/helpers/commandcheck.py`` says how each tool is checked. The printed kubectl commands run against
-``tests/helpers/kubectl_double.py`` loaded with the demo fleet of their GPU Operator scenario (``tests/helpers/demo_cluster.py``).
+``tests/helpers/kubectl_double.py`` loaded with the demo fleet of their GPU Operator scenario
+(``tests/helpers/demo_cluster.py``).
 """
 
 from __future__ import annotations

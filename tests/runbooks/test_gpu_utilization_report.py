@@ -1,4 +1,5 @@
-"""The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its steps (gpulib.cost.steps) and views (gpulib.cost.view).
+"""The GPU utilization report notebook (reports/gpu_utilization_report.ipynb) and its steps (gpulib.cost.steps) and
+views (gpulib.cost.view).
 
 Notebook runs go through the CLI's papermill path (``gpulib.execute.execute``), which writes the executed
 notebook, the code-free HTML and findings.json, exactly as ``gpuops report`` does.

@@ -5,7 +5,8 @@ Expected numbers, worked out by hand from gpulib/data/demo/demo_fleet.yaml and t
 node a100-40-mig-0 runs 4 GPU pods on MIG instances. FB_USED max: triton-bert x2 ~7.4 GiB (36 % of a 3g.20gb)
 -> x 1.2 headroom = 8.9 GiB -> 1g.10gb (9.62 GiB, 2 slots); whisper-api ~3.7 GiB -> 4.4 GiB -> 1g.5gb (4.75 GiB,
 1 slot); dev-bob (idle: a CUDA context, <= 560 MiB) on a 1g.5gb, flat but ~11 % of the instance (an idle pod, not a
-pre-allocated pool: that needs >= 70 % of the device, below JAX's 75 % default pool) -> 0.7 GiB -> 1g.5gb. 2 + 2 + 1 + 1 = 6 of 8 memory slots and 4 of 7
+pre-allocated pool: that needs >= 70 % of the device, below JAX's 75 % default pool) -> 0.7 GiB -> 1g.5gb. 2 + 2 + 1 + 1
+= 6 of 8 memory slots and 4 of 7
 compute slices -> ONE GPU, against 4 whole GPUs; the node's other 3 GPUs stay whole (`mig-enabled: false`).
 """
 

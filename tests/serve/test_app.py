@@ -1,7 +1,8 @@
 """gpuops serve under load and faults, with a stub runner where the real papermill run is not the point:
 a 200-post burst with duplicates (every alert is a run or a dedupe record, never more than the configured
 kernels at once, a full queue answers 503 + Retry-After), a hanging run (the real in-process runner) killed at
-its timeout with its kernel and the process the kernel started, bad requests answered 4xx with a reason, the index rebuilt after a restart, and a schemathesis fuzz
+its timeout with its kernel and the process the kernel started, bad requests answered 4xx with a reason, the index
+rebuilt after a restart, and a schemathesis fuzz
 of the OpenAPI schema with no 5xx (test_serve_fuzz)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""vLLM deployment sizing (figures worked by hand from the model shapes, vllm-project/vllm: vllm/v1/worker/gpu_worker.py and vllm/config/cache.py @ 002f10e0), manifests validated
+"""vLLM deployment sizing (figures worked by hand from the model shapes, vllm-project/vllm: vllm/v1/worker/gpu_worker.py
+and vllm/config/cache.py @ 002f10e0), manifests validated
 with kubernetes-validate, bad parameters, and the live check on the demo fleet's simulated vllm: metrics."""
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def test_llama3_70b_on_4x_h100_80gb_by_hand():
     assert p.tp == 4 and p.fits and p.max_num_seqs == seqs == 57
     assert p.budget.weights_gib == pytest.approx(weights) and p.budget.weights_gib == pytest.approx(32.85, abs=0.01)
     assert p.budget.kv_tokens == tokens
-    # worked by hand (80 layers x 8 KV heads / TP 4 x 128 x 2 x 2 B = 80 KiB per token per GPU): ~35 GiB/GPU KV ~= 460k tokens; ours within 5 %
+    # worked by hand (80 layers x 8 KV heads / TP 4 x 128 x 2 x 2 B = 80 KiB per token per GPU): ~35 GiB/GPU KV ~= 460k
+    # tokens; ours within 5 %
     assert p.budget.kv_gib == pytest.approx(35, rel=0.06) and tokens == pytest.approx(460_000, rel=0.05)
     # TP=2 was tried first and holds only a couple of 8k requests
     assert p.tried[0].startswith("TP=1") and p.tried[1].startswith("TP=2") and p.tried[2].startswith("TP=4")
@@ -241,7 +243,8 @@ def test_assess_verdicts(over, verdict, sev):
 def test_hpa_commands_find_the_hpa_by_its_target():
     """An HPA's name is free (its spec.scaleTargetRef names the Deployment) and a Deployment may have none, so the
     printed commands list the namespace's HPAs with their targets instead of ``get hpa <workload>`` (NotFound on
-    the demo fleet, which has no HPA: tests/project/test_printed_commands.py::test_every_printed_command_runs_on_the_demo_cluster)."""
+    the demo fleet, which has no HPA:
+    tests/project/test_printed_commands.py::test_every_printed_command_runs_on_the_demo_cluster)."""
     listing = (
         "kubectl -n inference get hpa -o custom-columns=NAME:.metadata.name,"
         "TARGET:.spec.scaleTargetRef.name,MIN:.spec.minReplicas,MAX:.spec.maxReplicas"

@@ -73,7 +73,8 @@ def test_budget_follows_vllm_accounting():
     assert b.kv_gib == pytest.approx(b.requested_gib - b.weights_gib - b.activation_gib - b.non_torch_gib)
     assert b.kv_tokens % 16 == 0 and b.kv_tokens * 131_072 <= b.kv_gib * GIB
     assert b.max_concurrency == pytest.approx(b.kv_tokens / 8192)
-    # worked by hand (0.9 x 79.1 GiB - 15 GiB weights - 2..4 GiB activations): ~52-54 GiB KV, ~420k tokens, ~51x at 8k (overheads there are a range)
+    # worked by hand (0.9 x 79.1 GiB - 15 GiB weights - 2..4 GiB activations): ~52-54 GiB KV, ~420k tokens, ~51x at 8k
+    # (overheads there are a range)
     assert 50 <= b.kv_gib <= 56 and 400_000 <= b.kv_tokens <= 460_000
     assert (b.max_num_seqs, b.max_num_batched_tokens) == (1024, 8192)  # >= 70 GiB, not A100
 
