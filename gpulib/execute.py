@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,6 +25,7 @@ from gpulib.catalogue import NotebookInfo
 from gpulib.core.findings import load_findings, worst_severity
 from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
+from gpulib.core.runrecord import write_status
 from gpulib.core.summary import status_of, verdict_of, write_summary
 from gpulib.inspection import choose_source, resolve_params, target_defaults
 
@@ -165,6 +167,7 @@ def execute(
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
+    write_status(out_dir, runbook=info.name, status="running", started=time.time(), params=params)
     km = _kernel_manager({**(env or {}), FINDINGS_ENV: str(findings_path)}, info.path.parent, unset_env)
     watch = _Deadline(km, run_timeout) if run_timeout else None
     try:
@@ -202,6 +205,7 @@ def execute(
             res.html.name if res.html else out_nb.name,
             res.verdict,
         )
+    write_status(out_dir, status=res.status, finished=time.time(), error=res.failed)
     known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
     write_index(out_root, known)
     return res

@@ -34,6 +34,7 @@ LAYERS = {
     "learn": 4,
     "cli": 5,
     "serve": 5,
+    "mcp": 5,
 }
 DOMAINS = {k for k, v in LAYERS.items() if v == 2}
 MAX_LINES = 600
