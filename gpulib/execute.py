@@ -25,7 +25,7 @@ from gpulib.catalogue import NotebookInfo
 from gpulib.core.findings import load_findings, worst_severity
 from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
-from gpulib.core.runrecord import write_status
+from gpulib.core.runrecord import record, write_status
 from gpulib.core.summary import status_of, verdict_of, write_summary
 from gpulib.inspection import choose_source, resolve_params, target_defaults
 
@@ -168,6 +168,7 @@ def execute(
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
     write_status(out_dir, runbook=info.name, status="running", started=time.time(), params=params)
+    write_index(out_root)  # the index lists the run while it runs
     km = _kernel_manager({**(env or {}), FINDINGS_ENV: str(findings_path)}, info.path.parent, unset_env)
     watch = _Deadline(km, run_timeout) if run_timeout else None
     try:
@@ -206,8 +207,7 @@ def execute(
             res.verdict,
         )
     write_status(out_dir, status=res.status, finished=time.time(), error=res.failed)
-    known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
-    write_index(out_root, known)
+    write_index(out_root, {out_dir.name: record(out_dir, (res.findings, doc) if doc is not None else None)})
     return res
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import html
-import json
 import os
 import secrets
 import tempfile
@@ -44,10 +42,11 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def write_index(out_root: Path, known: dict[str, tuple[str, int]] | None = None) -> Path:
-    """``index.html`` listing every generated report, newest first, with its worst severity and number of
-    findings (``known``: those of run folders the caller has already read, by folder name; the others are read
-    from their findings.json). Written atomically (tmp + rename) under an exclusive lock on
+def write_index(out_root: Path, known: dict[str, dict] | None = None) -> Path:
+    """``index.html`` of every run folder under ``out_root`` (:mod:`gpulib.core.index_page`: newest first, verdict,
+    cause, node/GPU, parameters, times, duration, status, filters; a run still going is listed as such).
+    ``known``: records (:func:`gpulib.core.runrecord.record`) of folders the caller has already read, by folder
+    name; the others are read from their files. Written atomically (tmp + rename) under an exclusive lock on
     ``out_root/.index.lock`` (``fcntl.flock``), so of runs finishing together the last writer lists them all
     (each run writes its HTML before taking the lock)."""
     with open(out_root / ".index.lock", "a") as lock:
@@ -58,29 +57,12 @@ def write_index(out_root: Path, known: dict[str, tuple[str, int]] | None = None)
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _write_index(out_root: Path, known: dict[str, tuple[str, int]]) -> Path:
-    rows = []
-    for d in sorted((p for p in out_root.iterdir() if p.is_dir()), reverse=True):
-        htmls = sorted(d.glob("*.html"))
-        if not htmls:
-            continue
-        worst, n = known.get(d.name, ("", 0))
-        fj = d / "findings.json"
-        if d.name not in known and fj.exists():
-            try:
-                doc = json.loads(fj.read_text())
-                worst, n = doc.get("worst", ""), len(doc.get("findings", []))
-            except (json.JSONDecodeError, OSError, UnicodeDecodeError):
-                worst = "unreadable"
-        rows.append(
-            f"<tr><td><a href='{html.escape(d.name)}/{html.escape(htmls[0].name)}'>{html.escape(d.name)}</a></td>"
-            f"<td>{html.escape(worst)}</td><td>{n}</td></tr>"
-        )
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>gpu-runbooks reports</title></head><body>"
-        "<h1>gpu-runbooks reports</h1><table border='1' cellpadding='4'><tr><th>run</th><th>worst finding</th>"
-        f"<th>findings</th></tr>{''.join(rows)}</table></body></html>"
-    )
+def _write_index(out_root: Path, known: dict[str, dict]) -> Path:
+    from gpulib.core.index_page import render
+    from gpulib.core.runrecord import RUN_ID, read_run
+
+    recs = [known.get(d.name) or read_run(d) for d in out_root.iterdir() if d.is_dir() and RUN_ID.match(d.name)]
+    page = render(recs, lambda r: f"{r['id']}/{r['html']}" if r.get("html") else None, title="gpu-runbooks runs")
     idx = out_root / "index.html"
     atomic_write(idx, page)
     return idx

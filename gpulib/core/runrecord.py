@@ -83,6 +83,21 @@ def read_run(folder: Path, *, full: bool = False) -> dict[str, Any]:
     ``findings`` (their number). ``full``: ``findings`` is the list of findings as dicts instead, and ``summary``
     the text of summary.md."""
     folder = Path(folder)
+    parts: tuple[list, dict[str, Any]] | None = None
+    if (folder / "findings.json").is_file():
+        try:
+            parts = load_findings(folder / "findings.json")
+        except (ValueError, OSError, KeyError, TypeError) as exc:
+            return record(folder, None, full=full, unreadable=f"findings.json unreadable: {exc}")
+    return record(folder, parts, full=full)
+
+
+def record(
+    folder: Path, parts: tuple[list, dict[str, Any]] | None, *, full: bool = False, unreadable: str = ""
+) -> dict[str, Any]:
+    """:func:`read_run` with the run's findings and findings.json document given (``parts``; None: it wrote
+    none), for the run engine, which has read them already."""
+    folder = Path(folder)
     engine = _json(folder / STATUS_FILE) or {}
     serve = _json(folder / SERVE_FILE) or {}
     m = RUN_ID.match(folder.name)
@@ -104,12 +119,9 @@ def read_run(folder: Path, *, full: bool = False) -> dict[str, Any]:
         "usage_errors": [],
         "findings": [] if full else 0,
     }
-    doc = None
-    if (folder / "findings.json").is_file():
-        try:
-            findings, doc = load_findings(folder / "findings.json")
-        except (ValueError, OSError, KeyError, TypeError) as exc:
-            rec["errors"] = [f"findings.json unreadable: {exc}"]
+    findings, doc = parts if parts is not None else ([], None)
+    if unreadable:
+        rec["errors"] = [unreadable]
     if doc is not None:
         v = verdict_of(findings, doc)
         rec.update(

@@ -23,6 +23,7 @@ import gpulib.serve.notify as notify
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError
 from gpulib.core.redact import redact
+from gpulib.core.runrecord import read_run
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
 from gpulib.serve.config import ServeConfig, bearer_refusal
@@ -312,7 +313,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
         recs = svc.store.list()
         if format == "json":
             return JSONResponse(recs)
-        return HTMLResponse(pages.index(recs))
+        return HTMLResponse(pages.index([read_run(svc.store.folder(r["id"])) for r in recs]))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, responses={404: {}})
     def run_page(run_id: str):
