@@ -61,11 +61,16 @@ class Tools:
         self.run_timeout = run_timeout
         self.unset_env = tuple(unset_env)
         self._slots = threading.BoundedSemaphore(kernels)
+        #: the catalogue is read under a lock: tools run in threads, and ``ast.parse`` (the parameter defaults'
+        #: ``literal_eval``) from several threads at once can fail on CPython 3.11 (gpulib/serve/routing.py)
+        self._catalogue_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------- runbooks
     def list_runbooks(self) -> dict[str, Any]:
         runbooks = []
-        for info in catalogue().values():
+        with self._catalogue_lock:
+            infos = list(catalogue().values())
+        for info in infos:
             if info.kind == "learn":
                 continue
             runbooks.append(
@@ -93,7 +98,8 @@ class Tools:
         return server_only(name) or name in MCP_SERVER_ONLY
 
     def run_runbook(self, runbook: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
-        info = find_notebook(runbook)
+        with self._catalogue_lock:
+            info = find_notebook(runbook)
         if info.kind == "learn":
             raise InvalidParameter(f"{info.name} is a lesson, not a runbook", hint="list_runbooks names the runbooks")
         given = dict(parameters or {})
