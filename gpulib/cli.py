@@ -25,11 +25,11 @@ import yaml
 
 from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook
-from gpulib.core.errors import CollectError, GpulibError, InvalidParameter
+from gpulib.core.errors import CollectError, GpulibError, InvalidParameter, usage_text
 from gpulib.core.findings import Severity, sort_findings
 from gpulib.core.redact import redact
 from gpulib.core.timeutil import parse_window
-from gpulib.core.validate import command
+from gpulib.core.validate import command, one_of
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.execute import RunResult
@@ -85,7 +85,7 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    typer.echo(redact(f"error: {exc}"), err=True)
+    typer.echo(usage_text(exc), err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -444,6 +444,42 @@ def serve_cmd(
     except GpulibError as exc:
         _fail(exc)
     run_server(cfg)
+
+
+@app.command("mcp")
+def mcp_cmd(
+    transport: str = typer.Option("stdio", help="stdio (an MCP client starts gpuops) | http (streamable HTTP)"),
+    host: str = typer.Option("127.0.0.1", help="listen address (http)"),
+    port: int = typer.Option(8090, help="listen port (http); the endpoint is /mcp"),
+    token_file: Optional[Path] = typer.Option(
+        None, help="file holding the bearer token of the http transport (else $GPUOPS_MCP_TOKEN)"
+    ),
+    source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, for every run"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="run folders are written and read here"),
+    kernels: int = typer.Option(2, help="runs executing at once (more calls wait)"),
+    run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
+):
+    """Serve the runbooks to AI assistants over the Model Context Protocol (read-only tools: list, run, read a run,
+    look up an XID, plan a node collection); http needs `Authorization: Bearer <token>`."""
+    try:
+        from gpulib.mcp import server as mcp_server
+        from gpulib.mcp.tools import Tools
+    except ImportError as exc:
+        raise SystemExit("gpuops mcp needs the mcp extra: pip install 'gpu-runbooks[mcp]' (or '[all]')") from exc
+    from gpulib.serve.config import TOKEN_ENV as SERVE_TOKEN_ENV
+    from gpulib.serve.config import read_token
+
+    try:
+        one_of(transport, ("stdio", "http"), param="--transport")
+        token = read_token(token_file, env=mcp_server.TOKEN_ENV) if transport == "http" else ""
+        hidden = (mcp_server.TOKEN_ENV, SERVE_TOKEN_ENV)
+        tools = Tools(out, source, kernels=kernels, run_timeout=run_timeout, unset_env=hidden)
+    except GpulibError as exc:
+        _fail(exc)
+    if transport == "stdio":
+        mcp_server.serve_stdio(tools)
+    else:
+        mcp_server.serve_http(tools, token, host, port)
 
 
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:

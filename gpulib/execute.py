@@ -16,14 +16,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from gpulib.catalogue import NotebookInfo
+from gpulib.core.files import atomic_write
 from gpulib.core.findings import load_findings, worst_severity
 from gpulib.core.redact import redact
-from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
+from gpulib.core.rundir import FINDINGS_ENV, new_run_dir, write_index
+from gpulib.core.runrecord import record, write_status
 from gpulib.core.summary import status_of, verdict_of, write_summary
 from gpulib.inspection import choose_source, params_env, resolve_params, target_defaults
 from gpulib.sources.prometheus import load_settings
@@ -164,6 +167,8 @@ def execute(
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
+    write_status(out_dir, runbook=info.name, status="running", started=time.time(), params=params)
+    write_index(out_root)  # the index lists the run while it runs
     kernel_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path)}
     km = _kernel_manager(kernel_env, info.path.parent, unset_env)
     watch = _Deadline(km, run_timeout) if run_timeout else None
@@ -202,8 +207,8 @@ def execute(
             res.html.name if res.html else out_nb.name,
             res.verdict,
         )
-    known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
-    write_index(out_root, known)
+    write_status(out_dir, status=res.status, finished=time.time(), error=res.failed)
+    write_index(out_root, {out_dir.name: record(out_dir, (res.findings, doc) if doc is not None else None)})
     return res
 
 

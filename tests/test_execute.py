@@ -78,8 +78,12 @@ def test_a_cli_run_reads_findings_once_and_writes_summary_once(tmp_path, opened,
     summary = (run / "summary.md").read_text()
     assert summary.startswith("# xid_ecc_triage: DONE") and "**Cause:** XID 79 on dgx-h100-1" in summary
     assert "**Next step:** Drain the node." in summary and "Report: xid_ecc_triage.html" in summary
-    # the index row comes from the run itself (worst severity, number of findings)
-    assert f"{run.name}</a></td><td>critical</td><td>2</td>" in (tmp_path / "index.html").read_text()
+    # the index row comes from the run itself (worst severity, cause, where), not from findings.json read again
+    index = (tmp_path / "index.html").read_text()
+    assert "data-runbook='xid_ecc_triage' data-node='dgx-h100-1' data-severity='critical'" in index
+    assert (
+        "<td class='cause'>XID 79 on dgx-h100-1</td>" in index and f"<a href='{run.name}/xid_ecc_triage.html'>" in index
+    )
     assert "XID 79 on dgx-h100-1" in capsys.readouterr().out
 
 

@@ -9,13 +9,15 @@ from gpulib.core.findings import Finding, load_findings, sort_findings
 
 
 def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
-    """severity, cause (top finding), its SOP step and commands, from a run's findings and its findings.json
-    document (``worst``, ``errors``)."""
+    """severity, cause (top finding), where (its node and GPU), its SOP step and commands, from a run's findings
+    and its findings.json document (``worst``, ``errors``)."""
     fs = sort_findings(findings)
     top = fs[0] if fs else None
     return {
         "severity": doc.get("worst", "ok"),
         "cause": top.title if top else "no finding",
+        "node": (top.node or "") if top else "",
+        "gpu": (top.gpu or "") if top else "",
         "sop_step": top.sop_step if top else "",
         "commands": list(top.commands) if top else [],
         "findings": len(fs),

@@ -7,7 +7,6 @@ receiver's ``http_config.authorization`` (https://prometheus.io/docs/alerting/la
 
 from __future__ import annotations
 
-import hmac
 import re
 import threading
 import time
@@ -24,9 +23,10 @@ import gpulib.serve.notify as notify
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError
 from gpulib.core.redact import redact
+from gpulib.core.runrecord import read_run
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
-from gpulib.serve.config import ServeConfig
+from gpulib.serve.config import ServeConfig, bearer_refusal
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
 from gpulib.serve.runner import EngineRunner
@@ -266,12 +266,10 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
     bearer = HTTPBearer(auto_error=False)
 
     def need_token(cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
-        if cred is None or cred.scheme.lower() != "bearer":
-            raise HTTPException(
-                401, "missing bearer token (Authorization: Bearer ...)", headers={"WWW-Authenticate": "Bearer"}
-            )
-        if not hmac.compare_digest(cred.credentials.encode(), cfg.token.encode()):
-            raise HTTPException(403, "wrong bearer token")
+        refused = bearer_refusal(f"{cred.scheme} {cred.credentials}" if cred else None, cfg.token)
+        if refused is not None:
+            code, why = refused
+            raise HTTPException(code, why, headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
     def record(run_id: str) -> dict[str, Any]:
         rec = svc.store.get(run_id) if RUN_ID.match(run_id) else None
@@ -315,7 +313,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
         recs = svc.store.list()
         if format == "json":
             return JSONResponse(recs)
-        return HTMLResponse(pages.index(recs))
+        return HTMLResponse(pages.index([read_run(svc.store.folder(r["id"])) for r in recs]))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, responses={404: {}})
     def run_page(run_id: str):

@@ -6,6 +6,8 @@ import html
 import time
 from typing import Any
 
+import gpulib.core.index_page as index_page
+
 _STYLE = (
     "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
     "padding:4px 8px}.critical{color:#b00020}.warning{color:#b36b00}.ok{color:#1b7f3b}</style>"
@@ -21,18 +23,9 @@ def _params(p: dict[str, Any]) -> str:
 
 
 def index(runs: list[dict[str, Any]]) -> str:
-    rows = "".join(
-        f"<tr><td>{_when(r['created'])}</td><td>{html.escape(r['runbook'])}</td><td>{html.escape(_params(r['params']))}</td>"
-        f"<td>{html.escape(r['status'])}</td><td class='{html.escape(r.get('severity') or '')}'>"
-        f"{html.escape(r.get('severity') or '')}</td><td>{html.escape(r.get('cause') or r.get('error') or '')}</td>"
-        f"<td><a href='/runs/{html.escape(r['id'])}'>{html.escape(r['id'])}</a></td></tr>"
-        for r in runs
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>gpuops runs</title>{_STYLE}</head><body>"
-        "<h1>gpuops runs</h1><table><tr><th>time</th><th>runbook</th><th>parameters</th><th>status</th>"
-        f"<th>verdict</th><th>cause</th><th>run</th></tr>{rows}</table></body></html>"
-    )
+    """``/runs``: the run index of :mod:`gpulib.core.index_page` over the run folders' records
+    (:func:`gpulib.core.runrecord.read_run`), each linking to ``/runs/{id}`` (the progress page until it ends)."""
+    return index_page.render(runs, lambda r: f"/runs/{r['id']}", title="gpuops runs")
 
 
 def progress(rec: dict[str, Any]) -> str:

@@ -6,8 +6,9 @@ a replacement whose target is gone is reported (kustomize itself says nothing); 
 
 ``kubectl apply -k --dry-run=client`` needs a cluster (kubectl maps every kind through the API's discovery before
 it prints anything), so the apply is checked against the Kubernetes API double instead
-(``tests/helpers/kubectl_double.py``, ``--dry-run=server``): the demo overlay applies to a cluster that has only the built-in
-API (kind, minikube), the live one needs prometheus-operator's PrometheusRule kind and a gpu-operator namespace.
+(``tests/helpers/kubectl_double.py``, ``--dry-run=server``): the demo overlay applies to a cluster that has only the
+built-in API (kind, minikube), the live one needs prometheus-operator's PrometheusRule kind and a gpu-operator
+namespace.
 """
 
 from __future__ import annotations

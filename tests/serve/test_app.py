@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -152,6 +153,20 @@ def test_get_run_reuses_a_recent_run_else_starts_one(tmp_path):
     assert c.get(f"{first}/findings.json").json()["findings"][0]["title"] == "stub verdict for n1"
     assert rid in c.get("/runs").text
     assert c.get("/runs/..%2F..%2Fetc").status_code == 404
+
+
+def test_runs_page_is_the_run_index_with_cause_where_and_a_run_still_going(tmp_path):
+    stub = StubRunner(delay=0.3)
+    app, c = make(tmp_path, stub)
+    first = c.get("/run/xid_ecc_triage", params={"node": "n1", "gpu": "3"}, follow_redirects=False).headers["location"]
+    going = c.get("/runs").text  # the run is queued or running: the index says its report is not there yet
+    assert "the report is still rendering" in going and f"<a href='{first}'>" in going
+    assert app.state.service.pool.join(10)
+    page = c.get("/runs").text
+    (row,) = re.findall(r"<tr data-runbook=.*?</tr>", page)
+    assert "data-node='n1' data-severity='critical'" in row and "<td class='cause'>stub verdict for n1</td>" in row
+    assert "<td>n1 GPU 3</td>" in row and "node=n1, gpu=3</td>" in row and "still rendering" not in row
+    assert "<select id='f-runbook'>" in page
 
 
 def test_restart_rebuilds_the_index_and_marks_interrupted_runs_failed(tmp_path):
