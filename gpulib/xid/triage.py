@@ -26,7 +26,7 @@ from gpulib.core.findings import Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.core.timeutil import parse_window
-from gpulib.nvidia.smi import gpu_id_map
+from gpulib.nvidia.gpu_ids import gpu_id_map
 from gpulib.xid.catalog import lookup
 from gpulib.xid.sops import pod_impact
 from gpulib.xid.xid13 import Workflow
@@ -406,8 +406,8 @@ def thermal_rules(
 
 
 def node_gpu_ids(node: str, *frames: pd.DataFrame | None) -> pd.DataFrame:
-    """GPU index <-> UUID <-> PCI bus id of ``node`` (:func:`gpulib.nvidia.smi.gpu_id_map`) from nvidia-smi/NVML frames
-    (one node's, no ``node`` column) and SERIES/SUMMARY frames restricted to ``node``'s rows."""
+    """GPU index <-> UUID <-> PCI bus id of ``node`` (:func:`gpulib.nvidia.gpu_ids.gpu_id_map`) from nvidia-smi/NVML
+    frames (one node's, no ``node`` column) and SERIES/SUMMARY frames restricted to ``node``'s rows."""
     own = []
     for f in frames:
         if f is None or len(f) == 0:
