@@ -412,6 +412,10 @@ def serve_cmd(
         help="alert -> runbook table (default: generated from the data files, the same as deploy/prometheus/routes.yaml)",
     ),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
+    verdict: str = typer.Option(
+        "fast", help="fast: the verdict first, without a kernel, then the notebook as its evidence | notebook"
+    ),
+    verdict_workers: int = typer.Option(2, help="fast verdicts computed at once (threads of the server)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
     dedupe_window: int = typer.Option(900, help="seconds in which one alert group, GPU and runbook give one run"),
@@ -437,6 +441,8 @@ def serve_cmd(
             source=source,
             routes_file=routes_file,
             kernels=kernels,
+            verdict=verdict,
+            verdict_workers=verdict_workers,
             queue_limit=queue_limit,
             run_timeout=run_timeout,
             dedupe_window=dedupe_window,

@@ -23,6 +23,11 @@ class ServeConfig:
     source: str = "demo"
     routes_file: Path | None = None
     kernels: int = 2
+    #: "fast": the verdict first (gpulib.verdict, in a worker thread of this process), the notebook after it as the
+    #: evidence; "notebook": the notebook's findings are the verdict (the path before the fast verdict existed)
+    verdict: str = "fast"
+    #: runs whose fast verdict is computed at once (threads of this process)
+    verdict_workers: int = 2
     queue_limit: int = 50
     run_timeout: int = 600
     dedupe_window: int = 900
@@ -49,9 +54,11 @@ class ServeConfig:
                 hint=f"set {TOKEN_ENV} or --token-file; e.g. `openssl rand -hex 32`",
             )
         kw = {k: v for k, v in kw.items() if v is not None}
-        for k in ("kernels", "queue_limit", "run_timeout", "max_body"):
+        for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        if "verdict" in kw:
+            one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:
             one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
         if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder

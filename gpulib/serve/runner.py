@@ -5,6 +5,8 @@ without the webhook token in the kernel's environment.
 A runner is ``run(folder, runbook, params, timeout) -> outcome``: ``status`` (done | incomplete | failed),
 ``error``, and ``verdict`` (:func:`gpulib.core.summary.verdict_of`; a runner that leaves it out has its
 findings.json read instead). Tests give :class:`gpulib.serve.app.Service` runners of their own.
+
+A verdicter (:class:`FastVerdicter`) computes the verdict before the runner renders the notebook as its evidence.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Any, Callable
 from gpulib.catalogue import NotebookInfo, find_notebook
 from gpulib.execute import RunResult, execute
 from gpulib.serve.config import TOKEN_ENV
+
+#: the fast verdict's findings in the run folder (the notebook writes findings.json, which the engine reads)
+VERDICT_FILE = "verdict.json"
 
 
 def outcome(res: RunResult) -> dict[str, Any]:
@@ -49,3 +54,45 @@ class EngineRunner:
             summary=False,
         )
         return outcome(res)
+
+
+class FastVerdicter:
+    """The verdict of a run before its notebook (:func:`gpulib.verdict.fast_verdict`), in the server's worker thread,
+    where gpulib is already imported: ``(folder, runbook, params) -> outcome`` (as :func:`outcome`, its findings also
+    written to ``folder/verdict.json``), or ``None`` when the runbook has no fast verdict (the notebook decides)."""
+
+    def __init__(self, notebook: Callable[[str], NotebookInfo] = find_notebook):
+        self.notebook = notebook
+
+    def warm(self) -> None:
+        """Import what a verdict needs (pandas, the domains, the demo backend), so the first alert does not wait."""
+        import importlib
+
+        from gpulib.verdict import DECIDERS
+
+        for mod in (*DECIDERS.values(), "gpulib.demo.source"):
+            importlib.import_module(mod)
+
+    def __call__(self, folder: Path, runbook: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        from gpulib.core.findings import save_findings
+        from gpulib.core.summary import verdict_of
+        from gpulib.verdict import fast_verdict, supports
+
+        if not supports(runbook, params):
+            return None
+        v = fast_verdict(runbook, params, self.notebook(runbook))
+        save_findings(
+            v.findings,
+            folder / VERDICT_FILE,
+            runbook=runbook,
+            parameters=v.parameters,
+            errors=v.errors,
+            usage_errors=v.usage_errors,
+        )
+        if v.usage_errors:
+            status, error = "failed", "bad parameter: " + "; ".join(v.usage_errors)[:1000]
+        elif v.errors:
+            status, error = "incomplete", "; ".join(v.errors)[:1000]
+        else:
+            status, error = "done", None
+        return {"status": status, "error": error, "verdict": verdict_of(list(v.findings), v.doc())}

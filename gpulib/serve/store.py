@@ -40,7 +40,15 @@ class RunStore:
                     rec = json.loads(f.read_text())
                 except (OSError, json.JSONDecodeError):
                     continue
-                if rec.get("status") in ACTIVE:
+                if rec.get("status") == "rendering":  # the verdict was out; its notebook was cut short
+                    rec.update(
+                        status=rec.get("verdict_status") or "done",
+                        render="failed",
+                        render_error="interrupted: the server stopped before the notebook was rendered",
+                        finished=rec.get("finished") or time.time(),
+                    )
+                    self._write(rec)
+                elif rec.get("status") in ACTIVE:
                     rec.update(
                         status="failed",
                         error="interrupted: the server stopped before the run finished",

@@ -28,6 +28,7 @@ LAYERS = {
     "cost": 2,
     "demo": 3,
     "runbook": 4,
+    "verdict": 4,
     "catalogue": 4,
     "inspection": 4,
     "execute": 4,
