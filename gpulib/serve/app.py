@@ -31,6 +31,7 @@ from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
 from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter
 from gpulib.serve.store import RunStore
+from gpulib.serve.storms import MANUAL_PRIORITY, Storms, covers, incident_key, priority, xid_code
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
 Runner = Callable[[Path, str, dict[str, Any], float], dict[str, Any]]
@@ -65,7 +66,9 @@ class WebhookPayload(BaseModel):
 
 class Accepted(BaseModel):
     runs: list[str]
+    attached: list[str]
     deduped: list[str]
+    held: int
     resolved: int
     rejected: list[str]
 
@@ -80,6 +83,7 @@ class Service:
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
+        self.storms = Storms(cfg.dedupe_window)
         #: the fast verdict (default with the default runner and --verdict fast); None: the notebook decides
         if verdicter is None and runner is None and cfg.verdict == "fast":
             verdicter = FastVerdicter(self.catalogue.__getitem__)
@@ -133,11 +137,17 @@ class Service:
     def link(self, run_id: str) -> str:
         return f"{self.cfg.public_url}/runs/{run_id}"
 
-    def start(self, runbook: str, params: dict[str, Any], trigger: dict[str, Any]) -> dict[str, Any]:
-        """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten)."""
+    def start(
+        self, runbook: str, params: dict[str, Any], trigger: dict[str, Any], priority: tuple = MANUAL_PRIORITY
+    ) -> dict[str, Any]:
+        """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten); ``priority``:
+        :func:`gpulib.serve.storms.priority` (lower first)."""
         rec = self.store.create(runbook, params, trigger=trigger)
+        rec = self.store.update(
+            rec["id"], priority=list(priority), gpus=[str(params["gpu"])] if "gpu" in params else []
+        )
         try:
-            (self.verdicts or self.pool).submit(rec["id"])
+            (self.verdicts or self.pool).submit(rec["id"], priority)
         except QueueFull:
             self.store.forget(rec["id"])
             self.m_rejected.inc()
@@ -185,7 +195,7 @@ class Service:
             self.store.update(run_id, verdict_error=f"{type(exc).__name__}: {exc}"[:1000])
             out = None
         if out is None:  # no fast verdict for this runbook: the notebook's findings are the verdict
-            self.pool.submit(run_id)
+            self.pool.submit(run_id, tuple(rec.get("priority") or MANUAL_PRIORITY))
             return
         now = time.time()
         if out.get("render") is False:
@@ -207,7 +217,7 @@ class Service:
         self.m_verdict.labels(rec["runbook"]).observe(now - rec["created"])
         write_summary(folder, {**rec, "status": out["status"]}, self.link(run_id), out["verdict"], rendering=True)
         self._notify(run_id, rec)
-        self.pool.submit(run_id)
+        self.pool.submit(run_id, tuple(rec.get("priority") or MANUAL_PRIORITY))
 
     def _render(self, run_id: str) -> None:
         """The notebook: the evidence of a run with a fast verdict, or the verdict itself without one."""
@@ -278,7 +288,9 @@ class Service:
 
     # ----------------------------------------------------------------------------- alerts
     def handle(self, payload: WebhookPayload) -> tuple[int, dict[str, Any]]:
-        runs, deduped, rejected, resolved = [], [], [], 0
+        """Each alert of the payload is exactly one of: a new run, attached to its incident's run, a dedupe (an alert
+        already seen), held (its XID class needs a repeat, gpulib/serve/storms.py), resolved or rejected."""
+        out: dict[str, Any] = {"runs": [], "attached": [], "deduped": [], "held": 0, "resolved": 0, "rejected": []}
         for alert in payload.alerts:
             name = alert.labels.get("alertname", "")
             entry = {
@@ -290,40 +302,93 @@ class Service:
                 "labels": alert.labels,
             }
             if alert.status == "resolved":
-                resolved += 1
+                out["resolved"] += 1
                 self.store.log_alert({**entry, "action": "resolved"})
                 self.m_alerts.labels("resolved").inc()
                 continue
             try:
                 runbook, params = route_alert(alert.model_dump(), self.routes, self.catalogue)
             except GpulibError as exc:
-                rejected.append(f"{name}: {exc}")
+                out["rejected"].append(f"{name}: {exc}")
                 self.store.log_alert({**entry, "action": "rejected", "reason": str(exc)})
                 self.m_alerts.labels("rejected").inc()
                 continue
-            key = Deduper.key(payload.groupKey, runbook, params)
             trigger = {
                 "alertname": name,
                 "groupKey": payload.groupKey,
                 "fingerprint": alert.fingerprint,
                 "runbook_url": alert.annotations.get("runbook_url", ""),
+                "severity": alert.labels.get("severity", ""),
             }
             try:
-                run_id, new = self.dedupe.claim(key, lambda: self.start(runbook, params, trigger)["id"])
+                action, run_id = self._admit(payload.groupKey, alert, runbook, params, trigger)
             except QueueFull:
                 self.store.log_alert({**entry, "action": "queue_full", "runbook": runbook, "params": params})
                 self.m_alerts.labels("queue_full").inc()
-                return 503, {
-                    "detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later",
-                    "runs": runs,
-                    "deduped": deduped,
-                }
-            (runs if new else deduped).append(run_id)
-            self.store.log_alert(
-                {**entry, "action": "run" if new else "dedupe", "run": run_id, "runbook": runbook, "params": params}
-            )
-            self.m_alerts.labels("run" if new else "dedupe").inc()
-        return 202, {"runs": runs, "deduped": deduped, "resolved": resolved, "rejected": rejected}
+                return 503, {"detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later", **out}
+            if action == "held":
+                out["held"] += 1
+            else:
+                out[{"run": "runs", "attach": "attached", "dedupe": "deduped"}[action]].append(run_id)
+            self.store.log_alert({**entry, "action": action, "run": run_id, "runbook": runbook, "params": params})
+            self.m_alerts.labels(action).inc()
+        return 202, out
+
+    def _admit(
+        self, group: str, alert: Alert, runbook: str, params: dict[str, Any], trigger: dict[str, Any]
+    ) -> tuple[str, str | None]:
+        """(run | attach | dedupe | held, run id) for one firing alert (QueueFull when a new run does not fit)."""
+        key = Deduper.key(group, runbook, params)
+        inc_key = incident_key(runbook, params)
+        gpu = str(params["gpu"]) if "gpu" in params else None
+        with self.storms.lock:
+            seen = self.dedupe.lookup(key)
+            if seen is not None:
+                return "dedupe", seen
+            rule = self.storms.rule(xid_code(alert.labels, alert.annotations))
+            if rule.alerts_to_open > 1:
+                count, new = self.storms.hold(inc_key, rule, (alert.labels.get("alertname"), key, alert.startsAt))
+                if not new:
+                    return "dedupe", None
+                if count < rule.alerts_to_open:
+                    return "held", None
+                trigger = {**trigger, "repeats": count, "repeat_rule": rule.xid_class}
+            inc = self.storms.open_incident(inc_key)
+            if inc is not None and (covers(inc, gpu) or self._widen(inc, gpu)):
+                self._attach(inc.run_id, {**trigger, "time": time.time(), "params": params}, gpu)
+                self.dedupe.remember(key, inc.run_id)
+                return "attach", inc.run_id
+            repeat = self.storms.is_repeat(inc_key)
+            rec = self.start(runbook, params, trigger, priority=priority(trigger["severity"], repeat))
+            self.storms.opened(inc_key, rec["id"], gpu)
+            self.dedupe.remember(key, rec["id"])
+            return "run", rec["id"]
+
+    def _widen(self, inc, gpu: str | None) -> bool:
+        """A run still queued takes every GPU of its node (``gpu=""``), the alerted ones listed in ``gpus``."""
+        if gpu is None:
+            return False
+
+        def change(rec):
+            gpus = list(dict.fromkeys([*(rec.get("gpus") or [str(rec["params"].get("gpu", ""))]), gpu]))
+            return {"params": {**rec["params"], "gpu": ""}, "gpus": gpus}
+
+        if self.store.update_if(inc.run_id, "queued", change) is None:
+            return False
+        inc.gpus.add("")
+        return True
+
+    def _attach(self, run_id: str, entry: dict[str, Any], gpu: str | None) -> None:
+        """``entry`` (a later alert of the run's incident) listed on the run, its GPU among the run's ``gpus``."""
+
+        def change(rec):
+            gpus = list(rec.get("gpus") or [])
+            return {
+                "attached": [*(rec.get("attached") or []), entry],
+                "gpus": gpus + [gpu] if gpu and gpu not in gpus else gpus,
+            }
+
+        self.store.update_with(run_id, change)
 
 
 # ------------------------------------------------------------------------------- body limit

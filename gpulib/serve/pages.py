@@ -41,8 +41,8 @@ def progress(rec: dict[str, Any]) -> str:
         f"<title>{html.escape(rec['runbook'])} {html.escape(rec['status'])}</title>{_STYLE}</head><body>"
         f"<h1 id='status' data-status='{html.escape(rec['status'])}'>{html.escape(rec['runbook'])}: "
         f"{html.escape(rec['status'])}</h1><p>{html.escape(_params(rec['params']))} · run "
-        f"{html.escape(rec['id'])} · queued {_when(rec['created'])}</p><p>This page reloads every 2 s and shows "
-        "the report when the run finishes.</p></body></html>"
+        f"{html.escape(rec['id'])} · queued {_when(rec['created'])}{_gpus(rec)}</p><p>This page reloads every 2 s "
+        f"and shows the report when the run finishes.</p><p>{_attached(rec)}</p></body></html>"
     )
 
 
@@ -57,6 +57,14 @@ def rendering(rec: dict[str, Any]) -> str:
         f"{_when(rec.get('verdict_at'))}. Still to come: the notebook with its charts and tables ({state}). This "
         "page reloads every 2 s and shows the report when it is rendered.</p></body></html>"
     )
+
+
+def _gpus(rec: dict[str, Any]) -> str:
+    """The alerted GPUs of a run that looks at every GPU of its node (alerts of one node grouped)."""
+    gpus = rec.get("gpus") or []
+    if len(gpus) < 2:
+        return ""
+    return f" · alerted GPUs: {html.escape(', '.join(map(str, gpus)))} (every GPU of the node is checked)"
 
 
 def _attached(rec: dict[str, Any]) -> str:
@@ -79,7 +87,7 @@ def banner(rec: dict[str, Any]) -> str:
         err += f"<br>evidence: the notebook could not be rendered: {html.escape(rec['render_error'])}"
     if rec.get("verdict_changed"):
         err += "<br>the notebook's verdict replaced the first (fast) one"
-    err += _attached(rec)
+    err += _gpus(rec) + _attached(rec)
     return (
         f"<div id='gpuops-verdict' data-status='{html.escape(rec['status'])}' data-severity='{html.escape(sev)}' "
         "style='border:2px solid #444;padding:8px;margin:8px;font-family:sans-serif'>"

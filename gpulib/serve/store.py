@@ -92,6 +92,18 @@ class RunStore:
             self._write(rec)
             return dict(rec)
 
+    def update_with(self, run_id: str, change) -> dict[str, Any]:
+        """``change(record) -> changes`` applied under the lock (read-modify-write of a list, e.g. attached alerts)."""
+        with self._lock:
+            return self.update(run_id, **change(dict(self._runs[run_id])))
+
+    def update_if(self, run_id: str, status: str, change) -> dict[str, Any] | None:
+        """:meth:`update_with` only while the run's status is ``status``; None (nothing changed) otherwise."""
+        with self._lock:
+            if self._runs[run_id]["status"] != status:
+                return None
+            return self.update_with(run_id, change)
+
     def forget(self, run_id: str) -> None:
         """Drop a run that was never queued (the queue was full): its folder goes too."""
         with self._lock:

@@ -300,8 +300,9 @@ def _serve_in_thread(app):
 
 
 def test_burst_of_200_posts_with_duplicates(tmp_path):
-    stub = StubRunner(delay=0.05)
-    app, _ = make(tmp_path, stub, kernels=2, queue_limit=10, dedupe_window=600)
+    stub = StubRunner(delay=0.2)
+    # one run per node: 5 runs and their follow-ups, so a queue of 2 is what fills
+    app, _ = make(tmp_path, stub, kernels=2, queue_limit=2, dedupe_window=600)
     server, thread, base = _serve_in_thread(app)
     # 200 posts over 40 distinct GPUs (5 groups x 8 GPUs): each GPU's alert arrives 5 times
     posts = [payload([xid(node=f"node-{i % 5}", gpu=str(i % 8))], group=f"group-{i % 5}") for i in range(200)]
@@ -336,10 +337,17 @@ def test_burst_of_200_posts_with_duplicates(tmp_path):
     svc = app.state.service
     runs = [r for r in svc.store.list()]
     log = svc.store.alert_log()
-    actions = [e["action"] for e in log if e["action"] in ("run", "dedupe")]
-    accepted_alerts = sum(len(r["runs"]) + len(r["deduped"]) for r in results)
-    assert accepted_alerts == 200  # every alert is a run or a dedupe record
-    assert actions.count("run") == len(runs) == 40  # one run per group + GPU + runbook
+    actions = [e["action"] for e in log if e["action"] in ("run", "attach", "dedupe")]
+    accepted_alerts = sum(len(r["runs"]) + len(r["attached"]) + len(r["deduped"]) for r in results)
+    assert accepted_alerts == 200  # every alert is a run, attached to one, or a dedupe record
+    assert actions.count("run") == len(runs)
+    # one run per node and incident; a GPU alerted after its node's run started gets one follow-up run at most
+    by_node = {f"node-{n}": [r for r in runs if r["params"]["node"] == f"node-{n}"] for n in range(5)}
+    assert all(1 <= len(v) <= 8 for v in by_node.values()), {k: len(v) for k, v in by_node.items()}
+    assert len(runs) < 40 and actions.count("attach") == 40 - len(runs)
+    for n in range(5):  # no GPU lost: each alerted GPU is looked at by a run of its node
+        for g in range(8):
+            assert any(r["params"]["gpu"] in ("", str(g)) for r in by_node[f"node-{n}"]), (n, g)
     assert actions.count("dedupe") == 160
     assert stub.peak <= 2 and svc.pool.peak <= 2  # never more than the configured kernels
     assert answers["503"] > 0  # the queue limit was reached and said so
@@ -350,6 +358,7 @@ def test_burst_of_200_posts_with_duplicates(tmp_path):
         "posts": 200,
         "alerts_in": 200,
         "runs": len(runs),
+        "attached": actions.count("attach"),
         "dedupes": actions.count("dedupe"),
         "answers_202": answers["202"],
         "answers_503": answers["503"],
