@@ -26,12 +26,13 @@ from gpulib.core.errors import GpulibError
 from gpulib.core.redact import redact
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
-from gpulib.serve.config import ServeConfig
+from gpulib.serve.config import TOKEN_ENV, ServeConfig
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
 from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter
 from gpulib.serve.store import RunStore
 from gpulib.serve.storms import MANUAL_PRIORITY, Storms, covers, incident_key, priority, xid_code
+from gpulib.warm import WarmKernels
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
 Runner = Callable[[Path, str, dict[str, Any], float], dict[str, Any]]
@@ -88,7 +89,8 @@ class Service:
         if verdicter is None and runner is None and cfg.verdict == "fast":
             verdicter = FastVerdicter(self.catalogue.__getitem__)
         self.verdicter = verdicter
-        self.runner = runner or EngineRunner(self.catalogue.__getitem__)
+        self.warm = WarmKernels(cfg.warm_kernels, unset=(TOKEN_ENV,)) if runner is None and cfg.warm_kernels else None
+        self.runner = runner or EngineRunner(self.catalogue.__getitem__, self.warm)
         self.registry = CollectorRegistry()
         self.m_runs = Counter(
             "gpuops_serve_runs_total",
@@ -245,6 +247,7 @@ class Service:
                 verdict_by="notebook",
                 render="done" if outcome["status"] != "failed" else "failed",
                 render_finished=now,
+                render_warm=outcome.get("warm"),
                 **self._facts(v, outcome["status"]),
             )
             self.m_verdict.labels(rec["runbook"]).observe(now - rec["created"])
@@ -273,6 +276,7 @@ class Service:
             render="done" if outcome["status"] != "failed" else "failed",
             render_error=outcome.get("error") if outcome["status"] == "failed" else None,
             render_finished=now,
+            render_warm=outcome.get("warm"),
             **upd,
         )
         self._close(run_id, rec, v, notify_again=changed)
@@ -539,11 +543,14 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     @app.get("/healthz")
     def healthz():
         verdicts = svc.verdicts.stats() if svc.verdicts else {}
-        return {"ok": True, **svc.pool.stats(), "verdicts": verdicts, "runs": len(svc.store.list())}
+        warm = {"ready": svc.warm.ready, "failed": svc.warm.failed} if svc.warm else {}
+        return {"ok": True, **svc.pool.stats(), "verdicts": verdicts, "warm": warm, "runs": len(svc.store.list())}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics():
         return Response(generate_latest(svc.registry), media_type=CONTENT_TYPE_LATEST)
 
+    if svc.warm is not None:
+        app.router.add_event_handler("shutdown", svc.warm.close)
     app.add_middleware(BodyLimit, limit=cfg.max_body)
     return app

@@ -28,6 +28,8 @@ class ServeConfig:
     verdict: str = "fast"
     #: runs whose fast verdict is computed at once (threads of this process)
     verdict_workers: int = 2
+    #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
+    warm_kernels: int = 0
     queue_limit: int = 50
     run_timeout: int = 600
     dedupe_window: int = 900
@@ -57,6 +59,8 @@ class ServeConfig:
         for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        if int(kw.get("warm_kernels") or 0) < 0:
+            raise InvalidParameter("--warm-kernels must be 0 or more")
         if "verdict" in kw:
             one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:

@@ -33,14 +33,16 @@ def outcome(res: RunResult) -> dict[str, Any]:
         status, error = "incomplete", "; ".join(map(str, res.errors))[:1000]
     else:
         status, error = "done", None
-    return {"status": status, "error": error, "verdict": res.verdict}
+    return {"status": status, "error": error, "verdict": res.verdict, "warm": res.warm}
 
 
 class EngineRunner:
-    """The default runner: the catalogued notebook ``runbook`` executed in this thread by the run engine."""
+    """The default runner: the catalogued notebook ``runbook`` executed in this thread by the run engine, in a warm
+    kernel when ``warm`` (:class:`gpulib.warm.WarmKernels`) has one ready."""
 
-    def __init__(self, notebook: Callable[[str], NotebookInfo] = find_notebook):
+    def __init__(self, notebook: Callable[[str], NotebookInfo] = find_notebook, warm=None):
         self.notebook = notebook
+        self.warm = warm
 
     def __call__(self, folder: Path, runbook: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         res = execute(
@@ -52,6 +54,7 @@ class EngineRunner:
             run_timeout=timeout,
             unset_env=(TOKEN_ENV,),
             summary=False,
+            warm=self.warm,
         )
         return outcome(res)
 

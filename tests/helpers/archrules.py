@@ -29,6 +29,7 @@ LAYERS = {
     "demo": 3,
     "runbook": 4,
     "verdict": 4,
+    "warm": 4,
     "catalogue": 4,
     "inspection": 4,
     "execute": 4,
