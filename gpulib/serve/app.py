@@ -31,7 +31,7 @@ from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
 from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter
 from gpulib.serve.store import RunStore
-from gpulib.serve.storms import MANUAL_PRIORITY, Storms, covers, incident_key, priority, xid_code
+from gpulib.serve.storms import MANUAL_PRIORITY, KubeClaims, Storms, covers, incident_key, priority, xid_code
 from gpulib.warm import WarmKernels
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
@@ -70,6 +70,7 @@ class Accepted(BaseModel):
     attached: list[str]
     deduped: list[str]
     held: int
+    elsewhere: int = 0
     resolved: int
     rejected: list[str]
 
@@ -85,6 +86,8 @@ class Service:
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
         self.storms = Storms(cfg.dedupe_window)
+        #: incident claims across replicas (None: this process decides alone)
+        self.claims = KubeClaims(cfg.dedupe_window) if cfg.claims == "kubernetes" else None
         #: the fast verdict (default with the default runner and --verdict fast); None: the notebook decides
         if verdicter is None and runner is None and cfg.verdict == "fast":
             verdicter = FastVerdicter(self.catalogue.__getitem__)
@@ -294,7 +297,15 @@ class Service:
     def handle(self, payload: WebhookPayload) -> tuple[int, dict[str, Any]]:
         """Each alert of the payload is exactly one of: a new run, attached to its incident's run, a dedupe (an alert
         already seen), held (its XID class needs a repeat, gpulib/serve/storms.py), resolved or rejected."""
-        out: dict[str, Any] = {"runs": [], "attached": [], "deduped": [], "held": 0, "resolved": 0, "rejected": []}
+        out: dict[str, Any] = {
+            "runs": [],
+            "attached": [],
+            "deduped": [],
+            "held": 0,
+            "elsewhere": 0,
+            "resolved": 0,
+            "rejected": [],
+        }
         for alert in payload.alerts:
             name = alert.labels.get("alertname", "")
             entry = {
@@ -330,8 +341,8 @@ class Service:
                 self.store.log_alert({**entry, "action": "queue_full", "runbook": runbook, "params": params})
                 self.m_alerts.labels("queue_full").inc()
                 return 503, {"detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later", **out}
-            if action == "held":
-                out["held"] += 1
+            if action in ("held", "elsewhere"):
+                out[action] += 1
             else:
                 out[{"run": "runs", "attach": "attached", "dedupe": "deduped"}[action]].append(run_id)
             self.store.log_alert({**entry, "action": action, "run": run_id, "runbook": runbook, "params": params})
@@ -362,11 +373,21 @@ class Service:
                 self._attach(inc.run_id, {**trigger, "time": time.time(), "params": params}, gpu)
                 self.dedupe.remember(key, inc.run_id)
                 return "attach", inc.run_id
+            if self.claims is not None and not self._claimed(inc_key, trigger):
+                return "elsewhere", None
             repeat = self.storms.is_repeat(inc_key)
             rec = self.start(runbook, params, trigger, priority=priority(trigger["severity"], repeat))
             self.storms.opened(inc_key, rec["id"], gpu)
             self.dedupe.remember(key, rec["id"])
             return "run", rec["id"]
+
+    def _claimed(self, inc_key: tuple, trigger: dict[str, Any]) -> bool:
+        """Whether this replica runs the incident (its Lease claimed); an unanswerable claim runs it here."""
+        try:
+            return self.claims(inc_key)
+        except Exception as exc:  # the API server is down or refuses: never lose the alert
+            trigger["claim_error"] = redact(f"{type(exc).__name__}: {exc}")[:500]
+            return True
 
     def _widen(self, inc, gpu: str | None) -> bool:
         """A run still queued takes every GPU of its node (``gpu=""``), the alerted ones listed in ``gpus``."""

@@ -28,6 +28,8 @@ class ServeConfig:
     verdict: str = "fast"
     #: runs whose fast verdict is computed at once (threads of this process)
     verdict_workers: int = 2
+    #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease
+    claims: str = "local"
     #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
     warm_kernels: int = 0
     queue_limit: int = 50
@@ -61,6 +63,8 @@ class ServeConfig:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
         if int(kw.get("warm_kernels") or 0) < 0:
             raise InvalidParameter("--warm-kernels must be 0 or more")
+        if "claims" in kw:
+            one_of(kw["claims"], ("local", "kubernetes"), param="--claims")
         if "verdict" in kw:
             one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:

@@ -12,15 +12,24 @@
   the node within the row's window; a re-post of an alert Alertmanager already sent (same name, parameters and
   ``startsAt``) is not a repeat. Counting repeats over a window is how NVIDIA's health-events analyzer derives
   incidents from single events (https://docs.nvidia.com/nvsentinel/configuration/health-events-analyzer).
+* **Replicas** (``--claims kubernetes``): before a replica opens a run for an incident it claims the
+  ``coordination.k8s.io`` Lease ``gpuops-incident-<hash of the incident key>`` for the incident window
+  (:func:`gpulib.kube.lease.claim`, the Lease mechanism of the cordon cap); a replica that loses the claim answers
+  the alert as run ``elsewhere``. A claim that cannot be checked (API down) runs the incident here: an alert is never
+  lost, at the price of a possible second run.
 * **Priorities**: critical before warning before the rest, then a node's first run before its repeats, then
   arrival order (:func:`priority`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,3 +144,25 @@ class Storms:
 def covers(inc: Incident, gpu: str | None) -> bool:
     """Whether the incident's run already looks at ``gpu`` (None: a runbook without a GPU parameter)."""
     return gpu is None or "" in inc.gpus or gpu in inc.gpus
+
+
+def lease_name(key: tuple) -> str:
+    """The Lease of an incident (a DNS-1123 name: lowercase hex of the key's hash)."""
+    return "gpuops-incident-" + hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+
+
+class KubeClaims:
+    """``claim(incident key) -> bool`` through a Lease per incident (:func:`gpulib.kube.lease.claim`)."""
+
+    def __init__(self, window: float, cluster=None):
+        if cluster is None:
+            from gpulib.kube.client import KubeCluster
+
+            cluster = KubeCluster()
+        self.cluster, self.seconds = cluster, max(1, int(window))
+        self.holder = f"gpuops-serve@{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, key: tuple) -> bool:
+        from gpulib.kube.lease import claim
+
+        return claim(self.cluster, lease_name(key), seconds=self.seconds, holder=self.holder)
