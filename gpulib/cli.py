@@ -407,6 +407,14 @@ def serve_cmd(
         ),
     ),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
+    verdict: str = typer.Option(
+        "fast", help="fast: the verdict first, without a kernel, then the notebook as its evidence | notebook"
+    ),
+    verdict_workers: int = typer.Option(2, help="fast verdicts computed at once (threads of the server)"),
+    claims: str = typer.Option(
+        "local", help="local | kubernetes: replicas claim each incident through a coordination.k8s.io Lease"
+    ),
+    warm_kernels: int = typer.Option(2, help="kernels kept started with gpulib imported for renders (0: cold starts)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
     dedupe_window: int = typer.Option(900, help="seconds in which one alert group, GPU and runbook give one run"),
@@ -432,6 +440,10 @@ def serve_cmd(
             source=source,
             routes_file=routes_file,
             kernels=kernels,
+            verdict=verdict,
+            verdict_workers=verdict_workers,
+            warm_kernels=warm_kernels,
+            claims=claims,
             queue_limit=queue_limit,
             run_timeout=run_timeout,
             dedupe_window=dedupe_window,

@@ -93,7 +93,9 @@ def test_a_serve_run_goes_through_the_engine_in_process_reading_findings_once(tm
     from gpulib.serve import ServeConfig
     from gpulib.serve.app import create_app
 
-    app = create_app(ServeConfig.build(out=tmp_path / "runs", token=TOKEN))
+    # the notebook's verdict (--verdict notebook): the fast verdict, which writes summary.md at once and again when
+    # the notebook is rendered, has its own tests (tests/serve/test_app_verdict_first.py)
+    app = create_app(ServeConfig.build(out=tmp_path / "runs", token=TOKEN, verdict="notebook"))
     c = TestClient(app)
     r = c.get("/run/xid_ecc_triage", params={"node": "n1", "gpu": "3"}, follow_redirects=False)
     rid = r.headers["location"].rsplit("/", 1)[1]

@@ -60,6 +60,15 @@ class ServeConfig:
     source: str = "demo"
     routes_file: Path | None = None
     kernels: int = 2
+    #: "fast": the verdict first (gpulib.verdict, in a worker thread of this process), the notebook after it as the
+    #: evidence; "notebook": the notebook's findings are the verdict (the path before the fast verdict existed)
+    verdict: str = "fast"
+    #: runs whose fast verdict is computed at once (threads of this process)
+    verdict_workers: int = 2
+    #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease
+    claims: str = "local"
+    #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
+    warm_kernels: int = 0
     queue_limit: int = 50
     run_timeout: int = 600
     dedupe_window: int = 900
@@ -74,9 +83,15 @@ class ServeConfig:
     def build(cls, *, token_file: Path | None = None, token: str | None = None, **kw) -> "ServeConfig":
         token = read_token(token_file, token)
         kw = {k: v for k, v in kw.items() if v is not None}
-        for k in ("kernels", "queue_limit", "run_timeout", "max_body"):
+        for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        if int(kw.get("warm_kernels") or 0) < 0:
+            raise InvalidParameter("--warm-kernels must be 0 or more")
+        if "claims" in kw:
+            one_of(kw["claims"], ("local", "kubernetes"), param="--claims")
+        if "verdict" in kw:
+            one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:
             one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
         if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder

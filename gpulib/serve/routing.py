@@ -112,6 +112,16 @@ class Deduper:
             self._seen[key] = (now, run_id)
             return run_id, True
 
+    def lookup(self, key: tuple) -> str | None:
+        """The run of ``key`` seen within the window, else None."""
+        with self._lock:
+            hit = self._seen.get(key)
+            return hit[1] if hit and time.time() - hit[0] < self.window else None
+
+    def remember(self, key: tuple, run_id: str) -> None:
+        with self._lock:
+            self._seen[key] = (time.time(), run_id)
+
     def release(self, key: tuple, run_id: str) -> None:
         with self._lock:
             if self._seen.get(key, (0, None))[1] == run_id:

@@ -28,6 +28,8 @@ LAYERS = {
     "cost": 2,
     "demo": 3,
     "runbook": 4,
+    "verdict": 4,
+    "warm": 4,
     "catalogue": 4,
     "inspection": 4,
     "execute": 4,
