@@ -182,7 +182,7 @@ def test_idle_table_keeps_zombies_below_the_cut():
             "zombie_hours": [0.0, 0.0, 1.5],
         }
     )
-    import gpulib.cost.analysis as cost_mod
+    import gpulib.cost.report_frames as cost_mod
 
     orig = cost_mod.top_idle_workloads
     cost_mod.top_idle_workloads = lambda rep, n=10: full.head(n).reset_index(drop=True)
