@@ -479,6 +479,14 @@ class Source(ABC):
             hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
         )
 
+    def range_query(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """A PromQL range query from ``start`` to ``end`` (unix seconds) every ``step`` seconds, each series as
+        ``{"metric": {labels}, "ts": float array, "v": float array}``."""
+        raise NotProvided(
+            f"PromQL queries are not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
+        )
+
     def app_series(self, family: str, window: timedelta) -> list[tuple[str, dict[str, str], np.ndarray]]:
         """Simulated application series of ``family`` (``"vllm"``: vLLM's ``vllm:*`` series) over ``window``
         before :attr:`end`: one ``(metric, labels, values)`` per series, values in time order."""

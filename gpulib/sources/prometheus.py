@@ -492,6 +492,9 @@ class PrometheusSource(Source):
     def instant_query(self, promql):
         return self.query(promql)
 
+    def range_query(self, promql, start, end, step):
+        return self._range_arrays(promql, start, end, step)
+
     def kube_cluster(self):
         return self.kube
 
