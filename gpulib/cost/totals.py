@@ -22,6 +22,7 @@ and :func:`totals_from_samples` adds them up in pandas with the same functions.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -207,14 +208,30 @@ def load_totals(
 
     probe = f"count(count_over_time({recording.rule_name(recording.ACTIVITY)}[{format_duration(window_s)}]))"
     path = "rules" if instant(probe) else "raw"
-    answers = {name: _vector(instant(q)) for name, q in totals_queries(path, window_s).items()}
+    step_s = recording.rule_resolution()
+    # every other query is independent of the others: sent side by side, so Prometheus evaluates them in parallel
+    start = end_ts - window_s + step_s  # zombie steps only, at the rule's resolution
+    # heatmap: per series per bucket (bucket ends aligned to multiples of the bucket, so buckets start there too)
+    b_end = np.floor(end_ts / bucket_s) * bucket_s
+    b_start = max(b_end - window_s + bucket_s, np.ceil((end_ts - window_s) / bucket_s) * bucket_s + bucket_s)
+    jobs = {("n", k): (instant, (q,)) for k, q in totals_queries(path, window_s).items()}
+    jobs.update({("h", k): (src.range_query, (q, start, end_ts, step_s)) for k, q in _held_queries(path).items()})
+    jobs.update(
+        {("b", k): (src.range_query, (q, b_start, b_end, bucket_s)) for k, q in _bucket_queries(path, bucket_s).items()}
+    )
+    sent += [args[0] for kind, (fn, args) in jobs.items() if kind[0] != "n"]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = {kind: pool.submit(fn, *args) for kind, (fn, args) in jobs.items()}
+        got = {kind: f.result() for kind, f in futures.items()}
+    answers = {k: _vector(v) for (kind, k), v in got.items() if kind == "n"}
+    held = {k: v for (kind, k), v in got.items() if kind == "h"}
+    buckets = {k: v for (kind, k), v in got.items() if kind == "b"}
     keys = sorted(answers["n"])
     if not keys:
         raise EmptyResult(
             f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {format_duration(window_s)}",
             query=sent[-1],
         )
-    step_s = recording.rule_resolution()
     lab = _shares(keys, end, nodes, pods, window_s, compute_slices)
     order = {k: i for i, k in enumerate(keys)}
     lab_keys = [tuple(r) for r in lab[_KEY_COLS].astype(str).itertuples(index=False)]
@@ -240,24 +257,8 @@ def load_totals(
     usage["samples"] = n.astype(int)
     usage = usage[[c for c in _USAGE_ORDER if c in usage.columns]]
     points = sum(len(a) for a in answers.values())
-
-    # zombie steps only, at the rule's resolution
-    start = end_ts - window_s + step_s
-    held = {}
-    for name, q in _held_queries(path).items():
-        sent.append(q)
-        held[name] = src.range_query(q, start, end_ts, step_s)
-        points += sum(len(r["ts"]) for r in held[name])
+    points += sum(len(r["ts"]) for res in (*held.values(), *buckets.values()) for r in res)
     zombies = _zombies(held, nodes, pods, window_s, step_s, th, compute_slices)
-
-    # heatmap: per series per bucket (bucket ends aligned to multiples of the bucket, so buckets start there too)
-    b_end = np.floor(end_ts / bucket_s) * bucket_s
-    b_start = max(b_end - window_s + bucket_s, np.ceil((end_ts - window_s) / bucket_s) * bucket_s + bucket_s)
-    buckets = {}
-    for name, q in _bucket_queries(path, bucket_s).items():
-        sent.append(q)
-        buckets[name] = src.range_query(q, b_start, b_end, bucket_s)
-        points += sum(len(r["ts"]) for r in buckets[name])
     samples = _bucket_samples(buckets, lab, bucket_s, step_s)
     return UsageTotals(
         path=path,
