@@ -183,7 +183,9 @@ def build_rules(cache: Path, tsdb: Path, days: int) -> None:
         for b in day.iterdir():
             if (b / "meta.json").exists():
                 shutil.move(str(b), tsdb / b.name)
-    marker.write_text(json.dumps({"rules_s": round(time.perf_counter() - t0, 1), "days": days}))
+    _log("compacting the rule blocks into the history (they overlap its time ranges)")
+    blocks = compact(tsdb, cache)
+    marker.write_text(json.dumps({"rules_s": round(time.perf_counter() - t0, 1), "days": days, "blocks": blocks}))
 
 
 def _metric(url: str, name: str) -> float:
