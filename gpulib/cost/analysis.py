@@ -41,6 +41,7 @@ from gpulib.cost.prices import (
     default_provider,
     gpu_specs,
     load_prices,
+    mig_slices_of,
     price_table,
 )
 from gpulib.cost.totals import UsageTotals, totals_from_samples
@@ -229,19 +230,6 @@ def analyze_cost(
     rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep), serving, workloads=workload_usage(rep))
     rep.findings = cost_findings(rep)
     return rep
-
-
-def mig_slices_of(models: pd.Series) -> dict[str, float] | None:
-    """Raw dcgm-exporter model name -> MIG compute slices of its GPU (gpu_specs.csv), for the models given."""
-    raw_models = pd.unique(models.astype("string").fillna(""))
-    model_keys = canonical_models(pd.Series(raw_models))
-    spec = gpu_specs()["mig_compute_slices"]
-    slices = {
-        raw: float(spec.get(key, np.nan))
-        for raw, key in zip(raw_models, model_keys)
-        if key is not None and key is not pd.NA and pd.notna(spec.get(key, np.nan))
-    }
-    return slices or None
 
 
 def _price_usage(usage: pd.DataFrame, inv: pd.DataFrame, nodes: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

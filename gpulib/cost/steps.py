@@ -28,14 +28,13 @@ from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.analysis import (
     analyze_cost,
     idle_zombie_table,
-    mig_slices_of,
     namespace_allocation,
     savings_waterfall,
 )
 from gpulib.cost.hygiene import mark_unrequested
 from gpulib.cost.model import CostReport
 from gpulib.cost.price_age import report_price_age
-from gpulib.cost.prices import cost_policy_list, report_policy
+from gpulib.cost.prices import cost_policy_list, mig_slices_of, report_policy
 from gpulib.cost.totals import UsageTotals, load_totals
 from gpulib.cost.usage import (
     FB_USED,

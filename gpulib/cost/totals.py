@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+import gpulib.cost.recording as recording
 from gpulib.core.errors import EmptyResult
 from gpulib.core.timeutil import format_duration
-from gpulib.cost import recording
 from gpulib.cost.hygiene import mark_unrequested
 from gpulib.cost.usage import (
     GPU_UTIL,
