@@ -450,6 +450,14 @@ class Source(ABC):
             hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
         )
 
+    def range_query(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """A PromQL range query from ``start`` to ``end`` (unix seconds) every ``step`` seconds, each series as
+        ``{"metric": {labels}, "ts": float array, "v": float array}``."""
+        raise NotProvided(
+            f"PromQL queries are not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
+        )
+
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
         source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
@@ -514,6 +522,7 @@ PUBLIC_METHODS = (
     "diag_report",
     "objects",
     "query",
+    "range_query",
     "kube_cluster",
 )
 

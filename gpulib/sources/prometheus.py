@@ -490,6 +490,9 @@ class PrometheusSource(Source):
             return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]
         return super()._objects(kind, namespace)
 
+    def range_query(self, promql, start, end, step):
+        return self._range_arrays(promql, start, end, step)
+
     def kube_cluster(self):
         return self.kube
 
