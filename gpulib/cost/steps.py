@@ -200,9 +200,9 @@ def _prometheus_totals(src, window: str, step: str, nodes: pd.DataFrame, pods: p
     """The totals path (:func:`gpulib.cost.totals.load_totals`); raises NotProvided for a source without PromQL."""
     bucket = parse_window(heatmap_bucket(window, step), name="bucket").total_seconds()
     # which activity field the fleet exports now (and its GPU models, for the MIG shares); NotProvided: no PromQL
-    field_used, rows = GR_ENGINE_ACTIVE, src.instant_query(f"count by (modelName) ({GR_ENGINE_ACTIVE})")
+    field_used, rows = GR_ENGINE_ACTIVE, src.query(f"count by (modelName) ({GR_ENGINE_ACTIVE})")
     if not rows:
-        field_used, rows = GPU_UTIL, src.instant_query(f"count by (modelName) ({GPU_UTIL})")
+        field_used, rows = GPU_UTIL, src.query(f"count by (modelName) ({GPU_UTIL})")
     models = pd.Series([r["metric"].get("modelName", "") for r in rows], dtype="string")
     return load_totals(
         src,

@@ -204,7 +204,7 @@ def load_totals(
 
     def instant(q: str) -> list[dict]:
         sent.append(q)
-        return src.instant_query(q)
+        return src.query(q)
 
     probe = f"count(count_over_time({recording.rule_name(recording.ACTIVITY)}[{format_duration(window_s)}]))"
     path = "rules" if instant(probe) else "raw"
