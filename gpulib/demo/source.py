@@ -196,6 +196,14 @@ class DemoSource(Source):
     def pod_objects(self) -> list[dict]:
         return list(self.sim.pods_json().get("items", []))
 
+    def _node_history(self, window, node):
+        from gpulib.demo.history import demo_history, demo_history_signals
+        from gpulib.sources.base import NodeHistory
+
+        if getattr(self, "_history", None) is None:
+            self._history = demo_history(self.sim)
+        return NodeHistory(self._history, demo_history_signals(self.sim), {})
+
     def app_series(self, family, window):
         if family != "vllm":
             return super().app_series(family, window)
