@@ -198,7 +198,7 @@ class DemoSource(Source):
 
     def _node_history(self, window, node):
         from gpulib.demo.history import demo_history, demo_history_signals
-        from gpulib.sources.base import NodeHistory
+        from gpulib.sources.history import NodeHistory
 
         if getattr(self, "_history", None) is None:
             self._history = demo_history(self.sim)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from gpulib.core.errors import InvalidParameter, NotProvided, UnknownGPU, UnknownNode
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.schema import GPU_COLUMNS, HISTORY_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
+from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
@@ -50,21 +50,6 @@ class MigConfigInUse:
     where: str
     configmap: str = ""
     namespace: str = ""
-
-
-@dataclass(frozen=True)
-class NodeHistory:
-    """What happened to the nodes over a window (:meth:`Source.node_history`).
-
-    ``events``: the rows (``gpulib.core.schema.HISTORY_COLUMNS``); ``read``: signal -> where it was read (a
-    series, a file, the audit log); ``missing``: signal -> why it could not be read (a series this Prometheus
-    does not have, a file the snapshot lacks). A signal in ``missing`` has no rows: no row is not zero events."""
-
-    events: pd.DataFrame
-    read: dict[str, str] = field(default_factory=dict)
-    missing: dict[str, str] = field(default_factory=dict)
-    start: pd.Timestamp | None = None
-    end: pd.Timestamp | None = None
 
 
 def mig_configmap_where(namespace: str, name: str, custom: bool) -> str:
@@ -520,26 +505,17 @@ class Source(ABC):
             "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
         )
 
-    def node_history(self, window: str | timedelta = "7d", node: str | None = None) -> NodeHistory:
+    def node_history(self, window: str | timedelta = "7d", node: str | None = None):
         """The events of ``node`` (every node: None) over ``window`` before :attr:`end`: XIDs, ECC, cordons,
         conditions, pod restarts, remediation and serve records, driver and label changes, exporter gaps (see
         ``gpulib.core.schema.HISTORY_SIGNALS``). An event that lasts is kept when it overlaps the window."""
+        from gpulib.sources.history import clip
+
         win = parse_window(window)
         node, _ = self._check_target(node, None)
-        hist = self._node_history(win, node)
-        end = pd.Timestamp(self.end)
-        start = end - pd.Timedelta(win)
-        ev = conform(hist.events, HISTORY_COLUMNS)
-        for col in ("time", "end"):
-            ev[col] = pd.to_datetime(ev[col], utc=True)
-        last = ev["end"].where(ev["end"].notna(), ev["time"])
-        keep = (last >= start) & (ev["time"] <= end)
-        if node is not None:
-            keep &= ev["node"] == node
-        ev = ev[keep].sort_values("time", kind="stable").reset_index(drop=True)
-        return NodeHistory(ev, dict(hist.read), dict(hist.missing), start, end)
+        return clip(self._node_history(win, node), pd.Timestamp(self.end), win, node)
 
-    def _node_history(self, window: timedelta, node: str | None) -> NodeHistory:
+    def _node_history(self, window: timedelta, node: str | None):
         raise NotProvided(
             f"node history is not available from this source ({self.describe()})",
             hint="use source='live' or 'prometheus' (kube-state-metrics and DCGM series in Prometheus), a snapshot "
