@@ -67,8 +67,14 @@ def incidents(events: pd.DataFrame, classes: set[str]) -> pd.DataFrame:
                 if label not in cur["what"]:
                     cur["what"].append(label)
                 continue
-            cur = {"node": node, "gpu": gpu, "time": r["time"], "last": r["time"], "what": [label],
-                   "incident_class": r["incident_class"]}  # fmt: skip
+            cur = {
+                "node": node,
+                "gpu": gpu,
+                "time": r["time"],
+                "last": r["time"],
+                "what": [label],
+                "incident_class": r["incident_class"],
+            }
             rows.append(cur)
     out = pd.DataFrame(rows, columns=["node", "gpu", "time", "last", "what", "incident_class"])
     return out.sort_values("time", kind="stable").reset_index(drop=True)
@@ -109,7 +115,13 @@ def coverage(events: pd.DataFrame, node: str, start: pd.Timestamp, end: pd.Times
         a, b = max(r["time"], start), min(r["end"] if pd.notna(r["end"]) else end, end)
         if b > a:
             gaps.append((a, b))
-    return Coverage(start, end, gaps)
+    merged: list[tuple[pd.Timestamp, pd.Timestamp]] = []
+    for a, b in sorted(gaps):  # overlapping gaps (two sources saying the same) count once
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return Coverage(start, end, merged)
 
 
 def node_timeline(events: pd.DataFrame, node: str, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:

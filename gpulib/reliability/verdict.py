@@ -75,7 +75,7 @@ def _open_faults(ev, node, end, rule) -> list[RuleHit]:
                 i["gpu"],
                 {"what": ", ".join(i["what"]), "ago": _ago(end, i["time"])},
                 [f"GPU {i['gpu']}: {', '.join(i['what'])} at {i['time']:%Y-%m-%d %H:%M} UTC"],
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -99,7 +99,7 @@ def _repeat(ev, node, end, rule) -> list[RuleHit]:
                 {"count": len(grp), "lookback": rule["lookback"], "what": ", ".join(what)},
                 [f"GPU {gpu}: {len(grp)} incidents in {rule['lookback']} (rule: at least {rule['min_count']})"]
                 + ev_lines,
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -132,7 +132,7 @@ def _degrading(ev, node, end, rule, cov: Coverage) -> list[RuleHit]:
                 for _, r in inc[inc["time"] >= split].iterrows()
             ],
             rr,
-        )  # fmt: skip
+        )
     ]
 
 
@@ -165,7 +165,7 @@ def _recovering(ev, node, end, rule, hw: set[str]) -> list[RuleHit]:
                     f"{r['code']} at {r['time']:%Y-%m-%d %H:%M} UTC, {d['code']} passed at "
                     f"{d['time']:%Y-%m-%d %H:%M} UTC, no hardware incident since"
                 ],
-            )  # fmt: skip
+            )
         )
     return out[-1:]  # the latest recovery
 

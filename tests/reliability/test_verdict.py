@@ -22,9 +22,19 @@ def ev(*rows) -> pd.DataFrame:
     for r in rows:
         d = dict(zip(("ago", "gpu", "signal", "code", "detail", "lasts"), r + ("",) * (6 - len(r))))
         t = END - pd.Timedelta(d["ago"])
-        out.append({"time": t, "end": t + pd.Timedelta(d["lasts"]) if d["lasts"] else pd.NaT, "node": N,
-                    "gpu": d["gpu"], "signal": d["signal"], "code": str(d["code"]), "value": 1.0,
-                    "detail": d["detail"], "origin": "test"})  # fmt: skip
+        out.append(
+            {
+                "time": t,
+                "end": t + pd.Timedelta(d["lasts"]) if d["lasts"] else pd.NaT,
+                "node": N,
+                "gpu": d["gpu"],
+                "signal": d["signal"],
+                "code": str(d["code"]),
+                "value": 1.0,
+                "detail": d["detail"],
+                "origin": "test",
+            }
+        )
     return pd.DataFrame(out, columns=HISTORY_COLUMNS)
 
 
@@ -88,3 +98,9 @@ def test_a_gap_is_taken_out_of_the_exposure():
     gap = [("28d", "", "no_data", "dcgm-exporter", "", "20d")]
     assert verdict(ev(*flaps)).verdict == "degrading"
     assert verdict(ev(*flaps, *gap)).verdict == "healthy"
+
+
+def test_overlapping_gaps_count_once():
+    frame = ev(("6d", "", "no_data", "a", "", "4d"), ("5d", "", "no_data", "b", "", "4d"))
+    cov = coverage(frame, N, END - pd.Timedelta("7d"), END)
+    assert cov.no_data(END - pd.Timedelta("7d"), END) == pd.Timedelta("5d")
