@@ -67,10 +67,20 @@ def events_history(doc: dict, pod_nodes: dict[str, str]) -> pd.DataFrame:
         if not node:
             continue
         signal, edge = REASONS[item["reason"]]
-        rows.append({"time": t, "end": pd.NaT, "node": node, "gpu": "", "signal": signal,
-                     "code": "Ready" if signal == "condition" else "reboot" if signal == "reset" else "",
-                     "value": float(item.get("count") or 1), "detail": str(item.get("message", ""))[:200],
-                     "origin": ORIGIN, "edge": edge})  # fmt: skip
+        rows.append(
+            {
+                "time": t,
+                "end": pd.NaT,
+                "node": node,
+                "gpu": "",
+                "signal": signal,
+                "code": "Ready" if signal == "condition" else "reboot" if signal == "reset" else "",
+                "value": float(item.get("count") or 1),
+                "detail": str(item.get("message", ""))[:200],
+                "origin": ORIGIN,
+                "edge": edge,
+            }
+        )
     df = pd.DataFrame(rows, columns=[*HISTORY_COLUMNS, "edge"])
     return _pair(df.sort_values("time", kind="stable")).reset_index(drop=True)
 

@@ -489,6 +489,11 @@ class PrometheusSource(Source):
             return super().pod_objects()
         return list(self.kube.list_pods().get("items", []))
 
+    def _node_history(self, window, node):
+        from gpulib.sources.prom_history import prometheus_history
+
+        return prometheus_history(self, window, node)
+
     def instant_query(self, promql):
         return self.query(promql)
 

@@ -315,9 +315,21 @@ class SnapshotSource(Source):
         xid = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_XID_ERRORS"] if len(self.scrape) else self.scrape
         if len(xid):
             hit = xid[xid["value"] > 0]
-            frames.append(pd.DataFrame({"time": hit["timestamp"], "end": pd.NaT, "node": hit["node"],
-                                        "gpu": hit["gpu"], "signal": "xid", "code": hit["value"].astype(int).astype(str),
-                                        "value": 1.0, "detail": "last XID in the scrape", "origin": "DCGM_FI_DEV_XID_ERRORS"}))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "time": hit["timestamp"],
+                        "end": pd.NaT,
+                        "node": hit["node"],
+                        "gpu": hit["gpu"],
+                        "signal": "xid",
+                        "code": hit["value"].astype(int).astype(str),
+                        "value": 1.0,
+                        "detail": "last XID in the scrape",
+                        "origin": "DCGM_FI_DEV_XID_ERRORS",
+                    }
+                )
+            )
             read["xid"] = "DCGM_FI_DEV_XID_ERRORS in " + ", ".join(self.scrape_files)
         else:
             missing["xid"] = "no DCGM_FI_DEV_XID_ERRORS in the snapshot's scrapes"

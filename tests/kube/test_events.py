@@ -22,8 +22,13 @@ END = datetime(2026, 12, 1, 6, 45, tzinfo=timezone.utc)
 
 def _ev(reason, kind, name, minutes_ago, namespace="", message=""):
     t = (pd.Timestamp(END) - pd.Timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"reason": reason, "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
-            "lastTimestamp": t, "message": message, "count": 1}  # fmt: skip
+    return {
+        "reason": reason,
+        "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+        "lastTimestamp": t,
+        "message": message,
+        "count": 1,
+    }
 
 
 EVENTS = {
@@ -64,8 +69,21 @@ def snap(tmp_path_factory):
 
 def _run(runbook, snap, tmp, *params):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUOPS_END": END.isoformat()}
-    args = [sys.executable, "-m", "gpulib.cli", "run", runbook, "--source", "snapshot", "--snapshot", str(snap),
-            "--out", str(tmp), "-q", *params]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "gpulib.cli",
+        "run",
+        runbook,
+        "--source",
+        "snapshot",
+        "--snapshot",
+        str(snap),
+        "--out",
+        str(tmp),
+        "-q",
+        *params,
+    ]
     p = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     return p.returncode, json.loads(next(tmp.rglob("findings.json")).read_text())
 
