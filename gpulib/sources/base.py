@@ -24,6 +24,7 @@ from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
+from gpulib.sources.history import clip
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
@@ -458,6 +459,22 @@ class Source(ABC):
             hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
         )
 
+    def node_history(self, window: str | timedelta = "7d", node: str | None = None):
+        """The events of ``node`` (every node: None) over ``window`` before :attr:`end`: XIDs, ECC, cordons,
+        conditions, pod restarts, remediation and serve records, driver and label changes, exporter gaps (see
+        ``gpulib.core.schema.HISTORY_SIGNALS``). An event that lasts is kept when it overlaps the window."""
+
+        win = parse_window(window)
+        node, _ = self._check_target(node, None)
+        return clip(self._node_history(win, node), pd.Timestamp(self.end), win, node)
+
+    def _node_history(self, window: timedelta, node: str | None):
+        raise NotProvided(
+            f"node history is not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' (kube-state-metrics and DCGM series in Prometheus), a snapshot "
+            "with events.json (kubectl get events -A -o json), or the demo fleet",
+        )
+
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
         source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
@@ -523,6 +540,7 @@ PUBLIC_METHODS = (
     "objects",
     "query",
     "range_query",
+    "node_history",
     "kube_cluster",
 )
 

@@ -26,6 +26,7 @@ LAYERS = {
     "gpu_operator": 2,
     "vllm": 2,
     "cost": 2,
+    "reliability": 2,
     "demo": 3,
     "runbook": 4,
     "verdict": 4,
