@@ -20,8 +20,9 @@ from gpulib.demo.simulator import FleetSimulator
 from gpulib.demo.vllm_series import demo_vllm_frame, demo_vllm_series
 from gpulib.kube.frames import nodes_frame, pods_frame
 from gpulib.mig import default_configs
-from gpulib.sources.base import Source, mig_parted_object, summarise_frame
+from gpulib.sources.base import Source, mig_parted_object
 from gpulib.sources.history import NodeHistory
+from gpulib.sources.reduce import summarise_frame
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
 TARGET_POINTS = 720

@@ -39,9 +39,10 @@ from gpulib.kube.events import REASONS, events_history
 from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.nvidia.dmon import parse_dmon
 from gpulib.nvidia.smi import parse_query
-from gpulib.sources.base import Source, mig_parted_object, summarise_frame
+from gpulib.sources.base import Source, mig_parted_object
 from gpulib.sources.dcgm import parse_scrape
 from gpulib.sources.history import NodeHistory
+from gpulib.sources.reduce import summarise_frame
 
 
 class SnapshotSource(Source):
