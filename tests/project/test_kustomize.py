@@ -325,7 +325,7 @@ def test_the_prometheusrule_is_the_generators_for_the_public_url_and_passes_prom
         {"source": {"name": "gpuops-values", "fieldPath": "data.publicURL"}},
         kustomization(DEPLOY / "overlays" / "live"),
     )
-    assert rule["spec"] == alerts.alert_rules(public)
+    assert rule["spec"] == alerts.rules_document(public)
     assert rule == alerts.prometheus_rule(public)
     spec = tmp_path / "rules.yaml"
     spec.write_text(yaml.safe_dump(rule["spec"]))
@@ -405,7 +405,7 @@ def test_the_live_values_set_once_reach_every_object_that_uses_them(tmp_path):
     for c in (serve, report):  # what the Prometheus source reads from the pod's environment
         s = load_settings(env={**container_env(objs, c), "GPUOPS_PROMETHEUS_TOKEN": "t" * 20})
         assert s.url == prom
-    assert one(objs, "PrometheusRule")["spec"] == alerts.alert_rules(public)
+    assert one(objs, "PrometheusRule")["spec"] == alerts.rules_document(public)
     ing = one(objs, "Ingress", "gpuops-serve")
     host = urlsplit(public).hostname
     assert [r["host"] for r in ing["spec"]["rules"]] == [host] and ing["spec"]["tls"][0]["hosts"] == [host]
