@@ -218,14 +218,16 @@ def _small_node(i: int, rng: random.Random, names: _Names) -> list[dict]:
     return out
 
 
-def make_scenario(seed: int = 42, scrape_interval: str = "60s") -> dict:
-    """The 128-node, 1,024-GPU scenario dict (FleetSimulator's scenario format)."""
+def make_scenario(seed: int = 42, scrape_interval: str = "60s", nodes_total: int = 128) -> dict:
+    """The 128-node, 1,024-GPU scenario dict (FleetSimulator's scenario format); ``nodes_total`` scales every node
+    group by ``nodes_total / 128`` (1,024 nodes: 8,192 GPUs)."""
     rng = random.Random(seed)
     names = _Names(rng)
     nodes = []
     k = 0
+    scale = nodes_total / sum(g[0] for g in NODE_GROUPS)
     for count, model, itype, capacity, role in NODE_GROUPS:
-        for i in range(count):
+        for i in range(max(1, round(count * scale))):
             short = {"H100-80GB": "h100", "H200": "h200", "A100-80GB": "a100-80", "A100-40GB": "a100-40", "L4": "l4"}[
                 model
             ]

@@ -28,6 +28,8 @@ DOMAINS = {
     "operator_install": "gpu_operator",
     "vllm_deploy": "vllm",
     "gpu_utilization_report": "cost",
+    "node_health": "reliability",
+    "gpu_reliability_report": "reliability",
 }
 
 

@@ -25,11 +25,11 @@ import yaml
 
 from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook
-from gpulib.core.errors import CollectError, GpulibError, InvalidParameter
+from gpulib.core.errors import CollectError, GpulibError, InvalidParameter, usage_text
 from gpulib.core.findings import Severity, sort_findings
 from gpulib.core.redact import redact
 from gpulib.core.timeutil import parse_window
-from gpulib.core.validate import command
+from gpulib.core.validate import command, one_of
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.execute import RunResult
@@ -85,7 +85,7 @@ def _exit_code(results: list[RunResult], fail_on: str) -> int:
 
 
 def _fail(exc: GpulibError) -> None:
-    typer.echo(redact(f"error: {exc}"), err=True)
+    typer.echo(usage_text(exc), err=True)
     raise typer.Exit(EXIT_USAGE)
 
 
@@ -407,6 +407,14 @@ def serve_cmd(
         ),
     ),
     kernels: int = typer.Option(2, help="runs executing at once (papermill kernels)"),
+    verdict: str = typer.Option(
+        "fast", help="fast: the verdict first, without a kernel, then the notebook as its evidence | notebook"
+    ),
+    verdict_workers: int = typer.Option(2, help="fast verdicts computed at once (threads of the server)"),
+    claims: str = typer.Option(
+        "local", help="local | kubernetes: replicas claim each incident through a coordination.k8s.io Lease"
+    ),
+    warm_kernels: int = typer.Option(2, help="kernels kept started with gpulib imported for renders (0: cold starts)"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
     dedupe_window: int = typer.Option(900, help="seconds in which one alert group, GPU and runbook give one run"),
@@ -432,6 +440,10 @@ def serve_cmd(
             source=source,
             routes_file=routes_file,
             kernels=kernels,
+            verdict=verdict,
+            verdict_workers=verdict_workers,
+            warm_kernels=warm_kernels,
+            claims=claims,
             queue_limit=queue_limit,
             run_timeout=run_timeout,
             dedupe_window=dedupe_window,
@@ -444,6 +456,42 @@ def serve_cmd(
     except GpulibError as exc:
         _fail(exc)
     run_server(cfg)
+
+
+@app.command("mcp")
+def mcp_cmd(
+    transport: str = typer.Option("stdio", help="stdio (an MCP client starts gpuops) | http (streamable HTTP)"),
+    host: str = typer.Option("127.0.0.1", help="listen address (http)"),
+    port: int = typer.Option(8090, help="listen port (http); the endpoint is /mcp"),
+    token_file: Optional[Path] = typer.Option(
+        None, help="file holding the bearer token of the http transport (else $GPUOPS_MCP_TOKEN)"
+    ),
+    source: str = typer.Option("demo", "--source", "-s", help="demo | live | snapshot folder, for every run"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="run folders are written and read here"),
+    kernels: int = typer.Option(2, help="runs executing at once (more calls wait)"),
+    run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
+):
+    """Serve the runbooks to AI assistants over the Model Context Protocol (read-only tools: list, run, read a run,
+    look up an XID, plan a node collection); http needs `Authorization: Bearer <token>`."""
+    try:
+        from gpulib.mcp import server as mcp_server
+        from gpulib.mcp.tools import Tools
+    except ImportError as exc:
+        raise SystemExit("gpuops mcp needs the mcp extra: pip install 'gpu-runbooks[mcp]' (or '[all]')") from exc
+    from gpulib.serve.config import TOKEN_ENV as SERVE_TOKEN_ENV
+    from gpulib.serve.config import read_token
+
+    try:
+        one_of(transport, ("stdio", "http"), param="--transport")
+        token = read_token(token_file, env=mcp_server.TOKEN_ENV) if transport == "http" else ""
+        hidden = (mcp_server.TOKEN_ENV, SERVE_TOKEN_ENV)
+        tools = Tools(out, source, kernels=kernels, run_timeout=run_timeout, unset_env=hidden)
+    except GpulibError as exc:
+        _fail(exc)
+    if transport == "stdio":
+        mcp_server.serve_stdio(tools)
+    else:
+        mcp_server.serve_http(tools, token, host, port)
 
 
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:

@@ -16,14 +16,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from gpulib.catalogue import NotebookInfo
+from gpulib.core.files import atomic_write
 from gpulib.core.findings import load_findings, worst_severity
 from gpulib.core.redact import redact
-from gpulib.core.rundir import FINDINGS_ENV, atomic_write, new_run_dir, write_index
+from gpulib.core.rundir import FINDINGS_ENV, new_run_dir, write_index
+from gpulib.core.runrecord import record, write_status
 from gpulib.core.summary import status_of, verdict_of, write_summary
 from gpulib.inspection import choose_source, params_env, resolve_params, target_defaults
 from gpulib.sources.prometheus import load_settings
@@ -47,6 +50,8 @@ class RunResult:
     #: severity, cause, SOP step and commands of the top finding (:func:`gpulib.core.summary.verdict_of`);
     #: empty when the run wrote no findings
     verdict: dict[str, Any] = field(default_factory=dict)
+    #: the run used a pre-started kernel (:mod:`gpulib.warm`)
+    warm: bool = False
 
     @property
     def worst(self) -> str:
@@ -137,6 +142,28 @@ def _kernel_manager(env: dict[str, str], cwd: Path | None = None, unset: Iterabl
     return km
 
 
+#: seconds a kernel may take to answer (a warm kernel's preload, a run's environment set in it)
+KERNEL_START_TIMEOUT_S = 120
+
+
+def run_code(km, code: str, timeout: float = KERNEL_START_TIMEOUT_S) -> None:
+    """Execute ``code`` in the kernel of ``km`` and wait for it (a client of its own, closed after)."""
+    from jupyter_core.utils import run_sync
+
+    async def go():
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=timeout)
+            reply = await kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+        finally:
+            kc.stop_channels()
+        if reply["content"].get("status") != "ok":
+            raise RuntimeError(f"warm kernel: {reply['content'].get('ename')}: {reply['content'].get('evalue')}")
+
+    run_sync(go)()
+
+
 def execute(
     info: NotebookInfo,
     params: dict[str, Any],
@@ -149,6 +176,7 @@ def execute(
     unset_env: Iterable[str] = (),
     run_timeout: float | None = None,
     summary: bool = True,
+    warm=None,
 ) -> RunResult:
     """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``).
 
@@ -164,10 +192,20 @@ def execute(
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / "findings.json"
     res = RunResult(info.name, out_dir, out_nb, None)
-    kernel_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path)}
-    km = _kernel_manager(kernel_env, info.path.parent, unset_env)
+    write_status(out_dir, runbook=info.name, status="running", started=time.time(), params=params)
+    write_index(out_root)  # the index lists the run while it runs
+    run_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path)}
+    km = warm.take() if warm is not None else None
+    res.warm = km is not None
+    if km is None:
+        km = _kernel_manager(run_env, info.path.parent, unset_env)
     watch = _Deadline(km, run_timeout) if run_timeout else None
     try:
+        if res.warm:  # what a cold kernel gets when it starts: this run's environment and folder
+            run_code(
+                km,
+                f"import os as _os; _os.environ.update({run_env!r}); _os.chdir({str(info.path.parent)!r}); del _os",
+            )
         pm.execute_notebook(
             str(info.path),
             str(out_nb),
@@ -202,8 +240,8 @@ def execute(
             res.html.name if res.html else out_nb.name,
             res.verdict,
         )
-    known = {out_dir.name: (doc.get("worst", ""), len(doc.get("findings", [])))} if doc is not None else {}
-    write_index(out_root, known)
+    write_status(out_dir, status=res.status, finished=time.time(), error=res.failed)
+    write_index(out_root, {out_dir.name: record(out_dir, (res.findings, doc) if doc is not None else None)})
     return res
 
 

@@ -121,6 +121,16 @@ def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, An
     return out
 
 
+#: parameters a caller of a server (``gpuops serve``, ``gpuops mcp``) may never set: the data source, what
+#: changes state (history, remediation) and anything that names a path on the server
+SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
+
+
+def server_only(name: str) -> bool:
+    """Whether only the server sets parameter ``name`` (:data:`SERVER_ONLY`, ``*_file``, ``*_dir``)."""
+    return name in SERVER_ONLY or name.endswith("_file") or name.endswith("_dir")
+
+
 def check_values(params: dict[str, Any]) -> None:
     """Validate the parameters that reach PromQL, a manifest or a shell command (gpulib.core.validate);
     InvalidParameter (a usage error) for a value that is not a name of its kind. Empty means 'all'."""

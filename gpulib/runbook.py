@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Iterable
 
 import pandas as pd
@@ -35,8 +36,25 @@ from gpulib.core.rundir import FINDINGS_ENV
 from gpulib.core.sop import sop
 from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
 
+#: True while a Runbook runs without a notebook (:func:`quiet`): nothing is displayed or printed. A context
+#: variable, so a server's verdict threads and the notebooks of the same process do not silence each other.
+_QUIET: ContextVar[bool] = ContextVar("gpuops_runbook_quiet", default=False)
+
+
+@contextmanager
+def quiet():
+    """Run a :class:`Runbook` headless (``gpulib.verdict``): its steps, errors and findings as in a notebook, its
+    notes, tables and verdict box shown nowhere."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
 
 def _display(obj: Any = None, *, html_text: str | None = None, bundle: dict | None = None) -> None:
+    if _QUIET.get():
+        return
     try:
         from IPython.display import HTML, display
     except ImportError:  # plain Python (tests, CLI): print text
@@ -168,6 +186,8 @@ def _verdict_box(html_text: str, display_id: str, *, update: bool = False) -> No
     """The verdict shown at the top of the notebook: displayed with a display id when the run starts and
     updated in place by :meth:`Runbook.finish` (Jupyter ``update_display_data``, which nbclient/papermill apply
     to the stored output: https://ipython.readthedocs.io/en/stable/api/generated/IPython.display.html)."""
+    if _QUIET.get():
+        return
     try:
         from IPython.display import HTML, display, update_display
     except ImportError:
@@ -367,8 +387,9 @@ class Runbook:
             note(html.escape(empty), "ok")
         return fs
 
-    def finish(self, findings: Iterable[Finding] | None = None, *, combine=None) -> FindingList:
-        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON; ``combine``
+    def finish(self, findings: Iterable[Finding] | None = None, *, combine=None, save: bool = True) -> FindingList:
+        """Render the 'Recommended SOP step' (top finding first) and save findings as JSON (where the run's
+        environment says; ``save=False``: not at all, for a headless verdict, :mod:`gpulib.verdict`); ``combine``
         (e.g. :func:`gpulib.fleet.merge_findings`) folds symptom findings into their root cause first."""
         if findings is not None:
             self.add(findings)
@@ -421,7 +442,7 @@ class Runbook:
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
         _verdict_box(verdict_html(top, self), self._verdict_id, update=True)
-        path = os.environ.get(FINDINGS_ENV)
+        path = os.environ.get(FINDINGS_ENV) if save else None
         if path:
             save_findings(
                 fl, path, runbook=self.name, parameters=self.params, errors=self.errors, usage_errors=self.usage_errors

@@ -75,7 +75,7 @@ def test_concurrent_runs_in_threads_keep_their_own_verdict(tmp_path, monkeypatch
     assert all(asked == got for asked, _, got in out)
     assert len({d for _, d, _ in out}) == 8
     index = (tmp_path / "index.html").read_text()
-    assert index.count("<tr><td>") == 8
+    assert index.count("<tr data-runbook=") == 8
 
 
 def test_concurrent_runs_in_processes_keep_their_own_verdict(tmp_path):
@@ -84,7 +84,7 @@ def test_concurrent_runs_in_processes_keep_their_own_verdict(tmp_path):
         out = pool.starmap(_run_one, [(str(tmp_path), n) for n in nodes])
     assert all(asked == got for asked, _, got in out)
     assert len({d for _, d, _ in out}) == 6
-    assert (tmp_path / "index.html").read_text().count("<tr><td>") == 6
+    assert (tmp_path / "index.html").read_text().count("<tr data-runbook=") == 6
     assert not list(tmp_path.glob(".index.html.*"))
 
 

@@ -78,8 +78,12 @@ def test_a_cli_run_reads_findings_once_and_writes_summary_once(tmp_path, opened,
     summary = (run / "summary.md").read_text()
     assert summary.startswith("# xid_ecc_triage: DONE") and "**Cause:** XID 79 on dgx-h100-1" in summary
     assert "**Next step:** Drain the node." in summary and "Report: xid_ecc_triage.html" in summary
-    # the index row comes from the run itself (worst severity, number of findings)
-    assert f"{run.name}</a></td><td>critical</td><td>2</td>" in (tmp_path / "index.html").read_text()
+    # the index row comes from the run itself (worst severity, cause, where), not from findings.json read again
+    index = (tmp_path / "index.html").read_text()
+    assert "data-runbook='xid_ecc_triage' data-node='dgx-h100-1' data-severity='critical'" in index
+    assert (
+        "<td class='cause'>XID 79 on dgx-h100-1</td>" in index and f"<a href='{run.name}/xid_ecc_triage.html'>" in index
+    )
     assert "XID 79 on dgx-h100-1" in capsys.readouterr().out
 
 
@@ -89,7 +93,9 @@ def test_a_serve_run_goes_through_the_engine_in_process_reading_findings_once(tm
     from gpulib.serve import ServeConfig
     from gpulib.serve.app import create_app
 
-    app = create_app(ServeConfig.build(out=tmp_path / "runs", token=TOKEN))
+    # the notebook's verdict (--verdict notebook): the fast verdict, which writes summary.md at once and again when
+    # the notebook is rendered, has its own tests (tests/serve/test_app_verdict_first.py)
+    app = create_app(ServeConfig.build(out=tmp_path / "runs", token=TOKEN, verdict="notebook"))
     c = TestClient(app)
     r = c.get("/run/xid_ecc_triage", params={"node": "n1", "gpu": "3"}, follow_redirects=False)
     rid = r.headers["location"].rsplit("/", 1)[1]

@@ -24,6 +24,12 @@ class GpulibError(Exception):
         return f"{base} (hint: {self.hint})" if self.hint else base
 
 
+def usage_text(exc: BaseException) -> str:
+    """What ``gpuops`` prints for a usage error before it exits 2 (``error: <message> (hint: ...)``), secrets
+    masked; ``gpuops mcp`` answers a bad parameter with the same text."""
+    return redact(f"error: {exc}")
+
+
 class InvalidParameter(GpulibError, ValueError):
     """A runbook/CLI parameter has a bad value."""
 

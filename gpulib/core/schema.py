@@ -109,3 +109,41 @@ def conform(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
             df[c] = "" if c not in ("value", "timestamp") else pd.NA
     rest = [c for c in df.columns if c not in columns]
     return df[columns + rest]
+
+
+#: one row per event of a node's history (:meth:`gpulib.sources.base.Source.node_history`): ``time`` and, for what
+#: lasts (a cordon, a NotReady spell, an exporter gap), ``end`` (NaT: still open at the window end), both UTC
+#: ``Timestamp``; ``gpu`` the index as a string ("" for the node); ``signal`` one of :data:`HISTORY_SIGNALS`;
+#: ``code`` what kind within the signal (the XID code, the condition type, the label name, the alert rule);
+#: ``value`` a count or the new value; ``detail`` free text; ``origin`` where the source read it (the series or
+#: file name), so the preflight and the evidence can say it.
+HISTORY_COLUMNS = ["time", "end", "node", "gpu", "signal", "code", "value", "detail", "origin"]
+
+#: the signals a node history carries, with what each row means
+HISTORY_SIGNALS = {
+    "xid": "an XID error (code = the XID)",
+    "ecc_sbe": "correctable (single-bit) ECC errors, value = the increment",
+    "ecc_dbe": "uncorrectable (double-bit) ECC errors, value = the increment",
+    "remap_failure": "a row-remapping failure",
+    "remapped_rows": "rows remapped, value = the increment",
+    "thermal_violation": "time under thermal slowdown, value = seconds",
+    "power_violation": "time under power capping, value = seconds",
+    "clock_event": "a clock-event reason raised (code = the reason)",
+    "nvlink_error": "NVLink CRC/replay/recovery errors, value = the increment",
+    "pcie_replay": "PCIe replays, value = the increment",
+    "condition": "a node condition in its bad state from time to end (code = the condition type)",
+    "cordon": "the node unschedulable from time to end",
+    "taint": "a taint added (code = key:effect)",
+    "pod_restart": "container restarts of a GPU pod, value = the increment",
+    "oom_kill": "a container OOM-killed",
+    "eviction": "a pod evicted",
+    "remediation": "a gpuops remediation audit record (code = the action)",
+    "serve_verdict": "a gpuops serve run for an alert (code = the alert rule, detail = the verdict's severity)",
+    "nccl_probe": "an NCCL probe result (detail = pass/fail)",
+    "diag": "a dcgmi diag result (detail = pass/fail)",
+    "reset": "a GPU reset or node reboot (code = reset/reboot)",
+    "gfd_label": "a GPU Feature Discovery label change (code = the label, detail = old -> new)",
+    "driver_change": "the NVIDIA driver version changed (detail = old -> new)",
+    "operator_change": "the GPU Operator version changed (detail = old -> new)",
+    "no_data": "the node's exporter sent nothing from time to end: no data, not zero",
+}

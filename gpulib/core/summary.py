@@ -9,13 +9,15 @@ from gpulib.core.findings import Finding, load_findings, sort_findings
 
 
 def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
-    """severity, cause (top finding), its SOP step and commands, from a run's findings and its findings.json
-    document (``worst``, ``errors``)."""
+    """severity, cause (top finding), where (its node and GPU), its SOP step and commands, from a run's findings
+    and its findings.json document (``worst``, ``errors``)."""
     fs = sort_findings(findings)
     top = fs[0] if fs else None
     return {
         "severity": doc.get("worst", "ok"),
         "cause": top.title if top else "no finding",
+        "node": (top.node or "") if top else "",
+        "gpu": (top.gpu or "") if top else "",
         "sop_step": top.sop_step if top else "",
         "commands": list(top.commands) if top else [],
         "findings": len(fs),
@@ -37,9 +39,11 @@ def status_of(failed: str | None, usage_errors: list, errors: list) -> str:
     return "failed" if failed else ("bad parameter" if usage_errors else ("incomplete" if errors else "done"))
 
 
-def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any]) -> Path:
+def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any], *, rendering: bool = False) -> Path:
     """``folder/summary.md`` for the run ``rec`` (runbook, status, params, error) with verdict ``v``
-    (:func:`verdict_of`; empty when the run wrote no findings) and a link to its report."""
+    (:func:`verdict_of`; empty when the run wrote no findings) and a link to its report; ``rendering``: the verdict
+    is known and the notebook behind it (the evidence) is still being rendered. A render that failed after the
+    verdict (``rec["render_error"]``) is said below the verdict."""
     lines = [f"# {rec['runbook']}: {rec['status'].upper()}", ""]
     lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
     if rec.get("error"):
@@ -50,6 +54,12 @@ def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any
             lines += ["", f"**Next step:** {v['sop_step']}"]
         if v["commands"]:
             lines += ["", "Commands (dry run: nothing was applied):", "", "```"] + v["commands"] + ["```"]
+    if rendering:
+        lines += ["", "Evidence: the notebook (charts, tables) is still rendering; the report link shows it when done."]
+    if rec.get("render_error"):
+        lines += ["", f"**Evidence:** the notebook could not be rendered: {rec['render_error']}"]
+    if rec.get("verdict_changed"):
+        lines += ["", "The notebook's verdict differs from the first (fast) one and replaces it."]
     lines += ["", f"Report: {link}", ""]
     p = folder / "summary.md"
     p.write_text("\n".join(lines))

@@ -61,6 +61,8 @@ _EXPORTS = {
     "prepare_samples": "usage",
     "price_table": "prices",
     "report_policy": "prices",
+    "recording_group": "recording",
+    "recording_rule_name": "recording",
     "rollup": "usage",
     "savings_actions": "analysis",
     "savings_waterfall": "report_frames",

@@ -41,6 +41,7 @@ from gpulib.cost.prices import (
     default_provider,
     gpu_specs,
     load_prices,
+    mig_slices_of,
     price_table,
 )
 from gpulib.cost.report_frames import (
@@ -52,15 +53,14 @@ from gpulib.cost.report_frames import (
     savings_waterfall,
     top_idle_workloads,
 )
+from gpulib.cost.totals import UsageTotals, totals_from_samples
 from gpulib.cost.usage import (
     Thresholds,
     attach_workloads,
     mig_share,
     prepare_samples,
     select_activity,
-    series_usage,
     window_hours,
-    zombie_runs,
 )
 from gpulib.kube.requests import non_gpu_pods, request_limit_issues
 
@@ -166,6 +166,7 @@ def analyze_cost(
     thresholds: Mapping[str, float] | None = None,
     namespaces: list[str] | None = None,
     serving: pd.DataFrame | None = None,
+    totals: UsageTotals | None = None,
 ) -> CostReport:
     """Run the whole cost analysis over one window.
 
@@ -173,7 +174,9 @@ def analyze_cost(
     :func:`gpulib.cost.usage.select_activity`); ``fb_used``: FB_USED series (MiB); ``nodes`` /
     ``pods``: NODE_COLUMNS / POD_COLUMNS. ``namespaces`` restricts pods and series to those namespaces
     (unallocated GPU time is kept). ``serving``: :func:`gpulib.vllm.serving_signals` rows; a
-    serving workload they call overloaded is never shrunk. Returns a :class:`CostReport` with findings.
+    serving workload they call overloaded is never shrunk. ``totals``: the window's totals as Prometheus added
+    them up (:func:`gpulib.cost.totals.load_totals`), used instead of the series frames. Returns a
+    :class:`CostReport` with findings.
     """
     th = Thresholds.from_table(**dict(thresholds or {}))
     table = price_table(
@@ -182,26 +185,24 @@ def analyze_cost(
         currency=currency,
         overrides=price_overrides,
     )
-    act, field_used = select_activity(gr_engine_active, gpu_util)
+    if totals is None:
+        act, field_used = select_activity(gr_engine_active, gpu_util)
+        if namespaces:
+            act = act[act["namespace"].astype("string").fillna("").isin(list(namespaces) + [""])]
+        samples = mark_unrequested(
+            prepare_samples(act, fb_used, nodes=nodes, window=window, compute_slices=mig_slices_of(act["model"])),
+            pods,
+        )
+        totals = totals_from_samples(samples, field_used, th)
+    elif namespaces:
+        totals = totals.within(list(namespaces) + [""])
     if namespaces:
-        keep = act["namespace"].astype("string").fillna("").isin(list(namespaces) + [""])
-        act = act[keep]
         pods = pods[pods["namespace"].astype(str).isin(namespaces)] if pods is not None else pods
-    model_keys = canonical_models(pd.Series(pd.unique(act["model"].astype("string").fillna(""))))
-    raw_models = pd.unique(act["model"].astype("string").fillna(""))
-    specs = gpu_specs()
-    slices = {
-        raw: float(specs["mig_compute_slices"].get(key, np.nan))
-        for raw, key in zip(raw_models, model_keys)
-        if key is not None and key is not pd.NA and pd.notna(specs["mig_compute_slices"].get(key, np.nan))
-    }
-    samples = mark_unrequested(
-        prepare_samples(act, fb_used, nodes=nodes, window=window, compute_slices=slices or None), pods
-    )
+    samples, field_used = totals.samples, totals.activity_field
     wh = window_hours(window, samples)
     inv = node_inventory(nodes, pods, table)
-    usage = _price_usage(attach_workloads(series_usage(samples, th), pods), inv, nodes, table)
-    zombies = zombie_runs(samples, th)
+    usage = _price_usage(attach_workloads(totals.usage, pods), inv, nodes, table)
+    zombies = totals.zombies.copy()
     if len(zombies):
         price = usage.drop_duplicates(["node", "gpu", "gpu_i_id", "pod"]).set_index(["node", "gpu", "gpu_i_id", "pod"])[
             "price_per_gpu_hour"
@@ -223,6 +224,8 @@ def analyze_cost(
         prices=table,
         samples=samples,
         usage=usage,
+        end=totals.end,
+        step_s=totals.step_s,
         zombies=zombies,
         nodes=inv,
         request_limit=request_limit_issues(pods),

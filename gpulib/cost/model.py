@@ -54,3 +54,12 @@ class CostReport:
     #: the nodes / pods frames analysed (taints, requests: the hygiene findings read them)
     cluster_nodes: pd.DataFrame | None = None
     cluster_pods: pd.DataFrame | None = None
+    #: the window's newest point and the series step (s) the totals were made at; None: read from ``samples``
+    end: pd.Timestamp | None = None
+    step_s: float | None = None
+
+    def newest(self) -> pd.Timestamp:
+        """The window's newest point (the end of the totals, else the newest sample, else now)."""
+        if self.end is not None:
+            return self.end
+        return self.samples["timestamp"].max() if len(self.samples) else pd.Timestamp.now(tz="UTC")

@@ -74,9 +74,8 @@ def zombie_values(rep: CostReport) -> pd.DataFrame:
     cols = ["namespace", "pod", "window_cost", "gpus_held_now", "monthly_from_now"]
     if z is None or len(z) == 0:
         return pd.DataFrame(columns=cols)
-    s = rep.samples
-    newest = s["timestamp"].max()
-    step = float(s["step_s"].median())
+    newest = rep.newest()
+    step = rep.step_s if rep.step_s is not None else float(rep.samples["step_s"].median())
     held = z["end"] >= newest - pd.Timedelta(seconds=1.5 * step)
     last = z.sort_values("end").drop_duplicates(["node", "gpu", "gpu_i_id", "pod"], keep="last")
     last_held = last[held.reindex(last.index).to_numpy()]

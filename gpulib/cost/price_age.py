@@ -49,5 +49,5 @@ def report_price_age(rep: CostReport, price_file: str | None = None) -> pd.DataF
     sel = prices[
         (prices["provider"] == rep.provider) & (prices["currency"] == rep.currency) & prices["model"].isin(used)
     ]
-    end = rep.samples["timestamp"].max() if len(rep.samples) else pd.Timestamp.now(tz="UTC")
+    end = rep.newest()
     return price_age(sel.sort_values(["model", "pricing"]), end)

@@ -194,3 +194,16 @@ def price_table(
             table.loc[key, pricing] = fv
     table.index.name = "model"
     return table
+
+
+def mig_slices_of(models: pd.Series) -> dict[str, float] | None:
+    """Raw dcgm-exporter model name -> MIG compute slices of its GPU (gpu_specs.csv), for the models given."""
+    raw_models = pd.unique(models.astype("string").fillna(""))
+    model_keys = canonical_models(pd.Series(raw_models))
+    spec = gpu_specs()["mig_compute_slices"]
+    slices = {
+        raw: float(spec.get(key, np.nan))
+        for raw, key in zip(raw_models, model_keys)
+        if key is not None and key is not pd.NA and pd.notna(spec.get(key, np.nan))
+    }
+    return slices or None

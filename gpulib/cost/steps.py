@@ -22,15 +22,29 @@ from datetime import timedelta
 import pandas as pd
 
 import gpulib.cost.view as view
-from gpulib.core.errors import EmptyResult, InvalidParameter
+from gpulib.core.errors import EmptyResult, InvalidParameter, NotProvided
 from gpulib.core.knowledge import settings
 from gpulib.core.timeutil import format_duration, parse_window
-from gpulib.cost.analysis import analyze_cost, idle_zombie_table, namespace_allocation, savings_waterfall
+from gpulib.cost.analysis import (
+    analyze_cost,
+    idle_zombie_table,
+    namespace_allocation,
+    savings_waterfall,
+)
 from gpulib.cost.hygiene import mark_unrequested
 from gpulib.cost.model import CostReport
 from gpulib.cost.price_age import report_price_age
-from gpulib.cost.prices import cost_policy_list, report_policy
-from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, node_time_matrix, prepare_samples, select_activity
+from gpulib.cost.prices import cost_policy_list, mig_slices_of, report_policy
+from gpulib.cost.totals import UsageTotals, load_totals
+from gpulib.cost.usage import (
+    FB_USED,
+    GPU_UTIL,
+    GR_ENGINE_ACTIVE,
+    Thresholds,
+    node_time_matrix,
+    prepare_samples,
+    select_activity,
+)
 
 __all__ = [
     "ReportData",
@@ -89,14 +103,30 @@ class ReportData:
     missing: list[str] = field(default_factory=list)
     #: vLLM live-check verdict per serving workload (gpulib.vllm.serving_signals over serving_candidates)
     serving: pd.DataFrame | None = None
+    #: the window's totals as Prometheus added them up (gpulib.cost.totals), when the source answers PromQL
+    totals: UsageTotals | None = None
 
     @property
     def activity_field(self) -> str:
+        if self.totals is not None:
+            return self.totals.activity_field
         return GR_ENGINE_ACTIVE if self.gr_engine_active is not None else GPU_UTIL
 
     @property
     def samples(self) -> int:
+        """Numbers that reached the report (samples, or the points of the totals' answers)."""
+        if self.totals is not None:
+            return self.totals.points
         return sum(len(f) for f in (self.gr_engine_active, self.gpu_util, self.fb_used) if f is not None)
+
+    @property
+    def has_fb(self) -> bool:
+        return self.totals.has_fb if self.totals is not None else self.fb_used is not None
+
+    @property
+    def path(self) -> str:
+        """Which data path ran: ``rules``, ``raw`` or ``samples`` (:data:`gpulib.cost.totals.PATHS`)."""
+        return self.totals.path if self.totals is not None else "samples"
 
 
 def _try_series(src, fld: str, window: str, step: str, missing: list[str]) -> pd.DataFrame | None:
@@ -107,9 +137,13 @@ def _try_series(src, fld: str, window: str, step: str, missing: list[str]) -> pd
         return None
 
 
-def load_report_data(src, window: str, *, namespaces: list[str] | None = None, step: str | None = None) -> ReportData:
+def load_report_data(
+    src, window: str, *, namespaces: list[str] | None = None, step: str | None = None, totals: bool = True
+) -> ReportData:
     """Pull nodes, pods and the DCGM series the cost analysis needs, at the report's coarse step.
 
+    A source that answers PromQL (prometheus, live) gives totals instead (:func:`gpulib.cost.totals.load_totals`:
+    the recording rules, else subqueries of the raw fields); ``totals=False`` pulls the samples anyway.
     Activity is ``GR_ENGINE_ACTIVE`` when exported, else ``GPU_UTIL``; ``FB_USED`` is optional (no
     zombie detection without it). Raises :class:`InvalidParameter` for a namespace the cluster does
     not have, :class:`~gpulib.core.errors.InvalidWindow` for a bad window, :class:`EmptyResult` when no
@@ -126,6 +160,15 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
                 f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
                 f"namespaces with pods: {', '.join(sorted(known))}"
             )
+    try:  # a source that answers PromQL adds the window up itself (gpulib.cost.totals)
+        summed = _prometheus_totals(src, window, step, nodes, pods) if totals else None
+    except NotProvided:
+        summed = None
+    if summed is not None:
+        missing = [] if summed.has_fb else [f"{FB_USED}: no series in the last {window}"]
+        return ReportData(
+            window=window, step=step, nodes=nodes, pods=pods, namespaces=namespaces, missing=missing, totals=summed
+        )
     missing: list[str] = []
     fb_missing: list[str] = []
     # activity and memory are independent queries: run them side by side, so the client reads one
@@ -153,6 +196,26 @@ def load_report_data(src, window: str, *, namespaces: list[str] | None = None, s
     )
 
 
+def _prometheus_totals(src, window: str, step: str, nodes: pd.DataFrame, pods: pd.DataFrame) -> UsageTotals:
+    """The totals path (:func:`gpulib.cost.totals.load_totals`); raises NotProvided for a source without PromQL."""
+    bucket = parse_window(heatmap_bucket(window, step), name="bucket").total_seconds()
+    # which activity field the fleet exports now (and its GPU models, for the MIG shares); NotProvided: no PromQL
+    field_used, rows = GR_ENGINE_ACTIVE, src.query(f"count by (modelName) ({GR_ENGINE_ACTIVE})")
+    if not rows:
+        field_used, rows = GPU_UTIL, src.query(f"count by (modelName) ({GPU_UTIL})")
+    models = pd.Series([r["metric"].get("modelName", "") for r in rows], dtype="string")
+    return load_totals(
+        src,
+        parse_window(window).total_seconds(),
+        nodes=nodes,
+        pods=pods,
+        bucket_s=bucket,
+        th=Thresholds.from_table(),
+        compute_slices=mig_slices_of(models),
+        activity_field=field_used,
+    )
+
+
 def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:
     """(namespace, workload) of the serving workloads whose vLLM live check the savings plan needs (owner kinds
     in cost_policy.csv ``inference_owner_kinds`` with a GPU request); pass them to
@@ -168,7 +231,7 @@ def idle_samples(src, window: str) -> tuple[pd.DataFrame, str]:
     """The samples the one idle/zombie rule (:func:`gpulib.cost.usage.classify_idle`) runs on, pulled exactly as
     the report pulls them (:func:`load_report_data`: ``series_step``, ``series_agg``), so the fleet overview and
     the report give a pod the same verdict. Returns (samples, activity field used)."""
-    data = load_report_data(src, window)
+    data = load_report_data(src, window, totals=False)
     act, field_used = select_activity(data.gr_engine_active, data.gpu_util)
     # as analyze_cost marks them: a pod that requested no GPU holds no allocated GPU time (gpulib.cost.hygiene)
     return mark_unrequested(prepare_samples(act, data.fb_used, nodes=data.nodes, window=window), data.pods), field_used
@@ -194,6 +257,7 @@ def cost_report(
         currency=currency,
         namespaces=data.namespaces,
         serving=data.serving,
+        totals=data.totals,
     )
 
 

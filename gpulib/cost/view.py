@@ -20,6 +20,7 @@ from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.model import ACTIONS, CostReport
 from gpulib.cost.prices import report_policy
+from gpulib.cost.totals import PATHS
 from gpulib.cost.usage import FB_USED, GR_ENGINE_ACTIVE
 
 __all__ = [
@@ -371,6 +372,23 @@ def waterfall_figure(wf: pd.DataFrame, currency: str):
 # ----------------------------------------------------------------------------------------------
 # method
 # ----------------------------------------------------------------------------------------------
+def _path_note(data) -> str:
+    """Which data path ran (gpulib.cost.totals.PATHS) and, on the raw path, how to install the recording rules."""
+
+    note = (
+        f"<b>Data path:</b> {html.escape(PATHS[data.path])}; {data.samples:,} numbers reached the report "
+        f"({len(data.totals.queries)} PromQL queries)."
+    )
+    if data.path == "raw":
+        note += (
+            " Install the recording rules (group <code>gpu-runbooks.report</code> of "
+            "<code>deploy/prometheus/gpu-alerts.yaml</code> or the PrometheusRule "
+            "<code>deploy/prometheus/gpu-alerts.prometheusrule.yaml</code>, written by <code>gpuops alerts</code>) "
+            "so Prometheus keeps these per-step values and the report reads their totals."
+        )
+    return note
+
+
 def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str | None = None) -> str:
     """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source.
 
@@ -386,7 +404,7 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
     items = [
         f"<b>Activity metric:</b> <code>{e(rep.activity_field)}</code>, {e(util_note)}.",
         f"<b>Memory held:</b> <code>{FB_USED}</code> (MiB)"
-        + ("" if data.fb_used is not None else " <b>not available: zombie detection skipped</b>")
+        + ("" if data.has_fb else " <b>not available: zombie detection skipped</b>")
         + ".",
         f"<b>Sampling:</b> one sample per series every {e(data.step)} over the last {e(data.window)} "
         f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share "
@@ -407,9 +425,11 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
         "gpulib/data/cost/cost_policy.csv).",
         f"<b>Namespaces:</b> {e(', '.join(data.namespaces)) if data.namespaces else 'all'}.",
     ]
+    if data.path != "samples":
+        items.append(_path_note(data))
     if data.missing:
         items.append("<b>Not available:</b> " + e("; ".join(data.missing)))
-    end = rep.samples["timestamp"].max() if len(rep.samples) else pd.Timestamp.now(tz="UTC")
+    end = rep.newest()
     limit = float(report_policy("price_max_age_days"))
     src = e(price_file) if price_file else "gpulib/data/cost/gpu_prices.csv (defaults; override with price_file)"
     rows = [

@@ -13,13 +13,16 @@ import yaml
 from gpulib.core.errors import EmptyResult
 from gpulib.core.schema import GPU_COLUMNS
 from gpulib.demo.artifacts import render_smi_query
+from gpulib.demo.history import demo_history, demo_history_signals
 from gpulib.demo.metrics import METRICS
 from gpulib.demo.operator_objects import demo_objects
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.demo.vllm_series import demo_vllm_frame, demo_vllm_series
 from gpulib.kube.frames import nodes_frame, pods_frame
 from gpulib.mig import default_configs
-from gpulib.sources.base import Source, mig_parted_object, summarise_frame
+from gpulib.sources.base import Source, mig_parted_object
+from gpulib.sources.history import NodeHistory
+from gpulib.sources.reduce import summarise_frame
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
 TARGET_POINTS = 720
@@ -225,3 +228,9 @@ class DemoSource(Source):
             {"metric": {"__name__": name, **labels}, "values": [[float(ts), str(v)] for ts, v in zip(t, values)]}
             for name, labels, values in demo_vllm_series(self.sim, t)
         ]
+
+    def _node_history(self, window, node):
+
+        if getattr(self, "_history", None) is None:
+            self._history = demo_history(self.sim)
+        return NodeHistory(self._history, demo_history_signals(self.sim), {})

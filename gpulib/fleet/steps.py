@@ -10,16 +10,19 @@ The analysis is :mod:`gpulib.fleet.health` and :mod:`gpulib.fleet.scheduling`, t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import pandas as pd
 
 from gpulib.core.findings import Finding
 from gpulib.cost import Thresholds, idle_samples
 from gpulib.fleet.findings import health_findings, idle_findings, stale_telemetry, unrequested_gpu_use
-from gpulib.fleet.health import HealthFrames, IdleInputs
+from gpulib.fleet.health import HealthFrames, IdleInputs, activity, health_frames, inventory, utilisation_matrix
 from gpulib.fleet.merge import merge_findings
 from gpulib.fleet.scheduling import check_scheduling, pod_specs_from, require_frames
+
+#: the activity metric when the preflight could not say which one the source exports (the notebook's fallback)
+DEFAULT_ACTIVITY_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 
 
 @dataclass
@@ -95,3 +98,30 @@ def findings(inp: FleetInputs) -> list[Finding]:
     if inp.idle is not None:
         fs += idle_findings(inp.idle)
     return merge_findings(fs)
+
+
+def decide(src, step: Callable[[str], ContextManager], *, window: str, **_: Any) -> list[Finding] | None:
+    """What ``runbooks/fleet_overview.ipynb`` hands to ``rb.finish``, without a kernel and without its charts: the
+    notebook's steps that read data, each inside ``step(name)`` (the Runbook's guard: a step without data makes the
+    run INCOMPLETE as in the notebook), in its order, then :func:`findings`."""
+    if src is None:  # the notebook's rb.ready(): no data source, no step runs
+        return None
+    inp, caps, pods = FleetInputs(window), None, None
+    with step("Metric preflight"):
+        caps = inp.caps = src.preflight(window)
+        caps.table()
+    with step("Inventory and allocation"):
+        pods = inp.pods = src.pods()
+        inventory(src.nodes(), pods)
+    with step("Scheduling checks"):
+        inp.scheduling = scheduling_inputs(src, pods)
+    with step("Activity heatmap"):
+        metric = caps.activity_metric if caps else DEFAULT_ACTIVITY_METRIC
+        act = activity(src, window, metric)
+        utilisation_matrix(act)
+        inp.activity = activity_inputs(src, act, metric)
+    with step("Health summaries"):
+        inp.health = health_frames(src, window)
+    with step("Idle and zombie GPUs"):
+        inp.idle = idle_inputs(src, window)
+    return findings(inp)

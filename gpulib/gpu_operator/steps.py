@@ -11,7 +11,7 @@ tables and charts :mod:`gpulib.gpu_operator.view`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import pandas as pd
 
@@ -31,6 +31,7 @@ __all__ = [
     "verification_step",
     "scheduling_findings",
     "findings",
+    "decide",
 ]
 
 
@@ -128,3 +129,46 @@ def findings(inp: Inputs) -> list[Finding]:
         last, up = inp.dcgm
         out += verify(inp.state, inp.nodes, dcgm_last=last, dcgm_up=up, namespace=inp.namespace)
     return out
+
+
+def decide(
+    src,
+    step: Callable[[str], ContextManager],
+    *,
+    namespace: str,
+    components,
+    driver_preinstalled: bool,
+    mig_strategy: str,
+    sharing: str,
+    replicas: int,
+    operator_version: str = "",
+    **_: Any,
+) -> list[Finding] | None:
+    """What ``runbooks/operator_install.ipynb`` hands to ``rb.finish``, without a kernel and without its tables and
+    charts: the same steps, each inside ``step(name)`` (the Runbook's guard: a step without data makes the run
+    INCOMPLETE as in the notebook), in its order and under its conditions, then :func:`findings`."""
+    if src is None:  # the notebook's rb.ready(): no data source, no step runs
+        return None
+    inp = Inputs(namespace)
+    with step("Install plan"):
+        plan_step(
+            src,
+            inp,
+            components=components,
+            driver_preinstalled=driver_preinstalled,
+            mig_strategy=mig_strategy,
+            sharing=sharing,
+            replicas=replicas,
+            version=operator_version,
+        )
+    with step("Operator objects"):
+        state_step(src, inp)
+    with step("Pre-flight"):
+        preflight_step(src, inp)
+    with step("Scheduling checks"):
+        scheduling_step(src, inp)
+        scheduling_findings(inp)
+    if inp.state:  # the notebook's rb.ready(inp.state)
+        with step("Verification"):
+            verification_step(src, inp)
+    return findings(inp)

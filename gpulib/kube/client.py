@@ -340,7 +340,7 @@ class KubeCluster:
                 exc.args[0],
                 status=403,
                 hint=f"grant `get` on configmaps in the operator namespace {namespace} (a Role and "
-                "RoleBinding there, as deploy/serve/rbac.yaml does); check with `kubectl auth "
+                "RoleBinding there, as deploy/base/serve/rbac.yaml does); check with `kubectl auth "
                 f"can-i get configmaps/{name} -n {namespace}`",
             ) from exc
         text = configmap_config_yaml(cm)

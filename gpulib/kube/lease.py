@@ -61,21 +61,21 @@ def _api(cluster):
     return client.CoordinationV1Api(cluster.api_client)
 
 
-def _body(holder: str, rv: str | None = None) -> dict:
+def _body(holder: str, rv: str | None = None, name: str = LEASE_NAME, seconds: int = LEASE_SECONDS) -> dict:
     now = _fmt(_now())
-    meta = {"name": LEASE_NAME, "labels": {"app.kubernetes.io/managed-by": "gpuops"}}
+    meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpuops"}}
     if rv:
         meta["resourceVersion"] = rv
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": meta,
-        "spec": {"holderIdentity": holder, "leaseDurationSeconds": LEASE_SECONDS, "acquireTime": now, "renewTime": now},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": int(seconds), "acquireTime": now, "renewTime": now},
     }
 
 
-def _try_acquire(cluster, ns: str, holder: str) -> str | None:
-    """The Lease's resourceVersion when we now hold it, None when someone else does."""
+def _try_acquire(cluster, ns: str, holder: str, name: str = LEASE_NAME, seconds: int = LEASE_SECONDS) -> str | None:
+    """The Lease ``name``'s resourceVersion when we now hold it, None when someone else does."""
     api = _api(cluster)
     base = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
     try:
@@ -83,7 +83,7 @@ def _try_acquire(cluster, ns: str, holder: str) -> str | None:
             api.create_namespaced_lease,
             _Call("create", "leases", base, "coordination.k8s.io", ns),
             namespace=ns,
-            body=_body(holder),
+            body=_body(holder, None, name, seconds),
         )
         return (got.get("metadata") or {}).get("resourceVersion", "")
     except KubernetesError as exc:
@@ -91,22 +91,24 @@ def _try_acquire(cluster, ns: str, holder: str) -> str | None:
             raise
     cur = cluster._request(
         api.read_namespaced_lease,
-        _Call("get", "leases", f"{base}/{LEASE_NAME}", "coordination.k8s.io", ns),
-        name=LEASE_NAME,
+        _Call("get", "leases", f"{base}/{name}", "coordination.k8s.io", ns),
+        name=name,
         namespace=ns,
     )
     spec, meta = cur.get("spec") or {}, cur.get("metadata") or {}
+    if spec.get("holderIdentity") == holder:  # ours already (a claim made again by its holder)
+        return meta.get("resourceVersion", "")
     renew = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
-    ttl = float(spec.get("leaseDurationSeconds") or LEASE_SECONDS)
+    ttl = float(spec.get("leaseDurationSeconds") or seconds)
     if renew is not None and (_now() - renew).total_seconds() < ttl:
         return None
     try:  # expired: take it over, only if nobody changed it since we read it
         got = cluster._request(
             api.replace_namespaced_lease,
-            _Call("update", "leases", f"{base}/{LEASE_NAME}", "coordination.k8s.io", ns),
-            name=LEASE_NAME,
+            _Call("update", "leases", f"{base}/{name}", "coordination.k8s.io", ns),
+            name=name,
             namespace=ns,
-            body=_body(holder, meta.get("resourceVersion")),
+            body=_body(holder, meta.get("resourceVersion"), name, seconds),
         )
         return (got.get("metadata") or {}).get("resourceVersion", "")
     except KubernetesError as exc:
@@ -150,3 +152,11 @@ def held(cluster, *, wait_s: float = WAIT_SECONDS, sleep=time.sleep):
         yield holder
     finally:
         _release(cluster, ns, rv)
+
+
+def claim(cluster, name: str, *, seconds: int, holder: str | None = None) -> bool:
+    """Claim the Lease ``name`` for ``seconds`` (``gpuops serve``'s incident claims: one replica runs an incident):
+    True when this holder now has it, False while another holder's claim has not expired. A claim is not released:
+    it lapses, so the incident stays with its replica for its window, and a later one may be claimed again."""
+    holder = holder or f"gpuops@{socket.gethostname()}/{os.getpid()}"
+    return _try_acquire(cluster, namespace(), holder, name, seconds) is not None

@@ -36,4 +36,6 @@ def single_strategy_ok(layouts: Iterable[dict[str, int]]) -> tuple[bool, str]:
     kinds = {k for lay in layouts for k, v in lay.items() if v}
     if len(kinds) <= 1:
         return True, f"all MIG devices are {next(iter(kinds))}" if kinds else "no MIG devices"
-    return False, f"node mixes profiles {sorted(kinds)}: use the mixed strategy (nvidia.com/mig-<profile>)"
+    names = sorted(kinds)
+    listed = ", ".join(names[:-1]) + " and " + names[-1]
+    return False, f"node mixes profiles {listed}: use the mixed strategy (nvidia.com/mig-<profile>)"

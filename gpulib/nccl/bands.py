@@ -163,18 +163,34 @@ def _link_peak(interconnect: str, nvlinks: int | None) -> float | None:
     return None
 
 
+def _ring_efficiency(link: pd.Series) -> tuple[float, float, str]:
+    """Ring busbw as a fraction of the link's per-GPU bandwidth: the link generation's own published range
+    (``ring_efficiency_*`` of ``nccl_link_bandwidth.csv``), else the generic ``nvlink_ring_efficiency_*`` thresholds."""
+    lo, hi = (
+        pd.to_numeric(link.get("ring_efficiency_low"), errors="coerce"),
+        pd.to_numeric(link.get("ring_efficiency_high"), errors="coerce"),
+    )
+    if pd.notna(lo) and pd.notna(hi):
+        return float(lo), float(hi), str(link.get("ring_efficiency_source"))
+    return (
+        _thr("nvlink_ring_efficiency_low"),
+        _thr("nvlink_ring_efficiency_high"),
+        "nccl_thresholds.csv nvlink_ring_efficiency_* (no published ring figure for this link generation)",
+    )
+
+
 def _intra_band(interconnect: str, nvlinks: int | None, pcie_gen: int | None, family: str | None):
     links = load_table("nccl_link_bandwidth").set_index("link")
     if interconnect.startswith("NVLink") and interconnect in links.index:
         peak = _link_peak(interconnect, nvlinks)
-        lo, hi = _thr("nvlink_ring_efficiency_low"), _thr("nvlink_ring_efficiency_high")
+        lo, hi, eff_source = _ring_efficiency(links.loc[interconnect])
         what = f"{interconnect} {peak:g} GB/s per GPU" + (f" (NV{nvlinks})" if nvlinks else "")
         return (
             peak * lo,
             peak * hi,
             peak,
             f"{what} x ring efficiency {lo:g}-{hi:g}",
-            str(links.loc[interconnect, "source"]),
+            f"{links.loc[interconnect, 'source']}; ring efficiency: {eff_source}",
         )
     if interconnect.upper().startswith("PCIE"):
         gen = pcie_gen or (5 if family in ("H100", "H200", "H800", "B200", "B100") else 4)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import pandas as pd
 
@@ -29,7 +29,7 @@ from gpulib.nccl.env import check_environment
 from gpulib.nccl.findings import reference_finding
 from gpulib.nccl.log import diagnose_log, summarize_log
 from gpulib.nccl.results import NcclTestResult, parse_nccl_tests_all
-from gpulib.nvidia.topology import Topology
+from gpulib.nvidia.topology import Topology, parse_topology
 
 NVLINK_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 
@@ -257,3 +257,82 @@ def findings(inp: NcclInputs) -> list[Finding]:
     if inp.manifest is not None:
         fs += nccl_job.pod_findings(inp.manifest)
     return fs
+
+
+def decide(
+    src,
+    step: Callable[[str], ContextManager],
+    *,
+    node: str,
+    window: str,
+    nccl_tests_file: str,
+    topology_file: str,
+    nccl_log_file: str,
+    gpu_model: str,
+    interconnect: str,
+    expected: str,
+    history_dir: str,
+    cluster: str,
+    instance_type: str,
+    record_history: bool,
+    probe_nodes: int,
+    probe_gpus: int,
+    probe_image: str,
+    default_tests: str,
+    default_topology: str,
+    default_history: Callable[[], tuple[pd.DataFrame, str]] | None = None,
+    **_: Any,
+) -> list[Finding] | None:
+    """What ``runbooks/nccl_check.ipynb`` hands to ``rb.finish``, without a kernel and without its charts: the
+    notebook's steps that read data or decide, each inside ``step(name)`` (the Runbook's guard: a step without data
+    makes the run INCOMPLETE as in the notebook), in its order and under its conditions, then :func:`findings`.
+    ``default_tests`` / ``default_topology`` / ``default_history``: the packaged inputs the notebook falls back to
+    (it passes the demo's; a domain knows no demo data). ``record_history`` writes the history file, so a caller that
+    also renders the notebook must not call this with it (``gpulib.verdict`` does not)."""
+    if record_history:
+        raise InvalidParameter("record_history=True appends to the history: decide() would record the run twice")
+    inp, topo, tests_text, log_text = NcclInputs(), None, None, None
+    results: list[NcclTestResult] = []
+    judged: list[Verdict] = []
+    with step("Topology"):
+        topo_text, _where = read_input(topology_file, "topology_file", default_topology)
+        topo = parse_topology(topo_text)
+    with step("nccl-tests results"):
+        tests_text, _where = read_input(nccl_tests_file, "nccl_tests_file", default_tests)
+        results = read_results(tests_text)
+        judged = inp.verdicts = verdicts(
+            results,
+            expected=expected,
+            text=tests_text,
+            **model_kwargs(topology=topo, gpu_model=gpu_model, interconnect=interconnect),
+        )
+    with step("Results history"):
+        inp.history, _where = runbook_history(
+            history_dir,
+            cluster,
+            results=results,
+            verdicts=judged,
+            record=record_history,
+            instance_type=instance_type,
+            default_input=not nccl_tests_file,
+            default_history=default_history,
+        )
+    with step("NCCL_DEBUG log"):
+        log_text = read_input(nccl_log_file, "nccl_log_file")[0] if nccl_log_file else tests_text
+        inp.log_text, inp.log_node = log_text, log_node(results)
+    if log_text:  # the notebook's rb.ready(log_text)
+        with step("Environment checks"):
+            environment_findings(log_text, node=inp.log_node)
+            summarize_log(log_text)
+    if src is not None and node:  # rb.ready(rb.src, node)
+        with step("NVLink traffic"):
+            nvlink_rates(nvlink_series(src, node, window))
+            inp.nvlink = nvlink_frames(src, node, window)
+    with step("In-cluster probe manifest"):
+        manifest, _checked = runbook_probe_manifest(probe_nodes, probe_gpus, node, probe_image)
+        nccl_job.image_note(manifest)
+        inp.manifest = manifest
+        nccl_job.pod_findings(manifest)
+        nccl_job.to_yaml(manifest)
+        nccl_job.apply_commands(manifest, "nccl-probe.yaml")
+    return findings(inp)

@@ -24,7 +24,7 @@ _EXPORTS = {
     "Topology": "topology",
     "clock_event_table": "smi",
     "decode_clock_events": "smi",
-    "gpu_id_map": "smi",
+    "gpu_id_map": "gpu_ids",
     "main": "nvml",
     "dmon_series": "dmon",
     "diag_summary": "dcgmi",
@@ -35,6 +35,7 @@ _EXPORTS = {
     "parse_topology": "topology",
     "probe": "nvml",
     "probe_json": "nvml",
+    "with_nvml_thresholds": "smi",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpulib.core.errors import InvalidParameter
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table
 from gpulib.core.textio import as_text, clip
@@ -47,9 +48,12 @@ NA_TOKENS = {
 #: the limit); ``temperature_tlimit_margin_c`` is the current distance to the T.Limit (NVML
 #: nvmlDeviceGetMarginTemperature: "distance to nearest slowdown threshold"). ``temperature_shutdown_c`` /
 #: ``_slowdown_c`` / ``_max_operating_c`` are absolute: printed by older drivers, derived from the margins on
-#: R570+ (T.Limit = current temperature + current margin; threshold = T.Limit - its margin), which gives the
-#: thresholds NVML's nvmlDeviceGetTemperatureThreshold reports on the same GPU (tests/nvidia/test_smi_tlimit.py).
-#: ``temperature_thresholds_from`` says which: "absolute", "T.Limit margins" or "".
+#: R570+ (T.Limit = current temperature + current margin; threshold = T.Limit - its margin). The current
+#: temperature and the margin are two readings taken at different instants, so a derived threshold can be one
+#: degree off what NVML's nvmlDeviceGetTemperatureThreshold reports on the same GPU: it is flagged with
+#: ``temperature_thresholds_tolerance_c`` = 1 (0 where printed), and :func:`with_nvml_thresholds` replaces it by
+#: NVML's value where the NVML probe ran (tests/nvidia/test_smi_temperatures.py).
+#: ``temperature_thresholds_from`` says which: "absolute", "T.Limit margins", "NVML" or "".
 QUERY_COLUMNS = [
     "pci_bus_id",
     "index",
@@ -90,6 +94,7 @@ QUERY_COLUMNS = [
     "temperature_max_operating_tlimit_c",
     "temperature_memory_max_operating_tlimit_c",
     "temperature_thresholds_from",
+    "temperature_thresholds_tolerance_c",
     "power_draw_w",
     "power_limit_w",
     "power_default_limit_w",
@@ -187,7 +192,50 @@ def _temperatures(d: dict[str, str]) -> dict[str, Any]:
             absolute[col] = tlimit - out[margin]
         if any(not np.isnan(v) for v in absolute.values()):
             source = "T.Limit margins"
-    return {**out, **absolute, "temperature_thresholds_from": source}
+    return {
+        **out,
+        **absolute,
+        "temperature_thresholds_from": source,
+        "temperature_thresholds_tolerance_c": _THRESHOLD_TOLERANCE_C.get(source, np.nan),
+    }
+
+
+#: how far an absolute threshold may be from NVML's, by where it came from: printed by the driver (0), or derived
+#: from the current temperature and margin, two readings one degree apart at most (integer degrees)
+_THRESHOLD_TOLERANCE_C = {"absolute": 0.0, "T.Limit margins": 1.0, "NVML": 0.0}
+_NVML_THRESHOLDS = ("temperature_shutdown_c", "temperature_slowdown_c", "temperature_max_operating_c")
+
+
+def with_nvml_thresholds(query: pd.DataFrame, nvml: pd.DataFrame | None) -> pd.DataFrame:
+    """``query`` (:func:`parse_query`) with the absolute temperature thresholds of each GPU that ``nvml``
+    (:func:`gpulib.nvidia.nvml.probe` rows, or the ``gpus`` of its JSON) has, matched by UUID: NVML's
+    nvmlDeviceGetTemperatureThreshold values replace the printed or derived ones, ``temperature_thresholds_from``
+    becomes "NVML" and the tolerance 0. The margins columns are left as printed; GPUs the probe did not see keep
+    their own values. Raises :class:`InvalidParameter` when a frame has no ``uuid`` column."""
+
+    out = query.copy()
+    if nvml is None or len(nvml) == 0:
+        return out
+    for name, df in (("query", query), ("nvml", nvml)):
+        if "uuid" not in df.columns:
+            raise InvalidParameter(
+                f"{name} frame has no uuid column; columns: {list(df.columns)}",
+                hint="pass parse_query() rows and gpulib.nvidia.nvml.probe() rows",
+            )
+    by_uuid = {str(u): r for u, r in zip(nvml["uuid"], nvml.to_dict("records")) if isinstance(u, str) and u}
+    for i, u in out["uuid"].items():
+        r = by_uuid.get(str(u)) if isinstance(u, str) else None
+        if r is None:
+            continue
+        vals = {c: _num(r.get(c)) for c in _NVML_THRESHOLDS}
+        if all(np.isnan(v) for v in vals.values()):
+            continue
+        for c, v in vals.items():
+            if not np.isnan(v):
+                out.at[i, c] = v
+        out.at[i, "temperature_thresholds_from"] = "NVML"
+        out.at[i, "temperature_thresholds_tolerance_c"] = _THRESHOLD_TOLERANCE_C["NVML"]
+    return out
 
 
 def _sum_if_complete(d: dict[str, str], parts: list[str]) -> float:
@@ -518,39 +566,3 @@ def parse_table(text: str | bytes | None) -> SmiTable:
         driver_version=drv,
         cuda_version=cuda,
     )
-
-
-# ---------------------------------------------------------------------------- id mapping
-def _id_frame(df: pd.DataFrame) -> pd.DataFrame:
-    out = pd.DataFrame(index=df.index)
-    gpu_col = next((c for c in ("gpu", "index") if c in df.columns), None)
-    out["gpu"] = df[gpu_col].map(lambda v: None if pd.isna(v) or v == "" else str(int(float(v)))) if gpu_col else None
-    out["uuid"] = df["uuid"].map(lambda v: None if pd.isna(v) or v == "" else str(v)) if "uuid" in df.columns else None
-    out["pci_bus_id"] = df["pci_bus_id"].map(normalise_pci_bus_id) if "pci_bus_id" in df.columns else None
-    return out
-
-
-def gpu_id_map(*frames: pd.DataFrame | None) -> pd.DataFrame:
-    """PCI bus id <-> GPU index <-> UUID from any frames that carry some of ``gpu``/``index``, ``uuid``,
-    ``pci_bus_id`` (:func:`parse_query`, :func:`gpulib.nvidia.nvml.probe`, DCGM SERIES/SUMMARY frames).
-
-    Rows that share a UUID or a PCI bus id are merged; returns columns ``gpu`` (str), ``uuid``, ``pci_bus_id``.
-    """
-    recs: list[dict[str, str | None]] = []
-    for df in frames:
-        if df is None or len(df) == 0:
-            continue
-        for r in _id_frame(df).drop_duplicates().to_dict("records"):
-            matches = [
-                x
-                for x in recs
-                if (r["uuid"] and x["uuid"] == r["uuid"]) or (r["pci_bus_id"] and x["pci_bus_id"] == r["pci_bus_id"])
-            ]
-            if matches:
-                target = matches[0]
-                for k in ("gpu", "uuid", "pci_bus_id"):
-                    if target[k] is None and r[k] is not None:
-                        target[k] = r[k]
-            elif r["uuid"] or r["pci_bus_id"]:
-                recs.append(dict(r))
-    return pd.DataFrame(recs, columns=["gpu", "uuid", "pci_bus_id"])

@@ -8,6 +8,9 @@ Pastes from tickets and terminals arrive damaged in three ways (layouts: the pro
 * **rows wrapped** by a narrow terminal: a line that starts with a link code continues the row above.
 * **columns cut on the right** (a GPU row shorter than the header): the NIC codes are taken from the
   NIC rows when those survived; otherwise the NIC columns are dropped (the GPU matrix stays right).
+* **NIC columns cut from the header too** (a copy as narrow as the GPU columns) while the NIC rows
+  ``NIC0 PIX NODE ...`` survived: the NIC rows give each GPU's link to each NIC; NIC-to-NIC links are
+  then unknown (``N/A``).
 
 The NIC count comes from the header and the ``NIC Legend`` (a legend naming more NICs than the header
 shows is reported). A GPU row that is missing or shorter than the GPU columns makes the text too
@@ -56,6 +59,7 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
     gpus = [d for d in devices if _GPU.match(d)]
     nics = [d for d in devices if not _GPU.match(d)]
     rows: dict[str, list[str]] = {}
+    orphan_nics: dict[str, list[str]] = {}  # NIC rows the header does not name
     legend: list[str] = []
     strangers: list[str] = []
     current: str | None = None
@@ -76,6 +80,10 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
             rows[toks[0]] = toks[1:]
             current = toks[0]
             continue
+        if re.fullmatch(r"NIC\d+", toks[0]) and len(toks) > 1 and _LINK.match(toks[1]) and toks[0] not in orphan_nics:
+            orphan_nics[toks[0]] = toks[1:]
+            current = None
+            continue
         if "=" in toks or toks[0].endswith(":"):  # the legend ("PIX  = Connection ...", "Legend:") ends the matrix
             current = None
             continue
@@ -83,6 +91,8 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
             rows[current] += toks  # a terminal wrapped the row: this line continues it
             continue
         current = None
+    if not nics and orphan_nics:
+        devices, nics = _nics_from_rows(gpus, rows, orphan_nics, warnings)
     odd = [d for d in devices if not (_GPU.match(d) or re.fullmatch(r"NIC\d+|mlx\d+_\d+|[a-z]+\d+(_\d+)?", d))]
     wide = [d for d in rows if _codes(rows[d], len(devices) + 1) > len(devices)]
     if odd or strangers or wide or not gpus or gpus != [f"GPU{i}" for i in range(len(gpus))]:
@@ -181,6 +191,34 @@ def repair_topology_lines(lines: list[str]) -> tuple[list[str], list[str]]:
         out.append("\t".join(line))
     out += [""] + legend
     return out, warnings
+
+
+def _nics_from_rows(
+    gpus: list[str], rows: dict[str, list[str]], orphan: dict[str, list[str]], warnings: list[str]
+) -> tuple[list[str], list[str]]:
+    """Header without NIC columns, NIC rows below the GPU rows: the NIC columns come back from those rows (column
+    order GPUs then NICs, as nvidia-smi prints them). ``rows`` is completed in place; (devices, nics)."""
+    names = list(orphan)
+    if names != [f"NIC{i}" for i in range(len(names))] or any(_codes(orphan[n], len(gpus)) < len(gpus) for n in names):
+        warnings.append(
+            f"topo -m: {len(names)} NIC row(s) the header does not name, not NIC0..N-1 with a link code per GPU: "
+            "NIC rows ignored, GPU-NIC links unknown"
+        )
+        return list(gpus), []
+    devices = gpus + names
+    for n in names:
+        codes = orphan[n][: _codes(orphan[n], len(devices))]
+        rows[n] = (
+            codes if len(codes) == len(devices) else codes[: len(gpus)] + ["X" if m == n else "N/A" for m in names]
+        )
+    for gi, g in enumerate(gpus):
+        if g in rows and _codes(rows[g], len(devices)) == len(gpus):  # the GPU row lost its NIC codes with the header
+            rows[g] = rows[g][: len(gpus)] + [orphan[n][gi] for n in names] + rows[g][len(gpus) :]
+    warnings.append(
+        f"topo -m: the header has no NIC columns but {len(names)} NIC rows follow the GPU rows: GPU-NIC links "
+        "read from the NIC rows (the matrix is symmetric); NIC-to-NIC links unknown (N/A) where the rows were cut"
+    )
+    return devices, names
 
 
 def _codes(toks: list[str], limit: int) -> int:

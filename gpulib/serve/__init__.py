@@ -8,14 +8,21 @@ pages (HTML), app (the FastAPI application, which writes each run's summary.md).
 
 from __future__ import annotations
 
-import uvicorn
+from gpulib.core.lazy import lazy_exports
 
-from gpulib.serve.app import create_app
-from gpulib.serve.config import ServeConfig
+#: public name -> submodule, imported on first use (PEP 562): ``gpulib.serve.config`` (the token rules that
+#: ``gpuops mcp`` shares) imports without FastAPI and uvicorn
+_EXPORTS = {"ServeConfig": "config", "create_app": "app"}
 
 
-def run_server(cfg: ServeConfig) -> None:
+def run_server(cfg) -> None:
+    """Serve ``cfg`` (a :class:`ServeConfig`) with uvicorn until interrupted."""
+    import uvicorn
+
+    from gpulib.serve.app import create_app
+
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
 
 
-__all__ = ["ServeConfig", "run_server"]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__all__ = ["ServeConfig", "create_app", "run_server"]

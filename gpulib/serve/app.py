@@ -7,7 +7,6 @@ receiver's ``http_config.authorization`` (https://prometheus.io/docs/alerting/la
 
 from __future__ import annotations
 
-import hmac
 import re
 import threading
 import time
@@ -24,16 +23,20 @@ import gpulib.serve.notify as notify
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError
 from gpulib.core.redact import redact
+from gpulib.core.runrecord import read_run
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
-from gpulib.serve.config import ServeConfig
+from gpulib.serve.config import TOKEN_ENV, ServeConfig, bearer_refusal
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
-from gpulib.serve.runner import EngineRunner
+from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter
 from gpulib.serve.store import RunStore
+from gpulib.serve.storms import MANUAL_PRIORITY, KubeClaims, Storms, covers, incident_key, priority, xid_code
+from gpulib.warm import WarmKernels
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
 Runner = Callable[[Path, str, dict[str, Any], float], dict[str, Any]]
+Verdicter = Callable[[Path, str, dict[str, Any]], Optional[dict[str, Any]]]
 
 
 # ------------------------------------------------------------------------------------ payload
@@ -64,7 +67,10 @@ class WebhookPayload(BaseModel):
 
 class Accepted(BaseModel):
     runs: list[str]
+    attached: list[str]
     deduped: list[str]
+    held: int
+    elsewhere: int = 0
     resolved: int
     rejected: list[str]
 
@@ -73,13 +79,21 @@ class Accepted(BaseModel):
 class Service:
     """Runs, the pool and the metrics; the HTTP layer below only translates."""
 
-    def __init__(self, cfg: ServeConfig, runner: Runner | None = None):
+    def __init__(self, cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None):
         self.cfg = cfg
         self.store = RunStore(cfg.out)
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
-        self.runner = runner or EngineRunner(self.catalogue.__getitem__)
+        self.storms = Storms(cfg.dedupe_window)
+        #: incident claims across replicas (None: this process decides alone)
+        self.claims = KubeClaims(cfg.dedupe_window) if cfg.claims == "kubernetes" else None
+        #: the fast verdict (default with the default runner and --verdict fast); None: the notebook decides
+        if verdicter is None and runner is None and cfg.verdict == "fast":
+            verdicter = FastVerdicter(self.catalogue.__getitem__)
+        self.verdicter = verdicter
+        self.warm = WarmKernels(cfg.warm_kernels, unset=(TOKEN_ENV,)) if runner is None and cfg.warm_kernels else None
+        self.runner = runner or EngineRunner(self.catalogue.__getitem__, self.warm)
         self.registry = CollectorRegistry()
         self.m_runs = Counter(
             "gpuops_serve_runs_total",
@@ -100,10 +114,22 @@ class Service:
             buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200),
             registry=self.registry,
         )
+        self.m_verdict = Histogram(
+            "gpuops_serve_verdict_seconds",
+            "From the request that created a run to its verdict (fast verdict, else the notebook's)",
+            ["runbook"],
+            buckets=(0.5, 1, 2, 3, 5, 10, 15, 30, 60, 120, 300),
+            registry=self.registry,
+        )
         self.m_rejected = Counter(
             "gpuops_serve_queue_full_total", "Requests answered 503 because the queue was full", registry=self.registry
         )
-        self.pool = WorkerPool(self._execute, cfg.kernels, cfg.queue_limit)
+        # with a fast verdict, the queue limit applies to the verdicts; renders queue behind them without a limit
+        # (each already has its verdict out), so a storm's evidence is late rather than lost
+        self.pool = WorkerPool(self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit)
+        self.verdicts = WorkerPool(self._verdict, cfg.verdict_workers, cfg.queue_limit) if self.verdicter else None
+        if self.verdicter is not None and hasattr(self.verdicter, "warm"):
+            threading.Thread(target=self.verdicter.warm, name="gpuops-warm", daemon=True).start()
         Gauge("gpuops_serve_queue_depth", "Runs waiting for a kernel", registry=self.registry).set_function(
             lambda: self.pool.depth
         )
@@ -116,52 +142,170 @@ class Service:
     def link(self, run_id: str) -> str:
         return f"{self.cfg.public_url}/runs/{run_id}"
 
-    def start(self, runbook: str, params: dict[str, Any], trigger: dict[str, Any]) -> dict[str, Any]:
-        """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten)."""
+    def start(
+        self, runbook: str, params: dict[str, Any], trigger: dict[str, Any], priority: tuple = MANUAL_PRIORITY
+    ) -> dict[str, Any]:
+        """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten); ``priority``:
+        :func:`gpulib.serve.storms.priority` (lower first)."""
         rec = self.store.create(runbook, params, trigger=trigger)
+        rec = self.store.update(
+            rec["id"], priority=list(priority), gpus=[str(params["gpu"])] if "gpu" in params else []
+        )
         try:
-            self.pool.submit(rec["id"])
+            (self.verdicts or self.pool).submit(rec["id"], priority)
         except QueueFull:
             self.store.forget(rec["id"])
             self.m_rejected.inc()
             raise
         return rec
 
-    def _execute(self, run_id: str) -> None:
+    def join(self, timeout: float = 60) -> bool:
+        """Wait until every queued verdict and render is done (tests and shutdown)."""
+        end = time.monotonic() + timeout
+        if self.verdicts is not None and not self.verdicts.join(timeout):
+            return False
+        return self.pool.join(max(0.1, end - time.monotonic())) and (self.verdicts is None or self.verdicts.join(1))
+
+    def _prepared(self, rec: dict[str, Any]) -> dict[str, Any]:
+        # the request's parameters were checked when it came in; here the server's source is added
+        return prepare(self.catalogue[rec["runbook"]], given=rec["params"], source=self.cfg.source)
+
+    def _notify(self, run_id: str, rec: dict[str, Any]) -> None:
+        if self.cfg.notify_url:
+            err = notify.send(self.cfg.notify_url, rec, self.link(run_id), self.cfg.notify_format)
+            if err:
+                self.store.update(run_id, notify_error=err)
+
+    @staticmethod
+    def _facts(v: dict[str, Any], status: str) -> dict[str, Any]:
+        cmd = v.get("commands", [None])[0] if v.get("commands") else None
+        return {
+            "severity": v.get("severity") if status != "failed" else None,
+            "cause": v.get("cause"),
+            "command": cmd,
+            "sop_step": v.get("sop_step"),
+            "verdict": v or None,
+        }
+
+    def _verdict(self, run_id: str) -> None:
+        """The fast verdict: the record, summary.md and the notification carry it at once; the notebook follows."""
         rec = self.store.update(run_id, status="running", started=time.time())
         folder = self.store.folder(run_id)
-        try:  # the request's parameters were checked when it came in; here the server's source is added
-            params = prepare(self.catalogue[rec["runbook"]], given=rec["params"], source=self.cfg.source)
+        try:
+            params = self._prepared(rec)
+            out = self.verdicter(folder, rec["runbook"], params)
+        except GpulibError as exc:  # e.g. a live run without the node the runbook needs: no notebook either
+            out = {"status": "failed", "error": redact(str(exc)), "verdict": {}, "render": False}
+        except Exception as exc:  # a verdict bug: the notebook decides instead
+            self.store.update(run_id, verdict_error=f"{type(exc).__name__}: {exc}"[:1000])
+            out = None
+        if out is None:  # no fast verdict for this runbook: the notebook's findings are the verdict
+            self.pool.submit(run_id, tuple(rec.get("priority") or MANUAL_PRIORITY))
+            return
+        now = time.time()
+        if out.get("render") is False:
+            rec = self.store.update(
+                run_id, status="failed", error=out["error"], finished=now, verdict_at=now, render="skipped"
+            )
+            self._close(run_id, rec, {})
+            return
+        rec = self.store.update(
+            run_id,
+            status="rendering",
+            verdict_at=now,
+            verdict_by="fast",
+            verdict_status=out["status"],
+            error=out.get("error"),
+            render="queued",
+            **self._facts(out["verdict"], out["status"]),
+        )
+        self.m_verdict.labels(rec["runbook"]).observe(now - rec["created"])
+        write_summary(folder, {**rec, "status": out["status"]}, self.link(run_id), out["verdict"], rendering=True)
+        self._notify(run_id, rec)
+        self.pool.submit(run_id, tuple(rec.get("priority") or MANUAL_PRIORITY))
+
+    def _render(self, run_id: str) -> None:
+        """The notebook: the evidence of a run with a fast verdict, or the verdict itself without one."""
+        rec = self.store.get(run_id)
+        fast = rec.get("verdict_by") == "fast"
+        now = time.time()
+        rec = self.store.update(run_id, render="running", render_started=now, **({} if fast else {"started": now}))
+        folder = self.store.folder(run_id)
+        try:
+            params = self._prepared(rec)
             outcome = self.runner(folder, rec["runbook"], params, self.cfg.run_timeout)
         except GpulibError as exc:  # e.g. a live run without the node the runbook needs
             outcome = {"status": "failed", "error": redact(str(exc))}
         except Exception as exc:  # a runner bug must not kill the worker thread
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         v = outcome["verdict"] if "verdict" in outcome else read_verdict(folder)
-        cmd = v.get("commands", [None])[0] if v.get("commands") else None
+        now = time.time()
+        if not fast:
+            rec = self.store.update(
+                run_id,
+                status=outcome["status"],
+                error=outcome.get("error"),
+                finished=now,
+                verdict_at=now,
+                verdict_by="notebook",
+                render="done" if outcome["status"] != "failed" else "failed",
+                render_finished=now,
+                render_warm=outcome.get("warm"),
+                **self._facts(v, outcome["status"]),
+            )
+            self.m_verdict.labels(rec["runbook"]).observe(now - rec["created"])
+            self._close(run_id, rec, v)
+            return
+        if outcome["status"] == "failed" and not v:  # no evidence; the fast verdict stands, the failure is shown
+            rec = self.store.update(
+                run_id,
+                status=rec["verdict_status"],
+                finished=now,
+                render="failed",
+                render_error=outcome.get("error"),
+                render_finished=now,
+            )
+            self._close(run_id, rec, rec["verdict"] or {}, notify_again=False)
+            return
+        changed = v != rec["verdict"]
+        upd: dict[str, Any] = {"status": outcome["status"], "error": outcome.get("error")}
+        if changed:  # the notebook read the source later or failed a step the fast path has not: it wins
+            upd.update(
+                self._facts(v, outcome["status"]), verdict_changed={"fast": rec["verdict"]}, verdict_by="notebook"
+            )
         rec = self.store.update(
             run_id,
-            status=outcome["status"],
-            error=outcome.get("error"),
-            finished=time.time(),
-            severity=v.get("severity") if outcome["status"] != "failed" else None,
-            cause=v.get("cause"),
-            command=cmd,
-            sop_step=v.get("sop_step"),
+            finished=now,
+            render="done" if outcome["status"] != "failed" else "failed",
+            render_error=outcome.get("error") if outcome["status"] == "failed" else None,
+            render_finished=now,
+            render_warm=outcome.get("warm"),
+            **upd,
         )
-        write_summary(folder, rec, self.link(run_id), v)
+        self._close(run_id, rec, v, notify_again=changed)
+
+    def _close(self, run_id: str, rec: dict[str, Any], v: dict[str, Any], *, notify_again: bool = True) -> None:
+        write_summary(self.store.folder(run_id), rec, self.link(run_id), v)
         self.m_runs.labels(
             rec["runbook"], rec["status"] if rec["status"] != "done" else (rec["severity"] or "ok")
         ).inc()
         self.m_duration.labels(rec["runbook"]).observe(rec["finished"] - rec["started"])
-        if self.cfg.notify_url:
-            err = notify.send(self.cfg.notify_url, rec, self.link(run_id), self.cfg.notify_format)
-            if err:
-                self.store.update(run_id, notify_error=err)
+        if notify_again:
+            self._notify(run_id, rec)
 
     # ----------------------------------------------------------------------------- alerts
     def handle(self, payload: WebhookPayload) -> tuple[int, dict[str, Any]]:
-        runs, deduped, rejected, resolved = [], [], [], 0
+        """Each alert of the payload is exactly one of: a new run, attached to its incident's run, a dedupe (an alert
+        already seen), held (its XID class needs a repeat, gpulib/serve/storms.py), resolved or rejected."""
+        out: dict[str, Any] = {
+            "runs": [],
+            "attached": [],
+            "deduped": [],
+            "held": 0,
+            "elsewhere": 0,
+            "resolved": 0,
+            "rejected": [],
+        }
         for alert in payload.alerts:
             name = alert.labels.get("alertname", "")
             entry = {
@@ -173,40 +317,103 @@ class Service:
                 "labels": alert.labels,
             }
             if alert.status == "resolved":
-                resolved += 1
+                out["resolved"] += 1
                 self.store.log_alert({**entry, "action": "resolved"})
                 self.m_alerts.labels("resolved").inc()
                 continue
             try:
                 runbook, params = route_alert(alert.model_dump(), self.routes, self.catalogue)
             except GpulibError as exc:
-                rejected.append(f"{name}: {exc}")
+                out["rejected"].append(f"{name}: {exc}")
                 self.store.log_alert({**entry, "action": "rejected", "reason": str(exc)})
                 self.m_alerts.labels("rejected").inc()
                 continue
-            key = Deduper.key(payload.groupKey, runbook, params)
             trigger = {
                 "alertname": name,
                 "groupKey": payload.groupKey,
                 "fingerprint": alert.fingerprint,
                 "runbook_url": alert.annotations.get("runbook_url", ""),
+                "severity": alert.labels.get("severity", ""),
             }
             try:
-                run_id, new = self.dedupe.claim(key, lambda: self.start(runbook, params, trigger)["id"])
+                action, run_id = self._admit(payload.groupKey, alert, runbook, params, trigger)
             except QueueFull:
                 self.store.log_alert({**entry, "action": "queue_full", "runbook": runbook, "params": params})
                 self.m_alerts.labels("queue_full").inc()
-                return 503, {
-                    "detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later",
-                    "runs": runs,
-                    "deduped": deduped,
-                }
-            (runs if new else deduped).append(run_id)
-            self.store.log_alert(
-                {**entry, "action": "run" if new else "dedupe", "run": run_id, "runbook": runbook, "params": params}
-            )
-            self.m_alerts.labels("run" if new else "dedupe").inc()
-        return 202, {"runs": runs, "deduped": deduped, "resolved": resolved, "rejected": rejected}
+                return 503, {"detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later", **out}
+            if action in ("held", "elsewhere"):
+                out[action] += 1
+            else:
+                out[{"run": "runs", "attach": "attached", "dedupe": "deduped"}[action]].append(run_id)
+            self.store.log_alert({**entry, "action": action, "run": run_id, "runbook": runbook, "params": params})
+            self.m_alerts.labels(action).inc()
+        return 202, out
+
+    def _admit(
+        self, group: str, alert: Alert, runbook: str, params: dict[str, Any], trigger: dict[str, Any]
+    ) -> tuple[str, str | None]:
+        """(run | attach | dedupe | held, run id) for one firing alert (QueueFull when a new run does not fit)."""
+        key = Deduper.key(group, runbook, params)
+        inc_key = incident_key(runbook, params)
+        gpu = str(params["gpu"]) if "gpu" in params else None
+        with self.storms.lock:
+            seen = self.dedupe.lookup(key)
+            if seen is not None:
+                return "dedupe", seen
+            rule = self.storms.rule(xid_code(alert.labels, alert.annotations))
+            if rule.alerts_to_open > 1:
+                count, new = self.storms.hold(inc_key, rule, (alert.labels.get("alertname"), key, alert.startsAt))
+                if not new:
+                    return "dedupe", None
+                if count < rule.alerts_to_open:
+                    return "held", None
+                trigger = {**trigger, "repeats": count, "repeat_rule": rule.xid_class}
+            inc = self.storms.open_incident(inc_key)
+            if inc is not None and (covers(inc, gpu) or self._widen(inc, gpu)):
+                self._attach(inc.run_id, {**trigger, "time": time.time(), "params": params}, gpu)
+                self.dedupe.remember(key, inc.run_id)
+                return "attach", inc.run_id
+            if self.claims is not None and not self._claimed(inc_key, trigger):
+                return "elsewhere", None
+            repeat = self.storms.is_repeat(inc_key)
+            rec = self.start(runbook, params, trigger, priority=priority(trigger["severity"], repeat))
+            self.storms.opened(inc_key, rec["id"], gpu)
+            self.dedupe.remember(key, rec["id"])
+            return "run", rec["id"]
+
+    def _claimed(self, inc_key: tuple, trigger: dict[str, Any]) -> bool:
+        """Whether this replica runs the incident (its Lease claimed); an unanswerable claim runs it here."""
+        try:
+            return self.claims(inc_key)
+        except Exception as exc:  # the API server is down or refuses: never lose the alert
+            trigger["claim_error"] = redact(f"{type(exc).__name__}: {exc}")[:500]
+            return True
+
+    def _widen(self, inc, gpu: str | None) -> bool:
+        """A run still queued takes every GPU of its node (``gpu=""``), the alerted ones listed in ``gpus``."""
+        if gpu is None:
+            return False
+
+        def change(rec):
+            gpus = list(dict.fromkeys([*(rec.get("gpus") or [str(rec["params"].get("gpu", ""))]), gpu]))
+            return {"params": {**rec["params"], "gpu": ""}, "gpus": gpus}
+
+        if self.store.update_if(inc.run_id, "queued", change) is None:
+            return False
+        inc.gpus.add("")
+        return True
+
+    def _attach(self, run_id: str, entry: dict[str, Any], gpu: str | None) -> None:
+        """``entry`` (a later alert of the run's incident) listed on the run, its GPU among the run's ``gpus``."""
+
+        def change(rec):
+            gpus = list(rec.get("gpus") or [])
+            return {
+                "attached": [*(rec.get("attached") or []), entry],
+                "gpus": gpus + [gpu] if gpu and gpu not in gpus else gpus,
+            }
+
+        self.store.update_with(run_id, change)
 
 
 # ------------------------------------------------------------------------------- body limit
@@ -255,8 +462,8 @@ class BodyLimit:
 
 
 # ------------------------------------------------------------------------------------- the app
-def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
-    svc = Service(cfg, runner)
+def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None) -> FastAPI:
+    svc = Service(cfg, runner, verdicter)
     app = FastAPI(
         title="gpuops serve",
         version="1",
@@ -266,12 +473,10 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
     bearer = HTTPBearer(auto_error=False)
 
     def need_token(cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
-        if cred is None or cred.scheme.lower() != "bearer":
-            raise HTTPException(
-                401, "missing bearer token (Authorization: Bearer ...)", headers={"WWW-Authenticate": "Bearer"}
-            )
-        if not hmac.compare_digest(cred.credentials.encode(), cfg.token.encode()):
-            raise HTTPException(403, "wrong bearer token")
+        refused = bearer_refusal(f"{cred.scheme} {cred.credentials}" if cred else None, cfg.token)
+        if refused is not None:
+            code, why = refused
+            raise HTTPException(code, why, headers={"WWW-Authenticate": "Bearer"} if code == 401 else None)
 
     def record(run_id: str) -> dict[str, Any]:
         rec = svc.store.get(run_id) if RUN_ID.match(run_id) else None
@@ -315,13 +520,15 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
         recs = svc.store.list()
         if format == "json":
             return JSONResponse(recs)
-        return HTMLResponse(pages.index(recs))
+        return HTMLResponse(pages.index([read_run(svc.store.folder(r["id"])) for r in recs]))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, responses={404: {}})
     def run_page(run_id: str):
         rec = record(run_id)
         if rec["status"] in ("queued", "running"):
             return HTMLResponse(pages.progress(rec))
+        if rec["status"] == "rendering":
+            return HTMLResponse(pages.rendering(rec))
         htmls = sorted(svc.store.folder(run_id).glob("*.html"))
         if not htmls:
             return HTMLResponse(pages.failed(rec))
@@ -338,6 +545,8 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
     def findings(run_id: str):
         record(run_id)
         p = svc.store.folder(run_id) / "findings.json"
+        if not p.is_file():  # the notebook has not written its findings yet: the fast verdict's
+            p = svc.store.folder(run_id) / VERDICT_FILE
         if not p.is_file():
             raise HTTPException(404, "this run wrote no findings (yet)")
         return FileResponse(p, media_type="application/json")
@@ -352,11 +561,15 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None) -> FastAPI:
 
     @app.get("/healthz")
     def healthz():
-        return {"ok": True, **svc.pool.stats(), "runs": len(svc.store.list())}
+        verdicts = svc.verdicts.stats() if svc.verdicts else {}
+        warm = {"ready": svc.warm.ready, "failed": svc.warm.failed} if svc.warm else {}
+        return {"ok": True, **svc.pool.stats(), "verdicts": verdicts, "warm": warm, "runs": len(svc.store.list())}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics():
         return Response(generate_latest(svc.registry), media_type=CONTENT_TYPE_LATEST)
 
+    if svc.warm is not None:
+        app.router.add_event_handler("shutdown", svc.warm.close)
     app.add_middleware(BodyLimit, limit=cfg.max_body)
     return app

@@ -3,15 +3,52 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.core.errors import InvalidParameter
+from gpulib.core.redact import register
 from gpulib.core.validate import one_of
 from gpulib.inspection import choose_source
 
 TOKEN_ENV = "GPUOPS_SERVE_TOKEN"
+#: shorter tokens are refused (``openssl rand -hex 32`` gives 64 characters)
+MIN_TOKEN_LEN = 16
+
+
+def read_token(token_file: Path | None = None, token: str | None = None, *, env: str = TOKEN_ENV) -> str:
+    """The bearer token of an HTTP server of gpuops (``serve``, ``mcp``): ``token`` as given, else the file
+    ``token_file``, else ``$env``; InvalidParameter (a usage error) when there is none or it is shorter than
+    :data:`MIN_TOKEN_LEN`. The token is registered with :mod:`gpulib.core.redact`, so no output can show it."""
+
+    if token is None:
+        if token_file is not None:
+            try:
+                token = Path(token_file).read_text().strip()
+            except OSError as exc:
+                raise InvalidParameter(f"--token-file {token_file}: {exc.strerror}") from None
+        else:
+            token = os.environ.get(env, "").strip()
+    if len(token or "") < MIN_TOKEN_LEN:
+        raise InvalidParameter(
+            f"no bearer token (or one shorter than {MIN_TOKEN_LEN} characters)",
+            hint=f"set {env} or --token-file; e.g. `openssl rand -hex 32`",
+        )
+    register(token)
+    return token
+
+
+def bearer_refusal(authorization: str | None, token: str) -> tuple[int, str] | None:
+    """Why a request with this ``Authorization`` header is refused: (401, why) without a bearer token, (403, why)
+    with a wrong one (compared in constant time, :func:`hmac.compare_digest`); None when it carries ``token``."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return 401, "missing bearer token (Authorization: Bearer ...)"
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        return 403, "wrong bearer token"
+    return None
 
 
 @dataclass
@@ -23,6 +60,15 @@ class ServeConfig:
     source: str = "demo"
     routes_file: Path | None = None
     kernels: int = 2
+    #: "fast": the verdict first (gpulib.verdict, in a worker thread of this process), the notebook after it as the
+    #: evidence; "notebook": the notebook's findings are the verdict (the path before the fast verdict existed)
+    verdict: str = "fast"
+    #: runs whose fast verdict is computed at once (threads of this process)
+    verdict_workers: int = 2
+    #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease
+    claims: str = "local"
+    #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
+    warm_kernels: int = 0
     queue_limit: int = 50
     run_timeout: int = 600
     dedupe_window: int = 900
@@ -35,23 +81,17 @@ class ServeConfig:
 
     @classmethod
     def build(cls, *, token_file: Path | None = None, token: str | None = None, **kw) -> "ServeConfig":
-        if token is None:
-            if token_file is not None:
-                try:
-                    token = Path(token_file).read_text().strip()
-                except OSError as exc:
-                    raise InvalidParameter(f"--token-file {token_file}: {exc.strerror}") from None
-            else:
-                token = os.environ.get(TOKEN_ENV, "").strip()
-        if len(token or "") < 16:
-            raise InvalidParameter(
-                "no webhook token (or one shorter than 16 characters)",
-                hint=f"set {TOKEN_ENV} or --token-file; e.g. `openssl rand -hex 32`",
-            )
+        token = read_token(token_file, token)
         kw = {k: v for k, v in kw.items() if v is not None}
-        for k in ("kernels", "queue_limit", "run_timeout", "max_body"):
+        for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        if int(kw.get("warm_kernels") or 0) < 0:
+            raise InvalidParameter("--warm-kernels must be 0 or more")
+        if "claims" in kw:
+            one_of(kw["claims"], ("local", "kubernetes"), param="--claims")
+        if "verdict" in kw:
+            one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:
             one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
         if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder

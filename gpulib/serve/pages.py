@@ -6,6 +6,8 @@ import html
 import time
 from typing import Any
 
+import gpulib.core.index_page as index_page
+
 _STYLE = (
     "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
     "padding:4px 8px}.critical{color:#b00020}.warning{color:#b36b00}.ok{color:#1b7f3b}</style>"
@@ -21,18 +23,9 @@ def _params(p: dict[str, Any]) -> str:
 
 
 def index(runs: list[dict[str, Any]]) -> str:
-    rows = "".join(
-        f"<tr><td>{_when(r['created'])}</td><td>{html.escape(r['runbook'])}</td><td>{html.escape(_params(r['params']))}</td>"
-        f"<td>{html.escape(r['status'])}</td><td class='{html.escape(r.get('severity') or '')}'>"
-        f"{html.escape(r.get('severity') or '')}</td><td>{html.escape(r.get('cause') or r.get('error') or '')}</td>"
-        f"<td><a href='/runs/{html.escape(r['id'])}'>{html.escape(r['id'])}</a></td></tr>"
-        for r in runs
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>gpuops runs</title>{_STYLE}</head><body>"
-        "<h1>gpuops runs</h1><table><tr><th>time</th><th>runbook</th><th>parameters</th><th>status</th>"
-        f"<th>verdict</th><th>cause</th><th>run</th></tr>{rows}</table></body></html>"
-    )
+    """``/runs``: the run index of :mod:`gpulib.core.index_page` over the run folders' records
+    (:func:`gpulib.core.runrecord.read_run`), each linking to ``/runs/{id}`` (the progress page until it ends)."""
+    return index_page.render(runs, lambda r: f"/runs/{r['id']}", title="gpuops runs")
 
 
 def progress(rec: dict[str, Any]) -> str:
@@ -41,15 +34,53 @@ def progress(rec: dict[str, Any]) -> str:
         f"<title>{html.escape(rec['runbook'])} {html.escape(rec['status'])}</title>{_STYLE}</head><body>"
         f"<h1 id='status' data-status='{html.escape(rec['status'])}'>{html.escape(rec['runbook'])}: "
         f"{html.escape(rec['status'])}</h1><p>{html.escape(_params(rec['params']))} · run "
-        f"{html.escape(rec['id'])} · queued {_when(rec['created'])}</p><p>This page reloads every 2 s and shows "
-        "the report when the run finishes.</p></body></html>"
+        f"{html.escape(rec['id'])} · queued {_when(rec['created'])}{_gpus(rec)}</p><p>This page reloads every 2 s "
+        f"and shows the report when the run finishes.</p><p>{_attached(rec)}</p></body></html>"
     )
+
+
+def rendering(rec: dict[str, Any]) -> str:
+    """A run whose verdict is known while its notebook, the evidence, still renders: the verdict, and which part is
+    not there yet."""
+    state = "waiting for a kernel" if rec.get("render") == "queued" else "rendering"
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' content='2'>"
+        f"<title>{html.escape(rec['runbook'])} verdict</title>{_STYLE}</head><body>{banner(rec)}"
+        f"<p id='evidence' data-render='{html.escape(rec.get('render') or '')}'>Verdict computed "
+        f"{_when(rec.get('verdict_at'))}. Still to come: the notebook with its charts and tables ({state}). This "
+        "page reloads every 2 s and shows the report when it is rendered.</p></body></html>"
+    )
+
+
+def _gpus(rec: dict[str, Any]) -> str:
+    """The alerted GPUs of a run that looks at every GPU of its node (alerts of one node grouped)."""
+    gpus = rec.get("gpus") or []
+    if len(gpus) < 2:
+        return ""
+    return f" · alerted GPUs: {html.escape(', '.join(map(str, gpus)))} (every GPU of the node is checked)"
+
+
+def _attached(rec: dict[str, Any]) -> str:
+    rows = rec.get("attached") or []
+    if not rows:
+        return ""
+    items = "".join(
+        f"<li>{_when(a.get('time'))} {html.escape(a.get('alertname', ''))} "
+        f"{html.escape(', '.join(f'{k}={v}' for k, v in (a.get('params') or {}).items()))}</li>"
+        for a in rows
+    )
+    return f"<br>later alerts of this incident ({len(rows)}):<ul id='attached'>{items}</ul>"
 
 
 def banner(rec: dict[str, Any]) -> str:
     sev = rec.get("severity") or rec["status"]
     cmd = f"<br>next: <code>{html.escape(rec['command'])}</code>" if rec.get("command") else ""
     err = f"<br>error: {html.escape(rec['error'])}" if rec.get("error") else ""
+    if rec.get("render_error"):
+        err += f"<br>evidence: the notebook could not be rendered: {html.escape(rec['render_error'])}"
+    if rec.get("verdict_changed"):
+        err += "<br>the notebook's verdict replaced the first (fast) one"
+    err += _gpus(rec) + _attached(rec)
     return (
         f"<div id='gpuops-verdict' data-status='{html.escape(rec['status'])}' data-severity='{html.escape(sev)}' "
         "style='border:2px solid #444;padding:8px;margin:8px;font-family:sans-serif'>"

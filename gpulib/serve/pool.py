@@ -1,8 +1,11 @@
-"""A bounded worker pool: ``kernels`` runs at once, at most ``queue_limit`` waiting; :class:`QueueFull` otherwise
-(the webhook answers 503 with Retry-After, so Alertmanager retries rather than a run being dropped silently)."""
+"""A bounded worker pool: ``kernels`` runs at once, at most ``queue_limit`` waiting (0: no limit); :class:`QueueFull`
+otherwise (the webhook answers 503 with Retry-After, so Alertmanager retries rather than a run being dropped
+silently). Waiting runs leave in priority order (a tuple, lower first: :func:`gpulib.serve.storms.priority`),
+then in the order they came."""
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
@@ -16,7 +19,8 @@ class QueueFull(Exception):
 class WorkerPool:
     def __init__(self, work: Callable[[str], None], kernels: int, queue_limit: int):
         self._work = work
-        self._q: queue.Queue[str | None] = queue.Queue(maxsize=queue_limit)
+        self._q: queue.PriorityQueue[tuple] = queue.PriorityQueue(maxsize=queue_limit)
+        self._seq = itertools.count()
         self._lock = threading.Lock()
         self.active = 0
         self.peak = 0
@@ -26,9 +30,9 @@ class WorkerPool:
         for t in self._threads:
             t.start()
 
-    def submit(self, run_id: str) -> None:
+    def submit(self, run_id: str, priority: tuple = ()) -> None:
         try:
-            self._q.put_nowait(run_id)
+            self._q.put_nowait((tuple(priority), next(self._seq), run_id))
         except queue.Full:
             raise QueueFull(run_id) from None
 
@@ -38,7 +42,7 @@ class WorkerPool:
 
     def _loop(self) -> None:
         while True:
-            run_id = self._q.get()
+            _prio, _seq, run_id = self._q.get()
             if run_id is None:
                 return
             with self._lock:
@@ -63,7 +67,7 @@ class WorkerPool:
     def stop(self) -> None:
         for _ in self._threads:
             try:
-                self._q.put_nowait(None)
+                self._q.put_nowait(((float("inf"),), next(self._seq), None))
             except queue.Full:
                 break
 

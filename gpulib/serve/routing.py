@@ -19,15 +19,8 @@ import yaml
 from gpulib.catalogue import catalogue
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
-from gpulib.inspection import resolve_params
+from gpulib.inspection import SERVER_ONLY, resolve_params, server_only
 from gpulib.xid import alert_routes
-
-#: parameters a request may never set: the data source and anything that names a path on the server
-SERVER_ONLY = ("source", "snapshot_dir", "record_history", "apply", "dry_run", "confirm")
-
-
-def server_only(name: str) -> bool:
-    return name in SERVER_ONLY or name.endswith("_file") or name.endswith("_dir")
 
 
 def load_catalogue() -> dict[str, Any]:
@@ -119,10 +112,20 @@ class Deduper:
             self._seen[key] = (now, run_id)
             return run_id, True
 
+    def lookup(self, key: tuple) -> str | None:
+        """The run of ``key`` seen within the window, else None."""
+        with self._lock:
+            hit = self._seen.get(key)
+            return hit[1] if hit and time.time() - hit[0] < self.window else None
+
+    def remember(self, key: tuple, run_id: str) -> None:
+        with self._lock:
+            self._seen[key] = (time.time(), run_id)
+
     def release(self, key: tuple, run_id: str) -> None:
         with self._lock:
             if self._seen.get(key, (0, None))[1] == run_id:
                 del self._seen[key]
 
 
-__all__ = ["Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]
+__all__ = ["SERVER_ONLY", "Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]

@@ -40,7 +40,15 @@ class RunStore:
                     rec = json.loads(f.read_text())
                 except (OSError, json.JSONDecodeError):
                     continue
-                if rec.get("status") in ACTIVE:
+                if rec.get("status") == "rendering":  # the verdict was out; its notebook was cut short
+                    rec.update(
+                        status=rec.get("verdict_status") or "done",
+                        render="failed",
+                        render_error="interrupted: the server stopped before the notebook was rendered",
+                        finished=rec.get("finished") or time.time(),
+                    )
+                    self._write(rec)
+                elif rec.get("status") in ACTIVE:
                     rec.update(
                         status="failed",
                         error="interrupted: the server stopped before the run finished",
@@ -83,6 +91,18 @@ class RunStore:
             rec.update(changes)
             self._write(rec)
             return dict(rec)
+
+    def update_with(self, run_id: str, change) -> dict[str, Any]:
+        """``change(record) -> changes`` applied under the lock (read-modify-write of a list, e.g. attached alerts)."""
+        with self._lock:
+            return self.update(run_id, **change(dict(self._runs[run_id])))
+
+    def update_if(self, run_id: str, status: str, change) -> dict[str, Any] | None:
+        """:meth:`update_with` only while the run's status is ``status``; None (nothing changed) otherwise."""
+        with self._lock:
+            if self._runs[run_id]["status"] != status:
+                return None
+            return self.update_with(run_id, change)
 
     def forget(self, run_id: str) -> None:
         """Drop a run that was never queued (the queue was full): its folder goes too."""

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-import numpy as np
 import pandas as pd
 
 from gpulib.core import validate
@@ -24,6 +23,8 @@ from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
+from gpulib.sources.history import clip
+from gpulib.sources.reduce import aggregate_steps
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
@@ -450,6 +451,30 @@ class Source(ABC):
             hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
         )
 
+    def range_query(self, promql: str, start: float, end: float, step: float) -> list[dict]:
+        """A PromQL range query from ``start`` to ``end`` (unix seconds) every ``step`` seconds, each series as
+        ``{"metric": {labels}, "ts": float array, "v": float array}``."""
+        raise NotProvided(
+            f"PromQL queries are not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' with the Prometheus that scrapes the workload",
+        )
+
+    def node_history(self, window: str | timedelta = "7d", node: str | None = None):
+        """The events of ``node`` (every node: None) over ``window`` before :attr:`end`: XIDs, ECC, cordons,
+        conditions, pod restarts, remediation and serve records, driver and label changes, exporter gaps (see
+        ``gpulib.core.schema.HISTORY_SIGNALS``). An event that lasts is kept when it overlaps the window."""
+
+        win = parse_window(window)
+        node, _ = self._check_target(node, None)
+        return clip(self._node_history(win, node), pd.Timestamp(self.end), win, node)
+
+    def _node_history(self, window: timedelta, node: str | None):
+        raise NotProvided(
+            f"node history is not available from this source ({self.describe()})",
+            hint="use source='live' or 'prometheus' (kube-state-metrics and DCGM series in Prometheus), a snapshot "
+            "with events.json (kubectl get events -A -o json), or the demo fleet",
+        )
+
     def kube_cluster(self):
         """The Kubernetes API client (:class:`gpulib.kube.client.KubeCluster`) to act through, or None when this
         source has none: remediation then prints a plan and sends nothing (``gpulib/kube/remediate.py``)."""
@@ -514,6 +539,8 @@ PUBLIC_METHODS = (
     "diag_report",
     "objects",
     "query",
+    "range_query",
+    "node_history",
     "kube_cluster",
 )
 
@@ -527,59 +554,3 @@ def mig_parted_object(text: str, name: str, namespace: str, where: str) -> dict:
         "metadata": {"name": name, "namespace": namespace, "annotations": {WHERE_ANNOTATION: where}},
         "data": {"config.yaml": text},
     }
-
-
-def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:
-    """Reduce a long SERIES frame to one value per series, the way PromQL's *_over_time functions do."""
-    keys = [c for c in SUMMARY_COLUMNS if c not in ("stat", "value")]
-    if df.empty:
-        return pd.DataFrame(columns=keys + ["value"])
-    df = df.sort_values("timestamp")
-    g = df.groupby(keys, sort=True, dropna=False)["value"]
-    if stat == "avg":
-        out = g.mean()
-    elif stat == "max":
-        out = g.max()
-    elif stat == "min":
-        out = g.min()
-    elif stat == "p95":
-        out = g.quantile(0.95, interpolation="linear")
-    elif stat == "last":
-        out = g.last()
-    elif stat == "increase":
-        out = g.apply(_increase)
-    else:  # pragma: no cover - validated by caller
-        raise InvalidParameter(stat)
-    return out.reset_index()
-
-
-def aggregate_steps(raw: pd.DataFrame, start: float, end: float, step: float, agg: str) -> pd.DataFrame:
-    """Points every ``step`` in [start, end] (aligned to the step), each the ``agg`` of the samples in
-    [t - step, t] of its series: what PromQL's ``<agg>_over_time(x[step])`` returns on a range query."""
-    keys = [c for c in SERIES_COLUMNS if c not in ("timestamp", "value")]
-    grid = np.arange(np.ceil(start / step) * step, end + step / 2, step)
-    fn = {"avg": np.mean, "max": np.max, "min": np.min}[agg]
-    parts = []
-    for key, g in raw.sort_values("timestamp").groupby([k for k in keys if k in raw.columns], dropna=False, sort=False):
-        ts = g["timestamp"].map(pd.Timestamp.timestamp).to_numpy()
-        vals = g["value"].to_numpy(dtype=float)
-        lo = np.searchsorted(ts, grid - step - 1e-6, side="left")
-        hi = np.searchsorted(ts, grid + 1e-6, side="right")
-        ok = hi > lo
-        if not ok.any():
-            continue
-        out = np.array([fn(vals[a:b]) for a, b in zip(lo[ok], hi[ok])])
-        frame = pd.DataFrame({"timestamp": pd.to_datetime(grid[ok], unit="s", utc=True), "value": out})
-        for k, v in zip([k for k in keys if k in raw.columns], key if isinstance(key, tuple) else (key,)):
-            frame[k] = v
-        parts.append(frame)
-    return pd.concat(parts, ignore_index=True) if parts else raw.iloc[0:0]
-
-
-def _increase(v: pd.Series) -> float:
-    """Counter increase with resets, as PromQL computes it when samples span the whole range."""
-    x = v.to_numpy(dtype=float)
-    if len(x) < 2:
-        return float("nan")
-    d = x[1:] - x[:-1]
-    return float(x[-1] - x[0] + x[:-1][d < 0].sum())

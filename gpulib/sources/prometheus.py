@@ -41,6 +41,7 @@ from gpulib.core.validate import promql_string
 from gpulib.kube.frames import mig_configmap_where
 from gpulib.sources.base import Source, default_step, mig_parted_object
 from gpulib.sources.dcgm import normalise_labels
+from gpulib.sources.prom_history import prometheus_history
 from gpulib.sources.promhttp import PromHTTP, check_result
 
 #: Prometheus refuses range queries of more than 11,000 points per series
@@ -489,6 +490,13 @@ class PrometheusSource(Source):
             labels = kube.namespace_labels(namespace)
             return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]
         return super()._objects(kind, namespace)
+
+    def range_query(self, promql, start, end, step):
+        return self._range_arrays(promql, start, end, step)
+
+    def _node_history(self, window, node):
+
+        return prometheus_history(self, window, node)
 
     def kube_cluster(self):
         return self.kube

@@ -35,11 +35,14 @@ import pandas as pd
 
 from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, SourceError
 from gpulib.core.schema import SERIES_COLUMNS
+from gpulib.kube.events import REASONS, events_history
 from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.nvidia.dmon import parse_dmon
 from gpulib.nvidia.smi import parse_query
-from gpulib.sources.base import Source, mig_parted_object, summarise_frame
+from gpulib.sources.base import Source, mig_parted_object
 from gpulib.sources.dcgm import parse_scrape
+from gpulib.sources.history import NodeHistory
+from gpulib.sources.reduce import summarise_frame
 
 
 class SnapshotSource(Source):
@@ -304,6 +307,43 @@ class SnapshotSource(Source):
         out = part[SERIES_COLUMNS].assign(metric=field, labels=None, type="gauge").reset_index(drop=True)
         out.attrs["from"] = "dmon"
         return out
+
+    def _node_history(self, window, node):
+        """Node and pod events of ``events.json`` and, from the scrape, the last XID each GPU reported (at the
+        scrape's time: a scrape holds no history of its own)."""
+
+        k8s = sorted({sig for sig, _ in REASONS.values()})
+        read, missing, frames = {}, {}, []
+        if (self.path / "events.json").exists():
+            pods = self.pods()
+            where = {f"{r.namespace}/{r.pod}": r.node for r in pods.itertuples()} if len(pods) else {}
+            frames.append(events_history(self._json("events.json"), where))
+            read.update({s: "events.json (kubectl get events -A -o json; the recent past only)" for s in k8s})
+        else:
+            missing.update({s: f"no events.json in {self.path}" for s in k8s})
+        xid = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_XID_ERRORS"] if len(self.scrape) else self.scrape
+        if len(xid):
+            hit = xid[xid["value"] > 0]
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "time": hit["timestamp"],
+                        "end": pd.NaT,
+                        "node": hit["node"],
+                        "gpu": hit["gpu"],
+                        "signal": "xid",
+                        "code": hit["value"].astype(int).astype(str),
+                        "value": 1.0,
+                        "detail": "last XID in the scrape",
+                        "origin": "DCGM_FI_DEV_XID_ERRORS",
+                    }
+                )
+            )
+            read["xid"] = "DCGM_FI_DEV_XID_ERRORS in " + ", ".join(self.scrape_files)
+        else:
+            missing["xid"] = "no DCGM_FI_DEV_XID_ERRORS in the snapshot's scrapes"
+        events = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return NodeHistory(events, read, missing)
 
     def _kernel_log(self, node):
         return self._node_file("dmesg", node)

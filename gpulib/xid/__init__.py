@@ -33,6 +33,7 @@ _EXPORTS = {
     "XidRecord": "catalog",
     "alert_rules": "alerts",
     "alert_rules_yaml": "alerts",
+    "rules_document": "alerts",
     "alert_routes": "alerts",
     "alert_specs": "alerts",
     "alert_generated_files": "alerts",

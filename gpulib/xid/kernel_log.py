@@ -65,13 +65,21 @@ _THREAD = re.compile(r"^\[\s*[TC]\d+\]\s*")
 
 # ---------------------------------------------------------------------------------- XID body
 #: ``NVRM: Xid (PCI:0000:3b:00): 79, ...``; MIG: ``NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, ...``; the comma after the
-#: code is optional (a cut line keeps its code)
-_XID = re.compile(r"NVRM: Xid \((?P<pci>[^)\s]*)(?:\s+GPU-I:(?P<gi>\d+))?[^)]*\): (?P<xid>\d{1,6})(?:,(?P<rest>.*))?$")
-_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d{1,6})(?:,(?P<rest>.*))?$")
+#: code is optional (a cut line keeps its code), and text after a space is the message too (``154 (``: NVSentinel
+#: parses it, NVIDIA/NVSentinel health-monitors/syslog-health-monitor/pkg/xid/parser/csv_test.go @ 3e97fd00)
+_XID = re.compile(
+    r"NVRM: Xid \((?P<pci>[^)\s]*)(?:\s+GPU-I:(?P<gi>\d+))?[^)]*\): (?P<xid>\d{1,6})(?:(?:,|\s+)(?P<rest>.*))?$"
+)
+_XID_NO_PCI = re.compile(r"NVRM: Xid (?P<xid>\d{1,6})(?:(?:,|\s+)(?P<rest>.*))?$")
 _CUT = "(line cut after the XID code: the rest of the message, and possibly digits of the code, are missing)"
 _BDF = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
-#: ``NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.`` (one line)
-_FALLEN_ONE = re.compile(rf"NVRM: GPU (?P<pci>{_BDF}): GPU has fallen off the bus")
+#: ``NVRM: GPU 0000:5d:00.0: GPU has fallen off the bus.`` (one line); the PCI domain may be missing
+#: (``NVRM: GPU 18:00.0: ...``: GPUd normalises it to 0000, leptonai/gpud components/accelerator/nvidia/xid/kmsg.go
+#: and kmsg_test.go @ 4a8de33a)
+_FALLEN_ONE = re.compile(
+    r"NVRM: GPU (?P<pci>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?): "
+    r"GPU has fallen off the bus"
+)
 #: first line of the probe-time message ``NVRM: The NVIDIA GPU 0000:b3:00.0`` (the text continues on later lines)
 _FALLEN_HEAD = re.compile(rf"NVRM: The NVIDIA GPU (?P<pci>{_BDF})")
 #: lines within which a "fallen off the bus" message and an Xid 79 line of the same GPU are one event
@@ -197,6 +205,14 @@ def parse_line(line: str, *, year: int | None = None, tz: str = "UTC") -> dict[s
     return {"timestamp": ts, "uptime_s": uptime, "host": host, **body, "raw": raw}
 
 
+#: message of an Xid 79 line printed inside the driver's multi-line fallen-off-the-bus message (the line ends at its
+#: code because the message goes on in the next line; NVSentinel reads it as that Xid:
+#: NVIDIA/NVSentinel health-monitors/syslog-health-monitor/pkg/gpufallen/gpufallen_handler_test.go @ 1275b0c3)
+_IN_FALLEN = (
+    "GPU has fallen off the bus (the Xid line is part of the driver's multi-line fallen-off-the-bus message: {text})"
+)
+
+
 def _fallen_event(pci: str | None, ts, uptime, host, text: str, raw: str) -> dict[str, Any]:
     return {
         "timestamp": ts,
@@ -223,14 +239,32 @@ def iter_kernel_log(lines: Iterable[str], *, year: int | None = None, tz: str = 
     pending: list[tuple[int, dict[str, Any]]] = []  # inferred XID 79 events waiting for a matching Xid line
     last79: dict[str | None, int] = {}
     head: tuple[int, str, Any, Any, Any, str] | None = None  # "NVRM: The NVIDIA GPU <pci>" seen on line n
+    held: dict[str, Any] | None = None  # a cut-looking Xid 79 line inside a fallen message, until the next line
     for n, line in enumerate(lines):
         while pending and n - pending[0][0] > _PAIR_LINES:
             yield pending.pop(0)[1]
+        if held is not None:
+            if "fallen off the bus" in line:
+                held["message"] = _IN_FALLEN.format(text=line.strip())
+                head = None
+                yield held
+                held = None
+                continue
+            yield held
+            held = None
         ev = parse_line(line, year=y, tz=tz)
         if ev is not None:
             if ev["xid"] == 79:
                 last79[ev["pci_bus_id"]] = n
                 pending = [p for p in pending if p[1]["pci_bus_id"] != ev["pci_bus_id"]]
+                if (
+                    head is not None
+                    and n - head[0] <= 3
+                    and ev["message"] == _CUT
+                    and normalise_pci_bus_id(head[1]) == ev["pci_bus_id"]
+                ):
+                    held = ev
+                    continue
             yield ev
             continue
         if "NVRM" not in line and "fallen off the bus" not in line:
@@ -256,6 +290,8 @@ def iter_kernel_log(lines: Iterable[str], *, year: int | None = None, tz: str = 
             seen = last79.get(found["pci_bus_id"])
             if seen is None or n - seen > _PAIR_LINES:
                 pending.append((n, found))
+    if held is not None:
+        yield held
     for _, ev in pending:
         yield ev
 

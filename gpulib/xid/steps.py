@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import pandas as pd
 
@@ -349,3 +349,56 @@ def remediation_plan(fs: list[Finding], node: str, cluster: Any = None):
     if not takes_gpu_out(top):
         return []
     return [remediate.drain(node, cluster=cluster, apply=False, reason=f"xid_ecc_triage: {top.title}")]
+
+
+def decide(
+    src,
+    step: Callable[[str], ContextManager],
+    *,
+    node: str,
+    gpu: Any,
+    window: str,
+    kernel_log_file: str = "",
+    smi_file: str = "",
+    diag_file: str = "",
+    after_reset: bool = False,
+    **_: Any,
+) -> list[Finding] | None:
+    """What ``runbooks/xid_ecc_triage.ipynb`` hands to ``rb.finish``, without a kernel and without its tables and
+    charts: the notebook's steps that read data or decide, each inside ``step(name)`` (the Runbook's guard, so a
+    step without data makes the run INCOMPLETE exactly as in the notebook), in the notebook's order and under the
+    notebook's conditions, then :func:`findings`. ``None``: the verdict could not be computed (a step failed).
+    ``kernel_log_file`` ...: the notebook's parameters of the same names; the others it has are ignored."""
+    if src is None:  # the notebook's rb.ready(): no data source, no step runs
+        return None
+    inp = events = fs = None
+    with step("Check the parameters and gather the inputs"):
+        inp = collect(
+            src,
+            node,
+            gpu,
+            window,
+            kernel_log_file=kernel_log_file,
+            smi_file=smi_file,
+            diag_file=diag_file,
+            after_reset=after_reset,
+        )
+        events = xid_timeline(inp)
+    if inp is None:
+        return None
+    with step("Meaning"):
+        for_gpu(events, inp.gpu)
+    with step("Impact"):
+        impact(inp)
+    with step("XID timeline"):  # the commands it prints check the node's name
+        if inp.kernel_log is None:
+            collect_command(inp.node), kernel_log_command(inp.node)
+    with step("ECC and row remapping"):
+        if inp.smi is None:
+            smi_query_commands(inp.node)
+    with step("Triage"):
+        fs = findings(inp)
+    # The notebook's last step, the dry-run drain (:func:`remediation_plan`), is left to the notebook: against a
+    # cluster it is a server-side dry run with an audit record, which a run must make once, not twice. It changes
+    # the verdict only when it fails (the run becomes INCOMPLETE); gpuops serve then takes the notebook's verdict.
+    return fs

@@ -26,9 +26,11 @@ from gpulib.core.findings import Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.core.timeutil import parse_window
-from gpulib.nvidia.smi import gpu_id_map
+from gpulib.nvidia.gpu_ids import gpu_id_map
 from gpulib.xid.catalog import lookup
 from gpulib.xid.sops import pod_impact
+from gpulib.xid.xid13 import Workflow
+from gpulib.xid.xid13 import workflow as workflow_xid13
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -207,6 +209,8 @@ class XidVerdict:
     gauge_only: bool
     #: > 0: application-class XIDs from this many different processes on the GPU, so the GPU is suspect
     processes: int = 0
+    #: NVIDIA's WORKFLOW_XID_13 branch for the GPU's XID 13s (repeats, GPC/TPC), when that is the bucket
+    xid13: Workflow | None = None
 
 
 @dataclass
@@ -248,7 +252,8 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
     }
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
     bucket = nvidia_bucket = _worst_bucket(driving)
-    evidence = []
+    flow = workflow_xid13(ev) if bucket == "WORKFLOW_XID_13" else None  # its branch: repeats and GPC/TPC (xid13.py)
+    evidence = list(flow.evidence) if flow is not None else []
     for c in codes:
         rec, sub = lookup(c), ev[ev["xid"] == c]
         times = (
@@ -268,7 +273,7 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
             "events, repeats of the same code are invisible, codes already in the kernel log are not recounted"
         )
     processes = 0
-    if bucket in APP_BUCKETS:
+    if bucket in APP_BUCKETS and not (flow is not None and flow.key == "same_unit"):  # the EUD already suspects the GPU
         need = int(_setting("app_xid_distinct_workloads"))
         workloads = max(len(set(ev["pid"].dropna())) if "pid" in ev.columns else 0, len(impact))
         if workloads >= need and len(set(ev.get("pid", pd.Series(dtype=object)).dropna())) >= need:
@@ -280,7 +285,7 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
         else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c]) if buckets[c] in BUCKET_PRIORITY else 99)
     )
     return XidVerdict(
-        codes, bucket, nvidia_bucket, headline, evidence, bool((ev["source"] == XID_GAUGE).all()), processes
+        codes, bucket, nvidia_bucket, headline, evidence, bool((ev["source"] == XID_GAUGE).all()), processes, flow
     )
 
 
@@ -401,8 +406,8 @@ def thermal_rules(
 
 
 def node_gpu_ids(node: str, *frames: pd.DataFrame | None) -> pd.DataFrame:
-    """GPU index <-> UUID <-> PCI bus id of ``node`` (:func:`gpulib.nvidia.smi.gpu_id_map`) from nvidia-smi/NVML frames
-    (one node's, no ``node`` column) and SERIES/SUMMARY frames restricted to ``node``'s rows."""
+    """GPU index <-> UUID <-> PCI bus id of ``node`` (:func:`gpulib.nvidia.gpu_ids.gpu_id_map`) from nvidia-smi/NVML
+    frames (one node's, no ``node`` column) and SERIES/SUMMARY frames restricted to ``node``'s rows."""
     own = []
     for f in frames:
         if f is None or len(f) == 0:

@@ -214,21 +214,21 @@ def test_time_sliced_replica_costed_by_one_over_replicas():
 # savings actions
 # ---------------------------------------------------------------------------------------------
 def test_spot_saving_uses_on_demand_minus_spot_from_the_aws_table():
-    # gpu_prices.csv: p5.48xlarge 55.04 USD/h / 8 = 6.88 USD/GPU-h on demand (2026-01-21); spot midpoint
-    # (14.4+30.3)/2/8 = 2.79 USD/GPU-h (2025-01 sample)
+    # gpu_prices.csv: p5.48xlarge 55.04 USD/h / 8 = 6.88 USD/GPU-h on demand; spot = 6.88 x the 2025-01 snapshot's
+    # own spot/on-demand ratio ((14.3773+30.326)/2 / 98.32 = 0.22733) = 1.5641 USD/GPU-h
     act = series("n1", "0", [0.8] * 6, pod="train-0", ns="ml")
     nodes, pods = frames([node("n1")], [pod("ml", "train-0", "n1", kind="Job", workload="train")])
     rep = run(act, None, nodes, pods)
     spot = rep.actions[rep.actions["action"] == "spot"]
     assert len(spot) == 1
-    assert spot.iloc[0]["monthly_saving"] == pytest.approx(6 * (6.88 - 2.79) * HPM / 6)
+    assert spot.iloc[0]["monthly_saving"] == pytest.approx(6 * (6.88 - 1.5641) * HPM / 6)
 
 
 def test_spot_node_is_priced_at_spot_and_not_recommended_again():
     act = series("n1", "0", [0.8] * 6, pod="train-0", ns="ml")
     nodes, pods = frames([node("n1", spot=True)], [pod("ml", "train-0", "n1", kind="Job", workload="train")])
     rep = run(act, None, nodes, pods)
-    assert rep.usage.iloc[0]["price_per_gpu_hour"] == pytest.approx(2.79)
+    assert rep.usage.iloc[0]["price_per_gpu_hour"] == pytest.approx(1.5641)
     assert "spot" not in set(rep.actions["action"])
     assert cost.executive_summary(rep)["spot_share_pct"] == pytest.approx(100.0)
 

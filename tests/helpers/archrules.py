@@ -26,14 +26,18 @@ LAYERS = {
     "gpu_operator": 2,
     "vllm": 2,
     "cost": 2,
+    "reliability": 2,
     "demo": 3,
     "runbook": 4,
+    "verdict": 4,
+    "warm": 4,
     "catalogue": 4,
     "inspection": 4,
     "execute": 4,
     "learn": 4,
     "cli": 5,
     "serve": 5,
+    "mcp": 5,
 }
 DOMAINS = {k for k, v in LAYERS.items() if v == 2}
 MAX_LINES = 600
@@ -404,6 +408,8 @@ DEFERRED_IMPORTS = {
     "torch": "nccl/probe.py runs with the standard library alone until it measures (--help, sizes, the ConfigMap "
     "copy; tests/nccl/test_probe.py)",
     "gpulib.serve": "FastAPI and uvicorn (serve extra) load with it: only `gpuops serve` needs them",
+    "uvicorn": "serve/mcp extras: only when `gpuops serve` or `gpuops mcp --transport http` listens",
+    "gpulib.mcp": "the mcp SDK (mcp extra) loads with it: only `gpuops mcp` needs it",
 }
 
 

@@ -84,3 +84,28 @@ class PrometheusServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def backfill_rules(url: str, rules_file: Path, start: float, end: float, outdir: Path) -> list[Path]:
+    """Evaluate the recording rules of ``rules_file`` against the Prometheus at ``url`` from ``start`` to ``end``
+    (``promtool tsdb create-blocks-from rules``, each group at its own interval) into TSDB blocks under
+    ``outdir``; returns the block folders (move them into a TSDB and restart Prometheus to query them)."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            binaries()[1],
+            "tsdb",
+            "create-blocks-from",
+            "rules",
+            f"--start={int(start)}",
+            f"--end={int(end)}",
+            f"--url={url}",
+            f"--output-dir={outdir}",
+            str(rules_file),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return sorted(p for p in outdir.iterdir() if p.is_dir() and (p / "meta.json").exists())

@@ -184,9 +184,12 @@ def test_gpu_model_by_pci_id_or_exact_name(name, pci, want):
     assert mig.resolve_gpu_model(name, pci_device_id=pci) == want
 
 
-@pytest.mark.parametrize("name", ["NVIDIA GB200", "NVIDIA-GB200", "NVIDIA B200 XYZ", "my-H200-cluster", "NVIDIA-H100"])
+@pytest.mark.parametrize(
+    "name", ["NVIDIA GB200 XYZ", "NVIDIA-GB2000", "NVIDIA B200 XYZ", "my-H200-cluster", "NVIDIA-H100"]
+)
 def test_gpu_model_never_matches_by_substring(name):
-    """GB200 is not a B200 (its profiles differ: 0x294110DE in mig-parted); no name resolves by a substring."""
+    """GB200 is not a B200 (its profiles differ: 0x294110DE in mig-parted, its own catalog rows); no name resolves by
+    a substring."""
     with pytest.raises(mig.UnknownGPUModel):
         mig.resolve_gpu_model(name)
 
@@ -203,6 +206,9 @@ def test_catalog_data_is_complete_and_consistent():
         "GH200-144GB",
         "H200-141GB",
         "B200",
+        "GB200",
+        "GB300",
+        "B300",
     }
     assert cat["source"].str.len().gt(10).all() and set(cat["inferred"]) <= {"yes", "no"}
     for model, g in cat.groupby("gpu_model"):
@@ -212,8 +218,11 @@ def test_catalog_data_is_complete_and_consistent():
         # the memory of each profile grows with its memory slots
         assert g.sort_values("memory_slots")["memory_gib"].is_monotonic_increasing, model
     # unverified hardware values are flagged; H200 is measured (gpulib/data/captures/h200_smi_mig_lgip.txt)
-    assert (cat[cat["gpu_model"].isin(["B200"])]["inferred"] == "yes").all()
-    assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "A30-24GB", "H200-141GB"])]["inferred"] == "no").all()
+    assert (cat[cat["gpu_model"].isin(["B200", "GB200", "GB300", "B300"])]["inferred"] == "yes").all()
+    assert (cat[cat["gpu_model"].isin(["A100-40GB", "H100-80GB", "H200-141GB"])]["inferred"] == "no").all()
+    # A30: two values have no openable source (tests/fixtures/mig/README.md)
+    a30 = cat[cat["gpu_model"] == "A30-24GB"].set_index("profile")["inferred"]
+    assert sorted(a30[a30 == "yes"].index) == ["2g.12gb+me", "4g.24gb"]
 
 
 def test_parse_lgipp_real_output():

@@ -76,7 +76,7 @@ def test_planner_never_worse_than_ffd_and_reports_unplaced():
 
 def test_outputs_validate():
     p = mp.plan_layout([mp.Workload("svc", 9, replicas=7)], {"H100-80GB": 2}, nodes={"H100-80GB": ["gpu-node-a"]})
-    assert p.gpus_used == 1  # 7 x 1g.10gb (9.62 GiB) on one GPU
+    assert p.gpus_used == 1  # 7 x 1g.10gb (9.75 GiB) on one GPU
     text = p.mig_parted_config()
     assert mig.validate_mig_parted_config(text, "H100-80GB") == []
     cfg = yaml.safe_load(text)["mig-configs"]
@@ -219,7 +219,7 @@ def test_idle_dev_pod_flat_at_half_an_instance_is_not_preallocated():
 
 def test_preallocation_needs_flat_memory_at_a_high_share():
     fb = _summary(
-        _fb("vllm-flat", "3g.20gb", 18000, 18010)  # 17.6 GiB of 19.5 GiB = 90 %, flat: vLLM-style
+        _fb("vllm-flat", "3g.20gb", 18000, 18010)  # 17.6 GiB of 19.62 GiB = 90 %, flat: vLLM-style
         + _fb("train-peaky", "", 20480, 36864)  # peaks at 36 GiB of 40 GiB but p95 is 20 GiB: a real need
         + _fb("flat-low", "", 16384, 16384)
     )  # flat at 16 GiB of 40 GiB: a real, steady need

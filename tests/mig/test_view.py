@@ -2,7 +2,8 @@
 
 Expected values are worked out by hand from NVIDIA's A100/H100 MIG tables
 (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html: A100-40GB 1g.5gb = 4.75 GiB
-on 1 of 8 memory slots, 1g.10gb = 9.62 GiB on 2, 2g.10gb = 9.62 GiB on 2, 3g.20gb = 19.5 GiB on 4; 7g.40gb = 39.5 GiB)
+on 1 of 8 memory slots, 1g.10gb = 9.62 GiB on 2, 2g.10gb = 9.75 GiB on 2, 3g.20gb = 19.62 GiB on 4; 7g.40gb = 39.5 GiB,
+as tests/fixtures/mig/a100_40gb_lgip.txt prints them)
 and from gpulib/data/cost/gpu_prices.csv (A100-40GB on-demand 21.957642 USD/h per p4d.24xlarge / 8 = 2.7447
 USD/GPU-hour) and cost_policy.csv (730 h/month).
 """

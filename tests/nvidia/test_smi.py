@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -144,23 +143,6 @@ def test_table_driver_450_and_390_layouts():
     assert t390.gpus["utilization_gpu_pct"].tolist() == [98, 100]
     assert t390.processes["memory_mib"].tolist() == [10781, 10765, 389]
     assert t390.gpus["mig_mode"].isna().all()
-
-
-def test_gpu_id_map_joins_smi_and_dcgm_labels():
-    smi_df = q("h100x2_incident_q.txt")
-    dcgm = pd.DataFrame(
-        {
-            "node": ["n1", "n1"],
-            "gpu": ["0", "1"],
-            "uuid": ["GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1", "GPU-7c3cadbd-17e5-0913-f69b-c618122ea0cd"],
-            "value": [1.0, 2.0],
-        }
-    )
-    m = smi.gpu_id_map(smi_df, dcgm).set_index("pci_bus_id")
-    assert m.loc["0000:2a:00.0", "gpu"] == "1"
-    assert m.loc["0000:18:00.0", "uuid"] == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1"
-    only_dcgm = smi.gpu_id_map(dcgm)
-    assert only_dcgm["pci_bus_id"].isna().all() and len(only_dcgm) == 2
 
 
 @settings(max_examples=80, deadline=None)

@@ -1,6 +1,8 @@
-"""deploy/report: every manifest validates against the Kubernetes schema (kubernetes-validate, strict), RBAC is
-read-only, the CronJob's arguments parse with the real CLI, its env is what the Prometheus source reads, and the
-Dockerfile copies paths that exist and runs the report (docker cannot run here, so the image is not built)."""
+"""The report's part of deploy/base (namespace, ConfigMap gpuops-env, report/): every manifest validates against
+the Kubernetes schema (kubernetes-validate, strict), RBAC is read-only, the CronJob's arguments parse with the real
+CLI, its env is what the Prometheus source reads, and the root Dockerfile (the one image of serve, report and
+collect) copies paths that exist and runs as the manifests' user (docker cannot run here, so the image is not
+built). The overlays as rendered by kustomize: tests/project/test_kustomize.py."""
 
 from __future__ import annotations
 
@@ -13,14 +15,16 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy" / "report"
+BASE = ROOT / "deploy" / "base"
+#: the files of the report in the base (the ConfigMap and the namespace are shared with gpuops serve)
+FILES = [BASE / "namespace.yaml", BASE / "config.yaml", *sorted((BASE / "report").glob("*.yaml"))]
 #: Kubernetes schema version the manifests must validate against (CronJob timeZone is GA since 1.27)
 K8S_VERSION = "1.30.0"
 
 
 def docs() -> list[tuple[str, dict]]:
     out = []
-    for path in sorted(DEPLOY.glob("*.yaml")):
+    for path in FILES:
         for d in yaml.safe_load_all(path.read_text()):
             if d:
                 out.append((path.name, d))
@@ -106,12 +110,22 @@ def test_cronjob_weekly_with_the_report_identity_and_output_volume():
     assert c["securityContext"]["readOnlyRootFilesystem"] is True and pod["securityContext"]["runAsNonRoot"] is True
 
 
+def _args() -> list[str]:
+    """The CronJob's args with ``$(VAR)`` expanded from the base ConfigMap, as the kubelet does."""
+    (cm,) = by_kind("ConfigMap")
+    return [
+        re.sub(r"\$\((\w+)\)", lambda m: cm["data"].get(m.group(1), m.group(0)), a)
+        for a in _pod_spec()["containers"][0]["args"]
+    ]
+
+
 def test_cronjob_args_parse_with_the_real_cli():
     import typer.main
 
     from gpulib import cli
 
-    args = _pod_spec()["containers"][0]["args"]
+    args = _args()
+    assert "$(" not in " ".join(args)  # every variable is in the ConfigMap
     assert args[:1] == ["report"]
     group = typer.main.get_command(cli.app)
     cmd = group.commands["report"]
@@ -128,6 +142,7 @@ def test_prometheus_settings_come_from_configmap_and_secret_env_only():
     (c,) = pod["containers"]
     (cm,) = by_kind("ConfigMap")
     assert [e["configMapRef"]["name"] for e in c["envFrom"]] == [cm["metadata"]["name"]]
+    assert not [e for e in c["env"] if "value" in e and e["name"] != "HOME"]  # values come from the ConfigMap
     token = [e for e in c["env"] if e["name"] == "GPUOPS_PROMETHEUS_TOKEN"]
     assert token and "value" not in token[0] and token[0]["valueFrom"]["secretKeyRef"]["key"] == "token"
     # what the container sees, fed to the code that reads it
@@ -137,13 +152,13 @@ def test_prometheus_settings_come_from_configmap_and_secret_env_only():
     assert s.timeout == float(cm["data"]["GPUOPS_PROMETHEUS_TIMEOUT"])
     # no secret material anywhere in the manifests or the Dockerfile
     assert not by_kind("Secret")
-    text = "\n".join(p.read_text() for p in DEPLOY.iterdir() if p.suffix in (".yaml", ""))
+    text = "\n".join(p.read_text() for p in [*FILES, ROOT / "Dockerfile"])
     assert not re.search(r"(?i)(token|password)\s*[:=]\s*['\"]?[A-Za-z0-9+/]{12,}", text)
 
 
 def _dockerfile() -> list[tuple[str, str]]:
     """(INSTRUCTION, rest) pairs with line continuations joined and comments dropped."""
-    joined = re.sub(r"\\\n\s*", " ", (DEPLOY / "Dockerfile").read_text())
+    joined = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
     out = []
     for line in joined.splitlines():
         line = line.strip()
@@ -153,20 +168,27 @@ def _dockerfile() -> list[tuple[str, str]]:
     return out
 
 
-def test_dockerfile_copies_existing_paths_and_runs_the_report():
+def test_dockerfile_copies_existing_paths_and_runs_gpuops_as_the_manifests_user():
     steps = _dockerfile()
+    copied = []
     for ins, rest in steps:
         if ins == "COPY":
             *srcs, _dest = shlex.split(rest)
             for s in srcs:
                 assert list(ROOT.glob(s)), f"Dockerfile COPY {s}: not in the repository (build context = repo root)"
+                copied.append(s)
+    # what gpuops runs in the pods: the notebooks of the runbooks and of the report (GPUOPS_HOME holds them)
+    assert {"gpulib", "runbooks", "reports/gpu_utilization_report.ipynb"} <= set(copied)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert not [s for s in copied if s.split("/")[0] in ignored], "a COPY source is excluded by .dockerignore"
     entry = json.loads(next(r for i, r in steps if i == "ENTRYPOINT"))
     cmd = json.loads(next(r for i, r in steps if i == "CMD"))
-    assert entry == ["gpuops"]
-    assert cmd[:5] == ["report", "--window", "7d", "--source", "live"]
-    assert cmd == _pod_spec()["containers"][0]["args"]  # image default == CronJob args
+    assert entry == ["gpuops"] and cmd == ["--help"]
+    # one image for several commands: the CronJob says what it runs instead of relying on the image default
+    assert _pod_spec()["containers"][0]["args"][0] == "report"
     users = [r for i, r in steps if i == "USER"]
     assert users and users[-1] not in ("0", "root")
+    assert int(users[-1]) == _pod_spec()["securityContext"]["runAsUser"]  # the uid the pods run as
     envs = " ".join(r for i, r in steps if i == "ENV")
     assert "GPUOPS_HOME=" in envs and "TOKEN" not in envs and "PROMETHEUS_URL" not in envs
     run = " ".join(r for i, r in steps if i == "RUN")

@@ -52,7 +52,7 @@ def test_base_install_is_the_gpu_node_set_and_the_rest_is_behind_extras():
     proj = _project()
     assert {_name(r) for r in proj["dependencies"]} == NODE_DEPS
     extras = proj["optional-dependencies"]
-    assert {"node", "k8s", "prometheus", "runbooks", "serve", "all", "test"} <= set(extras)
+    assert {"node", "k8s", "prometheus", "runbooks", "serve", "mcp", "all", "test"} <= set(extras)
     everything = {_name(r) for r in extras["runbooks"] + extras["k8s"] + extras["prometheus"] + extras["serve"]}
     for lib in (
         "kubernetes",
@@ -72,7 +72,9 @@ def test_base_install_is_the_gpu_node_set_and_the_rest_is_behind_extras():
         "prometheus-client",
     ):
         assert lib in everything, lib
-    assert "gpu-runbooks[runbooks,k8s,prometheus,serve]" in extras["all"]
+    assert "gpu-runbooks[runbooks,k8s,prometheus,serve,mcp]" in extras["all"]
+    # gpuops mcp: the official SDK at its 2.x API (MCPServer), with the runbooks it runs
+    assert {_name(r) for r in extras["mcp"]} == {"gpu-runbooks", "mcp"} and "mcp>=2.3" in extras["mcp"]
     assert '".[all,test]"' in (ROOT / "Makefile").read_text()
 
 

@@ -1,9 +1,11 @@
-"""deploy/serve: the Deployment, Service, ServiceAccount and read-only RBAC validate against the Kubernetes schema
-(kubernetes-validate, strict); the Deployment's arguments parse with the real CLI; the Alertmanager receiver
-snippet passes amtool and points at the Service; the Service selects the Deployment's pods."""
+"""deploy/base/serve: the Deployment, Service, ServiceAccount and read-only RBAC validate against the Kubernetes
+schema (kubernetes-validate, strict); the Deployment's arguments parse with the real CLI; the Alertmanager receiver
+snippet passes amtool and points at the Service; the Service selects the Deployment's pods. The overlays as
+rendered by kustomize: tests/project/test_kustomize.py."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +14,9 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy" / "serve"
+DEPLOY = ROOT / "deploy" / "base" / "serve"
+#: the ConfigMap the Deployment's environment (and the $(VAR)s of its args) come from
+CONFIG = ROOT / "deploy" / "base" / "config.yaml"
 SNIPPET = "alertmanager-receiver.yaml"
 K8S_VERSION = "1.30.0"
 
@@ -93,11 +97,22 @@ def test_deployment_args_parse_with_the_real_cli_and_token_comes_from_a_secret()
 
     (dep,) = by_kind("Deployment")
     (c,) = dep["spec"]["template"]["spec"]["containers"]
+    config = yaml.safe_load(CONFIG.read_text())
+    assert [e["configMapRef"]["name"] for e in c["envFrom"]] == [config["metadata"]["name"]]
+    # $(VAR) in args is expanded by the kubelet from the container's env: each one is defined from the ConfigMap
+    used = {m for a in c["args"] for m in re.findall(r"\$\((\w+)\)", a)}
+    defined = {
+        e["name"]: e["valueFrom"]["configMapKeyRef"] for e in c["env"] if "configMapKeyRef" in e.get("valueFrom", {})
+    }
+    assert used == {"GPUOPS_SOURCE", "GPUOPS_PUBLIC_URL"} and used <= set(defined)
+    assert all(defined[v] == {"name": config["metadata"]["name"], "key": v} for v in used)
+    args = [re.sub(r"\$\((\w+)\)", lambda m: config["data"][m.group(1)], a) for a in c["args"]]
     cmd = typer.main.get_command(app)
-    ctx = cmd.make_context("gpuops", list(c["args"]), resilient_parsing=False)
-    sub = cmd.get_command(ctx, c["args"][0])
-    sctx = sub.make_context("serve", list(c["args"][1:]))
+    ctx = cmd.make_context("gpuops", list(args), resilient_parsing=False)
+    sub = cmd.get_command(ctx, args[0])
+    sctx = sub.make_context("serve", list(args[1:]))
     assert sctx.params["host"] == "0.0.0.0" and sctx.params["port"] == 8080 and sctx.params["source"] == "live"
+    assert sctx.params["public_url"] == config["data"]["GPUOPS_PUBLIC_URL"]
     env = {e["name"]: e for e in c["env"]}
     assert env["GPUOPS_SERVE_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "gpuops-serve"
     assert "--token" not in c["args"]
@@ -119,7 +134,8 @@ def test_alertmanager_snippet_checks_and_targets_the_service():
     )
     assert hook["http_config"]["authorization"]["type"] == "Bearer"
     rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "gpu-alerts.yaml").read_text())
-    assert all(r["labels"].get("runbook") for g in rules["groups"] for r in g["rules"])  # the matcher sees every alert
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    assert alerts and all(r["labels"].get("runbook") for r in alerts)  # the matcher sees every alert
     amtool = shutil.which("amtool")
     if amtool is None:
         pytest.skip("amtool (Debian prometheus-alertmanager) not installed")

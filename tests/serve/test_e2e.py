@@ -201,7 +201,7 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
     def finished():
         runs = requests.get(f"{base}/runs", params={"format": "json"}, timeout=5).json()
         mine = [r for r in runs if r["params"] == {"node": NODE, "gpu": GPU}]
-        return mine if mine and all(r["status"] not in ("queued", "running") for r in mine) else None
+        return mine if mine and all(r["status"] not in ("queued", "running", "rendering") for r in mine) else None
 
     runs = wait_for("the triage run to finish", finished, 420, every=2)
     assert len(runs) == 1, runs  # repeats of the group within the window were deduped
@@ -209,6 +209,9 @@ def test_alert_to_verdict_with_prometheus_alertmanager_and_chromium(tmp_path, pr
     assert run["trigger"]["alertname"] == "GPUXidCritical" and run["trigger"]["runbook_url"] == url
     assert run["status"] == "done", run
     assert run["severity"] == "critical" and "XID 79" in run["cause"], run
+    # the verdict came first (no kernel), the notebook after it, and both said the same
+    assert run["verdict_by"] == "fast" and run["render"] == "done" and not run.get("verdict_changed"), run
+    assert run["verdict_at"] <= run["render_finished"], run
     findings = requests.get(f"{base}/runs/{run['id']}/findings.json", timeout=5).json()
     assert findings["parameters"]["node"] == NODE and str(findings["parameters"]["gpu"]) == GPU
     assert findings["parameters"]["source"] == "demo"

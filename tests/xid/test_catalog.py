@@ -121,9 +121,9 @@ def test_check_uvm_resets_only_when_uvm_or_vgpu_is_in_use():
     assert not any("delete pod" in c for c in row["commands"])
 
 
-def test_workflow_xid_13_runs_the_dcgm_eud_first():
-    row = sops.sop("WORKFLOW_XID_13")
-    assert "EUD" in row["sop_step"].split(".")[0]  # the first step of the workflow
+def test_xid_13_same_unit_branch_runs_the_dcgm_eud_first():
+    row = sops.sop("WORKFLOW_XID_13_SAME_UNIT")  # repeats on one GPC/TPC (tests/xid/test_xid13_workflow.py)
+    assert "EUD" in row["sop_step"]
     cmds = row["commands"]
     eud = next(i for i, c in enumerate(cmds) if c.startswith("dcgmi diag -r eud -i {gpu}"))
     # nothing gives the GPU back to the workload before the EUD has run

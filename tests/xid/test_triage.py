@@ -10,6 +10,7 @@ import gpulib.xid.triage as triage
 from gpulib.core.findings import Severity
 from gpulib.core.schema import POD_COLUMNS, SUMMARY_COLUMNS
 from gpulib.nvidia.smi import parse_query
+from gpulib.xid import sops
 from gpulib.xid.kernel_log import parse_kernel_log
 from gpulib.xid.sops import pod_impact
 
@@ -171,11 +172,12 @@ def test_xid13_from_two_processes_on_one_gpu_is_hardware_suspect():
     assert xf.category == "hardware" and xf.data["bucket"] == "RESET_GPU"
     assert any("dcgmi diag -r 3" in c for c in xf.commands)
     # the step of the APP_XID_SEVERAL_PROCESSES row (xid_sop.csv), graded warning; RESET_GPU's commands; the
-    # escalation stays XID 13's workflow (EUD fails or XID 13 repeats across jobs: RMA)
+    # escalation stays XID 13's workflow, of its branch: the two lines are one burst (xid13.py), the solo branch
     assert xf.severity == Severity.WARNING
     assert xf.sop_step.startswith("Application-class XIDs from several different processes on the same GPU")
     assert any(c.startswith("sudo nvidia-smi -r -i") for c in xf.commands)
-    assert xf.escalation.startswith("EUD fails, or XID 13 repeats")
+    assert xf.data["xid13"] == "solo"
+    assert xf.escalation == sops.sop("WORKFLOW_XID_13_SOLO")["escalation"]
     assert "application XIDs came from 2 different processes on this GPU (>= 2)" in xf.evidence
 
 
@@ -201,7 +203,7 @@ def test_pending_remap_leads_to_reset_at_convenient_time():
     assert fs[0].severity == Severity.WARNING and "convenient time" in fs[0].sop_step
     reset = next(i for i, c in enumerate(fs[0].commands) if c.startswith("sudo nvidia-smi -r -i 0"))
     # the GPU Operator's GPU clients are stopped before the reset (nvidia-smi -r needs the GPU free)
-    assert any("nvidia.com/gpu.deploy.dcgm=false" in c for c in fs[0].commands[:reset])
+    assert any("nvidia.com/gpu.deploy.dcgm=paused-for-gpu-reset" in c for c in fs[0].commands[:reset])
 
 
 def test_dcgm_dbe_increase_and_sticky_xid48_not_double_counted():

@@ -1,0 +1,298 @@
+"""Benchmark ``gpuops serve`` with the real runbooks on the demo source: the verdict first (``--verdict fast``) side
+by side, in one run, with the notebook-first path (``--verdict notebook``).
+
+Scenarios (each on a fresh server in this process, uvicorn on loopback, window end pinned):
+
+* ``single``: ``--single`` XID alerts one after the other (each sent once its predecessor's verdict is out), each on
+  another GPU of the demo fleet; webhook -> verdict per alert; the renders' times apart.
+* ``storm``: every GPU of the demo fleet alerted within ``--storm-s`` seconds, each alert posted ``--repeat`` times,
+  from 8 senders; runs + attached + deduped = posts is checked.
+* ``storm150``: the same on a generated fleet of ``--nodes`` nodes (the demo's nodes repeated under new names, a
+  source backend registered in this process); verdicts only: the notebook renders of a backend registered in this
+  process cannot run in a kernel, so they are not started.
+
+webhook -> verdict of an alert = (the later of its run's ``verdict_at`` and the answer to its post) - the time its post
+was sent. Server RSS: this process (server and senders), kernels excluded.
+
+    PYTHONPATH=$PWD python benchmarks/bench_serve_verdict.py --out benchmarks/serve_verdict.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import socket
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import requests
+import uvicorn
+import yaml
+
+TOKEN = "bench-token-" + "b" * 24
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+END = "2026-12-01T06:45:00Z"
+FLEET = Path(__file__).resolve().parents[1] / "gpulib" / "data" / "demo" / "demo_fleet.yaml"
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))], 2)
+
+
+def generated_fleet(n: int) -> dict:
+    d = yaml.safe_load(FLEET.read_text())
+    base, nodes = d["nodes"], []
+    for i in range(n):
+        node = copy.deepcopy(base[i % len(base)])
+        node["name"] = f"{node['name']}-g{i}"
+        for w in node.get("workloads", []):
+            w["pod"] = f"{w['pod']}-g{i}"
+        nodes.append(node)
+    d["nodes"] = nodes
+    return d
+
+
+class Server:
+    def __init__(self, **cfg):
+        from gpulib.serve import ServeConfig
+        from gpulib.serve.app import create_app
+
+        runner, verdicter = cfg.pop("runner", None), cfg.pop("verdicter", None)
+        self.out = Path(tempfile.mkdtemp(prefix="bench-verdict-"))
+        cfg = ServeConfig.build(out=self.out, token=TOKEN, dedupe_window=3600, **cfg)
+        self.app = create_app(cfg, runner, verdicter)
+        self.svc = self.app.state.service
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", access_log=False)
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def post(self, alerts: list[dict], group: str) -> tuple[float, float, dict]:
+        body = {"version": "4", "groupKey": group, "status": "firing", "receiver": "gpuops", "alerts": alerts}
+        while True:
+            t = time.time()
+            r = requests.post(f"{self.base}/alertmanager", json=body, headers=AUTH, timeout=120)
+            if r.status_code == 202:
+                return t, time.time(), r.json()
+            time.sleep(0.2)  # 503: retry as Alertmanager does
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(10)
+        if self.svc.warm is not None:
+            self.svc.warm.close()
+
+
+def alert(node: str, gpu: int) -> dict:
+    return {
+        "status": "firing",
+        "labels": {"alertname": "GPUXidCritical", "Hostname": node, "gpu": str(gpu), "severity": "critical"},
+        "annotations": {"summary": f"XID 79 on {node} GPU {gpu}"},
+        "startsAt": "2026-12-01T06:40:00Z",
+    }
+
+
+def wait_verdicts(svc, ids, timeout=1800):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        recs = [svc.store.get(i) for i in ids]
+        if all(r and r.get("verdict_at") for r in recs):
+            return recs
+        time.sleep(0.1)
+    raise TimeoutError("verdicts not all out")
+
+
+def latencies(svc, sent: list[tuple[float, float, dict]]) -> list[float]:
+    out = []
+    for t0, t1, ans in sent:
+        for rid in ans["runs"] + ans["attached"] + ans["deduped"]:
+            rec = svc.store.get(rid)
+            out.append(max(rec["verdict_at"], t1) - t0)
+    return out
+
+
+def render_times(recs) -> list[float]:
+    return [
+        r["render_finished"] - r["render_started"] for r in recs if r.get("render_finished") and r.get("render_started")
+    ]
+
+
+def single(mode: str, n: int, warm: int) -> dict:
+    nodes = yaml.safe_load(FLEET.read_text())["nodes"]
+    targets = [(nd["name"], g) for nd in nodes for g in range(nd["gpus"])]
+    random.Random(1).shuffle(targets)
+    srv = Server(verdict=mode, warm_kernels=warm, kernels=2)
+    time.sleep(5 if warm else 0.5)  # let the warm kernels and the verdict imports come up
+    sent, ids = [], []
+    for node, gpu in targets[:n]:
+        t0, t1, ans = srv.post([alert(node, gpu)], group=f"single-{node}-{gpu}")
+        rid = (ans["runs"] + ans["attached"] + ans["deduped"])[0]
+        wait_verdicts(srv.svc, [rid])
+        sent.append((t0, t1, ans))
+        ids.append(rid)
+    lat = latencies(srv.svc, sent)
+    srv.svc.join(1800)
+    recs = [srv.svc.store.get(i) for i in set(ids)]
+    fig = {
+        "mode": mode,
+        "alerts": n,
+        "p50_webhook_to_verdict_s": pct(lat, 0.5),
+        "p95_webhook_to_verdict_s": pct(lat, 0.95),
+        "render_p50_s": pct(render_times(recs), 0.5),
+        "render_p95_s": pct(render_times(recs), 0.95),
+        "renders_done": sum(r.get("render") == "done" for r in recs),
+        "warm_renders": sum(bool(r.get("render_warm")) for r in recs),
+        "verdict_changed": sum(bool(r.get("verdict_changed")) for r in recs),
+        "server_rss_mb": rss_mb(),
+    }
+    srv.stop()
+    return fig
+
+
+def storm(mode: str, nodes: list[dict], repeat: int, spread_s: float, warm: int, runner=None, source=None) -> dict:
+    cfg = {"verdict": mode, "warm_kernels": warm, "kernels": 2, "queue_limit": 5000}
+    if runner is not None:  # verdicts only: the fast verdict with a runner that renders nothing
+        from gpulib.serve.runner import FastVerdicter
+
+        cfg["runner"], cfg["verdicter"] = runner, FastVerdicter()
+    if source is not None:
+        cfg["source"] = source
+    srv = Server(**cfg)
+    time.sleep(5 if warm else 0.5)
+    posts = [(nd["name"], g) for nd in nodes for g in range(nd["gpus"])] * repeat
+    rng = random.Random(2)
+    rng.shuffle(posts)
+    t_start = time.time()
+    at = sorted(rng.uniform(0, spread_s) for _ in posts)
+    sent, lock = [], threading.Lock()
+
+    def send(i):
+        delay = t_start + at[i] - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        node, gpu = posts[i]
+        res = srv.post([alert(node, gpu)], group=f"storm-{node}")
+        with lock:
+            sent.append(res)
+
+    with ThreadPoolExecutor(8) as ex:
+        list(ex.map(send, range(len(posts))))
+    last_post = max(t1 for _, t1, _ in sent)
+    ids = {rid for _, _, a in sent for rid in a["runs"]}
+    recs = wait_verdicts(srv.svc, ids)
+    lat = latencies(srv.svc, sent)
+    n_runs = sum(len(a["runs"]) for _, _, a in sent)
+    n_att = sum(len(a["attached"]) for _, _, a in sent)
+    n_dup = sum(len(a["deduped"]) for _, _, a in sent)
+    last_verdict = max(r["verdict_at"] for r in recs) - t_start
+    fig = {
+        "mode": mode,
+        "nodes": len(nodes),
+        "gpus": sum(nd["gpus"] for nd in nodes),
+        "posts": len(posts),
+        "runs": n_runs,
+        "attached": n_att,
+        "deduped": n_dup,
+        "held": sum(a["held"] for _, _, a in sent),
+        "runs_plus_attached_plus_deduped_equals_posts": n_runs + n_att + n_dup == len(posts),
+        "posting_s": round(last_post - t_start, 2),
+        "p50_webhook_to_verdict_s": pct(lat, 0.5),
+        "p95_webhook_to_verdict_s": pct(lat, 0.95),
+        "last_verdict_after_s": round(last_verdict, 2),
+        "server_rss_mb": rss_mb(),
+    }
+    if runner is None:
+        srv.svc.join(3600)
+        recs = [srv.svc.store.get(i) for i in ids]
+        fig.update(
+            render_p50_s=pct(render_times(recs), 0.5),
+            render_p95_s=pct(render_times(recs), 0.95),
+            renders_done=sum(r.get("render") == "done" for r in recs),
+            last_render_after_s=round(max(r["render_finished"] for r in recs) - t_start, 2),
+            verdict_changed=sum(bool(r.get("verdict_changed")) for r in recs),
+        )
+    srv.stop()
+    return fig
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--single", type=int, default=20)
+    ap.add_argument("--single-old", type=int, default=5, help="single alerts on the notebook-first path")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--storm-s", type=float, default=2.0)
+    ap.add_argument("--nodes", type=int, default=150)
+    ap.add_argument("--warm", type=int, default=2)
+    ap.add_argument("--only", default="single,storm,storm150")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    os.environ["GPUOPS_END"] = END
+    os.environ.pop("GPUOPS_SERVE_TOKEN", None)
+    only = set(a.only.split(","))
+    res: dict = {"cpus": os.cpu_count(), "end": END}
+
+    def save():
+        if a.out:
+            a.out.write_text(json.dumps(res, indent=2))
+        print(json.dumps(res, indent=2), flush=True)
+
+    if "single" in only:
+        res["single_fast"] = single("fast", a.single, a.warm)
+        save()
+        res["single_notebook"] = single("notebook", a.single_old, a.warm)
+        save()
+    if "storm" in only:
+        nodes = yaml.safe_load(FLEET.read_text())["nodes"]
+        res["storm_fast"] = storm("fast", nodes, a.repeat, a.storm_s, a.warm)
+        save()
+        res["storm_notebook"] = storm("notebook", nodes, a.repeat, a.storm_s, a.warm)
+        save()
+    if "storm150" in only:
+        from gpulib.demo.source import DemoSource
+        from gpulib.sources import register
+
+        fleet = generated_fleet(a.nodes)
+
+        class Generated(DemoSource):
+            def __init__(self, scenario=None, **kw):
+                super().__init__(scenario or fleet, **kw)
+
+        register("generated", Generated)
+
+        def no_render(folder, runbook, params, timeout):
+            return {"status": "failed", "error": "not rendered in this benchmark (a backend of this process only)"}
+
+        res["storm150_fast"] = storm(
+            "fast", fleet["nodes"], a.repeat, a.storm_s, 0, runner=no_render, source="generated"
+        )
+        save()
+
+
+if __name__ == "__main__":
+    main()

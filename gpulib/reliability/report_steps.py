@@ -1,0 +1,100 @@
+"""The steps of ``reports/gpu_reliability_report.ipynb``: :func:`load` reads the fleet's history once, :func:`build`
+computes every section (:mod:`gpulib.reliability.fleet`), and :func:`report_findings` gives the report's findings
+in one call over it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from gpulib.core.errors import EmptyResult
+from gpulib.core.findings import Finding, Severity
+from gpulib.core.knowledge import settings
+from gpulib.core.sop import sop
+from gpulib.core.timeutil import parse_window
+from gpulib.reliability import fleet as F
+from gpulib.reliability.findings import change_findings, score_finding
+
+
+@dataclass
+class ReliabilityReport:
+    window: str
+    fh: F.FleetHistory
+    incidents: pd.DataFrame
+    rates: pd.DataFrame
+    between: pd.DataFrame
+    out_of_service: pd.DataFrame
+    offenders: pd.DataFrame
+    alerts: pd.DataFrame
+    changes: list = field(default_factory=list)
+    score: F.Score | None = None
+
+
+def load(src, window: str) -> F.FleetHistory:
+    """The history of every node over ``history_factor`` windows, and the node list; EmptyResult without XIDs."""
+    cfg = settings("reliability_settings")
+    win = pd.Timedelta(parse_window(window))
+    hist = src.node_history((win * int(cfg["history_factor"])).to_pytimedelta())
+    if "xid" not in hist.read:
+        raise EmptyResult(
+            "the report needs the XID history (" + hist.missing.get("xid", "not read") + ")",
+            hint="export DCGM_FI_DEV_XID_ERRORS (dcgm-exporter) to the Prometheus the source reads",
+        )
+    nodes = F.node_table(src.nodes(), cfg.text("pool_label"))
+    return F.FleetHistory(hist.events, nodes, hist.end - win, hist.end, hist.read, hist.missing, hist.start)
+
+
+def build(fh: F.FleetHistory, window: str) -> ReliabilityReport:
+    inc = F.fleet_incidents(fh)
+    win = inc[inc["time"] >= fh.start]
+    oos = F.out_of_service(fh)
+    off = F.repeat_offenders(win)
+    rep = ReliabilityReport(
+        window,
+        fh,
+        win,
+        F.rates_table(fh, win),
+        F.time_between(fh, win),
+        oos,
+        off,
+        F.alert_outcomes(fh),
+        F.changes(fh, inc),
+    )
+    rep.score = F.health_score(fh, win, oos, off)
+    return rep
+
+
+def report_findings(rep: ReliabilityReport | None) -> list[Finding]:
+    """Regressions after a change, the repeat offenders (RMA candidates) and the fleet health score."""
+    if rep is None:
+        return []
+    out = [f for f in change_findings(rep.changes) if f.severity != Severity.OK]
+    for _, r in rep.offenders.iterrows():
+        s = sop(
+            "reliability_sop",
+            "repeat_offender",
+            node=r["node"],
+            gpu=r["gpu"],
+            node_ref=f"node/{r['node']}",
+            count=int(r["incidents"]),
+            lookback=rep.window,
+            what=r["what"],
+        )
+        out.append(
+            Finding(
+                Severity.WARNING,
+                f"{r['node']} GPU {r['gpu']}: repeat offender, RMA candidate",
+                summary=s.summary,
+                sop_step=s.sop_step,
+                commands=s.commands,
+                escalation=s.escalation,
+                category="reliability",
+                node=r["node"],
+                gpu=r["gpu"],
+                runbook="node_health",
+                data={"verdict": "repeat_offender", "count": int(r["incidents"])},
+            )
+        )
+    out.append(score_finding(rep.score.score, rep.window))
+    return out

@@ -1,0 +1,81 @@
+"""The steps of ``runbooks/node_health.ipynb``: each step gathers what it read into one :class:`NodeHealthInputs`
+and :func:`findings` gives the run's findings in one call over it, so a caller without a notebook kernel gets the
+same verdict. A step whose data could not be read leaves its input ``None`` (the runbook is then INCOMPLETE).
+
+The analysis is :mod:`gpulib.reliability.timeline` and :mod:`gpulib.reliability.verdict`, the findings
+:mod:`gpulib.reliability.findings`, the charts :mod:`gpulib.reliability.view`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from gpulib.core.errors import EmptyResult
+from gpulib.core.findings import Finding
+from gpulib.core.knowledge import settings
+from gpulib.core.timeutil import parse_window
+from gpulib.reliability.findings import node_findings
+from gpulib.reliability.timeline import coverage, lanes, node_timeline, signal_table
+from gpulib.reliability.verdict import lookback, node_verdict
+
+
+@dataclass
+class NodeHealthInputs:
+    """What the node_health steps read: the history (display window and rule lookback), and the verdict."""
+
+    node: str
+    window: str
+    history: Any = None  # gpulib.sources.base.NodeHistory over max(window, the rules' lookback)
+    start: pd.Timestamp | None = None
+    end: pd.Timestamp | None = None
+    verdict: Any = None
+
+
+def read_history(src, node: str, window: str) -> NodeHealthInputs:
+    """The node's history over the display ``window`` and the longest rule lookback. UnknownNode (a usage error)
+    for a node the source does not have; NotProvided where the source has no history; EmptyResult when a signal
+    the verdict needs (``needed`` in ``history_lanes.csv``) could not be read."""
+    win = pd.Timedelta(parse_window(window))
+    hist = src.node_history(max(win, lookback()).to_pytimedelta(), node=node)
+    needed = [s for s, r in lanes().iterrows() if r["needed"] == "yes"]
+    gone = [s for s in needed if s in hist.missing or s not in hist.read]
+    if gone:
+        raise EmptyResult(
+            "the verdict needs " + ", ".join(f"{s} ({hist.missing.get(s, 'not read')})" for s in gone),
+            hint="export DCGM_FI_DEV_XID_ERRORS (dcgm-exporter) to the Prometheus the source reads",
+        )
+    return NodeHealthInputs(node, window, hist, hist.end - win, hist.end)
+
+
+def preflight(inp: NodeHealthInputs) -> pd.DataFrame:
+    """Which history signals the source read, which it could not (and why), and which had events in the window."""
+    tl = timeline(inp)
+    return signal_table(inp.history.read, inp.history.missing, set(tl["signal"]))
+
+
+def timeline(inp: NodeHealthInputs) -> pd.DataFrame:
+    return node_timeline(inp.history.events, inp.node, inp.start, inp.end)
+
+
+def decide(inp: NodeHealthInputs):
+    """The node's verdict over the rules' lookback; EmptyResult (INCOMPLETE) when the exporter sent data for less
+    than ``min_coverage`` of the display window."""
+    cov_win = coverage(inp.history.events, inp.node, inp.start, inp.end)
+    floor = float(settings("reliability_settings")["min_coverage"])
+    if cov_win.share < floor:
+        raise EmptyResult(
+            f"{inp.node}: dcgm-exporter sent data for {cov_win.share:.0%} of the last {inp.window} "
+            f"(a verdict needs {floor:.0%}): no data is not healthy",
+            hint="check the node's dcgm-exporter pod and its Prometheus target, then run again",
+        )
+    cov = coverage(inp.history.events, inp.node, inp.history.start, inp.end)
+    inp.verdict = node_verdict(inp.history.events, inp.node, inp.end, cov)
+    return inp.verdict
+
+
+def findings(inp: NodeHealthInputs | None) -> list[Finding]:
+    """The run's findings: one per rule that matched (an OK finding when none); nothing when no verdict was made."""
+    return node_findings(inp.verdict) if inp is not None and inp.verdict is not None else []

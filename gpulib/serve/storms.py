@@ -1,0 +1,167 @@
+"""Alert storms: one run per node and incident, repeat rules per XID class, run priorities.
+
+* **Incident**: the runbook and its parameters less the GPU (for ``xid_ecc_triage``: the node). An alert of an open
+  incident whose GPU the run already covers is *attached* to that run (listed on its page); another GPU of the node
+  widens a run that is still queued to every GPU of the node (``gpu=""``, the runbook's own "every GPU" value,
+  the alerted GPUs kept in the record's ``gpus``); a run already under way gets a follow-up run of the node. An
+  incident stays open for the server's dedupe window; an alert after it opens the node's next run (a repeat).
+  Grouping the XIDs of one node as one incident is what NVIDIA's Fleet Intelligence does with XID bursts
+  (https://docs.nvidia.com/fleet-intel/user-guide/xid-bursts).
+* **Repeat rules** (``gpulib/data/xid/xid_alert_repeat.csv``, each row with its source): an alert whose XID code
+  is of a class that needs repeats (13/31/43, 45) is *held* until that many distinct alerts of the class reached
+  the node within the row's window; a re-post of an alert Alertmanager already sent (same name, parameters and
+  ``startsAt``) is not a repeat. Counting repeats over a window is how NVIDIA's health-events analyzer derives
+  incidents from single events (https://docs.nvidia.com/nvsentinel/configuration/health-events-analyzer).
+* **Replicas** (``--claims kubernetes``): before a replica opens a run for an incident it claims the
+  ``coordination.k8s.io`` Lease ``gpuops-incident-<hash of the incident key>`` for the incident window
+  (:func:`gpulib.kube.lease.claim`, the Lease mechanism of the cordon cap); a replica that loses the claim answers
+  the alert as run ``elsewhere``. A claim that cannot be checked (API down) runs the incident here: an alert is never
+  lost, at the price of a possible second run.
+* **Priorities**: critical before warning before the rest, then a node's first run before its repeats, then
+  arrival order (:func:`priority`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpulib.core.knowledge import load_table
+from gpulib.kube.client import KubeCluster
+from gpulib.kube.lease import claim
+
+#: the table of repeat rules per XID class
+REPEAT_TABLE = "xid_alert_repeat"
+#: alert ``severity`` label -> rank (lower runs first); anything else ranks after warning
+SEVERITY_RANK = {"critical": 0, "warning": 1}
+OTHER_RANK = 2
+#: a run asked for by a person (GET /run/...): someone is waiting on the page
+MANUAL_PRIORITY = (0, 0)
+#: how our alert rules name the code in the summary annotation (deploy/prometheus/gpu-alerts.yaml: ``XID {{ $value }}``)
+_SUMMARY_XID = re.compile(r"^XID (\d+)\b")
+
+
+@dataclass(frozen=True)
+class RepeatRule:
+    xid_class: str
+    alerts_to_open: int
+    window_s: float
+
+
+def load_rules() -> tuple[dict[int, RepeatRule], RepeatRule]:
+    """(code -> rule, the default rule) from :data:`REPEAT_TABLE`."""
+    by_code: dict[int, RepeatRule] = {}
+    default = None
+    for row in load_table(REPEAT_TABLE).to_dict("records"):
+        rule = RepeatRule(str(row["xid_class"]), int(row["alerts_to_open"]), float(row["window_s"]))
+        if str(row["codes"]).strip() == "*":
+            default = rule
+            continue
+        for c in str(row["codes"]).split(";"):
+            by_code[int(c)] = rule
+    if default is None:
+        raise ValueError(f"{REPEAT_TABLE}.csv has no default row (codes '*')")
+    return by_code, default
+
+
+def xid_code(labels: dict[str, str], annotations: dict[str, str]) -> int | None:
+    """The XID code an alert is about: its ``xid`` label (the count alerts), else the code our rules put first in
+    the summary annotation; None when it names none."""
+    for text, pat in ((labels.get("xid", ""), re.compile(r"^(\d+)$")), (annotations.get("summary", ""), _SUMMARY_XID)):
+        m = pat.match(text.strip())
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def priority(severity: str, repeat: bool) -> tuple[int, int]:
+    """The queue priority of a run: severity rank, then a node's first run (0) before its repeats (1)."""
+    return (SEVERITY_RANK.get(severity, OTHER_RANK), 1 if repeat else 0)
+
+
+def incident_key(runbook: str, params: dict[str, Any]) -> tuple:
+    """A run's incident: the runbook and its parameters less the GPU."""
+    return (runbook, tuple(sorted((k, str(v)) for k, v in params.items() if k != "gpu")))
+
+
+@dataclass
+class Incident:
+    run_id: str
+    opened: float
+    #: the GPUs the run covers ("" in the set: every GPU of the node)
+    gpus: set[str] = field(default_factory=set)
+
+
+class Storms:
+    """The server's open incidents, held alerts and run counts per incident. Thread-safe."""
+
+    def __init__(self, window: float):
+        self.window = window
+        self.rules, self.default_rule = load_rules()
+        self._open: dict[tuple, Incident] = {}
+        self._runs: dict[tuple, int] = {}
+        self._held: dict[tuple, list[tuple[float, tuple]]] = {}
+        self.lock = threading.RLock()
+
+    def rule(self, code: int | None) -> RepeatRule:
+        return self.rules.get(code, self.default_rule) if code is not None else self.default_rule
+
+    def hold(self, key: tuple, rule: RepeatRule, ident: tuple, now: float | None = None) -> tuple[int, bool]:
+        """Count the alert ``ident`` towards ``rule`` on incident ``key``: (distinct alerts of the class within the
+        window, whether this one is new)."""
+        now = time.time() if now is None else now
+        with self.lock:
+            seen = [(t, i) for t, i in self._held.get((key, rule.xid_class), []) if now - t < rule.window_s]
+            new = all(i != ident for _, i in seen)
+            if new:
+                seen.append((now, ident))
+            self._held[(key, rule.xid_class)] = seen
+            return len(seen), new
+
+    def open_incident(self, key: tuple, now: float | None = None) -> Incident | None:
+        now = time.time() if now is None else now
+        with self.lock:
+            inc = self._open.get(key)
+            return inc if inc and now - inc.opened < self.window else None
+
+    def is_repeat(self, key: tuple) -> bool:
+        with self.lock:
+            return self._runs.get(key, 0) > 0
+
+    def opened(self, key: tuple, run_id: str, gpu: str | None) -> Incident:
+        with self.lock:
+            inc = Incident(run_id, time.time(), {gpu} if gpu is not None else set())
+            self._open[key] = inc
+            self._runs[key] = self._runs.get(key, 0) + 1
+            return inc
+
+
+def covers(inc: Incident, gpu: str | None) -> bool:
+    """Whether the incident's run already looks at ``gpu`` (None: a runbook without a GPU parameter)."""
+    return gpu is None or "" in inc.gpus or gpu in inc.gpus
+
+
+def lease_name(key: tuple) -> str:
+    """The Lease of an incident (a DNS-1123 name: lowercase hex of the key's hash)."""
+    return "gpuops-incident-" + hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+
+
+class KubeClaims:
+    """``claim(incident key) -> bool`` through a Lease per incident (:func:`gpulib.kube.lease.claim`)."""
+
+    def __init__(self, window: float, cluster=None):
+        if cluster is None:
+            cluster = KubeCluster()
+        self.cluster, self.seconds = cluster, max(1, int(window))
+        self.holder = f"gpuops-serve@{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, key: tuple) -> bool:
+
+        return claim(self.cluster, lease_name(key), seconds=self.seconds, holder=self.holder)

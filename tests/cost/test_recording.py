@@ -1,0 +1,100 @@
+"""gpulib/cost/recording.py: the utilization report's recording rules ship in the generated rule files, follow
+Prometheus' level:metric:operations names, read their thresholds and step from the data files, and every rule has
+promtool cases (deploy/prometheus/tests/report_recording_test.yaml) that fail on a planted wrong rule."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpulib.cost import Thresholds, recording
+from gpulib.xid import alerts
+
+ROOT = Path(__file__).resolve().parents[2]
+PROM = ROOT / "deploy" / "prometheus"
+CASES = PROM / "tests" / "report_recording_test.yaml"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (.ci/system-deps installs it)")
+
+
+def _group(doc):
+    (g,) = [g for g in doc["groups"] if g["name"] == recording.REPORT_GROUP]
+    return g
+
+
+def test_the_recording_group_ships_in_the_rule_file_and_the_prometheusrule():
+    rules = _group(yaml.safe_load((PROM / "gpu-alerts.yaml").read_text()))
+    spec = _group(yaml.safe_load((PROM / "gpu-alerts.prometheusrule.yaml").read_text())["spec"])
+    assert rules == spec == recording.recording_group()
+    assert rules["interval"] == "5m"  # report_policy.csv series_step
+    assert [r["record"] for r in rules["rules"]] == [
+        "gpu:dcgm_activity:max5m",
+        "gpu:dcgm_fb_used_mib:max5m",
+        "gpu:dcgm_idle:max5m",
+        "gpu:dcgm_held_idle:max5m",
+    ]
+    # the lessons' alert catalogue stays the alerts only
+    assert all("alert" in r for g in alerts.alert_rules()["groups"] for r in g["rules"])
+
+
+def test_rule_names_follow_level_metric_operations():
+    for r in recording.recording_group()["rules"]:
+        assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z0-9_]+", r["record"]), r["record"]
+
+
+def test_thresholds_come_from_the_data_files():
+    th = Thresholds.from_table(idle_activity_max=0.2, zombie_activity_max=0.03, zombie_fb_used_min_mib=2048)
+    by = {r["record"]: r["expr"] for r in recording.recording_group(th)["rules"]}
+    assert by["gpu:dcgm_idle:max5m"].endswith("< bool 0.2")
+    assert "< bool 0.03) * (" in by["gpu:dcgm_held_idle:max5m"]
+    assert by["gpu:dcgm_held_idle:max5m"].endswith(">= bool 2048)")
+
+
+def test_the_join_keeps_one_gpu_and_its_pod():
+    expr = recording.joined("X")
+    assert expr.startswith(f"max by ({recording.KEEP}) (")
+    for lab in ("exported_pod", "exported_namespace", "exported_container"):
+        assert f'"{lab}", "(.+)"' in expr
+
+
+@needs_promtool
+def test_every_recording_rule_has_promtool_cases():
+    tested = {
+        m
+        for t in yaml.safe_load(CASES.read_text())["tests"]
+        for case in t.get("promql_expr_test", [])
+        for m in re.findall(r"gpu:\w+:\w+", case["expr"])
+    }
+    assert {r["record"] for r in recording.recording_group()["rules"]} <= tested
+    out = subprocess.run(
+        [PROMTOOL, "test", "rules", CASES.name], capture_output=True, text=True, timeout=300, cwd=CASES.parent
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+
+@needs_promtool
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("< bool 0.05)", "< bool 0.01)"),  # zombie_activity_max: the stuck pod at 0.02 is no longer held idle
+        ('"exported_pod", "(.+)"', '"exported_pod", "(x)"'),  # the exported_pod join left out
+        # the step's mean instead of its max: a spike inside a step no longer counts
+        ("max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[5m])", "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[5m])"),
+        ('"pod", "", "pod", "(?i)(nvidia-)?dcgm-exporter.*"', '"pod", "", "pod", "none"'),  # exporter pod kept
+        ("GPU_I_ID, pod", "pod"),  # MIG instances of one GPU merged
+    ],
+)
+def test_a_planted_wrong_rule_fails_a_case(tmp_path, old, new):
+    text = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()
+    assert old in text
+    (tmp_path / "gpu-alerts.labels-only.yaml").write_text(text.replace(old, new))
+    shutil.copy(CASES, tmp_path / CASES.name)
+    out = subprocess.run(
+        [PROMTOOL, "test", "rules", CASES.name], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert out.returncode != 0 and "FAILED" in out.stdout + out.stderr

@@ -1,0 +1,127 @@
+"""gpulib/cost/totals.py: the report's totals from Prometheus give the same answer as the samples it pulled before.
+
+A real Prometheus (tests/helpers/promharness.py) holds the demo fleet backfilled with promtool; a second one holds
+the same TSDB plus the recording-rule series, made by evaluating the shipped rules over it with ``promtool tsdb
+create-blocks-from rules`` (tests/helpers/promharness.py::backfill_rules). At several window ends: idle GPU-hours
+of the rules path and of the raw (subquery) path within 1 % of the samples path, and the same zombie set."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+
+import pytest
+import yaml
+
+import gpulib
+from gpulib.cost import analyze_cost
+from gpulib.cost import steps as report
+from gpulib.cost.recording import recording_group
+from gpulib.cost.usage import FB_USED, GR_ENGINE_ACTIVE
+from tests.helpers.pinned import DEMO_END, SCRAPE, need_prometheus
+from tests.helpers.promharness import PrometheusServer, backfill, backfill_rules
+
+WINDOW = "4h"
+#: window ends inside the 6 h backfill (rule series from its start): the pinned end and two earlier ones
+ENDS = [DEMO_END, DEMO_END - timedelta(minutes=55), DEMO_END - timedelta(minutes=115)]
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    """(raw-only Prometheus, Prometheus with the recording-rule series too, the demo source)."""
+    need_prometheus()
+    from gpulib.demo.simulator import FleetSimulator
+
+    work = tmp_path_factory.mktemp("prom-totals")
+    sim = FleetSimulator(end=DEMO_END, scrape_interval=SCRAPE)
+    tsdb = backfill(sim, "6h", work)
+    ruled_tsdb = work / "tsdb-rules"
+    shutil.copytree(tsdb, ruled_tsdb)
+    raw = PrometheusServer(tsdb, work)
+    rules = work / "report-rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": [recording_group()]}))
+    end = DEMO_END.timestamp()
+    for block in backfill_rules(raw.url, rules, end - 6 * 3600, end, work / "rule-blocks"):
+        shutil.move(str(block), ruled_tsdb / block.name)
+    ruled_work = work / "ruled"
+    ruled_work.mkdir()
+    ruled = PrometheusServer(ruled_tsdb, ruled_work)
+    yield raw, ruled
+    raw.stop()
+    ruled.stop()
+
+
+def _reports(servers, end):
+    raw, ruled = servers
+    demo = gpulib.connect("demo", end=end, scrape_interval=SCRAPE)
+    nodes, pods = demo.nodes(), demo.pods()
+    step = report.series_step(WINDOW)
+    out = {}
+    for name, server in (("rules", ruled), ("raw", raw)):
+        src = gpulib.connect("prometheus", url=server.url, end=end)
+        totals = report._prometheus_totals(src, WINDOW, step, nodes, pods)
+        assert totals.path == name
+        out[name] = analyze_cost(nodes, pods, window=WINDOW, totals=totals)
+        out[name].points = totals.points
+    src = gpulib.connect("prometheus", url=raw.url, end=end)
+    gr = src.series(GR_ENGINE_ACTIVE, WINDOW, step=step, agg="max")
+    fb = src.series(FB_USED, WINDOW, step=step, agg="max")
+    out["samples"] = analyze_cost(nodes, pods, gr, fb, window=WINDOW)
+    out["samples"].points = len(gr) + len(fb)
+    return out
+
+
+def _idle_hours(rep) -> float:
+    return float(rep.usage["idle_allocated_gpu_hours"].sum())
+
+
+def _zombie_set(rep) -> set:
+    return set(zip(rep.zombies["namespace"].astype(str), rep.zombies["pod"].astype(str)))
+
+
+@pytest.mark.parametrize("end", ENDS, ids=lambda e: e.strftime("%H%M"))
+def test_totals_paths_give_the_same_answer(servers, end):
+    reps = _reports(servers, end)
+    raw = _idle_hours(reps["raw"])
+    assert raw > 1.0  # the demo fleet has idle allocated GPUs in every window
+    assert _idle_hours(reps["rules"]) == pytest.approx(raw, rel=0.01)
+    assert _zombie_set(reps["rules"]) == _zombie_set(reps["raw"]) == _zombie_set(reps["samples"])
+    assert _zombie_set(reps["raw"])  # the demo's zombie pod is in every window
+    for col in ("gpu_hours", "allocated_gpu_hours"):
+        assert float(reps["rules"].usage[col].sum()) == pytest.approx(float(reps["raw"].usage[col].sum()), rel=0.01)
+    # the samples path counts one step more per series (49 points of 5 min in a 4 h window: both ends); the totals
+    # count the window's 48 steps, so they are lower by that step (and the rules' evaluation phase)
+    hours = float(reps["raw"].usage["gpu_hours"].sum())
+    assert float(reps["samples"].usage["gpu_hours"].sum()) == pytest.approx(hours * 49 / 48, rel=0.01)
+    assert _idle_hours(reps["samples"]) == pytest.approx(raw * 49 / 48, rel=0.03)
+    # the totals count whole steps of the window: no series is seen for more than the window
+    assert (reps["raw"].usage["samples"] <= 48).all() and (reps["samples"].usage["samples"] == 49).any()
+
+
+def test_zombie_runs_keep_their_start_and_length(servers):
+    reps = _reports(servers, DEMO_END)
+    z = {p: reps[p].zombies.sort_values(["namespace", "pod", "start"]) for p in ("rules", "raw", "samples")}
+    assert len(z["samples"]) >= 1  # the demo's zombie pod
+    for p in ("rules", "raw"):
+        assert len(z[p]) == len(z["samples"])
+        for a, b in zip(z[p].itertuples(), z["samples"].itertuples()):
+            assert abs((a.start - b.start).total_seconds()) <= 300, p  # the rule's 5-minute resolution
+            assert a.duration_s == pytest.approx(b.duration_s, abs=600), p
+
+
+def test_the_method_section_says_which_path_ran(servers):
+    raw, ruled = servers
+    demo = gpulib.connect("demo", end=DEMO_END, scrape_interval=SCRAPE)
+    nodes, pods = demo.nodes(), demo.pods()
+    notes = {}
+    for name, server in (("rules", ruled), ("raw", raw)):
+        src = gpulib.connect("prometheus", url=server.url, end=DEMO_END)
+        totals = report._prometheus_totals(src, WINDOW, report.series_step(WINDOW), nodes, pods)
+        data = report.ReportData(window=WINDOW, step="5m", nodes=nodes, pods=pods, totals=totals)
+        notes[name] = report.method_section(report.cost_report(data), data)
+    assert "recording rules (group gpu-runbooks.report)" in notes["rules"]
+    assert "Install the recording rules" not in notes["rules"]
+    assert "subqueries of the raw DCGM fields" in notes["raw"] and "Install the recording rules" in notes["raw"]
+    # a source without PromQL pulls samples, as before
+    data = report.load_report_data(demo, WINDOW)
+    assert data.path == "samples" and "Data path" not in report.method_section(report.cost_report(data), data)

@@ -1,0 +1,121 @@
+"""The fast verdict (gpulib/verdict.py: the domain's ``decide`` in a headless Runbook, no kernel) against the
+notebook's findings.json, on every row of the decision tables (tests/decisions/*.csv) whose runbook has a fast
+verdict: the same findings, in the same order, with the same errors and parameters, and each row's expected
+decision reached by the fast path too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpulib.core.findings import Finding, Severity
+from gpulib.core.redact import redact, redact_obj
+from gpulib.verdict import DECIDERS, fast_verdict, supports
+from tests.helpers.pinned import DEMO_END
+from tests.project import test_decisions_incidents as incidents
+from tests.project import test_decisions_xid as xid
+
+XID_ROWS = [("xid_ecc_triage", {"node": r["node"], "gpu": r["gpu"]}, r) for r in xid.ROWS]
+INCIDENT_ROWS = [(r["runbook"], incidents.params_of(r), r) for r in incidents.ROWS if r["runbook"] in DECIDERS]
+ROWS = XID_ROWS + INCIDENT_ROWS
+_FAST: dict[str, object] = {}
+
+
+def _key(runbook: str, params: dict) -> str:
+    return runbook + json.dumps(params, sort_keys=True, default=str)
+
+
+@pytest.fixture
+def pinned(monkeypatch):
+    monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
+    for k in ("GPUOPS_FINDINGS_PATH", "KUBECONFIG"):
+        monkeypatch.delenv(k, raising=False)
+
+
+def fast(runbook: str, params: dict):
+    k = _key(runbook, params)
+    if k not in _FAST:
+        _FAST[k] = fast_verdict(runbook, {"source": "demo", **params})
+    return _FAST[k]
+
+
+def as_saved(v) -> dict:
+    """The fast verdict as findings.json would hold it (the same redaction and JSON round trip)."""
+    doc = {
+        "parameters": v.parameters,
+        "worst": v.worst,
+        "findings": [f.to_dict() for f in v.findings],
+        "errors": v.errors,
+        "usage_errors": v.usage_errors,
+    }
+    return json.loads(redact(json.dumps(redact_obj(doc), default=str)))
+
+
+def test_every_table_runbook_with_a_decide_is_covered():
+    assert {r for r, _, _ in ROWS} == set(DECIDERS)
+    assert len(ROWS) == len(xid.ROWS) + sum(r["runbook"] in DECIDERS for r in incidents.ROWS)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize(("runbook", "params", "row"), ROWS, ids=[r["id"] for _, _, r in ROWS])
+def test_fast_verdict_equals_the_notebooks(runbook, params, row, shared_runs, pinned):
+    nb = shared_runs.run(runbook, source="demo", **params)
+    assert nb.failed is None, nb.failed
+    doc = nb.doc
+    mine = as_saved(fast(runbook, params))
+    assert mine["worst"] == doc["worst"], (row["id"], mine["worst"], doc["worst"])
+    assert [f["title"] for f in mine["findings"]] == [f["title"] for f in doc["findings"]], row["id"]
+    assert mine["findings"] == doc["findings"], row["id"]
+    assert mine["errors"] == doc["errors"] and mine["usage_errors"] == doc.get("usage_errors", []), row["id"]
+    assert mine["parameters"] == doc["parameters"], row["id"]
+
+
+@pytest.mark.parametrize(("runbook", "params", "row"), ROWS, ids=[r["id"] for _, _, r in ROWS])
+def test_fast_verdict_reaches_the_tables_decision(runbook, params, row, pinned):
+    """Each row's expected decision from the fast path alone (no notebook), checked as the tables check it."""
+    v = fast(runbook, params)
+    fs = [Finding.from_dict(d) for d in as_saved(v)["findings"]]
+    expected = row["expected"]
+    if expected == "usage":
+        assert v.usage_errors and fs[0].category == "usage" and fs[0].severity is Severity.CRITICAL, row["id"]
+        return
+    if expected == "incomplete":
+        assert v.errors and not v.usage_errors and fs[0].category == "data", row["id"]
+        assert v.worst != "ok", row["id"]
+        return
+    assert not v.errors, (row["id"], v.errors)
+    if runbook == "xid_ecc_triage":
+        xid._check(row, fs, expected, row["root_cause"])
+    else:
+        incidents.check_row(row, fs)
+
+
+def test_missing_data_is_incomplete_never_ok(pinned, monkeypatch):
+    """A source that cannot answer a step: the fast verdict is INCOMPLETE (a warning on top, the error listed)."""
+    from gpulib.core.errors import SourceError
+    from gpulib.demo.source import DemoSource
+
+    def down(self, *a, **k):
+        raise SourceError("Prometheus is down", hint="check the URL")
+
+    monkeypatch.setattr(DemoSource, "summary", down)
+    monkeypatch.setattr(DemoSource, "series", down)
+    v = fast_verdict("xid_ecc_triage", {"source": "demo", "node": "dgx-h100-1", "gpu": "5"})
+    assert v.errors and "Prometheus is down" in v.errors[0]
+    assert v.findings[0].title.startswith("Runbook incomplete") and v.worst != "ok"
+
+
+def test_a_parameter_that_matches_nothing_is_a_usage_error(pinned):
+    v = fast_verdict("nccl_check", {"source": "demo", "node": "dgx-h100-9"})
+    assert v.usage_errors and "dgx-h100-9" in v.usage_errors[0]
+    assert v.findings[0].severity is Severity.CRITICAL and v.findings[0].category == "usage"
+
+
+def test_recording_the_history_has_no_fast_verdict():
+    """record_history appends to a file: a fast verdict beside the notebook would record the run twice."""
+    assert not supports("nccl_check", {"record_history": True})
+    assert supports("nccl_check", {"record_history": False})
+    assert not supports("cost_report", {})
+    with pytest.raises(KeyError):
+        fast_verdict("nccl_check", {"record_history": True})
