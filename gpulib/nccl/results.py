@@ -161,7 +161,8 @@ class NcclTestResult:
 
 
 def _header_columns(line: str) -> tuple[list[str], list[str]] | None:
-    """From a ``#  size count type redop root time algbw ...`` line, the lead and per-side columns."""
+    """From a ``#  size count type redop root time algbw ...`` line, the leading columns (size, count, type, ...)
+    and the columns each side repeats."""
     toks = line.lstrip("#").split()
     if len(toks) < 5 or toks[0] != "size" or "count" not in toks[:3]:
         return None
