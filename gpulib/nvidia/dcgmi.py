@@ -260,6 +260,9 @@ def _parse_text(text: str) -> pd.DataFrame:
         cells = line.split("|")
         if len(cells) < 3:
             continue
+        if not line.endswith("|"):  # the table was cut inside this row: its value may be cut too
+            st.warnings.append(f"a row cut before its end is not read: {line[:120]}")
+            continue
         name, raw_value = cells[1].strip(), cells[2]
         value = raw_value.strip()
         if name == "Diagnostic" and value == "Result":
@@ -286,7 +289,7 @@ def _parse_text(text: str) -> pd.DataFrame:
             continue
         st.flush()
         st.test, st.test_rows = name, []
-        if not _result(st, value):
+        if not _result(st, value) and value:
             st.add("", value)  # a result dcgmi printed that is none of Pass/Fail/Warn/Skip: kept as written
     st.flush()
     if st.orphans:

@@ -120,3 +120,10 @@ def test_linear_on_a_long_single_line():
     parse_dcgmi_diag("| x | " + "Pass - GPU: 1" * 80_000)
     big = time.perf_counter() - t
     assert big < 12 * max(small, 0.01)
+
+
+def test_every_cut_of_a_real_table_reads_only_whole_results():
+    # a table cut inside a row ("| GPU Memory |" or "| GPU Memory | P") must not yield a result "" or "P"
+    text = _read("r2_dcgm331_gpu0_memory_fail_tail.txt")
+    bad = [c for c in range(len(text) + 1) if not set(parse_dcgmi_diag(text[:c])["status"]) <= {"Pass", "Fail"}]
+    assert bad == []
