@@ -143,14 +143,19 @@ class Service:
         return f"{self.cfg.public_url}/runs/{run_id}"
 
     def start(
-        self, runbook: str, params: dict[str, Any], trigger: dict[str, Any], priority: tuple = MANUAL_PRIORITY
+        self,
+        runbook: str,
+        params: dict[str, Any],
+        trigger: dict[str, Any],
+        priority: tuple = MANUAL_PRIORITY,
+        gpus: list[str] | None = None,
     ) -> dict[str, Any]:
         """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten); ``priority``:
-        :func:`gpulib.serve.storms.priority` (lower first)."""
+        :func:`gpulib.serve.storms.priority` (lower first); ``gpus``: the alerted GPUs (default: its ``gpu``)."""
         rec = self.store.create(runbook, params, trigger=trigger)
-        rec = self.store.update(
-            rec["id"], priority=list(priority), gpus=[str(params["gpu"])] if "gpu" in params else []
-        )
+        if gpus is None:
+            gpus = [str(params["gpu"])] if "gpu" in params else []
+        rec = self.store.update(rec["id"], priority=list(priority), gpus=gpus)
         try:
             (self.verdicts or self.pool).submit(rec["id"], priority)
         except QueueFull:
@@ -376,8 +381,11 @@ class Service:
             if self.claims is not None and not self._claimed(inc_key, trigger):
                 return "elsewhere", None
             repeat = self.storms.is_repeat(inc_key)
-            rec = self.start(runbook, params, trigger, priority=priority(trigger["severity"], repeat))
-            self.storms.opened(inc_key, rec["id"], gpu)
+            gpus = None
+            if inc is not None and gpu is not None:  # the node's run is under way: one follow-up for every GPU
+                gpus, params = [gpu], {**params, "gpu": ""}
+            rec = self.start(runbook, params, trigger, priority=priority(trigger["severity"], repeat), gpus=gpus)
+            self.storms.opened(inc_key, rec["id"], "" if gpus is not None else gpu)
             self.dedupe.remember(key, rec["id"])
             return "run", rec["id"]
 

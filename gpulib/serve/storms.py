@@ -3,7 +3,8 @@
 * **Incident**: the runbook and its parameters less the GPU (for ``xid_ecc_triage``: the node). An alert of an open
   incident whose GPU the run already covers is *attached* to that run (listed on its page); another GPU of the node
   widens a run that is still queued to every GPU of the node (``gpu=""``, the runbook's own "every GPU" value,
-  the alerted GPUs kept in the record's ``gpus``); a run already under way gets a follow-up run of the node. An
+  the alerted GPUs kept in the record's ``gpus``); a run already under way gets one follow-up run for every GPU of
+  the node (``gpu=""``, so later alerts of the node attach to it rather than each opening a run). An
   incident stays open for the server's dedupe window; an alert after it opens the node's next run (a repeat).
   Grouping the XIDs of one node as one incident is what NVIDIA's Fleet Intelligence does with XID bursts
   (https://docs.nvidia.com/fleet-intel/user-guide/xid-bursts).

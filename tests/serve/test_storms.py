@@ -151,3 +151,18 @@ def test_priorities_critical_first_then_first_runs_then_arrival():
     assert pool.join(10)
     pool.stop()
     assert order == ["blocker", "crit-first", "crit-first-2", "crit-repeat", "warn-first", "warn-repeat"]
+
+
+def test_a_node_gets_one_follow_up_run_for_every_gpu_not_one_per_gpu(tmp_path):
+    # each run is out before the next GPU of the node alerts, so no queued run can be widened
+    app, c = make(tmp_path, StubRunner(delay=0))
+    svc, runs, attached = app.state.service, [], []
+    for g in ("0", "1", "2", "3"):
+        r = c.post("/alertmanager", json=payload([alert("n1", g)], group=f"g{g}"), headers=AUTH).json()
+        runs += r["runs"]
+        attached += r["attached"]
+        assert svc.join(10)
+    assert len(runs) == 2 and len(attached) == 2, (runs, attached)
+    follow = svc.store.get(runs[1])
+    assert follow["params"]["gpu"] == ""  # the follow-up checks every GPU of the node
+    assert set(follow["gpus"]) == {"1", "2", "3"}  # and lists the GPUs alerted since
