@@ -410,11 +410,15 @@ def serve_cmd(
     verdict: str = typer.Option(
         "fast", help="fast: the verdict first, without a kernel, then the notebook as its evidence | notebook"
     ),
-    verdict_workers: int = typer.Option(2, help="fast verdicts computed at once (threads of the server)"),
+    verdict_workers: int = typer.Option(2, help="fast verdicts computed at once"),
+    verdict_in: str = typer.Option(
+        "processes", help="processes: each verdict in a worker process (every core) | threads: in the server's"
+    ),
     claims: str = typer.Option(
         "local", help="local | kubernetes: replicas claim each incident through a coordination.k8s.io Lease"
     ),
     warm_kernels: int = typer.Option(2, help="kernels kept started with gpulib imported for renders (0: cold starts)"),
+    render_nice: int = typer.Option(10, help="niceness added to the render kernels, so renders never slow verdicts"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
     run_timeout: int = typer.Option(600, help="seconds before a run's kernel is killed and the run marked failed"),
     dedupe_window: int = typer.Option(900, help="seconds in which one alert group, GPU and runbook give one run"),
@@ -442,7 +446,9 @@ def serve_cmd(
             kernels=kernels,
             verdict=verdict,
             verdict_workers=verdict_workers,
+            verdict_in=verdict_in,
             warm_kernels=warm_kernels,
+            render_nice=render_nice,
             claims=claims,
             queue_limit=queue_limit,
             run_timeout=run_timeout,

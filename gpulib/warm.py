@@ -27,8 +27,11 @@ PRELOAD = (
 class WarmKernels:
     """``size`` started kernels (without the names of ``unset`` in their environment: the webhook token)."""
 
-    def __init__(self, size: int, unset: Iterable[str] = (), preload: str = PRELOAD):
-        self.size, self.unset, self.preload = size, tuple(unset), preload
+    def __init__(self, size: int, unset: Iterable[str] = (), preload: str = PRELOAD, nice: int = 0):
+        # ``nice``: added to the kernel's niceness first (os.nice, https://docs.python.org/3/library/os.html#os.nice),
+        # so renders and their imports yield the CPU to what runs at the server's priority (the fast verdicts)
+        self.size, self.unset = size, tuple(unset)
+        self.preload = (f"import os; os.nice({int(nice)})\n" if nice else "") + preload
         self._ready: queue.Queue = queue.Queue()
         self._closed = False
         self.started = self.failed = 0

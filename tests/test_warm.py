@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gpulib.catalogue import find_notebook
-from gpulib.execute import execute
+from gpulib.execute import _shutdown, execute
 from gpulib.warm import WarmKernels
 from tests.serve.test_app import _alive, planted_home
 
@@ -98,3 +98,15 @@ def test_no_warm_kernel_ready_means_a_cold_start():
     assert pool.take() is None and pool.ready == 0
     pool.close()
     assert os.environ.get("GPUOPS_FINDINGS_PATH") is None
+
+
+def test_a_warm_kernel_runs_at_the_niceness_it_was_given():
+    pool = WarmKernels(1, nice=5)
+    try:
+        wait_ready(pool, 1)
+        km = pool.take()
+        pid = km.provisioner.process.pid
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 5)
+        _shutdown(km)
+    finally:
+        pool.close()

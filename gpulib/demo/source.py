@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from datetime import datetime, timedelta
@@ -31,8 +32,14 @@ TARGET_POINTS = 720
 _VLLM_RANGE = re.compile(r'\{__name__=~"vllm:\.\+"\}\[(\d+)s\]')
 
 
+#: a scenario file used instead of the packaged demo fleet (benchmarks/bench_serve.py's generated fleets)
+FLEET_ENV = "GPUOPS_DEMO_FLEET"
+
+
 class DemoSource(Source):
-    """Simulated fleet. ``scenario`` is a YAML path or dict (default: ``gpulib/data/demo/demo_fleet.yaml``)."""
+    """Simulated fleet. ``scenario`` is a YAML path or dict (default: the file named by ``$GPUOPS_DEMO_FLEET``, else
+    ``gpulib/data/demo/demo_fleet.yaml``): a larger fleet of the same shape for scale tests reaches every run, kernel
+    and verdict process through the environment."""
 
     name = "demo"
 
@@ -49,6 +56,8 @@ class DemoSource(Source):
         **_ignored,
     ):
         super().__init__(end=end)
+        if scenario is None:
+            scenario = os.environ.get(FLEET_ENV) or None
         # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
         self.operator_scenario = operator_scenario
         self.sim = FleetSimulator(

@@ -8,6 +8,8 @@ from gpulib.core.ids import normalise_pci_bus_id
 
 
 def _id_frame(df: pd.DataFrame) -> pd.DataFrame:
+    # the id columns' distinct rows first: a SERIES frame repeats them once per sample
+    df = df[[c for c in ("gpu", "index", "uuid", "pci_bus_id") if c in df.columns]].drop_duplicates()
     out = pd.DataFrame(index=df.index)
     gpu_col = next((c for c in ("gpu", "index") if c in df.columns), None)
     out["gpu"] = df[gpu_col].map(lambda v: None if pd.isna(v) or v == "" else str(int(float(v)))) if gpu_col else None

@@ -29,7 +29,7 @@ from gpulib.execute import prepare
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, bearer_refusal
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
-from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter
+from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter, ProcessVerdicter
 from gpulib.serve.store import RunStore
 from gpulib.serve.storms import MANUAL_PRIORITY, KubeClaims, Storms, covers, incident_key, priority, xid_code
 from gpulib.warm import WarmKernels
@@ -90,9 +90,16 @@ class Service:
         self.claims = KubeClaims(cfg.dedupe_window) if cfg.claims == "kubernetes" else None
         #: the fast verdict (default with the default runner and --verdict fast); None: the notebook decides
         if verdicter is None and runner is None and cfg.verdict == "fast":
-            verdicter = FastVerdicter(self.catalogue.__getitem__)
+            if cfg.verdict_in == "processes":
+                verdicter = ProcessVerdicter(cfg.verdict_workers, unset=(TOKEN_ENV,))
+            else:
+                verdicter = FastVerdicter(self.catalogue.__getitem__)
         self.verdicter = verdicter
-        self.warm = WarmKernels(cfg.warm_kernels, unset=(TOKEN_ENV,)) if runner is None and cfg.warm_kernels else None
+        self.warm = (
+            WarmKernels(cfg.warm_kernels, unset=(TOKEN_ENV,), nice=cfg.render_nice)
+            if runner is None and cfg.warm_kernels
+            else None
+        )
         self.runner = runner or EngineRunner(self.catalogue.__getitem__, self.warm)
         self.registry = CollectorRegistry()
         self.m_runs = Counter(
@@ -137,6 +144,13 @@ class Service:
             lambda: self.pool.active
         )
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the warm kernels and the verdict processes (the server's shutdown)."""
+        if self.warm is not None:
+            self.warm.close()
+        if hasattr(self.verdicter, "close"):
+            self.verdicter.close()
 
     # ------------------------------------------------------------------------------- runs
     def link(self, run_id: str) -> str:
@@ -577,7 +591,6 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     def metrics():
         return Response(generate_latest(svc.registry), media_type=CONTENT_TYPE_LATEST)
 
-    if svc.warm is not None:
-        app.router.add_event_handler("shutdown", svc.warm.close)
+    app.router.add_event_handler("shutdown", svc.close)
     app.add_middleware(BodyLimit, limit=cfg.max_body)
     return app

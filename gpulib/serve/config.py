@@ -63,12 +63,17 @@ class ServeConfig:
     #: "fast": the verdict first (gpulib.verdict, in a worker thread of this process), the notebook after it as the
     #: evidence; "notebook": the notebook's findings are the verdict (the path before the fast verdict existed)
     verdict: str = "fast"
-    #: runs whose fast verdict is computed at once (threads of this process)
+    #: runs whose fast verdict is computed at once
     verdict_workers: int = 2
+    #: "processes": each fast verdict in a worker process (gpulib.serve.runner.ProcessVerdicter, every core used);
+    #: "threads": in a thread of this process (one core, shared with the HTTP handling)
+    verdict_in: str = "processes"
     #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease
     claims: str = "local"
     #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
     warm_kernels: int = 0
+    #: niceness added to the warm render kernels, so a storm's renders never slow its verdicts (0: as the server)
+    render_nice: int = 10
     queue_limit: int = 50
     run_timeout: int = 600
     dedupe_window: int = 900
@@ -86,10 +91,14 @@ class ServeConfig:
         for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        if not 0 <= int(kw.get("render_nice") or 0) <= 19:
+            raise InvalidParameter("--render-nice must be 0 to 19")
         if int(kw.get("warm_kernels") or 0) < 0:
             raise InvalidParameter("--warm-kernels must be 0 or more")
         if "claims" in kw:
             one_of(kw["claims"], ("local", "kubernetes"), param="--claims")
+        if "verdict_in" in kw:
+            one_of(kw["verdict_in"], ("processes", "threads"), param="--verdict-in")
         if "verdict" in kw:
             one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:

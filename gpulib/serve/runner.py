@@ -6,16 +6,24 @@ A runner is ``run(folder, runbook, params, timeout) -> outcome``: ``status`` (do
 ``error``, and ``verdict`` (:func:`gpulib.core.summary.verdict_of`; a runner that leaves it out has its
 findings.json read instead). Tests give :class:`gpulib.serve.app.Service` runners of their own.
 
-A verdicter (:class:`FastVerdicter`) computes the verdict before the runner renders the notebook as its evidence.
+A verdicter (:class:`FastVerdicter`) computes the verdict before the runner renders the notebook as its evidence;
+:class:`ProcessVerdicter` runs it in worker processes started ahead (one per CPU the server is given), so verdicts use
+every core instead of sharing the server's interpreter lock with the HTTP handling
+(https://docs.python.org/3/library/concurrent.futures.html#processpoolexecutor).
 """
 
 from __future__ import annotations
 
 import importlib
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
 from gpulib.catalogue import NotebookInfo, find_notebook
+from gpulib.core.errors import GpulibError, redact
 from gpulib.core.findings import save_findings
 from gpulib.core.summary import verdict_of
 from gpulib.execute import RunResult, execute
@@ -97,3 +105,73 @@ class FastVerdicter:
         else:
             status, error = "done", None
         return {"status": status, "error": error, "verdict": verdict_of(list(v.findings), v.doc())}
+
+
+#: the FastVerdicter of a verdict worker process (made by :func:`_worker_start`)
+_WORKER: FastVerdicter | None = None
+
+
+#: the barrier every worker waits at once in :meth:`ProcessVerdicter.warm` (so each of them starts)
+_BARRIER = None
+
+
+def _worker_start(unset: tuple[str, ...], barrier) -> None:
+    """A verdict process: without the names of ``unset`` in its environment (the webhook token), imports done."""
+    global _WORKER, _BARRIER
+    _BARRIER = barrier
+    for name in unset:
+        os.environ.pop(name, None)
+    _WORKER = FastVerdicter()
+    _WORKER.warm()
+
+
+def _worker_verdict(folder: str, runbook: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """One verdict in a worker process. A GpulibError is answered as the server answers it in-process (failed, no
+    notebook); any other error comes back as a RuntimeError with its type named (it then pickles whatever it was)."""
+    try:
+        return _WORKER(Path(folder), runbook, params)
+    except GpulibError as exc:
+        return {"status": "failed", "error": redact(str(exc)), "verdict": {}, "render": False}
+    except Exception as exc:
+        raise RuntimeError(f"{type(exc).__name__}: {redact(str(exc))}"[:1000]) from None
+
+
+def _ready(timeout: float) -> int:
+    _BARRIER.wait(timeout)  # a worker holding this cannot take another: each of them answers once
+    return os.getpid()
+
+
+class ProcessVerdicter:
+    """:class:`FastVerdicter` in ``workers`` processes started from a clean server (``forkserver``, gpulib preloaded,
+    https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods): a verdict waits for a free
+    process, never for the server's interpreter lock. A worker that dies is replaced with the whole pool (the
+    verdict it held fails, so that run's notebook decides)."""
+
+    def __init__(self, workers: int, unset: tuple[str, ...] = ()):
+        self.workers, self.unset = workers, tuple(unset)
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(["gpulib.serve.runner", "gpulib.verdict"])
+        self._pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        self._barrier = self._ctx.Barrier(self.workers)
+        return ProcessPoolExecutor(
+            self.workers, mp_context=self._ctx, initializer=_worker_start, initargs=(self.unset, self._barrier)
+        )
+
+    def warm(self, timeout: float = 120) -> list[int]:
+        """Start every worker now (the imports happen in each), so the first alert does not wait; their pids."""
+        futures = [self._pool.submit(_ready, timeout) for _ in range(self.workers)]
+        return sorted(f.result() for f in futures)
+
+    def __call__(self, folder: Path, runbook: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        pool = self._pool
+        try:
+            return pool.submit(_worker_verdict, str(folder), runbook, params).result()
+        except BrokenProcessPool:
+            if self._pool is pool:
+                self._pool = self._start()
+            raise
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

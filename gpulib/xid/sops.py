@@ -8,6 +8,7 @@ can take the GPU again: https://kubernetes.io/docs/concepts/workloads/controller
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -34,6 +35,51 @@ def sop(key: str) -> dict[str, Any]:
     return row
 
 
+def _col(df: pd.DataFrame, name: str) -> list[Any]:
+    """``df[name]`` as a list with NaN as None (None throughout when the column is absent)."""
+    if name not in df.columns:
+        return [None] * len(df)
+    return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in df[name].tolist()]
+
+
+@dataclass
+class PodIndex:
+    """What :func:`pod_impact` reads, built once per node (:func:`pod_index`) rather than once per GPU: the distinct
+    pod-labelled DCGM rows of the node (``namespace``, ``pod``, ``gpu``, ``uuid``, in first-seen order), each pod's
+    owner and the pods each owner runs on all nodes."""
+
+    labelled: list[dict[str, str]]
+    owners: dict[tuple[str, str], tuple[str, str]]
+    owner_pods: dict[tuple[str, str, str], int]
+
+
+def pod_index(node: str, pods: pd.DataFrame | None, dcgm: dict[str, pd.DataFrame] | None) -> PodIndex:
+    labelled: list[dict[str, str]] = []
+    for df in (dcgm or {}).values():
+        if df is None or len(df) == 0 or "pod" not in df.columns:
+            continue
+        cols = [c for c in ("namespace", "pod", "gpu", "uuid") if c in df.columns]
+        sel = df.loc[(df["node"] == node) & df["pod"].fillna("").astype(str).ne(""), cols].drop_duplicates()
+        for r in sel.to_dict("records"):
+            labelled.append(
+                {
+                    "namespace": str(r["namespace"]),
+                    "pod": str(r["pod"]),
+                    "gpu": str(r["gpu"]),
+                    "uuid": r.get("uuid"),
+                }
+            )
+    owners: dict[tuple[str, str], tuple[str, str]] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    if pods is not None and len(pods):
+        cols = [_col(pods, c) for c in ("namespace", "pod", "owner_kind", "owner_name")]
+        for ns, pod, kind, name in zip(*cols):
+            owners[(str(ns), str(pod))] = (kind or "", name or "")
+            k = (str(ns), str(kind or ""), str(name or ""))
+            counts[k] = counts.get(k, 0) + 1
+    return PodIndex(labelled, owners, counts)
+
+
 POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by", "owner_pods"]
 
 
@@ -44,42 +90,31 @@ def pod_impact(
     pods: pd.DataFrame | None = None,
     dcgm: dict[str, pd.DataFrame] | None = None,
     uuid: str | None = None,
+    index: PodIndex | None = None,
 ) -> pd.DataFrame:
     """Pods that were on the affected GPU: first by DCGM's pod/namespace labels on that GPU (exact),
-    then every GPU pod of the node from the cluster's pod list (when the GPU is not known exactly)."""
+    then every GPU pod of the node from the cluster's pod list (when the GPU is not known exactly).
+    ``index``: :func:`pod_index` of the same node, pods and frames, when the caller asks for several GPUs."""
+    index = index or pod_index(node, pods, dcgm)
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
-    owners = {}
-    if pods is not None and len(pods):
-        for r in pods.to_dict("records"):
-            owners[(str(r.get("namespace")), str(r.get("pod")))] = (
-                r.get("owner_kind") or "",
-                r.get("owner_name") or "",
-            )
-    for df in (dcgm or {}).values():
-        if df is None or len(df) == 0 or "pod" not in df.columns:
+    for r in index.labelled:
+        if gpu is not None and not (r["gpu"] == str(gpu) or (uuid and r["uuid"] == uuid)):
             continue
-        sel = df[(df["node"] == node) & df["pod"].fillna("").astype(str).ne("")]
-        if gpu is not None:
-            m = sel["gpu"].astype(str) == str(gpu)
-            if uuid and "uuid" in sel.columns:
-                m = m | (sel["uuid"] == uuid)
-            sel = sel[m]
-        for r in sel[["namespace", "pod", "gpu"]].drop_duplicates().to_dict("records"):
-            key = (str(r["namespace"]), str(r["pod"]))
-            if key not in seen:
-                seen.add(key)
-                kind, name = owners.get(key, ("", ""))
-                rows.append(
-                    {
-                        "namespace": key[0],
-                        "pod": key[1],
-                        "owner_kind": kind,
-                        "owner_name": name,
-                        "gpu": str(r["gpu"]),
-                        "matched_by": "DCGM pod label on the GPU",
-                    }
-                )
+        key = (r["namespace"], r["pod"])
+        if key not in seen:
+            seen.add(key)
+            kind, name = index.owners.get(key, ("", ""))
+            rows.append(
+                {
+                    "namespace": key[0],
+                    "pod": key[1],
+                    "owner_kind": kind,
+                    "owner_name": name,
+                    "gpu": r["gpu"],
+                    "matched_by": "DCGM pod label on the GPU",
+                }
+            )
     if pods is not None and len(pods) and not rows:
         sel = pods[pods["node"] == node]
         gpu_req = pd.to_numeric(sel.get("gpu_request", pd.Series(0, index=sel.index)), errors="coerce").fillna(0)
@@ -98,11 +133,7 @@ def pod_impact(
                     "matched_by": "GPU pod on the node (pod list; GPU not pinned)",
                 }
             )
-    counts: dict[tuple[str, str, str], int] = {}
-    if pods is not None and len(pods):
-        for r in pods.to_dict("records"):
-            k = (str(r.get("namespace")), str(r.get("owner_kind") or ""), str(r.get("owner_name") or ""))
-            counts[k] = counts.get(k, 0) + 1
+    counts = index.owner_pods
     for r in rows:  # pods the owner runs now (all nodes): what scaling it back restores
         r["owner_pods"] = counts.get((r["namespace"], r["owner_kind"], r["owner_name"]), 1) if r["owner_name"] else 1
     return pd.DataFrame(rows, columns=POD_IMPACT_COLUMNS)

@@ -28,7 +28,7 @@ from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.core.timeutil import parse_window
 from gpulib.nvidia.gpu_ids import gpu_id_map
 from gpulib.xid.catalog import lookup
-from gpulib.xid.sops import pod_impact
+from gpulib.xid.sops import pod_impact, pod_index
 from gpulib.xid.xid13 import Workflow
 from gpulib.xid.xid13 import workflow as workflow_xid13
 
@@ -514,8 +514,9 @@ def triage_cases(
     """
     dcgm = {k: v for k, v in (dcgm or {}).items() if v is not None}
     out: list[CaseResult] = []
+    index = pod_index(node, pods, dcgm)
     for case in _cases(node, gpu, xid_events, smi, dcgm).values():
-        impact = pod_impact(node, case.gpu, pods=pods, dcgm=dcgm, uuid=case.uuid)
+        impact = pod_impact(node, case.gpu, pods=pods, uuid=case.uuid, index=index)
         smi_row = _smi_row(smi, case)
         verdict = xid_verdict(case, impact)
         fold = verdict is not None and verdict.bucket in DRAIN_BUCKETS

@@ -32,3 +32,65 @@ def test_a_render_uses_a_warm_kernel_and_shutdown_stops_the_rest(tmp_path, monke
         assert c.get("/healthz").json()["warm"]["ready"] == 1
     time.sleep(0.5)
     assert svc.warm.ready == 0  # shutdown stopped the kernel it still held
+
+
+def _child_env(name: str) -> str | None:
+    import os
+
+    return os.environ.get(name)
+
+
+def test_a_verdict_in_a_worker_process_is_the_in_process_verdict(tmp_path, monkeypatch):
+    import os
+
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import prepare
+    from gpulib.serve.config import TOKEN_ENV
+    from gpulib.serve.runner import FastVerdicter, ProcessVerdicter
+
+    monkeypatch.setenv("GPUOPS_END", "2026-12-01T06:45:00Z")
+    monkeypatch.setenv(TOKEN_ENV, "a-secret-token-" + "x" * 20)
+    info = find_notebook("xid_ecc_triage")
+    params = prepare(info, given={"node": "dgx-h100-1", "gpu": "5"}, source="demo")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    pv = ProcessVerdicter(2, unset=(TOKEN_ENV,))
+    try:
+        pids = pv.warm()
+        assert len(pids) == 2 and os.getpid() not in pids  # two processes of their own
+        assert pv._pool.submit(_child_env, TOKEN_ENV).result() is None  # the token does not reach them
+        here = FastVerdicter()(tmp_path / "a", "xid_ecc_triage", params)
+        there = pv(tmp_path / "b", "xid_ecc_triage", params)
+        assert there == here and there["verdict"]["severity"] == "critical"
+        assert (tmp_path / "b" / "verdict.json").read_text() == (tmp_path / "a" / "verdict.json").read_text()
+        # a parameter that matches nothing is the same usage error there as here
+        bad = {**params, "node": "no-such-node"}
+        out = pv(tmp_path / "b", "xid_ecc_triage", bad)
+        assert out == FastVerdicter()(tmp_path / "a", "xid_ecc_triage", bad)
+        assert out["status"] == "failed" and "no-such-node" in out["error"]
+    finally:
+        pv.close()
+
+
+def test_a_dead_verdict_worker_fails_one_verdict_and_the_pool_is_replaced(tmp_path, monkeypatch):
+    import os
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
+
+    from gpulib.catalogue import find_notebook
+    from gpulib.execute import prepare
+    from gpulib.serve.runner import ProcessVerdicter
+
+    monkeypatch.setenv("GPUOPS_END", "2026-12-01T06:45:00Z")
+    params = prepare(find_notebook("xid_ecc_triage"), given={"node": "dgx-h100-1", "gpu": "5"}, source="demo")
+    pv = ProcessVerdicter(1)
+    try:
+        (pid,) = pv.warm()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            for _ in range(50):  # the pool learns of the death on its next use
+                pv(tmp_path, "xid_ecc_triage", params)
+        assert pv(tmp_path, "xid_ecc_triage", params)["verdict"]["severity"] == "critical"
+        assert pv.warm() != [pid]
+    finally:
+        pv.close()

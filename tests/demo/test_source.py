@@ -1,0 +1,27 @@
+"""The demo backend's fleet file: ``$GPUOPS_DEMO_FLEET`` names another scenario of the same shape (the scale
+benchmarks' generated fleets), so every run, kernel and verdict process started from the environment sees it."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gpulib.core.errors import InvalidParameter
+from gpulib.demo.source import FLEET_ENV, DemoSource
+from gpulib.sources import connect
+
+PACKAGED = "gpulib/data/demo/demo_fleet.yaml"
+
+
+def test_the_environment_names_the_fleet_file(tmp_path, monkeypatch):
+    d = yaml.safe_load(open(PACKAGED).read())
+    d["nodes"] = [dict(d["nodes"][0], name="scale-node-0"), dict(d["nodes"][1], name="scale-node-1")]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(d))
+    default = set(connect("demo").nodes()["node"])
+    monkeypatch.setenv(FLEET_ENV, str(path))
+    assert set(connect("demo").nodes()["node"]) == {"scale-node-0", "scale-node-1"}
+    assert set(DemoSource(PACKAGED).nodes()["node"]) == default  # a scenario given wins over the environment
+    monkeypatch.setenv(FLEET_ENV, str(tmp_path / "missing.yaml"))
+    with pytest.raises(InvalidParameter, match="missing.yaml"):
+        connect("demo")
