@@ -22,6 +22,7 @@ was sent. Server RSS: this process, verdict processes and kernels excluded (give
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import json
 import multiprocessing
@@ -250,6 +251,8 @@ def storm(mode: str, nodes: list[dict], repeat: int, spread_s: float, warm: int,
         "p50_webhook_to_verdict_s": pct(lat, 0.5),
         "p95_webhook_to_verdict_s": pct(lat, 0.95),
         "last_verdict_after_s": round(last_verdict, 2),
+        # what the verdicts said (status/severity -> runs): a storm of wrong-parameter verdicts would be fast too
+        "verdicts": dict(collections.Counter(f"{r.get('status')}/{r.get('severity')}" for r in recs)),
         "server_rss_mb": rss_mb(),
         "verdict_processes_rss_mb": srv.workers_rss_mb(),
     }

@@ -115,12 +115,13 @@ _WORKER: FastVerdicter | None = None
 _BARRIER = None
 
 
-def _worker_start(unset: tuple[str, ...], barrier) -> None:
-    """A verdict process: without the names of ``unset`` in its environment (the webhook token), imports done."""
+def _worker_start(env: dict[str, str], barrier) -> None:
+    """A verdict process: the environment of its verdicter (the forkserver it was forked from keeps the one it
+    started with), less the names it was told to unset (the webhook token); imports done."""
     global _WORKER, _BARRIER
     _BARRIER = barrier
-    for name in unset:
-        os.environ.pop(name, None)
+    os.environ.clear()
+    os.environ.update(env)
     _WORKER = FastVerdicter()
     _WORKER.warm()
 
@@ -155,8 +156,9 @@ class ProcessVerdicter:
 
     def _start(self) -> ProcessPoolExecutor:
         self._barrier = self._ctx.Barrier(self.workers)
+        env = {k: v for k, v in os.environ.items() if k not in self.unset}
         return ProcessPoolExecutor(
-            self.workers, mp_context=self._ctx, initializer=_worker_start, initargs=(self.unset, self._barrier)
+            self.workers, mp_context=self._ctx, initializer=_worker_start, initargs=(env, self._barrier)
         )
 
     def warm(self, timeout: float = 120) -> list[int]:

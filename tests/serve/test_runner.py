@@ -94,3 +94,21 @@ def test_a_dead_verdict_worker_fails_one_verdict_and_the_pool_is_replaced(tmp_pa
         assert pv.warm() != [pid]
     finally:
         pv.close()
+
+
+def test_verdict_workers_see_the_environment_of_their_verdicter_not_an_older_one(monkeypatch):
+    # the forkserver is started once per process: its children must not keep the environment it had then
+    from gpulib.serve.runner import ProcessVerdicter
+
+    first = ProcessVerdicter(1)
+    try:
+        first.warm()
+        monkeypatch.setenv("GPUOPS_DEMO_FLEET", "/a/later/fleet.yaml")
+        second = ProcessVerdicter(1)
+        try:
+            second.warm()
+            assert second._pool.submit(_child_env, "GPUOPS_DEMO_FLEET").result() == "/a/later/fleet.yaml"
+        finally:
+            second.close()
+    finally:
+        first.close()
