@@ -26,6 +26,7 @@ from gpulib.core.redact import redact
 from gpulib.core.runrecord import read_run
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
+from gpulib.serve.bodylimit import BodyLimit
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, bearer_refusal
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
@@ -133,8 +134,10 @@ class Service:
         )
         # with a fast verdict, the queue limit applies to the verdicts; renders queue behind them without a limit
         # (each already has its verdict out), so a storm's evidence is late rather than lost
-        self.pool = WorkerPool(self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit)
-        self.verdicts = WorkerPool(self._verdict, cfg.verdict_workers, cfg.queue_limit) if self.verdicter else None
+        self.pool = WorkerPool(self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit, self._broken)
+        self.verdicts = (
+            WorkerPool(self._verdict, cfg.verdict_workers, cfg.queue_limit, self._broken) if self.verdicter else None
+        )
         if self.verdicter is not None and hasattr(self.verdicter, "warm"):
             threading.Thread(target=self.verdicter.warm, name="gpuops-warm", daemon=True).start()
         Gauge("gpuops_serve_queue_depth", "Runs waiting for a kernel", registry=self.registry).set_function(
@@ -151,6 +154,11 @@ class Service:
             self.warm.close()
         if hasattr(self.verdicter, "close"):
             self.verdicter.close()
+
+    def _broken(self, run_id: str, exc: Exception) -> None:
+        """A run the server could not finish (an error outside its runner, e.g. writing summary.md): shown failed."""
+        now = time.time()
+        self.store.update(run_id, status="failed", error=redact(f"{type(exc).__name__}: {exc}")[:1000], finished=now)
 
     # ------------------------------------------------------------------------------- runs
     def link(self, run_id: str) -> str:
@@ -438,52 +446,6 @@ class Service:
         self.store.update_with(run_id, change)
 
 
-# ------------------------------------------------------------------------------- body limit
-class BodyLimit:
-    """ASGI middleware: 413 for a body over ``limit`` bytes, by Content-Length or while it streams."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        headers = dict(scope.get("headers") or [])
-        cl = headers.get(b"content-length")
-        too_big = JSONResponse({"detail": f"request body over {self.limit} bytes"}, status_code=413)
-        if cl is not None:
-            try:
-                if int(cl) > self.limit:
-                    return await too_big(scope, receive, send)
-            except ValueError:
-                return await JSONResponse({"detail": "bad Content-Length"}, status_code=400)(scope, receive, send)
-        if cl is not None or scope.get("method") in ("GET", "HEAD"):
-            return await self.app(scope, receive, send)
-        # no Content-Length (chunked): read up to the limit here, then hand the body on
-        chunks, seen = [], 0
-        while True:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                return
-            chunks.append(msg.get("body", b""))
-            seen += len(chunks[-1])
-            if seen > self.limit:
-                return await too_big(scope, receive, send)
-            if not msg.get("more_body"):
-                break
-        body, done = b"".join(chunks), False
-
-        async def replay():
-            nonlocal done
-            if not done:
-                done = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-# ------------------------------------------------------------------------------------- the app
 def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None) -> FastAPI:
     svc = Service(cfg, runner, verdicter)
     app = FastAPI(

@@ -17,7 +17,15 @@ class QueueFull(Exception):
 
 
 class WorkerPool:
-    def __init__(self, work: Callable[[str], None], kernels: int, queue_limit: int):
+    def __init__(
+        self,
+        work: Callable[[str], None],
+        kernels: int,
+        queue_limit: int,
+        on_error: Callable[[str, Exception], None] | None = None,
+    ):
+        #: told of an exception ``work`` let out (the worker thread goes on with the next run)
+        self._on_error = on_error
         self._work = work
         self._q: queue.PriorityQueue[tuple] = queue.PriorityQueue(maxsize=queue_limit)
         self._seq = itertools.count()
@@ -50,6 +58,12 @@ class WorkerPool:
                 self.peak = max(self.peak, self.active)
             try:
                 self._work(run_id)
+            except Exception as exc:  # a bug in the work must not stop this thread, or every queued run waits forever
+                if self._on_error is not None:
+                    try:
+                        self._on_error(run_id, exc)
+                    except Exception:
+                        pass
             finally:
                 with self._lock:
                     self.active -= 1

@@ -166,3 +166,33 @@ def test_a_node_gets_one_follow_up_run_for_every_gpu_not_one_per_gpu(tmp_path):
     follow = svc.store.get(runs[1])
     assert follow["params"]["gpu"] == ""  # the follow-up checks every GPU of the node
     assert set(follow["gpus"]) == {"1", "2", "3"}  # and lists the GPUs alerted since
+
+
+def test_a_run_whose_work_raises_is_reported_and_the_worker_goes_on(tmp_path):
+    done, errors = [], []
+
+    def work(run_id):
+        if run_id == "bad":
+            raise ValueError("a bug in the work")
+        done.append(run_id)
+
+    pool = WorkerPool(work, 1, 0, on_error=lambda rid, exc: errors.append((rid, str(exc))))
+    for rid in ("bad", "good"):
+        pool.submit(rid)
+    assert pool.join(10)
+    assert done == ["good"] and errors == [("bad", "a bug in the work")]
+    pool.stop()
+
+
+def test_a_run_the_server_could_not_finish_is_shown_failed_not_left_running(tmp_path):
+    app, c = make(tmp_path, StubRunner(delay=0))
+    svc = app.state.service
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+
+    svc._close = broken  # what a full disk does to writing summary.md
+    rid = c.post("/alertmanager", json=payload([alert()]), headers=AUTH).json()["runs"][0]
+    assert svc.join(10)
+    rec = svc.store.get(rid)
+    assert rec["status"] == "failed" and "disk full" in rec["error"], rec
