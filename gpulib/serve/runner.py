@@ -127,12 +127,13 @@ def _worker_start(env: dict[str, str], barrier) -> None:
 
 
 def _worker_verdict(folder: str, runbook: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    """One verdict in a worker process. A GpulibError is answered as the server answers it in-process (failed, no
-    notebook); any other error comes back as a RuntimeError with its type named (it then pickles whatever it was)."""
+    """One verdict in a worker process. Errors come back in a form that pickles whatever they were: a GpulibError as a
+    plain GpulibError with the same text (the server answers it as in-process: failed, no notebook), any other as a
+    RuntimeError with its type named."""
     try:
         return _WORKER(Path(folder), runbook, params)
     except GpulibError as exc:
-        return {"status": "failed", "error": redact(str(exc)), "verdict": {}, "render": False}
+        raise GpulibError(str(exc)) from None
     except Exception as exc:
         raise RuntimeError(f"{type(exc).__name__}: {redact(str(exc))}"[:1000]) from None
 

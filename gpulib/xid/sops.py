@@ -39,7 +39,7 @@ def _col(df: pd.DataFrame, name: str) -> list[Any]:
     """``df[name]`` as a list with NaN as None (None throughout when the column is absent)."""
     if name not in df.columns:
         return [None] * len(df)
-    return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in df[name].tolist()]
+    return [None if pd.isna(v) else v for v in df[name].tolist()]
 
 
 @dataclass
