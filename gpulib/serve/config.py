@@ -88,6 +88,24 @@ class ServeConfig:
     def build(cls, *, token_file: Path | None = None, token: str | None = None, **kw) -> "ServeConfig":
         token = read_token(token_file, token)
         kw = {k: v for k, v in kw.items() if v is not None}
+        try:
+            cls._check(kw)
+        except InvalidParameter as exc:  # a server option, not a runbook parameter: point at the server's help
+            if exc.hint != InvalidParameter.hint:
+                raise
+            raise InvalidParameter(
+                exc.args[0], hint="`gpuops serve --help` lists every option and its values"
+            ) from None
+        cfg = cls(token=token, **kw)
+        cfg.out = Path(cfg.out).resolve()
+        if not cfg.public_url:
+            cfg.public_url = f"http://{cfg.host}:{cfg.port}"
+        cfg.public_url = cfg.public_url.rstrip("/")
+        return cfg
+
+    @staticmethod
+    def _check(kw: dict) -> None:
+        """InvalidParameter for the first option in ``kw`` with a value the server cannot take."""
         for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
@@ -105,9 +123,3 @@ class ServeConfig:
             one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
         if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder
             choose_source(kw["source"])
-        cfg = cls(token=token, **kw)
-        cfg.out = Path(cfg.out).resolve()
-        if not cfg.public_url:
-            cfg.public_url = f"http://{cfg.host}:{cfg.port}"
-        cfg.public_url = cfg.public_url.rstrip("/")
-        return cfg

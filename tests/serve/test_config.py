@@ -32,3 +32,12 @@ def test_read_token_from_env_or_file_and_masked_everywhere(tmp_path, monkeypatch
     assert read_token(f) == "file-token-" + "a" * 20
     with pytest.raises(InvalidParameter, match="GPUOPS_MCP_TOKEN_UNSET"):
         read_token(env="GPUOPS_MCP_TOKEN_UNSET")
+
+
+@pytest.mark.parametrize("bad", [{"verdict_in": "nowhere"}, {"render_nice": 40}, {"claims": "etcd"}])
+def test_a_bad_server_option_points_at_the_servers_help_not_a_runbook_cell(tmp_path, bad):
+    from gpulib.serve import ServeConfig
+
+    with pytest.raises(InvalidParameter) as err:
+        ServeConfig.build(out=tmp_path, token="t" * 40, **bad)
+    assert "gpuops serve --help" in str(err.value) and "parameters cell" not in str(err.value)
