@@ -58,6 +58,12 @@ def rss_mb(pid: int | str = "self") -> float:
     return float("nan")
 
 
+def cpu_s(pid: int | str = "self") -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs: list[float], q: float) -> float | None:
     if not xs:
         return None
@@ -109,6 +115,10 @@ class Server:
         pids = getattr(self, "workers", None)
         return round(sum(rss_mb(p) for p in pids), 1) if pids else None
 
+    def workers_cpu_s(self) -> float | None:
+        pids = getattr(self, "workers", None)
+        return sum(cpu_s(p) for p in pids) if pids else None
+
     def stop(self):
         self.server.should_exit = True
         self.thread.join(10)
@@ -139,7 +149,8 @@ def send_storm(base: str, posts: list[tuple[str, int]], at: list[float], t_start
         return post(base, [alert(node, gpu)], group=f"storm-{node}", session=local.s)
 
     with ThreadPoolExecutor(SENDERS) as ex:
-        return list(ex.map(send, range(len(posts))))
+        sent = list(ex.map(send, range(len(posts))))
+    return sent, cpu_s()
 
 
 def alert(node: str, gpu: int) -> dict:
@@ -227,11 +238,17 @@ def storm(mode: str, nodes: list[dict], repeat: int, spread_s: float, warm: int,
     rng.shuffle(posts)
     at = sorted(rng.uniform(0, spread_s) for _ in posts)
     t_start = time.time() + 1.0  # the sender process is up by then
+    cpu0, wcpu0 = cpu_s(), srv.workers_cpu_s()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
-        sent = ex.submit(send_storm, srv.base, posts, at, t_start).result()
+        sent, sender_cpu = ex.submit(send_storm, srv.base, posts, at, t_start).result()
     last_post = max(t1 for _, t1, _ in sent)
     ids = {rid for _, _, a in sent for rid in a["runs"]}
     recs = wait_verdicts(srv.svc, ids)
+    # where the machine's CPU went until the last verdict: the server (this process: HTTP, routing, store), the
+    # verdict processes, the sender process (a process of its own started for the storm, so all of its CPU)
+    cpu = {"server": round(cpu_s() - cpu0, 1), "sender": round(sender_cpu, 1)}
+    if wcpu0 is not None:
+        cpu["verdict_processes"] = round(srv.workers_cpu_s() - wcpu0, 1)
     lat = latencies(srv.svc, sent)
     n_runs = sum(len(a["runs"]) for _, _, a in sent)
     n_att = sum(len(a["attached"]) for _, _, a in sent)
@@ -253,6 +270,7 @@ def storm(mode: str, nodes: list[dict], repeat: int, spread_s: float, warm: int,
         "last_verdict_after_s": round(last_verdict, 2),
         # what the verdicts said (status/severity -> runs): a storm of wrong-parameter verdicts would be fast too
         "verdicts": dict(collections.Counter(f"{r.get('status')}/{r.get('severity')}" for r in recs)),
+        "cpu_s_until_last_verdict": cpu,
         "server_rss_mb": rss_mb(),
         "verdict_processes_rss_mb": srv.workers_rss_mb(),
     }

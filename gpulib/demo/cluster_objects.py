@@ -21,7 +21,7 @@ class FleetObjects:
         items = []
         created = (self.end - timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
         for spec in self.node_specs:
-            m = self._models.loc[spec["model"]]
+            m = self._models[spec["model"]]
             n = int(spec["gpus"])
             mig = spec.get("mig") or {}
             labels = {
@@ -152,7 +152,7 @@ class FleetObjects:
                             "nodeName": spec["name"],
                             "containers": [container],
                             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                            "nodeSelector": {"nvidia.com/gpu.product": self._models.loc[spec["model"], "gfd_product"]}
+                            "nodeSelector": {"nvidia.com/gpu.product": self._models[spec["model"]]["gfd_product"]}
                             if gpus
                             else {},
                         },

@@ -18,11 +18,30 @@ import numpy as np
 import pandas as pd
 
 from gpulib.core.errors import GpulibError, InvalidParameter
-from gpulib.core.schema import SERIES_COLUMNS, empty
+from gpulib.core.schema import SERIES_COLUMNS, SUMMARY_COLUMNS, empty
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.scenario import DAY, Device
 from gpulib.demo.vllm_series import demo_vllm_series
 from gpulib.sources.dcgm import format_labels, format_value
+from gpulib.sources.reduce import increase
+
+#: stats :meth:`FleetMetrics.summary_frame` reduces per device, each exactly as the groupby of summarise_frame does
+#: over one series' samples in time order (no NaN left); avg and p95 are left to it (their sums and interpolation
+#: are pandas' own)
+DEVICE_STATS = {"max": np.max, "min": np.min, "last": lambda v: float(v[-1]), "increase": increase}
+#: the Device attributes behind SUMMARY_COLUMNS' labels, in order (``gpu`` is ``str(index)``)
+_LABEL_ATTRS = (
+    "node",
+    "index",
+    "uuid",
+    "pci_bus_id",
+    "model_name",
+    "pod",
+    "namespace",
+    "container",
+    "gi_profile",
+    "gi_id",
+)
 
 #: dcgm-exporter listens on :9400; the GPU Operator's service/DaemonSet is ``nvidia-dcgm-exporter``
 #: (``NVIDIA/dcgm-exporter: pkg/cmd/app.go`` @ d5e5f510, ``NVIDIA/gpu-operator:
@@ -350,33 +369,67 @@ class FleetMetrics:
     ) -> pd.DataFrame:
         """Long frame: one row per (device, timestamp) with non-NaN value, plus normalised labels."""
         t = self.grid(start, end, step)
-        parts = []
+        times, values, devs = [], [], []
         for d in devices if devices is not None else self.devices:
             v = self.sample(name, d, t)
             ok = ~np.isnan(v)
             if not ok.any():
                 continue
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "timestamp": pd.to_datetime(t[ok], unit="s", utc=True),
-                        "node": d.node,
-                        "gpu": str(d.index),
-                        "uuid": d.uuid,
-                        "pci_bus_id": d.pci_bus_id,
-                        "model": d.model_name,
-                        "pod": d.pod,
-                        "namespace": d.namespace,
-                        "container": d.container,
-                        "gpu_i_profile": d.gi_profile,
-                        "gpu_i_id": d.gi_id,
-                        "value": v[ok],
-                    }
-                )
-            )
-        if not parts:
+            times.append(t[ok])
+            values.append(v[ok])
+            devs.append(d)
+        if not devs:
             return empty(SERIES_COLUMNS)
-        return pd.concat(parts, ignore_index=True)
+        # one frame built from whole columns (each device's labels repeated over its samples): a frame per device
+        # and a concat cost more than the samples themselves
+        counts = [len(x) for x in times]
+
+        def labels(attr: str) -> np.ndarray:
+            return np.repeat(np.array([getattr(d, attr) for d in devs], dtype=object), counts)
+
+        return pd.DataFrame(
+            {
+                "timestamp": pd.to_datetime(np.concatenate(times), unit="s", utc=True),
+                "node": labels("node"),
+                "gpu": np.repeat(np.array([str(d.index) for d in devs], dtype=object), counts),
+                "uuid": labels("uuid"),
+                "pci_bus_id": labels("pci_bus_id"),
+                "model": labels("model_name"),
+                "pod": labels("pod"),
+                "namespace": labels("namespace"),
+                "container": labels("container"),
+                "gpu_i_profile": labels("gi_profile"),
+                "gpu_i_id": labels("gi_id"),
+                "value": np.concatenate(values),
+            }
+        )
+
+    def summary_frame(
+        self, name: str, start: float, end: float, stat: str, devices: Iterable[Device] | None = None
+    ) -> pd.DataFrame | None:
+        """What :func:`gpulib.sources.reduce.summarise_frame` makes of :meth:`frame` for the stats it reduces exactly
+        (:data:`DEVICE_STATS`), computed from each device's samples without the long frame: one row per device
+        (SUMMARY_COLUMNS less ``stat``), in the groupby's order. ``None`` for another stat, or when two devices carry
+        the same labels (the groupby would pool them): the caller reduces the long frame."""
+        if stat not in DEVICE_STATS:
+            return None
+        reduce = DEVICE_STATS[stat]
+        t = self.grid(start, end)
+        rows = []
+        for d in devices if devices is not None else self.devices:
+            v = self.sample(name, d, t)
+            v = v[~np.isnan(v)]
+            if len(v):
+                labels = [getattr(d, a) for a in _LABEL_ATTRS]
+                labels[1] = str(d.index)
+                rows.append((*labels, reduce(v)))
+        keys = [c for c in SUMMARY_COLUMNS if c not in ("stat", "value")]
+        if not rows:
+            return pd.DataFrame(columns=keys + ["value"])
+        if len({r[:-1] for r in rows}) < len(rows):
+            return None
+        df = pd.DataFrame(rows, columns=keys + ["value"])
+        return df.sort_values(keys, na_position="last", kind="stable").reset_index(drop=True)
 
     # ------------------------------------------------------------------ exposition
     def scrape_text(self, at: datetime | None = None, node: str | None = None) -> str:

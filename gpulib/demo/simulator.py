@@ -16,10 +16,12 @@ Prometheus backfilled from the same scenario return the same numbers.
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 
@@ -29,6 +31,38 @@ from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
 from gpulib.demo.metrics import FleetMetrics
 from gpulib.demo.scenario import MIG_SLICES, Device, _mig_memory_mib, _rel
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def read_scenario(path: Path) -> dict:
+    """The scenario file at ``path``, parsed once per version of the file (its modification time and size): a verdict
+    process builds a simulator per run, and parsing a 150-node scenario costs more than the verdict's own arithmetic.
+    Each caller gets its own copy."""
+    st = path.stat()
+    return copy.deepcopy(_parsed(str(path.resolve()), st.st_mtime_ns, st.st_size))
+
+
+def shared_simulator(scenario: str | Path | None = None, *, end: datetime | None = None, **kw) -> FleetSimulator:
+    """The simulator of a scenario file (or the packaged fleet), built once per process for each version of the file,
+    window end and option set: every value a simulator gives is a pure function of those, and nothing changes a
+    simulator after it is built, so the sources of successive runs (a verdict process serves many) share it instead
+    of rebuilding the fleet per run. ``kw``: :class:`FleetSimulator`'s other keyword options."""
+    path = Path(scenario) if scenario is not None else data_path("demo_fleet.yaml")
+    if not path.exists():
+        raise InvalidParameter(f"scenario file {str(path)!r} does not exist")
+    st = path.stat()
+    end = end or datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    key = tuple(sorted((k, tuple(v) if isinstance(v, (list, set, frozenset)) else v) for k, v in kw.items()))
+    return _shared(str(path.resolve()), st.st_mtime_ns, st.st_size, end, key)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared(path: str, mtime_ns: int, size: int, end: datetime, options: tuple) -> FleetSimulator:
+    return FleetSimulator(path, end=end, **dict(options))
 
 
 class FleetSimulator(FleetMetrics, FleetObjects):
@@ -57,7 +91,7 @@ class FleetSimulator(FleetMetrics, FleetObjects):
             path = Path(scenario)
             if not path.exists():
                 raise InvalidParameter(f"scenario file {str(path)!r} does not exist")
-            scenario = yaml.safe_load(path.read_text())
+            scenario = read_scenario(path)
         self.scenario = scenario
         self.seed = int(seed)
         self.label_style = label_style
@@ -67,7 +101,10 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         self.end_s = self.end.timestamp()
         self.scrape_interval = parse_window(scrape_interval or scenario.get("scrape_interval", "30s")).total_seconds()
         self.driver_version = str(scenario.get("driver_version", "550.127.05"))
-        self._models = load_table("demo_gpu_models").set_index("model")
+        # model -> its row, as plain dicts: a node's spec reads several columns and a pandas row lookup per column costs
+        # more than the whole lookup table
+        self._models: dict[str, dict] = load_table("demo_gpu_models").set_index("model").to_dict("index")
+        self._once: dict[str, object] = {}
         self.devices: list[Device] = []
         self.node_specs: list[dict] = list(scenario["nodes"])
         for spec in self.node_specs:
@@ -81,16 +118,23 @@ class FleetSimulator(FleetMetrics, FleetObjects):
             )
 
     # ------------------------------------------------------------------ fleet construction
+    def once(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()`` computed once per simulator and kept under ``name`` (what it returns depends only on what the
+        simulator was built from). Callers copy the result before they change it."""
+        if name not in self._once:
+            self._once[name] = build()
+        return self._once[name]
+
     def _uuid(self, *parts: object) -> str:
         h = hashlib.sha1("|".join(map(str, (self.seed, *parts))).encode()).hexdigest()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
     def _build_node(self, spec: dict) -> list[Device]:
-        if spec["model"] not in self._models.index:
+        if spec["model"] not in self._models:
             raise InvalidParameter(
-                f"node {spec['name']}: GPU model {spec['model']!r} unknown; known: {', '.join(self._models.index)}"
+                f"node {spec['name']}: GPU model {spec['model']!r} unknown; known: {', '.join(self._models)}"
             )
-        m = self._models.loc[spec["model"]]
+        m = self._models[spec["model"]]
         mig = spec.get("mig") or {}
         layout = list(mig.get("layout", []))
         by_gpu: dict[int, list[dict]] = {}

@@ -17,7 +17,7 @@ from gpulib.demo.artifacts import render_smi_query
 from gpulib.demo.history import demo_history, demo_history_signals
 from gpulib.demo.metrics import METRICS
 from gpulib.demo.operator_objects import demo_objects
-from gpulib.demo.simulator import FleetSimulator
+from gpulib.demo.simulator import FleetSimulator, shared_simulator
 from gpulib.demo.vllm_series import demo_vllm_frame, demo_vllm_series
 from gpulib.kube.frames import nodes_frame, pods_frame
 from gpulib.mig import default_configs
@@ -60,7 +60,8 @@ class DemoSource(Source):
             scenario = os.environ.get(FLEET_ENV) or None
         # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
         self.operator_scenario = operator_scenario
-        self.sim = FleetSimulator(
+        build = FleetSimulator if isinstance(scenario, dict) else shared_simulator
+        self.sim = build(
             scenario,
             end=self._end,
             seed=seed,
@@ -121,7 +122,16 @@ class DemoSource(Source):
         if field.startswith("vllm:"):
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
-            df = self.sim.frame(field, end - window.total_seconds(), end, None, self._devices(node, gpu))
+            start = end - window.total_seconds()
+            df = self.sim.summary_frame(field, start, end, stat, self._devices(node, gpu))
+            if df is not None:  # reduced per device (the stats where that is exact)
+                if df.empty:
+                    raise EmptyResult(
+                        f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}",
+                        query=field,
+                    )
+                return df
+            df = self.sim.frame(field, start, end, None, self._devices(node, gpu))
         if df.empty:
             raise EmptyResult(
                 f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
@@ -132,7 +142,7 @@ class DemoSource(Source):
 
         if self.operator_scenario != "healthy":  # a broken operator changes node labels / allocatable
             return nodes_frame({"items": self._operator_objects()["nodes"]})
-        return nodes_frame(self.sim.nodes_json())
+        return self.sim.once("nodes_frame", lambda: nodes_frame(self.sim.nodes_json())).copy()
 
     def _operator_objects(self, namespace: str | None = "gpu-operator") -> dict:
 
@@ -180,7 +190,7 @@ class DemoSource(Source):
 
     def _pods(self):
 
-        return pods_frame(self.sim.pods_json())
+        return self.sim.once("pods_frame", lambda: pods_frame(self.sim.pods_json())).copy()
 
     def _inventory(self, window):
         devs = [d for d in self.sim.devices if self.sim.emits("DCGM_FI_DEV_FB_USED", d)]

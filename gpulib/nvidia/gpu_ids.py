@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 
 from gpulib.core.ids import normalise_pci_bus_id
 
 
 def _id_frame(df: pd.DataFrame) -> pd.DataFrame:
-    # the id columns' distinct rows first: a SERIES frame repeats them once per sample
-    df = df[[c for c in ("gpu", "index", "uuid", "pci_bus_id") if c in df.columns]].drop_duplicates()
     out = pd.DataFrame(index=df.index)
     gpu_col = next((c for c in ("gpu", "index") if c in df.columns), None)
     out["gpu"] = df[gpu_col].map(lambda v: None if pd.isna(v) or v == "" else str(int(float(v)))) if gpu_col else None
     out["uuid"] = df["uuid"].map(lambda v: None if pd.isna(v) or v == "" else str(v)) if "uuid" in df.columns else None
     out["pci_bus_id"] = df["pci_bus_id"].map(normalise_pci_bus_id) if "pci_bus_id" in df.columns else None
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _id_records(cols: tuple[str, ...], dtypes: tuple, distinct: tuple) -> tuple[dict, ...]:
+    df = pd.DataFrame(list(distinct), columns=list(cols)).astype(dict(zip(cols, dtypes)))
+    return tuple(_id_frame(df).drop_duplicates().to_dict("records"))
+
+
+def _ids(df: pd.DataFrame) -> tuple[dict, ...]:
+    """The frame's distinct (gpu, uuid, pci_bus_id) rows, normalised. The id columns' distinct values are found
+    first, in plain Python (a SERIES frame repeats them once per sample), and the frames of one node, which carry
+    the same ids, are normalised once (callers only read the rows)."""
+    cols = tuple(c for c in ("gpu", "index", "uuid", "pci_bus_id") if c in df.columns)
+    distinct = tuple(dict.fromkeys(zip(*(df[c].tolist() for c in cols))))
+    return _id_records(cols, tuple(df[c].dtype for c in cols), distinct)
 
 
 def gpu_id_map(*frames: pd.DataFrame | None) -> pd.DataFrame:
@@ -28,7 +43,7 @@ def gpu_id_map(*frames: pd.DataFrame | None) -> pd.DataFrame:
     for df in frames:
         if df is None or len(df) == 0:
             continue
-        for r in _id_frame(df).drop_duplicates().to_dict("records"):
+        for r in _ids(df):
             matches = [
                 x
                 for x in recs

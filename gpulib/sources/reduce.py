@@ -27,7 +27,7 @@ def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:
     elif stat == "last":
         out = g.last()
     elif stat == "increase":
-        out = g.apply(_increase)
+        out = g.apply(increase)
     else:  # pragma: no cover - validated by caller
         raise InvalidParameter(stat)
     return out.reset_index()
@@ -56,9 +56,9 @@ def aggregate_steps(raw: pd.DataFrame, start: float, end: float, step: float, ag
     return pd.concat(parts, ignore_index=True) if parts else raw.iloc[0:0]
 
 
-def _increase(v: pd.Series) -> float:
+def increase(v: pd.Series | np.ndarray) -> float:
     """Counter increase with resets, as PromQL computes it when samples span the whole range."""
-    x = v.to_numpy(dtype=float)
+    x = np.asarray(v, dtype=float)
     if len(x) < 2:
         return float("nan")
     d = x[1:] - x[:-1]

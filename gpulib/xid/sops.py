@@ -8,6 +8,7 @@ can take the GPU again: https://kubernetes.io/docs/concepts/workloads/controller
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -53,14 +54,29 @@ class PodIndex:
     owner_pods: dict[tuple[str, str, str], int]
 
 
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NaT or v is pd.NA
+
+
+def _labelled_rows(df: pd.DataFrame, node: str, cols: list[str]) -> list[dict[str, Any]]:
+    """The distinct ``cols`` of ``node``'s rows that name a pod, first occurrence kept and missing values equal (as
+    ``drop_duplicates`` has it), found in plain Python: a SERIES frame repeats its labels once per sample."""
+    seen: dict[tuple, tuple] = {}
+    rows = dict.fromkeys(zip(df["node"].tolist(), df["pod"].tolist(), *(df[c].tolist() for c in cols)))
+    for node_v, pod_v, *vals in rows:
+        if node_v != node or _missing(pod_v) or str(pod_v) == "":
+            continue
+        seen.setdefault(tuple(None if _missing(v) else v for v in vals), tuple(vals))
+    return [dict(zip(cols, vals)) for vals in seen.values()]
+
+
 def pod_index(node: str, pods: pd.DataFrame | None, dcgm: dict[str, pd.DataFrame] | None) -> PodIndex:
     labelled: list[dict[str, str]] = []
     for df in (dcgm or {}).values():
         if df is None or len(df) == 0 or "pod" not in df.columns:
             continue
         cols = [c for c in ("namespace", "pod", "gpu", "uuid") if c in df.columns]
-        sel = df.loc[(df["node"] == node) & df["pod"].fillna("").astype(str).ne(""), cols].drop_duplicates()
-        for r in sel.to_dict("records"):
+        for r in _labelled_rows(df, node, cols):
             labelled.append(
                 {
                     "namespace": str(r["namespace"]),

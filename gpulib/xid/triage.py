@@ -139,24 +139,25 @@ def xid_events_from_gauge(series: pd.DataFrame | None) -> pd.DataFrame:
     out = []
     df = series.sort_values("timestamp")
     for (node, gpu, uuid), g in df.groupby(["node", "gpu", "uuid"], dropna=False, sort=False):
-        prev = None
-        for ts, v in zip(g["timestamp"], g["value"]):
-            if v is None or pd.isna(v):
-                continue
-            code = int(v)
-            if code != 0 and code != prev:
-                out.append(
-                    {
-                        "timestamp": ts,
-                        "node": node,
-                        "gpu": str(gpu),
-                        "uuid": uuid,
-                        "xid": code,
-                        "source": XID_GAUGE,
-                        "carried_over": prev is None,
-                    }
-                )
-            prev = code
+        # the samples with a value, as codes; a change is a code unlike the one before it (the first sample has
+        # none before it: carried over), found over whole arrays since a gauge has a sample per scrape
+        vals = pd.to_numeric(g["value"], errors="coerce").to_numpy(dtype=float)
+        at = np.flatnonzero(~np.isnan(vals))
+        codes = np.trunc(vals[at]).astype(np.int64)
+        changed = np.ones(len(codes), dtype=bool)
+        changed[1:] = codes[1:] != codes[:-1]
+        for k in np.flatnonzero(changed & (codes != 0)):
+            out.append(
+                {
+                    "timestamp": g["timestamp"].iloc[at[k]],
+                    "node": node,
+                    "gpu": str(gpu),
+                    "uuid": uuid,
+                    "xid": int(codes[k]),
+                    "source": XID_GAUGE,
+                    "carried_over": bool(k == 0),
+                }
+            )
     return pd.DataFrame(out, columns=cols)
 
 
@@ -425,11 +426,11 @@ def _cases(
     nvidia-smi and the ``pci_bus_id`` label of this node's DCGM rows (bus ids repeat across nodes of
     the same platform, so other nodes' rows never take part in the join).
     """
-    idmap = node_gpu_ids(node, smi, *dcgm.values())
+    idmap = node_gpu_ids(node, smi, *dcgm.values()).to_dict("records")
     cases: dict[str, _GpuCase] = {}
 
     def case_for(g: str | None = None, uuid: str | None = None, pci: str | None = None) -> _GpuCase:
-        for r in idmap.to_dict("records"):
+        for r in idmap:
             if (
                 (pci and r["pci_bus_id"] == pci)
                 or (uuid and r["uuid"] == uuid)

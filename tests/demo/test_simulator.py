@@ -6,11 +6,13 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.sources.dcgm import parse_scrape
+from gpulib.sources.reduce import summarise_frame
 from gpulib.xid.kernel_log import parse_kernel_log
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -225,3 +227,49 @@ def test_idle_persona_pods_are_idle_and_the_zombie_persona_a_zombie(window):
     v = classify_idle(samples)
     got = dict(zip(v["namespace"] + "/" + v["pod"], v["state"]))
     assert {p: got.get(p) for p in expected} == expected
+
+
+@pytest.mark.parametrize("name", ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"])
+def test_a_frame_holds_each_devices_samples_under_its_own_labels(sim, name):
+    t0, t1 = sim.end_s - 3600, sim.end_s
+    df = sim.frame(name, t0, t1, 60.0)
+    grid = sim.grid(t0, t1, 60.0)
+    seen = 0
+    for d in sim.devices:
+        v = sim.sample(name, d, grid)
+        rows = df[(df["node"] == d.node) & (df["uuid"] == d.uuid) & (df["gpu_i_id"] == d.gi_id)]
+        ok = ~np.isnan(v)
+        assert len(rows) == ok.sum(), d
+        if not ok.any():
+            continue
+        seen += 1
+        assert list(rows["value"]) == list(v[ok])
+        assert list(rows["timestamp"]) == list(pd.to_datetime(grid[ok], unit="s", utc=True))
+        first = rows.iloc[0]
+        assert (first["gpu"], first["pci_bus_id"], first["model"], first["pod"]) == (
+            str(d.index),
+            d.pci_bus_id,
+            d.model_name,
+            d.pod,
+        )
+    assert seen and len(df) == sum(int((~np.isnan(sim.sample(name, d, grid))).sum()) for d in sim.devices)
+    assert str(df["timestamp"].dt.tz) == "UTC" and df.index.equals(pd.RangeIndex(len(df)))
+
+
+@pytest.mark.parametrize("stat", ["max", "min", "last", "increase", "avg", "p95"])
+def test_a_summary_reduced_per_device_is_the_groupby_of_the_long_frame(sim, stat):
+    """summary_frame is a shortcut for the stats it reduces exactly: the same frame as summarise_frame over
+    frame(), for every metric, one node and all of them; the others it leaves to summarise_frame (None)."""
+    t1 = sim.end_s
+    node = [d for d in sim.devices if d.node == "dgx-h100-1"]
+    for name in sim.metric_names():
+        for devs, t0 in ((node, t1 - 6 * 3600), (None, t1 - 1800)):
+            got = sim.summary_frame(name, t0, t1, stat, devs)
+            if stat in ("avg", "p95"):
+                assert got is None
+                continue
+            long = sim.frame(name, t0, t1, None, devs)
+            if long.empty:
+                assert got.empty
+            else:
+                pd.testing.assert_frame_equal(got, summarise_frame(long, stat))

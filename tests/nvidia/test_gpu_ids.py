@@ -27,3 +27,21 @@ def test_gpu_id_map_joins_smi_and_dcgm_labels():
     assert m.loc["0000:18:00.0", "uuid"] == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1"
     only_dcgm = gpu_id_map(dcgm)
     assert only_dcgm["pci_bus_id"].isna().all() and len(only_dcgm) == 2
+
+
+def test_a_series_frame_maps_as_its_distinct_id_rows_do():
+    """A SERIES frame repeats its ids once per sample: the map is that of its distinct rows, in the order met,
+    with index-only rows (no UUID, no bus id) as they are."""
+    ids = pd.DataFrame(
+        {
+            "gpu": ["0", "1", "2", "3"],
+            "uuid": ["GPU-a", "GPU-b", None, ""],
+            "pci_bus_id": ["00000000:18:00.0", None, "00000000:38:00.0", None],
+        }
+    )
+    series = pd.concat([ids] * 50, ignore_index=True).assign(value=range(200))
+    once = gpu_id_map(ids)
+    assert list(once["gpu"]) == ["0", "1", "2", "3"]
+    assert once.loc[0, "pci_bus_id"] == "0000:18:00.0"
+    pd.testing.assert_frame_equal(gpu_id_map(series), once)
+    pd.testing.assert_frame_equal(gpu_id_map(series.iloc[::-1]), once.iloc[::-1].reset_index(drop=True))

@@ -161,3 +161,29 @@ def test_cheatsheet_says_what_works_on_r580():
     cap = ROOT / "gpulib" / "data" / "captures"
     for name in ("h200_smi_q_d_health.txt", "h200_smi_q_d_xid.txt", "h200_smi_q_d_serial.txt"):
         assert "Failed to parse --display/-d flags" in (cap / name).read_text()
+
+
+def test_the_pods_dcgm_names_on_a_gpu_are_read_once_each_from_the_nodes_rows():
+    """A SERIES frame repeats a GPU's pod labels once per sample: the index lists each (namespace, pod, GPU, UUID)
+    of the node once, in the order met, missing values alike, and nothing from rows without a pod or of another
+    node."""
+    nan = float("nan")
+    rows = [
+        ("n1", "train-0", "ml", "0", "GPU-a"),
+        ("n1", "train-0", "ml", "0", "GPU-a"),  # the next sample
+        ("n2", "other", "ml", "0", "GPU-z"),  # another node
+        ("n1", "", "ml", "1", "GPU-b"),  # no pod
+        ("n1", None, "ml", "1", "GPU-b"),
+        ("n1", "infer-0", None, "1", "GPU-b"),
+        ("n1", "infer-0", nan, "1", "GPU-b"),  # the same, missing namespace spelled another way
+        ("n1", "infer-0", "serve", "1", None),
+    ]
+    cols = ["node", "pod", "namespace", "gpu", "uuid"]
+    df = pd.DataFrame({c: pd.Series([r[i] for r in rows * 3], dtype=object) for i, c in enumerate(cols)})
+    got = sops.pod_index("n1", None, {"DCGM_FI_DEV_GPU_UTIL": df, "DCGM_FI_DEV_FB_USED": df}).labelled
+    once = [
+        {"namespace": "ml", "pod": "train-0", "gpu": "0", "uuid": "GPU-a"},
+        {"namespace": "None", "pod": "infer-0", "gpu": "1", "uuid": "GPU-b"},
+        {"namespace": "serve", "pod": "infer-0", "gpu": "1", "uuid": None},
+    ]
+    assert got == once * 2  # once per frame

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpulib.xid.findings as xid_findings
 import gpulib.xid.triage as triage
@@ -357,3 +359,42 @@ def test_live_kernel_log_file_lands_on_gpu_5_through_prometheus_pci_bus_id(live_
     assert ev.loc[ev["source"] == "kernel log", ["gpu", "uuid"]].values.tolist() == [["5", dev.uuid]]
     top = xs.findings(inp)[0]
     assert top.gpu == "5" and top.data["bucket"] == "RESTART_BM" and top.data["uuid"] == dev.uuid
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 30),  # minute
+            st.sampled_from(["0", "1"]),
+            st.sampled_from([0.0, 79.0, 79.0, 13.0, 48.0, float("nan"), None]),
+        ),
+        max_size=40,
+    )
+)
+def test_gauge_events_are_the_changes_to_a_nonzero_code_per_gpu(samples):
+    """Read one GPU's samples in time order: a sample without a value is skipped, a code is an event when it is not
+    0 and not the code before it, and the first sample's code is carried over (it says only what came before)."""
+    df = pd.DataFrame(
+        {
+            "timestamp": pd.to_datetime([60 * m + i for i, (m, _, _) in enumerate(samples)], unit="s", utc=True),
+            "node": "n1",
+            "gpu": [g for _, g, _ in samples],
+            "uuid": [f"GPU-{g}" for _, g, _ in samples],
+            "value": pd.Series([v for _, _, v in samples], dtype=object),
+        }
+    )
+    got = triage.xid_events_from_gauge(df)
+    for gpu in ("0", "1"):
+        seen = sorted((60 * m + i, v) for i, (m, g, v) in enumerate(samples) if g == gpu)
+        want, prev = [], None
+        for t, v in seen:
+            if v is None or v != v:
+                continue
+            if int(v) != 0 and int(v) != prev:
+                want.append((t, int(v), prev is None))
+            prev = int(v)
+        rows = got[got["gpu"] == str(gpu)]
+        have = [(int(ts.timestamp()), x, c) for ts, x, c in zip(rows["timestamp"], rows["xid"], rows["carried_over"])]
+        assert have == want
+    assert list(got.columns) == ["timestamp", "node", "gpu", "uuid", "xid", "source", "carried_over"]
