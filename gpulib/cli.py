@@ -17,6 +17,7 @@ try:
 except ImportError as exc:  # the base (GPU-node) install has no CLI stack: see the README's install section
     raise SystemExit("gpuops needs the runbooks extra: pip install 'gpu-runbooks[runbooks]' (or '[all]')") from exc
 
+import json
 import re
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,10 +33,11 @@ from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import command, one_of
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.demo.simulator import FleetSimulator
-from gpulib.execute import RunResult
+from gpulib.execute import RunResult, outcome
 from gpulib.inspection import PLOTLY_JS_MODES
 from gpulib.kube import collect as kc
 from gpulib.kube.client import KubeCluster
+from gpulib.serve.jobs import OUTCOME_FILE
 from gpulib.xid import write_alert_rules
 
 app = typer.Typer(
@@ -127,17 +129,47 @@ def run_cmd(
     ),
     timeout: int = typer.Option(900, help="per-cell timeout in seconds"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+    run_dir: Optional[Path] = typer.Option(
+        None,
+        "--run-dir",
+        help="write the run into exactly this folder, with outcome.json (gpuops serve's render Jobs); no --out",
+    ),
+    params_file: Optional[Path] = typer.Option(
+        None, "--params-file", help="JSON object of parameters as gpuops serve checked and wrote them (params.json)"
+    ),
 ):
     if fail_on not in ("critical", "warning", "info", "never"):
         _fail(InvalidParameter(f"--fail-on {fail_on!r}: use critical, warning, info or never"))
     try:
         info = find_notebook(name)
-        params = engine.prepare(info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None)
+        given = _params_file(params_file) if params_file else None
+        params = engine.prepare(
+            info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None, given=given
+        )
+        if run_dir is not None:
+            run_dir = run_dir.resolve()
+            run_dir.mkdir(parents=True, exist_ok=True)
     except GpulibError as exc:
         _fail(exc)
-    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout)
+    except OSError as exc:
+        _fail(InvalidParameter(f"--run-dir {run_dir}: {exc.strerror}"))
+    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout, out_dir=run_dir)
+    if run_dir is not None:  # what gpuops serve records of the run, for the server that started this render
+        (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome(res), indent=2, default=str))
     _print_result(res)
     raise typer.Exit(_exit_code([res], fail_on))
+
+
+def _params_file(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise InvalidParameter(f"--params-file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidParameter(f"--params-file {path} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidParameter(f"--params-file {path} holds {type(doc).__name__}, not an object of parameters")
+    return doc
 
 
 def _pairs(raw: list[str]) -> list[tuple[str, str]]:
@@ -417,6 +449,17 @@ def serve_cmd(
     claims: str = typer.Option(
         "local", help="local | kubernetes: replicas claim each incident through a coordination.k8s.io Lease"
     ),
+    replica: Optional[str] = typer.Option(
+        None, help="this replica's name in a run store replicas share (default $POD_NAME, else the host name)"
+    ),
+    renders: str = typer.Option(
+        "local", help="local: notebooks render in kernels of this server | kubernetes: each render is a Job"
+    ),
+    render_image: Optional[str] = typer.Option(None, help="render Jobs' image (default: this server pod's image)"),
+    render_claim: Optional[str] = typer.Option(
+        None, help="PersistentVolumeClaim of the run store the render Jobs mount (default: the one at --out)"
+    ),
+    render_namespace: Optional[str] = typer.Option(None, help="render Jobs' namespace (default: this server pod's)"),
     warm_kernels: int = typer.Option(2, help="kernels kept started with gpulib imported for renders (0: cold starts)"),
     render_nice: int = typer.Option(10, help="niceness added to the render kernels, so renders never slow verdicts"),
     queue_limit: int = typer.Option(50, help="queued runs beyond which POST /alertmanager answers 503 + Retry-After"),
@@ -450,6 +493,11 @@ def serve_cmd(
             warm_kernels=warm_kernels,
             render_nice=render_nice,
             claims=claims,
+            replica=replica,
+            renders=renders,
+            render_image=render_image,
+            render_claim=render_claim,
+            render_namespace=render_namespace,
             queue_limit=queue_limit,
             run_timeout=run_timeout,
             dedupe_window=dedupe_window,
@@ -459,9 +507,9 @@ def serve_cmd(
             notify_format=notify_format,
             max_body=max_body,
         )
+        run_server(cfg)  # the app is built before it listens: its own checks (e.g. --renders kubernetes) fail here
     except GpulibError as exc:
         _fail(exc)
-    run_server(cfg)
 
 
 @app.command("mcp")

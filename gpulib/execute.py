@@ -360,3 +360,17 @@ def kill_tree(pid: int) -> None:
             os.kill(p, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def outcome(res: RunResult) -> dict[str, Any]:
+    """A finished run as serve records it: done, incomplete (a step lacked its data: the errors), or failed
+    (the run failed, timed out, or a parameter matched nothing)."""
+    if res.failed:
+        status, error = "failed", res.failed
+    elif res.usage_errors:
+        status, error = "failed", "bad parameter: " + "; ".join(map(str, res.usage_errors))[:1000]
+    elif res.errors:
+        status, error = "incomplete", "; ".join(map(str, res.errors))[:1000]
+    else:
+        status, error = "done", None
+    return {"status": status, "error": error, "verdict": res.verdict, "warm": res.warm}

@@ -60,3 +60,33 @@ def test_empty_gpu_and_node_stay_allowed(capsys):
     }
     with pytest.raises(UnknownGPU):
         resolve_params(find_notebook("xid_ecc_triage"), [("gpu", "5; rm -rf /")])
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "No such file"),
+        ("{not json", "is not JSON"),
+        ('["node", "dgx-h100-1"]', "holds list, not an object"),
+    ],
+)
+def test_a_params_file_that_is_not_an_object_of_parameters_exits_2(content, needle, capsys, tmp_path):
+    p = tmp_path / "params.json"
+    if content is not None:
+        p.write_text(content)
+    code, out, err = run(["run", "fleet_overview", "--params-file", str(p), "--run-dir", str(tmp_path / "r")], capsys)
+    assert code == cli.EXIT_USAGE and needle in err and "Traceback" not in err + out
+    assert not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_serve_with_renders_kubernetes_outside_a_pod_and_no_job_settings_exits_2(
+    capsys, monkeypatch, k8s_double, tmp_path
+):
+    """The server checks where its render Jobs would run before it listens: no pod to read and no --render-image,
+    --render-claim, --render-namespace is a usage error naming what to give."""
+    monkeypatch.setenv("GPUOPS_SERVE_TOKEN", "t" * 32)
+    monkeypatch.setenv("KUBECONFIG", str(k8s_double.kubeconfig))
+    monkeypatch.delenv("POD_NAME", raising=False)
+    code, out, err = run(["serve", "--renders", "kubernetes", "--out", str(tmp_path / "runs")], capsys)
+    assert code == cli.EXIT_USAGE and "POD_NAME and POD_NAMESPACE" in err and "--render-image" in err
+    assert "Traceback" not in err + out

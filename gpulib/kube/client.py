@@ -91,6 +91,12 @@ class KubeCluster:
         self.apps = client.AppsV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
 
+    @classmethod
+    def from_environment(cls, **kw) -> "KubeCluster":
+        """The cluster of a long-running gpuops process (``gpuops serve``'s claims and render Jobs): the pod's service
+        account inside a pod (:func:`in_pod`), else the kubeconfig; ``$GPUOPS_KUBE_CONTEXT`` picks its context."""
+        return cls(context=os.environ.get("GPUOPS_KUBE_CONTEXT") or None, in_cluster=in_pod(), **kw)
+
     # -- configuration ---------------------------------------------------------------------
     @staticmethod
     def _kubeconfig_paths(kubeconfig: str | os.PathLike | None) -> list[str]:
@@ -460,6 +466,12 @@ class KubeCluster:
     def __repr__(self) -> str:
         where = "in-cluster" if self.in_cluster else f"context={self.context!r}"
         return f"KubeCluster({where}, server={self.server!r})"
+
+
+def in_pod(kubeconfig: str | os.PathLike | None = None) -> bool:
+    """Whether to use the pod's service account: in a pod (``$KUBERNETES_SERVICE_HOST``, which the kubelet sets in every
+    container) and no kubeconfig named (``kubeconfig`` or ``$KUBECONFIG``)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not (kubeconfig or os.environ.get("KUBECONFIG"))
 
 
 def eviction_body(namespace: str, name: str, *, dry_run: bool = False) -> dict:

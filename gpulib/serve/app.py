@@ -22,15 +22,19 @@ from pydantic import BaseModel, ConfigDict, Field
 import gpulib.serve.notify as notify
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError
+from gpulib.core.knowledge import settings
 from gpulib.core.redact import redact
 from gpulib.core.runrecord import read_run
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
+from gpulib.kube.client import KubeCluster
 from gpulib.serve.bodylimit import BodyLimit
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, bearer_refusal
+from gpulib.serve.jobs import JobRenders, own_pod_target
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, check_params, load_catalogue, load_routes, route_alert
 from gpulib.serve.runner import VERDICT_FILE, EngineRunner, FastVerdicter, ProcessVerdicter
+from gpulib.serve.store import SETTINGS as STORE_SETTINGS
 from gpulib.serve.store import RunStore
 from gpulib.serve.storms import MANUAL_PRIORITY, KubeClaims, Storms, covers, incident_key, priority, xid_code
 from gpulib.warm import WarmKernels
@@ -82,13 +86,20 @@ class Service:
 
     def __init__(self, cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None):
         self.cfg = cfg
-        self.store = RunStore(cfg.out)
+        self.store = RunStore(cfg.out, replica=cfg.replica if cfg.claims == "kubernetes" else None)
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
         self.storms = Storms(cfg.dedupe_window)
         #: incident claims across replicas (None: this process decides alone)
         self.claims = KubeClaims(cfg.dedupe_window) if cfg.claims == "kubernetes" else None
+        jobs = None
+        if runner is None and cfg.renders == "kubernetes":  # each render a Job from this server's image
+            cluster = KubeCluster.from_environment()
+            target = own_pod_target(
+                cluster, cfg.out, image=cfg.render_image, claim=cfg.render_claim, namespace=cfg.render_namespace
+            )
+            jobs = JobRenders(cluster, target)
         #: the fast verdict (default with the default runner and --verdict fast); None: the notebook decides
         if verdicter is None and runner is None and cfg.verdict == "fast":
             if cfg.verdict_in == "processes":
@@ -98,10 +109,10 @@ class Service:
         self.verdicter = verdicter
         self.warm = (
             WarmKernels(cfg.warm_kernels, unset=(TOKEN_ENV,), nice=cfg.render_nice)
-            if runner is None and cfg.warm_kernels
+            if runner is None and jobs is None and cfg.warm_kernels
             else None
         )
-        self.runner = runner or EngineRunner(self.catalogue.__getitem__, self.warm)
+        self.runner = runner or jobs or EngineRunner(self.catalogue.__getitem__, self.warm)
         self.registry = CollectorRegistry()
         self.m_runs = Counter(
             "gpuops_serve_runs_total",
@@ -147,9 +158,21 @@ class Service:
             lambda: self.pool.active
         )
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        if self.store.replica is not None:  # a shared store: the other replicas see this one alive
+            threading.Thread(target=self._heartbeat, name="gpuops-heartbeat", daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        every = float(settings(STORE_SETTINGS)["heartbeat_s"])
+        while not self._stop.wait(every):
+            try:
+                self.store.beat()
+            except OSError:  # a store that cannot be written now: the next beat tries again
+                pass
 
     def close(self) -> None:
         """Stop the warm kernels and the verdict processes (the server's shutdown)."""
+        self._stop.set()
         if self.warm is not None:
             self.warm.close()
         if hasattr(self.verdicter, "close"):
@@ -547,7 +570,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     def healthz():
         verdicts = svc.verdicts.stats() if svc.verdicts else {}
         warm = {"ready": svc.warm.ready, "failed": svc.warm.failed} if svc.warm else {}
-        return {"ok": True, **svc.pool.stats(), "verdicts": verdicts, "warm": warm, "runs": len(svc.store.list())}
+        return {"ok": True, **svc.pool.stats(), "verdicts": verdicts, "warm": warm, "runs": len(svc.store)}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics():

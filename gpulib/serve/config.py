@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +16,8 @@ from gpulib.core.validate import one_of
 from gpulib.inspection import choose_source
 
 TOKEN_ENV = "GPUOPS_SERVE_TOKEN"
+#: a replica's name (it names files in the shared run store)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 #: shorter tokens are refused (``openssl rand -hex 32`` gives 64 characters)
 MIN_TOKEN_LEN = 16
 
@@ -68,8 +72,17 @@ class ServeConfig:
     #: "processes": each fast verdict in a worker process (gpulib.serve.runner.ProcessVerdicter, every core used);
     #: "threads": in a thread of this process (one core, shared with the HTTP handling)
     verdict_in: str = "processes"
-    #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease
+    #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease (and may share
+    #: one run store: gpulib/serve/store.py)
     claims: str = "local"
+    #: this replica's name in a shared run store (default $POD_NAME, else the host name); used with claims=kubernetes
+    replica: str = ""
+    #: "local": notebooks render in kernels of this server; "kubernetes": each render is a Job (gpulib/serve/jobs.py)
+    renders: str = "local"
+    #: the render Jobs' image, run-store claim and namespace (default: the server's own pod's)
+    render_image: str = ""
+    render_claim: str = ""
+    render_namespace: str = ""
     #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
     warm_kernels: int = 0
     #: niceness added to the warm render kernels, so a storm's renders never slow its verdicts (0: as the server)
@@ -101,6 +114,7 @@ class ServeConfig:
         if not cfg.public_url:
             cfg.public_url = f"http://{cfg.host}:{cfg.port}"
         cfg.public_url = cfg.public_url.rstrip("/")
+        cfg.replica = cfg.replica or os.environ.get("POD_NAME") or socket.gethostname()
         return cfg
 
     @staticmethod
@@ -115,6 +129,10 @@ class ServeConfig:
             raise InvalidParameter("--warm-kernels must be 0 or more")
         if "claims" in kw:
             one_of(kw["claims"], ("local", "kubernetes"), param="--claims")
+        if "renders" in kw:
+            one_of(kw["renders"], ("local", "kubernetes"), param="--renders")
+        if kw.get("replica") and not _NAME.fullmatch(str(kw["replica"])):
+            raise InvalidParameter(f"--replica {kw['replica']!r}: letters, digits, '.', '_' and '-' only (a file name)")
         if "verdict_in" in kw:
             one_of(kw["verdict_in"], ("processes", "threads"), param="--verdict-in")
         if "verdict" in kw:

@@ -26,26 +26,12 @@ from gpulib.catalogue import NotebookInfo, find_notebook
 from gpulib.core.errors import GpulibError, redact
 from gpulib.core.findings import save_findings
 from gpulib.core.summary import verdict_of
-from gpulib.execute import RunResult, execute
+from gpulib.execute import execute, outcome
 from gpulib.serve.config import TOKEN_ENV
 from gpulib.verdict import DECIDERS, fast_verdict, supports
 
 #: the fast verdict's findings in the run folder (the notebook writes findings.json, which the engine reads)
 VERDICT_FILE = "verdict.json"
-
-
-def outcome(res: RunResult) -> dict[str, Any]:
-    """A finished run as serve records it: done, incomplete (a step lacked its data: the errors), or failed
-    (the run failed, timed out, or a parameter matched nothing)."""
-    if res.failed:
-        status, error = "failed", res.failed
-    elif res.usage_errors:
-        status, error = "failed", "bad parameter: " + "; ".join(map(str, res.usage_errors))[:1000]
-    elif res.errors:
-        status, error = "incomplete", "; ".join(map(str, res.errors))[:1000]
-    else:
-        status, error = "done", None
-    return {"status": status, "error": error, "verdict": res.verdict, "warm": res.warm}
 
 
 class EngineRunner:

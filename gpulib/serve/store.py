@@ -1,7 +1,13 @@
 """Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are
-appended
-to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a run
-that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging."""
+appended to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a
+run that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging.
+
+Several replicas may share one store (a ReadWriteMany volume, ``gpuops serve --claims kubernetes``): each run names
+the ``replica`` that made it, each replica appends to its own ``alerts.<replica>.jsonl`` and touches
+``.replicas/<replica>`` every ``heartbeat_s`` (``gpulib/data/serve/render_settings.csv``). A replica's index holds
+its own runs; another replica's run is read from its folder when asked for (:meth:`RunStore.get`,
+:meth:`RunStore.list`). An active run is shown interrupted when its replica is this one starting again, or a replica
+whose heartbeat is older than ``heartbeat_stale_s`` (gone): never the live runs of another replica."""
 
 from __future__ import annotations
 
@@ -13,53 +19,99 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpulib.core.knowledge import settings
 from gpulib.core.rundir import new_run_dir
 
 RUN_FILE = "run.json"
 ALERT_LOG = "alerts.jsonl"
 ACTIVE = ("queued", "running")
+#: the replicas' heartbeat files, under the store's root
+REPLICAS = ".replicas"
+#: the settings that hold the heartbeat period and when a replica counts as gone
+SETTINGS = "render_settings"
 
 
 class RunStore:
-    def __init__(self, root: Path):
+    """``replica``: the name of this server in a store several share (None: the only one; it reads every run as its
+    own)."""
+
+    def __init__(self, root: Path, replica: str | None = None):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.replica = replica
+        self.stale_s = float(settings(SETTINGS)["heartbeat_stale_s"])
         self._lock = threading.RLock()
         self._runs: dict[str, dict[str, Any]] = {}
+        self.beat()
         self.rebuild()
+
+    # ------------------------------------------------------------------------------- replicas
+    def beat(self) -> None:
+        """This replica's heartbeat: its file under ``.replicas/`` touched now."""
+        if self.replica is None:
+            return
+        d = self.root / REPLICAS
+        d.mkdir(exist_ok=True)
+        (d / self.replica).touch()
+
+    def _mine(self, rec: dict[str, Any]) -> bool:
+        return self.replica is None or rec.get("replica") in (None, self.replica)
+
+    def _gone(self, replica: str | None) -> bool:
+        """Whether the replica that made a run no longer beats (its heartbeat older than ``heartbeat_stale_s``)."""
+        try:
+            return time.time() - (self.root / REPLICAS / str(replica)).stat().st_mtime > self.stale_s
+        except OSError:
+            return True
+
+    def _interrupted(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+        """The record of a run cut short by its server's stop, or None when it is finished or its server is alive."""
+        if rec.get("status") not in (*ACTIVE, "rendering"):
+            return None
+        if not self._mine(rec) and not self._gone(rec.get("replica")):
+            return None
+        rec = dict(rec)
+        if rec["status"] == "rendering":  # the verdict was out; its notebook was cut short
+            rec.update(
+                status=rec.get("verdict_status") or "done",
+                render="failed",
+                render_error="interrupted: the server stopped before the notebook was rendered",
+                finished=rec.get("finished") or time.time(),
+            )
+        else:
+            rec.update(
+                status="failed",
+                error="interrupted: the server stopped before the run finished",
+                finished=rec.get("finished") or time.time(),
+            )
+        return rec
+
+    def _read(self, d: Path) -> dict[str, Any] | None:
+        try:
+            rec = json.loads((d / RUN_FILE).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        return rec if isinstance(rec, dict) and rec.get("id") == d.name else None
 
     # ----------------------------------------------------------------------------------- index
     def rebuild(self) -> None:
+        """This replica's runs, read from their folders; a run its stop cut short is marked so (module docstring)."""
         with self._lock:
             self._runs.clear()
             for d in sorted(p for p in self.root.iterdir() if p.is_dir()):
-                f = d / RUN_FILE
-                if not f.is_file():
+                rec = self._read(d)
+                if rec is None:
                     continue
-                try:
-                    rec = json.loads(f.read_text())
-                except (OSError, json.JSONDecodeError):
-                    continue
-                if rec.get("status") == "rendering":  # the verdict was out; its notebook was cut short
-                    rec.update(
-                        status=rec.get("verdict_status") or "done",
-                        render="failed",
-                        render_error="interrupted: the server stopped before the notebook was rendered",
-                        finished=rec.get("finished") or time.time(),
-                    )
+                cut = self._interrupted(rec)
+                if cut is not None:
+                    rec = cut
                     self._write(rec)
-                elif rec.get("status") in ACTIVE:
-                    rec.update(
-                        status="failed",
-                        error="interrupted: the server stopped before the run finished",
-                        finished=rec.get("finished") or time.time(),
-                    )
-                    self._write(rec)
-                self._runs[rec["id"]] = rec
+                if self._mine(rec):
+                    self._runs[rec["id"]] = rec
 
     def _write(self, rec: dict[str, Any]) -> None:
         d = self.root / rec["id"]
-        tmp = d / (RUN_FILE + ".tmp")
+        tmp = d / f"{RUN_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"  # writers of other replicas use theirs
         tmp.write_text(json.dumps(rec, indent=2, default=str))
         os.replace(tmp, d / RUN_FILE)
 
@@ -67,6 +119,7 @@ class RunStore:
         d = new_run_dir(self.root, runbook)
         rec = {
             "id": d.name,
+            "replica": self.replica,
             "runbook": runbook,
             "params": params,
             "status": "queued",
@@ -111,16 +164,46 @@ class RunStore:
         shutil.rmtree(self.root / run_id, ignore_errors=True)
 
     def get(self, run_id: str) -> dict[str, Any] | None:
+        """A run of this replica, else one another replica made in the shared store (read from its folder)."""
         with self._lock:
             rec = self._runs.get(run_id)
-            return dict(rec) if rec else None
+            if rec:
+                return dict(rec)
+        if self.replica is None or not run_id or "/" in run_id or run_id.startswith("."):
+            return None
+        return self._foreign(self.root / run_id)
+
+    def _foreign(self, d: Path) -> dict[str, Any] | None:
+        rec = self._read(d) if d.is_dir() else None
+        if rec is None:
+            return None
+        cut = self._interrupted(rec)
+        if cut is not None:  # its replica is gone: shown (and recorded) as interrupted
+            self._write(cut)
+            return cut
+        return rec
 
     def folder(self, run_id: str) -> Path:
         return self.root / run_id
 
-    def list(self) -> list[dict[str, Any]]:
+    def __len__(self) -> int:
+        """This replica's runs (the index; no folder is read)."""
         with self._lock:
-            return sorted((dict(r) for r in self._runs.values()), key=lambda r: r["created"], reverse=True)
+            return len(self._runs)
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every run, newest first: this replica's, and in a shared store the other replicas' read from their
+        folders."""
+        with self._lock:
+            recs = [dict(r) for r in self._runs.values()]
+            own = set(self._runs)
+        if self.replica is not None:
+            for d in self.root.iterdir():
+                if d.is_dir() and d.name not in own and not d.name.startswith("."):
+                    rec = self._foreign(d)
+                    if rec is not None:
+                        recs.append(rec)
+        return sorted(recs, key=lambda r: r["created"], reverse=True)
 
     def newest(self, runbook: str, params: dict[str, Any], *, since: float) -> dict[str, Any] | None:
         """The newest run of ``runbook`` with exactly ``params`` created after ``since`` that did not fail."""
@@ -132,13 +215,19 @@ class RunStore:
         return None
 
     # ------------------------------------------------------------------------------ alert log
+    def _alert_file(self) -> Path:
+        return self.root / (ALERT_LOG if self.replica is None else f"alerts.{self.replica}.jsonl")
+
     def log_alert(self, entry: dict[str, Any]) -> None:
-        with self._lock, open(self.root / ALERT_LOG, "a") as fh:
+        with self._lock, open(self._alert_file(), "a") as fh:
             fh.write(json.dumps(entry, default=str) + "\n")
 
     def alert_log(self) -> list[dict[str, Any]]:
-        p = self.root / ALERT_LOG
-        if not p.is_file():
-            return []
+        """Every replica's alert decisions (each replica appends to its own file)."""
+        files = sorted({self.root / ALERT_LOG, *self.root.glob("alerts.*.jsonl")})
+        out: list[dict[str, Any]] = []
         with self._lock:
-            return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            for p in files:
+                if p.is_file():
+                    out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        return out

@@ -159,7 +159,7 @@ class KubeClaims:
 
     def __init__(self, window: float, cluster=None):
         if cluster is None:
-            cluster = KubeCluster()
+            cluster = KubeCluster.from_environment()
         self.cluster, self.seconds = cluster, max(1, int(window))
         self.holder = f"gpuops-serve@{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 

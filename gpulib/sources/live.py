@@ -6,7 +6,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from gpulib.kube.client import KubeCluster
+from gpulib.kube.client import KubeCluster, in_pod
 from gpulib.kube.collect import collect_node
 from gpulib.sources.prometheus import PrometheusSource
 
@@ -44,9 +44,7 @@ class LiveSource(PrometheusSource):
         self._collected: dict = {}
         if kube is None:  # built on first use: no client import or kubeconfig read for DCGM-only work
             if in_cluster is None:
-                in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not (
-                    kubeconfig or os.environ.get("KUBECONFIG")
-                )
+                in_cluster = in_pod(kubeconfig)
             context = context or os.environ.get("GPUOPS_KUBE_CONTEXT") or None
 
             def factory():

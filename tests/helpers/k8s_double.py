@@ -20,6 +20,10 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
 * ``coordination.k8s.io/v1`` Leases (``/apis/coordination.k8s.io/v1/namespaces/{ns}/leases[/{name}]``): POST
   (409 AlreadyExists for an existing name), GET, PUT (409 Conflict unless ``metadata.resourceVersion`` is
   the current one), DELETE (409 Conflict when ``preconditions.resourceVersion`` does not match)
+* ``batch/v1`` Jobs (``/apis/batch/v1/namespaces/{ns}/jobs[/{name}[/status]]``): POST (``dryRun=All`` honoured,
+  409 for an existing name), GET and GET ``/status``, DELETE; a created Job is handed to :attr:`job_hook` (a
+  callable ``job -> "Complete" | "Failed"`` run in a thread of its own, as the Job controller and the kubelet would
+  run the pod) and its ``status.conditions`` say what the hook returned; ``jobs`` holds them by (namespace, name)
 * bearer-token authentication (401 without it), and :meth:`fail` to answer 403/5xx for a path.
 * pods of one run: ``POST /api/v1/namespaces/{ns}/pods`` (``dryRun=All`` honoured), ``GET .../pods/{name}``
   (the phase moves along :attr:`pod_script` ``phases``, one step per read; ``waiting_reason`` puts the
@@ -202,6 +206,8 @@ class KubeApiDouble:
         self._rules: list[_FailRule] = []
         self._blocked: dict[tuple[str, str], str] = {}
         self.leases: dict[tuple[str, str], dict] = {}
+        self.jobs: dict[tuple[str, str], dict] = {}
+        self.job_hook = None
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -402,6 +408,8 @@ class KubeApiDouble:
             and seg[5] == "leases"
         ):
             return self._lease(method, seg[4], seg[6] if len(seg) == 7 else None, body)
+        if seg[:4] == ["apis", "batch", "v1", "namespaces"] and len(seg) in (6, 7, 8) and seg[5] == "jobs":
+            return self._job(method, seg[4], seg[6] if len(seg) > 6 else None, query, body)
         if method == "POST" and len(seg) == 5 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
             return self._create_pod(seg[3], query, body)
         if method == "DELETE" and len(seg) == 6 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods":
@@ -566,6 +574,50 @@ class KubeApiDouble:
             patched["metadata"]["resourceVersion"] = str(self.resource_version)
             self.nodes[self.nodes.index(node)] = patched
         return 200, dict(patched, apiVersion="v1", kind="Node")
+
+    def _job(self, method, ns, name, query, body) -> tuple[int, Any]:
+        if method == "POST" and name is None:
+            if not isinstance(body, dict) or body.get("kind") != "Job":
+                return 400, _status(400, "BadRequest", "body is not a Job")
+            dry, err = self._dry_run(query, None)
+            if err:
+                return 400, _status(400, "BadRequest", err)
+            job = copy.deepcopy(body)
+            name = job["metadata"]["name"]
+            if (ns, name) in self.jobs:
+                return 409, _status(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
+            job["metadata"].update(namespace=ns, uid=f"job-uid-{len(self.jobs)}")
+            job["status"] = {"active": 1}
+            if not dry:
+                self.jobs[(ns, name)] = job
+                self.resource_version += 1
+                if self.job_hook is not None:
+                    threading.Thread(target=self._run_job, args=(ns, name), daemon=True).start()
+            return 201, job
+        job = self.jobs.get((ns, name)) if name else None
+        if job is None:
+            return 404, _status(404, "NotFound", f'jobs.batch "{name}" not found', {"group": "batch", "kind": "jobs"})
+        if method == "GET":
+            return 200, dict(copy.deepcopy(job), apiVersion="batch/v1", kind="Job")
+        if method == "DELETE":
+            del self.jobs[(ns, name)]
+            self.deleted.append(f"job/{name}")
+            return 200, _status(200, "Success", f'jobs.batch "{name}" deleted')
+        return 405, _status(405, "MethodNotAllowed", f"{method} is not served for jobs")
+
+    def _run_job(self, ns, name) -> None:
+        job = self.jobs.get((ns, name))
+        try:
+            result = self.job_hook(copy.deepcopy(job))
+        except Exception as exc:  # the pod failed: the Job says so
+            result = f"Failed: {exc}"
+        if (ns, name) not in self.jobs:  # deleted meanwhile
+            return
+        kind, _, message = str(result).partition(": ")
+        cond = {"type": kind, "status": "True"}
+        if kind == "Failed":
+            cond.update(reason="BackoffLimitExceeded", message=message or "Job has reached the specified backoff limit")
+        job["status"] = {"conditions": [cond], ("succeeded" if kind == "Complete" else "failed"): 1}
 
     def _create_pod(self, ns, query, body) -> tuple[int, Any]:
         if not isinstance(body, dict) or body.get("kind") != "Pod":

@@ -9,6 +9,7 @@ import pytest
 
 import gpulib.kube as k8s
 from gpulib.core.errors import KubeconfigMissing, KubernetesError
+from gpulib.kube.client import KubeCluster, in_pod
 from gpulib.mig import current_mig_config
 from tests.helpers.k8s_double import KubeApiDouble, free_port
 
@@ -184,3 +185,18 @@ def test_expired_continue_token_restarts_the_list_once(k8s_double):
     reqs = k8s_double.requests_to("GET", "/api/v1/pods")
     # page 1, page 2 -> 410, then a fresh list of 3 pages
     assert [r.param("continue") is None for r in reqs] == [True, False, True, False, False]
+
+
+def test_a_server_in_a_pod_uses_its_service_account_unless_a_kubeconfig_is_named(k8s_double, monkeypatch, tmp_path):
+    """gpuops serve's claims and render Jobs build their cluster from the environment: in a pod (the kubelet sets
+    KUBERNETES_SERVICE_HOST) without a kubeconfig named, the service account; otherwise the kubeconfig."""
+    monkeypatch.setenv("KUBECONFIG", str(k8s_double.kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert not in_pod()
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert not in_pod()  # a kubeconfig is named in $KUBECONFIG
+    assert KubeCluster.from_environment().server == k8s_double.url
+    monkeypatch.delenv("KUBECONFIG")
+    assert in_pod() and not in_pod(tmp_path / "kubeconfig")
+    with pytest.raises(KubeconfigMissing, match="in-cluster configuration not available"):
+        KubeCluster.from_environment()  # no token file here: the in-cluster path was taken, and says what is missing

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from gpulib.serve.jobs import RenderTarget, job_manifest
 from tests.helpers import kubectl_double
 from tests.helpers.kubectl_double import KubectlDouble
 
@@ -606,3 +607,53 @@ def test_the_alertmanager_receiver_is_a_snippet_next_to_the_service_it_targets()
         == f"/etc/alertmanager/secrets/{ref['name']}/{ref['key']}"
     )
     assert "credentials" not in hook["http_config"]["authorization"]
+
+
+@needs_kubectl
+def test_the_scale_out_component_gives_replicas_one_shared_store_claims_and_render_jobs(tmp_path):
+    """deploy/components/scale-out added to the live overlay (as its comment says): the objects still validate, the
+    server runs as 3 replicas with --claims kubernetes --renders kubernetes on a ReadWriteMany store, may do what
+    gpulib/serve/jobs.py and the incident Leases do (and no more), and the render Job of gpulib/data/serve/ names the
+    server's service account, ConfigMap, Secret and claim as the rendered objects have them."""
+    pytest.importorskip("kubernetes_validate")
+    tree = copy_tree(tmp_path)
+    k = tree / "overlays" / "live" / "kustomization.yaml"
+    k.write_text(k.read_text() + "components:\n  - ../../components/scale-out\n")
+    objs = render_dir(tree / "overlays" / "live")
+    assert not schema_problems(objs)
+    dep = one(objs, "Deployment", "gpuops-serve")
+    assert dep["spec"]["replicas"] == 3 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    args = " ".join(c["args"])
+    assert "--claims kubernetes" in args and "--renders kubernetes" in args
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == env["GPUOPS_LOCK_NAMESPACE"]
+    mount = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "runs")
+    claim = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "runs")
+    pvc = one(objs, "PersistentVolumeClaim", claim["persistentVolumeClaim"]["claimName"])
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    role = one(objs, "Role", "gpuops-serve-scale-out")
+    rights = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+    assert {("batch", "jobs", "create"), ("batch", "jobs/status", "get"), ("batch", "jobs", "delete")} <= rights
+    assert {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update", "delete")} <= rights
+    assert not {r for r in rights if r[2] in ("list", "watch", "patch") or r[1] == "secrets"}
+    # the render Job as the server would create it, against these objects
+    job = job_manifest(
+        RenderTarget(dep["metadata"]["namespace"], c["image"], pvc["metadata"]["name"], mount), "r-1", "nccl_check", 600
+    )
+    assert not schema_problems([job])
+    spec = job["spec"]["template"]["spec"]
+    sa = one(objs, "ServiceAccount", spec["serviceAccountName"])
+    binding = one(objs, "ClusterRoleBinding", "gpuops-render-read")
+    assert (
+        binding["subjects"][0]["name"] == sa["metadata"]["name"] and binding["roleRef"]["name"] == "gpuops-serve-read"
+    )
+    (jc,) = spec["containers"]
+    assert {e["configMapRef"]["name"] for e in jc["envFrom"]} == {e["configMapRef"]["name"] for e in c["envFrom"]}
+    secret_of = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in jc["env"] if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    assert secret_of == {"GPUOPS_PROMETHEUS_TOKEN": "gpuops-prometheus"}
+    assert "GPUOPS_SERVE_TOKEN" not in {e["name"] for e in jc["env"]}  # a render never holds the webhook token

@@ -28,16 +28,18 @@ def api(tmp_path, monkeypatch):
     double.stop()
 
 
-def _replica(started, tmp_path, name, port, kubeconfig):
+def _replica(started, tmp_path, name, port, kubeconfig, store=None):
     env = dict(
         os.environ,
+        POD_NAME=f"serve-{name}",
         PYTHONPATH=str(ROOT),
         GPUOPS_END=DEMO_END.isoformat(),
         KUBECONFIG=str(kubeconfig),
         GPUOPS_SERVE_TOKEN=TOKEN,
         NO_PROXY="127.0.0.1",
     )
-    argv = [sys.executable, "-m", "gpulib.cli", "serve", "--port", str(port), "--out", str(tmp_path / f"runs-{name}")]
+    out = store or tmp_path / f"runs-{name}"
+    argv = [sys.executable, "-m", "gpulib.cli", "serve", "--port", str(port), "--out", str(out)]
     argv += ["--claims", "kubernetes", "--kernels", "1", "--warm-kernels", "0", "--verdict", "notebook"]
     spawn(started, argv, tmp_path / f"serve-{name}.log", env)
     base = f"http://127.0.0.1:{port}"
@@ -72,6 +74,35 @@ def test_two_replicas_run_one_incident_once(tmp_path, api, procs):  # noqa: F811
     with ThreadPoolExecutor(2) as ex:
         answers = list(ex.map(post, bases))
     assert sum(len(a["runs"]) for a in answers) == 1 and sum(a["elsewhere"] for a in answers) == 1
+
+
+@pytest.mark.notebook
+def test_two_replicas_on_one_run_store_run_one_incident_once_and_both_show_it(tmp_path, api, procs):  # noqa: F811
+    store = tmp_path / "runs"
+    bases = [_replica(procs, tmp_path, n, free_port(), api.kubeconfig, store) for n in ("a", "b")]
+    body = payload([xid(node="dgx-h100-1", gpu="5")], group="storm")
+
+    def post(base):
+        return requests.post(f"{base}/alertmanager", json=body, headers=AUTH, timeout=30).json()
+
+    with ThreadPoolExecutor(6) as ex:
+        answers = list(ex.map(post, bases * 3))
+    (run_id,) = [r for a in answers for r in a["runs"]]
+    assert sum(a["elsewhere"] for a in answers) + sum(len(a["deduped"]) for a in answers) == 5
+
+    def finished():
+        rec = requests.get(f"{bases[0]}/runs/{run_id}/run.json", timeout=5).json()
+        return rec if rec["status"] not in ("queued", "running", "rendering") else None
+
+    rec = wait_for("the run", finished, 180, every=1)
+    assert rec["status"] == "done" and rec["severity"] == "critical", rec
+    assert rec["replica"] in ("serve-a", "serve-b")
+    # both replicas answer for it from the one store: the record, the list, the page
+    assert requests.get(f"{bases[1]}/runs/{run_id}/run.json", timeout=5).json() == rec
+    for b in bases:
+        assert [r["id"] for r in requests.get(f"{b}/runs?format=json", timeout=5).json()] == [run_id]
+        assert "XID 79" in requests.get(f"{b}/runs/{run_id}", timeout=5).text
+    assert sorted(p.name for p in (store / ".replicas").iterdir()) == ["serve-a", "serve-b"]
 
 
 def test_an_unanswerable_claim_runs_the_incident_here(tmp_path):
