@@ -170,6 +170,15 @@ class Service:
             except OSError:  # a store that cannot be written now: the next beat tries again
                 pass
 
+    def _verdicts_first(self) -> None:
+        """Wait while verdicts are queued or being computed (at most ``verdicts_first_max_wait_s``): in a storm the
+        notebooks, which share this server's CPUs, start after every verdict is out instead of slowing them."""
+        if self.verdicts is None:
+            return
+        end = time.monotonic() + float(settings(STORE_SETTINGS)["verdicts_first_max_wait_s"])
+        while not self.verdicts.idle() and time.monotonic() < end and not self._stop.is_set():
+            time.sleep(0.1)
+
     def close(self) -> None:
         """Stop the warm kernels and the verdict processes (the server's shutdown)."""
         self._stop.set()
@@ -278,6 +287,8 @@ class Service:
         """The notebook: the evidence of a run with a fast verdict, or the verdict itself without one."""
         rec = self.store.get(run_id)
         fast = rec.get("verdict_by") == "fast"
+        if fast and not isinstance(self.runner, JobRenders):  # renders on this server's CPUs: verdicts first
+            self._verdicts_first()
         now = time.time()
         rec = self.store.update(run_id, render="running", render_started=now, **({} if fast else {"started": now}))
         folder = self.store.folder(run_id)

@@ -48,6 +48,10 @@ class WorkerPool:
     def depth(self) -> int:
         return self._q.qsize()
 
+    def idle(self) -> bool:
+        """No run waiting and none in progress."""
+        return self._q.unfinished_tasks == 0
+
     def _loop(self) -> None:
         while True:
             _prio, _seq, run_id = self._q.get()

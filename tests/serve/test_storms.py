@@ -196,3 +196,43 @@ def test_a_run_the_server_could_not_finish_is_shown_failed_not_left_running(tmp_
     assert svc.join(10)
     rec = svc.store.get(rid)
     assert rec["status"] == "failed" and "disk full" in rec["error"], rec
+
+
+def test_renders_wait_while_verdicts_are_queued_so_a_storms_verdicts_come_first(tmp_path):
+    """A render on this server's CPUs starts only when no verdict is waiting or running (up to
+    ``verdicts_first_max_wait_s``): n1's verdict is out, but its notebook waits until n2's verdict is out too."""
+    from tests.serve.test_app_verdict_first import _verdicter
+
+    held, posted = threading.Event(), threading.Event()
+    fast = _verdicter("critical", "XID 79")
+    seen = {}
+
+    def verdicter(folder, runbook, params):
+        assert posted.wait(30)  # both alerts are in before the first verdict is out
+        if params["node"] == "n2":
+            assert held.wait(30)
+        seen[params["node"]] = time.monotonic()
+        return fast(folder, runbook, params)
+
+    runner = StubRunner(delay=0)
+    starts = []
+    inner = runner.__call__
+
+    def timed(folder, runbook, params, timeout):
+        starts.append((params["node"], time.monotonic()))
+        return inner(folder, runbook, params, timeout)
+
+    cfg = ServeConfig.build(out=tmp_path / "runs", token=TOKEN, verdict_workers=1)
+    app = create_app(cfg, timed, verdicter)
+    c, svc = TestClient(app), app.state.service
+    for node in ("n1", "n2"):
+        c.post("/alertmanager", json=payload([alert(node)], group=node), headers=AUTH)
+    posted.set()
+    deadline = time.monotonic() + 10
+    while "n1" not in seen and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    assert "n1" in seen and starts == []  # n1's verdict is out; its render waits for n2's
+    held.set()
+    assert svc.join(20)
+    assert sorted(n for n, _ in starts) == ["n1", "n2"] and all(t >= seen["n2"] for _, t in starts)
