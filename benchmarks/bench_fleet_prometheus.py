@@ -12,6 +12,14 @@ memory ever holds the whole text; Prometheus then compacts the blocks once. Then
 create-blocks-from rules``, one day at a time, and their blocks added (``--no-rules``: a TSDB without them, so the
 report takes its raw subquery path). The TSDB is cached under ``benchmarks/.cache/`` (git-ignored).
 
+``--rules-only`` (for fleets whose raw history is out of reach: 8,192 GPUs x 7 d is hours of backfill): the TSDB holds
+the recording-rule series only, **generated directly** from the same scenario by :mod:`gpulib.demo.recorded` (the
+rules' own arithmetic over the simulator's 60 s samples, at the group's 5 min interval, with the rules' output labels;
+``tests/demo/test_recorded.py`` shows the report answers the same from it as from raw + ``create-blocks-from rules``),
+one 2-hour block at a time through ``promtool tsdb create-blocks-from openmetrics``, plus the three raw fields' last
+5 minutes (the report asks at the window end which activity field and GPU models the fleet exports). The naive path
+(raw 60 s series) is then left out (``naive_s`` null); the report and the floor of its own PromQL still run.
+
 Measured in one run, each path in a fresh subprocess (peak RSS = that process's ``VmHWM``):
 
 * **report**: the report's real code path, as the notebook runs it: ``connect("live")`` (Prometheus +
@@ -35,6 +43,7 @@ RSS < 400 MB; at 8,192 GPUs x 7 d the report < 60 s and peak RSS < 1 GB. The flo
     python benchmarks/bench_fleet_prometheus.py --build-only # just backfill (first run: ~10 min + the rules)
     python benchmarks/bench_fleet_prometheus.py --repeat 1 --skip-naive
     python benchmarks/bench_fleet_prometheus.py --nodes 1024 --days 7 --skip-naive   # 8,192 GPUs
+    python benchmarks/bench_fleet_prometheus.py --nodes 1024 --days 7 --rules-only --repeat 1   # rule series only
     python benchmarks/bench_fleet_prometheus.py --e2e        # also run the notebook via papermill
 """
 
@@ -139,6 +148,89 @@ def build_tsdb(cache: Path, days: int) -> Path:
                 "scrape_s": SCRAPE_S,
                 "fields": FIELDS,
                 "blocks_after_compaction": blocks,
+                "built_s": round(time.perf_counter() - t0, 1),
+            }
+        )
+    )
+    return tsdb
+
+
+def build_rules_only(cache: Path, days: int) -> Path:
+    """The recording-rule series alone, generated from the scenario (:mod:`gpulib.demo.recorded`) one 2-hour block
+    at a time (resumable), plus the raw fields' last lookback (5 min) at the window end; then compact once."""
+    from gpulib.demo.recorded import RuleGroup, write_recorded_openmetrics
+    from tests.helpers.promharness import binaries
+
+    tsdb = cache / "tsdb"
+    done_file = cache / "chunks_done.txt"
+    marker = cache / "READY.json"
+    if marker.exists():
+        return tsdb
+    prom, promtool = binaries()
+    if not (prom and promtool):
+        sys.exit("Debian's prometheus/promtool are not installed (apt-get install prometheus)")
+    cache.mkdir(parents=True, exist_ok=True)
+    done = {}
+    if done_file.exists():
+        for line in done_file.read_text().split("\n"):
+            if line.strip():
+                start, series, samples = line.split()
+                done[start] = (int(series), int(samples))
+    sim, group = simulator(), RuleGroup()
+    end_s = END.timestamp()
+    data_start = end_s - days * 86400
+    starts = [data_start + k * CHUNK_S for k in range(days * 86400 // CHUNK_S)]
+    om = cache / "chunk.om"
+    promtool_s = 0.0
+
+    def backfill(path: Path) -> None:
+        nonlocal promtool_s
+        t = time.perf_counter()
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", str(path), str(tsdb)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        promtool_s += time.perf_counter() - t
+
+    t0 = time.perf_counter()
+    for k, start in enumerate(starts):
+        if str(int(start)) in done:
+            continue
+        stop = end_s if k == len(starts) - 1 else start + CHUNK_S - group.interval
+        series, samples = write_recorded_openmetrics(sim, om, start, stop, data_start=data_start, group=group)
+        size = om.stat().st_size
+        backfill(om)
+        om.unlink()
+        done[str(int(start))] = (series, samples)
+        with done_file.open("a") as fh:
+            fh.write(f"{int(start)} {series} {samples}\n")
+        _log(
+            f"rule chunk {k + 1}/{len(starts)}: {series:,} series, {samples:,} samples "
+            f"({size / 1e6:.0f} MB OpenMetrics) backfilled; {time.perf_counter() - t0:.0f} s so far"
+        )
+    # the report's first question, `count by (modelName) (<activity field>)` at the window end, reads raw samples
+    sim.write_openmetrics(om, step=SCRAPE_S, start=end_s - 300, end=end_s, metrics=FIELDS)
+    backfill(om)
+    om.unlink()
+    generated_s = time.perf_counter() - t0
+    _log("compacting (Prometheus merges the 2-hour blocks once; later runs reuse the result)")
+    blocks = compact(tsdb, cache)
+    marker.write_text(
+        json.dumps(
+            {
+                "end": END.isoformat(),
+                "days": days,
+                "rules_only": True,
+                "rule_interval_s": group.interval,
+                "rule_series": max(v[0] for v in done.values()),
+                "rule_samples": sum(v[1] for v in done.values()),
+                "raw_tail_s": 300,
+                "blocks_after_compaction": blocks,
+                "generate_and_backfill_s": round(generated_s, 1),
+                "promtool_s": round(promtool_s, 1),
                 "built_s": round(time.perf_counter() - t0, 1),
             }
         )
@@ -450,6 +542,11 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=128, help="nodes of 8 GPUs (default 128: 1,024 GPUs)")
     ap.add_argument("--cache", type=Path, help="TSDB cache directory (reused when READY.json is there)")
     ap.add_argument("--no-rules", action="store_true", help="leave the recording-rule series out (raw path)")
+    ap.add_argument(
+        "--rules-only",
+        action="store_true",
+        help="TSDB of the recording-rule series only, generated from the scenario (no raw history, no naive path)",
+    )
     ap.add_argument("--rebuild", action="store_true", help="delete the cached TSDB and backfill again")
     ap.add_argument("--build-only", action="store_true", help="backfill and compact, measure nothing")
     ap.add_argument("--repeat", type=int, default=3, help="runs of the report, floor and kernel paths (median)")
@@ -476,13 +573,21 @@ def main() -> None:
     NODES, DAYS, WINDOW = args.nodes, args.days, f"{args.days}d"
     os.environ["BENCH_NODES"], os.environ["BENCH_DAYS"] = str(NODES), str(DAYS)
     args.cache = args.cache or default_cache(args.nodes, args.days)
+    if args.no_rules and args.rules_only:
+        ap.error("--no-rules and --rules-only exclude each other")
     if args.no_rules:
         args.cache = args.cache.with_name(args.cache.name + "-norules")
+    if args.rules_only:
+        args.cache = args.cache.with_name(args.cache.name + "-rulesonly")
+        args.skip_naive = True  # the naive path reads the raw 60 s series, which this TSDB does not hold
     if args.rebuild and args.cache.exists():
         shutil.rmtree(args.cache)
-    tsdb = build_tsdb(args.cache, args.days)
-    if not args.no_rules:
-        build_rules(args.cache, tsdb, args.days)
+    if args.rules_only:
+        tsdb = build_rules_only(args.cache, args.days)
+    else:
+        tsdb = build_tsdb(args.cache, args.days)
+        if not args.no_rules:
+            build_rules(args.cache, tsdb, args.days)
     if args.build_only:
         _log(f"TSDB ready: {tsdb} ({json.loads((args.cache / 'READY.json').read_text())})")
         return
@@ -623,6 +728,8 @@ def report_table(warm, rep, floor, kernel, naive, e2e, args, gpus: int) -> None:
                     "floor_s": floor_total,
                     "naive_s": (k_start + naive["data_path_s"]) if naive else None,
                     "report_rss_mb": rss_mb,
+                    "rules_only": args.rules_only,
+                    "tsdb": json.loads((args.cache / "READY.json").read_text()),
                     "warm": {k: v for k, v in warm.items() if k != "queries"},
                     "report": rep,
                     "floor": floor,
