@@ -199,7 +199,7 @@ def build_rules_only(cache: Path, days: int) -> Path:
     for k, start in enumerate(starts):
         if str(int(start)) in done:
             continue
-        stop = end_s if k == len(starts) - 1 else start + CHUNK_S - group.interval
+        stop = end_s if k == len(starts) - 1 else start + CHUNK_S - 0.001  # one block: [start, start + 2 h)
         series, samples = write_recorded_openmetrics(sim, om, start, stop, data_start=data_start, group=group)
         size = om.stat().st_size
         backfill(om)
