@@ -35,6 +35,7 @@ import numpy as np
 
 from gpulib.core.errors import GpulibError
 from gpulib.core.timeutil import parse_window
+from gpulib.cost import recording_group
 
 GR_ENGINE_ACTIVE, GPU_UTIL, FB_USED = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED"
 _REDUCE = {"max": np.nanmax, "min": np.nanmin, "avg": np.nanmean}
@@ -45,8 +46,6 @@ class RuleGroup:
 
     def __init__(self, group: dict | None = None):
         if group is None:
-            from gpulib.cost import recording_group
-
             group = recording_group()
         self.group = group
         self.interval = parse_window(group["interval"], name="interval").total_seconds()
