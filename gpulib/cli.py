@@ -153,7 +153,10 @@ def run_cmd(
         _fail(exc)
     except OSError as exc:
         _fail(InvalidParameter(f"--run-dir {run_dir}: {exc.strerror}"))
-    res = engine.execute(info, params, out.resolve(), progress=not quiet, timeout=timeout, out_dir=run_dir)
+    # with --run-dir the run's root (its index) is the folder's parent, not --out: a render Job's working directory
+    # is read-only and has no reports/out
+    root = run_dir.parent if run_dir is not None else out.resolve()
+    res = engine.execute(info, params, root, progress=not quiet, timeout=timeout, out_dir=run_dir)
     if run_dir is not None:  # what gpuops serve records of the run, for the server that started this render
         (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome(res), indent=2, default=str))
     _print_result(res)
