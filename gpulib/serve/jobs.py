@@ -19,6 +19,7 @@ Jobs API: https://kubernetes.io/docs/reference/kubernetes-api/workload-resources
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -122,7 +123,8 @@ def job_manifest(target: RenderTarget, run_id: str, runbook: str, timeout: float
     return job
 
 
-def _template() -> dict[str, Any]:
+@functools.lru_cache(maxsize=1)
+def _template() -> dict[str, Any]:  # read once; job_manifest deep-copies it
     return yaml.safe_load(data_path(TEMPLATE).read_text())
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
 from datetime import datetime, timezone
 
 import numpy as np
@@ -36,7 +35,7 @@ from gpulib.cost import steps as report
 from gpulib.demo import DemoSource, FleetSimulator
 from gpulib.demo.recorded import RuleGroup, recorded_series, write_recorded_openmetrics
 from tests.helpers.pinned import ROOT, need_prometheus
-from tests.helpers.promharness import PrometheusServer, backfill_rules, binaries
+from tests.helpers.promharness import PrometheusServer, backfill_rules, blocks_from_openmetrics
 
 pytestmark = pytest.mark.prometheus
 
@@ -52,17 +51,6 @@ def _fleet_scenario(nodes: int) -> dict:
     return mod.make_scenario(scrape_interval="60s", nodes_total=nodes)
 
 
-def _promtool_openmetrics(om, tsdb) -> None:
-    subprocess.run(
-        [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    om.unlink()
-
-
 @pytest.fixture(scope="module", params=["demo-fleet", "bench-fleet-4-nodes"])
 def built(request, tmp_path_factory):
     """(simulator, scenario, raw+rules Prometheus, rules-only Prometheus, raw-only Prometheus)."""
@@ -74,7 +62,7 @@ def built(request, tmp_path_factory):
     start = end - WINDOW_S
     raw_tsdb = work / "raw"
     sim.write_openmetrics(work / "raw.om", start=start, end=end, metrics=FIELDS)
-    _promtool_openmetrics(work / "raw.om", raw_tsdb)
+    blocks_from_openmetrics(work / "raw.om", raw_tsdb)
     ruled_tsdb = work / "ruled"
     shutil.copytree(raw_tsdb, ruled_tsdb)
     (work / "raw-run").mkdir()
@@ -90,9 +78,9 @@ def built(request, tmp_path_factory):
         tsdb = work / name
         series, samples = write_recorded_openmetrics(sim, work / "rules.om", start, end, data_start=start, phase=ph)
         assert series > 0 and samples > series
-        _promtool_openmetrics(work / "rules.om", tsdb)
+        blocks_from_openmetrics(work / "rules.om", tsdb)
         sim.write_openmetrics(work / "tail.om", start=end - 300, end=end, metrics=FIELDS)
-        _promtool_openmetrics(work / "tail.om", tsdb)
+        blocks_from_openmetrics(work / "tail.om", tsdb)
         (work / f"{name}-run").mkdir()
         servers[name] = PrometheusServer(tsdb, work / f"{name}-run")
     yield sim, scenario, servers, raw, phase

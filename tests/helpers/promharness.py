@@ -28,6 +28,12 @@ def backfill(sim, window: str, workdir: Path, step: float | None = None) -> Path
     om = workdir / "scenario.om"
     tsdb = workdir / "tsdb"
     sim.write_openmetrics(om, window, step)
+    blocks_from_openmetrics(om, tsdb)
+    return tsdb
+
+
+def blocks_from_openmetrics(om: Path, tsdb: Path) -> None:
+    """``promtool tsdb create-blocks-from openmetrics OM TSDB``, then the text file is deleted."""
     subprocess.run(
         [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
         check=True,
@@ -36,7 +42,6 @@ def backfill(sim, window: str, workdir: Path, step: float | None = None) -> Path
         timeout=300,
     )
     om.unlink()
-    return tsdb
 
 
 class PrometheusServer:

@@ -28,7 +28,6 @@ from gpulib.serve.jobs import (
     own_pod_target,
 )
 from tests.helpers.commandcheck import Checker, schema_problems
-from tests.helpers.k8s_double import start_k8s_double
 from tests.helpers.kubectl_double import KubectlDouble
 from tests.helpers.pinned import DEMO_END, ROOT
 
@@ -37,12 +36,9 @@ NS = "gpu-runbooks"
 
 
 @pytest.fixture
-def api(tmp_path, monkeypatch):
-    monkeypatch.setenv("NO_PROXY", ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1"])))
-    (tmp_path / "k8s").mkdir()
-    double = start_k8s_double(tmp_path / "k8s")
-    yield double
-    double.stop()
+def api(k8s_double):
+    """The API double of tests/helpers/k8s_double.py (its ``k8s_double`` fixture), named as these tests use it."""
+    return k8s_double
 
 
 def _cluster(api) -> KubeCluster:
