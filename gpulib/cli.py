@@ -163,15 +163,24 @@ def run_cmd(
     raise typer.Exit(_exit_code([res], fail_on))
 
 
+#: what a --params-file is (the hint of its errors)
+_PARAMS_FILE_HINT = (
+    'a JSON object of parameter names and values, e.g. {"node": "dgx-h100-1", "gpu": "5"} '
+    "(gpuops serve writes one as params.json in each run folder)"
+)
+
+
 def _params_file(path: Path) -> dict:
     try:
         doc = json.loads(path.read_text())
     except OSError as exc:
-        raise InvalidParameter(f"--params-file {path}: {exc.strerror}") from None
+        raise InvalidParameter(f"--params-file {path}: {exc.strerror}", hint=_PARAMS_FILE_HINT) from None
     except json.JSONDecodeError as exc:
-        raise InvalidParameter(f"--params-file {path} is not JSON: {exc}") from None
+        raise InvalidParameter(f"--params-file {path} is not JSON: {exc}", hint=_PARAMS_FILE_HINT) from None
     if not isinstance(doc, dict):
-        raise InvalidParameter(f"--params-file {path} holds {type(doc).__name__}, not an object of parameters")
+        raise InvalidParameter(
+            f"--params-file {path} holds {type(doc).__name__}, not an object of parameters", hint=_PARAMS_FILE_HINT
+        )
     return doc
 
 
