@@ -1,7 +1,7 @@
-"""The fast verdict (gpulib/verdict.py: the domain's ``decide`` in a headless Runbook, no kernel) against the
-notebook's findings.json, on every row of the decision tables (tests/decisions/*.csv) whose runbook has a fast
-verdict: the same findings, in the same order, with the same errors and parameters, and each row's expected
-decision reached by the fast path too."""
+"""The fast verdict (gpulib/run/verdict.py: the runbook's definition run headless, no kernel) against the
+notebook's findings.json, on every row of the decision tables (tests/decisions/*.csv): every runbook they name has a
+definition, so every row gets the same findings, in the same order, with the same errors and parameters, through
+both paths, and each row's expected decision is reached by the fast path too."""
 
 from __future__ import annotations
 
@@ -11,14 +11,20 @@ import pytest
 
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.redact import redact, redact_obj
-from gpulib.verdict import DECIDERS, fast_verdict, supports
+from gpulib.run.catalogue import RUNBOOKS, defined
+from gpulib.run.verdict import fast_verdict, supports
 from tests.helpers.pinned import DEMO_END
 from tests.project import test_decisions_incidents as incidents
+from tests.project import test_decisions_reliability as reliability
 from tests.project import test_decisions_xid as xid
 
 XID_ROWS = [("xid_ecc_triage", {"node": r["node"], "gpu": r["gpu"]}, r) for r in xid.ROWS]
-INCIDENT_ROWS = [(r["runbook"], incidents.params_of(r), r) for r in incidents.ROWS if r["runbook"] in DECIDERS]
-ROWS = XID_ROWS + INCIDENT_ROWS
+INCIDENT_ROWS = [(r["runbook"], incidents.params_of(r), r) for r in incidents.ROWS]
+RELIABILITY_ROWS = [
+    (r["runbook"], reliability._params(r), {**r, "id": r["case"]}) for r in reliability.ROWS if r["papermill"] == "yes"
+]
+ROWS = XID_ROWS + INCIDENT_ROWS + RELIABILITY_ROWS
+DECISION_ROWS = XID_ROWS + INCIDENT_ROWS
 _FAST: dict[str, object] = {}
 
 
@@ -52,9 +58,10 @@ def as_saved(v) -> dict:
     return json.loads(redact(json.dumps(redact_obj(doc), default=str)))
 
 
-def test_every_table_runbook_with_a_decide_is_covered():
-    assert {r for r, _, _ in ROWS} == set(DECIDERS)
-    assert len(ROWS) == len(xid.ROWS) + sum(r["runbook"] in DECIDERS for r in incidents.ROWS)
+def test_every_runbook_the_tables_name_has_a_definition():
+    named = {r for r, _, _ in ROWS}
+    assert named <= set(RUNBOOKS)
+    assert {r for r in named if not defined(r)} == set()
 
 
 @pytest.mark.notebook
@@ -71,7 +78,7 @@ def test_fast_verdict_equals_the_notebooks(runbook, params, row, shared_runs, pi
     assert mine["parameters"] == doc["parameters"], row["id"]
 
 
-@pytest.mark.parametrize(("runbook", "params", "row"), ROWS, ids=[r["id"] for _, _, r in ROWS])
+@pytest.mark.parametrize(("runbook", "params", "row"), DECISION_ROWS, ids=[r["id"] for _, _, r in DECISION_ROWS])
 def test_fast_verdict_reaches_the_tables_decision(runbook, params, row, pinned):
     """Each row's expected decision from the fast path alone (no notebook), checked as the tables check it."""
     v = fast(runbook, params)
@@ -89,6 +96,21 @@ def test_fast_verdict_reaches_the_tables_decision(runbook, params, row, pinned):
         xid._check(row, fs, expected, row["root_cause"])
     else:
         incidents.check_row(row, fs)
+
+
+@pytest.mark.parametrize(("runbook", "params", "row"), RELIABILITY_ROWS, ids=[r["id"] for _, _, r in RELIABILITY_ROWS])
+def test_fast_verdict_reaches_the_reliability_tables_decision(runbook, params, row, monkeypatch):
+    """tests/decisions/reliability.csv at its own window end, checked as its notebook test checks findings.json."""
+    monkeypatch.setenv("GPUOPS_END", reliability.END)
+    fs = as_saved(fast_verdict(runbook, {"source": "demo", **params}))["findings"]
+    if runbook == "node_health":
+        node, _, gpu = row["target"].partition("/")
+        mine = [f for f in fs if f["node"] == node and (not gpu or f["gpu"] in (gpu, None))]
+        assert mine and mine[0]["data"]["verdict"] == row["expected"], row["id"]
+    else:
+        kind, scope, _ = row["target"].split(":")
+        regs = [f for f in fs if f["category"] == "reliability-change"]
+        assert [(f["data"]["kind"], f["data"]["scope"]) for f in regs] == [(kind, scope)], row["id"]
 
 
 def test_missing_data_is_incomplete_never_ok(pinned, monkeypatch):

@@ -28,7 +28,8 @@ from gpulib.core.findings import save_findings
 from gpulib.core.summary import verdict_of
 from gpulib.execute import execute, outcome
 from gpulib.serve.config import TOKEN_ENV
-from gpulib.verdict import DECIDERS, fast_verdict, supports
+from gpulib.run.catalogue import RUNBOOKS
+from gpulib.run.verdict import fast_verdict, supports
 
 #: the fast verdict's findings in the run folder (the notebook writes findings.json, which the engine reads)
 VERDICT_FILE = "verdict.json"
@@ -58,7 +59,7 @@ class EngineRunner:
 
 
 class FastVerdicter:
-    """The verdict of a run before its notebook (:func:`gpulib.verdict.fast_verdict`), in the server's worker thread,
+    """The verdict of a run before its notebook (:func:`gpulib.run.verdict.fast_verdict`), in the server's worker thread,
     where gpulib is already imported: ``(folder, runbook, params) -> outcome`` (as :func:`outcome`, its findings also
     written to ``folder/verdict.json``), or ``None`` when the runbook has no fast verdict (the notebook decides)."""
 
@@ -68,7 +69,7 @@ class FastVerdicter:
     def warm(self) -> None:
         """Import what a verdict needs (pandas, the domains, the demo backend), so the first alert does not wait."""
 
-        for mod in (*DECIDERS.values(), "gpulib.demo.source"):
+        for mod in (*(e.module for e in RUNBOOKS.values()), "gpulib.demo.source"):
             importlib.import_module(mod)
 
     def __call__(self, folder: Path, runbook: str, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -138,7 +139,7 @@ class ProcessVerdicter:
     def __init__(self, workers: int, unset: tuple[str, ...] = ()):
         self.workers, self.unset = workers, tuple(unset)
         self._ctx = multiprocessing.get_context("forkserver")
-        self._ctx.set_forkserver_preload(["gpulib.serve.runner", "gpulib.verdict"])
+        self._ctx.set_forkserver_preload(["gpulib.serve.runner", "gpulib.run.verdict"])
         self._pool = self._start()
 
     def _start(self) -> ProcessPoolExecutor:

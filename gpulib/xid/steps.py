@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 import pandas as pd
 
@@ -22,6 +22,7 @@ import gpulib.xid.triage as triage
 from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import command, node_name, shell_quote
 from gpulib.nvidia.dcgmi import parse_dcgmi_diag
@@ -351,54 +352,106 @@ def remediation_plan(fs: list[Finding], node: str, cluster: Any = None):
     return [remediate.drain(node, cluster=cluster, apply=False, reason=f"xid_ecc_triage: {top.title}")]
 
 
-def decide(
-    src,
-    step: Callable[[str], ContextManager],
-    *,
-    node: str,
-    gpu: Any,
-    window: str,
-    kernel_log_file: str = "",
-    smi_file: str = "",
-    diag_file: str = "",
-    after_reset: bool = False,
-    **_: Any,
-) -> list[Finding] | None:
-    """What ``runbooks/xid_ecc_triage.ipynb`` hands to ``rb.finish``, without a kernel and without its tables and
-    charts: the notebook's steps that read data or decide, each inside ``step(name)`` (the Runbook's guard, so a
-    step without data makes the run INCOMPLETE exactly as in the notebook), in the notebook's order and under the
-    notebook's conditions, then :func:`findings`. ``None``: the verdict could not be computed (a step failed).
-    ``kernel_log_file`` ...: the notebook's parameters of the same names; the others it has are ignored."""
-    if src is None:  # the notebook's rb.ready(): no data source, no step runs
-        return None
-    inp = events = fs = None
-    with step("Check the parameters and gather the inputs"):
-        inp = collect(
-            src,
-            node,
-            gpu,
-            window,
-            kernel_log_file=kernel_log_file,
-            smi_file=smi_file,
-            diag_file=diag_file,
-            after_reset=after_reset,
-        )
-        events = xid_timeline(inp)
-    if inp is None:
-        return None
-    with step("Meaning"):
-        for_gpu(events, inp.gpu)
-    with step("Impact"):
-        impact(inp)
-    with step("XID timeline"):  # the commands it prints check the node's name
-        if inp.kernel_log is None:
-            collect_command(inp.node), kernel_log_command(inp.node)
-    with step("ECC and row remapping"):
-        if inp.smi is None:
-            smi_query_commands(inp.node)
-    with step("Triage"):
-        fs = findings(inp)
-    # The notebook's last step, the dry-run drain (:func:`remediation_plan`), is left to the notebook: against a
-    # cluster it is a server-side dry run with an audit record, which a run must make once, not twice. It changes
-    # the verdict only when it fails (the run becomes INCOMPLETE); gpuops serve then takes the notebook's verdict.
-    return fs
+# ------------------------------------------------------------------------------------------------- the runbook
+def gather_inputs(c) -> None:
+    """Check the parameters against the source and gather every input (:func:`collect`), then the XID events."""
+    c.inp = collect(
+        c.src,
+        c.node,
+        c.gpu,
+        c.window,
+        kernel_log_file=c.kernel_log_file,
+        smi_file=c.smi_file,
+        diag_file=c.diag_file,
+        after_reset=c.after_reset,
+    )
+    c.events = xid_timeline(c.inp)
+    c.target = c.inp.target.label
+
+
+def gather_meaning(c) -> None:
+    c.mine = for_gpu(c.events, c.inp.gpu)
+
+
+def gather_impact(c) -> None:
+    c.hit = impact(c.inp)
+
+
+def gather_timeline(c) -> None:
+    """Where the source has no kernel log, the commands that fetch it (they check the node's name)."""
+    c.log_commands = (collect_command(c.inp.node), kernel_log_command(c.inp.node)) if c.inp.kernel_log is None else ()
+
+
+def gather_memory(c) -> None:
+    """Where the source has no ``nvidia-smi -q``, the commands that fetch it."""
+    c.smi_commands = smi_query_commands(c.inp.node) if c.inp.smi is None else []
+
+
+def gather_triage(c) -> None:
+    c.fs = findings(c.inp)
+
+
+def gather_plan(c) -> None:
+    """The dry-run drain (against a cluster a server-side dry run with an audit record: ``effects``)."""
+    c.plan = remediation_plan(c.fs, c.inp.node, cluster=c.src.kube_cluster())
+
+
+def _start(c) -> dict[str, Any]:
+    return {"inp": None, "events": None, "fs": None, "target": None}
+
+
+def _verdict(c) -> list[Finding] | None:
+    return c.fs
+
+
+_VIEW = "gpulib.xid.view:"
+RUNBOOK = Runbook(
+    name="xid_ecc_triage",
+    domain="xid",
+    params=(
+        Param("source", "demo", "demo | live | snapshot"),
+        Param(
+            "snapshot_dir",
+            "",
+            "folder with nodes.json, pods.json, metrics*.txt, dmesg-<node>.txt, nvidia-smi-q-<node>.txt",
+        ),
+        Param("node", "dgx-h100-1", "GPU node from the alert (its hostname label)"),
+        Param("gpu", "5", "GPU index, GPU UUID or MIG UUID from the alert; empty: every GPU of the node"),
+        Param("window", "6h", "how far back to look (Prometheus duration: 30m, 6h, 2d)"),
+        Param(
+            "kernel_log_file",
+            "",
+            "optional: a saved `dmesg -T` / `journalctl -k` of the node (overrides the sources)",
+        ),
+        Param("smi_file", "", "optional: a saved `nvidia-smi -q` of the node (overrides the sources)"),
+        Param("diag_file", "", "optional: a saved dcgmi diag -r 3 -j of the node (JSON or table)"),
+        Param(
+            "after_reset",
+            False,
+            "true once the SOP reset or reboot was done before that diagnostic (checked against nvidia-smi -q)",
+        ),
+        Param(
+            "collect",
+            False,
+            "live source: read the kernel log and nvidia-smi from the node with a short-lived pod (gpuops collect)",
+        ),
+    ),
+    steps=(
+        Step(
+            "Check the parameters and gather the inputs",
+            gather_inputs,
+            _VIEW + "show_inputs",
+            needs=("src",),
+            inputs=("kernel log", "nvidia-smi -q", "dcgmi diag", *SUMMARY_STATS, *SERIES_FIELDS),
+        ),
+        Step("Meaning", gather_meaning, _VIEW + "show_meaning", needs=("inp",), inputs=("XID events",)),
+        Step("Impact", gather_impact, _VIEW + "show_impact", needs=("inp",), inputs=("pods",)),
+        Step("XID timeline", gather_timeline, _VIEW + "show_timeline", needs=("inp",), inputs=("XID events",)),
+        Step("ECC and row remapping", gather_memory, _VIEW + "show_memory", needs=("inp",)),
+        Step("Temperature and power", None, _VIEW + "show_thermal", needs=("inp",)),
+        Step("Triage", gather_triage, _VIEW + "show_triage", needs=("inp",)),
+        Step("Remediation plan (dry run)", gather_plan, _VIEW + "show_plan", needs=("fs",), effects=True),
+    ),
+    findings=_verdict,
+    start=_start,
+)

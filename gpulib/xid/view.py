@@ -348,3 +348,97 @@ def thermal_chart(inp: TriageInputs):
     fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
     fig.update_layout(title=f"Temperature and power on {inp.node} (last {inp.window})", height=560)
     return fig
+
+
+# ----------------------------------------------------------- what each step of the runbook shows (gpulib.xid.steps)
+def show_inputs(c, ui) -> None:
+    inp = c.inp
+    ui.note(
+        f"Triage of <b>{c.target}</b> over the last {c.window}. Inputs: kernel log "
+        f"{'yes' if inp.kernel_log is not None else '<b>no</b>'}, nvidia-smi -q "
+        f"{'yes' if inp.smi is not None else '<b>no</b>'}, "
+        f"DCGM fields {len(inp.summaries)} summaries / {len(inp.series)} series."
+    )
+
+
+def show_meaning(c, ui) -> None:
+    if c.mine.empty:
+        ui.note(f"No XID on {c.target} in the last {c.window} (kernel log and DCGM_FI_DEV_XID_ERRORS checked).", "ok")
+    else:
+        ui.display(meaning_table(c.mine["xid"]))
+
+
+def show_impact(c, ui) -> None:
+    if c.hit.empty:
+        ui.note(f"No pod found on {c.target}.", "info")
+    else:
+        ui.display(c.hit)
+        ui.print("namespaces:", ", ".join(sorted(c.hit["namespace"].unique())))
+
+
+def show_timeline(c, ui) -> None:
+    inp, events = c.inp, c.events
+    if inp.kernel_log is None:
+        collect_cmd, log_cmd = c.log_commands
+        ui.note(
+            f"The {c.src.describe()} source has no kernel log for {inp.node}: the XIDs below come from DCGM only. "
+            f"Collect it with <code>{collect_cmd}</code> and re-run on that snapshot, or re-run on "
+            "the live source with <code>-p collect true</code>; by hand: "
+            f"<code>{log_cmd}</code> and <code>-p kernel_log_file dmesg.txt</code>.",
+            "warning",
+        )
+    else:
+        ui.print(f"kernel log from {inp.kernel_log_from}: {len(inp.xid_events)} NVRM Xid line(s)")
+    if events.empty:
+        ui.note(f"No XID event on {inp.node} in the last {c.window}.", "ok")
+    else:
+        ui.show(timeline_chart(events, inp.node, c.window, inp.end))
+        ui.display(events)
+
+
+def show_memory(c, ui) -> None:
+    inp = c.inp
+    off = inp.missing_dcgm
+    if off:
+        ui.note("Not exported by this source, so not checked from DCGM: " + ", ".join(off), "warning")
+    if inp.smi is None:
+        ui.note(
+            f"No nvidia-smi -q for {inp.node} from the {c.src.describe()} source. Get it with<br><code>"
+            + "</code><br><code>".join(c.smi_commands)
+            + "</code><br>and re-run with <code>-p smi_file nvidia-smi-q.txt</code>.",
+            "info",
+        )
+    else:
+        ui.print(f"nvidia-smi -q from {inp.smi_from}: {len(inp.smi)} GPU(s) reported")
+    ui.display(memory_summary(inp))
+    fig = memory_chart(inp)
+    if fig is not None:
+        ui.show(fig)
+
+
+def show_thermal(c, ui) -> None:
+    fig = thermal_chart(c.inp)
+    if fig is not None:
+        ui.show(fig)
+
+
+def show_triage(c, ui) -> None:
+    ui.print(f"{len(c.fs)} finding(s); top: {c.fs[0].title}")
+
+
+def show_plan(c, ui) -> None:
+    if not c.plan:
+        ui.note(
+            "The top finding does not take the GPU out of service: no cordon or drain. "
+            "Follow its SOP step (e.g. notify the pod owner).",
+            "info",
+        )
+    for result in c.plan:
+        if result.mode != "plan":  # a plan prints itself
+            ui.display(result)
+    if c.plan:
+        ui.note(
+            "To act: <code>gpulib.kube.remediate.drain(node, cluster=..., apply=True)</code> or the kubectl commands "
+            "above without <code>--dry-run</code>.",
+            "info",
+        )

@@ -1,0 +1,69 @@
+"""The one list of runbook definitions: runbook name -> the module whose ``RUNBOOK`` defines it.
+
+GPUd keeps one registration list of its checks (https://github.com/leptonai/gpud/blob/main/components/all/all.go);
+this is ours. A definition is imported only when asked for, so ``gpuops list`` does not load every domain.
+``context``: what a runbook's steps may read beyond its parameters that its domain may not import itself (the demo's
+packaged captures, :mod:`gpulib.demo` sits above the domains), as ``module:function`` returning a mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any, Callable, Mapping
+
+from gpulib.core.errors import InvalidParameter
+from gpulib.core.runbook import Runbook
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str
+    context: str = ""
+
+
+#: runbook name -> where its definition lives
+RUNBOOKS: dict[str, Entry] = {
+    "fleet_overview": Entry("gpulib.fleet.steps"),
+    "xid_ecc_triage": Entry("gpulib.xid.steps"),
+    "nccl_check": Entry("gpulib.nccl.steps", context="gpulib.demo.artifacts:nccl_check_context"),
+    "mig_sizing": Entry("gpulib.mig.steps"),
+    "operator_install": Entry("gpulib.gpu_operator.steps"),
+    "vllm_deploy": Entry("gpulib.vllm.steps"),
+    "node_health": Entry("gpulib.reliability.steps"),
+    "gpu_utilization_report": Entry("gpulib.cost.steps"),
+    "gpu_reliability_report": Entry("gpulib.reliability.report_steps"),
+}
+
+
+def _load(ref: str) -> Any:
+    mod, _, attr = ref.partition(":")
+    return getattr(import_module(mod), attr)
+
+
+def defined(name: str) -> bool:
+    """Whether ``name`` has a definition (its module ends with a ``RUNBOOK`` of that name)."""
+    entry = RUNBOOKS.get(name)
+    if entry is None:
+        return False
+    rb = getattr(import_module(entry.module), "RUNBOOK", None)
+    return isinstance(rb, Runbook) and rb.name == name
+
+
+def definition(name: str) -> Runbook:
+    """The :class:`~gpulib.core.runbook.Runbook` named ``name``; InvalidParameter when none is defined."""
+    if not defined(name):
+        raise InvalidParameter(
+            f"no runbook definition named {name!r}; defined: {', '.join(n for n in RUNBOOKS if defined(n))}",
+            hint="`gpuops list` shows every runbook",
+        )
+    return import_module(RUNBOOKS[name].module).RUNBOOK
+
+
+def context(name: str) -> Mapping[str, Any]:
+    """What the steps of ``name`` read beyond its parameters (:attr:`Entry.context`), empty when nothing."""
+    ref = RUNBOOKS[name].context if name in RUNBOOKS else ""
+    if not ref:
+        return {}
+    fn: Callable[[], Mapping[str, Any]] = _load(ref)
+    return dict(fn())
