@@ -33,7 +33,7 @@ class Param:
 
     def __post_init__(self) -> None:
         if not isinstance(self.default, PARAM_TYPES):
-            raise TypeError(f"parameter {self.name}: default {self.default!r} is not one of str, bool, int, float, list")
+            raise TypeError(f"parameter {self.name}: default {self.default!r} is not a str, bool, int, float or list")
 
     @property
     def type(self) -> type:
@@ -72,10 +72,11 @@ class Step:
     name that is ``None`` comes from a step that could not run: the step is not checked (and says so); one that is
     empty (``""``, ``0``, an empty frame or list) means there is nothing to show, for the reason ``why``.
     ``show`` may be given as ``"module:function"`` (the domain's ``view.py``), so that a headless verdict never
-    imports the charting libraries. ``effects``: the step changes or records something outside the run (an audit record, a server-side dry run):
-    the notebook runs it, a headless verdict does not, so that one run never acts twice. A step without ``gather``
-    only shows (what earlier steps gathered): a headless verdict skips it. ``inputs``: the data the
-    step reads, as a reader names it (``"kernel log"``, ``"DCGM_FI_DEV_XID_ERRORS"``): the list a verdict rests on.
+    imports the charting libraries. ``effects``: the step changes or records something outside the run (an audit
+    record, a server-side dry run): the notebook runs it, a headless verdict does not, so that one run never acts
+    twice. A step without ``gather`` only shows (what earlier steps gathered): a headless verdict skips it.
+    ``inputs``: the data the step reads, as a reader names it (``"kernel log"``, ``"DCGM_FI_DEV_XID_ERRORS"``): the
+    list a verdict rests on.
     """
 
     title: str
@@ -146,7 +147,7 @@ class Context(MutableMapping[str, Any]):
         try:
             return self._ns[name]
         except KeyError:
-            raise AttributeError(f"no {name!r} in this run's context (a parameter or an earlier step's result)") from None
+            raise AttributeError(f"no {name!r} in this run's context (a parameter or an earlier result)") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._ns[name] = value

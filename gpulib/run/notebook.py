@@ -10,7 +10,8 @@ cell::
     findings = rb.finish()              # the verdict and the Recommended SOP step
 
 The same :class:`Session` runs headless for :mod:`gpulib.run.verdict` (``headless=True``: every step's ``gather``
-and no ``show``; no step with ``effects`` and none that only shows), so the notebook and the fast verdict are one code path.
+and no ``show``; no step with ``effects`` and none that only shows), so the notebook and the fast verdict are one
+code path.
 """
 
 from __future__ import annotations

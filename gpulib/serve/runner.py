@@ -27,9 +27,9 @@ from gpulib.core.errors import GpulibError, redact
 from gpulib.core.findings import save_findings
 from gpulib.core.summary import verdict_of
 from gpulib.execute import execute, outcome
-from gpulib.serve.config import TOKEN_ENV
 from gpulib.run.catalogue import RUNBOOKS
 from gpulib.run.verdict import fast_verdict, supports
+from gpulib.serve.config import TOKEN_ENV
 
 #: the fast verdict's findings in the run folder (the notebook writes findings.json, which the engine reads)
 VERDICT_FILE = "verdict.json"
@@ -59,9 +59,10 @@ class EngineRunner:
 
 
 class FastVerdicter:
-    """The verdict of a run before its notebook (:func:`gpulib.run.verdict.fast_verdict`), in the server's worker thread,
-    where gpulib is already imported: ``(folder, runbook, params) -> outcome`` (as :func:`outcome`, its findings also
-    written to ``folder/verdict.json``), or ``None`` when the runbook has no fast verdict (the notebook decides)."""
+    """The verdict of a run before its notebook (:func:`gpulib.run.verdict.fast_verdict`), in the server's worker
+    thread, where gpulib is already imported: ``(folder, runbook, params) -> outcome`` (as :func:`outcome`, its
+    findings also written to ``folder/verdict.json``), or ``None`` when the runbook has no fast verdict (the
+    notebook decides)."""
 
     def __init__(self, notebook: Callable[[str], NotebookInfo] = find_notebook):
         self.notebook = notebook
