@@ -29,6 +29,7 @@ LAYERS = {
     "reliability": 2,
     "demo": 3,
     "runbook": 4,
+    "run": 4,
     "verdict": 4,
     "warm": 4,
     "catalogue": 4,
