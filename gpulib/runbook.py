@@ -387,7 +387,15 @@ class Runbook:
             note(html.escape(empty), "ok")
         return fs
 
-    def finish(self, findings: Iterable[Finding] | None = None, *, combine=None, save: bool = True) -> FindingList:
+    def finish(
+        self,
+        findings: Iterable[Finding] | None = None,
+        *,
+        combine=None,
+        save: bool = True,
+        steps: dict[str, str] | None = None,
+        inputs: list[str] | None = None,
+    ) -> FindingList:
         """Render the 'Recommended SOP step' (top finding first) and save findings as JSON (where the run's
         environment says; ``save=False``: not at all, for a headless verdict, :mod:`gpulib.verdict`); ``combine``
         (e.g. :func:`gpulib.fleet.merge_findings`) folds symptom findings into their root cause first."""
@@ -445,6 +453,13 @@ class Runbook:
         path = os.environ.get(FINDINGS_ENV) if save else None
         if path:
             save_findings(
-                fl, path, runbook=self.name, parameters=self.params, errors=self.errors, usage_errors=self.usage_errors
+                fl,
+                path,
+                runbook=self.name,
+                parameters=self.params,
+                errors=self.errors,
+                usage_errors=self.usage_errors,
+                steps=steps,
+                inputs=inputs,
             )
         return fl

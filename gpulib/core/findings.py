@@ -182,9 +182,13 @@ def save_findings(
     parameters: dict | None = None,
     errors: list[str] | None = None,
     usage_errors: list[str] | None = None,
+    steps: dict[str, str] | None = None,
+    inputs: list[str] | None = None,
 ) -> Path:
     """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``;
-    ``usage_errors`` (parameters that matched nothing) are written when there are any."""
+    ``usage_errors`` (parameters that matched nothing) are written when there are any; ``steps`` (what happened to
+    each step of the runbook's definition) and ``inputs`` (the inputs of the steps that ran: what the verdict rests
+    on, :meth:`gpulib.run.notebook.Session.inputs`) when the run knows them."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -197,6 +201,10 @@ def save_findings(
     }
     if usage_errors:
         doc["usage_errors"] = list(usage_errors)
+    if steps is not None:
+        doc["steps"] = dict(steps)
+    if inputs is not None:
+        doc["inputs"] = list(inputs)
     path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 

@@ -149,7 +149,7 @@ class Session:
         """The verdict: the runbook's ``findings`` over what the steps gathered, then the engine's finish (the
         'Runbook incomplete' finding for a failed step, the SOP cell, findings.json where the run says)."""
         fs = self.runbook.findings(self.ctx) if self.runbook.findings is not None else None
-        fl = self.engine.finish(fs, combine=self.runbook.combine, save=save)
+        fl = self.engine.finish(fs, combine=self.runbook.combine, save=save, steps=self.outcomes, inputs=self.inputs())
         self.ctx["findings"] = fl
         return fl
 

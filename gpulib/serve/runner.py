@@ -85,6 +85,8 @@ class FastVerdicter:
             parameters=v.parameters,
             errors=v.errors,
             usage_errors=v.usage_errors,
+            steps=v.steps,
+            inputs=v.inputs,
         )
         if v.usage_errors:
             status, error = "failed", "bad parameter: " + "; ".join(v.usage_errors)[:1000]
