@@ -37,6 +37,7 @@ from gpulib.execute import RunResult, outcome
 from gpulib.inspection import PLOTLY_JS_MODES
 from gpulib.kube import collect as kc
 from gpulib.kube.client import KubeCluster
+from gpulib.run.params import check_targets
 from gpulib.serve.jobs import OUTCOME_FILE
 from gpulib.xid import write_alert_rules
 
@@ -93,10 +94,13 @@ def _fail(exc: GpulibError) -> None:
 
 # ------------------------------------------------------------------------------------- commands
 @app.command("list")
-def list_cmd(kind: Optional[str] = typer.Option(None, help="runbook, report or learn")):
-    """List runbooks and reports with their parameters."""
+def list_cmd(
+    name: Optional[str] = typer.Argument(None, help="one runbook, report or lesson: only its parameters"),
+    kind: Optional[str] = typer.Option(None, help="runbook, report or learn"),
+):
+    """List runbooks and reports with their parameters (`gpuops list NAME`: one of them)."""
     try:
-        cat = catalogue()
+        cat = {name: find_notebook(name)} if name else catalogue()
     except GpulibError as exc:
         _fail(exc)
     for info in cat.values():
@@ -146,6 +150,7 @@ def run_cmd(
         params = engine.prepare(
             info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None, given=given
         )
+        check_targets(params)
         if run_dir is not None:
             run_dir = run_dir.resolve()
             run_dir.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ parameters) is mapped by :func:`choose_source` alone.
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -113,7 +114,13 @@ def resolve_params(info: Declares, pairs: list[tuple[str, str]]) -> dict[str, An
     out = {}
     for key, raw in pairs:
         if key not in known:
-            raise InvalidParameter(f"{info.name} has no parameter {key!r}; parameters: {', '.join(known) or 'none'}")
+            close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+            raise InvalidParameter(
+                f"{info.name} has no parameter {key!r}"
+                + (f"; did you mean {close[0]}?" if close else "")
+                + f" Parameters: {', '.join(known) or 'none'}",
+                hint=f"`gpuops list {info.name}` lists them with what each takes",
+            )
         out[key] = coerce(known[key], raw)
     if "window" in out:
         parse_window(out["window"])

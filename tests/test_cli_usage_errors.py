@@ -90,3 +90,22 @@ def test_serve_with_renders_kubernetes_outside_a_pod_and_no_job_settings_exits_2
     code, out, err = run(["serve", "--renders", "kubernetes", "--out", str(tmp_path / "runs")], capsys)
     assert code == cli.EXIT_USAGE and "POD_NAME and POD_NAMESPACE" in err and "--render-image" in err
     assert "Traceback" not in err + out
+
+
+def test_a_node_that_matches_nothing_exits_2_before_any_kernel_with_one_message(capsys, monkeypatch, tmp_path):
+    """A typo in the alert's node is answered from the runbook's own first step, headless: exit 2, the message once,
+    the known nodes and a close match named, and no run folder (so no 'critical' row in the run index)."""
+    monkeypatch.setenv("GPUOPS_END", "2026-12-01T06:45:00Z")
+    monkeypatch.setattr(cli.engine, "execute", lambda *a, **k: pytest.fail("a kernel was started for a bad parameter"))
+    code, out, err = run(["run", "xid_ecc_triage", "-p", "node", "dgx-h100-9", "-o", str(tmp_path)], capsys)
+    assert code == cli.EXIT_USAGE
+    assert (out + err).count("dgx-h100-9") == 1, out + err
+    assert "dgx-h100-1" in err and "Traceback" not in out + err
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_misspelt_parameter_name_suggests_the_close_one_in_the_clis_words(capsys):
+    code, out, err = run(["run", "xid_ecc_triage", "-p", "nod", "dgx-h100-1"], capsys)
+    assert code == cli.EXIT_USAGE and "did you mean node?" in err
+    assert "parameters cell" not in err  # a CLI user is told a command, not a notebook cell
+    assert "gpuops list xid_ecc_triage" in err

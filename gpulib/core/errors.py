@@ -33,7 +33,7 @@ def usage_text(exc: BaseException) -> str:
 class InvalidParameter(GpulibError, ValueError):
     """A runbook/CLI parameter has a bad value."""
 
-    hint = "check the value against the comment next to the parameter in the runbook's parameters cell"
+    hint = "`gpuops list <runbook>` says what each parameter takes (in a notebook: the comment beside it)"
 
 
 class UnknownSetting(InvalidParameter, KeyError):

@@ -22,6 +22,7 @@ from gpulib.core.runrecord import RUN_ID, read_run
 from gpulib.core.validate import command
 from gpulib.inspection import choose_source, server_only
 from gpulib.kube import collect as kc
+from gpulib.run.params import check_targets
 from gpulib.xid import lookup, sop
 
 #: parameters a caller of gpuops mcp may not set beyond the server's own (gpulib.inspection.SERVER_ONLY):
@@ -111,6 +112,7 @@ class Tools:
             if self._server_only(key):
                 raise InvalidParameter(f"parameter {key!r} is set by the server, not by a request")
         params = engine.prepare(info, [(k, _text(v)) for k, v in given.items()], source=self.source)
+        check_targets(params)  # a node the source does not have: the same answer as gpuops run, and no run folder
         with self._slots:
             res = engine.execute(
                 info, params, self.out, progress=False, run_timeout=self.run_timeout, unset_env=self.unset_env
