@@ -19,6 +19,7 @@ except ImportError as exc:  # the base (GPU-node) install has no CLI stack: see 
 
 import json
 import re
+from collections import Counter
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -55,7 +56,15 @@ def _print_result(res: RunResult, limit: int = 5) -> None:
     status = (
         "FAILED" if res.failed else ("BAD PARAMETER" if res.usage_errors else ("INCOMPLETE" if res.errors else "done"))
     )
-    typer.echo(f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)")
+    if res.failed:
+        typer.echo(f"\n== {res.name}: {status} · no verdict: the run did not finish")
+    else:
+        by = Counter(f.severity.value for f in res.findings)
+        split = ", ".join(f"{by[s.value]} {s.value}" for s in Severity if by[s.value])
+        typer.echo(
+            f"\n== {res.name}: {status} · worst finding: {res.worst} · {len(res.findings)} finding(s)"
+            + (f": {split}" if split else "")
+        )
     if res.failed:
         typer.echo(f"   error: {redact(res.failed)}", err=True)
     for e in res.usage_errors:

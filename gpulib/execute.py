@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,9 +126,23 @@ def _kernel_manager(env: dict[str, str], cwd: Path | None = None, unset: Iterabl
     where to write findings, with no shared ``os.environ`` and no ``os.chdir``. An asynchronous manager, so its
     client never blocks nbclient's event loop on a message that cannot come, and nbclient's check of the kernel
     process notices a killed kernel (``DeadKernelError``) within a second."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
 
     hidden = frozenset(unset)
+
+    class OwnInterpreter(KernelSpecManager):
+        """Every kernel name is this interpreter (the one with gpulib): a kernelspec named python3 that JupyterHub
+        or a conda env put first on the Jupyter path never takes a run
+        (https://jupyter-client.readthedocs.io/en/stable/kernels.html#kernel-specs)."""
+
+        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+            return KernelSpec(
+                argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                display_name=f"Python {sys.version_info.major}.{sys.version_info.minor} (gpuops)",
+                language="python",
+                resource_dir="",
+            )
 
     class RunKernelManager(AsyncKernelManager):
         async def _async_pre_start_kernel(self, **kw):
@@ -137,7 +152,7 @@ def _kernel_manager(env: dict[str, str], cwd: Path | None = None, unset: Iterabl
                 kw["cwd"] = str(cwd)
             return await super()._async_pre_start_kernel(**kw)
 
-    km = RunKernelManager(kernel_name="python3")
+    km = RunKernelManager(kernel_name="python3", kernel_spec_manager=OwnInterpreter())
     km.run_env = dict(env)
     return km
 

@@ -87,3 +87,23 @@ def test_the_cli_starts_without_the_notebook_kernel_libraries():
     code = "import sys, gpulib.cli; print(sorted(m for m in ('IPython', 'papermill') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_header_of_a_run_that_did_not_finish_claims_no_verdict(tmp_path, capsys):
+    from gpulib.execute import RunResult
+
+    res = RunResult("fleet_overview", tmp_path, tmp_path / "n.ipynb", None, failed="RuntimeError: Kernel died")
+    cli._print_result(res)
+    head = capsys.readouterr().out.strip().splitlines()[0]
+    assert head.startswith("== fleet_overview: FAILED ·") and "worst finding: ok" not in head and "no verdict" in head
+
+
+def test_the_header_counts_the_findings_by_severity(tmp_path, capsys):
+    from gpulib.core.findings import Finding, Severity
+    from gpulib.execute import RunResult
+
+    fs = [Finding(Severity.CRITICAL, "a"), Finding(Severity.WARNING, "b"), Finding(Severity.CRITICAL, "c")]
+    fs.append(Finding(Severity.INFO, "d"))
+    cli._print_result(RunResult("fleet_overview", tmp_path, tmp_path / "n.ipynb", None, findings=fs))
+    head = capsys.readouterr().out.strip().splitlines()[0]
+    assert head == "== fleet_overview: done · worst finding: critical · 4 finding(s): 2 critical, 1 warning, 1 info"

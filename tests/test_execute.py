@@ -236,3 +236,24 @@ def test_a_run_leaves_no_kernel_behind(tmp_path):
         res = engine.execute(notebook_info(tmp_path / "nb_k.ipynb"), {}, tmp_path / "out", progress=False, timeout=120)
         assert res.failed is None
         assert set(_kernel_children()) - before == set()
+
+
+@pytest.mark.notebook
+def test_a_foreign_python3_kernelspec_first_on_the_path_does_not_take_the_run(tmp_path, monkeypatch, capsys):
+    """JupyterHub or a conda env often install a kernelspec named python3 for another interpreter (one without
+    gpulib). A run uses the interpreter gpuops runs in, whatever kernelspecs exist."""
+    import sys
+
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    foreign = [sys.executable, "-c", "raise SystemExit('a foreign kernel without gpulib')"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": foreign, "display_name": "Other", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("GPUOPS_END", "2026-12-01T06:45:00Z")
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    assert KernelSpecManager().get_kernel_spec("python3").argv == foreign  # the trap is set
+    info = find_notebook("xid_ecc_triage")
+    res = engine.execute(info, {"node": "dgx-h100-1", "gpu": "5"}, tmp_path / "out", progress=False)
+    assert res.failed is None, res.failed
+    assert res.worst == "critical"
