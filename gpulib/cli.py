@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
+from gpulib import __version__
 from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook
 from gpulib.core.errors import CollectError, GpulibError, InvalidParameter, usage_text
@@ -49,6 +50,21 @@ app = typer.Typer(
 )
 
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gpuops {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version of gpuops and exit"
+    ),
+) -> None:
+    """GPU runbooks for Kubernetes: run a runbook, get the verdict and the next command."""
 
 
 # ------------------------------------------------------------------------------------- printing

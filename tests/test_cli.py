@@ -107,3 +107,10 @@ def test_the_header_counts_the_findings_by_severity(tmp_path, capsys):
     cli._print_result(RunResult("fleet_overview", tmp_path, tmp_path / "n.ipynb", None, findings=fs))
     head = capsys.readouterr().out.strip().splitlines()[0]
     assert head == "== fleet_overview: done · worst finding: critical · 4 finding(s): 2 critical, 1 warning, 1 info"
+
+
+def test_version_prints_the_packages_version(capsys):
+    import gpulib
+
+    code, out, _ = run(["--version"], capsys)
+    assert code in (0, None) and out.strip() == f"gpuops {gpulib.__version__}"
