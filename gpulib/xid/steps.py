@@ -30,6 +30,7 @@ from gpulib.nvidia.smi import parse_query
 from gpulib.sources.base import default_step
 from gpulib.xid.catalog import lookup
 from gpulib.xid.diag import diag_findings
+from gpulib.xid.evidence import check_evidence, evidence_groups, present_inputs
 from gpulib.xid.kernel_log import parse_kernel_log
 from gpulib.xid.sops import pod_impact
 from gpulib.xid.target import Target, resolve
@@ -391,6 +392,13 @@ def gather_triage(c) -> None:
     c.fs = findings(c.inp)
 
 
+def gather_evidence(c) -> None:
+    """What each decision of the triage rested on; INCOMPLETE (NoInput) when a decision had none of its inputs."""
+    have = present_inputs(c.inp)
+    c.evidence = [(g.decision, [i for i in g.inputs if i in have]) for g in evidence_groups()]
+    check_evidence(c.inp, [kernel_log_command(c.inp.node)])
+
+
 def gather_plan(c) -> None:
     """The dry-run drain (against a cluster a server-side dry run with an audit record: ``effects``)."""
     c.plan = remediation_plan(c.fs, c.inp.node, cluster=c.src.kube_cluster())
@@ -450,6 +458,7 @@ RUNBOOK = Runbook(
         Step("ECC and row remapping", gather_memory, _VIEW + "show_memory", needs=("inp",)),
         Step("Temperature and power", None, _VIEW + "show_thermal", needs=("inp",)),
         Step("Triage", gather_triage, _VIEW + "show_triage", needs=("inp",)),
+        Step("Evidence behind the verdict", gather_evidence, _VIEW + "show_evidence", needs=("inp",)),
         Step("Remediation plan (dry run)", gather_plan, _VIEW + "show_plan", needs=("fs",), effects=True),
     ),
     findings=_verdict,

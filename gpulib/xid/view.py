@@ -426,6 +426,15 @@ def show_triage(c, ui) -> None:
     ui.print(f"{len(c.fs)} finding(s); top: {c.fs[0].title}")
 
 
+def show_evidence(c, ui) -> None:
+    ui.display(
+        pd.DataFrame(
+            [(d, ", ".join(used) or "none: not decided") for d, used in c.evidence],
+            columns=["decision", "rests on"],
+        )
+    )
+
+
 def show_plan(c, ui) -> None:
     if not c.plan:
         ui.note(
