@@ -45,7 +45,7 @@ def verdict(node: str, gpu: str):
 
 
 def test_a_healthy_gpu_without_any_xid_evidence_is_incomplete_not_ok(monkeypatch):
-    """The false all-clear of issue 32 with the old names: no kernel log at hand and the XID field not exported."""
+    """The false all-clear with the old names: no kernel log at hand and the XID field not exported."""
     remove(monkeypatch, {"kernel log", "DCGM_FI_DEV_XID_ERRORS"})
     v = verdict("dgx-h100-0", "2")
     assert v.worst != "ok" and v.errors, [f.title for f in v.findings]
