@@ -107,3 +107,14 @@ def test_core_runbook_imports_only_core_and_the_standard_library():
     mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     outside = [m for m in mods if m and m.startswith("gpulib") and not m.startswith("gpulib.core")]
     assert outside == [] and not {"IPython", "papermill", "plotly"} & {m.split(".")[0] for m in mods if m}
+
+
+@pytest.mark.parametrize("name", DEFINED)
+def test_jupyterlab_opens_the_runbook_with_its_code_hidden_but_its_parameters_shown(name):
+    """In JupyterLab a runbook reads as its headings, verdict and charts: every code cell but the parameters cell is
+    collapsed (the cell metadata JupyterLab honours: https://jupyterlab.readthedocs.io/en/stable/user/notebook.html)."""
+    nb = json.loads(find_notebook(name).path.read_text())
+    for c in (c for c in nb["cells"] if c["cell_type"] == "code"):
+        hidden = c.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
+        is_params = "parameters" in c.get("metadata", {}).get("tags", [])
+        assert hidden is (not is_params), "".join(c["source"])[:60]
