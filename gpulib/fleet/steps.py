@@ -10,14 +10,23 @@ The analysis is :mod:`gpulib.fleet.health` and :mod:`gpulib.fleet.scheduling`, t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 import pandas as pd
 
 from gpulib.core.findings import Finding
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.cost import Thresholds, idle_samples
 from gpulib.fleet.findings import health_findings, idle_findings, stale_telemetry, unrequested_gpu_use
-from gpulib.fleet.health import HealthFrames, IdleInputs, activity, health_frames, inventory, utilisation_matrix
+from gpulib.fleet.health import (
+    HEALTH_FIELDS,
+    HealthFrames,
+    IdleInputs,
+    activity,
+    health_frames,
+    inventory,
+    utilisation_matrix,
+)
 from gpulib.fleet.merge import merge_findings
 from gpulib.fleet.scheduling import check_scheduling, pod_specs_from, require_frames
 
@@ -100,28 +109,89 @@ def findings(inp: FleetInputs) -> list[Finding]:
     return merge_findings(fs)
 
 
-def decide(src, step: Callable[[str], ContextManager], *, window: str, **_: Any) -> list[Finding] | None:
-    """What ``runbooks/fleet_overview.ipynb`` hands to ``rb.finish``, without a kernel and without its charts: the
-    notebook's steps that read data, each inside ``step(name)`` (the Runbook's guard: a step without data makes the
-    run INCOMPLETE as in the notebook), in its order, then :func:`findings`."""
-    if src is None:  # the notebook's rb.ready(): no data source, no step runs
-        return None
-    inp, caps, pods = FleetInputs(window), None, None
-    with step("Metric preflight"):
-        caps = inp.caps = src.preflight(window)
-        caps.table()
-    with step("Inventory and allocation"):
-        pods = inp.pods = src.pods()
-        inventory(src.nodes(), pods)
-    with step("Scheduling checks"):
-        inp.scheduling = scheduling_inputs(src, pods)
-    with step("Activity heatmap"):
-        metric = caps.activity_metric if caps else DEFAULT_ACTIVITY_METRIC
-        act = activity(src, window, metric)
-        utilisation_matrix(act)
-        inp.activity = activity_inputs(src, act, metric)
-    with step("Health summaries"):
-        inp.health = health_frames(src, window)
-    with step("Idle and zombie GPUs"):
-        inp.idle = idle_inputs(src, window)
-    return findings(inp)
+# ------------------------------------------------------------------------------------------------- the runbook
+def gather_preflight(c) -> None:
+    """Which DCGM fields and labels the source exports (``Source.preflight``); its findings come first."""
+    c.caps = c.src.preflight(c.window)
+    c.caps_table = c.caps.table()
+    c.inp.caps = c.caps
+
+
+def gather_inventory(c) -> None:
+    """Nodes and GPU pods: capacity against what is allocated (:func:`gpulib.fleet.health.inventory`)."""
+    c.pods = c.inp.pods = c.src.pods()
+    c.inv = inventory(c.src.nodes(), c.pods)
+
+
+def gather_scheduling(c) -> None:
+    c.inp.scheduling = scheduling_inputs(c.src, c.pods)
+
+
+def gather_activity(c) -> None:
+    """The activity series of the preflight's activity metric (its fallback when the preflight could not run)."""
+    c.metric = c.caps.activity_metric if c.caps else DEFAULT_ACTIVITY_METRIC
+    c.act = activity(c.src, c.window, c.metric)
+    c.matrix = utilisation_matrix(c.act)
+    c.inp.activity = activity_inputs(c.src, c.act, c.metric)
+
+
+def gather_health(c) -> None:
+    c.hf = c.inp.health = health_frames(c.src, c.window)
+
+
+def gather_idle(c) -> None:
+    c.inp.idle = idle_inputs(c.src, c.window)
+
+
+def _start(c) -> dict[str, Any]:
+    return {"inp": FleetInputs(c.window), "caps": None, "pods": None}
+
+
+def _verdict(c) -> list[Finding]:
+    return findings(c.inp)
+
+
+_VIEW = "gpulib.fleet.view:"
+RUNBOOK = Runbook(
+    name="fleet_overview",
+    domain="fleet",
+    params=(
+        Param("source", "demo", "demo | live | snapshot"),
+        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt when source: snapshot"),
+        Param("window", "6h", "Prometheus duration: 30m, 6h, 7d"),
+    ),
+    steps=(
+        Step(
+            "Metric preflight",
+            gather_preflight,
+            _VIEW + "show_preflight",
+            needs=("src",),
+            inputs=("DCGM metric names and labels",),
+        ),
+        Step(
+            "Inventory and allocation",
+            gather_inventory,
+            _VIEW + "show_inventory",
+            needs=("src",),
+            inputs=("nodes", "pods"),
+        ),
+        Step("Scheduling checks", gather_scheduling, None, needs=("src",), inputs=("nodes", "pods", "pod specs")),
+        Step(
+            "Activity heatmap",
+            gather_activity,
+            _VIEW + "show_activity",
+            needs=("src",),
+            inputs=("DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL",),
+        ),
+        Step("Health summaries", gather_health, _VIEW + "show_health", needs=("src",), inputs=tuple(HEALTH_FIELDS)),
+        Step(
+            "Idle and zombie GPUs",
+            gather_idle,
+            None,
+            needs=("src",),
+            inputs=("DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "pods"),
+        ),
+    ),
+    findings=_verdict,
+    start=_start,
+)

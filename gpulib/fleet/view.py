@@ -86,3 +86,29 @@ def temp_power_chart(hf: HealthFrames):
     )
     fig.update_layout(height=380)
     return fig
+
+
+# ---------------------------------------------------------- what each step of the runbook shows (gpulib.fleet.steps)
+def show_preflight(c, ui) -> None:
+    caps = c.caps
+    ui.display(c.caps_table)
+    ui.print(
+        f"activity metric: {caps.activity_metric} · host label: {caps.host_label} · pod label: {caps.pod_label} "
+        f"({caps.pod_coverage:.0%} of series) · MIG: {caps.mig_present}"
+    )
+
+
+def show_inventory(c, ui) -> None:
+    ui.display(c.inv)
+    ui.show(allocation_chart(c.inv))
+
+
+def show_activity(c, ui) -> None:
+    ui.show(heatmap(c.matrix, c.metric))
+
+
+def show_health(c, ui) -> None:
+    hf = c.hf
+    if hf.missing:
+        ui.note("Not exported, so not checked: " + ", ".join(hf.missing), "warning")
+    ui.show(temp_power_chart(hf))

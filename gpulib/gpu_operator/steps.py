@@ -11,12 +11,13 @@ tables and charts :mod:`gpulib.gpu_operator.view`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 import pandas as pd
 
 import gpulib.fleet as fleet
 from gpulib.core.findings import Finding
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.gpu_operator.plan import InstallPlan, install_plan
 from gpulib.gpu_operator.post_install import dcgm_presence, verify
 from gpulib.gpu_operator.pre_install import node_table, preflight
@@ -31,7 +32,7 @@ __all__ = [
     "verification_step",
     "scheduling_findings",
     "findings",
-    "decide",
+    "RUNBOOK",
 ]
 
 
@@ -131,44 +132,98 @@ def findings(inp: Inputs) -> list[Finding]:
     return out
 
 
-def decide(
-    src,
-    step: Callable[[str], ContextManager],
-    *,
-    namespace: str,
-    components,
-    driver_preinstalled: bool,
-    mig_strategy: str,
-    sharing: str,
-    replicas: int,
-    operator_version: str = "",
-    **_: Any,
-) -> list[Finding] | None:
-    """What ``runbooks/operator_install.ipynb`` hands to ``rb.finish``, without a kernel and without its tables and
-    charts: the same steps, each inside ``step(name)`` (the Runbook's guard: a step without data makes the run
-    INCOMPLETE as in the notebook), in its order and under its conditions, then :func:`findings`."""
-    if src is None:  # the notebook's rb.ready(): no data source, no step runs
-        return None
-    inp = Inputs(namespace)
-    with step("Install plan"):
-        plan_step(
-            src,
-            inp,
-            components=components,
-            driver_preinstalled=driver_preinstalled,
-            mig_strategy=mig_strategy,
-            sharing=sharing,
-            replicas=replicas,
-            version=operator_version,
-        )
-    with step("Operator objects"):
-        state_step(src, inp)
-    with step("Pre-flight"):
-        preflight_step(src, inp)
-    with step("Scheduling checks"):
-        scheduling_step(src, inp)
-        scheduling_findings(inp)
-    if inp.state:  # the notebook's rb.ready(inp.state)
-        with step("Verification"):
-            verification_step(src, inp)
-    return findings(inp)
+# ------------------------------------------------------------------------------------------------- the runbook
+def gather_plan(c) -> None:
+    c.plan = plan_step(
+        c.src,
+        c.inp,
+        components=c.components,
+        driver_preinstalled=c.driver_preinstalled,
+        mig_strategy=c.mig_strategy,
+        sharing=c.sharing,
+        replicas=c.replicas,
+        version=c.operator_version,
+    )
+
+
+def gather_state(c) -> None:
+    c.state = state_step(c.src, c.inp)
+
+
+def gather_preflight(c) -> None:
+    c.preflight_table = preflight_step(c.src, c.inp)
+
+
+def gather_scheduling(c) -> None:
+    scheduling_step(c.src, c.inp)
+    c.scheduling_fs = scheduling_findings(c.inp)
+
+
+def gather_verification(c) -> None:
+    verification_step(c.src, c.inp)
+
+
+def _start(c) -> dict[str, Any]:
+    return {"inp": Inputs(c.namespace), "state": None}
+
+
+def _verdict(c) -> list[Finding]:
+    return findings(c.inp)
+
+
+_VIEW = "gpulib.gpu_operator.view:"
+_COMPONENTS_HELP = (
+    "comma list of: driver, toolkit, device_plugin, gfd, dcgm, dcgm_exporter, mig_manager, node_status_exporter, nfd"
+)
+RUNBOOK = Runbook(
+    name="operator_install",
+    domain="gpu_operator",
+    params=(
+        Param("source", "demo", "demo | live | snapshot"),
+        Param("snapshot_dir", "", "snapshot folder: nodes.json, pods.json, daemonsets.json, clusterpolicies.json"),
+        Param("components", "driver,toolkit,device_plugin,gfd,dcgm_exporter,mig_manager,nfd", _COMPONENTS_HELP),
+        Param("driver_preinstalled", False, "True when the nodes already run the NVIDIA driver on the host"),
+        Param("mig_strategy", "none", "none | single | mixed"),
+        Param("sharing", "none", "none | time-slicing | mps"),
+        Param("replicas", 4, "GPU replicas per physical GPU when sharing"),
+        Param("namespace", "gpu-operator", "operator namespace"),
+        Param("operator_version", "", "chart version to pin, e.g. v24.6.2; empty for the latest"),
+        Param(
+            "demo_operator_state",
+            "healthy",
+            "demo only: healthy | driver_crashloop | gfd_missing | policy_not_ready | allocatable_zero | "
+            "validator_stuck | mig_failed",
+        ),
+    ),
+    steps=(
+        Step("Install plan", gather_plan, _VIEW + "show_plan", needs=("src",), inputs=("nodes",)),
+        Step(
+            "Operator objects",
+            gather_state,
+            None,
+            needs=("src",),
+            inputs=("DaemonSets", "ClusterPolicy", "operand pods", "namespace labels"),
+        ),
+        Step("Pre-flight", gather_preflight, _VIEW + "show_preflight", needs=("src",), inputs=("nodes",)),
+        Step(
+            "Scheduling checks",
+            gather_scheduling,
+            _VIEW + "show_scheduling",
+            needs=("src",),
+            inputs=("nodes", "pods", "pod specs"),
+        ),
+        # the DaemonSet table and chart come before the DCGM read, as in the notebook: shown even when that read
+        # fails; the step shows nothing without operator objects (Verification then says why)
+        Step("Operand DaemonSets", None, _VIEW + "show_daemonsets"),
+        Step(
+            "Verification",
+            gather_verification,
+            None,
+            needs=("state",),
+            inputs=("DCGM_FI_DEV_GPU_TEMP", "up{job=~.*dcgm.*}"),
+        ),
+        Step("End-to-end CUDA test pod", None, _VIEW + "show_cuda_test_pod"),
+    ),
+    findings=_verdict,
+    start=_start,
+)

@@ -14,8 +14,20 @@ import yaml
 
 from gpulib.core.findings import Finding, FindingList, Severity, sort_findings
 from gpulib.core.redact import redact
+from gpulib.gpu_operator.post_install import cuda_test_pod
 
-__all__ = ["plan_text", "manifest_text", "daemonset_table", "daemonset_chart", "findings_block"]
+__all__ = [
+    "plan_text",
+    "manifest_text",
+    "daemonset_table",
+    "daemonset_chart",
+    "findings_block",
+    "show_plan",
+    "show_preflight",
+    "show_scheduling",
+    "show_daemonsets",
+    "show_cuda_test_pod",
+]
 
 _DS_COLUMNS = ["daemonset", "desired", "current", "ready", "unavailable"]
 
@@ -69,3 +81,37 @@ def findings_block(findings: Iterable[Finding], *, empty: str):
     return HTML(
         f"<div style='border-left:4px solid {Severity.OK.colour};padding:4px 10px'>{redact(html.escape(empty))}</div>"
     )
+
+
+# ---------------------------------------------------- what each step of the runbook shows (gpulib.gpu_operator.steps)
+def show_plan(c, ui) -> None:
+    ui.print(plan_text(c.plan))
+    for n in c.plan.notes:
+        ui.note(n)
+
+
+def show_preflight(c, ui) -> None:
+    ui.display(c.preflight_table)
+
+
+def show_scheduling(c, ui) -> None:
+    ui.display(
+        findings_block(
+            c.scheduling_fs,
+            empty="No scheduling problem: every GPU node is tainted, every GPU pod tolerates the taint, "
+            "no pod without a GPU request runs on a GPU node, GPU requests equal limits.",
+        )
+    )
+
+
+def show_daemonsets(c, ui) -> None:
+    """The operand DaemonSets ahead of the Verification step (nothing without operator objects: that step says
+    why)."""
+    if not c.state:
+        return
+    ui.display(daemonset_table(c.state["daemonsets"]))
+    ui.show(daemonset_chart(c.state["daemonsets"]))
+
+
+def show_cuda_test_pod(c, ui) -> None:
+    ui.print(manifest_text(cuda_test_pod()))
