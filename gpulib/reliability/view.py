@@ -196,3 +196,17 @@ https://arxiv.org/abs/2407.21783), so a fleet at that published rate scores half
 counts job interruptions of every cause (GPU 30.1%, HBM3 17.2%, software, network, host); ours counts GPU-level
 incidents, so it is a reference, not a like-for-like comparison.</li>
 </ul>"""
+
+
+# ------------------------------------------- what each step of node_health shows (gpulib.reliability.steps)
+def show_history(c, ui) -> None:
+    ui.display(c.signals)
+
+
+def show_timeline(c, ui) -> None:
+    ui.show(timeline_chart(c.events, c.node, c.inp.start, c.inp.end, c.window))
+
+
+def show_verdict(c, ui) -> None:
+    ui.display(verdict_table(c.verdict))
+
