@@ -8,6 +8,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from gpulib.core.knowledge import settings
+
 HOVER_RATE = "%{x}: %{y:.1f} (%{customdata[0]} in %{customdata[1]} GPU-days)<extra></extra>"
 GAP_COLOUR = "rgba(120,120,120,0.25)"
 INTERVAL_COLOUR = {"cordon": "rgba(179,107,0,0.45)", "condition": "rgba(176,0,32,0.45)"}
@@ -210,3 +212,46 @@ def show_timeline(c, ui) -> None:
 def show_verdict(c, ui) -> None:
     ui.display(verdict_table(c.verdict))
 
+
+# ------------------------- what each step of gpu_reliability_report shows (gpulib.reliability.report_steps)
+def _html(text: str):
+    """``text`` as the notebook displays HTML (IPython is there in a kernel only)."""
+    from IPython.display import HTML
+
+    return HTML(text)
+
+
+def show_score(c, ui) -> None:
+    ui.display(_html(score_html(c.rep.score, c.window)))
+
+
+def show_rates(c, ui) -> None:
+    ui.show(rates_chart(c.rep.rates, c.window))
+    ui.display(c.rep.rates)
+
+
+def show_between(c, ui) -> None:
+    ui.display(c.rep.between)
+
+
+def show_out_of_service(c, ui) -> None:
+    rep = c.rep
+    ui.show(out_of_service_chart(rep.out_of_service, sorted(rep.fh.nodes["pool"].unique()), c.window))
+    ui.display(rep.out_of_service)
+
+
+def show_offenders(c, ui) -> None:
+    ui.display(c.rep.offenders)
+
+
+def show_alerts(c, ui) -> None:
+    ui.display(c.rep.alerts)
+
+
+def show_changes(c, ui) -> None:
+    ui.show(changes_chart(c.table))
+    ui.display(c.table)
+
+
+def show_method(c, ui) -> None:
+    ui.display(_html(method_html(settings("reliability_settings"))))
