@@ -1,16 +1,19 @@
-"""The steps of ``reports/gpu_reliability_report.ipynb``: :func:`load` reads the fleet's history once, :func:`build`
-computes every section (:mod:`gpulib.reliability.fleet`), and :func:`report_findings` gives the report's findings
-in one call over it."""
+"""The steps of ``reports/gpu_reliability_report.ipynb`` and its definition (:data:`RUNBOOK`): :func:`load` reads the
+fleet's history once, :func:`build` computes every section (:mod:`gpulib.reliability.fleet`), and
+:func:`report_findings` gives the report's findings in one call over it. What each step shows is in
+:mod:`gpulib.reliability.view`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
 from gpulib.core.errors import EmptyResult
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window
 from gpulib.reliability import fleet as F
@@ -98,3 +101,52 @@ def report_findings(rep: ReliabilityReport | None) -> list[Finding]:
         )
     out.append(score_finding(rep.score.score, rep.window))
     return out
+
+
+# ------------------------------------------------------------------------------------------------- the runbook
+def gather_report(c) -> None:
+    """Read the fleet's history (:func:`load`) and compute every section (:func:`build`)."""
+    c.rep = build(load(c.src, c.window), c.window)
+
+
+def gather_changes(c) -> None:
+    c.table = F.changes_table(c.rep.changes)
+
+
+def _start(c) -> dict[str, Any]:
+    return {"rep": None}
+
+
+def _findings(c) -> list[Finding]:
+    return report_findings(c.rep)
+
+
+_VIEW = "gpulib.reliability.view:"
+_HISTORY = ("node history", "DCGM_FI_DEV_XID_ERRORS", "nodes")
+RUNBOOK = Runbook(
+    name="gpu_reliability_report",
+    domain="reliability",
+    params=(
+        Param("source", "demo", "demo | live | snapshot"),
+        Param(
+            "snapshot_dir",
+            "",
+            "folder with nodes.json and events.json (kubectl get events -A -o json) when source: snapshot",
+        ),
+        Param("window", "30d", "report window, Prometheus duration: 7d, 30d, 90d"),
+        Param("charts", "inline", "plotly.js in the HTML: inline (once, opens offline) or cdn"),
+    ),
+    steps=(
+        Step("Load the fleet history", gather_report, needs=("src",), inputs=_HISTORY),
+        Step("Fleet health score", None, _VIEW + "show_score", needs=("rep",)),
+        Step("Incident rates", None, _VIEW + "show_rates", needs=("rep",)),
+        Step("Time between incidents", None, _VIEW + "show_between", needs=("rep",)),
+        Step("Time out of service", None, _VIEW + "show_out_of_service", needs=("rep",)),
+        Step("Repeat offenders", None, _VIEW + "show_offenders", needs=("rep",)),
+        Step("Alert outcomes", None, _VIEW + "show_alerts", needs=("rep",)),
+        Step("Before/after changes", gather_changes, _VIEW + "show_changes", needs=("rep",)),
+        Step("Method", None, _VIEW + "show_method"),
+    ),
+    findings=_findings,
+    start=_start,
+)

@@ -1,6 +1,7 @@
-"""The steps of ``runbooks/node_health.ipynb``: each step gathers what it read into one :class:`NodeHealthInputs`
-and :func:`findings` gives the run's findings in one call over it, so a caller without a notebook kernel gets the
-same verdict. A step whose data could not be read leaves its input ``None`` (the runbook is then INCOMPLETE).
+"""The steps of ``runbooks/node_health.ipynb`` and its definition (:data:`RUNBOOK`): each step gathers what it read
+into one :class:`NodeHealthInputs` and :func:`findings` gives the run's findings in one call over it, so the notebook
+and the headless verdict (:mod:`gpulib.run.verdict`) run the same code. A step whose data could not be read leaves
+its input ``None`` (the runbook is then INCOMPLETE). What each step shows is in :mod:`gpulib.reliability.view`.
 
 The analysis is :mod:`gpulib.reliability.timeline` and :mod:`gpulib.reliability.verdict`, the findings
 :mod:`gpulib.reliability.findings`, the charts :mod:`gpulib.reliability.view`.
@@ -16,6 +17,7 @@ import pandas as pd
 from gpulib.core.errors import EmptyResult
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import settings
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
 from gpulib.reliability.findings import node_findings
 from gpulib.reliability.timeline import coverage, lanes, node_timeline, signal_table
@@ -60,7 +62,7 @@ def timeline(inp: NodeHealthInputs) -> pd.DataFrame:
     return node_timeline(inp.history.events, inp.node, inp.start, inp.end)
 
 
-def decide(inp: NodeHealthInputs):
+def verdicts(inp: NodeHealthInputs):
     """The node's verdict over the rules' lookback; EmptyResult (INCOMPLETE) when the exporter sent data for less
     than ``min_coverage`` of the display window."""
     cov_win = coverage(inp.history.events, inp.node, inp.start, inp.end)
@@ -79,3 +81,62 @@ def decide(inp: NodeHealthInputs):
 def findings(inp: NodeHealthInputs | None) -> list[Finding]:
     """The run's findings: one per rule that matched (an OK finding when none); nothing when no verdict was made."""
     return node_findings(inp.verdict) if inp is not None and inp.verdict is not None else []
+
+
+# ------------------------------------------------------------------------------------------------- the runbook
+def gather_history(c) -> None:
+    """Read the node's history (:func:`read_history`) and which signals the source has (:func:`preflight`)."""
+    c.inp = read_history(c.src, c.node, c.window)
+    c.signals = preflight(c.inp)
+
+
+def gather_timeline(c) -> None:
+    c.events = timeline(c.inp)
+
+
+def gather_verdict(c) -> None:
+    c.verdict = verdicts(c.inp)
+
+
+def _start(c) -> dict[str, Any]:
+    return {"inp": None}
+
+
+def _findings(c) -> list[Finding]:
+    return findings(c.inp)
+
+
+_VIEW = "gpulib.reliability.view:"
+RUNBOOK = Runbook(
+    name="node_health",
+    domain="reliability",
+    params=(
+        Param("source", "demo", "demo | live | snapshot"),
+        Param(
+            "snapshot_dir",
+            "",
+            "folder with nodes.json and events.json (kubectl get events -A -o json) when source: snapshot",
+        ),
+        Param("node", "h200-infer-0", "the GPU node to look at (its hostname label)"),
+        Param("window", "7d", "how far back the timeline shows (Prometheus duration: 1d, 7d, 30d)"),
+    ),
+    steps=(
+        Step(
+            "Read the node history",
+            gather_history,
+            _VIEW + "show_history",
+            needs=("src",),
+            inputs=("node history", "DCGM_FI_DEV_XID_ERRORS"),
+        ),
+        Step("Timeline", gather_timeline, _VIEW + "show_timeline", needs=("inp",), inputs=("node history",)),
+        Step(
+            "Verdict rules",
+            gather_verdict,
+            _VIEW + "show_verdict",
+            needs=("inp",),
+            inputs=("node history", "node_health_rules.csv"),
+        ),
+    ),
+    findings=_findings,
+    start=_start,
+)

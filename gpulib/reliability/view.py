@@ -8,6 +8,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from gpulib.core.knowledge import settings
+
 HOVER_RATE = "%{x}: %{y:.1f} (%{customdata[0]} in %{customdata[1]} GPU-days)<extra></extra>"
 GAP_COLOUR = "rgba(120,120,120,0.25)"
 INTERVAL_COLOUR = {"cordon": "rgba(179,107,0,0.45)", "condition": "rgba(176,0,32,0.45)"}
@@ -196,3 +198,60 @@ https://arxiv.org/abs/2407.21783), so a fleet at that published rate scores half
 counts job interruptions of every cause (GPU 30.1%, HBM3 17.2%, software, network, host); ours counts GPU-level
 incidents, so it is a reference, not a like-for-like comparison.</li>
 </ul>"""
+
+
+# ------------------------------------------- what each step of node_health shows (gpulib.reliability.steps)
+def show_history(c, ui) -> None:
+    ui.display(c.signals)
+
+
+def show_timeline(c, ui) -> None:
+    ui.show(timeline_chart(c.events, c.node, c.inp.start, c.inp.end, c.window))
+
+
+def show_verdict(c, ui) -> None:
+    ui.display(verdict_table(c.verdict))
+
+
+# ------------------------- what each step of gpu_reliability_report shows (gpulib.reliability.report_steps)
+def _html(text: str):
+    """``text`` as the notebook displays HTML (IPython is there in a kernel only)."""
+    from IPython.display import HTML
+
+    return HTML(text)
+
+
+def show_score(c, ui) -> None:
+    ui.display(_html(score_html(c.rep.score, c.window)))
+
+
+def show_rates(c, ui) -> None:
+    ui.show(rates_chart(c.rep.rates, c.window))
+    ui.display(c.rep.rates)
+
+
+def show_between(c, ui) -> None:
+    ui.display(c.rep.between)
+
+
+def show_out_of_service(c, ui) -> None:
+    rep = c.rep
+    ui.show(out_of_service_chart(rep.out_of_service, sorted(rep.fh.nodes["pool"].unique()), c.window))
+    ui.display(rep.out_of_service)
+
+
+def show_offenders(c, ui) -> None:
+    ui.display(c.rep.offenders)
+
+
+def show_alerts(c, ui) -> None:
+    ui.display(c.rep.alerts)
+
+
+def show_changes(c, ui) -> None:
+    ui.show(changes_chart(c.table))
+    ui.display(c.table)
+
+
+def show_method(c, ui) -> None:
+    ui.display(_html(method_html(settings("reliability_settings"))))

@@ -42,7 +42,7 @@ def _params(row):
 def _node_verdict(src, row):
     p = _params(row)
     inp = S.read_history(src, p["node"], p.get("window", "7d"))
-    S.decide(inp)
+    S.verdicts(inp)
     return S.findings(inp)
 
 

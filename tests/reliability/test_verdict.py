@@ -8,7 +8,7 @@ import pytest
 
 from gpulib.core.errors import EmptyResult
 from gpulib.core.schema import HISTORY_COLUMNS
-from gpulib.reliability.steps import NodeHealthInputs, decide, findings
+from gpulib.reliability.steps import NodeHealthInputs, findings, verdicts
 from gpulib.reliability.timeline import coverage
 from gpulib.reliability.verdict import node_verdict
 from gpulib.sources.history import NodeHistory
@@ -88,7 +88,7 @@ def test_a_window_mostly_without_data_is_incomplete_not_healthy():
     frame = ev(("6d", "", "no_data", "dcgm-exporter", "", "5d"))
     hist = NodeHistory(frame, {"xid": "test"}, {}, END - pd.Timedelta("30d"), END)
     with pytest.raises(EmptyResult, match="no data is not healthy"):
-        decide(NodeHealthInputs(N, "7d", hist, END - pd.Timedelta("7d"), END))
+        verdicts(NodeHealthInputs(N, "7d", hist, END - pd.Timedelta("7d"), END))
 
 
 def test_a_gap_is_taken_out_of_the_exposure():

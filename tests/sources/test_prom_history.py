@@ -75,7 +75,7 @@ def live_src(live, monkeypatch):
 def test_live_history_gives_the_planted_verdicts(live_src, node, expected):
     src, _ = live_src
     inp = S.read_history(src, node, "7d")
-    assert S.decide(inp).verdict == expected
+    assert S.verdicts(inp).verdict == expected
 
 
 def test_the_preflight_names_what_this_prometheus_has(live_src):
