@@ -1,14 +1,15 @@
-"""The steps of the GPU utilization and cost report (``reports/gpu_utilization_report.ipynb``), one call per
-notebook step: the window's data pulled from a source (:func:`load_report_data`), costed
-(:func:`cost_report`: :func:`gpulib.cost.analysis.analyze_cost` over it), and each section's table or chart
-(:mod:`gpulib.cost.view`).
+"""The steps of the GPU utilization and cost report (``reports/gpu_utilization_report.ipynb``) and its definition
+(:data:`RUNBOOK`, which the notebook and the headless verdict both run), one call per notebook step: the window's
+data pulled from a source (:func:`load_report_data`), costed (:func:`cost_report`:
+:func:`gpulib.cost.analysis.analyze_cost` over it), and each section's table or chart (:mod:`gpulib.cost.view`).
 
     data = load_report_data(src, "7d", namespaces=parse_namespaces("ml, ads"))
     data.serving = gpulib.vllm.serving_signals(src, serving_candidates(data.pods, data.namespaces))
     rep = cost_report(data)
     view.headline_html(cost.executive_summary(rep))
 
-The vLLM serving verdicts are asked for by the notebook (the vllm domain builds on this one). Report settings
+The vLLM serving verdicts come from the vllm domain, which builds on this one (it may not be imported here): the
+runbook's context names its check, ``serving_signals`` (:func:`gpulib.vllm.serving_signals`). Report settings
 (series step, heatmap resolution, table sizes) live in ``gpulib/data/cost/report_policy.csv``.
 """
 
@@ -18,15 +19,18 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import pandas as pd
 
 import gpulib.cost.view as view
 from gpulib.core.errors import EmptyResult, InvalidParameter, NotProvided
 from gpulib.core.knowledge import settings
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.analysis import (
     analyze_cost,
+    executive_summary,
     idle_zombie_table,
     namespace_allocation,
     savings_waterfall,
@@ -285,3 +289,83 @@ def idle_section(rep: CostReport) -> str:
 def waterfall(rep: CostReport):
     """Step "Savings waterfall": monthly spend after each kind of action."""
     return view.waterfall_figure(savings_waterfall(rep), rep.currency)
+
+
+# ------------------------------------------------------------------------------------------------- the runbook
+def gather_report(c) -> None:
+    """The window's data (:func:`load_report_data`) with the vLLM verdicts of its serving workloads (the context's
+    ``serving_signals``), costed (:func:`cost_report`), its executive summary and its Method section; each name set
+    as soon as it is known."""
+    c.data = load_report_data(c.src, c.window, namespaces=parse_namespaces(c.namespaces))
+    c.data.serving = c.serving_signals(c.src, serving_candidates(c.data.pods, c.data.namespaces))
+    c.rep = cost_report(c.data, price_file=c.price_file, provider=c.provider, currency=c.currency)
+    c.summary = executive_summary(c.rep)
+    c.method = method_section(c.rep, c.data, price_file=c.price_file)
+
+
+def gather_heatmap(c) -> None:
+    """Mean activity per node per bucket (as :func:`heatmap`)."""
+    c.bucket = heatmap_bucket(c.data.window, c.data.step)
+    c.heat = node_time_matrix(c.rep.samples, c.bucket)
+
+
+def gather_namespaces(c) -> None:
+    c.allocation = namespace_allocation(c.rep)
+
+
+def gather_idle(c) -> None:
+    c.idle = idle_zombie_table(c.rep)
+
+
+def gather_waterfall(c) -> None:
+    c.savings = savings_waterfall(c.rep)
+
+
+def _start(c) -> dict[str, Any]:
+    return {"data": None, "rep": None, "summary": None, "method": None}
+
+
+def _findings(c):
+    return c.rep.findings if c.rep is not None else None
+
+
+_VIEW = "gpulib.cost.view:"
+RUNBOOK = Runbook(
+    name="gpu_utilization_report",
+    domain="cost",
+    params=(
+        Param("source", "demo", "demo | live | snapshot"),
+        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt (source snapshot)"),
+        Param("window", "7d", "report window, Prometheus duration: 24h, 7d, 30d"),
+        Param("namespaces", "", "comma-separated namespaces to report on (empty: all)"),
+        Param(
+            "price_file",
+            "",
+            "CSV overriding gpulib/data/cost/gpu_prices.csv with the same columns (empty: shipped defaults)",
+        ),
+        Param("currency", "USD", "currency of the price rows to use"),
+        Param("provider", "", "price provider rows to use aws, gcp or azure (empty: the policy default)"),
+        Param(
+            "charts",
+            "inline",
+            "plotly.js in the HTML: inline (once, opens offline) or cdn (small enough to e-mail)",
+        ),
+    ),
+    steps=(
+        Step(
+            "Load the window's data and cost it",
+            gather_report,
+            needs=("src",),
+            inputs=(GR_ENGINE_ACTIVE, GPU_UTIL, FB_USED, "nodes", "pods", "vLLM serving metrics", "GPU prices"),
+        ),
+        Step("Headline", None, _VIEW + "show_headline"),
+        Step("Savings plan", None, _VIEW + "show_actions", needs=("rep",)),
+        Step("Node x time heatmap", gather_heatmap, _VIEW + "show_heatmap", needs=("rep",)),
+        Step("Namespace allocation", gather_namespaces, _VIEW + "show_namespaces", needs=("rep",)),
+        Step("Idle and zombie workloads", gather_idle, _VIEW + "show_idle", needs=("rep",)),
+        Step("Savings waterfall", gather_waterfall, _VIEW + "show_waterfall", needs=("rep",)),
+        Step("Method", None, _VIEW + "show_method", needs=("method",)),
+    ),
+    findings=_findings,
+    start=_start,
+)

@@ -476,3 +476,42 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
         + table
         + warn
     )
+
+
+# ---------------------------------------------- what each step of gpu_utilization_report shows (gpulib.cost.steps)
+def _html(text: str):
+    """``text`` as the notebook displays HTML (IPython is there in a kernel only)."""
+    from IPython.display import HTML
+
+    return HTML(text)
+
+
+def show_headline(c, ui) -> None:
+    if c.summary is not None:
+        ui.display(_html(headline_html(c.summary)))
+    else:
+        ui.note("No report: the window's data could not be loaded (see the box above).", "error")
+
+
+def show_actions(c, ui) -> None:
+    ui.display(_html(actions_html(c.rep)))
+
+
+def show_heatmap(c, ui) -> None:
+    ui.show(heatmap_figure(c.heat, c.rep.activity_field, c.bucket))
+
+
+def show_namespaces(c, ui) -> None:
+    ui.show(namespace_figure(c.allocation))
+
+
+def show_idle(c, ui) -> None:
+    ui.display(_html(idle_table_html(c.idle, c.rep.currency)))
+
+
+def show_waterfall(c, ui) -> None:
+    ui.show(waterfall_figure(c.savings, c.rep.currency))
+
+
+def show_method(c, ui) -> None:
+    ui.display(_html(c.method))

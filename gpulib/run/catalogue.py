@@ -3,7 +3,8 @@
 GPUd keeps one registration list of its checks (https://github.com/leptonai/gpud/blob/main/components/all/all.go);
 this is ours. A definition is imported only when asked for, so ``gpuops list`` does not load every domain.
 ``context``: what a runbook's steps may read beyond its parameters that its domain may not import itself (the demo's
-packaged captures, :mod:`gpulib.demo` sits above the domains), as ``module:function`` returning a mapping.
+packaged captures, :mod:`gpulib.demo` sits above the domains; a function of a domain that builds on this one), each
+``module:function`` returning a mapping of names, or ``name=module:attribute`` giving one name.
 """
 
 from __future__ import annotations
@@ -19,19 +20,22 @@ from gpulib.core.runbook import Runbook
 @dataclass(frozen=True)
 class Entry:
     module: str
-    context: str = ""
+    context: tuple[str, ...] = ()
 
 
 #: runbook name -> where its definition lives
 RUNBOOKS: dict[str, Entry] = {
     "fleet_overview": Entry("gpulib.fleet.steps"),
     "xid_ecc_triage": Entry("gpulib.xid.steps"),
-    "nccl_check": Entry("gpulib.nccl.steps", context="gpulib.demo.artifacts:nccl_check_context"),
+    "nccl_check": Entry("gpulib.nccl.steps", context=("gpulib.demo.artifacts:nccl_check_context",)),
     "mig_sizing": Entry("gpulib.mig.steps"),
     "operator_install": Entry("gpulib.gpu_operator.steps"),
     "vllm_deploy": Entry("gpulib.vllm.steps"),
     "node_health": Entry("gpulib.reliability.steps"),
-    "gpu_utilization_report": Entry("gpulib.cost.steps"),
+    # the savings plan is vetoed by the vLLM serving check, and the vllm domain builds on cost
+    "gpu_utilization_report": Entry(
+        "gpulib.cost.steps", context=("serving_signals=gpulib.vllm.serving:serving_signals",)
+    ),
     "gpu_reliability_report": Entry("gpulib.reliability.report_steps"),
 }
 
@@ -62,8 +66,12 @@ def definition(name: str) -> Runbook:
 
 def context(name: str) -> Mapping[str, Any]:
     """What the steps of ``name`` read beyond its parameters (:attr:`Entry.context`), empty when nothing."""
-    ref = RUNBOOKS[name].context if name in RUNBOOKS else ""
-    if not ref:
-        return {}
-    fn: Callable[[], Mapping[str, Any]] = _load(ref)
-    return dict(fn())
+    out: dict[str, Any] = {}
+    for ref in RUNBOOKS[name].context if name in RUNBOOKS else ():
+        key, eq, target = ref.partition("=")
+        if eq:
+            out[key] = _load(target)
+        else:
+            fn: Callable[[], Mapping[str, Any]] = _load(ref)
+            out.update(fn())
+    return out
