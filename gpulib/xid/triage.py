@@ -238,7 +238,7 @@ class CaseResult:
 def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
     """The bucket the XIDs of ``case`` call for (None without an XID event). Application-class XIDs from
     ``app_xid_distinct_workloads`` different processes (``alert_settings.csv``) make the GPU a hardware suspect:
-    the verdict becomes ``RESET_GPU``."""
+    the verdict becomes ``RESET_GPU``; not where an NVIDIA workflow decides the repeats (XID 13: :mod:`xid13`)."""
     if not case.events:
         return None
     ev = pd.DataFrame(case.events)
@@ -274,7 +274,8 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
             "events, repeats of the same code are invisible, codes already in the kernel log are not recounted"
         )
     processes = 0
-    if bucket in APP_BUCKETS and not (flow is not None and flow.key == "same_unit"):  # the EUD already suspects the GPU
+    # NVIDIA's workflows (XID 13) decide repeats themselves; a restarted job has a new pid, so pids count for no more
+    if bucket in APP_BUCKETS and flow is None:
         need = int(_setting("app_xid_distinct_workloads"))
         workloads = max(len(set(ev["pid"].dropna())) if "pid" in ev.columns else 0, len(impact))
         if workloads >= need and len(set(ev.get("pid", pd.Series(dtype=object)).dropna())) >= need:

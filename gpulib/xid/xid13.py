@@ -12,6 +12,11 @@ of NVIDIA/NVSentinel: distros/kubernetes/nvsentinel/charts/health-events-analyze
 * two or more different GPC/TPC combinations: ``different_units`` (RepeatedXID13OnDifferentGPCAndTPC: the application);
 * repeated, but the lines name no GPC/TPC to compare: ``repeated_unknown_unit``.
 
+No branch takes the GPU out of service because the lines came from different processes: a restarted job always has a
+new pid, and NVIDIA's rule for different units says "check error PID to identify source of the problem" (the
+``message`` of RepeatedXID13OnDifferentGPCAndTPC, values.yaml above), so the evidence names each pid the lines carry
+(:func:`pid_evidence`).
+
 The GPC/TPC/SM come from ``... on (GPC 1, TPC 3, SM 0): ...`` (NVSentinel's parser test, NVIDIA/NVSentinel:
 health-monitors/syslog-health-monitor/pkg/xid/parser/csv_test.go @ 3e97fd00). Thresholds live in
 ``gpulib/data/xid/alert_settings.csv``; the SOP text of each branch in ``xid_sop.csv`` (``WORKFLOW_XID_13_<BRANCH>``).
@@ -56,6 +61,21 @@ class Workflow:
     @property
     def sop_key(self) -> str:
         return SOP_KEYS[self.key]
+
+
+def pid_evidence(code: int, ev: pd.DataFrame) -> list[str]:
+    """One line naming the processes (pid and name) the Xid lines of ``code`` carry, first seen first; none
+    without a pid."""
+    if "pid" not in ev.columns:
+        return []
+    seen: dict[int, str] = {}
+    for pid, name in zip(ev["pid"], ev["process"] if "process" in ev.columns else [None] * len(ev)):
+        if pid is not None and not pd.isna(pid) and int(pid) not in seen:
+            seen[int(pid)] = name if isinstance(name, str) and name else "?"
+    if not seen:
+        return []
+    named = ", ".join(f"pid {p} ({n})" for p, n in seen.items())
+    return [f"XID {code} came from {named}: check these processes (a restarted job has a new pid)"]
 
 
 def _seconds(ev: pd.DataFrame) -> pd.Series | None:
@@ -110,7 +130,7 @@ def workflow(events: pd.DataFrame | None) -> Workflow:
     evidence = [
         f"XID 13: {len(order)} line(s) in {n_bursts} burst(s) (lines less than {burst_s:g} s apart are one burst) "
         f"in the last {window_s / 3600:g} h; {named}"
-    ]
+    ] + pid_evidence(13, ev)
     if n_bursts == 1:
         key = "solo"
     elif any(n >= need for n in units.values()):
