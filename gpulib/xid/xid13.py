@@ -91,6 +91,26 @@ def _seconds(ev: pd.DataFrame) -> pd.Series | None:
     return None
 
 
+def bursts(ev: pd.DataFrame, burst_s: float, window_s: float) -> tuple[list[int], list[int]]:
+    """The rows of ``ev`` (positions) within ``window_s`` of the latest, oldest first, and the burst of each (0, 1,
+    ...): a row more than ``burst_s`` after the one before starts a new burst. Without a clock on every row each
+    row is its own burst, in log order. ``ev`` must have at least one row."""
+    secs = _seconds(ev)
+    if secs is None:
+        order, t = list(range(len(ev))), [float(i) * (burst_s + 1) for i in range(len(ev))]
+    else:
+        order = sorted(range(len(ev)), key=lambda i: secs.iloc[i])
+        t = [float(secs.iloc[i]) for i in order]
+        keep = [k for k, x in enumerate(t) if t[-1] - x <= window_s]
+        order, t = [order[k] for k in keep], [t[k] for k in keep]
+    burst_of, b = [], 0
+    for k, x in enumerate(t):
+        if k and x - t[k - 1] > burst_s:
+            b += 1
+        burst_of.append(b)
+    return order, burst_of
+
+
 def workflow(events: pd.DataFrame | None) -> Workflow:
     """The WORKFLOW_XID_13 branch for one GPU's events (any codes; only XID 13 rows are read)."""
     if events is None or len(events) == 0 or "xid" not in events.columns:
@@ -102,21 +122,8 @@ def workflow(events: pd.DataFrame | None) -> Workflow:
     burst_s, window_s = float(s["xid13_burst_window_s"]), float(s["xid13_repeat_window_h"]) * 3600.0
     need = int(s["xid13_repeat_min_bursts"])
     msgs = ev["message"].tolist() if "message" in ev.columns else [None] * len(ev)
-    secs = _seconds(ev)
-    if secs is None:  # no clock on every line: each line is its own occurrence, in log order
-        order, t = list(range(len(ev))), [float(i) * (burst_s + 1) for i in range(len(ev))]
-    else:
-        order = sorted(range(len(ev)), key=lambda i: secs.iloc[i])
-        t = [float(secs.iloc[i]) for i in order]
-        last = t[-1]
-        keep = [k for k, x in enumerate(t) if last - x <= window_s]
-        order, t = [order[k] for k in keep], [t[k] for k in keep]
-    burst_of, b = [], 0
-    for k, x in enumerate(t):
-        if k and x - t[k - 1] > burst_s:
-            b += 1
-        burst_of.append(b)
-    n_bursts = b + 1
+    order, burst_of = bursts(ev, burst_s, window_s)
+    n_bursts = burst_of[-1] + 1
     unit_bursts: dict[tuple[int, int], set[int]] = {}
     for k, i in enumerate(order):
         loc = location(msgs[i])
