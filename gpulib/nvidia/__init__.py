@@ -30,6 +30,8 @@ _EXPORTS = {
     "diag_summary": "dcgmi",
     "parse_dcgmi_diag": "dcgmi",
     "parse_dmon": "dmon",
+    "parse_nvlink_status": "nvlink",
+    "links_down": "nvlink",
     "parse_query": "smi",
     "parse_table": "smi",
     "parse_topology": "topology",

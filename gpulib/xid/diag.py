@@ -12,6 +12,15 @@ SOP text and commands are the ``DIAG_*`` rows of ``gpulib/data/xid/xid_sop.csv``
   (``kubectl uncordon``), else ``DIAG_PASS`` (a pass before the SOP's reset does not clear its step);
   only deployment checks ran (level 1) -> ``DIAG_NO_HARDWARE``.
 
+A result row is classed by its test name, unless its message or DCGM error id is one of DCGM's memory errors
+(``gpulib/data/xid/dcgm_diag_errors.csv``): DCGM reports pending row remaps from its deployment checks (3.x
+``Page Retirement/Row Remap``, 4.x ``software``), and that row is the memory's, not the deployment's.
+
+A pass is one piece of evidence, not the verdict: ``dcgmi diag -r 2`` passes while every NVLink of the node is
+down (https://github.com/NVIDIA/DCGM/issues/198). With ``nvidia-smi nvlink -s`` (``nvlink``,
+:func:`gpulib.nvidia.nvlink.parse_nvlink_status`) showing every link of the GPU down, a pass gives
+``DIAG_PASS_NVLINK_DOWN`` (no uncordon); without it, the pass says the links were not checked.
+
 ``after_reset`` is the operator's word: dcgmi diag output carries no time and no reset marker (the DCGM 3.3.1,
 3.3.7 and 4.2.3 text and JSON layouts of ``tests/fixtures/dcgmi/``), so a reset cannot be seen in it. What
 can be seen is a reset still owed: the node's ``nvidia-smi -q`` (:func:`reset_owed`: ``GPU Reset Status``,
@@ -32,9 +41,14 @@ from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table
 from gpulib.core.validate import node_name, shell_quote
+from gpulib.nvidia.nvlink import links_down
 from gpulib.xid.sops import sop
 
 HARDWARE_CLASSES = ("memory", "pcie", "diagnostic")
+_NVLINK_NOT_CHECKED = (
+    "NVLink not checked: dcgmi diag -r 2 passes with every NVLink down (https://github.com/NVIDIA/DCGM/issues/198); "
+    "read nvidia-smi nvlink -s before giving the GPU back"
+)
 _RULE_FOR_FAIL = {
     "memory": "DIAG_RMA",
     "pcie": "DIAG_RMA",
@@ -48,6 +62,22 @@ _RULE_FOR_FAIL = {
 @lru_cache(maxsize=1)
 def _classes() -> dict[str, str]:
     return {str(r.test): str(r["class"]) for _, r in load_table("dcgm_diag_tests").iterrows()}
+
+
+@lru_cache(maxsize=1)
+def _errors() -> list[tuple[int, str, str]]:
+    """(error id, lower-case message fragment, class) of DCGM's memory errors (dcgm_diag_errors.csv)."""
+    t = load_table("dcgm_diag_errors")
+    return [(int(r.error_id), str(r.message).lower(), str(r["class"])) for _, r in t.iterrows()]
+
+
+def row_class(r: dict) -> str:
+    """The class of one result row: a DCGM memory error named by its error id or message wins over the test name."""
+    eid, msg = r.get("error_id"), str(r.get("message") or "").lower()
+    for code, fragment, cls in _errors():
+        if (eid is not None and not pd.isna(eid) and int(eid) == code) or fragment in msg:
+            return cls
+    return diag_test_class(r["test"])
 
 
 def diag_test_class(name: str) -> str:
@@ -155,15 +185,17 @@ def diag_findings(
     smi: pd.DataFrame | None = None,
     pci_bus_id: str = "",
     uuid: str = "",
+    nvlink: pd.DataFrame | None = None,
 ) -> list[Finding]:
     """Findings from a parsed diagnostic of ``node`` (restricted to ``gpu`` and all-GPU rows when given).
     ``smi``: the node's parsed ``nvidia-smi -q``, checked with :func:`reset_owed` before ``after_reset`` is
-    believed (``pci_bus_id`` / ``uuid`` find the GPU in it)."""
+    believed (``pci_bus_id`` / ``uuid`` find the GPU in it). ``nvlink``: the node's parsed ``nvidia-smi nvlink -s``;
+    a GPU whose every link is down is not given back on a pass."""
     if diag is None or diag.empty:
         return []
     node = node_name(node)
     df = diag if gpu in (None, "") else diag[(diag["gpu"] == str(gpu)) | (diag["gpu"] == "")]
-    rows = df.assign(cls=[diag_test_class(t) for t in df["test"]]).to_dict("records")
+    rows = [dict(r, cls=row_class(r)) for r in df.to_dict("records")]
     out: list[Finding] = []
     failed = [r for r in rows if r["status"] == "Fail"]
     for cls in ("memory", "pcie", "diagnostic", "retirement", "stress", "deployment", "other"):
@@ -223,6 +255,17 @@ def diag_findings(
         out.append(
             _finding("DIAG_NO_HARDWARE", node, gpu, passed, f"dcgmi diag on {node} ran deployment checks only", source)
         )
+    elif down := links_down(nvlink, gpu):
+        f = _finding(
+            "DIAG_PASS_NVLINK_DOWN",
+            node,
+            gpu,
+            hardware,
+            f"dcgmi diag passed on {node}, but every NVLink of the GPU is down: not healthy",
+            source,
+        )
+        f.evidence = down + f.evidence
+        out.append(f)
     elif after_reset and (owed := reset_owed(smi, gpu, pci_bus_id=pci_bus_id, uuid=uuid)):
         f = _finding(
             "DIAG_RESET_NOT_SEEN",
@@ -255,4 +298,6 @@ def diag_findings(
         out.append(f)
     else:
         out.append(_finding("DIAG_PASS", node, gpu, hardware, f"dcgmi diag passed on {node}", source))
+    if nvlink is None and out and out[-1].data["rule"] in ("DIAG_PASS", "DIAG_RETURN_TO_SERVICE"):
+        out[-1].evidence.insert(len(out[-1].evidence) - bool(source), _NVLINK_NOT_CHECKED)
     return out

@@ -38,7 +38,8 @@ def xid_finding(node: str, r: CaseResult) -> Finding:
     """The finding of a GPU's XIDs: the SOP of its bucket; a hardware suspect from several processes keeps
     RESET_GPU's commands with the step and grading of the ``APP_XID_SEVERAL_PROCESSES`` row."""
     v, case, impact = r.xid, r.case, r.impact
-    row = sop(v.xid13.sop_key if v.xid13 is not None else v.nvidia_bucket)  # XID 13: the branch's row (xid13.py)
+    flow = v.flow
+    row = sop(flow.sop_key if flow is not None else v.nvidia_bucket)  # XID 13/31: the branch's row (xid13/xid31.py)
     escalation = row["escalation"]
     verdict, severity = row["verdict"], Severity(row["severity"])
     if v.processes:
@@ -69,6 +70,7 @@ def xid_finding(node: str, r: CaseResult) -> Finding:
             "pci_bus_id": case.pci_bus_id,
             "pods": impact.to_dict("records"),
             **({"xid13": v.xid13.key} if v.xid13 is not None else {}),
+            **({"xid31": v.xid31.key} if v.xid31 is not None else {}),
         },
     )
 

@@ -31,6 +31,8 @@ from gpulib.xid.catalog import lookup
 from gpulib.xid.sops import pod_impact, pod_index
 from gpulib.xid.xid13 import Workflow
 from gpulib.xid.xid13 import workflow as workflow_xid13
+from gpulib.xid.xid31 import Workflow31
+from gpulib.xid.xid31 import workflow as workflow_xid31
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -56,6 +58,7 @@ BUCKET_PRIORITY = [
     "UPDATE_SWFW",
     "CHECK_UVM",
     "WORKFLOW_XID_13",
+    "WORKFLOW_XID_31",
     "RESTART_APP",
     "WORKFLOW_XID_45",
     "XID_154",
@@ -72,7 +75,11 @@ DRAIN_BUCKETS = {
     "RESTART_VM",
     "DRAIN_P2P",
 }
-APP_BUCKETS = {"RESTART_APP", "WORKFLOW_XID_13", "CHECK_UVM"}
+APP_BUCKETS = {"RESTART_APP", "WORKFLOW_XID_13", "WORKFLOW_XID_31", "CHECK_UVM"}
+#: NVIDIA's workflow buckets, decided by their own repeat rules (xid13.py, xid31.py), never by the pid count
+WORKFLOWS = {"WORKFLOW_XID_13": workflow_xid13, "WORKFLOW_XID_31": workflow_xid31}
+#: the branches of those workflows that suspect the GPU (the DCGM EUD)
+HARDWARE_BRANCHES = {"same_unit", "same_gpu"}
 #: buckets that only follow another XID (never the verdict while another XID is present).
 SYMPATHETIC_BUCKETS = {"WORKFLOW_XID_45", "XID_154", "IGNORE"}
 
@@ -83,7 +90,7 @@ def _setting(key: str) -> float:
 
 
 def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | None = None) -> str:
-    """NVIDIA's immediate bucket for an XID; XID 13 uses its workflow; XID 154 follows the announced action;
+    """NVIDIA's immediate bucket for an XID; XID 13 and 31 use their workflows; XID 154 follows the announced action;
     NVLink5 XIDs 144-150 follow the decode of their status words (:mod:`gpulib.xid.nvlink5`), the worst one
     when several events of the code decode differently."""
     rec = lookup(code)
@@ -96,8 +103,8 @@ def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | N
         decoded = [b for b in decoded if b]
         if decoded and len(decoded) == sum(isinstance(w, tuple) for w in events["detail_words"]):
             return _worst_bucket(decoded)
-    if code == 13:
-        return "WORKFLOW_XID_13"
+    if code in (13, 31):  # NVIDIA's investigatory workflows (xid13.py, xid31.py)
+        return f"WORKFLOW_XID_{code}"
     if code == 154 and recovery_action is not None and not pd.isna(recovery_action):
         t = load_table("xid_recovery_actions").set_index("code")
         if int(recovery_action) in t.index:
@@ -212,6 +219,15 @@ class XidVerdict:
     processes: int = 0
     #: NVIDIA's WORKFLOW_XID_13 branch for the GPU's XID 13s (repeats, GPC/TPC), when that is the bucket
     xid13: Workflow | None = None
+    #: NVIDIA's WORKFLOW_XID_31 branch for the GPU's XID 31s (repeats on this GPU), when that is the bucket
+    xid31: Workflow31 | None = None
+
+    @property
+    def flow(self) -> Workflow | Workflow31 | None:
+        """The workflow branch whose xid_sop.csv row the finding follows: XID 13's or XID 31's."""
+        return (
+            self.xid13 if self.bucket == "WORKFLOW_XID_13" else self.xid31 if self.bucket == "WORKFLOW_XID_31" else None
+        )
 
 
 @dataclass
@@ -238,7 +254,8 @@ class CaseResult:
 def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
     """The bucket the XIDs of ``case`` call for (None without an XID event). Application-class XIDs from
     ``app_xid_distinct_workloads`` different processes (``alert_settings.csv``) make the GPU a hardware suspect:
-    the verdict becomes ``RESET_GPU``."""
+    the verdict becomes ``RESET_GPU``; not where an NVIDIA workflow decides the repeats (XID 13 and 31: :mod:`xid13`,
+    :mod:`xid31`)."""
     if not case.events:
         return None
     ev = pd.DataFrame(case.events)
@@ -253,8 +270,12 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
     }
     driving = [b for b in buckets.values() if b not in SYMPATHETIC_BUCKETS] or list(buckets.values())
     bucket = nvidia_bucket = _worst_bucket(driving)
-    flow = workflow_xid13(ev) if bucket == "WORKFLOW_XID_13" else None  # its branch: repeats and GPC/TPC (xid13.py)
-    evidence = list(flow.evidence) if flow is not None else []
+    # NVIDIA's workflows of the codes seen (xid13.py, xid31.py); where both are, the one that suspects the GPU leads
+    flows = {b: WORKFLOWS[b](ev) for b in buckets.values() if b in WORKFLOWS} if bucket in WORKFLOWS else {}
+    if len(flows) > 1 and flows[bucket].key not in HARDWARE_BRANCHES:
+        bucket = nvidia_bucket = next((b for b, f in flows.items() if f.key in HARDWARE_BRANCHES), bucket)
+    flow = flows.get(bucket)
+    evidence = [e for f in flows.values() for e in f.evidence]
     for c in codes:
         rec, sub = lookup(c), ev[ev["xid"] == c]
         times = (
@@ -274,7 +295,8 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
             "events, repeats of the same code are invisible, codes already in the kernel log are not recounted"
         )
     processes = 0
-    if bucket in APP_BUCKETS and not (flow is not None and flow.key == "same_unit"):  # the EUD already suspects the GPU
+    # NVIDIA's workflows (XID 13) decide repeats themselves; a restarted job has a new pid, so pids count for no more
+    if bucket in APP_BUCKETS and flow is None:
         need = int(_setting("app_xid_distinct_workloads"))
         workloads = max(len(set(ev["pid"].dropna())) if "pid" in ev.columns else 0, len(impact))
         if workloads >= need and len(set(ev.get("pid", pd.Series(dtype=object)).dropna())) >= need:
@@ -286,7 +308,15 @@ def xid_verdict(case: _GpuCase, impact: pd.DataFrame) -> XidVerdict | None:
         else min(codes, key=lambda c: BUCKET_PRIORITY.index(buckets[c]) if buckets[c] in BUCKET_PRIORITY else 99)
     )
     return XidVerdict(
-        codes, bucket, nvidia_bucket, headline, evidence, bool((ev["source"] == XID_GAUGE).all()), processes, flow
+        codes,
+        bucket,
+        nvidia_bucket,
+        headline,
+        evidence,
+        bool((ev["source"] == XID_GAUGE).all()),
+        processes,
+        flows.get("WORKFLOW_XID_13"),
+        flows.get("WORKFLOW_XID_31"),
     )
 
 

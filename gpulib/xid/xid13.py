@@ -12,6 +12,11 @@ of NVIDIA/NVSentinel: distros/kubernetes/nvsentinel/charts/health-events-analyze
 * two or more different GPC/TPC combinations: ``different_units`` (RepeatedXID13OnDifferentGPCAndTPC: the application);
 * repeated, but the lines name no GPC/TPC to compare: ``repeated_unknown_unit``.
 
+No branch takes the GPU out of service because the lines came from different processes: a restarted job always has a
+new pid, and NVIDIA's rule for different units says "check error PID to identify source of the problem" (the
+``message`` of RepeatedXID13OnDifferentGPCAndTPC, values.yaml above), so the evidence names each pid the lines carry
+(:func:`pid_evidence`).
+
 The GPC/TPC/SM come from ``... on (GPC 1, TPC 3, SM 0): ...`` (NVSentinel's parser test, NVIDIA/NVSentinel:
 health-monitors/syslog-health-monitor/pkg/xid/parser/csv_test.go @ 3e97fd00). Thresholds live in
 ``gpulib/data/xid/alert_settings.csv``; the SOP text of each branch in ``xid_sop.csv`` (``WORKFLOW_XID_13_<BRANCH>``).
@@ -58,6 +63,21 @@ class Workflow:
         return SOP_KEYS[self.key]
 
 
+def pid_evidence(code: int, ev: pd.DataFrame) -> list[str]:
+    """One line naming the processes (pid and name) the Xid lines of ``code`` carry, first seen first; none
+    without a pid."""
+    if "pid" not in ev.columns:
+        return []
+    seen: dict[int, str] = {}
+    for pid, name in zip(ev["pid"], ev["process"] if "process" in ev.columns else [None] * len(ev)):
+        if pid is not None and not pd.isna(pid) and int(pid) not in seen:
+            seen[int(pid)] = name if isinstance(name, str) and name else "?"
+    if not seen:
+        return []
+    named = ", ".join(f"pid {p} ({n})" for p, n in seen.items())
+    return [f"XID {code} came from {named}: check these processes (a restarted job has a new pid)"]
+
+
 def _seconds(ev: pd.DataFrame) -> pd.Series | None:
     """Seconds on one clock: UTC timestamps where every event has one, else uptime seconds, else None."""
     if "timestamp" in ev.columns:
@@ -71,6 +91,26 @@ def _seconds(ev: pd.DataFrame) -> pd.Series | None:
     return None
 
 
+def bursts(ev: pd.DataFrame, burst_s: float, window_s: float) -> tuple[list[int], list[int]]:
+    """The rows of ``ev`` (positions) within ``window_s`` of the latest, oldest first, and the burst of each (0, 1,
+    ...): a row more than ``burst_s`` after the one before starts a new burst. Without a clock on every row each
+    row is its own burst, in log order. ``ev`` must have at least one row."""
+    secs = _seconds(ev)
+    if secs is None:
+        order, t = list(range(len(ev))), [float(i) * (burst_s + 1) for i in range(len(ev))]
+    else:
+        order = sorted(range(len(ev)), key=lambda i: secs.iloc[i])
+        t = [float(secs.iloc[i]) for i in order]
+        keep = [k for k, x in enumerate(t) if t[-1] - x <= window_s]
+        order, t = [order[k] for k in keep], [t[k] for k in keep]
+    burst_of, b = [], 0
+    for k, x in enumerate(t):
+        if k and x - t[k - 1] > burst_s:
+            b += 1
+        burst_of.append(b)
+    return order, burst_of
+
+
 def workflow(events: pd.DataFrame | None) -> Workflow:
     """The WORKFLOW_XID_13 branch for one GPU's events (any codes; only XID 13 rows are read)."""
     if events is None or len(events) == 0 or "xid" not in events.columns:
@@ -82,21 +122,8 @@ def workflow(events: pd.DataFrame | None) -> Workflow:
     burst_s, window_s = float(s["xid13_burst_window_s"]), float(s["xid13_repeat_window_h"]) * 3600.0
     need = int(s["xid13_repeat_min_bursts"])
     msgs = ev["message"].tolist() if "message" in ev.columns else [None] * len(ev)
-    secs = _seconds(ev)
-    if secs is None:  # no clock on every line: each line is its own occurrence, in log order
-        order, t = list(range(len(ev))), [float(i) * (burst_s + 1) for i in range(len(ev))]
-    else:
-        order = sorted(range(len(ev)), key=lambda i: secs.iloc[i])
-        t = [float(secs.iloc[i]) for i in order]
-        last = t[-1]
-        keep = [k for k, x in enumerate(t) if last - x <= window_s]
-        order, t = [order[k] for k in keep], [t[k] for k in keep]
-    burst_of, b = [], 0
-    for k, x in enumerate(t):
-        if k and x - t[k - 1] > burst_s:
-            b += 1
-        burst_of.append(b)
-    n_bursts = b + 1
+    order, burst_of = bursts(ev, burst_s, window_s)
+    n_bursts = burst_of[-1] + 1
     unit_bursts: dict[tuple[int, int], set[int]] = {}
     for k, i in enumerate(order):
         loc = location(msgs[i])
@@ -110,7 +137,7 @@ def workflow(events: pd.DataFrame | None) -> Workflow:
     evidence = [
         f"XID 13: {len(order)} line(s) in {n_bursts} burst(s) (lines less than {burst_s:g} s apart are one burst) "
         f"in the last {window_s / 3600:g} h; {named}"
-    ]
+    ] + pid_evidence(13, ev)
     if n_bursts == 1:
         key = "solo"
     elif any(n >= need for n in units.values()):

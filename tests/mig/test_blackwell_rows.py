@@ -61,3 +61,10 @@ def test_gb200_measured_profiles_match_its_lgip():
         ("2g.47gb", 14, 45.5),
     ):
         assert (int(p.loc[name, "profile_id"]), float(p.loc[name, "memory_gib"])) == (pid, gib), name
+
+
+@pytest.mark.parametrize("name", ["NVIDIA B300 SXM6 AC", "NVIDIA-B300-SXM6-AC", "B300 SXM6 AC"])
+def test_b300_product_name_resolves(name):
+    """The B300's NVML/CUDA product name is 'NVIDIA B300 SXM6 AC' (torch.cuda.get_device_name() on a B300:
+    https://github.com/NVIDIA/cosmos-framework/pull/114), GFD's label the same with dashes."""
+    assert mig.resolve_gpu_model(name) == "B300"

@@ -11,6 +11,8 @@ primary source named next to it, never read back from the CSV under test.
   unidirectional, V100).
 """
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -221,3 +223,17 @@ def test_v100_nvlink2_band():
     assert links.loc["NVLink2", "gbps_uni_per_gpu"] == 150 and links.loc["NVLink2", "links_per_gpu"] == 6
     band = expected_busbw("all_reduce", gpu_model="Tesla V100-SXM2-32GB", gpus_per_node=8, interconnect="NVLink")
     assert band is not None and band.high <= 150 and band.inferred
+
+
+#: GPUd commits verified to exist in leptonai/gpud's main with components/accelerator/nvidia/xid/catalog_generated.go
+#: (git cat-file / ls-tree on a clone): b9842de2 generated the file (2025-11-12, "Generated at 2025-10-29"),
+#: 4a8de33a (2026-08-22) holds the same blob. 73e270e3 is in no ref of GPUd.
+GPUD_COMMITS = {"b9842de2", "4a8de33a"}
+
+
+def test_catalog_rows_cite_a_gpud_commit_that_exists():
+    cat = load_table("xid_catalog")
+    cite = re.compile(r"leptonai/gpud: components/accelerator/nvidia/xid/catalog_generated\.go @([0-9a-f]{7,40})")
+    cited = {m for s in cat["source"] for m in cite.findall(s)}
+    assert cited, "the catalog cites GPUd's machine copy"
+    assert {c[:8] for c in cited} <= GPUD_COMMITS, cited

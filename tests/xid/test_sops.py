@@ -122,13 +122,13 @@ def _pods():
     )
 
 
-@pytest.mark.parametrize("code,bucket", [(13, "WORKFLOW_XID_13"), (31, "RESTART_APP")])
+@pytest.mark.parametrize("code,bucket", [(13, "WORKFLOW_XID_13"), (31, "WORKFLOW_XID_31")])
 def test_deployment_and_statefulset_pods_are_scaled_or_restarted_not_deleted(code, bucket):
     ev = parse_kernel_log(f"[ 1.0] NVRM: Xid (PCI:0000:18:00): {code}, pid=1, name=python3, fault\n")
     f = xid_findings.triage_node("n", xid_events=ev, pods=_pods())[0]
     assert f.data["bucket"] == bucket
     assert not [c for c in f.commands if "delete pod" in c], f.commands
-    # one XID 13 is the application (WORKFLOW_XID_13's solo branch): restarted like XID 31's RESTART_APP
+    # one XID 13 or 31 is the application (the solo branch of WORKFLOW_XID_13 / WORKFLOW_XID_31): restarted
     assert "kubectl -n infer rollout restart deployment/vllm" in f.commands
 
 

@@ -164,22 +164,34 @@ def test_xid13_on_healthy_gpu_notifies_owner_not_drain():
     assert any(c.startswith("kubectl -n ml-train delete pod llama-ft-0") for c in xf.commands)
 
 
-def test_xid13_from_two_processes_on_one_gpu_is_hardware_suspect():
+def test_xid13_from_two_processes_on_one_gpu_follows_nvidias_workflow_not_a_reset():
+    """A restarted job has a new pid: XID 13 from two processes is decided by WORKFLOW_XID_13 (here one burst: solo),
+    never by the pid count (NVIDIA/NVSentinel: distros/kubernetes/nvsentinel/charts/health-events-analyzer/values.yaml
+    @09dfc8f9, RepeatedXID13OnDifferentGPCAndTPC and XIDErrorSoloNoBurst: recommended_action NONE)."""
     text = (
         "[ 1.0] NVRM: Xid (PCI:0000:18:00): 13, pid=100, name=a, Graphics SM Warp Exception\n"
         "[ 2.0] NVRM: Xid (PCI:0000:18:00): 13, pid=200, name=b, Graphics SM Warp Exception\n"
     )
     fs = xid_findings.triage_node(NODE, xid_events=parse_kernel_log(text), pods=pods_frame())
     xf = fs[0]
+    assert xf.category == "application" and xf.data["bucket"] == "WORKFLOW_XID_13" and xf.data["xid13"] == "solo"
+    assert not any("dcgmi diag -r 3" in c or "nvidia-smi -r" in c or "drain" in c for c in xf.commands)
+    assert xf.escalation == sops.sop("WORKFLOW_XID_13_SOLO")["escalation"]
+
+
+def test_another_application_xid_from_two_processes_is_hardware_suspect():
+    """The pid guard (app_xid_distinct_workloads, alert_settings.csv) stays for application XIDs that have no NVIDIA
+    workflow, e.g. XID 69 (RESTART_APP / CHECK_APP/CUDA)."""
+    text = (
+        "[ 1.0] NVRM: Xid (PCI:0000:18:00): 69, pid=100, name=a, Class Error\n"
+        "[ 2.0] NVRM: Xid (PCI:0000:18:00): 69, pid=200, name=b, Class Error\n"
+    )
+    fs = xid_findings.triage_node(NODE, xid_events=parse_kernel_log(text), pods=pods_frame())
+    xf = fs[0]
     assert xf.category == "hardware" and xf.data["bucket"] == "RESET_GPU"
-    assert any("dcgmi diag -r 3" in c for c in xf.commands)
-    # the step of the APP_XID_SEVERAL_PROCESSES row (xid_sop.csv), graded warning; RESET_GPU's commands; the
-    # escalation stays XID 13's workflow, of its branch: the two lines are one burst (xid13.py), the solo branch
     assert xf.severity == Severity.WARNING
     assert xf.sop_step.startswith("Application-class XIDs from several different processes on the same GPU")
     assert any(c.startswith("sudo nvidia-smi -r -i") for c in xf.commands)
-    assert xf.data["xid13"] == "solo"
-    assert xf.escalation == sops.sop("WORKFLOW_XID_13_SOLO")["escalation"]
     assert "application XIDs came from 2 different processes on this GPU (>= 2)" in xf.evidence
 
 

@@ -96,3 +96,47 @@ def test_workflow_reads_uptime_when_the_log_has_no_dates():
     )
     assert workflow(ev).key == "same_unit"
     assert workflow(pd.DataFrame(columns=ev.columns)).key == "none"
+
+
+# A restarted job always has a new pid, so XID 13 repeats from different processes are the normal case of an
+# application bug. NVIDIA/NVSentinel: distros/kubernetes/nvsentinel/charts/health-events-analyzer/values.yaml
+# @09dfc8f9, rule RepeatedXID13OnDifferentGPCAndTPC: recommended_action "NONE", message "App passing bad data or
+# using incorrect GPU methods; check error PID to identify source of the problem". No cordon, drain or reset.
+_TAKES_THE_GPU = ("kubectl cordon", "kubectl drain", "nvidia-smi -r", "dcgmi diag -r 3")
+
+
+def test_different_units_from_two_processes_are_the_application_not_a_reset():
+    f = _triage(_line("2026-11-30T10:00:00Z", 1, 3, pid=3141), _line("2026-11-30T11:00:00Z", 4, 0, pid=5926))
+    assert f.data["xid13"] == "different_units"
+    assert f.data["bucket"] == "WORKFLOW_XID_13" and f.category == "application"
+    assert not [c for c in f.commands if any(t in c for t in _TAKES_THE_GPU)], f.commands
+    assert "pid" in f.sop_step
+
+
+def test_the_pids_of_the_xid13_lines_are_in_the_evidence():
+    """'check error PID': the finding names the processes the Xid lines name."""
+    f = _triage(_line("2026-11-30T10:00:00Z", 1, 3, pid=3141), _line("2026-11-30T11:00:00Z", 4, 0, pid=5926))
+    assert any("pid 3141 (python3)" in e and "pid 5926 (python3)" in e for e in f.evidence), f.evidence
+
+
+def test_repeats_without_a_unit_from_two_processes_are_not_a_reset():
+    f = _triage(
+        _line("2026-11-30T10:00:00Z", None, None, pid=3141), _line("2026-11-30T11:00:00Z", None, None, pid=5926)
+    )
+    assert f.data["xid13"] == "repeated_unknown_unit" and f.category == "application"
+    assert not [c for c in f.commands if any(t in c for t in _TAKES_THE_GPU)], f.commands
+
+
+def test_one_burst_from_two_processes_is_solo_not_a_reset():
+    """Real bursts mix a line with the pid and lines with pid='<unknown>' (the Graphics SM lines), a few ms apart."""
+    text = (
+        "2026-11-30T10:00:00Z node-a kernel: NVRM: Xid (PCI:0000:b5:00): 13, pid='<unknown>', name=<unknown>, "
+        "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address\n"
+        "2026-11-30T10:00:00Z node-a kernel: NVRM: Xid (PCI:0000:b5:00): 13, pid=2519562, name=python3, "
+        "Graphics Exception: ChID 000c, Class 0000cbc0, Offset 00000000, Data 00000000\n"
+        "2026-11-30T10:00:01Z node-a kernel: NVRM: Xid (PCI:0000:b5:00): 13, pid=2519577, name=python3, "
+        "Graphics Exception: ChID 000d, Class 0000cbc0, Offset 00000000, Data 00000000\n"
+    )
+    f = _triage(text)
+    assert f.data["xid13"] == "solo" and f.category == "application"
+    assert not [c for c in f.commands if any(t in c for t in _TAKES_THE_GPU)], f.commands
