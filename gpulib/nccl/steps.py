@@ -360,7 +360,9 @@ RUNBOOK = Runbook(
     ),
     steps=(
         Step("Topology", gather_topology, _VIEW + "show_topology", inputs=("nvidia-smi topo -m",)),
-        Step("nccl-tests results", gather_results, _VIEW + "show_results", inputs=("nccl-tests output",)),
+        Step("nccl-tests results", gather_results, inputs=("nccl-tests output",)),
+        # what was read is shown also when judging it failed (a bad ``expected``): a show-only step of its own
+        Step("nccl-tests results shown", None, _VIEW + "show_results"),
         Step("Results history", gather_history, _VIEW + "show_history", inputs=("results history",)),
         Step("NCCL_DEBUG log", gather_log, _VIEW + "show_log", inputs=("NCCL_DEBUG=INFO log",)),
         Step(

@@ -217,6 +217,9 @@ def show_topology(c, ui) -> None:
 
 
 def show_results(c, ui) -> None:
+    """The runs read and their verdicts (none when judging them failed: the step's box above says why)."""
+    if c.tests_text is None:
+        return
     ui.print(f"from {c.where}: " + ("; ".join(r.summary() for r in c.results) or "no nccl-tests table found"))
     if not c.nccl_tests_file:
         ui.note(
