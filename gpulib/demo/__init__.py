@@ -9,10 +9,10 @@ from gpulib.core.lazy import lazy_exports
 #: and a GPU node loads only what it calls
 _EXPORTS = {
     "DAY": "scenario",
-    "DEMO_NCCL_TESTS": "artifacts",
-    "DEMO_NVLINK_STATUS": "artifacts",
+    "DEMO_NCCL_TESTS": "captures",
+    "DEMO_NVLINK_STATUS": "captures",
     "DEMO_NCCL_SCENARIO": "nccl_history",
-    "DEMO_TOPOLOGY": "artifacts",
+    "DEMO_TOPOLOGY": "captures",
     "DemoSource": "source",
     "E2E_BUCKETS": "vllm_series",
     "Device": "scenario",
@@ -27,7 +27,7 @@ _EXPORTS = {
     "SCENARIOS": "operator_objects",
     "TARGET_POINTS": "source",
     "TTFT_BUCKETS": "vllm_series",
-    "demo_file": "artifacts",
+    "demo_file": "captures",
     "demo_nccl_history": "nccl_history",
     "demo_objects": "operator_objects",
     "demo_vllm_frame": "vllm_series",

@@ -18,26 +18,30 @@ from __future__ import annotations
 import math
 import zlib
 from datetime import datetime, timezone
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.knowledge import data_path, load_table
+from gpulib.core.knowledge import load_table
+from gpulib.demo.captures import DEMO_NCCL_TESTS, DEMO_TOPOLOGY
+from gpulib.demo.captures import DEMO_NVLINK_STATUS as DEMO_NVLINK_STATUS  # re-exported: its old home
+from gpulib.demo.captures import demo_file as demo_file  # re-exported: its old home
+from gpulib.demo.nccl_history import runbook_default_history
 
 #: column of the ``:`` in nvidia-smi -q (the real capture pads every key to 55 characters)
 _KEY_WIDTH = 55
 
-#: the real 2xH200 captures the demo opens (described in gpulib/data/captures/README.md)
-DEMO_NCCL_TESTS = "captures/2xh200_nccl_probe.txt"
-DEMO_TOPOLOGY = "captures/2xh200_smi_topo_m.txt"
-DEMO_NVLINK_STATUS = "captures/2xh200_smi_nvlink_s.txt"
 
-
-def demo_file(name: str) -> Path:
-    """Path of a packaged demo artefact (``DEMO_NCCL_TESTS``, ``DEMO_TOPOLOGY``, ``DEMO_NVLINK_STATUS``)."""
-    return data_path(name)
+def nccl_check_context() -> dict[str, Any]:
+    """What the nccl_check steps read beyond their parameters (``gpulib.run.catalogue``'s context of the runbook):
+    the packaged 2xH200 captures and the demo's results history, which the domain may not name."""
+    return {
+        "default_tests": DEMO_NCCL_TESTS,
+        "default_topology": DEMO_TOPOLOGY,
+        "default_history": runbook_default_history,
+    }
 
 
 def _kv(indent: int, key: str, value: object) -> str:

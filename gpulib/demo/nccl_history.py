@@ -1,4 +1,4 @@
-"""The NCCL results history of the demo: the real 2xH200 capture (:data:`gpulib.demo.artifacts.DEMO_NCCL_TESTS`)
+"""The NCCL results history of the demo: the real 2xH200 capture (:data:`gpulib.demo.captures.DEMO_NCCL_TESTS`)
 at its capture time plus earlier synthetic runs, built with :func:`gpulib.nccl.history.rows_from_run`.
 
 The runbook passes :func:`runbook_default_history` to :func:`gpulib.nccl.steps.runbook_history`, which shows it
@@ -13,7 +13,7 @@ import pandas as pd
 
 import gpulib.nccl as nccl
 from gpulib.core.knowledge import load_table
-from gpulib.demo.artifacts import DEMO_NCCL_TESTS, demo_file
+from gpulib.demo.captures import DEMO_NCCL_TESTS, demo_file
 
 #: run times and busbw factors of the synthetic runs (``gpulib/data/demo/README.md`` says where each row comes from)
 DEMO_NCCL_SCENARIO = "demo/nccl_history_scenario"

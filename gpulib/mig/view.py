@@ -22,7 +22,20 @@ from gpulib.mig.catalog import get_profile, slot_geometry
 from gpulib.mig.inventory import LAYOUT_COLUMNS, _blank, _row
 from gpulib.mig.plan import Plan
 
-__all__ = ["proposed_layout", "headroom_table", "pod_requests_table", "slot_diagram", "savings_chart"]
+__all__ = [
+    "proposed_layout",
+    "headroom_table",
+    "pod_requests_table",
+    "slot_diagram",
+    "savings_chart",
+    "show_current",
+    "show_usage",
+    "show_proposed",
+    "show_configs_in_use",
+    "show_config",
+    "show_change",
+    "show_change_dry_run",
+]
 
 #: box colours: a used instance, an empty one, a whole GPU
 _COLOURS = {"used": "#4c78a8", "idle": "#d8dde6", "whole": "#f58518", "whole_idle": "#f3d3b4"}
@@ -214,3 +227,60 @@ def savings_chart(sv: pd.DataFrame):
     fig.update_xaxes(title="placement")
     fig.update_yaxes(title="GPUs (count)")
     return fig
+
+
+# ------------------------------------------------------------------------------------ the runbook's sections
+def show_current(c, ui) -> None:
+    ui.display(c.lay.node_table())
+    ui.show(c.lay.diagram())
+
+
+def show_usage(c, ui) -> None:
+    for text, level in c.use.notes:
+        ui.note(text, level)
+    if c.use.table is not None:
+        ui.display(c.use.table)
+
+
+def show_proposed(c, ui) -> None:
+    from IPython.display import Markdown
+
+    ui.show(c.prop.diagram())
+    ui.display(Markdown("**Memory headroom per instance** (instance memory − need, GiB)"))
+    ui.display(c.prop.headroom_table())
+    ui.display(c.prop.savings.round(2))
+    ui.show(c.prop.savings_chart())
+
+
+def show_configs_in_use(c, ui) -> None:
+    """Where the base config came from (a step of its own: shown also when reading the ConfigMap failed)."""
+    if c.base is not None:
+        ui.note(*c.base.note())
+
+
+def show_config(c, ui) -> None:
+    if c.base is None:
+        return
+    ui.note(
+        "The config keeps every config of the base above and adds the plan's; every node's "
+        "nvidia.com/mig.config label still resolves.",
+        "info",
+    )
+    if c.problems:
+        ui.note("Generated config failed validation: " + "; ".join(c.problems), "error")
+    ui.print(c.text)
+    ui.print("\n".join(c.base.apply_commands()) + "  # with the config above saved as config.yaml")
+    ui.print("\n".join(c.plan.label_commands()))
+    ui.display(pod_requests_table(c.plan))
+
+
+def show_change(c, ui) -> None:
+    for text, level in c.change.notes:
+        ui.note(text, level)
+
+
+def show_change_dry_run(c, ui) -> None:
+    if c.change is None:
+        return
+    for step in c.change.steps:
+        ui.display(step)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ import gpulib.nccl.job as nccl_job
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import data_path
+from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.fleet import NVLINK_MB_PER_GB, HealthFrames, health_findings
 from gpulib.nccl.bands import Band, Verdict, verdict
 from gpulib.nccl.env import check_environment
@@ -259,80 +260,130 @@ def findings(inp: NcclInputs) -> list[Finding]:
     return fs
 
 
-def decide(
-    src,
-    step: Callable[[str], ContextManager],
-    *,
-    node: str,
-    window: str,
-    nccl_tests_file: str,
-    topology_file: str,
-    nccl_log_file: str,
-    gpu_model: str,
-    interconnect: str,
-    expected: str,
-    history_dir: str,
-    cluster: str,
-    instance_type: str,
-    record_history: bool,
-    probe_nodes: int,
-    probe_gpus: int,
-    probe_image: str,
-    default_tests: str,
-    default_topology: str,
-    default_history: Callable[[], tuple[pd.DataFrame, str]] | None = None,
-    **_: Any,
-) -> list[Finding] | None:
-    """What ``runbooks/nccl_check.ipynb`` hands to ``rb.finish``, without a kernel and without its charts: the
-    notebook's steps that read data or decide, each inside ``step(name)`` (the Runbook's guard: a step without data
-    makes the run INCOMPLETE as in the notebook), in its order and under its conditions, then :func:`findings`.
-    ``default_tests`` / ``default_topology`` / ``default_history``: the packaged inputs the notebook falls back to
-    (it passes the demo's; a domain knows no demo data). ``record_history`` writes the history file, so a caller that
-    also renders the notebook must not call this with it (``gpulib.verdict`` does not)."""
-    if record_history:
-        raise InvalidParameter("record_history=True appends to the history: decide() would record the run twice")
-    inp, topo, tests_text, log_text = NcclInputs(), None, None, None
-    results: list[NcclTestResult] = []
-    judged: list[Verdict] = []
-    with step("Topology"):
-        topo_text, _where = read_input(topology_file, "topology_file", default_topology)
-        topo = parse_topology(topo_text)
-    with step("nccl-tests results"):
-        tests_text, _where = read_input(nccl_tests_file, "nccl_tests_file", default_tests)
-        results = read_results(tests_text)
-        judged = inp.verdicts = verdicts(
-            results,
-            expected=expected,
-            text=tests_text,
-            **model_kwargs(topology=topo, gpu_model=gpu_model, interconnect=interconnect),
-        )
-    with step("Results history"):
-        inp.history, _where = runbook_history(
-            history_dir,
-            cluster,
-            results=results,
-            verdicts=judged,
-            record=record_history,
-            instance_type=instance_type,
-            default_input=not nccl_tests_file,
-            default_history=default_history,
-        )
-    with step("NCCL_DEBUG log"):
-        log_text = read_input(nccl_log_file, "nccl_log_file")[0] if nccl_log_file else tests_text
-        inp.log_text, inp.log_node = log_text, log_node(results)
-    if log_text:  # the notebook's rb.ready(log_text)
-        with step("Environment checks"):
-            environment_findings(log_text, node=inp.log_node)
-            summarize_log(log_text)
-    if src is not None and node:  # rb.ready(rb.src, node)
-        with step("NVLink traffic"):
-            nvlink_rates(nvlink_series(src, node, window))
-            inp.nvlink = nvlink_frames(src, node, window)
-    with step("In-cluster probe manifest"):
-        manifest, _checked = runbook_probe_manifest(probe_nodes, probe_gpus, node, probe_image)
-        nccl_job.image_note(manifest)
-        inp.manifest = manifest
-        nccl_job.pod_findings(manifest)
-        nccl_job.to_yaml(manifest)
-        nccl_job.apply_commands(manifest, "nccl-probe.yaml")
-    return findings(inp)
+# ------------------------------------------------------------------------------------ the runbook
+def gather_topology(c) -> None:
+    """The ``nvidia-smi topo -m`` of the machine (a file, else the packaged capture the context names)."""
+    c.topo_text, c.where = read_input(c.topology_file, "topology_file", c.default_topology)
+    c.topo = parse_topology(c.topo_text)
+
+
+def gather_results(c) -> None:
+    """The nccl-tests runs and one verdict per run against its band."""
+    c.tests_text, c.where = read_input(c.nccl_tests_file, "nccl_tests_file", c.default_tests)
+    c.results = read_results(c.tests_text)
+    c.verdicts = c.inp.verdicts = verdicts(
+        c.results,
+        expected=c.expected,
+        text=c.tests_text,
+        **model_kwargs(topology=c.topo, gpu_model=c.gpu_model, interconnect=c.interconnect),
+    )
+
+
+def gather_history(c) -> None:
+    """The results history (``record_history`` appends this run to it: a side-effect parameter of the runbook)."""
+    c.history, c.where = runbook_history(
+        c.history_dir,
+        c.cluster,
+        results=c.results,
+        verdicts=c.verdicts,
+        record=c.record_history,
+        instance_type=c.instance_type,
+        default_input=not c.nccl_tests_file,
+        default_history=c.default_history,
+    )
+    c.inp.history = c.history
+
+
+def gather_log(c) -> None:
+    """The NCCL_DEBUG=INFO log: a file, else the NCCL lines of the nccl-tests output."""
+    if c.nccl_log_file:
+        c.log_text, c.where = read_input(c.nccl_log_file, "nccl_log_file")
+    else:
+        c.log_text, c.where = c.tests_text, "the NCCL lines of nccl_tests_file"
+    c.inp.log_text, c.inp.log_node = c.log_text, log_node(c.results)
+
+
+def gather_environment(c) -> None:
+    c.env_findings = environment_findings(c.log_text, node=c.inp.log_node)
+    c.log_env = summarize_log(c.log_text).env
+
+
+def gather_nvlink(c) -> None:
+    c.rates = nvlink_rates(nvlink_series(c.src, c.node, c.window))
+    c.inp.nvlink = nvlink_frames(c.src, c.node, c.window)
+
+
+def gather_probe(c) -> None:
+    """The in-cluster probe manifest (a dry run: nothing is applied)."""
+    c.manifest, c.checked = runbook_probe_manifest(c.probe_nodes, c.probe_gpus, c.node, c.probe_image)
+    c.image_note = nccl_job.image_note(c.manifest)
+    c.inp.manifest = c.manifest
+    c.pod_findings = nccl_job.pod_findings(c.manifest)
+    c.manifest_yaml = nccl_job.to_yaml(c.manifest)
+    c.apply_commands = nccl_job.apply_commands(c.manifest, "nccl-probe.yaml")
+
+
+def _start(c) -> dict[str, Any]:
+    return {"inp": NcclInputs(), "tests_text": None, "topo": None, "log_text": None, "results": [], "verdicts": []}
+
+
+def _findings(c) -> list[Finding]:
+    return findings(c.inp)
+
+
+_VIEW = "gpulib.nccl.view:"
+RUNBOOK = Runbook(
+    name="nccl_check",
+    domain="nccl",
+    params=(
+        Param("source", "demo", "demo | live | snapshot (for the nodes NVLink traffic from DCGM)"),
+        Param("snapshot_dir", "", "folder of a snapshot source"),
+        Param("node", "dgx-h100-0", "GPU node whose NVLink traffic to check in DCGM; empty: skip"),
+        Param("window", "6h", "DCGM window for the NVLink traffic (Prometheus duration)"),
+        Param("nccl_tests_file", "", "nccl-tests / gpulib.nccl.probe output; empty: packaged 2xH200 capture"),
+        Param("topology_file", "", "`nvidia-smi topo -m` of the machine; empty: packaged 2xH200 capture"),
+        Param("nccl_log_file", "", "NCCL_DEBUG:INFO log; empty: the NCCL lines inside nccl_tests_file"),
+        Param("gpu_model", "", "e.g. H200; empty: read from the runs rank lines"),
+        Param("interconnect", "", "NVLink3 | NVLink4 | NVLink5 | NVLink-bridge | PCIe; empty: from the topology"),
+        Param("expected", "", "override the expected busbw band in GB/s: 300 or 300-340; empty: the models band"),
+        Param(
+            "history_dir",
+            "",
+            "folder of per-cluster results histories (<history_dir>/<cluster>.csv); empty: demo history",
+        ),
+        Param("cluster", "demo", "cluster name: the history file name"),
+        Param("instance_type", "", "recorded with this run in the history (e.g. p5.48xlarge)"),
+        Param("record_history", False, "append this runs verdicts to <history_dir>/<cluster>.csv"),
+        Param("probe_nodes", 1, "in-cluster probe manifest: 1: a Job on `node`, 2+: a Kubeflow PyTorchJob"),
+        Param("probe_gpus", 8, "GPUs per node for the in-cluster probe"),
+        Param("probe_image", "", "image of the probe pods; empty: the public PyTorch image (nccl_job_defaults.csv)"),
+    ),
+    steps=(
+        Step("Topology", gather_topology, _VIEW + "show_topology", inputs=("nvidia-smi topo -m",)),
+        Step("nccl-tests results", gather_results, inputs=("nccl-tests output",)),
+        # what was read is shown also when judging it failed (a bad ``expected``): a show-only step of its own
+        Step("nccl-tests results shown", None, _VIEW + "show_results"),
+        Step("Results history", gather_history, _VIEW + "show_history", inputs=("results history",)),
+        Step("NCCL_DEBUG log", gather_log, _VIEW + "show_log", inputs=("NCCL_DEBUG=INFO log",)),
+        Step(
+            "Environment checks",
+            gather_environment,
+            _VIEW + "show_environment",
+            needs=("log_text",),
+            why="no NCCL log to read the environment from (see NCCL log above).",
+            inputs=("NCCL_DEBUG=INFO log",),
+        ),
+        Step(
+            "NVLink traffic",
+            gather_nvlink,
+            _VIEW + "show_nvlink",
+            needs=("src", "node"),
+            why="no node given (-p node NAME checks its NVLink traffic in DCGM).",
+            inputs=(NVLINK_FIELD,),
+        ),
+        Step("In-cluster probe manifest", gather_probe, _VIEW + "show_probe"),
+    ),
+    findings=_findings,
+    start=_start,
+    side_effect_params=("record_history",),
+)

@@ -205,3 +205,66 @@ def history_chart(df: pd.DataFrame, collectives: Iterable[str] | None = None):
         height=230 * len(colls) + 120,
     )
     return fig
+
+
+# ------------------------------------------------------------------------------------ the runbook's sections
+def show_topology(c, ui) -> None:
+    topo = c.topo
+    ui.print(f"from {c.where}: {len(topo.gpus)} GPU(s), {len(topo.nics)} NIC(s), interconnect {topo.interconnect}")
+    if topo.gpus:
+        ui.show(topology_chart(topo))
+        ui.display(topo.affinity)
+
+
+def show_results(c, ui) -> None:
+    """The runs read and their verdicts (none when judging them failed: the step's box above says why)."""
+    if c.tests_text is None:
+        return
+    ui.print(f"from {c.where}: " + ("; ".join(r.summary() for r in c.results) or "no nccl-tests table found"))
+    if not c.nccl_tests_file:
+        ui.note(
+            "Default input: the project's own 2×H200 capture (host <code>vm</code>), not a demo-fleet node.", "info"
+        )
+    if c.verdicts:
+        ui.display(verdict_table(c.verdicts))
+    for r, v in zip(c.results, c.verdicts):
+        if len(r.table):
+            ui.show(busbw_chart(r, v))
+
+
+def show_history(c, ui) -> None:
+    if c.history is None:
+        ui.note(c.where, "info")
+    else:
+        ui.print(f"{len(c.history)} rows from {c.where}")
+        ui.show(history_chart(c.history))
+
+
+def show_log(c, ui) -> None:
+    if c.log_text is None or "NCCL " not in c.log_text:
+        ui.note(
+            "No NCCL_DEBUG=INFO lines: rerun with <code>NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV</code>.",
+            "info",
+        )
+    else:
+        ui.print(f"log from {c.where}")
+
+
+def show_environment(c, ui) -> None:
+    ui.print(f"NCCL_* set by environment: {c.log_env or 'none reported'}")
+    if not c.env_findings:
+        ui.note("No NCCL variable problem found.", "ok")
+
+
+def show_nvlink(c, ui) -> None:
+    ui.show(nvlink_chart(c.rates, c.node, c.window))
+
+
+def show_probe(c, ui) -> None:
+    ui.print(c.image_note)
+    ui.print("\n".join(c.checked))
+    if not c.pod_findings:
+        ui.note("The probe pods pass the NCCL pod checks (/dev/shm, RDMA, IPC_LOCK).", "ok")
+    ui.print(c.manifest_yaml)
+    ui.print("# dry run: to run it, save the YAML above as nccl-probe.yaml, then")
+    ui.print("\n".join(c.apply_commands))

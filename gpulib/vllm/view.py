@@ -10,7 +10,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import yaml
 
-__all__ = ["memory_chart", "waiting_chart", "manifests_text"]
+__all__ = ["memory_chart", "waiting_chart", "manifests_text", "show_sizing", "show_manifests", "show_live"]
 
 
 def manifests_text(validated: list[str], objs: list[dict[str, Any]], adapter_rules: str, tgi_args: list[str]) -> str:
@@ -52,3 +52,18 @@ def waiting_chart(series: pd.DataFrame, workload: str):
     fig = px.line(series, x="timestamp", y="value", color="pod", title=f"{workload}: waiting requests")
     fig.update_layout(xaxis_title="time (UTC)", yaxis_title="waiting requests (count)")
     return fig
+
+
+# ------------------------------------------------------------------------------------ the runbook's sections
+def show_sizing(c, ui) -> None:
+    ui.display(c.p.arithmetic())
+    ui.show(memory_chart(c.p, c.device))
+
+
+def show_manifests(c, ui) -> None:
+    ui.print(manifests_text(c.validated, c.manifest_objs, c.adapter_rules, c.tgi_args))
+
+
+def show_live(c, ui) -> None:
+    ui.display(c.live.metrics)
+    ui.show(waiting_chart(c.waiting, c.deployment))
