@@ -265,7 +265,7 @@ def gather_current(c) -> None:
 def gather_usage(c) -> None:
     """Observed usage, or the catalog ``models`` sized by the vLLM memory model: ``c.model_workloads`` is
     :func:`gpulib.vllm.workloads_from_models`, which this domain may not import (vLLM's memory model reads the MIG
-    catalog); the notebook passes it in (:func:`gpulib.vllm.mig_workloads.mig_sizing_context`)."""
+    catalog); the run's context gives it (``model_workloads`` in :data:`gpulib.run.catalogue.RUNBOOKS`)."""
     sized = (
         c.model_workloads(c.models, max_model_len=c.max_model_len, concurrency=c.concurrency, replicas=c.replicas)
         if c.models
@@ -422,8 +422,4 @@ RUNBOOK = Runbook(
     ),
     findings=_findings,
     start=_start,
-    # not a side effect: sizing catalog ``models`` needs gpulib.vllm (passed in by the notebook, see gather_usage),
-    # which the catalogue gives no headless run yet, so a run with models has no fast verdict (it waits for the
-    # notebook) rather than a wrong one
-    side_effect_params=("models",),
 )

@@ -28,7 +28,10 @@ RUNBOOKS: dict[str, Entry] = {
     "fleet_overview": Entry("gpulib.fleet.steps"),
     "xid_ecc_triage": Entry("gpulib.xid.steps"),
     "nccl_check": Entry("gpulib.nccl.steps", context=("gpulib.demo.artifacts:nccl_check_context",)),
-    "mig_sizing": Entry("gpulib.mig.steps"),
+    # catalog models are sized by the vLLM memory model, and the vllm domain builds on mig
+    "mig_sizing": Entry(
+        "gpulib.mig.steps", context=("model_workloads=gpulib.vllm.mig_workloads:workloads_from_models",)
+    ),
     "operator_install": Entry("gpulib.gpu_operator.steps"),
     "vllm_deploy": Entry("gpulib.vllm.steps"),
     "node_health": Entry("gpulib.reliability.steps"),

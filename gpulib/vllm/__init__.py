@@ -47,7 +47,6 @@ _EXPORTS = {
     "waiting_requests": "live",
     "weights_gib": "memory",
     "workloads_from_models": "mig_workloads",
-    "mig_sizing_context": "mig_workloads",
 }
 
 __all__ = sorted(_EXPORTS)

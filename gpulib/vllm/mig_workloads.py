@@ -54,9 +54,3 @@ def workloads_from_models(
             }
         )
     return ws, pd.DataFrame(rows)
-
-
-def mig_sizing_context() -> dict:
-    """What the mig_sizing steps read beyond their parameters that the MIG domain may not import:
-    :func:`workloads_from_models` (its notebook passes this to ``gpulib.run.notebook.start``)."""
-    return {"model_workloads": workloads_from_models}
