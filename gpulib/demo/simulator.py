@@ -31,6 +31,7 @@ from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
 from gpulib.demo.metrics import FleetMetrics
 from gpulib.demo.scenario import MIG_SLICES, Device, _mig_memory_mib, _rel
+from gpulib.sources.signals import GENERATIONS
 
 
 @functools.lru_cache(maxsize=8)
@@ -78,6 +79,7 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         counters: str = "full",
         scrape_interval: str | None = None,
         exporter_down: Iterable[str] = (),
+        exporter: str = "4.8",
     ):
         if label_style not in ("new", "old"):
             raise InvalidParameter(
@@ -92,6 +94,9 @@ class FleetSimulator(FleetMetrics, FleetObjects):
             if not path.exists():
                 raise InvalidParameter(f"scenario file {str(path)!r} does not exist")
             scenario = read_scenario(path)
+        if exporter not in GENERATIONS:
+            raise InvalidParameter(f"exporter={exporter!r}: use one of {', '.join(GENERATIONS)} (dcgm-exporter names)")
+        self.exporter = exporter
         self.scenario = scenario
         self.seed = int(seed)
         self.label_style = label_style
