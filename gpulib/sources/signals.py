@@ -137,6 +137,17 @@ def generation_of(names: Iterable[str]) -> str:
     return "unknown"
 
 
+def generations_from(label_sets: list[dict[str, str]]) -> dict[str, str]:
+    """node -> :func:`generation_of` the label names of that node's series (``hostname`` or ``Hostname``): the
+    driver-version label was renamed with the fields, so one series per node tells its generation."""
+    keys: dict[str, set[str]] = {}
+    for ls in label_sets:
+        node = ls.get("hostname") or ls.get("Hostname") or ""
+        if node:
+            keys.setdefault(str(node), set()).update(ls)
+    return {node: generation_of(k) for node, k in sorted(keys.items())}
+
+
 def to_canonical(name: str, value: float) -> tuple[str, float]:
     """(canonical name, value in the canonical unit) of one emitted sample."""
     s = scale(name)
