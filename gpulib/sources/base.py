@@ -25,7 +25,7 @@ from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 from gpulib.sources.history import clip
 from gpulib.sources.reduce import aggregate_steps
-from gpulib.sources.signals import aliases, canonical, generations_from
+from gpulib.sources.signals import aliases, canonical, generations_from, per_node
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
@@ -88,11 +88,12 @@ def _also(field: str) -> str:
 
 
 def capabilities_from(
-    metrics: Iterable[str], label_sets: list[dict[str, str]], generations: dict[str, str] | None = None
+    metrics: Iterable[str], label_sets: list[dict[str, str]], node_names: dict[str, set[str]] | None = None
 ) -> Capabilities:
     """Build :class:`Capabilities` (with Findings saying what to enable) from metric names (any exporter generation's:
-    they are read as canonical names) and FB_USED label sets; ``generations``: node -> exporter generation, else told
-    from the label sets."""
+    they are read as canonical names) and FB_USED label sets; ``node_names``: node -> the names (metrics and labels) it
+    emits, which tell its exporter generation and the fields it lacks under every name (else the generation is told
+    from the label sets)."""
     names = {canonical(n) for n in metrics}
     caps = Capabilities(metrics=names, series=len(label_sets))
     if not names:
@@ -166,17 +167,22 @@ def capabilities_from(
                 sop_step=s.sop_step,
             )
         )
-    caps.generations = dict(generations_from(label_sets) if generations is None else generations)
+    nodes = per_node(node_names, IMPORTANT_FIELDS) if node_names else {}
+    caps.generations = {n: g for n, (g, _) in nodes.items()} if node_names else generations_from(label_sets)
     if set(caps.generations.values()) - {"<=4.8", "unknown"}:  # an all-<=4.8 fleet: nothing to say
         s = sop("sources_sop", "exporter_generations")
         seen = sorted(set(caps.generations.values()))
+        lacks = {n: "; ".join(f + _also(f) for f in m) for n, (_, m) in nodes.items() if m}
         caps.findings.append(
             Finding(
                 Severity.INFO,
                 f"dcgm-exporter field names per node: {', '.join(seen)}",
                 category="preflight",
                 summary=s.summary,
-                evidence=[f"{node}: {g}" for node, g in caps.generations.items()],
+                evidence=[
+                    f"{node}: {g}" + (f"; absent under every name: {lacks[node]}" if node in lacks else "")
+                    for node, g in caps.generations.items()
+                ],
             )
         )
     if caps.host_label == "Hostname":
@@ -331,7 +337,7 @@ class Source(ABC):
         """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
         w = parse_window(window)
         names, label_sets = self._inventory(w)
-        return capabilities_from(names, label_sets, self._generations(w))
+        return capabilities_from(names, label_sets, self._node_names(w))
 
     def kernel_log(self, node: str) -> str | None:
         """The node's kernel log (dmesg) if this source has it, else None."""
@@ -399,8 +405,8 @@ class Source(ABC):
     @abstractmethod
     def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
 
-    def _generations(self, window: timedelta) -> dict[str, str] | None:
-        """node -> dcgm-exporter generation of its names; None: told from the inventory's label sets."""
+    def _node_names(self, window: timedelta) -> dict[str, set[str]] | None:
+        """node -> the DCGM metric (and label) names it emits; None: the generation is told from the label sets."""
         return None
 
     def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:

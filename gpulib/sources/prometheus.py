@@ -34,6 +34,7 @@ from gpulib.core.errors import (
     EmptyResult,
     InvalidParameter,
     KubeconfigMissing,
+    SourceError,
     UnknownNode,
 )
 from gpulib.core.schema import SERIES_COLUMNS, empty
@@ -450,6 +451,19 @@ class PrometheusSource(Source):
             else []
         )
         return names, labels
+
+    def _node_names(self, window):
+        """node -> its DCGM metric names, one query (``count by`` both host spellings); None when it fails."""
+        try:
+            res = self.query('count by (__name__, hostname, Hostname) ({__name__=~"DCGM_.+"})')
+        except SourceError:
+            return None
+        out: dict[str, set[str]] = {}
+        for r in res:
+            node = r["metric"].get("hostname") or r["metric"].get("Hostname")
+            if node and r["metric"].get("__name__"):
+                out.setdefault(node, set()).add(r["metric"]["__name__"])
+        return out or None
 
     @property
     def kube(self):

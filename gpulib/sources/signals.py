@@ -148,6 +148,17 @@ def generations_from(label_sets: list[dict[str, str]]) -> dict[str, str]:
     return {node: generation_of(k) for node, k in sorted(keys.items())}
 
 
+def per_node(node_names: dict[str, set[str]], needed: Iterable[str]) -> dict[str, tuple[str, list[str]]]:
+    """node -> (its :func:`generation_of`, the ``needed`` canonical fields it serves under no name while another
+    node serves them): what a fleet mid-upgrade looks like from the names each node emits."""
+    have = {node: {canonical(n) for n in names} for node, names in node_names.items()}
+    fleet = set().union(*have.values()) if have else set()
+    return {
+        node: (generation_of(node_names[node]), [f for f in needed if f in fleet and f not in have[node]])
+        for node in sorted(have)
+    }
+
+
 def to_canonical(name: str, value: float) -> tuple[str, float]:
     """(canonical name, value in the canonical unit) of one emitted sample."""
     s = scale(name)

@@ -43,7 +43,6 @@ from gpulib.sources.base import Source, mig_parted_object
 from gpulib.sources.dcgm import canonical_scrape, parse_scrape
 from gpulib.sources.history import NodeHistory
 from gpulib.sources.reduce import summarise_frame
-from gpulib.sources.signals import generation_of
 
 
 class SnapshotSource(Source):
@@ -250,8 +249,8 @@ class SnapshotSource(Source):
             return super().known_nodes()
         return sorted((set(self.scrape["node"]) | set(self._dmon_nodes())) - {""})
 
-    def _generations(self, window):
-        return {node: generation_of(names) for node, names in sorted(self.emitted.items()) if node}
+    def _node_names(self, window):
+        return {node: names for node, names in self.emitted.items() if node}
 
     def _inventory(self, window):
         fb = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_FB_USED"]

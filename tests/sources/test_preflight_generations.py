@@ -28,6 +28,23 @@ def test_a_mixed_fleet_snapshot_says_which_generation_each_node_serves(tmp_path)
     assert gen and "dgx-h100-1: >=4.9" in gen[0].evidence and "a100-80-0: <=4.8" in gen[0].evidence
 
 
+def test_a_node_lacking_a_field_under_every_name_is_named(tmp_path):
+    base = FleetSimulator(end=END)
+    (tmp_path / "nodes.json").write_text(json.dumps(base.nodes_json()))
+    old = FleetSimulator(end=END).scrape_text(node="a100-80-0")
+    new = FleetSimulator(end=END, exporter="4.10").scrape_text(node="dgx-h100-1")
+    new = "\n".join(line for line in new.splitlines() if "DCGM_FI_DEV_XID_ERROR" not in line)  # XID off on it
+    (tmp_path / "metrics-a100-80-0.txt").write_text(old)
+    (tmp_path / "metrics-dgx-h100-1.txt").write_text(new + "\n")
+    caps = gpulib.connect("snapshot", path=tmp_path).preflight("1h")
+    (gen,) = [f for f in caps.findings if f.title.startswith("dcgm-exporter field names per node")]
+    assert (
+        "dgx-h100-1: >=4.9; absent under every name: DCGM_FI_DEV_XID_ERRORS (nor as DCGM_FI_DEV_XID_ERROR)"
+        in gen.evidence
+    )
+    assert "a100-80-0: <=4.8" in gen.evidence
+
+
 def test_a_field_absent_under_every_name_is_named_under_each():
     caps = capabilities_from(
         {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"},

@@ -61,3 +61,5 @@ def test_the_xid_79_gpu_and_its_temperature_on_a_4_10_node(mixed, demo_pinned):
     caps = mixed.preflight("1h")
     assert caps.has("DCGM_FI_DEV_XID_ERRORS") and caps.generations["dgx-h100-1"] == ">=4.9"
     assert caps.generations["a100-80-0"] == "<=4.8"
+    (gen,) = [f for f in caps.findings if f.title.startswith("dcgm-exporter field names per node")]
+    assert "dgx-h100-1: >=4.9" in gen.evidence and "h200-infer-0: >=4.9" in gen.evidence
