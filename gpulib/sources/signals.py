@@ -159,6 +159,27 @@ def per_node(node_names: dict[str, set[str]], needed: Iterable[str]) -> dict[str
     }
 
 
+def promql_any(field: str) -> str:
+    """An instant-vector PromQL of ``field`` under every name it has had, in the canonical unit and without a metric
+    name (so series of two names never collide in a later function or subquery); the plain name when it was never
+    renamed. ``or`` keeps one series per label set, the <= 4.8 name first. Plain PromQL for rule files."""
+    names = aliases(field)
+    if len(names) == 1:
+        return field
+    terms = [n if scale(n) == 1.0 else f"{n} * {scale(n):.12g}" for n in names]
+    return f"(({' or '.join(terms)}) + 0)"
+
+
+def promql_each(template: str, field: str) -> str:
+    """``template`` (``{m}`` for the metric, e.g. ``increase({m}[1h])``) over every name of ``field``, joined by
+    ``or``; a renamed unit is scaled after the function, so use it with functions linear in the value."""
+    names = aliases(field)
+    if len(names) == 1:
+        return template.format(m=field)
+    terms = [template.format(m=n) if scale(n) == 1.0 else f"({template.format(m=n)}) * {scale(n):.12g}" for n in names]
+    return f"({' or '.join(terms)})"
+
+
 def to_canonical(name: str, value: float) -> tuple[str, float]:
     """(canonical name, value in the canonical unit) of one emitted sample."""
     s = scale(name)
