@@ -398,6 +398,7 @@ def collect_cmd(
 def exporter_cmd(
     port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
     node: Optional[str] = typer.Option(None, help="serve one node's GPUs only"),
+    exporter: str = typer.Option("4.8", help="dcgm-exporter generation whose metric names and units to emit"),
 ):
     """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
 
@@ -406,7 +407,7 @@ def exporter_cmd(
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404, "only /metrics is served")
                 return
-            sim = FleetSimulator()
+            sim = FleetSimulator(exporter=exporter)
             body = sim.scrape_text(node=node).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -430,10 +431,11 @@ def backfill_cmd(
     path: Path = typer.Argument(..., help="OpenMetrics file to write"),
     window: str = typer.Option("24h", help="how much history to write"),
     step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)"),
+    exporter: str = typer.Option("4.8", help="dcgm-exporter generation whose metric names and units to write"),
 ):
     """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
     try:
-        sim = FleetSimulator()
+        sim = FleetSimulator(exporter=exporter)
         st = parse_window(step, name="step").total_seconds() if step else None
         sim.write_openmetrics(path, window, st)
     except GpulibError as exc:

@@ -114,3 +114,14 @@ def test_version_prints_the_packages_version(capsys):
 
     code, out, _ = run(["--version"], capsys)
     assert code in (0, None) and out.strip() == f"gpuops {gpulib.__version__}"
+
+
+def test_backfill_writes_the_chosen_exporter_generation(tmp_path, capsys):
+    om = tmp_path / "demo.om"
+    code, out, _ = run(["backfill", str(om), "--window", "2m", "--exporter", "4.10"], capsys)
+    assert code in (0, None) and "promtool tsdb create-blocks-from openmetrics" in out
+    text = om.read_text()
+    assert "DCGM_FI_DEV_XID_ERROR{" in text and "DCGM_FI_DEV_GPU_TEMP_CELSIUS{" in text
+    assert "DCGM_FI_DEV_GPU_TEMP{" not in text
+    code, _, err = run(["backfill", str(om), "--window", "2m", "--exporter", "5.0"], capsys)
+    assert code != 0 and "4.10" in err

@@ -34,6 +34,7 @@ from typing import Any
 from gpulib.core.knowledge import settings
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.usage import FB_USED, GPU_UTIL, GR_ENGINE_ACTIVE, Thresholds
+from gpulib.sources.signals import promql_each
 
 __all__ = [
     "KEEP",
@@ -83,7 +84,9 @@ def joined(expr: str) -> str:
 
 
 def _step_of(field: str) -> str:
-    return joined(f"{_agg()}_over_time({field}[{format_duration(rule_resolution())}])")
+    """The step's aggregate of ``field`` under every name it has had (dcgm-exporter 4.9+ renamed the DCGM fields:
+    gpulib/data/sources/signals.csv), each in the canonical unit, one series per GPU."""
+    return joined(promql_each(f"{_agg()}_over_time({{m}}[{format_duration(rule_resolution())}])", field))
 
 
 def activity_expr() -> str:

@@ -24,6 +24,7 @@ from gpulib.demo.scenario import DAY, Device
 from gpulib.demo.vllm_series import demo_vllm_series
 from gpulib.sources.dcgm import format_labels, format_value
 from gpulib.sources.reduce import increase
+from gpulib.sources.signals import name_in, scale_in
 
 #: stats :meth:`FleetMetrics.summary_frame` reduces per device, each exactly as the groupby of summarise_frame does
 #: over one series' samples in time order (no NaN left); avg and p95 are left to it (their sums and interpolation
@@ -324,7 +325,7 @@ class FleetMetrics:
             lab["GPU_I_PROFILE"] = d.gi_profile
             lab["GPU_I_ID"] = d.gi_id
         lab[host_key] = d.node
-        lab["DCGM_FI_DRIVER_VERSION"] = self.driver_version
+        lab[name_in("DCGM_FI_DRIVER_VERSION", self.generation(d.node))] = self.driver_version
         if d.pod:
             if self.label_style == "new":
                 lab.update(container=d.container, namespace=d.namespace, pod=d.pod)
@@ -432,17 +433,29 @@ class FleetMetrics:
         return df.sort_values(keys, na_position="last", kind="stable").reset_index(drop=True)
 
     # ------------------------------------------------------------------ exposition
+    def generation(self, node: str) -> str:
+        """The dcgm-exporter generation serving ``node``: ``exporter_nodes``' entry, else the fleet's ``exporter``."""
+        return self.exporter_nodes.get(node, self.exporter)
+
+    def emitted(self, name: str, v: np.ndarray, node: str) -> tuple[str, np.ndarray]:
+        """(name, values) of canonical metric ``name`` as the node's dcgm-exporter generation emits it: its name in
+        that generation and the value in that generation's unit (gpulib/data/sources/signals.csv)."""
+        gen = self.generation(node)
+        factor = scale_in(name, gen)
+        return name_in(name, gen), (v / factor if factor != 1.0 else v)
+
     def scrape_text(self, at: datetime | None = None, node: str | None = None) -> str:
         """A dcgm-exporter ``/metrics`` page (Prometheus text format) at time ``at`` (default: end)."""
         ts = np.array([(at or self.end).timestamp()])
         lines = []
         for name in self.metric_names():
             typ, _, help_ = METRICS[name]
-            body = []
+            bodies: dict[str, list[str]] = {}
             for d in self.devices:
                 if node and d.node != node:
                     continue
-                v = self.sample(name, d, ts)[0]
+                out_name, out = self.emitted(name, self.sample(name, d, ts), d.node)
+                v = out[0]
                 if not np.isnan(v):
                     lab = self.labels(d)
                     if self.label_style == "old":  # a raw scrape has no target labels
@@ -466,9 +479,9 @@ class FleetMetrics:
                     if name == "DCGM_FI_DEV_XID_ERRORS":
                         lab["err_code"] = str(int(v))
                         lab["err_msg"] = _ERR_MSG.get(int(v), "Unknown Error")
-                    body.append(f"{name}{format_labels(lab)} {format_value(float(v))}")
-            if body:
-                lines += [f"# HELP {name} {help_}", f"# TYPE {name} {typ}", *body]
+                    bodies.setdefault(out_name, []).append(f"{out_name}{format_labels(lab)} {format_value(float(v))}")
+            for out_name, body in bodies.items():
+                lines += [f"# HELP {out_name} {help_}", f"# TYPE {out_name} {typ}", *body]
         return "\n".join(lines) + "\n"
 
     def write_openmetrics(
@@ -509,14 +522,22 @@ class FleetMetrics:
         with path.open("w") as fh:
             for name in names:
                 typ, _, help_ = METRICS[name]
-                fh.write(f"# HELP {name} {help_}\n# TYPE {name} {'gauge' if typ == 'gauge' else 'unknown'}\n")
+                families: dict[str, list[Device]] = {}
                 for d in self.devices:
-                    v = self.sample(name, d, t)
-                    ok = ~np.isnan(v)
-                    if not ok.any():
-                        continue
-                    lab = format_labels(self.labels(d))
-                    fh.writelines(f"{name}{lab} {format_value(float(x))} {int(ts)}\n" for x, ts in zip(v[ok], t[ok]))
+                    families.setdefault(name_in(name, self.generation(d.node)), []).append(d)
+                for out_name, devices in families.items():
+                    fh.write(
+                        f"# HELP {out_name} {help_}\n# TYPE {out_name} {'gauge' if typ == 'gauge' else 'unknown'}\n"
+                    )
+                    for d in devices:
+                        v = self.emitted(name, self.sample(name, d, t), d.node)[1]
+                        ok = ~np.isnan(v)
+                        if not ok.any():
+                            continue
+                        lab = format_labels(self.labels(d))
+                        fh.writelines(
+                            f"{out_name}{lab} {format_value(float(x))} {int(ts)}\n" for x, ts in zip(v[ok], t[ok])
+                        )
             if metrics is None:  # a metric-limited slice (fleet benchmark) leaves out vLLM and up
                 self._write_vllm_openmetrics(fh, t)
                 fh.write("# HELP up 1 if the target was scraped, 0 if the scrape failed.\n# TYPE up gauge\n")

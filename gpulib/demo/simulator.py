@@ -31,6 +31,7 @@ from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
 from gpulib.demo.metrics import FleetMetrics
 from gpulib.demo.scenario import MIG_SLICES, Device, _mig_memory_mib, _rel
+from gpulib.sources.signals import GENERATIONS
 
 
 @functools.lru_cache(maxsize=8)
@@ -78,6 +79,8 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         counters: str = "full",
         scrape_interval: str | None = None,
         exporter_down: Iterable[str] = (),
+        exporter: str = "4.8",
+        exporter_nodes: dict[str, str] | None = None,
     ):
         if label_style not in ("new", "old"):
             raise InvalidParameter(
@@ -92,6 +95,12 @@ class FleetSimulator(FleetMetrics, FleetObjects):
             if not path.exists():
                 raise InvalidParameter(f"scenario file {str(path)!r} does not exist")
             scenario = read_scenario(path)
+        for gen in (exporter, *(exporter_nodes or {}).values()):
+            if gen not in GENERATIONS:
+                raise InvalidParameter(f"exporter={gen!r}: use one of {', '.join(GENERATIONS)} (dcgm-exporter names)")
+        self.exporter = exporter
+        #: node -> the generation of its exporter where it differs from ``exporter`` (a fleet mid-upgrade)
+        self.exporter_nodes = dict(exporter_nodes or {})
         self.scenario = scenario
         self.seed = int(seed)
         self.label_style = label_style

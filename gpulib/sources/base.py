@@ -25,6 +25,7 @@ from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
 from gpulib.sources.history import clip
 from gpulib.sources.reduce import aggregate_steps
+from gpulib.sources.signals import aliases, canonical, generations_from, per_node
 
 STATS = ("avg", "max", "min", "p95", "last", "increase")
 AGGS = ("avg", "max", "min")
@@ -60,6 +61,8 @@ class Capabilities:
     mig_present: bool = False
     series: int = 0
     findings: list[Finding] = field(default_factory=list)
+    #: node -> the dcgm-exporter generation its names come from (gpulib.sources.signals.generation_of)
+    generations: dict[str, str] = field(default_factory=dict)
 
     @property
     def activity_metric(self) -> str:
@@ -78,9 +81,20 @@ class Capabilities:
         return pd.DataFrame(rows)
 
 
-def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) -> Capabilities:
-    """Build :class:`Capabilities` (with Findings saying what to enable) from metric names and FB_USED label sets."""
-    names = set(metrics)
+def _also(field: str) -> str:
+    """`` (nor as NEW, ...)`` for a field that has had other names, else ''."""
+    others = aliases(field)[1:]
+    return f" (nor as {', '.join(others)})" if others else ""
+
+
+def capabilities_from(
+    metrics: Iterable[str], label_sets: list[dict[str, str]], node_names: dict[str, set[str]] | None = None
+) -> Capabilities:
+    """Build :class:`Capabilities` (with Findings saying what to enable) from metric names (any exporter generation's:
+    they are read as canonical names) and FB_USED label sets; ``node_names``: node -> the names (metrics and labels) it
+    emits, which tell its exporter generation and the fields it lacks under every name (else the generation is told
+    from the label sets)."""
+    names = {canonical(n) for n in metrics}
     caps = Capabilities(metrics=names, series=len(label_sets))
     if not names:
         s = sop("sources_sop", "no_dcgm_metrics")
@@ -124,7 +138,7 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 f"{len(missing)} useful DCGM field(s) not exported",
                 category="preflight",
                 summary=s.summary,
-                evidence=[f"{f}: {IMPORTANT_FIELDS[f]}" for f in missing],
+                evidence=[f"{f}{_also(f)}: {IMPORTANT_FIELDS[f]}" for f in missing],
                 sop_step=s.sop_step,
                 commands=s.commands,
             )
@@ -151,6 +165,24 @@ def capabilities_from(metrics: Iterable[str], label_sets: list[dict[str, str]]) 
                 confidence=1.0,
                 summary=s.summary,
                 sop_step=s.sop_step,
+            )
+        )
+    nodes = per_node(node_names, IMPORTANT_FIELDS) if node_names else {}
+    caps.generations = {n: g for n, (g, _) in nodes.items()} if node_names else generations_from(label_sets)
+    if set(caps.generations.values()) - {"<=4.8", "unknown"}:  # an all-<=4.8 fleet: nothing to say
+        s = sop("sources_sop", "exporter_generations")
+        seen = sorted(set(caps.generations.values()))
+        lacks = {n: "; ".join(f + _also(f) for f in m) for n, (_, m) in nodes.items() if m}
+        caps.findings.append(
+            Finding(
+                Severity.INFO,
+                f"dcgm-exporter field names per node: {', '.join(seen)}",
+                category="preflight",
+                summary=s.summary,
+                evidence=[
+                    f"{node}: {g}" + (f"; absent under every name: {lacks[node]}" if node in lacks else "")
+                    for node, g in caps.generations.items()
+                ],
             )
         )
     if caps.host_label == "Hostname":
@@ -303,8 +335,9 @@ class Source(ABC):
 
     def preflight(self, window: str | timedelta = "1h") -> Capabilities:
         """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
-        names, label_sets = self._inventory(parse_window(window))
-        return capabilities_from(names, label_sets)
+        w = parse_window(window)
+        names, label_sets = self._inventory(w)
+        return capabilities_from(names, label_sets, self._node_names(w))
 
     def kernel_log(self, node: str) -> str | None:
         """The node's kernel log (dmesg) if this source has it, else None."""
@@ -371,6 +404,10 @@ class Source(ABC):
 
     @abstractmethod
     def _inventory(self, window: timedelta) -> tuple[set[str], list[dict[str, str]]]: ...
+
+    def _node_names(self, window: timedelta) -> dict[str, set[str]] | None:
+        """node -> the DCGM metric (and label) names it emits; None: the generation is told from the label sets."""
+        return None
 
     def _last_seen(self, field: str, node: str | None) -> pd.DataFrame:
         """Default: the newest raw sample of each series within the lookback."""

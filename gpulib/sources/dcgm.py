@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from gpulib.core.knowledge import load_table
+from gpulib.sources.signals import canonical, scale
 
 #: workload label candidates in order of preference (the first present and non-empty wins)
 _POD_KEYS = ("exported_pod", "pod", "pod_name")
@@ -227,6 +228,21 @@ def parse_scrape(text: str | bytes) -> pd.DataFrame:
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
     df.attrs["skipped_lines"] = skipped
     return df
+
+
+def canonical_scrape(df: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`parse_scrape` frame with every metric under its canonical name and in its canonical unit, whatever
+    dcgm-exporter generation emitted it (``gpulib/data/sources/signals.csv``); names outside the contract are kept."""
+    if df.empty:
+        return df
+    names = df["metric"].unique()
+    to_name = {n: canonical(n) for n in names}
+    factors = {n: scale(n) for n in names}
+    out = df.copy()
+    if any(f != 1.0 for f in factors.values()):
+        out["value"] = out["value"] * out["metric"].map(factors).astype(float)
+    out["metric"] = out["metric"].map(to_name)
+    return out
 
 
 def _escape(v: str) -> str:

@@ -9,7 +9,8 @@ etc/default-counters.csv @ d5e5f510):
 * ``kube_node_labels`` ``label_nvidia_com_cuda_driver_version_full`` changes (kube-state-metrics needs
   ``--metric-labels-allowlist=nodes=[nvidia.com/cuda.driver-version.full]``): driver changes;
 * ``DCGM_EXP_XID_ERRORS_COUNT`` increments per GPU and XID (off in dcgm-exporter's default counters); without it
-  the ``DCGM_FI_DEV_XID_ERRORS`` gauge's changes, which cannot show the same XID twice in a row;
+  the ``DCGM_FI_DEV_XID_ERRORS`` gauge's changes (under either name it has had: ``DCGM_FI_DEV_XID_ERROR`` from
+  dcgm-exporter 4.9, gpulib/data/sources/signals.csv), which cannot show the same XID twice in a row;
 * ``up{job=~".*dcgm-exporter.*"}`` == 0: the exporter sent nothing (no data, not zero).
 
 A query that returns no series at all is reported in ``missing`` with its name, so the preflight can say which
@@ -24,6 +25,7 @@ import pandas as pd
 from gpulib.core.schema import HISTORY_COLUMNS
 from gpulib.core.validate import promql_string
 from gpulib.sources.history import NodeHistory
+from gpulib.sources.signals import aliases
 
 #: the step of the history queries: a NotReady spell or a cordon shorter than this can be missed
 STEP_S = 300.0
@@ -179,7 +181,8 @@ def _xids(src, q, node, start, end, read: dict) -> list[dict]:
             read["xid"] = "DCGM_EXP_XID_ERRORS_COUNT"
             return rows
     gauge = "DCGM_FI_DEV_XID_ERRORS"
-    for r in q(gauge, " or ".join(f"{gauge}{_sel(h, node)}" for h in src._host_labels), "xid"):
+    either = " or ".join(f"{name}{_sel(h, node)}" for name in aliases(gauge) for h in src._host_labels)
+    for r in q(gauge, either, "xid"):
         host = next((r["metric"][h] for h in src._host_labels if h in r["metric"]), "")
         prev = 0.0
         for t, v in zip(r["ts"], r["v"]):

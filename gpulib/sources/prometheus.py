@@ -34,6 +34,7 @@ from gpulib.core.errors import (
     EmptyResult,
     InvalidParameter,
     KubeconfigMissing,
+    SourceError,
     UnknownNode,
 )
 from gpulib.core.schema import SERIES_COLUMNS, empty
@@ -43,6 +44,7 @@ from gpulib.sources.base import Source, default_step, mig_parted_object
 from gpulib.sources.dcgm import normalise_labels
 from gpulib.sources.prom_history import prometheus_history
 from gpulib.sources.promhttp import PromHTTP, check_result
+from gpulib.sources.signals import aliases, scale
 
 #: Prometheus refuses range queries of more than 11,000 points per series
 MAX_POINTS = 11000
@@ -328,11 +330,20 @@ class PrometheusSource(Source):
         ]
 
     # ---- helpers ------------------------------------------------------------------------
-    def _by_host(self, template: str, field: str, node, gpu) -> str:
-        """PromQL that matches either host label (``hostname`` or legacy ``Hostname``) when a node is given."""
-        if not node:
-            return template.format(sel=_selector(field, None, gpu, "hostname"))
-        return " or ".join(template.format(sel=_selector(field, node, gpu, h)) for h in self._host_labels)
+    def _by_host(self, template: str, field: str, node, gpu, *, scaled: bool = True) -> str:
+        """PromQL over every name ``field`` has had (gpulib/data/sources/signals.csv), each in the canonical unit
+        (``(<q of NEW>) * scale`` where the unit changed, unless ``scaled`` is False: ``timestamp()``), and either
+        host label (``hostname`` or legacy ``Hostname``) when a node is given, joined by ``or``: one query answers
+        a fleet whose nodes run different dcgm-exporter generations. Plain PromQL (``or``, scalar ``*``), so Thanos,
+        Mimir and VictoriaMetrics answer it as Prometheus does."""
+        hosts = self._host_labels if node else ("hostname",)
+        terms = []
+        for name in aliases(field):
+            factor = scale(name) if scaled else 1.0
+            for h in hosts:
+                q = template.format(sel=_selector(name, node, gpu, h))
+                terms.append(q if factor == 1.0 else f"({q}) * {factor:.12g}")
+        return " or ".join(terms)
 
     @staticmethod
     def _rows(result: list[dict], *, vector: bool) -> list[dict]:
@@ -422,7 +433,7 @@ class PrometheusSource(Source):
 
     def _last_seen(self, field, node):
         """``timestamp(F)`` at the window end: the time of each series' newest sample within the lookback."""
-        q = self._by_host("timestamp({sel})", field, node, None)
+        q = self._by_host("timestamp({sel})", field, node, None, scaled=False)
         rows = self._rows(self.query(q), vector=True)
         if not rows:
             return pd.DataFrame()
@@ -440,6 +451,19 @@ class PrometheusSource(Source):
             else []
         )
         return names, labels
+
+    def _node_names(self, window):
+        """node -> its DCGM metric names, one query (``count by`` both host spellings); None when it fails."""
+        try:
+            res = self.query('count by (__name__, hostname, Hostname) ({__name__=~"DCGM_.+"})')
+        except SourceError:
+            return None
+        out: dict[str, set[str]] = {}
+        for r in res:
+            node = r["metric"].get("hostname") or r["metric"].get("Hostname")
+            if node and r["metric"].get("__name__"):
+                out.setdefault(node, set()).add(r["metric"]["__name__"])
+        return out or None
 
     @property
     def kube(self):
@@ -503,7 +527,7 @@ class PrometheusSource(Source):
 
     def known_nodes(self):
         if self.kube is None:
-            res = self.query("count by (hostname, Hostname) (DCGM_FI_DEV_GPU_TEMP)")
+            res = self.query(f"count by (hostname, Hostname) ({' or '.join(aliases('DCGM_FI_DEV_GPU_TEMP'))})")
             return sorted({r["metric"].get("hostname") or r["metric"].get("Hostname") for r in res} - {None})
         return super().known_nodes()
 

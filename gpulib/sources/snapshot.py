@@ -40,7 +40,7 @@ from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_p
 from gpulib.nvidia.dmon import parse_dmon
 from gpulib.nvidia.smi import parse_query
 from gpulib.sources.base import Source, mig_parted_object
-from gpulib.sources.dcgm import parse_scrape
+from gpulib.sources.dcgm import canonical_scrape, parse_scrape
 from gpulib.sources.history import NodeHistory
 from gpulib.sources.reduce import summarise_frame
 
@@ -64,9 +64,16 @@ class SnapshotSource(Source):
         except OSError as exc:
             raise SnapshotError(f"snapshot folder {str(self.path)!r} cannot be listed: {exc.strerror}") from None
         frames = []
+        #: node -> the metric names its exporter emitted (which generation served it: the preflight says)
+        self.emitted: dict[str, set[str]] = {}
         for f in scrapes:
             data = self._read(f)
             df = parse_scrape(data)
+            for node, part in df.groupby("node"):
+                seen = self.emitted.setdefault(str(node), set())
+                seen.update(part["metric"])
+                seen.update(k for lab in part["labels"] for k in lab)
+            df = canonical_scrape(df)  # the boundary: domain code sees canonical names and units only
             taken = datetime.fromtimestamp(f.stat().st_mtime, tz=timezone.utc)
             # a plain /metrics scrape has no timestamps: its samples are as old as the file
             df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True).fillna(pd.Timestamp(taken))
@@ -241,6 +248,9 @@ class SnapshotSource(Source):
         if (self.path / "nodes.json").exists() or (self.path / "nodes.json").is_symlink():
             return super().known_nodes()
         return sorted((set(self.scrape["node"]) | set(self._dmon_nodes())) - {""})
+
+    def _node_names(self, window):
+        return {node: names for node, names in self.emitted.items() if node}
 
     def _inventory(self, window):
         fb = self.scrape[self.scrape["metric"] == "DCGM_FI_DEV_FB_USED"]

@@ -40,6 +40,7 @@ from gpulib.cost import (
     Thresholds,  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
     recording_group,
 )
+from gpulib.sources.signals import aliases, promql_any, promql_each
 from gpulib.xid.triage import DRAIN_BUCKETS
 
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
@@ -133,7 +134,8 @@ def specs() -> list[AlertSpec]:
     """Every alert, each threshold read from the data files."""
     crit = critical_xids()
     crit_re = "|".join(map(str, crit))
-    crit_any = " or ".join(f"{XID_GAUGE} == {c}" for c in crit)
+    xid = promql_any(XID_GAUGE)  # the gauge under either name it has had (gpulib/data/sources/signals.csv)
+    crit_any = " or ".join(f"{xid} == {c}" for c in crit)
     win = _dur(_setting("xid_alert_window_s"))
     step = _dur(_setting("xid_subquery_step_s"))
     ecc_win = _dur(_setting("ecc_increase_window_s"))
@@ -145,14 +147,16 @@ def specs() -> list[AlertSpec]:
     zt = Thresholds.from_table()
     z_act, z_fb, z_for = zt.zombie_activity_max, zt.zombie_fb_used_min_mib, zt.zombie_min_duration_s
     seen_crit = f"max_over_time(({crit_any})[{win}:{step}])"
-    fresh = f"(changes({XID_GAUGE}[{win}]) > 0 or ({XID_GAUGE} unless on({GPU_ID}) ({XID_GAUGE} offset {win})))"
+    xid_then = promql_each("{m} offset " + win, XID_GAUGE)
+    fresh = f"({promql_each('changes({m}[' + win + '])', XID_GAUGE)} > 0 or ({xid} unless on({GPU_ID}) ({xid_then})))"
     nvlink_err = " or ".join(
-        [f"increase({NVLINK_RECOVERY}[{nv_win}]) > 0"]
-        + [f"increase({c}[{nv_win}]) > {nv_n:g}" for c in NVLINK_COUNTERS]
+        [f"{promql_each('increase({m}[' + nv_win + '])', NVLINK_RECOVERY)} > 0"]
+        + [f"{promql_each('increase({m}[' + nv_win + '])', c)} > {nv_n:g}" for c in NVLINK_COUNTERS]
     )
     # a bandwidth in MB/s (NVIDIA/DCGM: dcgmlib/src/dcgm_fields.cpp @0fb66990, DCGM_FIELD_UNIT_BW_MBPS), not a
     # running total: "moved no traffic in the window" is its maximum over the window being 0
-    nvlink_peak = f"max_over_time({NVLINK_BW}[{nv_win}])"
+    nvlink_peak = promql_each("max_over_time({m}[" + nv_win + "])", NVLINK_BW)
+    temp, active = promql_any(GPU_TEMP), promql_any(ACTIVE)
     fleet: dict[str, str] = {}
     return [
         AlertSpec(
@@ -168,7 +172,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUMetricsAbsent",
-            f"absent({GPU_TEMP})",
+            " and ".join(f"absent({name})" for name in aliases(GPU_TEMP)),
             _setting("metrics_absent_for_s"),
             "warning",
             f"No {GPU_TEMP} series at all",
@@ -179,7 +183,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUTemperatureHigh",
-            f"{GPU_TEMP} >= {warn:g}",
+            f"{temp} >= {warn:g}",
             _setting("temp_warn_for_s"),
             "warning",
             "GPU at {{ $value }} C " + WHERE,
@@ -188,7 +192,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUTemperatureCritical",
-            f"{GPU_TEMP} >= {critc:g}",
+            f"{temp} >= {critc:g}",
             _setting("temp_crit_for_s"),
             "critical",
             "GPU at {{ $value }} C (hardware slowdown range) " + WHERE,
@@ -196,7 +200,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUMemoryTemperatureHigh",
-            f"DCGM_FI_DEV_MEMORY_TEMP >= {memw:g}",
+            f"{promql_any('DCGM_FI_DEV_MEMORY_TEMP')} >= {memw:g}",
             _setting("temp_warn_for_s"),
             "warning",
             "HBM at {{ $value }} C " + WHERE,
@@ -215,7 +219,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUXidError",
-            f"(({XID_GAUGE} > 0 unless ({crit_any})) and {fresh}) unless on({GPU_ID}) {seen_crit}",
+            f"(({xid} > 0 unless ({crit_any})) and {fresh}) unless on({GPU_ID}) {seen_crit}",
             None,
             "warning",
             "XID {{ $value }} " + WHERE,
@@ -245,7 +249,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPURowRemapFailure",
-            f"{REMAP_FAILURE} > 0",
+            f"{promql_any(REMAP_FAILURE)} > 0",
             None,
             "critical",
             "Row remapping failed " + WHERE + " (RMA)",
@@ -253,7 +257,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUUncorrectableRemappedRows",
-            f"increase({UNC_REMAP}[{ecc_win}]) > 0",
+            f"{promql_each('increase({m}[' + ecc_win + '])', UNC_REMAP)} > 0",
             None,
             "warning",
             "New uncorrectable-error row remap " + WHERE,
@@ -273,7 +277,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUNVLinkDegraded",
-            f"({nvlink_peak} == 0 and on({GPU_ID}) {ACTIVE} > {busy:g}) and on({HOST_ID}) "
+            f"({nvlink_peak} == 0 and on({GPU_ID}) {active} > {busy:g}) and on({HOST_ID}) "
             f"(max by ({HOST_ID}) ({nvlink_peak}) > 0)",
             _setting("nvlink_degraded_for_s"),
             "warning",
@@ -287,7 +291,7 @@ def specs() -> list[AlertSpec]:
         AlertSpec(
             "GPUMemoryHigh",
             f"(DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > {fb_ratio:g}) "
-            f"unless on({GPU_ID}) {ACTIVE} >= {idle:g}",
+            f"unless on({GPU_ID}) {active} >= {idle:g}",
             _setting("fb_used_for_s"),
             "warning",
             "GPU memory {{ $value | humanizePercentage }} used " + WHERE,
@@ -299,7 +303,7 @@ def specs() -> list[AlertSpec]:
         ),
         AlertSpec(
             "GPUMemoryHeldIdle",
-            f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and ({ACTIVE} < {z_act:g})",
+            f"(DCGM_FI_DEV_FB_USED > {z_fb:g}) and ({active} < {z_act:g})",
             z_for,
             "warning",
             "GPU holds memory but is idle " + WHERE + " (pod {{ $labels.namespace }}/{{ $labels.pod }})",

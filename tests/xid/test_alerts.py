@@ -13,6 +13,7 @@ import yaml
 
 from gpulib.catalogue import catalogue
 from gpulib.core.errors import InvalidParameter
+from gpulib.sources.signals import promql_any
 from gpulib.xid import alerts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,11 @@ def test_promtool_cases_pass():
 @pytest.mark.parametrize(
     "old,new,case",
     [
-        ("DCGM_FI_DEV_GPU_TEMP >= 85", "DCGM_FI_DEV_GPU_TEMP >= 87", "temperature_test.yaml"),
+        (
+            "DCGM_FI_DEV_GPU_TEMP_CELSIUS) + 0) >= 85",
+            "DCGM_FI_DEV_GPU_TEMP_CELSIUS) + 0) >= 87",
+            "temperature_test.yaml",
+        ),
         ("> 0.9)", "> 0.95)", "memory_test.yaml"),
         ("[1h:15s]", "[1h:2m]", "xid_test.yaml"),  # a subquery coarser than the scrape misses the overwritten 48
         # NVLINK_BANDWIDTH_TOTAL is a bandwidth in MB/s: rate() of it reads steady traffic as "no traffic"
@@ -251,7 +256,8 @@ def test_memory_high_stays_quiet_on_the_demo_fleets_busy_vllm_gpus(tmp_path, mon
     )
     assert ok.returncode == 0, ok.stdout[-3000:]
     # the rule before this change (memory share alone) fires on them: the case can fail
-    old = re.sub(r"\) unless on\([^)]*\) DCGM_FI_PROF_GR_ENGINE_ACTIVE >= [0-9.]+", ")", rules)
+    active = re.escape(promql_any("DCGM_FI_PROF_GR_ENGINE_ACTIVE"))  # under either name (signals.csv)
+    old = re.sub(r"\) unless on\([^)]*\) " + active + r" >= [0-9.]+", ")", rules)
     assert old != rules
     (tmp_path / "rules.yaml").write_text(old)
     bad = subprocess.run(
