@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from gpulib.core.errors import NoInput
 from gpulib.core.knowledge import load_table
+from gpulib.sources.signals import aliases
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,19 @@ def missing_evidence(inp) -> list[EvidenceGroup]:
     return [g for g in evidence_groups() if not have & set(g.inputs)]
 
 
+def _every_name(name: str) -> str:
+    """A DCGM field with every name dcgm-exporter has given it (gpulib/data/sources/signals.csv)."""
+    names = aliases(name) if name.startswith("DCGM_") else [name]
+    return names[0] + (f" (also exported as {', '.join(names[1:])})" if len(names) > 1 else "")
+
+
 def check_evidence(inp, commands: list[str]) -> None:
     """NoInput naming every decision that has no input, its inputs, why it matters and how to get one of them
     (``commands``: the node's collection commands, shown for the kernel log)."""
     gone = missing_evidence(inp)
     if not gone:
         return
-    parts = [f"{g.decision}: none of {', '.join(g.inputs)} ({g.why})" for g in gone]
+    parts = [f"{g.decision}: none of {', '.join(map(_every_name, g.inputs))} ({g.why})" for g in gone]
     raise NoInput(
         f"no evidence for {len(gone)} decision(s) on {inp.node}: " + "; ".join(parts),
         hint="; ".join(g.how for g in gone) + (f"; by hand: {commands[0]}" if commands else ""),
