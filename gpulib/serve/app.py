@@ -70,7 +70,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     @app.get("/run/{runbook}", response_class=HTMLResponse, responses={303: {}, 400: {}, 503: {}})
     def run(runbook: str, request: Request):
         try:
-            params = check_params(runbook, dict(request.query_params), svc.catalogue)
+            params = check_params(runbook, dict(request.query_params), svc.catalogue, page=True)
         except GpulibError as exc:
             raise HTTPException(400, str(exc)) from None
         rec = svc.store.newest(runbook, params, since=time.time() - cfg.fresh_for)

@@ -21,7 +21,7 @@ from gpulib.serve.config import TOKEN_ENV, ServeConfig
 from gpulib.serve.jobs import JobRenders, own_pod_target
 from gpulib.serve.payload import Alert, WebhookPayload
 from gpulib.serve.pool import QueueFull, WorkerPool
-from gpulib.serve.routing import Deduper, load_catalogue, load_routes, route_alert
+from gpulib.serve.routing import Deduper, load_catalogue, load_routes, route_alert, side_effects
 from gpulib.serve.runner import EngineRunner, FastVerdicter, ProcessVerdicter
 from gpulib.serve.store import SETTINGS as STORE_SETTINGS
 from gpulib.serve.store import RunStore
@@ -203,7 +203,8 @@ class Service:
         folder = self.store.folder(run_id)
         try:
             params = self._prepared(rec)
-            out = self.verdicter(folder, rec["runbook"], params)
+            # the fast verdict never creates anything (a collection pod): such a run is decided by its notebook
+            out = None if side_effects(params) else self.verdicter(folder, rec["runbook"], params)
         except GpulibError as exc:  # e.g. a live run without the node the runbook needs: no notebook either
             out = {"status": "failed", "error": redact(str(exc)), "verdict": {}, "render": False}
         except Exception as exc:  # a verdict bug: the notebook decides instead
