@@ -26,7 +26,7 @@ from gpulib.serve.payload import Accepted, WebhookPayload
 from gpulib.serve.pool import QueueFull
 from gpulib.serve.routing import check_params
 from gpulib.serve.runner import VERDICT_FILE
-from gpulib.serve.service import Runner, Service, Verdicter
+from gpulib.serve.service import PAGE, PAGE_PRIORITY, Runner, Service, Verdicter
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
 __all__ = ["RUN_ID", "Service", "create_app"]
@@ -67,7 +67,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
             return JSONResponse(body, status_code=503, headers={"Retry-After": str(cfg.retry_after)})
         return JSONResponse(body, status_code=202)
 
-    @app.get("/run/{runbook}", response_class=HTMLResponse, responses={303: {}, 400: {}, 503: {}})
+    @app.get("/run/{runbook}", response_class=HTMLResponse, responses={303: {}, 400: {}, 429: {}, 503: {}})
     def run(runbook: str, request: Request):
         try:
             params = check_params(runbook, dict(request.query_params), svc.catalogue, page=True)
@@ -75,11 +75,22 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
             raise HTTPException(400, str(exc)) from None
         rec = svc.store.newest(runbook, params, since=time.time() - cfg.fresh_for)
         if rec is None:
+            client = request.client.host if request.client else ""
+            wait = svc.page_rate.wait_s(client)
+            if wait:
+                return JSONResponse(
+                    {
+                        "detail": f"this client started {cfg.page_runs_per_client} runs from pages within "
+                        f"{cfg.page_rate_window_s:g} s; retry later (alerts are not limited)"
+                    },
+                    status_code=429,
+                    headers={"Retry-After": str(wait)},
+                )
             try:
-                rec = svc.start(runbook, params, {"url": f"/run/{runbook}"})
+                rec = svc.start(runbook, params, {"url": f"/run/{runbook}"}, priority=PAGE_PRIORITY, lane=PAGE)
             except QueueFull:
                 return JSONResponse(
-                    {"detail": "run queue is full; retry later"},
+                    {"detail": f"the queue of page-started runs is full ({cfg.page_queue_limit} waiting); retry later"},
                     status_code=503,
                     headers={"Retry-After": str(cfg.retry_after)},
                 )

@@ -17,17 +17,30 @@ from gpulib.core.redact import redact
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
 from gpulib.kube.client import KubeCluster
-from gpulib.serve.config import TOKEN_ENV, ServeConfig
+from gpulib.serve.config import TOKEN_ENV, ServeConfig, limit
 from gpulib.serve.jobs import JobRenders, own_pod_target
+from gpulib.serve.pagelimit import ClientRate
 from gpulib.serve.payload import Alert, WebhookPayload
 from gpulib.serve.pool import QueueFull, WorkerPool
 from gpulib.serve.routing import Deduper, load_catalogue, load_routes, route_alert, side_effects
 from gpulib.serve.runner import EngineRunner, FastVerdicter, ProcessVerdicter
 from gpulib.serve.store import SETTINGS as STORE_SETTINGS
 from gpulib.serve.store import RunStore
-from gpulib.serve.storms import MANUAL_PRIORITY, KubeClaims, Storms, covers, incident_key, priority, xid_code
+from gpulib.serve.storms import (
+    MANUAL_PRIORITY,
+    OTHER_RANK,
+    KubeClaims,
+    Storms,
+    covers,
+    incident_key,
+    priority,
+    xid_code,
+)
 from gpulib.warm import WarmKernels
 
+#: the queue lane of page-started runs, and their priority: after every alert's (gpulib.serve.storms.priority)
+PAGE = "page"
+PAGE_PRIORITY = (OTHER_RANK + 1, 0)
 Runner = Callable[[Path, str, dict[str, Any], float], dict[str, Any]]
 Verdicter = Callable[[Path, str, dict[str, Any]], Optional[dict[str, Any]]]
 
@@ -96,10 +109,17 @@ class Service:
         )
         # with a fast verdict, the queue limit applies to the verdicts; renders queue behind them without a limit
         # (each already has its verdict out), so a storm's evidence is late rather than lost
-        self.pool = WorkerPool(self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit, self._broken)
-        self.verdicts = (
-            WorkerPool(self._verdict, cfg.verdict_workers, cfg.queue_limit, self._broken) if self.verdicter else None
+        # page-started runs wait in a lane of their own (PAGE), never in the alerts' share
+        lanes = {PAGE: cfg.page_queue_limit}
+        self.pool = WorkerPool(
+            self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit, self._broken, lanes=lanes
         )
+        self.verdicts = (
+            WorkerPool(self._verdict, cfg.verdict_workers, cfg.queue_limit, self._broken, lanes=lanes)
+            if self.verdicter
+            else None
+        )
+        self.page_rate = ClientRate(cfg.page_runs_per_client, cfg.page_rate_window_s, int(limit("page_rate_clients")))
         if self.verdicter is not None and hasattr(self.verdicter, "warm"):
             threading.Thread(target=self.verdicter.warm, name="gpuops-warm", daemon=True).start()
         Gauge("gpuops_serve_queue_depth", "Runs waiting for a kernel", registry=self.registry).set_function(
@@ -154,15 +174,17 @@ class Service:
         trigger: dict[str, Any],
         priority: tuple = MANUAL_PRIORITY,
         gpus: list[str] | None = None,
+        lane: str = "",
     ) -> dict[str, Any]:
         """A new queued run (QueueFull when the queue is at its limit; the run is then forgotten); ``priority``:
-        :func:`gpulib.serve.storms.priority` (lower first); ``gpus``: the alerted GPUs (default: its ``gpu``)."""
+        :func:`gpulib.serve.storms.priority` (lower first); ``gpus``: the alerted GPUs (default: its ``gpu``);
+        ``lane``: :data:`PAGE` for a run a page started (its own share of the queue, after every alert)."""
         rec = self.store.create(runbook, params, trigger=trigger)
         if gpus is None:
             gpus = [str(params["gpu"])] if "gpu" in params else []
         rec = self.store.update(rec["id"], priority=list(priority), gpus=gpus)
         try:
-            (self.verdicts or self.pool).submit(rec["id"], priority)
+            (self.verdicts or self.pool).submit(rec["id"], priority, lane)
         except QueueFull:
             self.store.forget(rec["id"])
             self.m_rejected.inc()
