@@ -286,3 +286,12 @@ class RemediationRefused(GpulibError):
         "cordoning more GPU nodes at once risks the fleet's capacity: uncordon recovered nodes first, "
         "or pass a higher max_share= deliberately (audited)"
     )
+
+
+class VerdictDeadline(GpulibError):
+    """A fast verdict of ``gpuops serve`` did not finish within its wall-clock deadline (its worker was replaced)."""
+
+    hint = (
+        "a data source answered too slowly: check Prometheus (GPUOPS_PROMETHEUS_URL) and the Kubernetes API from the "
+        "server's pod; the notebook of the run shows which step waited"
+    )

@@ -140,11 +140,33 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
             raise HTTPException(404, "the run has not finished")
         return PlainTextResponse(p.read_text(), media_type="text/markdown")
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses={503: {"description": "a verdict is stuck past its deadline"}})
     def healthz():
+        """Alive: 503 while a verdict call runs well past its deadline (``verdict_stuck_grace_s``)."""
         verdicts = svc.verdicts.stats() if svc.verdicts else {}
         warm = {"ready": svc.warm.ready, "failed": svc.warm.failed} if svc.warm else {}
-        return {"ok": True, **svc.pool.stats(), "verdicts": verdicts, "warm": warm, "runs": len(svc.store)}
+        stuck = svc.stuck_verdicts()
+        body = {
+            "ok": not stuck,
+            "stuck_verdicts": stuck,
+            "expired_verdicts": svc.decide.expired if svc.decide else 0,
+            **svc.pool.stats(),
+            "verdicts": verdicts,
+            "warm": warm,
+            "runs": len(svc.store),
+        }
+        return JSONResponse(body, status_code=503 if stuck else 200)
+
+    @app.get("/readyz", responses={503: {"description": "not taking alerts now; see reasons"}})
+    def readyz():
+        """Ready for alerts: 503 with the reasons while a verdict is stuck or the alerts' queue is full."""
+        reasons = []
+        if svc.stuck_verdicts():
+            reasons.append(f"{svc.stuck_verdicts()} verdict(s) stuck past their deadline")
+        pool = svc.verdicts or svc.pool
+        if cfg.queue_limit and pool.waiting() >= cfg.queue_limit:
+            reasons.append(f"the alerts' queue is full ({cfg.queue_limit} waiting)")
+        return JSONResponse({"ready": not reasons, "reasons": reasons}, status_code=503 if reasons else 200)
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics():

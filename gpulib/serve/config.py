@@ -109,6 +109,10 @@ class ServeConfig:
     #: new runs one client may start from pages per page_rate_window_s
     page_runs_per_client: int = field(default_factory=lambda: int(limit("page_runs_per_client")))
     page_rate_window_s: float = field(default_factory=lambda: float(limit("page_rate_window_s")))
+    #: wall-clock seconds of one fast verdict (then INCOMPLETE, its worker replaced)
+    verdict_deadline_s: float = field(default_factory=lambda: float(limit("verdict_deadline_s")))
+    #: a verdict call running this long past its deadline makes /healthz unhealthy
+    verdict_stuck_grace_s: float = field(default_factory=lambda: float(limit("verdict_stuck_grace_s")))
 
     @classmethod
     def build(cls, *, token_file: Path | None = None, token: str | None = None, **kw) -> "ServeConfig":
@@ -136,6 +140,9 @@ class ServeConfig:
         for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers", "page_queue_limit"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        for k in ("verdict_deadline_s", "verdict_stuck_grace_s", "page_rate_window_s"):
+            if k in kw and not float(kw[k]) > 0:
+                raise InvalidParameter(f"{k} must be more than 0 seconds")
         if not 0 <= int(kw.get("render_nice") or 0) <= 19:
             raise InvalidParameter("--render-nice must be 0 to 19")
         if int(kw.get("warm_kernels") or 0) < 0:

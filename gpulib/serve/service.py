@@ -11,13 +11,14 @@ from typing import Any, Callable, Optional
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 import gpulib.serve.notify as notify
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import GpulibError, VerdictDeadline
 from gpulib.core.knowledge import settings
 from gpulib.core.redact import redact
 from gpulib.core.summary import read_verdict, write_summary
 from gpulib.execute import prepare
 from gpulib.kube.client import KubeCluster
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, limit
+from gpulib.serve.deadline import Deadlined, incomplete
 from gpulib.serve.jobs import JobRenders, own_pod_target
 from gpulib.serve.pagelimit import ClientRate
 from gpulib.serve.payload import Alert, WebhookPayload
@@ -71,6 +72,10 @@ class Service:
             else:
                 verdicter = FastVerdicter(self.catalogue.__getitem__)
         self.verdicter = verdicter
+        #: the one call of the fast verdict, with its wall-clock deadline (gpulib/serve/deadline.py)
+        self.decide = (
+            Deadlined(verdicter, cfg.verdict_deadline_s, cfg.verdict_stuck_grace_s) if verdicter is not None else None
+        )
         self.warm = (
             WarmKernels(cfg.warm_kernels, unset=(TOKEN_ENV,), nice=cfg.render_nice)
             if runner is None and jobs is None and cfg.warm_kernels
@@ -150,6 +155,10 @@ class Service:
         while not self.verdicts.idle() and time.monotonic() < end and not self._stop.is_set():
             time.sleep(0.1)
 
+    def stuck_verdicts(self) -> int:
+        """Verdict calls still running well past their deadline (/healthz and /readyz say so)."""
+        return self.decide.stuck() if self.decide is not None else 0
+
     def close(self) -> None:
         """Stop the warm kernels and the verdict processes (the server's shutdown)."""
         self._stop.set()
@@ -226,7 +235,9 @@ class Service:
         try:
             params = self._prepared(rec)
             # the fast verdict never creates anything (a collection pod): such a run is decided by its notebook
-            out = None if side_effects(params) else self.verdicter(folder, rec["runbook"], params)
+            out = None if side_effects(params) else self.decide(folder, rec["runbook"], params)
+        except VerdictDeadline as exc:  # a slow data source: INCOMPLETE now, the notebook renders what it can
+            out = incomplete(folder, rec["runbook"], rec["params"], exc)
         except GpulibError as exc:  # e.g. a live run without the node the runbook needs: no notebook either
             out = {"status": "failed", "error": redact(str(exc)), "verdict": {}, "render": False}
         except Exception as exc:  # a verdict bug: the notebook decides instead
