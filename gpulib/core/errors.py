@@ -306,3 +306,9 @@ class SnapshotFileRefused(SnapshotError):
         "nvidia-smi -q): copy the file into the folder as a regular file (cut a large log to its last part, e.g. "
         "`tail -c 16M`), then run again"
     )
+
+
+class RunStoreError(GpulibError):
+    """``gpuops serve``'s run store (``--out``) cannot be written (a full disk, a read-only volume): no run is made."""
+
+    hint = "free space on the run store's volume (gpuops serve --out) or make it writable; /healthz shows the error"

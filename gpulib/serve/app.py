@@ -18,7 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import gpulib.serve.pages as pages
-from gpulib.core.errors import GpulibError
+from gpulib.core.errors import GpulibError, RunStoreError
 from gpulib.core.runrecord import read_run
 from gpulib.serve.bodylimit import BodyLimit
 from gpulib.serve.config import ServeConfig, bearer_refusal
@@ -59,15 +59,21 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
         status_code=202,
         response_model=Accepted,
         dependencies=[Depends(need_token)],
-        responses={503: {"description": "queue full; see Retry-After"}, 401: {}, 403: {}, 413: {}},
+        responses={
+            503: {"description": "queue full; see Retry-After"},
+            507: {"description": "the run store cannot be written (a full disk); see Retry-After"},
+            401: {},
+            403: {},
+            413: {},
+        },
     )
     def alertmanager(payload: WebhookPayload):
         code, body = svc.handle(payload)
-        if code == 503:
-            return JSONResponse(body, status_code=503, headers={"Retry-After": str(cfg.retry_after)})
+        if code in (503, 507):
+            return JSONResponse(body, status_code=code, headers={"Retry-After": str(cfg.retry_after)})
         return JSONResponse(body, status_code=202)
 
-    @app.get("/run/{runbook}", response_class=HTMLResponse, responses={303: {}, 400: {}, 429: {}, 503: {}})
+    @app.get("/run/{runbook}", response_class=HTMLResponse, responses={303: {}, 400: {}, 429: {}, 503: {}, 507: {}})
     def run(runbook: str, request: Request):
         try:
             params = check_params(runbook, dict(request.query_params), svc.catalogue, page=True)
@@ -93,6 +99,10 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
                     {"detail": f"the queue of page-started runs is full ({cfg.page_queue_limit} waiting); retry later"},
                     status_code=503,
                     headers={"Retry-After": str(cfg.retry_after)},
+                )
+            except RunStoreError as exc:
+                return JSONResponse(
+                    {"detail": f"{exc}; retry later"}, status_code=507, headers={"Retry-After": str(cfg.retry_after)}
                 )
         return RedirectResponse(f"/runs/{rec['id']}", status_code=303)
 
@@ -140,29 +150,34 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
             raise HTTPException(404, "the run has not finished")
         return PlainTextResponse(p.read_text(), media_type="text/markdown")
 
-    @app.get("/healthz", responses={503: {"description": "a verdict is stuck past its deadline"}})
+    @app.get("/healthz", responses={503: {"description": "a verdict is stuck, or the run store cannot be written"}})
     def healthz():
-        """Alive: 503 while a verdict call runs well past its deadline (``verdict_stuck_grace_s``)."""
+        """Alive: 503 while a verdict call runs well past its deadline (``verdict_stuck_grace_s``) or the run store
+        cannot be written (``store_error``)."""
         verdicts = svc.verdicts.stats() if svc.verdicts else {}
         warm = {"ready": svc.warm.ready, "failed": svc.warm.failed} if svc.warm else {}
         stuck = svc.stuck_verdicts()
         body = {
-            "ok": not stuck,
+            "ok": not stuck and svc.store.error is None,
             "stuck_verdicts": stuck,
+            "store_error": svc.store.error,
             "expired_verdicts": svc.decide.expired if svc.decide else 0,
             **svc.pool.stats(),
             "verdicts": verdicts,
             "warm": warm,
             "runs": len(svc.store),
         }
-        return JSONResponse(body, status_code=503 if stuck else 200)
+        return JSONResponse(body, status_code=200 if body["ok"] else 503)
 
     @app.get("/readyz", responses={503: {"description": "not taking alerts now; see reasons"}})
     def readyz():
-        """Ready for alerts: 503 with the reasons while a verdict is stuck or the alerts' queue is full."""
+        """Ready for alerts: 503 with the reasons while a verdict is stuck, the alerts' queue is full or the run store
+        cannot be written."""
         reasons = []
         if svc.stuck_verdicts():
             reasons.append(f"{svc.stuck_verdicts()} verdict(s) stuck past their deadline")
+        if svc.store.error:
+            reasons.append(svc.store.error)
         pool = svc.verdicts or svc.pool
         if cfg.queue_limit and pool.waiting() >= cfg.queue_limit:
             reasons.append(f"the alerts' queue is full ({cfg.queue_limit} waiting)")

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 import gpulib.serve.notify as notify
-from gpulib.core.errors import GpulibError, VerdictDeadline
+from gpulib.core.errors import GpulibError, RunStoreError, VerdictDeadline
 from gpulib.core.knowledge import settings
 from gpulib.core.redact import redact
 from gpulib.core.summary import read_verdict, write_summary
@@ -387,6 +387,10 @@ class Service:
                 self.store.log_alert({**entry, "action": "queue_full", "runbook": runbook, "params": params})
                 self.m_alerts.labels("queue_full").inc()
                 return 503, {"detail": f"run queue is full ({self.cfg.queue_limit} waiting); retry later", **out}
+            except RunStoreError as exc:  # a full disk: no run was made; Alertmanager retries after Retry-After
+                self.store.log_alert({**entry, "action": "store_full", "runbook": runbook, "params": params})
+                self.m_alerts.labels("store_full").inc()
+                return 507, {"detail": f"{exc}; retry later", **out}
             if action in ("held", "elsewhere"):
                 out[action] += 1
             else:
