@@ -8,8 +8,11 @@ makes it a ``SystemExit`` (exit status 128 + the signal, as a shell reports it).
 
 from __future__ import annotations
 
+import multiprocessing.forkserver as mp_forkserver
+import multiprocessing.resource_tracker as mp_tracker
 import os
 import signal
+import threading
 import time
 
 from gpulib.execute import descendants
@@ -45,6 +48,7 @@ def stop_descendants(grace_s: float | None = None) -> list[int]:
     SIGKILL those still there after ``grace_s``; the pids that were signalled."""
     grace_s = float(limit("shutdown_grace_s")) if grace_s is None else grace_s
     pids = descendants(os.getpid())
+    _stop_multiprocessing_helpers(grace_s)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in pids:
             try:
@@ -55,3 +59,20 @@ def stop_descendants(grace_s: float | None = None) -> list[int]:
         while time.monotonic() < end and any(_alive(p) for p in pids):
             time.sleep(0.05)
     return pids
+
+
+def _stop_multiprocessing_helpers(timeout: float) -> None:
+    """Stop multiprocessing's forkserver, then its resource tracker, the way they stop at exit (their ``_stop``, which
+    CPython's own tests use: the "alive" pipe closed, the process waited for), so the tracker unlinks what it tracks
+    (the verdict workers' semaphores) before it ends; the tracker ignores SIGTERM. At most ``timeout`` seconds."""
+
+    def stop():
+        for helper in (getattr(mp_forkserver, "_forkserver", None), getattr(mp_tracker, "_resource_tracker", None)):
+            try:
+                helper._stop()
+            except Exception:  # not started, or already gone
+                pass
+
+    t = threading.Thread(target=stop, name="gpuops-stop-mp", daemon=True)
+    t.start()
+    t.join(timeout)
