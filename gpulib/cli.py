@@ -186,10 +186,14 @@ def run_cmd(
     # with --run-dir the run's root (its index) is the folder's parent, not --out: a render Job's working directory
     # is read-only and has no reports/out
     root = run_dir.parent if run_dir is not None else out.resolve()
-    res = engine.execute(info, params, root, progress=not quiet, timeout=timeout, out_dir=run_dir)
-    if run_dir is not None:  # what gpuops serve records of the run, for the server that started this render
-        (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome(res), indent=2, default=str))
-    _print_result(res)
+    try:  # a crash (a full disk, no memory) is a failed run, exit 3, never "a finding stands" (1)
+        res = engine.execute(info, params, root, progress=not quiet, timeout=timeout, out_dir=run_dir)
+        if run_dir is not None:  # what gpuops serve records of the run, for the server that started this render
+            (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome(res), indent=2, default=str))
+        _print_result(res)
+    except Exception as exc:
+        typer.echo(redact(f"error: the run failed: {type(exc).__name__}: {exc}"), err=True)
+        raise typer.Exit(EXIT_FAILED) from None
     raise typer.Exit(_exit_code([res], fail_on))
 
 

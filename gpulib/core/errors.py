@@ -286,3 +286,29 @@ class RemediationRefused(GpulibError):
         "cordoning more GPU nodes at once risks the fleet's capacity: uncordon recovered nodes first, "
         "or pass a higher max_share= deliberately (audited)"
     )
+
+
+class VerdictDeadline(GpulibError):
+    """A fast verdict of ``gpuops serve`` did not finish within its wall-clock deadline (its worker was replaced)."""
+
+    hint = (
+        "a data source answered too slowly: check Prometheus (GPUOPS_PROMETHEUS_URL) and the Kubernetes API from the "
+        "server's pod; the notebook of the run shows which step waited"
+    )
+
+
+class SnapshotFileRefused(SnapshotError):
+    """A file of a snapshot folder that is not read: a symlink leaving the folder, a FIFO, a device or socket, or a
+    file larger than the bound of ``gpulib/data/sources/snapshot_limits.csv``."""
+
+    hint = (
+        "a snapshot holds regular files captured from the cluster (kubectl JSON, dcgm-exporter scrapes, dmesg, "
+        "nvidia-smi -q): copy the file into the folder as a regular file (cut a large log to its last part, e.g. "
+        "`tail -c 16M`), then run again"
+    )
+
+
+class RunStoreError(GpulibError):
+    """``gpuops serve``'s run store (``--out``) cannot be written (a full disk, a read-only volume): no run is made."""
+
+    hint = "free space on the run store's volume (gpuops serve --out) or make it writable; /healthz shows the error"

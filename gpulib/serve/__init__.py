@@ -16,12 +16,21 @@ _EXPORTS = {"ServeConfig": "config", "create_app": "app"}
 
 
 def run_server(cfg) -> None:
-    """Serve ``cfg`` (a :class:`ServeConfig`) with uvicorn until interrupted."""
+    """Serve ``cfg`` (a :class:`ServeConfig`) with uvicorn until SIGTERM or SIGINT, then stop clean: uvicorn shuts the
+    app down (the warm kernels, the verdict processes) and raises the signal again once it is done, which here exits
+    through ``finally`` (not the default handler, which would skip it), so every process the server started that is
+    still there is stopped too (:func:`gpulib.serve.reaper.stop_descendants`)."""
     import uvicorn
 
     from gpulib.serve.app import create_app
+    from gpulib.serve.reaper import exit_on_signals, stop_descendants
 
-    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    app = create_app(cfg)
+    exit_on_signals()
+    try:
+        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    finally:
+        stop_descendants()
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

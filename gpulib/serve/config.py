@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpulib.core.errors import InvalidParameter
+from gpulib.core.knowledge import settings
 from gpulib.core.redact import register
 from gpulib.core.validate import one_of
 from gpulib.inspection import choose_source
@@ -20,6 +21,13 @@ TOKEN_ENV = "GPUOPS_SERVE_TOKEN"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 #: shorter tokens are refused (``openssl rand -hex 32`` gives 64 characters)
 MIN_TOKEN_LEN = 16
+#: the limits and deadlines of gpuops serve that are not command-line options: key, value, meaning and source
+LIMITS = "serve_limits"
+
+
+def limit(key: str):
+    """A row of ``gpulib/data/serve/serve_limits.csv`` (its documented default)."""
+    return settings(LIMITS)[key]
 
 
 def read_token(token_file: Path | None = None, token: str | None = None, *, env: str = TOKEN_ENV) -> str:
@@ -96,6 +104,15 @@ class ServeConfig:
     notify_format: str = "slack"
     max_body: int = 1_000_000
     retry_after: int = 30
+    #: page-started runs (GET /run/..., no token) waiting at once, beside the alerts' queue_limit
+    page_queue_limit: int = field(default_factory=lambda: int(limit("page_queue_limit")))
+    #: new runs one client may start from pages per page_rate_window_s
+    page_runs_per_client: int = field(default_factory=lambda: int(limit("page_runs_per_client")))
+    page_rate_window_s: float = field(default_factory=lambda: float(limit("page_rate_window_s")))
+    #: wall-clock seconds of one fast verdict (then INCOMPLETE, its worker replaced)
+    verdict_deadline_s: float = field(default_factory=lambda: float(limit("verdict_deadline_s")))
+    #: a verdict call running this long past its deadline makes /healthz unhealthy
+    verdict_stuck_grace_s: float = field(default_factory=lambda: float(limit("verdict_stuck_grace_s")))
 
     @classmethod
     def build(cls, *, token_file: Path | None = None, token: str | None = None, **kw) -> "ServeConfig":
@@ -120,9 +137,12 @@ class ServeConfig:
     @staticmethod
     def _check(kw: dict) -> None:
         """InvalidParameter for the first option in ``kw`` with a value the server cannot take."""
-        for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers"):
+        for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers", "page_queue_limit"):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
+        for k in ("verdict_deadline_s", "verdict_stuck_grace_s", "page_rate_window_s"):
+            if k in kw and not float(kw[k]) > 0:
+                raise InvalidParameter(f"{k} must be more than 0 seconds")
         if not 0 <= int(kw.get("render_nice") or 0) <= 19:
             raise InvalidParameter("--render-nice must be 0 to 19")
         if int(kw.get("warm_kernels") or 0) < 0:

@@ -1,7 +1,10 @@
 """A bounded worker pool: ``kernels`` runs at once, at most ``queue_limit`` waiting (0: no limit); :class:`QueueFull`
 otherwise (the webhook answers 503 with Retry-After, so Alertmanager retries rather than a run being dropped
 silently). Waiting runs leave in priority order (a tuple, lower first: :func:`gpulib.serve.storms.priority`),
-then in the order they came."""
+then in the order they came.
+
+A run may wait in a ``lane`` of its own limit (``lanes``: name -> limit): page-started runs wait in theirs, so they
+never take a place of the alerts' ``queue_limit``."""
 
 from __future__ import annotations
 
@@ -23,11 +26,15 @@ class WorkerPool:
         kernels: int,
         queue_limit: int,
         on_error: Callable[[str, Exception], None] | None = None,
+        lanes: dict[str, int] | None = None,
     ):
         #: told of an exception ``work`` let out (the worker thread goes on with the next run)
         self._on_error = on_error
         self._work = work
-        self._q: queue.PriorityQueue[tuple] = queue.PriorityQueue(maxsize=queue_limit)
+        self._q: queue.PriorityQueue[tuple] = queue.PriorityQueue()
+        #: lane -> most runs waiting in it (0: no limit); "" is the main lane (``queue_limit``)
+        self._limits = {"": queue_limit, **(lanes or {})}
+        self._waiting: dict[str, int] = dict.fromkeys(self._limits, 0)
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self.active = 0
@@ -38,11 +45,17 @@ class WorkerPool:
         for t in self._threads:
             t.start()
 
-    def submit(self, run_id: str, priority: tuple = ()) -> None:
-        try:
-            self._q.put_nowait((tuple(priority), next(self._seq), run_id))
-        except queue.Full:
-            raise QueueFull(run_id) from None
+    def submit(self, run_id: str, priority: tuple = (), lane: str = "") -> None:
+        with self._lock:
+            limit = self._limits.get(lane, 0)
+            if limit and self._waiting.get(lane, 0) >= limit:
+                raise QueueFull(run_id)
+            self._waiting[lane] = self._waiting.get(lane, 0) + 1
+            self._q.put_nowait((tuple(priority), next(self._seq), run_id, lane))
+
+    def waiting(self, lane: str = "") -> int:
+        """Runs waiting in ``lane``."""
+        return self._waiting.get(lane, 0)
 
     @property
     def depth(self) -> int:
@@ -54,10 +67,11 @@ class WorkerPool:
 
     def _loop(self) -> None:
         while True:
-            _prio, _seq, run_id = self._q.get()
+            _prio, _seq, run_id, lane = self._q.get()
             if run_id is None:
                 return
             with self._lock:
+                self._waiting[lane] -= 1
                 self.active += 1
                 self.peak = max(self.peak, self.active)
             try:
@@ -85,9 +99,9 @@ class WorkerPool:
     def stop(self) -> None:
         for _ in self._threads:
             try:
-                self._q.put_nowait(((float("inf"),), next(self._seq), None))
+                self._q.put_nowait(((float("inf"),), next(self._seq), None, ""))
             except queue.Full:
                 break
 
     def stats(self) -> dict[str, Any]:
-        return {"active": self.active, "peak": self.peak, "queued": self.depth}
+        return {"active": self.active, "peak": self.peak, "queued": self.depth, "lanes": dict(self._waiting)}

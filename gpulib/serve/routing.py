@@ -22,6 +22,11 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.inspection import SERVER_ONLY, resolve_params, server_only
 from gpulib.xid import alert_routes
 
+#: parameters a page (GET /run/..., no token) may not set beyond :func:`gpulib.inspection.server_only`: what creates
+#: or writes something with the server's credentials (``collect``: a privileged pod on the node). ``gpuops mcp``
+#: refuses the same (``gpulib.mcp.tools.MCP_SERVER_ONLY``; tests/serve/test_page_guard.py holds them together)
+PAGE_REFUSED = ("collect",)
+
 
 def load_catalogue() -> dict[str, Any]:
     """The catalogue, read once: parsing every notebook per request is slow, and ``ast.parse`` (the parameter
@@ -50,8 +55,9 @@ def load_routes(path: Path | None = None, cat: dict[str, Any] | None = None) -> 
     return routes
 
 
-def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict[str, Any]:
-    """Validated, typed parameters for ``runbook`` of ``cat`` (InvalidParameter / UnknownGPU on anything else)."""
+def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any], *, page: bool = False) -> dict[str, Any]:
+    """Validated, typed parameters for ``runbook`` of ``cat`` (InvalidParameter / UnknownGPU on anything else);
+    ``page``: asked by a page without a token, which may not set :data:`PAGE_REFUSED` either."""
     info = cat.get(runbook)
     if info is None or info.kind != "runbook":
         raise InvalidParameter(
@@ -59,7 +65,7 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict
             hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"),
         )
     for k in raw:
-        if server_only(k):
+        if server_only(k) or (page and k in PAGE_REFUSED):
             raise InvalidParameter(f"parameter {k!r} is set by the server, not by a request")
     params = resolve_params(info, [(k, str(v)) for k, v in raw.items()])
     if "node" in params:
@@ -69,6 +75,12 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any]) -> dict
     if "namespace" in params and params["namespace"]:
         params["namespace"] = validate.namespace(params["namespace"])
     return params
+
+
+def side_effects(params: dict[str, Any]) -> bool:
+    """Whether a run with ``params`` creates something (a :data:`PAGE_REFUSED` parameter set true): such a run gets
+    no fast verdict (the fast path never creates anything); its notebook decides."""
+    return any(str(params.get(k, "")).lower() in ("true", "1", "yes") for k in PAGE_REFUSED)
 
 
 def route_alert(
@@ -128,4 +140,14 @@ class Deduper:
                 del self._seen[key]
 
 
-__all__ = ["SERVER_ONLY", "Deduper", "check_params", "load_catalogue", "load_routes", "route_alert", "server_only"]
+__all__ = [
+    "PAGE_REFUSED",
+    "SERVER_ONLY",
+    "Deduper",
+    "check_params",
+    "load_catalogue",
+    "load_routes",
+    "route_alert",
+    "server_only",
+    "side_effects",
+]

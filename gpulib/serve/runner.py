@@ -166,5 +166,29 @@ class ProcessVerdicter:
                 self._pool = self._start()
             raise
 
+    def expire(self) -> None:
+        """A verdict passed its deadline (:class:`gpulib.serve.deadline.Deadlined`): its worker cannot be stopped
+        alone, so every worker process is killed and a new pool started (a verdict the others held fails with
+        BrokenProcessPool: that run's notebook decides)."""
+        pool, self._pool = self._pool, self._start()
+        _kill(pool)
+
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        _kill(self._pool)
+
+
+def _kill(pool: ProcessPoolExecutor, wait_s: float = 5.0) -> None:
+    """Stop ``pool`` now: its worker processes killed (``_processes``: the executor has no public way to reach them)
+    and reaped, its futures cancelled."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        try:
+            p.kill()
+        except (OSError, ValueError):  # already gone / already closed
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.join(wait_s)
+        except (OSError, ValueError, AssertionError):
+            pass

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpulib.core.errors import RunStoreError
 from gpulib.core.knowledge import settings
 from gpulib.core.rundir import new_run_dir
 
@@ -42,6 +43,8 @@ class RunStore:
         self.stale_s = float(settings(SETTINGS)["heartbeat_stale_s"])
         self._lock = threading.RLock()
         self._runs: dict[str, dict[str, Any]] = {}
+        #: why the last write to the store failed (None: the last write succeeded); /healthz and /readyz show it
+        self.error: str | None = None
         self.beat()
         self.rebuild()
 
@@ -109,14 +112,31 @@ class RunStore:
                 if self._mine(rec):
                     self._runs[rec["id"]] = rec
 
+    def _failed(self, what: str, exc: OSError) -> RunStoreError:
+        """The store could not be written: remembered (until a write succeeds) and a RunStoreError with the reason."""
+        self.error = f"the run store {self.root} cannot be written ({what}): {exc.strerror or exc}"
+        return RunStoreError(self.error)
+
     def _write(self, rec: dict[str, Any]) -> None:
+        """``run.json`` of ``rec`` replaced whole (tmp + rename); RunStoreError, with no temporary file left, when the
+        store cannot be written."""
         d = self.root / rec["id"]
         tmp = d / f"{RUN_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"  # writers of other replicas use theirs
-        tmp.write_text(json.dumps(rec, indent=2, default=str))
-        os.replace(tmp, d / RUN_FILE)
+        try:
+            tmp.write_text(json.dumps(rec, indent=2, default=str))
+            os.replace(tmp, d / RUN_FILE)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise self._failed(f"run {rec['id']}", exc) from None
+        self.error = None
 
     def create(self, runbook: str, params: dict[str, Any], *, trigger: dict[str, Any]) -> dict[str, Any]:
-        d = new_run_dir(self.root, runbook)
+        """A new queued run, on disk before it is in the index: RunStoreError (and no folder left) when the store
+        cannot be written."""
+        try:
+            d = new_run_dir(self.root, runbook)
+        except OSError as exc:
+            raise self._failed("a new run folder", exc) from None
         rec = {
             "id": d.name,
             "replica": self.replica,
@@ -134,8 +154,12 @@ class RunStore:
             "trigger": trigger,
         }
         with self._lock:
+            try:
+                self._write(rec)
+            except RunStoreError:
+                shutil.rmtree(d, ignore_errors=True)
+                raise
             self._runs[rec["id"]] = rec
-            self._write(rec)
         return dict(rec)
 
     def update(self, run_id: str, **changes: Any) -> dict[str, Any]:
@@ -219,8 +243,13 @@ class RunStore:
         return self.root / (ALERT_LOG if self.replica is None else f"alerts.{self.replica}.jsonl")
 
     def log_alert(self, entry: dict[str, Any]) -> None:
-        with self._lock, open(self._alert_file(), "a") as fh:
-            fh.write(json.dumps(entry, default=str) + "\n")
+        """Append an alert decision; on a store that cannot be written the decision still stands (the error is kept
+        for /healthz) rather than the webhook failing."""
+        try:
+            with self._lock, open(self._alert_file(), "a") as fh:
+                fh.write(json.dumps(entry, default=str) + "\n")
+        except OSError as exc:
+            self._failed("the alert log", exc)
 
     def alert_log(self) -> list[dict[str, Any]]:
         """Every replica's alert decisions (each replica appends to its own file)."""

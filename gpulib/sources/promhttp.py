@@ -22,7 +22,10 @@ What we add, because its API cannot express it:
   ``json()`` that decodes nothing, and the kept body is decoded and checked here. Its exception carries only
   a message, so status, ``Retry-After`` and body are read from the kept Response too.
 - **Deadline.** Every query (all its attempts and waits together) takes at most the configured timeout
-  (``GPUOPS_PROMETHEUS_TIMEOUT``); each attempt gets what is left as its timeout. A ``Retry-After``
+  (``GPUOPS_PROMETHEUS_TIMEOUT``); each attempt gets what is left as its timeout. requests' read timeout is per
+  read (a server sending one byte per read never passes it), so the body is read in the response hook with a
+  timer armed at the deadline that shuts the connection's socket (the blocked read ends at once) and the query is
+  a :class:`~gpulib.core.errors.PrometheusTimeout`. A ``Retry-After``
   (RFC 9110 §10.2.3, https://www.rfc-editor.org/rfc/rfc9110#field.retry-after) longer than what is left ends
   the retries instead of being waited out. Its own retries (urllib3 ``Retry``, by default 3 with
   ``backoff_factor=1`` on 408/429/5xx, ``Retry-After`` honoured however long) know no deadline, so it is
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from datetime import datetime, timezone
@@ -122,6 +126,36 @@ def check_result(doc, url: str, query: str, kind: str) -> list:
     return result
 
 
+def _read_body_by(resp, deadline: float) -> None:
+    """Read ``resp``'s whole body (requests' ``resp.content``) before the ``time.monotonic()`` ``deadline``; the
+    socket is shut when it passes, and requests' ReadTimeout is raised (the caller's PrometheusTimeout)."""
+    import requests
+
+    sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
+    fired = threading.Event()
+
+    def cut():
+        fired.set()
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        resp.content  # reads and keeps the body
+    except requests.exceptions.RequestException:
+        if not fired.is_set():
+            raise
+    finally:
+        timer.cancel()
+    if fired.is_set():
+        resp.close()
+        raise requests.exceptions.ReadTimeout("the whole body was not read by the deadline")
+
+
 def _undecoded(**kwargs) -> dict:
     """What the library's ``response.json()`` returns instead of decoding (see :meth:`PromHTTP._keep`)."""
     return {"data": {"result": None}}
@@ -160,6 +194,9 @@ class PromHTTP:
         :meth:`decode` / ``parse_matrix`` read from the bytes anyway."""
         self._kept.response = resp
         resp.json = _undecoded  # a plain function (no closure over resp: no reference cycle holding the body)
+        deadline = getattr(self._kept, "deadline", None)
+        if deadline is not None:
+            _read_body_by(resp, deadline)
         return resp
 
     # ---- circuit breaker --------------------------------------------------------------
@@ -219,7 +256,7 @@ class PromHTTP:
                     url=url,
                     query=query,
                 )
-            self._kept.response = None
+            self._kept.response, self._kept.deadline = None, deadline
             try:
                 send((min(left, s.timeout), left))
             except PrometheusApiClientException:  # a status other than 200: read from the kept Response below

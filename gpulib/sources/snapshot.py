@@ -33,7 +33,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, SourceError
+from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, SnapshotFileRefused, SourceError
+from gpulib.core.files import MIB, read_regular
+from gpulib.core.knowledge import settings
 from gpulib.core.schema import SERIES_COLUMNS
 from gpulib.kube.events import REASONS, events_history
 from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap, nodes_frame, pods_frame
@@ -43,6 +45,9 @@ from gpulib.sources.base import Source, mig_parted_object
 from gpulib.sources.dcgm import canonical_scrape, parse_scrape
 from gpulib.sources.history import NodeHistory
 from gpulib.sources.reduce import summarise_frame
+
+#: the bounds of what a snapshot folder's files may be (gpulib/data/sources/snapshot_limits.csv)
+LIMITS = "snapshot_limits"
 
 
 class SnapshotSource(Source):
@@ -94,15 +99,14 @@ class SnapshotSource(Source):
     def describe(self) -> str:
         return f"snapshot {self.path}"
 
-    @staticmethod
-    def _read(f: Path) -> bytes:
-        """The bytes of one snapshot file; SnapshotError naming it when it is a folder, a symlink loop or unreadable."""
-        try:
-            return f.read_bytes()
-        except OSError as exc:
-            raise SnapshotError(
-                f"snapshot file {str(f)!r} cannot be read: {exc.strerror or type(exc).__name__}"
-            ) from None
+    def _read(self, f: Path) -> bytes:
+        """The bytes of one snapshot file, read within bounds (:func:`gpulib.core.files.read_regular`): a
+        SnapshotFileRefused naming it when it is a symlink leaving the folder, a FIFO, a device, a folder, larger than
+        ``max_file_mb`` (``gpulib/data/sources/snapshot_limits.csv``), a symlink loop or unreadable."""
+        limit = int(settings(LIMITS)["max_file_mb"]) * MIB
+        return read_regular(
+            f, root=self.path, max_bytes=limit, refuse=lambda why: SnapshotFileRefused(f"snapshot {why}")
+        )
 
     def _json(self, name: str) -> dict:
         f = self.path / name

@@ -27,6 +27,7 @@ MODES = (
     "no_data",
     "bad_result",
     "echo_auth",
+    "trickle",
 )
 
 
@@ -40,7 +41,9 @@ def closed_url() -> str:
 class FaultServer:
     """An HTTP server on 127.0.0.1 answering every path with one fault.
 
-    ``delay`` is how long ``slow`` waits before a valid empty answer; ``hang`` never answers (until close).
+    ``delay`` is how long ``slow`` waits before a valid empty answer; ``hang`` never answers (until close);
+    ``trickle`` sends a valid answer's headers at once, then its body one byte every ``delay`` seconds (each read of
+    the client gets a byte within its timeout, so only a deadline on the whole body ends it).
     ``requests`` counts requests; ``auth`` records the Authorization headers seen.
     """
 
@@ -91,6 +94,19 @@ class FaultServer:
         empty_vector = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
         if m == "hang":
             self._stop.wait(600)
+            return
+        if m == "trickle":
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}, indent=8).encode()
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.flush()
+            for i in range(len(body)):
+                if self._stop.wait(self.delay):
+                    return
+                h.wfile.write(body[i : i + 1])
+                h.wfile.flush()
             return
         if m == "slow":
             time.sleep(self.delay)

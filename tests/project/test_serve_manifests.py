@@ -116,7 +116,7 @@ def test_deployment_args_parse_with_the_real_cli_and_token_comes_from_a_secret()
     env = {e["name"]: e for e in c["env"]}
     assert env["GPUOPS_SERVE_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "gpuops-serve"
     assert "--token" not in c["args"]
-    assert c["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz" and c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     port = c["ports"][0]
     assert port["containerPort"] == sctx.params["port"]
     (svc,) = by_kind("Service")

@@ -52,6 +52,17 @@ def test_retry_after_is_capped_by_the_timeout():
     assert took < 2 * 3, f"one query took {took:.1f}s at timeout 3s"
 
 
+def test_a_body_trickled_a_byte_at_a_time_ends_at_the_timeout():
+    """Each read gets a byte well within the timeout; the query must still end at the timeout (the whole body's)."""
+    with FaultServer("trickle", delay=0.3) as fs:
+        t0 = time.monotonic()
+        with pytest.raises(PrometheusError) as e:
+            _src(fs.url, timeout=2, retries=0).summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max")
+        took = time.monotonic() - t0
+    assert took < 2 + 1, f"one query took {took:.1f}s at timeout 2s"
+    assert "within 2s" in str(e.value) and e.value.hint
+
+
 @pytest.mark.parametrize("mode", ["hang", "closed", "retry_after"])
 def test_after_a_backend_failure_later_calls_fail_fast_with_the_same_cause(mode):
     with FaultServer(mode) as fs:
