@@ -37,6 +37,7 @@ LAYERS = {
     "execute": 4,
     "learn": 4,
     "cli": 5,
+    "cli_tools": 5,
     "serve": 5,
     "mcp": 5,
 }
