@@ -248,8 +248,13 @@ class PromHTTP:
         s, url = self.settings, self.url
         deadline = time.monotonic() + s.timeout
         attempt = 0
+        refused = ""  # why the last attempt could not connect: the cause to name if the time runs out retrying
         while True:
             left = deadline - time.monotonic()
+            if left <= 0 and refused:
+                raise PrometheusUnreachable(
+                    f"cannot reach Prometheus at {url} ({refused}) for query {query!r}", url=url, query=query
+                )
             if left <= 0:
                 raise PrometheusTimeout(
                     f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
@@ -273,6 +278,7 @@ class PromHTTP:
                     wait = BACKOFF * 2**attempt
                     if time.monotonic() + wait < deadline:
                         attempt += 1
+                        refused = why
                         time.sleep(wait)
                         continue
                 raise PrometheusUnreachable(

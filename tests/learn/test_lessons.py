@@ -217,7 +217,8 @@ def test_changed_threshold_and_mig_profile_change_the_executed_lessons(tmp_path,
 
     _, fig, html = _run("learn_monitoring", tmp_path / "mon")
     assert fig["gpu_temp_warn_c"] == 80
-    assert fig["temp_alert_expr"] == "DCGM_FI_DEV_GPU_TEMP >= 80"
+    # the rule reads the field under every name dcgm-exporter gave it (gpulib/data/sources/signals.csv)
+    assert fig["temp_alert_expr"] == "((DCGM_FI_DEV_GPU_TEMP or DCGM_FI_DEV_GPU_TEMP_CELSIUS) + 0) >= 80"
     assert "80 C for 10m" in html and "85 C for 10m" not in html
     assert "differs from what the data files generate now" in html  # committed YAML still says 85
 

@@ -99,3 +99,21 @@ def test_selector_escapes_label_values():
     from gpulib.sources.prometheus import _selector
 
     assert _selector("F", 'a"b\\', None, "hostname") == 'F{hostname="a\\"b\\\\"}'
+
+
+def test_a_refused_connection_is_named_even_when_the_retries_outlast_the_timeout(monkeypatch):
+    """On a loaded machine the waits between retries run long; when the time runs out while retrying a refused
+    connection, the cause on-call reads is that Prometheus cannot be reached, not that it was slow."""
+    import socket
+
+    from gpulib.core.errors import PrometheusUnreachable
+    from gpulib.sources import promhttp
+
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    real_sleep = time.sleep
+    monkeypatch.setattr(promhttp.time, "sleep", lambda w: real_sleep(w + 2.0))  # every wait overruns the timeout
+    with pytest.raises(PrometheusUnreachable) as e:
+        _src(f"http://127.0.0.1:{port}", timeout=1.5, retries=3).summary("DCGM_FI_DEV_GPU_TEMP", "1h", "max")
+    assert "connection refused" in str(e.value)
