@@ -77,7 +77,10 @@ class FastVerdicter:
 
         if not supports(runbook, params):
             return None
-        v = fast_verdict(runbook, params, self.notebook(runbook))
+        info = self.notebook(runbook)
+        if info.kind != "runbook":  # a report's headless verdict is the whole report: it would hold a verdict worker
+            return None
+        v = fast_verdict(runbook, params, info)
         save_findings(
             v.findings,
             folder / VERDICT_FILE,

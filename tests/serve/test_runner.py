@@ -112,3 +112,16 @@ def test_verdict_workers_see_the_environment_of_their_verdicter_not_an_older_one
             second.close()
     finally:
         first.close()
+
+
+def test_a_scheduled_report_gets_no_fast_verdict_in_the_server(tmp_path, monkeypatch):
+    """Reports are defined like runbooks, but a report's headless verdict is the whole report (seconds of CPU on the
+    demo, more on a fleet): in the server it would hold a verdict worker that an alert needs; its notebook decides."""
+    from gpulib.serve.runner import FastVerdicter
+
+    monkeypatch.setenv("GPUOPS_END", "2026-12-01T06:45:00Z")
+    called = []
+    monkeypatch.setattr("gpulib.serve.runner.fast_verdict", lambda *a, **k: called.append(a))
+    assert FastVerdicter()(tmp_path, "gpu_utilization_report", {"source": "demo"}) is None
+    assert FastVerdicter()(tmp_path, "gpu_reliability_report", {"source": "demo"}) is None
+    assert called == []
