@@ -96,7 +96,7 @@ def collect_cmd(
 def exporter_cmd(
     port: int = typer.Option(9400, help="listen port on 127.0.0.1"),
     node: Optional[str] = typer.Option(None, help="serve one node's GPUs only"),
-    exporter: str = typer.Option("4.8", help="dcgm-exporter generation whose metric names and units to emit"),
+    exporter: str = typer.Option("4.10", help="dcgm-exporter generation whose metric names and units to emit"),
 ):
     """Serve the demo fleet as a dcgm-exporter-format /metrics endpoint (for trying dashboards and alerts)."""
 
@@ -128,7 +128,7 @@ def backfill_cmd(
     path: Path = typer.Argument(..., help="OpenMetrics file to write"),
     window: str = typer.Option("24h", help="how much history to write"),
     step: Optional[str] = typer.Option(None, help="sample spacing (default: the scenario's scrape interval)"),
-    exporter: str = typer.Option("4.8", help="dcgm-exporter generation whose metric names and units to write"),
+    exporter: str = typer.Option("4.10", help="dcgm-exporter generation whose metric names and units to write"),
 ):
     """Write the demo fleet as OpenMetrics for `promtool tsdb create-blocks-from openmetrics FILE DIR`."""
     try:

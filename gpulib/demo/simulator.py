@@ -79,7 +79,7 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         counters: str = "full",
         scrape_interval: str | None = None,
         exporter_down: Iterable[str] = (),
-        exporter: str = "4.8",
+        exporter: str = "4.10",
         exporter_nodes: dict[str, str] | None = None,
     ):
         if label_style not in ("new", "old"):

@@ -148,8 +148,9 @@ def test_exporter_down_node_has_up_0_and_no_dcgm_series(tmp_path):
         FleetSimulator(end=END, exporter_down=["gpu-node-99"])
 
 
-def test_openmetrics_chunks_tile_the_window_with_only_the_named_metrics(sim, tmp_path):
+def test_openmetrics_chunks_tile_the_window_with_only_the_named_metrics(tmp_path):
     """Two back-to-back slices (start/end inclusive) hold exactly the samples of the one-file window."""
+    sim = FleetSimulator(end=END, exporter="4.8")  # the names below are those of dcgm-exporter <= 4.8
     names = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED"]
     end = END.timestamp()
 

@@ -228,7 +228,7 @@ def test_memory_high_stays_quiet_on_the_demo_fleets_busy_vllm_gpus(tmp_path, mon
     series = []
     used: dict[str, float] = {}
     free: dict[str, float] = {}
-    for line in FleetSimulator().scrape_text().splitlines():
+    for line in FleetSimulator(exporter="4.8").scrape_text().splitlines():  # the fields above under their 4.8 names
         m = re.match(r"(\w+)(\{.*\}) (\S+)$", line)
         if m and m.group(1) in fields:
             series.append({"series": m.group(1) + m.group(2), "values": f"{float(m.group(3)):g}x30"})
