@@ -43,7 +43,7 @@ _QUIET: ContextVar[bool] = ContextVar("gpuops_runbook_quiet", default=False)
 
 @contextmanager
 def quiet():
-    """Run a :class:`Runbook` headless (``gpulib.verdict``): its steps, errors and findings as in a notebook, its
+    """Run a :class:`Runbook` headless (:mod:`gpulib.run.verdict`): its steps, errors and findings as in a notebook, its
     notes, tables and verdict box shown nowhere."""
     token = _QUIET.set(True)
     try:
@@ -397,7 +397,7 @@ class Runbook:
         inputs: list[str] | None = None,
     ) -> FindingList:
         """Render the 'Recommended SOP step' (top finding first) and save findings as JSON (where the run's
-        environment says; ``save=False``: not at all, for a headless verdict, :mod:`gpulib.verdict`); ``combine``
+        environment says; ``save=False``: not at all, for a headless verdict, :mod:`gpulib.run.verdict`); ``combine``
         (e.g. :func:`gpulib.fleet.merge_findings`) folds symptom findings into their root cause first."""
         if findings is not None:
             self.add(findings)

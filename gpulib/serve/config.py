@@ -72,7 +72,7 @@ class ServeConfig:
     source: str = "demo"
     routes_file: Path | None = None
     kernels: int = 2
-    #: "fast": the verdict first (gpulib.verdict, in a worker thread of this process), the notebook after it as the
+    #: "fast": the verdict first (gpulib.run.verdict, in a worker thread of this process), the notebook after it as the
     #: evidence; "notebook": the notebook's findings are the verdict (the path before the fast verdict existed)
     verdict: str = "fast"
     #: runs whose fast verdict is computed at once

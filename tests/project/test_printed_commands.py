@@ -431,3 +431,19 @@ def _against_the_demo_cluster(cmds) -> list[str]:
                             f"{where}: {ns}/{name} is recreated by its {owners[(ns, name)]}: scale the owner: {cmd!r}"
                         )
     return out
+
+
+def test_every_kubectl_debug_command_in_the_sop_tables_can_read_the_kernel_ring_and_pipes_cleanly():
+    """A node command from an SOP table reads dmesg only with --profile=sysadmin where kernel.dmesg_restrict=1, and
+    ``-t`` (a TTY) into a pipe fails or garbles the output: ``-i --quiet``, as the triage's kernel_log_command
+    (gpulib/xid/steps.py)."""
+    root = Path(__file__).resolve().parents[2] / "gpulib" / "data"
+    bad = []
+    for path in sorted(root.rglob("*.csv")):
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                for line in (row.get("commands") or "").splitlines():
+                    if line.startswith("kubectl debug"):
+                        if "--profile=sysadmin" not in line or re.search(r"\s-(it|ti|t)\s", line):
+                            bad.append(f"{path.relative_to(root)}: {line}")
+    assert bad == []

@@ -13,7 +13,7 @@ import pytest
 import gpulib
 from gpulib.core.errors import SnapshotError, SnapshotFileRefused
 from gpulib.core.knowledge import settings
-from gpulib.verdict import fast_verdict
+from gpulib.run.verdict import fast_verdict
 
 NODE, GPU = "dgx-h100-1", "5"
 
