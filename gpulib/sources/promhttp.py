@@ -267,6 +267,10 @@ class PromHTTP:
             except PrometheusApiClientException:  # a status other than 200: read from the kept Response below
                 pass
             except requests.exceptions.Timeout:
+                if refused:  # the connection was refused before and the retry ran out of time connecting
+                    raise PrometheusUnreachable(
+                        f"cannot reach Prometheus at {url} ({refused}) for query {query!r}", url=url, query=query
+                    ) from None
                 raise PrometheusTimeout(
                     f"Prometheus at {url} did not answer within {s.timeout:g}s for query {query!r}",
                     url=url,
