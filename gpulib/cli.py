@@ -1,5 +1,5 @@
 """``gpuops``: list, run and schedule the runbooks and reports. This module only parses commands, calls the run
-engine (:mod:`gpulib.execute`) or serve / collect / alerts, prints, and sets the exit code.
+engine (:mod:`gpulib.run.render`) or serve / collect / alerts, prints, and sets the exit code.
 
 Exit codes: 0 = ran, no finding at or above ``--fail-on``; 1 = a finding at or above ``--fail-on``
 stands (default: critical); 2 = bad usage (unknown runbook, parameter or value); 3 = the run failed or a
@@ -21,19 +21,19 @@ import json
 import re
 
 from gpulib import __version__
-from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook
 from gpulib.cli_tools import alerts_cmd, backfill_cmd, collect_cmd, exporter_cmd
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.redact import redact
 from gpulib.cost import load_prices, parse_namespaces
-from gpulib.execute import RunResult, outcome
 from gpulib.inspection import PLOTLY_JS_MODES
 from gpulib.mcp.command import mcp_cmd
-from gpulib.run.params import check_targets
+from gpulib.run import render as engine
+from gpulib.run.params import check_targets, prepare
+from gpulib.run.record import INDEX_FILE, write_outcome
+from gpulib.run.render import RunResult, outcome
 from gpulib.run.report import EXIT_FAILED, EXIT_FINDING, EXIT_USAGE, FAIL_ON, exit_code, fail, result_lines
 from gpulib.serve.command import serve_cmd
-from gpulib.serve.jobs import OUTCOME_FILE
 
 app = typer.Typer(
     add_completion=False,
@@ -127,7 +127,7 @@ def run_cmd(
     try:
         info = find_notebook(name)
         given = _params_file(params_file) if params_file else None
-        params = engine.prepare(
+        params = prepare(
             info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None, given=given
         )
         check_targets(params)
@@ -144,7 +144,7 @@ def run_cmd(
     try:  # a crash (a full disk, no memory) is a failed run, exit 3, never "a finding stands" (1)
         res = engine.execute(info, params, root, progress=not quiet, timeout=timeout, out_dir=run_dir)
         if run_dir is not None:  # what gpuops serve records of the run, for the server that started this render
-            (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome(res), indent=2, default=str))
+            write_outcome(run_dir, outcome(res))
         _print_result(res)
     except Exception as exc:
         typer.echo(redact(f"error: the run failed: {type(exc).__name__}: {exc}"), err=True)
@@ -200,14 +200,14 @@ def demo_cmd(
     for n, info in enumerate(todo, 1):
         typer.echo(f"[{n}/{len(todo)}] {info.name}")
         try:
-            params = engine.prepare(info, source="demo")
+            params = prepare(info, source="demo")
         except GpulibError as exc:
             _fail(exc)
         res = engine.execute(info, params, out.resolve(), progress=not quiet)
         _print_result(res, limit=1)
         results.append(res)
     failed = [r.name for r in results if r.failed]
-    typer.echo(f"\n{len(results) - len(failed)}/{len(results)} notebooks ran; index: {out.resolve() / 'index.html'}")
+    typer.echo(f"\n{len(results) - len(failed)}/{len(results)} notebooks ran; index: {out.resolve() / INDEX_FILE}")
     if failed:
         typer.echo(f"failed: {', '.join(failed)}", err=True)
         raise typer.Exit(EXIT_FAILED)
@@ -236,7 +236,7 @@ def report_cmd(
         pairs = (
             [("window", window)] + _report_options(price_file, namespaces, provider, currency) + _charts_option(charts)
         )
-        params = engine.prepare(info, pairs, source=source, snapshot=str(snapshot) if snapshot else None)
+        params = prepare(info, pairs, source=source, snapshot=str(snapshot) if snapshot else None)
     except GpulibError as exc:
         _fail(exc)
     res = engine.execute(info, params, out.resolve(), progress=not quiet)

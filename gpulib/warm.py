@@ -1,7 +1,7 @@
 """Warm kernels for notebook renders: kernels started ahead with gpulib imported, each used by one run only.
 
 A cold run starts a kernel and imports pandas, plotly and gpulib in it before its first cell. :class:`WarmKernels`
-keeps ``size`` kernels started (``jupyter_client``'s kernel manager, the one :func:`gpulib.execute.execute` hands
+keeps ``size`` kernels started (``jupyter_client``'s kernel manager, the one :func:`gpulib.run.render.execute` hands
 papermill, https://jupyter-client.readthedocs.io/en/stable/api/jupyter_client.html) with those imports done in a
 throwaway namespace, so the notebook's globals start empty. :meth:`take` hands one out and starts its replacement
 in the background; the run's engine sets the run's environment and folder in it before the first cell, stops it
@@ -15,7 +15,7 @@ import queue
 import threading
 from typing import Iterable
 
-from gpulib.execute import KERNEL_ARGS, _kernel_manager, _shutdown, run_code
+from gpulib.run.render import KERNEL_ARGS, kernel_manager, run_code, shutdown_kernel
 
 #: what a warm kernel imports before it is handed out (in a namespace of its own: the notebook's stays empty)
 PRELOAD = (
@@ -46,17 +46,17 @@ class WarmKernels:
     def _start_one(self) -> None:
         from jupyter_core.utils import run_sync
 
-        km = _kernel_manager({}, None, self.unset)
+        km = kernel_manager({}, None, self.unset)
         try:
             run_sync(km.start_kernel)(extra_arguments=list(KERNEL_ARGS))
             run_code(km, self.preload)
         except Exception as exc:
             self.failed += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
-            _shutdown(km)
+            shutdown_kernel(km)
             return
         if self._closed:
-            _shutdown(km)
+            shutdown_kernel(km)
             return
         self.started += 1
         self._ready.put(km)
@@ -82,6 +82,6 @@ class WarmKernels:
         self._closed = True
         while True:
             try:
-                _shutdown(self._ready.get_nowait())
+                shutdown_kernel(self._ready.get_nowait())
             except queue.Empty:
                 return

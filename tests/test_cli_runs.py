@@ -12,7 +12,7 @@ from pathlib import Path
 from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
 from gpulib.core.findings import Finding, Severity, save_findings
-from gpulib.core.rundir import new_run_dir
+from gpulib.run.record import new_run_dir
 
 
 def _stub_execute(input_path, output_path, parameters=None, km=None, **kw):

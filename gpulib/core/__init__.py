@@ -35,7 +35,6 @@ from gpulib.core.findings import (
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import Settings, data_path, load_table, settings, threshold
 from gpulib.core.money import money
-from gpulib.core.rundir import new_run_dir
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform, empty
 from gpulib.core.timeutil import format_duration, parse_window, to_utc, utcnow
 from gpulib.core.validate import (
@@ -90,7 +89,6 @@ __all__ = [
     "load_table",
     "money",
     "namespace",
-    "new_run_dir",
     "node_name",
     "normalise_pci_bus_id",
     "object_name",

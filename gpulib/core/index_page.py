@@ -1,13 +1,13 @@
 """The run index page: one row per run, newest first, with its verdict (severity, cause, node/GPU), runbook,
 parameters, local and UTC time, duration and status; filters by runbook, node and severity. The same page for a
-run root (``index.html`` of ``gpuops run|demo|report``, :func:`gpulib.core.rundir.write_index`) and for ``gpuops
+run root (``index.html`` of ``gpuops run|demo|report``, :func:`gpulib.run.record.write_index`) and for ``gpuops
 serve``'s ``/runs``.
 
 It is a plain HTML table, readable without JavaScript (every run listed, times in UTC and in the writer's zone); a
 small inline script (no library) shows the filters, narrows the rows, keeps the choice in the URL's fragment
 (``#runbook=xid_ecc_triage&severity=critical``, so a filtered view can be linked) and rewrites the local time in
 the reader's zone. Every value is escaped (:func:`html.escape`); the rows come from
-:func:`gpulib.core.runrecord.read_run`, which has redacted them.
+:func:`gpulib.run.record.read_run`, which has redacted them.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def _options(name: str, values: Iterable[str]) -> str:
 
 
 def render(records: list[dict[str, Any]], href: Callable[[dict[str, Any]], str | None], *, title: str) -> str:
-    """The index page of ``records`` (:func:`gpulib.core.runrecord.read_run`); ``href(record)`` is the link of a
+    """The index page of ``records`` (:func:`gpulib.run.record.read_run`); ``href(record)`` is the link of a
     run's report (None: no report yet). Rows newest first (start time, then run id)."""
     recs = sorted(records, key=lambda r: (r.get("created") or 0, r.get("id") or ""), reverse=True)
     sevs = {severity_of(r) for r in recs}

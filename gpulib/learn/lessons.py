@@ -44,13 +44,12 @@ from gpulib.cost import ACTIONS
 from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
 from gpulib.kube.requests import resource_problems
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
+from gpulib.run.record import FINDINGS_ENV
 from gpulib.runbook import guarded_step
 from gpulib.vllm import plan
 from gpulib.xid import alert_rules, alert_rules_yaml
 
 GIB = 1024**3
-#: the CLI sets this for every notebook; a lesson writes ``figures.json`` beside it
-FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 
 
 # ------------------------------------------------------------------------------------------- display

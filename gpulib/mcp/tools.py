@@ -1,6 +1,6 @@
 """What the tools of ``gpuops mcp`` do, as plain functions over the package's own modules: the catalogue and its
-parameters (:mod:`gpulib.inspection`), a run through the one run engine (:mod:`gpulib.execute`), a run folder read
-back (:mod:`gpulib.core.runrecord`), the XID catalog and its SOP rows (:mod:`gpulib.xid`) and the node-evidence pod
+parameters (:mod:`gpulib.inspection`), a run through the one run engine (:mod:`gpulib.run.render`), a run folder read
+back (:mod:`gpulib.run.record`), the XID catalog and its SOP rows (:mod:`gpulib.xid`) and the node-evidence pod
 (:mod:`gpulib.kube.collect`). Each returns a JSON-ready dict; a usage error is an
 :class:`~gpulib.core.errors.InvalidParameter`, whose text the server answers with (what ``gpuops`` prints before it
 exits 2). Nothing here applies anything: runs are the runbooks' dry runs and the collection is only planned.
@@ -14,15 +14,15 @@ from typing import Any
 
 import yaml
 
-from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.redact import redact_obj
-from gpulib.core.runrecord import RUN_ID, read_run
 from gpulib.core.validate import command
 from gpulib.inspection import choose_source, server_only
 from gpulib.kube import collect as kc
-from gpulib.run.params import check_targets
+from gpulib.run import render
+from gpulib.run.params import check_targets, prepare
+from gpulib.run.record import ACTIVE, RUN_ID, Status, read_run
 from gpulib.xid import lookup, sop
 
 #: parameters a caller of gpuops mcp may not set beyond the server's own (gpulib.inspection.SERVER_ONLY):
@@ -111,10 +111,10 @@ class Tools:
         for key in given:
             if self._server_only(key):
                 raise InvalidParameter(f"parameter {key!r} is set by the server, not by a request")
-        params = engine.prepare(info, [(k, _text(v)) for k, v in given.items()], source=self.source)
+        params = prepare(info, [(k, _text(v)) for k, v in given.items()], source=self.source)
         check_targets(params)  # a node the source does not have: the same answer as gpuops run, and no run folder
         with self._slots:
-            res = engine.execute(
+            res = render.execute(
                 info, params, self.out, progress=False, run_timeout=self.run_timeout, unset_env=self.unset_env
             )
         if res.usage_errors:  # a value that passed the checks but matched nothing (e.g. a node not in the fleet)
@@ -123,14 +123,16 @@ class Tools:
 
     def _answer(self, rec: dict[str, Any], folder: Path) -> dict[str, Any]:
         status = rec["status"]
-        if status == "incomplete":
+        if status == Status.INCOMPLETE:
             message = (
                 "INCOMPLETE: a step could not get its data, so this verdict is not the whole picture and is never an "
                 "all-clear; missing: " + "; ".join(map(str, rec["errors"]))
             )
-        elif status in ("failed", "interrupted"):
+        elif status in (Status.FAILED, Status.INTERRUPTED):
             message = f"FAILED: {rec['error'] or 'the run did not finish'}"
-        elif status in ("queued", "running"):
+        elif status == Status.BAD_PARAMETER:
+            message = f"BAD PARAMETER: {rec['error'] or 'a value matched nothing'}; no verdict"
+        elif status in ACTIVE:
             message = "RUNNING: the run has not finished; read it again later"
         else:
             n = len(rec["findings"]) if isinstance(rec["findings"], list) else rec["findings"]

@@ -1,5 +1,5 @@
 """How a finished run reads in a terminal and what it exits with, for every front end: the status word (the one rule
-of :func:`gpulib.core.summary.status_of`), the lines printed for a run, the exit code and the usage exit.
+of :func:`gpulib.run.record.status_of`), the lines printed for a run, the exit code and the usage exit.
 
 Exit codes: 0 = ran, no finding at or above ``--fail-on``; 1 = a finding at or above ``--fail-on`` stands (default:
 critical); 2 = bad usage (unknown runbook, parameter or value); 3 = the run failed or a step could not get its data.
@@ -14,7 +14,8 @@ from typing import NoReturn
 from gpulib.core.errors import GpulibError, usage_text
 from gpulib.core.findings import Severity, sort_findings
 from gpulib.core.redact import redact
-from gpulib.execute import RunResult
+from gpulib.run.record import FINDINGS_FILE, Status
+from gpulib.run.render import RunResult
 
 EXIT_FINDING, EXIT_USAGE, EXIT_FAILED = 1, 2, 3
 #: the values ``--fail-on`` takes
@@ -30,7 +31,7 @@ def fail(exc: GpulibError) -> NoReturn:
 def header(res: RunResult) -> str:
     """``== <runbook>: <STATUS> · ...``: no verdict for a run that did not finish, else the worst finding and the
     findings counted by severity."""
-    status = res.status.upper() if res.status != "done" else "done"
+    status = res.status.upper() if res.status != Status.DONE else str(Status.DONE)
     if res.failed:
         return f"== {res.name}: {status} · no verdict: the run did not finish"
     by = Counter(f.severity.value for f in res.findings)
@@ -58,7 +59,7 @@ def result_lines(res: RunResult, limit: int = 5) -> list[tuple[str, bool]]:
     ]
     quiet = [f for f in rest if f.severity.rank > 1]
     if quiet:
-        out.append((f"   ... {len(quiet)} informational finding(s) more in {res.out_dir / 'findings.json'}", False))
+        out.append((f"   ... {len(quiet)} informational finding(s) more in {res.out_dir / FINDINGS_FILE}", False))
     out.append((f"   notebook: {res.notebook}\n   html:     {res.html}", False))
     return out
 

@@ -39,7 +39,7 @@ class FastVerdict:
         return self.findings[0].severity.value if self.findings else Severity.OK.value
 
     def doc(self) -> dict[str, Any]:
-        """The parts of a ``findings.json`` document that :func:`gpulib.core.summary.verdict_of` reads."""
+        """The parts of a ``findings.json`` document that :func:`gpulib.run.record.verdict_of` reads."""
         return {"worst": self.worst, "errors": list(self.errors), "usage_errors": list(self.usage_errors)}
 
 
@@ -49,7 +49,7 @@ def supports(runbook: str, params: dict[str, Any]) -> bool:
 
 
 def fast_verdict(runbook: str, params: dict[str, Any], info: Any = None) -> FastVerdict:
-    """The verdict of ``runbook`` with ``params`` (as :func:`gpulib.execute.prepare` resolved them) computed in
+    """The verdict of ``runbook`` with ``params`` (as :func:`gpulib.run.params.prepare` resolved them) computed in
     this process: the definition's defaults filled in as papermill fills the notebook's, every step headless, the
     findings. KeyError for what :func:`supports` rejects. ``info`` is accepted for callers that hold the notebook's
     catalogue entry; the definition is what counts."""

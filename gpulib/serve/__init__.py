@@ -2,7 +2,7 @@
 
 Modules: config (settings, token), routing (alert -> runbook + validated parameters, dedupe), store (run
 folders on disk, the index rebuilt from them), pool (bounded worker pool), runner (a run through the run
-engine, gpulib.execute, in the worker thread, killed at its timeout), notify (Slack-compatible / generic JSON),
+engine, gpulib.run.render, in the worker thread, killed at its timeout), notify (Slack-compatible / generic JSON),
 pages (HTML), app (the FastAPI application, which writes each run's summary.md).
 """
 

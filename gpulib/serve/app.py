@@ -19,13 +19,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError, RunStoreError
-from gpulib.core.runrecord import read_run
+from gpulib.run.record import ACTIVE, Status, findings_file, read_run, read_summary
 from gpulib.serve.bodylimit import BodyLimit
 from gpulib.serve.config import ServeConfig, bearer_refusal
 from gpulib.serve.payload import Accepted, WebhookPayload
 from gpulib.serve.pool import QueueFull
 from gpulib.serve.routing import check_params
-from gpulib.serve.runner import VERDICT_FILE
 from gpulib.serve.service import PAGE, PAGE_PRIORITY, Runner, Service, Verdicter
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
@@ -116,9 +115,9 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     @app.get("/runs/{run_id}", response_class=HTMLResponse, responses={404: {}})
     def run_page(run_id: str):
         rec = record(run_id)
-        if rec["status"] in ("queued", "running"):
+        if rec["status"] in ACTIVE:
             return HTMLResponse(pages.progress(rec))
-        if rec["status"] == "rendering":
+        if rec["status"] == Status.RENDERING:
             return HTMLResponse(pages.rendering(rec))
         htmls = sorted(svc.store.folder(run_id).glob("*.html"))
         if not htmls:
@@ -135,20 +134,18 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     @app.get("/runs/{run_id}/findings.json", responses={404: {}})
     def findings(run_id: str):
         record(run_id)
-        p = svc.store.folder(run_id) / "findings.json"
-        if not p.is_file():  # the notebook has not written its findings yet: the fast verdict's
-            p = svc.store.folder(run_id) / VERDICT_FILE
-        if not p.is_file():
+        p = findings_file(svc.store.folder(run_id))  # until the notebook has written its findings: the fast verdict's
+        if p is None:
             raise HTTPException(404, "this run wrote no findings (yet)")
         return FileResponse(p, media_type="application/json")
 
     @app.get("/runs/{run_id}/summary.md", response_class=PlainTextResponse, responses={404: {}})
     def summary(run_id: str):
         record(run_id)
-        p = svc.store.folder(run_id) / "summary.md"
-        if not p.is_file():
+        text = read_summary(svc.store.folder(run_id))
+        if text is None:
             raise HTTPException(404, "the run has not finished")
-        return PlainTextResponse(p.read_text(), media_type="text/markdown")
+        return PlainTextResponse(text, media_type="text/markdown")
 
     @app.get("/healthz", responses={503: {"description": "a verdict is stuck, or the run store cannot be written"}})
     def healthz():

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from gpulib.core.errors import VerdictDeadline
-from gpulib.core.findings import Finding, Severity, save_findings
+from gpulib.core.findings import Finding, Severity
 from gpulib.core.sop import sop
-from gpulib.core.summary import verdict_of
-from gpulib.serve.runner import VERDICT_FILE
+from gpulib.run.record import outcome, save_verdict, verdict_of
 
 Verdicter = Callable[[Path, str, dict[str, Any]], Optional[dict[str, Any]]]
 
@@ -76,5 +75,5 @@ def incomplete(folder: Path, runbook: str, params: dict[str, Any], exc: VerdictD
         evidence=[error],
         sop_step=s.sop_step,
     )
-    save_findings([f], folder / VERDICT_FILE, runbook=runbook, parameters=params, errors=[error])
-    return {"status": "incomplete", "error": error, "verdict": verdict_of([f], {"worst": "warning", "errors": [error]})}
+    save_verdict(folder, [f], runbook=runbook, parameters=params, errors=[error])
+    return outcome(None, [], [error], verdict_of([f], {"worst": "warning", "errors": [error]}))

@@ -7,7 +7,7 @@ creates the Job of ``gpulib/data/serve/render_job.yaml`` (:func:`job_manifest`: 
 deadline and the store's claim filled in) and reads its status every ``poll_s`` until it completes or fails
 (``gpulib/data/serve/render_settings.csv``). The Job runs ``gpuops run <runbook> --run-dir <run folder> --params-file
 <run folder>/params.json``, which leaves the notebook, its HTML, ``findings.json`` and ``outcome.json`` (the run's
-outcome as :func:`gpulib.execute.outcome` has it) in the folder; the outcome is read from there, and a Job that
+outcome as :func:`gpulib.run.record.outcome` has it) in the folder; the outcome is read from there, and a Job that
 failed without one is a failed render with the Job's reason. A Job past its deadline is deleted (its pod with it).
 
 Where the Job runs and with what: the server's own pod (``POD_NAME``/``POD_NAMESPACE`` from the downward API,
@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -33,13 +32,12 @@ import yaml
 from gpulib.core.errors import GpulibError, InvalidParameter, KubernetesError, redact
 from gpulib.core.knowledge import data_path, settings
 from gpulib.kube.client import _Call
+from gpulib.run.record import PARAMS_FILE, Status, read_outcome, write_params
 
 #: the Job template and its settings (gpulib/data/serve/)
 TEMPLATE = "render_job.yaml"
 SETTINGS = "render_settings"
 #: what the server and the Job exchange through the run folder
-PARAMS_FILE = "params.json"
-OUTCOME_FILE = "outcome.json"
 #: the container of the template whose image, arguments and mounts are filled in
 CONTAINER = "render"
 #: the template's volume that is the run store
@@ -126,21 +124,6 @@ def job_manifest(target: RenderTarget, run_id: str, runbook: str, timeout: float
 @functools.lru_cache(maxsize=1)
 def _template() -> dict[str, Any]:  # read once; job_manifest deep-copies it
     return yaml.safe_load(data_path(TEMPLATE).read_text())
-
-
-def write_params(folder: Path, params: dict[str, Any]) -> Path:
-    """The run's parameters (already checked by the server) where its Job reads them."""
-    p = Path(folder) / PARAMS_FILE
-    p.write_text(json.dumps(params, indent=2, default=str))
-    return p
-
-
-def read_outcome(folder: Path) -> dict[str, Any] | None:
-    """The outcome a render wrote to its run folder, or None when there is none (it never got that far)."""
-    try:
-        return json.loads((Path(folder) / OUTCOME_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 class JobRenders:
@@ -233,4 +216,4 @@ def finished(job: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def _failed(error: str) -> dict[str, Any]:
-    return {"status": "failed", "error": redact(error)[:1000], "verdict": None, "warm": False}
+    return {"status": Status.FAILED, "error": redact(error)[:1000], "verdict": None, "warm": False}

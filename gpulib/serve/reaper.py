@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 
-from gpulib.execute import descendants
+from gpulib.run.render import descendants
 from gpulib.serve.config import limit
 
 

@@ -1,10 +1,10 @@
-"""One run of ``gpuops serve``: the run engine (:func:`gpulib.execute.execute`) in the worker thread, in this
+"""One run of ``gpuops serve``: the run engine (:func:`gpulib.run.render.execute`) in the worker thread, in this
 process, with the per-run timeout (the kernel and every process it started are killed when it passes) and
 without the webhook token in the kernel's environment.
 
-A runner is ``run(folder, runbook, params, timeout) -> outcome``: ``status`` (done | incomplete | failed),
-``error``, and ``verdict`` (:func:`gpulib.core.summary.verdict_of`; a runner that leaves it out has its
-findings.json read instead). Tests give :class:`gpulib.serve.app.Service` runners of their own.
+A runner is ``run(folder, runbook, params, timeout) -> outcome``: ``status`` and ``error``
+(:func:`gpulib.run.record.outcome`), and ``verdict`` (:func:`gpulib.run.record.verdict_of`; a runner that leaves it
+out has its findings.json read instead). Tests give :class:`gpulib.serve.app.Service` runners of their own.
 
 A verdicter (:class:`FastVerdicter`) computes the verdict before the runner renders the notebook as its evidence;
 :class:`ProcessVerdicter` runs it in worker processes started ahead (one per CPU the server is given), so verdicts use
@@ -24,15 +24,14 @@ from typing import Any, Callable
 
 from gpulib.catalogue import NotebookInfo, find_notebook
 from gpulib.core.errors import GpulibError, redact
-from gpulib.core.findings import save_findings
-from gpulib.core.summary import verdict_of
-from gpulib.execute import execute, outcome
 from gpulib.run.catalogue import RUNBOOKS
+from gpulib.run.record import VERDICT_FILE, save_verdict, verdict_of
+from gpulib.run.record import outcome as outcome_of
+from gpulib.run.render import execute, outcome
 from gpulib.run.verdict import fast_verdict, supports
 from gpulib.serve.config import TOKEN_ENV
 
-#: the fast verdict's findings in the run folder (the notebook writes findings.json, which the engine reads)
-VERDICT_FILE = "verdict.json"
+__all__ = ["VERDICT_FILE", "EngineRunner", "FastVerdicter", "ProcessVerdicter"]
 
 
 class EngineRunner:
@@ -81,9 +80,9 @@ class FastVerdicter:
         if info.kind != "runbook":  # a report's headless verdict is the whole report: it would hold a verdict worker
             return None
         v = fast_verdict(runbook, params, info)
-        save_findings(
+        save_verdict(
+            folder,
             v.findings,
-            folder / VERDICT_FILE,
             runbook=runbook,
             parameters=v.parameters,
             errors=v.errors,
@@ -91,13 +90,7 @@ class FastVerdicter:
             steps=v.steps,
             inputs=v.inputs,
         )
-        if v.usage_errors:
-            status, error = "failed", "bad parameter: " + "; ".join(v.usage_errors)[:1000]
-        elif v.errors:
-            status, error = "incomplete", "; ".join(v.errors)[:1000]
-        else:
-            status, error = "done", None
-        return {"status": status, "error": error, "verdict": verdict_of(list(v.findings), v.doc())}
+        return outcome_of(None, v.usage_errors, v.errors, verdict_of(list(v.findings), v.doc()))
 
 
 #: the FastVerdicter of a verdict worker process (made by :func:`_worker_start`)

@@ -14,9 +14,9 @@ import gpulib.serve.notify as notify
 from gpulib.core.errors import GpulibError, RunStoreError, VerdictDeadline
 from gpulib.core.knowledge import settings
 from gpulib.core.redact import redact
-from gpulib.core.summary import read_verdict, write_summary
-from gpulib.execute import prepare
 from gpulib.kube.client import KubeCluster
+from gpulib.run.params import prepare
+from gpulib.run.record import RunRecord, Status, read_verdict, write_summary
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, limit
 from gpulib.serve.deadline import Deadlined, incomplete
 from gpulib.serve.jobs import JobRenders, own_pod_target
@@ -169,8 +169,7 @@ class Service:
 
     def _broken(self, run_id: str, exc: Exception) -> None:
         """A run the server could not finish (an error outside its runner, e.g. writing summary.md): shown failed."""
-        now = time.time()
-        self.store.update(run_id, status="failed", error=redact(f"{type(exc).__name__}: {exc}")[:1000], finished=now)
+        self.store.update_with(run_id, lambda rec: RunRecord(rec).broken(exc, time.time()))
 
     # ------------------------------------------------------------------------------- runs
     def link(self, run_id: str) -> str:
@@ -217,20 +216,9 @@ class Service:
             if err:
                 self.store.update(run_id, notify_error=err)
 
-    @staticmethod
-    def _facts(v: dict[str, Any], status: str) -> dict[str, Any]:
-        cmd = v.get("commands", [None])[0] if v.get("commands") else None
-        return {
-            "severity": v.get("severity") if status != "failed" else None,
-            "cause": v.get("cause"),
-            "command": cmd,
-            "sop_step": v.get("sop_step"),
-            "verdict": v or None,
-        }
-
     def _verdict(self, run_id: str) -> None:
         """The fast verdict: the record, summary.md and the notification carry it at once; the notebook follows."""
-        rec = self.store.update(run_id, status="running", started=time.time())
+        rec = self.store.update_with(run_id, lambda rec: RunRecord(rec).started(time.time()))
         folder = self.store.folder(run_id)
         try:
             params = self._prepared(rec)
@@ -239,7 +227,7 @@ class Service:
         except VerdictDeadline as exc:  # a slow data source: INCOMPLETE now, the notebook renders what it can
             out = incomplete(folder, rec["runbook"], rec["params"], exc)
         except GpulibError as exc:  # e.g. a live run without the node the runbook needs: no notebook either
-            out = {"status": "failed", "error": redact(str(exc)), "verdict": {}, "render": False}
+            out = {"status": Status.FAILED, "error": redact(str(exc)), "verdict": {}, "render": False}
         except Exception as exc:  # a verdict bug: the notebook decides instead
             self.store.update(run_id, verdict_error=f"{type(exc).__name__}: {exc}"[:1000])
             out = None
@@ -247,22 +235,12 @@ class Service:
             self.pool.submit(run_id, tuple(rec.get("priority") or MANUAL_PRIORITY))
             return
         now = time.time()
-        if out.get("render") is False:
-            rec = self.store.update(
-                run_id, status="failed", error=out["error"], finished=now, verdict_at=now, render="skipped"
-            )
+        if out.get("render") is False or out["status"] == Status.BAD_PARAMETER:  # no verdict: no notebook either
+            status = out["status"] if out.get("render") is not False else Status.FAILED
+            rec = self.store.update_with(run_id, lambda rec: RunRecord(rec).refused(out["error"], now, status))
             self._close(run_id, rec, {})
             return
-        rec = self.store.update(
-            run_id,
-            status="rendering",
-            verdict_at=now,
-            verdict_by="fast",
-            verdict_status=out["status"],
-            error=out.get("error"),
-            render="queued",
-            **self._facts(out["verdict"], out["status"]),
-        )
+        rec = self.store.update_with(run_id, lambda rec: RunRecord(rec).decided(out, now))
         self.m_verdict.labels(rec["runbook"]).observe(now - rec["created"])
         write_summary(folder, {**rec, "status": out["status"]}, self.link(run_id), out["verdict"], rendering=True)
         self._notify(run_id, rec)
@@ -274,66 +252,36 @@ class Service:
         fast = rec.get("verdict_by") == "fast"
         if fast and not isinstance(self.runner, JobRenders):  # renders on this server's CPUs: verdicts first
             self._verdicts_first()
-        now = time.time()
-        rec = self.store.update(run_id, render="running", render_started=now, **({} if fast else {"started": now}))
+        rec = self.store.update_with(run_id, lambda rec: RunRecord(rec).render_started(time.time()))
         folder = self.store.folder(run_id)
         try:
             params = self._prepared(rec)
             outcome = self.runner(folder, rec["runbook"], params, self.cfg.run_timeout)
         except GpulibError as exc:  # e.g. a live run without the node the runbook needs
-            outcome = {"status": "failed", "error": redact(str(exc))}
+            outcome = {"status": Status.FAILED, "error": redact(str(exc))}
         except Exception as exc:  # a runner bug must not kill the worker thread
-            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            outcome = {"status": Status.FAILED, "error": f"{type(exc).__name__}: {exc}"}
         v = outcome["verdict"] if "verdict" in outcome else read_verdict(folder)
         now = time.time()
+        changed = False
+
+        def change(rec: dict[str, Any]) -> dict[str, Any]:
+            nonlocal changed
+            upd, changed = RunRecord(rec).rendered(outcome, v, now)
+            return upd
+
+        rec = self.store.update_with(run_id, change)
         if not fast:
-            rec = self.store.update(
-                run_id,
-                status=outcome["status"],
-                error=outcome.get("error"),
-                finished=now,
-                verdict_at=now,
-                verdict_by="notebook",
-                render="done" if outcome["status"] != "failed" else "failed",
-                render_finished=now,
-                render_warm=outcome.get("warm"),
-                **self._facts(v, outcome["status"]),
-            )
             self.m_verdict.labels(rec["runbook"]).observe(now - rec["created"])
             self._close(run_id, rec, v)
-            return
-        if outcome["status"] == "failed" and not v:  # no evidence; the fast verdict stands, the failure is shown
-            rec = self.store.update(
-                run_id,
-                status=rec["verdict_status"],
-                finished=now,
-                render="failed",
-                render_error=outcome.get("error"),
-                render_finished=now,
-            )
-            self._close(run_id, rec, rec["verdict"] or {}, notify_again=False)
-            return
-        changed = v != rec["verdict"]
-        upd: dict[str, Any] = {"status": outcome["status"], "error": outcome.get("error")}
-        if changed:  # the notebook read the source later or failed a step the fast path has not: it wins
-            upd.update(
-                self._facts(v, outcome["status"]), verdict_changed={"fast": rec["verdict"]}, verdict_by="notebook"
-            )
-        rec = self.store.update(
-            run_id,
-            finished=now,
-            render="done" if outcome["status"] != "failed" else "failed",
-            render_error=outcome.get("error") if outcome["status"] == "failed" else None,
-            render_finished=now,
-            render_warm=outcome.get("warm"),
-            **upd,
-        )
-        self._close(run_id, rec, v, notify_again=changed)
+        else:
+            kept = outcome["status"] == Status.FAILED and not v  # the fast verdict stands
+            self._close(run_id, rec, (rec["verdict"] or {}) if kept else v, notify_again=changed)
 
     def _close(self, run_id: str, rec: dict[str, Any], v: dict[str, Any], *, notify_again: bool = True) -> None:
         write_summary(self.store.folder(run_id), rec, self.link(run_id), v)
         self.m_runs.labels(
-            rec["runbook"], rec["status"] if rec["status"] != "done" else (rec["severity"] or "ok")
+            rec["runbook"], rec["status"] if rec["status"] != Status.DONE else (rec["severity"] or "ok")
         ).inc()
         self.m_duration.labels(rec["runbook"]).observe(rec["finished"] - rec["started"])
         if notify_again:
@@ -451,7 +399,7 @@ class Service:
             gpus = list(dict.fromkeys([*(rec.get("gpus") or [str(rec["params"].get("gpu", ""))]), gpu]))
             return {"params": {**rec["params"], "gpu": ""}, "gpus": gpus}
 
-        if self.store.update_if(inc.run_id, "queued", change) is None:
+        if self.store.update_if(inc.run_id, Status.QUEUED, change) is None:
             return False
         inc.gpus.add("")
         return True

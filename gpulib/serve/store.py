@@ -1,4 +1,4 @@
-"""Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are
+"""Runs are folders on disk (:func:`gpulib.run.record.new_run_dir`), each with ``run.json``; alert decisions are
 appended to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a
 run that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging.
 
@@ -21,11 +21,10 @@ from typing import Any
 
 from gpulib.core.errors import RunStoreError
 from gpulib.core.knowledge import settings
-from gpulib.core.rundir import new_run_dir
+from gpulib.run.record import SERVE_FILE as RUN_FILE
+from gpulib.run.record import RunRecord, Status, new_run_dir
 
-RUN_FILE = "run.json"
 ALERT_LOG = "alerts.jsonl"
-ACTIVE = ("queued", "running")
 #: the replicas' heartbeat files, under the store's root
 REPLICAS = ".replicas"
 #: the settings that hold the heartbeat period and when a replica counts as gone
@@ -68,26 +67,12 @@ class RunStore:
             return True
 
     def _interrupted(self, rec: dict[str, Any]) -> dict[str, Any] | None:
-        """The record of a run cut short by its server's stop, or None when it is finished or its server is alive."""
-        if rec.get("status") not in (*ACTIVE, "rendering"):
+        """The record of a run cut short by its server's stop (:meth:`RunRecord.interrupted`), or None when it is
+        finished or its server is alive."""
+        cut = RunRecord(rec).interrupted(time.time())
+        if cut is None or (not self._mine(rec) and not self._gone(rec.get("replica"))):
             return None
-        if not self._mine(rec) and not self._gone(rec.get("replica")):
-            return None
-        rec = dict(rec)
-        if rec["status"] == "rendering":  # the verdict was out; its notebook was cut short
-            rec.update(
-                status=rec.get("verdict_status") or "done",
-                render="failed",
-                render_error="interrupted: the server stopped before the notebook was rendered",
-                finished=rec.get("finished") or time.time(),
-            )
-        else:
-            rec.update(
-                status="failed",
-                error="interrupted: the server stopped before the run finished",
-                finished=rec.get("finished") or time.time(),
-            )
-        return rec
+        return {**rec, **cut}
 
     def _read(self, d: Path) -> dict[str, Any] | None:
         try:
@@ -137,22 +122,7 @@ class RunStore:
             d = new_run_dir(self.root, runbook)
         except OSError as exc:
             raise self._failed("a new run folder", exc) from None
-        rec = {
-            "id": d.name,
-            "replica": self.replica,
-            "runbook": runbook,
-            "params": params,
-            "status": "queued",
-            "created": time.time(),
-            "started": None,
-            "finished": None,
-            "verdict": None,
-            "severity": None,
-            "cause": None,
-            "command": None,
-            "error": None,
-            "trigger": trigger,
-        }
+        rec = RunRecord.new(d.name, self.replica, runbook, params, trigger)
         with self._lock:
             try:
                 self._write(rec)
@@ -234,7 +204,7 @@ class RunStore:
         for r in self.list():
             if r["created"] < since:
                 break
-            if r["runbook"] == runbook and r["params"] == params and r["status"] != "failed":
+            if r["runbook"] == runbook and r["params"] == params and r["status"] != Status.FAILED:
                 return r
         return None
 

@@ -9,8 +9,7 @@ import re
 
 from gpulib.core.findings import Finding, Severity, save_findings
 from gpulib.core.index_page import render
-from gpulib.core.rundir import write_index
-from gpulib.core.runrecord import write_status
+from gpulib.run.record import write_index, write_status
 
 EVIL = "<script>alert('x')</script>"
 

@@ -148,7 +148,7 @@ def test_gpuops_report_takes_the_notebooks_parameters(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from gpulib import cli
-    from gpulib import execute as engine
+    from gpulib.run import render as engine
 
     seen = {}
 

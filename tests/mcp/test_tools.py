@@ -7,8 +7,8 @@ import pytest
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import save_findings
-from gpulib.core.runrecord import write_status
 from gpulib.mcp.tools import Tools
+from gpulib.run.record import write_status
 
 
 @pytest.fixture

@@ -443,7 +443,7 @@ def test_fuzz_check_can_fail(tmp_path):
 
 
 def test_run_folders_are_unique_under_a_burst(tmp_path):
-    from gpulib.core.rundir import new_run_dir
+    from gpulib.run.record import new_run_dir
 
     with ThreadPoolExecutor(16) as ex:
         dirs = list(ex.map(lambda _: new_run_dir(tmp_path, "xid_ecc_triage"), range(64)))

@@ -15,12 +15,10 @@ import yaml
 from gpulib.catalogue import find_notebook
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import settings
-from gpulib.core.summary import read_verdict
 from gpulib.execute import prepare
 from gpulib.kube.client import KubeCluster
+from gpulib.run.record import OUTCOME_FILE, PARAMS_FILE, read_verdict
 from gpulib.serve.jobs import (
-    OUTCOME_FILE,
-    PARAMS_FILE,
     JobRenders,
     RenderTarget,
     job_manifest,

@@ -67,7 +67,7 @@ def test_a_verdict_in_a_worker_process_is_the_in_process_verdict(tmp_path, monke
         bad = {**params, "node": "no-such-node"}
         out = pv(tmp_path / "b", "xid_ecc_triage", bad)
         assert out == FastVerdicter()(tmp_path / "a", "xid_ecc_triage", bad)
-        assert out["status"] == "failed" and "no-such-node" in out["error"]
+        assert out["status"] == "bad parameter" and "no-such-node" in out["error"]
     finally:
         pv.close()
 

@@ -1,4 +1,4 @@
-"""gpulib.core.runrecord: one record per run folder, from what the engine, the notebook and gpuops serve wrote."""
+"""gpulib.run.record: one record per run folder, from what the engine, the notebook and gpuops serve wrote."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from gpulib.core.findings import Finding, Severity, save_findings
-from gpulib.core.runrecord import created_at, read_run, write_status
+from gpulib.run.record import created_at, read_run, write_status
 
 RUN = "20261201T064500Z-xid_ecc_triage-1a2b3c"
 

@@ -1,0 +1,570 @@
+"""A run's home: every file name of a run folder, the one status rule, and :class:`RunRecord`, the life of a run of
+``gpuops serve`` as a sequence of named transitions (papermill's ``NotebookExecutionManager`` shape:
+https://github.com/nteract/papermill/blob/main/papermill/engines.py, one method per event, each saying what the
+event changes in the record).
+
+A run folder (:func:`new_run_dir`) holds what the run wrote: ``status.json`` (runbook, status, start and end time;
+written by the run engine when a run starts and again when it ends), ``findings.json`` (the notebook's findings and
+parameters), ``verdict.json`` (the fast verdict's findings, :mod:`gpulib.run.verdict`), the notebook and its HTML
+report, ``summary.md``; a run of ``gpuops serve`` also has its ``run.json`` (:mod:`gpulib.serve.store`), which then
+says the status and times, and a render Job's run its ``params.json`` and ``outcome.json``. :func:`read_run` reads
+a folder back as one record (the run index, ``/runs``, ``gpuops mcp``'s past runs); every string read is redacted
+(:mod:`gpulib.core.redact`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import socket
+import time
+from datetime import datetime, timezone
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from gpulib.core.files import atomic_write
+from gpulib.core.findings import Finding, load_findings, save_findings, sort_findings
+from gpulib.core.index_page import render
+from gpulib.core.redact import redact, redact_obj
+
+# ------------------------------------------------------------------------------------------ file names
+#: the notebook's findings and parameters (:mod:`gpulib.run.notebook` writes it where FINDINGS_ENV says)
+FINDINGS_FILE = "findings.json"
+#: the fast verdict's findings (gpuops serve, before the notebook)
+VERDICT_FILE = "verdict.json"
+#: the run engine's status of the run, written when it starts and when it ends
+STATUS_FILE = "status.json"
+#: gpuops serve's record of the run (gpulib/serve/store.py)
+SERVE_FILE = "run.json"
+#: the run's verdict, cause and next commands in text
+SUMMARY_FILE = "summary.md"
+#: a render Job's parameters (written by the server) and outcome (written by ``gpuops run --run-dir``)
+PARAMS_FILE = "params.json"
+OUTCOME_FILE = "outcome.json"
+#: the index of every run folder under a run root, and the lock its writers take
+INDEX_FILE = "index.html"
+INDEX_LOCK = ".index.lock"
+#: the environment variable the run engine sets in a run's kernel: the file the notebook writes its findings to
+FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+#: a run folder's name: <UTC start>-<runbook>-<6 hex> (:func:`new_run_dir`)
+RUN_ID = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)-(?P<runbook>[a-z0-9_]+)-[0-9a-f]{6}$")
+
+
+# ------------------------------------------------------------------------------------------ status
+class Status(StrEnum):
+    """Where a run is. ``bad parameter``: a value matched nothing (a usage error), so the run has no verdict and no
+    severity; ``interrupted``: the process running it ended before it finished."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    RENDERING = "rendering"  # the fast verdict is out; the notebook, its evidence, is still being rendered
+    DONE = "done"
+    INCOMPLETE = "incomplete"
+    BAD_PARAMETER = "bad parameter"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    UNKNOWN = "unknown"
+
+
+class Render(StrEnum):
+    """Where the notebook of a serve run is (``run.json``'s ``render``)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+#: statuses of a run that has not ended
+ACTIVE = (Status.QUEUED, Status.RUNNING)
+#: statuses of a run that has ended (in serve; ``interrupted`` is the engine's word for a run whose process died)
+FINISHED = (Status.DONE, Status.INCOMPLETE, Status.BAD_PARAMETER, Status.FAILED)
+#: statuses whose run has no verdict: no severity is shown, counted or filtered on
+NO_VERDICT = (Status.BAD_PARAMETER, Status.FAILED, Status.INTERRUPTED)
+#: the transitions of a serve run; any run may fail (a server error after it finished included)
+TRANSITIONS: dict[Status, tuple[Status, ...]] = {
+    Status.QUEUED: (Status.RUNNING, *FINISHED),  # without a fast verdict the notebook finishes a queued run
+    Status.RUNNING: (Status.RENDERING, *FINISHED),
+    Status.RENDERING: FINISHED,
+    **{s: (Status.FAILED,) for s in FINISHED},
+}
+
+
+def status_of(failed: str | None, usage_errors: list, errors: list) -> Status:
+    """The one status rule: failed (the run did not finish), bad parameter (a value matched nothing), incomplete
+    (a step could not get its data), else done."""
+    if failed:
+        return Status.FAILED
+    if usage_errors:
+        return Status.BAD_PARAMETER
+    return Status.INCOMPLETE if errors else Status.DONE
+
+
+def error_of(failed: str | None, usage_errors: list, errors: list) -> str | None:
+    """The error a run's record shows beside :func:`status_of` (cut to 1000 characters)."""
+    if failed:
+        return failed
+    if usage_errors:
+        return "bad parameter: " + "; ".join(map(str, usage_errors))[:1000]
+    return "; ".join(map(str, errors))[:1000] if errors else None
+
+
+def outcome(
+    failed: str | None, usage_errors: list, errors: list, verdict: dict[str, Any], warm: bool | None = None
+) -> dict[str, Any]:
+    """A finished run (the notebook's or the fast verdict's) as gpuops serve records it: ``status``, ``error``,
+    ``verdict`` (:func:`verdict_of`) and, for a notebook, whether its kernel was warm."""
+    out = {"status": status_of(failed, usage_errors, errors), "error": error_of(failed, usage_errors, errors)}
+    out["verdict"] = verdict
+    if warm is not None:
+        out["warm"] = warm
+    return out
+
+
+def shown_severity(status: str, severity: str | None) -> str | None:
+    """The severity a run's record shows: none for a run without a verdict (:data:`NO_VERDICT`)."""
+    return None if status in NO_VERDICT else severity
+
+
+# ------------------------------------------------------------------------------------------ verdict
+def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
+    """severity, cause (top finding), where (its node and GPU), its SOP step and commands, from a run's findings
+    and its findings.json document (``worst``, ``errors``)."""
+    fs = sort_findings(findings)
+    top = fs[0] if fs else None
+    return {
+        "severity": doc.get("worst", "ok"),
+        "cause": top.title if top else "no finding",
+        "node": (top.node or "") if top else "",
+        "gpu": (top.gpu or "") if top else "",
+        "sop_step": top.sop_step if top else "",
+        "commands": list(top.commands) if top else [],
+        "findings": len(fs),
+        "errors": doc.get("errors", []),
+    }
+
+
+def read_verdict(folder: Path) -> dict[str, Any]:
+    """:func:`verdict_of` the folder's findings.json (empty if none): for a run that was not made by the run engine,
+    which hands its verdict over instead."""
+    fj = Path(folder) / FINDINGS_FILE
+    if not fj.is_file():
+        return {}
+    return verdict_of(*load_findings(fj))
+
+
+def save_verdict(folder: Path, findings: list[Finding], **doc: Any) -> Path:
+    """The fast verdict's findings, as ``verdict.json`` in the run folder (``doc``: :func:`save_findings`'s
+    fields)."""
+    return save_findings(findings, Path(folder) / VERDICT_FILE, **doc)
+
+
+def findings_file(folder: Path) -> Path | None:
+    """The findings a reader of the run gets: the notebook's, else the fast verdict's; None when there are none."""
+    for name in (FINDINGS_FILE, VERDICT_FILE):
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    return None
+
+
+# ------------------------------------------------------------------------------------------ render Jobs
+def write_params(folder: Path, params: dict[str, Any]) -> Path:
+    """The run's parameters (already checked by the server) where its render Job reads them."""
+    p = Path(folder) / PARAMS_FILE
+    p.write_text(json.dumps(params, indent=2, default=str))
+    return p
+
+
+def write_outcome(folder: Path, out: dict[str, Any]) -> Path:
+    """The outcome (:func:`outcome`) of a render Job's run, for the server that started it."""
+    p = Path(folder) / OUTCOME_FILE
+    p.write_text(json.dumps(out, indent=2, default=str))
+    return p
+
+
+def read_outcome(folder: Path) -> dict[str, Any] | None:
+    """The outcome a render wrote to its run folder, or None when there is none (it never got that far)."""
+    try:
+        return json.loads((Path(folder) / OUTCOME_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+# ------------------------------------------------------------------------------------------ the engine's status
+def write_status(folder: Path, **fields: Any) -> None:
+    """Merge ``fields`` into ``folder/status.json`` (written atomically); a run that starts also records its process
+    and host, so a reader can tell a run still going from one whose process died."""
+
+    path = Path(folder) / STATUS_FILE
+    doc = _json(path) or {}
+    doc.update({k: (str(v) if isinstance(v, StrEnum) else v) for k, v in fields.items()})
+    if fields.get("status") in ACTIVE:
+        doc.update(pid=os.getpid(), host=socket.gethostname())
+    atomic_write(path, json.dumps(doc, indent=2, default=str))
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _alive(doc: dict[str, Any]) -> bool:
+    """Whether the process that started this run still runs (unknowable for another host: assumed so)."""
+    if doc.get("host") != socket.gethostname() or not isinstance(doc.get("pid"), int):
+        return True
+    try:
+        os.kill(doc["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def created_at(run_id: str) -> float | None:
+    """The UTC start stamp of a run folder's name as a POSIX time (None for another name)."""
+    m = RUN_ID.match(run_id)
+    if not m:
+        return None
+    return datetime.strptime(m["stamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+# ------------------------------------------------------------------------------------------ reading a folder
+def read_run(folder: Path, *, full: bool = False) -> dict[str, Any]:
+    """The run in ``folder`` as one record: ``id``, ``runbook``, ``status`` (:class:`Status`), ``params``,
+    ``severity`` (the worst finding; empty for a run without findings or without a verdict), ``cause`` (the top
+    finding's title, else the error), ``node``/``gpu`` (of the top finding, else the parameters), ``sop_step``,
+    ``commands``, ``errors`` (missing data), ``usage_errors``, ``error``, ``created``/``started``/``finished``
+    (POSIX times or None), ``html`` (the report's file name or None) and ``findings`` (their number). ``full``:
+    ``findings`` is the list of findings as dicts instead, and ``summary`` the text of summary.md.
+
+    A serve run whose notebook has written no findings (still rendering, or its render was cut short) shows the
+    verdict its record holds: the fast verdict."""
+    folder = Path(folder)
+    parts: tuple[list, dict[str, Any]] | None = None
+    if (folder / FINDINGS_FILE).is_file():
+        try:
+            parts = load_findings(folder / FINDINGS_FILE)
+        except (ValueError, OSError, KeyError, TypeError) as exc:
+            return record(folder, None, full=full, unreadable=f"findings.json unreadable: {exc}")
+    return record(folder, parts, full=full)
+
+
+def record(
+    folder: Path, parts: tuple[list, dict[str, Any]] | None, *, full: bool = False, unreadable: str = ""
+) -> dict[str, Any]:
+    """:func:`read_run` with the run's findings and findings.json document given (``parts``; None: it wrote
+    none), for the run engine, which has read them already."""
+    folder = Path(folder)
+    engine = _json(folder / STATUS_FILE) or {}
+    serve = _json(folder / SERVE_FILE) or {}
+    m = RUN_ID.match(folder.name)
+    rec: dict[str, Any] = {
+        "id": folder.name,
+        "runbook": serve.get("runbook") or engine.get("runbook") or (m["runbook"] if m else ""),
+        "params": serve.get("params") or engine.get("params") or {},
+        "created": serve.get("created") or created_at(folder.name),
+        "started": serve.get("started") or engine.get("started"),
+        "finished": serve.get("finished") or engine.get("finished"),
+        "error": serve.get("error") or engine.get("error"),
+        "severity": "",
+        "cause": "",
+        "node": "",
+        "gpu": "",
+        "sop_step": "",
+        "commands": [],
+        "errors": [],
+        "usage_errors": [],
+        "findings": [] if full else 0,
+    }
+    findings, doc = parts if parts is not None else ([], None)
+    if unreadable:
+        rec["errors"] = [unreadable]
+    if doc is not None:
+        v = verdict_of(findings, doc)
+        rec.update(
+            severity=v["severity"],
+            cause=v["cause"],
+            sop_step=v["sop_step"],
+            commands=v["commands"],
+            errors=list(doc.get("errors", [])),
+            usage_errors=list(doc.get("usage_errors", [])),
+            params=doc.get("parameters") or rec["params"],
+            runbook=doc.get("runbook") or rec["runbook"],
+            findings=[f.to_dict() for f in sort_findings(findings)] if full else len(findings),
+            node=v["node"],
+            gpu=v["gpu"],
+        )
+    elif isinstance(serve.get("verdict"), dict) and serve["verdict"] and not unreadable:
+        _known_verdict(rec, serve, folder, full)
+    if not rec["node"]:
+        rec["node"] = str(rec["params"].get("node") or "")
+    if not rec["gpu"] and rec["node"] == str(rec["params"].get("node") or ""):
+        rec["gpu"] = str(rec["params"].get("gpu") or "")
+    rec["status"] = _status(serve, engine, doc, rec)
+    rec["severity"] = shown_severity(rec["status"], rec["severity"]) or ""
+    if rec["status"] == Status.FAILED or not rec["cause"]:
+        rec["cause"] = rec["error"] or rec["cause"]
+    htmls = sorted(folder.glob("*.html"))
+    rec["html"] = htmls[0].name if htmls else None
+    if full:
+        summary = folder / SUMMARY_FILE
+        rec["summary"] = summary.read_text(errors="replace") if summary.is_file() else ""
+    return redact_obj(rec)
+
+
+def _known_verdict(rec: dict[str, Any], serve: dict[str, Any], folder: Path, full: bool) -> None:
+    """The verdict a serve record holds (the fast one) for a run whose notebook wrote no findings."""
+    v = serve["verdict"]
+    fast: list = []
+    if full and (folder / VERDICT_FILE).is_file():
+        try:
+            fast = [f.to_dict() for f in sort_findings(load_findings(folder / VERDICT_FILE)[0])]
+        except (ValueError, OSError, KeyError, TypeError):
+            fast = []
+    rec.update(
+        severity=serve.get("severity") or v.get("severity") or "",
+        cause=serve.get("cause") or v.get("cause") or "",
+        sop_step=v.get("sop_step") or "",
+        commands=list(v.get("commands") or []),
+        errors=list(v.get("errors") or []),
+        node=str(v.get("node") or ""),
+        gpu=str(v.get("gpu") or ""),
+        findings=fast if full else int(v.get("findings") or 0),
+    )
+
+
+def _status(serve: dict, engine: dict, doc: dict | None, rec: dict[str, Any]) -> str:
+    if serve.get("status"):
+        return str(serve["status"])
+    status = engine.get("status")
+    if status in ACTIVE and not _alive(engine):
+        rec["error"] = rec["error"] or "interrupted: the process running it ended before the run finished"
+        return Status.INTERRUPTED
+    if status:
+        return str(status)
+    if doc is not None:  # a folder written before status.json existed
+        return status_of(None, rec["usage_errors"], rec["errors"])
+    return Status.UNKNOWN
+
+
+# ------------------------------------------------------------------------------------------ folders and the index
+def new_run_dir(out_root: Path, name: str) -> Path:
+    """``<out_root>/<UTC timestamp>-<name>-<random>``, created exclusively (``mkdir`` without ``exist_ok`` fails
+    if it exists), so two runs started in the same second never share a folder."""
+    out_root = Path(out_root)
+    out_root.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for _ in range(20):
+        d = out_root / f"{stamp}-{name}-{secrets.token_hex(3)}"
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise OSError(f"could not create a unique run folder under {out_root}")
+
+
+def write_index(out_root: Path, known: dict[str, dict] | None = None) -> Path:
+    """``index.html`` of every run folder under ``out_root`` (:mod:`gpulib.core.index_page`: newest first, verdict,
+    cause, node/GPU, parameters, times, duration, status, filters; a run still going is listed as such).
+    ``known``: records (:func:`record`) of folders the caller has already read, by folder name; the others are read
+    from their files. Written atomically (tmp + rename) under an exclusive lock on ``out_root/.index.lock``
+    (``fcntl.flock``), so of runs finishing together the last writer lists them all (each run writes its HTML before
+    taking the lock)."""
+    out_root = Path(out_root)
+    with open(out_root / INDEX_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            known = known or {}
+            recs = [
+                known.get(d.name) or read_run(d) for d in out_root.iterdir() if d.is_dir() and RUN_ID.match(d.name)
+            ]
+            page = render(
+                recs, lambda r: f"{r['id']}/{r['html']}" if r.get("html") else None, title="gpu-runbooks runs"
+            )
+            idx = out_root / INDEX_FILE
+            atomic_write(idx, page)
+            return idx
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------------------------------------ summary.md
+def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any], *, rendering: bool = False) -> Path:
+    """``folder/summary.md`` for the run ``rec`` (runbook, status, params, error) with verdict ``v``
+    (:func:`verdict_of`; empty when the run wrote no findings) and a link to its report; ``rendering``: the verdict
+    is known and the notebook behind it (the evidence) is still being rendered. A render that failed after the
+    verdict (``rec["render_error"]``) is said below the verdict."""
+    lines = [f"# {rec['runbook']}: {str(rec['status']).upper()}", ""]
+    lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
+    if rec.get("error"):
+        lines += ["", f"**Error:** {rec['error']}"]
+    if v:
+        lines += ["", f"**Verdict:** {v['severity']}", "", f"**Cause:** {v['cause']}"]
+        if v["sop_step"]:
+            lines += ["", f"**Next step:** {v['sop_step']}"]
+        if v["commands"]:
+            lines += ["", "Commands (dry run: nothing was applied):", "", "```"] + v["commands"] + ["```"]
+    if rendering:
+        lines += ["", "Evidence: the notebook (charts, tables) is still rendering; the report link shows it when done."]
+    if rec.get("render_error"):
+        lines += ["", f"**Evidence:** the notebook could not be rendered: {rec['render_error']}"]
+    if rec.get("verdict_changed"):
+        lines += ["", "The notebook's verdict differs from the first (fast) one and replaces it."]
+    lines += ["", f"Report: {link}", ""]
+    p = Path(folder) / SUMMARY_FILE
+    p.write_text("\n".join(lines))
+    return p
+
+
+def read_summary(folder: Path) -> str | None:
+    """The text of the run's summary.md, None when it has none (yet)."""
+    p = Path(folder) / SUMMARY_FILE
+    return p.read_text() if p.is_file() else None
+
+
+# ------------------------------------------------------------------------------------------ a serve run's life
+class RunRecord:
+    """The life of one gpuops serve run (``run.json``), one method per event; each returns the changes the event
+    makes to the record (the store writes them) after checking that the status may move that way
+    (:data:`TRANSITIONS`; ValueError otherwise)."""
+
+    def __init__(self, rec: dict[str, Any]):
+        self.rec = rec
+
+    @staticmethod
+    def new(run_id: str, replica: str | None, runbook: str, params: dict[str, Any], trigger: dict) -> dict[str, Any]:
+        """A run just accepted: queued."""
+        return {
+            "id": run_id,
+            "replica": replica,
+            "runbook": runbook,
+            "params": params,
+            "status": Status.QUEUED.value,
+            "created": time.time(),
+            "started": None,
+            "finished": None,
+            "verdict": None,
+            "severity": None,
+            "cause": None,
+            "command": None,
+            "error": None,
+            "trigger": trigger,
+        }
+
+    def _to(self, status: str, **changes: Any) -> dict[str, Any]:
+        old, new = Status(self.rec["status"]), Status(status)
+        if new != old and new not in TRANSITIONS.get(old, ()):
+            raise ValueError(f"run {self.rec.get('id')}: {old.value} cannot become {new.value}")
+        return {"status": new.value, **changes}
+
+    @staticmethod
+    def facts(v: dict[str, Any], status: str) -> dict[str, Any]:
+        """What the record shows of verdict ``v``: its severity (none without a verdict), cause, first command."""
+        cmd = v.get("commands", [None])[0] if v.get("commands") else None
+        return {
+            "severity": shown_severity(status, v.get("severity")),
+            "cause": v.get("cause"),
+            "command": cmd,
+            "sop_step": v.get("sop_step"),
+            "verdict": v or None,
+        }
+
+    def started(self, now: float) -> dict[str, Any]:
+        """A verdict worker took the run."""
+        return self._to(Status.RUNNING, started=now)
+
+    def refused(self, error: str, now: float, status: str = Status.FAILED) -> dict[str, Any]:
+        """The run ends without a notebook: it cannot run here (failed) or a value matched nothing (bad
+        parameter)."""
+        return self._to(
+            status, error=error, finished=now, verdict_at=now, render=Render.SKIPPED.value, severity=None
+        )
+
+    def decided(self, out: dict[str, Any], now: float) -> dict[str, Any]:
+        """The fast verdict ``out`` (:func:`outcome`) is out; the notebook, its evidence, follows."""
+        return self._to(
+            Status.RENDERING,
+            verdict_at=now,
+            verdict_by="fast",
+            verdict_status=str(out["status"]),
+            error=out.get("error"),
+            render=Render.QUEUED.value,
+            **self.facts(out["verdict"], out["status"]),
+        )
+
+    def render_started(self, now: float) -> dict[str, Any]:
+        """The notebook started (a run without a fast verdict starts with it)."""
+        fast = self.rec.get("verdict_by") == "fast"
+        return {"render": Render.RUNNING.value, "render_started": now, **({} if fast else {"started": now})}
+
+    def rendered(self, out: dict[str, Any], v: dict[str, Any], now: float) -> tuple[dict[str, Any], bool]:
+        """The notebook ended with ``out`` (:func:`outcome`) and verdict ``v``: the changes, and whether the verdict
+        the record shows changed (to be notified again)."""
+        status = str(out["status"])
+        render = (Render.FAILED if status == Status.FAILED else Render.DONE).value
+        if self.rec.get("verdict_by") != "fast":  # the notebook's verdict is the run's
+            return self._to(
+                status,
+                error=out.get("error"),
+                finished=now,
+                verdict_at=now,
+                verdict_by="notebook",
+                render=render,
+                render_finished=now,
+                render_warm=out.get("warm"),
+                **self.facts(v, status),
+            ), True
+        if status == Status.FAILED and not v:  # no evidence; the fast verdict stands, the failure is shown
+            return self._to(
+                self.rec["verdict_status"],
+                finished=now,
+                render=Render.FAILED.value,
+                render_error=out.get("error"),
+                render_finished=now,
+            ), False
+        changed = v != self.rec["verdict"]
+        upd: dict[str, Any] = {"error": out.get("error")}
+        if changed:  # the notebook read the source later or failed a step the fast path has not: it wins
+            upd.update(self.facts(v, status), verdict_changed={"fast": self.rec["verdict"]}, verdict_by="notebook")
+        return self._to(
+            status,
+            finished=now,
+            render=render,
+            render_error=out.get("error") if status == Status.FAILED else None,
+            render_finished=now,
+            render_warm=out.get("warm"),
+            **upd,
+        ), changed
+
+    def broken(self, exc: BaseException, now: float) -> dict[str, Any]:
+        """The server could not finish the run (an error outside its runner, e.g. writing summary.md)."""
+        return self._to(Status.FAILED, error=redact(f"{type(exc).__name__}: {exc}")[:1000], finished=now)
+
+    def interrupted(self, now: float) -> dict[str, Any] | None:
+        """The server running it stopped: the changes that end it, or None for a run that had ended. A run whose
+        verdict was out keeps it (its notebook was cut short); any other fails."""
+        status = self.rec.get("status")
+        if status == Status.RENDERING:
+            return self._to(
+                self.rec.get("verdict_status") or Status.DONE,
+                render=Render.FAILED.value,
+                render_error="interrupted: the server stopped before the notebook was rendered",
+                finished=self.rec.get("finished") or now,
+            )
+        if status in ACTIVE:
+            return self._to(
+                Status.FAILED,
+                error="interrupted: the server stopped before the run finished",
+                finished=self.rec.get("finished") or now,
+            )
+        return None
