@@ -32,9 +32,9 @@ from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
 from gpulib.core.redact import redact
+from gpulib.core.settings import FINDINGS_ENV
 from gpulib.core.sop import sop
 from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
-from gpulib.run.record import FINDINGS_ENV
 
 #: True while a Runbook runs without a notebook (:func:`quiet`): nothing is displayed or printed. A context
 #: variable, so a server's verdict threads and the notebooks of the same process do not silence each other.

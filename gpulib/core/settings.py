@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import Path
+from typing import Any, Mapping
 
 from gpulib.core.errors import UnknownSetting
 from gpulib.core.knowledge import load_table
 
 TABLE = "core/environment"
+#: the run engine sets this in a run's kernel: the file the notebook writes its findings to (gpulib/run/record.py)
+FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 
 
 @dataclass(frozen=True)
@@ -55,4 +58,46 @@ def markdown_table() -> str:
             f"| `{s.variable}` | {('`' + s.default + '`') if s.default else '–'} | {'yes' if s.secret else 'no'} "
             f"| {read} | {s.help} |"
         )
+    return "\n".join(rows) + "\n"
+
+
+#: the options of ``gpuops serve``, declared once: the command line (gpulib/serve/command.py) and ServeConfig
+#: (gpulib/serve/config.py) read their defaults and help from this table
+SERVE_OPTIONS = "serve/serve_options"
+#: the Python type of each ``type`` of that table
+_TYPES = {"str": str, "int": int, "path": Path}
+
+
+@dataclass(frozen=True)
+class ServeOption:
+    name: str
+    #: the command line's names (default ``--name-with-dashes``)
+    flags: tuple[str, ...]
+    type: type
+    #: the typed default; None for an option without one (its help says what stands in)
+    default: Any
+    #: the environment variable the option stands in for, if any (declared in environment.csv)
+    env: str
+    help: str
+
+
+def serve_options() -> dict[str, ServeOption]:
+    """name -> its declaration, in the table's order."""
+    out = {}
+    for r in load_table(SERVE_OPTIONS).fillna("").to_dict("records"):
+        kind = _TYPES[r["type"]]
+        raw = str(r["default"])
+        default = None if raw == "" else (kind(int(float(raw))) if kind is int else kind(raw))
+        flags = tuple(str(r["flags"]).split()) or (f"--{r['option'].replace('_', '-')}",)
+        out[r["option"]] = ServeOption(r["option"], flags, kind, default, str(r["env"]), str(r["help"]))
+    return out
+
+
+def serve_options_table() -> str:
+    """The table of gpuops serve's options in docs/settings.md."""
+    rows = ["| option | default | environment | what it does |", "|---|---|---|---|"]
+    for o in serve_options().values():
+        default = "–" if o.default is None else f"`{o.default}`"
+        what = o.help.replace("|", "\\|")  # a cell's own bar, escaped (GitHub-flavoured markdown tables)
+        rows.append(f"| `{' '.join(o.flags)}` | {default} | {('`' + o.env + '`') if o.env else '–'} | {what} |")
     return "\n".join(rows) + "\n"

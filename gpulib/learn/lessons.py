@@ -40,11 +40,11 @@ from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter
 from gpulib.core.findings import save_findings
 from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.money import money as _money
+from gpulib.core.settings import FINDINGS_ENV
 from gpulib.cost import ACTIONS
 from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
 from gpulib.kube.requests import resource_problems
 from gpulib.learn.interview import follow_up_html, follow_ups, model_answer  # noqa: F401  (used by the lessons)
-from gpulib.run.record import FINDINGS_ENV
 from gpulib.runbook import guarded_step
 from gpulib.vllm import plan
 from gpulib.xid import alert_rules, alert_rules_yaml

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from datetime import datetime, timezone
 from enum import StrEnum
@@ -48,8 +49,6 @@ OUTCOME_FILE = "outcome.json"
 #: the index of every run folder under a run root, and the lock its writers take
 INDEX_FILE = "index.html"
 INDEX_LOCK = ".index.lock"
-#: the environment variable the run engine sets in a run's kernel: the file the notebook writes its findings to
-FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 #: a run folder's name: <UTC start>-<runbook>-<6 hex> (:func:`new_run_dir`)
 RUN_ID = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)-(?P<runbook>[a-z0-9_]+)-[0-9a-f]{6}$")
 
@@ -433,6 +432,24 @@ def read_summary(folder: Path) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------ a serve run's life
+def write_serve_record(folder: Path, rec: dict[str, Any]) -> None:
+    """``folder/run.json`` replaced whole by ``rec`` (tmp + rename; a temporary file of this process and thread, so
+    writers of other replicas use theirs); OSError, with no temporary file left, when it cannot be written."""
+    tmp = Path(folder) / f"{SERVE_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        tmp.write_text(json.dumps(rec, indent=2, default=str))
+        os.replace(tmp, Path(folder) / SERVE_FILE)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_serve_record(folder: Path) -> dict[str, Any] | None:
+    """``folder/run.json``, or None when it is missing, unreadable or names another run."""
+    rec = _json(Path(folder) / SERVE_FILE)
+    return rec if rec is not None and rec.get("id") == Path(folder).name else None
+
+
 class RunRecord:
     """The life of one gpuops serve run (``run.json``), one method per event; each returns the changes the event
     makes to the record (the store writes them) after checking that the status may move that way

@@ -25,10 +25,10 @@ from gpulib.catalogue import NotebookInfo
 from gpulib.core.files import atomic_write
 from gpulib.core.findings import load_findings, worst_severity
 from gpulib.core.redact import redact
+from gpulib.core.settings import FINDINGS_ENV
 from gpulib.inspection import params_env
 from gpulib.run import record as rr
 from gpulib.run.record import (
-    FINDINGS_ENV,
     Status,
     new_run_dir,
     record,

@@ -12,7 +12,6 @@ whose heartbeat is older than ``heartbeat_stale_s`` (gone): never the live runs 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 import time
@@ -21,8 +20,7 @@ from typing import Any
 
 from gpulib.core.errors import RunStoreError
 from gpulib.core.knowledge import settings
-from gpulib.run.record import SERVE_FILE as RUN_FILE
-from gpulib.run.record import RunRecord, Status, new_run_dir
+from gpulib.run.record import RunRecord, Status, new_run_dir, read_serve_record, write_serve_record
 
 ALERT_LOG = "alerts.jsonl"
 #: the replicas' heartbeat files, under the store's root
@@ -75,11 +73,7 @@ class RunStore:
         return {**rec, **cut}
 
     def _read(self, d: Path) -> dict[str, Any] | None:
-        try:
-            rec = json.loads((d / RUN_FILE).read_text())
-        except (OSError, json.JSONDecodeError):
-            return None
-        return rec if isinstance(rec, dict) and rec.get("id") == d.name else None
+        return read_serve_record(d)
 
     # ----------------------------------------------------------------------------------- index
     def rebuild(self) -> None:
@@ -103,15 +97,11 @@ class RunStore:
         return RunStoreError(self.error)
 
     def _write(self, rec: dict[str, Any]) -> None:
-        """``run.json`` of ``rec`` replaced whole (tmp + rename); RunStoreError, with no temporary file left, when the
-        store cannot be written."""
-        d = self.root / rec["id"]
-        tmp = d / f"{RUN_FILE}.{os.getpid()}.{threading.get_ident()}.tmp"  # writers of other replicas use theirs
+        """``run.json`` of ``rec`` replaced whole (:func:`gpulib.run.record.write_serve_record`); RunStoreError, with no
+        temporary file left, when the store cannot be written."""
         try:
-            tmp.write_text(json.dumps(rec, indent=2, default=str))
-            os.replace(tmp, d / RUN_FILE)
+            write_serve_record(self.root / rec["id"], rec)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise self._failed(f"run {rec['id']}", exc) from None
         self.error = None
 

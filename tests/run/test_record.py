@@ -1,6 +1,5 @@
 """gpulib.run.record: the run index (``/runs`` and ``index.html``) shows a run's known verdict while its notebook
-renders and after its render was interrupted (issue 40 item 7), and a bad-parameter run is recorded as such,
-without a severity (issue 39 item 3)."""
+renders and after its render was interrupted, and a bad-parameter run is recorded as such, without a severity."""
 
 from __future__ import annotations
 

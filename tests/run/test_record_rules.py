@@ -1,7 +1,7 @@
-"""The rules of issue 33 about a run's home, read from the source with :mod:`ast` (nothing imported): the file names
-of a run folder and the run status words live only in ``gpulib/run/record.py``; front ends (``cli``, ``serve``,
-``mcp``) import only ``run``, ``core`` and ``kube`` (and themselves), less an explicit allow-list that may only
-shrink. Each checker is shown to catch a planted case."""
+"""The rules about a run's home (docs/architecture.md, "One run, one engine"), read from the source with
+:mod:`ast` (nothing imported): the file names of a run folder and the run status words live only in
+``gpulib/run/record.py``; front ends (``cli``, ``serve``, ``mcp``) import only ``run``, ``core`` and ``kube`` (and
+themselves), less an explicit allow-list that may only shrink. Each checker is shown to catch a planted case."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ FILES = {
     record.OUTCOME_FILE,
     record.INDEX_FILE,
     record.INDEX_LOCK,
-    record.FINDINGS_ENV,
 }
 WORDS = {s.value for s in record.Status} | {r.value for r in record.Render}
 #: the modules where a run's status is read or set: the run layer and the front ends
