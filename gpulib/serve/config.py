@@ -13,6 +13,7 @@ from pathlib import Path
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import settings
 from gpulib.core.redact import register
+from gpulib.core.settings import serve_options
 from gpulib.core.validate import one_of
 from gpulib.inspection import choose_source
 
@@ -63,46 +64,60 @@ def bearer_refusal(authorization: str | None, token: str) -> tuple[int, str] | N
     return None
 
 
+def _option(name: str, empty=""):
+    """A field whose default is the option's row of ``gpulib/data/serve/serve_options.csv``
+    (:func:`gpulib.core.settings.serve_options`), the one the command line shows; ``empty`` where the row has none."""
+
+    def default():
+        d = serve_options()[name].default
+        return empty if d is None else d
+
+    return field(default_factory=default)
+
+
 @dataclass
 class ServeConfig:
+    """The settings of one server. Those that are options of ``gpuops serve`` take their default from its options
+    table, so the command line and a ServeConfig built in Python never disagree."""
+
     out: Path
     token: str = field(repr=False)
-    host: str = "127.0.0.1"
-    port: int = 8080
-    source: str = "demo"
-    routes_file: Path | None = None
-    kernels: int = 2
+    host: str = _option("host")
+    port: int = _option("port")
+    source: str = _option("source")
+    routes_file: Path | None = _option("routes_file", None)
+    kernels: int = _option("kernels")
     #: "fast": the verdict first (gpulib.run.verdict, in a worker thread of this process), the notebook after it as the
     #: evidence; "notebook": the notebook's findings are the verdict (the path before the fast verdict existed)
-    verdict: str = "fast"
+    verdict: str = _option("verdict")
     #: runs whose fast verdict is computed at once
-    verdict_workers: int = 2
+    verdict_workers: int = _option("verdict_workers")
     #: "processes": each fast verdict in a worker process (gpulib.serve.runner.ProcessVerdicter, every core used);
     #: "threads": in a thread of this process (one core, shared with the HTTP handling)
-    verdict_in: str = "processes"
+    verdict_in: str = _option("verdict_in")
     #: "local": this process decides alone; "kubernetes": replicas claim each incident through a Lease (and may share
     #: one run store: gpulib/serve/store.py)
-    claims: str = "local"
+    claims: str = _option("claims")
     #: this replica's name in a shared run store (default $POD_NAME, else the host name); used with claims=kubernetes
-    replica: str = ""
+    replica: str = _option("replica")
     #: "local": notebooks render in kernels of this server; "kubernetes": each render is a Job (gpulib/serve/jobs.py)
-    renders: str = "local"
+    renders: str = _option("renders")
     #: the render Jobs' image, run-store claim and namespace (default: the server's own pod's)
-    render_image: str = ""
-    render_claim: str = ""
-    render_namespace: str = ""
+    render_image: str = _option("render_image")
+    render_claim: str = _option("render_claim")
+    render_namespace: str = _option("render_namespace")
     #: kernels kept started with gpulib imported for the renders (gpulib.warm); 0: each render starts its own
-    warm_kernels: int = 0
+    warm_kernels: int = _option("warm_kernels")
     #: niceness added to the warm render kernels, so a storm's renders never slow its verdicts (0: as the server)
-    render_nice: int = 10
-    queue_limit: int = 50
-    run_timeout: int = 600
-    dedupe_window: int = 900
-    fresh_for: int = 900
-    public_url: str = ""
-    notify_url: str | None = None
-    notify_format: str = "slack"
-    max_body: int = 1_000_000
+    render_nice: int = _option("render_nice")
+    queue_limit: int = _option("queue_limit")
+    run_timeout: int = _option("run_timeout")
+    dedupe_window: int = _option("dedupe_window")
+    fresh_for: int = _option("fresh_for")
+    public_url: str = _option("public_url")
+    notify_url: str | None = _option("notify_url", None)
+    notify_format: str = _option("notify_format")
+    max_body: int = _option("max_body")
     retry_after: int = 30
     #: page-started runs (GET /run/..., no token) waiting at once, beside the alerts' queue_limit
     page_queue_limit: int = field(default_factory=lambda: int(limit("page_queue_limit")))

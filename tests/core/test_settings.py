@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpulib.core.errors import UnknownSetting
-from gpulib.core.settings import env, environment_settings, markdown_table
+from gpulib.core.settings import env, environment_settings, markdown_table, serve_options, serve_options_table
 
 ROOT = Path(__file__).resolve().parents[2]
 #: names read from the environment by prefix, each a family the table declares member by member
@@ -155,3 +155,48 @@ def test_every_secret_is_masked_by_redact():
     text += (ROOT / "gpulib" / "mcp" / "server.py").read_text()
     secrets = [s.variable for s in environment_settings().values() if s.secret]
     assert secrets and [v for v in secrets if v not in text] == []
+
+
+def test_docs_settings_md_lists_the_serve_options_from_their_table():
+    text = (ROOT / "docs" / "settings.md").read_text()
+    inside = text.split("<!-- serve-options:begin -->\n", 1)[1].split("<!-- serve-options:end -->", 1)[0]
+    assert inside == serve_options_table()
+
+
+def test_serve_options_are_declared_once():
+    """gpuops serve's command line and ServeConfig take every option's default (and the command line its help) from
+    gpulib/data/serve/serve_options.csv: none is declared a second time (--warm-kernels was once 2 on the command
+    line and 0 in ServeConfig)."""
+    from dataclasses import fields
+
+    import typer.main
+
+    from gpulib.serve.command import serve_cmd
+    from gpulib.serve.config import ServeConfig
+
+    table = serve_options()
+    app = typer.Typer(add_completion=False)
+    app.command()(serve_cmd)
+    command = typer.main.get_command(app)  # one command: the command itself
+    given = {p.name: p for p in command.params}
+    assert sorted(given) == sorted(table)  # every option is a row, every row an option
+    for name, o in table.items():
+        assert (given[name].default, given[name].help, tuple(given[name].opts + given[name].secondary_opts)) == (
+            o.default,
+            o.help,
+            o.flags,
+        ), name
+    # a ServeConfig built without options has the command line's defaults (the required ones given alike)
+    built = {f.name: f for f in fields(ServeConfig)}
+    cfg = ServeConfig(out=given["out"].default, token="t" * 40)
+    shared = [n for n in table if n in built and n != "out"]
+    assert len(shared) == len(table) - 2  # all but --out (required) and --token-file (read by build, never kept)
+    mismatched = {n: (getattr(cfg, n), given[n].default) for n in shared if given[n].default is not None}
+    assert {n: pair for n, pair in mismatched.items() if pair[0] != pair[1]} == {}
+    assert cfg.warm_kernels == given["warm_kernels"].default
+
+
+def test_every_environment_variable_of_a_serve_option_is_declared():
+    declared = set(environment_settings())
+    named = {o.env for o in serve_options().values() if o.env}
+    assert named and named - declared == set()
