@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
 from gpulib.core.findings import Finding, Severity, save_findings
+from gpulib.run import render as engine
 from gpulib.run.record import new_run_dir
 
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from gpulib import cli
-from gpulib import execute as engine
 from gpulib.catalogue import find_notebook
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity, save_findings
+from gpulib.run import render as engine
+from gpulib.run.params import prepare
 
 TOKEN = "test-token-" + "e" * 24
 
@@ -119,19 +120,19 @@ def test_a_serve_run_goes_through_the_engine_in_process_reading_findings_once(tm
 # ------------------------------------------------------------------------------------- parameters
 def test_prepare_maps_the_source_once_and_checks_the_source_the_run_will_use(tmp_path):
     info = find_notebook("xid_ecc_triage")
-    assert engine.prepare(info, [("node", "n1")]) == {"node": "n1"}
-    snap = engine.prepare(info, [("node", "n1")], source=str(tmp_path))
+    assert prepare(info, [("node", "n1")]) == {"node": "n1"}
+    snap = prepare(info, [("node", "n1")], source=str(tmp_path))
     assert snap == {"source": "snapshot", "snapshot_dir": str(tmp_path.resolve()), "node": "n1", "gpu": ""}
     # -p source=... is the same rule as --source, checked before a kernel starts
     with pytest.raises(InvalidParameter, match="--source 'prod'"):
-        engine.prepare(info, [("source", "prod")])
+        prepare(info, [("source", "prod")])
     with pytest.raises(InvalidParameter, match="needs --snapshot DIR"):
-        engine.prepare(info, [("source", "snapshot"), ("node", "n1")])
+        prepare(info, [("source", "snapshot"), ("node", "n1")])
     # a non-demo source never falls back to the demo fleet's node name
     with pytest.raises(InvalidParameter, match="-p node"):
-        engine.prepare(info, source="live")
+        prepare(info, source="live")
     # values checked when a request came in (gpuops serve) are taken as they are, with the server's source
-    assert engine.prepare(info, given={"node": "n2", "gpu": "5"}, source="demo") == {
+    assert prepare(info, given={"node": "n2", "gpu": "5"}, source="demo") == {
         "source": "demo",
         "node": "n2",
         "gpu": "5",

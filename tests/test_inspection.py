@@ -10,7 +10,6 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from gpulib import execute as engine
 from gpulib.catalogue import catalogue, find_notebook, notebook_info
 from gpulib.core.errors import InvalidParameter
 from gpulib.inspection import (
@@ -174,16 +173,18 @@ def test_a_default_json_would_change_is_not_handed_over():
 
 def test_a_run_kernel_gets_its_notebooks_parameters(tmp_path, monkeypatch):
     """The run engine puts the parameters into the kernel's own environment (beside the findings path)."""
+    from gpulib.run import render
+
     seen = {}
-    real = engine._kernel_manager
+    real = render.kernel_manager
 
     def spy(env, *a, **kw):
         seen.update(env)
         return real(env, *a, **kw)
 
-    monkeypatch.setattr(engine, "_kernel_manager", spy)
+    monkeypatch.setattr(render, "kernel_manager", spy)
     info = notebook_info(_planted(tmp_path))
-    engine.execute(info, {}, tmp_path / "out", progress=False, summary=False)
+    render.execute(info, {}, tmp_path / "out", progress=False, summary=False)
     assert json.loads(seen[PARAMS_ENV])["notebook"] == "planted"
     assert [p[0] for p in json.loads(seen[PARAMS_ENV])["params"]] == [p.name for p in info.params]
 
