@@ -33,6 +33,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,8 @@ class SharedRuns:
 
     def run(self, name: str, **params: Any) -> SharedRun:
         """The run of notebook ``name`` with ``params`` on the demo fleet at ``DEMO_END``."""
+        import papermill as pm
+
         from gpulib.catalogue import find_notebook
         from gpulib.execute import execute
 
@@ -151,6 +154,10 @@ class SharedRuns:
                         mp.delenv(k)
                     mp.setenv("PYTHONPATH", str(ROOT))
                     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
+                    # the executed notebook written once, when the run ends (papermill's request_save_on_cell_execute;
+                    # saving the whole notebook, plotly.js inlined, at every cell start and end is most of what the
+                    # engine's side of a run costs); a test reads the run only when it is over
+                    mp.setattr(pm, "execute_notebook", partial(pm.execute_notebook, request_save_on_cell_execute=False))
                     res = execute(
                         info, params, out_dir.parent, progress=False, out_dir=out_dir, warm=self.kernels.lend(name)
                     )
