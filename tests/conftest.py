@@ -27,7 +27,9 @@ def shared_runs(tmp_path_factory) -> SharedRuns:
     worker (tests/helpers/shared_runs.py): ``shared_runs.demo()`` is the one ``gpuops demo``,
     ``shared_runs.run(name, **params)`` one notebook's run."""
     base = tmp_path_factory.getbasetemp()
-    return SharedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
+    runs = SharedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
+    yield runs
+    runs.close()
 
 
 @pytest.fixture(scope="session")
@@ -133,11 +135,13 @@ def run_notebook(tmp_path, monkeypatch):
 
 
 #: test files handed out first, the longest first, so that under ``-n 2 --dist loadfile`` no worker is left alone with
-#: a long file at the end, and the session's shared ``gpuops demo`` run (tests/project/test_rendered_html.py makes
-#: it) is done before the files that read it come up; durations in README.md ("Tests")
+#: a long file at the end: the session's shared ``gpuops demo`` run (tests/project/test_rendered_html.py makes it, one
+#: worker) while tests/test_verdict.py renders the decision-table rows on the other (those the demo holds last, see
+#: :func:`_demo_rows_last`), so the files that read either find them made; durations in README.md ("Tests")
 FIRST = [
-    "tests/project/test_fault_matrix.py",
     "tests/project/test_rendered_html.py",
+    "tests/test_verdict.py",
+    "tests/project/test_fault_matrix.py",
     "tests/serve/test_e2e.py",
     "tests/project/test_printed_commands.py",
     "tests/learn/test_lessons.py",
@@ -146,6 +150,29 @@ FIRST = [
 ]
 
 
+def _demo_rows_last(item) -> tuple[bool, str]:
+    """Sort key inside a file for a test of a shared notebook run (a ``runbook`` and ``params`` parametrization):
+    the runs ``gpuops demo`` makes (a runbook's defaults) after the others, which are grouped by runbook (one kernel
+    per runbook, tests/helpers/shared_runs.py); any other test keeps its place among the first."""
+    spec = getattr(item, "callspec", None)
+    if spec is None or not {"runbook", "params"} <= set(spec.params):
+        return (False, "")
+    from gpulib.catalogue import find_notebook
+
+    name = spec.params["runbook"]
+    defaults = {p.name: p.default for p in find_notebook(name).params}
+    merged = {**defaults, "source": "demo", **spec.params["params"]}
+    return (merged == {**defaults, "source": defaults.get("source", "demo")}, name)
+
+
+VERDICT_ROWS = "tests/test_verdict.py::test_fast_verdict_equals_the_notebooks"
+
+
 def pytest_collection_modifyitems(items):
     rank = {f: i for i, f in enumerate(FIRST)}
+    verdict = [i for i in items if i.nodeid.startswith(f"{VERDICT_ROWS}[")]
+    if verdict:  # the file's other tests keep their order; its notebook rows are ordered among themselves
+        slots = [items.index(i) for i in verdict]
+        for slot, item in zip(slots, sorted(verdict, key=_demo_rows_last)):
+            items[slot] = item
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))  # stable: file order kept

@@ -9,6 +9,13 @@ summary.md, a lesson's figures.json). Each such run happens once per session:
   parameters are that notebook's defaults (``source="demo"`` included), else one ``gpulib.execute.execute`` of it (the
   path ``gpuops run`` takes) on the demo source, made by the first test that asks.
 
+Runs of one notebook made by one worker share a kernel (:class:`KeptKernels`, the ``warm=`` hand-over of
+:func:`gpulib.execute.execute`, so each run's environment and folder are set in it before the first cell as for a warm
+kernel): before each run its namespace is emptied (``%reset -f``), its environment set to what a kernel started now
+would inherit, and :mod:`gpulib.runbook` reloaded (per-kernel display state: plotly.js sent once per kernel), so a run
+sees nothing of the one before; what stays is ``sys.modules`` (the imports a cold kernel spends most of its start on)
+and the pure caches of the modules. ``gpuops demo`` (every notebook at its defaults) keeps one cold kernel per run.
+
 The first test to ask does the work under a file lock in a folder every worker of the session shares
 (``tmp_path_factory.getbasetemp().parent`` under xdist, the pattern pytest-xdist documents:
 https://pytest-xdist.readthedocs.io/en/stable/how-to.html#making-session-scoped-fixtures-execute-only-once);
@@ -26,6 +33,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +94,10 @@ class SharedRuns:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.kernels = KeptKernels()
+
+    def close(self) -> None:
+        self.kernels.close()
 
     @contextmanager
     def _locked(self, name: str):
@@ -121,6 +133,8 @@ class SharedRuns:
 
     def run(self, name: str, **params: Any) -> SharedRun:
         """The run of notebook ``name`` with ``params`` on the demo fleet at ``DEMO_END``."""
+        import papermill as pm
+
         from gpulib.catalogue import find_notebook
         from gpulib.execute import execute
 
@@ -140,7 +154,15 @@ class SharedRuns:
                         mp.delenv(k)
                     mp.setenv("PYTHONPATH", str(ROOT))
                     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
-                    res = execute(info, params, out_dir.parent, progress=False, out_dir=out_dir)
+                    # the executed notebook written once, when the run ends (papermill's request_save_on_cell_execute;
+                    # saving the whole notebook, plotly.js inlined, at every cell start and end is most of what the
+                    # engine's side of a run costs); a test reads the run only when it is over
+                    mp.setattr(pm, "execute_notebook", partial(pm.execute_notebook, request_save_on_cell_execute=False))
+                    res = execute(
+                        info, params, out_dir.parent, progress=False, out_dir=out_dir, warm=self.kernels.lend(name)
+                    )
+                    if res.failed:  # a kernel that failed a run (killed, or stuck) is not lent again
+                        self.kernels.drop(name)
                 done.write_text(
                     json.dumps({"failed": res.failed, "errors": res.errors, "usage_errors": res.usage_errors})
                 )
@@ -178,3 +200,90 @@ class SharedRuns:
         if status == "BAD PARAMETER" and not run.usage_errors:
             run.usage_errors.append(f"gpuops demo says {info.name} had a bad parameter")
         return run
+
+
+#: run in a kept kernel right after it started: the environment it started with (what it inherited and what the
+#: kernel itself added)
+_STARTED = "import os as _os; _os._gpuops_started_env = dict(_os.environ); del _os"
+#: run in a kept kernel before it is lent again: an empty namespace, the environment a kernel started now would get
+#: (what it added itself at its start, and this process' environment now), and gpulib.runbook's per-kernel state
+#: (plotly.js sent once per kernel) as a fresh import leaves it
+_RESET = """get_ipython().run_line_magic("reset", "-f")
+import importlib as _il, os as _os, sys as _sys
+_added = {{k: v for k, v in _os._gpuops_started_env.items() if k not in {inherited!r}}}
+_os.environ.clear(); _os.environ.update({{**_added, **{env!r}}})
+if "gpulib.runbook" in _sys.modules: _il.reload(_sys.modules["gpulib.runbook"])
+del _il, _os, _sys, _added
+"""
+
+
+class _Kept:
+    """A kept kernel's manager as :func:`gpulib.execute.execute` gets it: stopping it after the run is left to
+    :class:`KeptKernels` (``shutdown_kernel`` does nothing and there is no process to kill); the rest is the manager."""
+
+    provisioner = None
+
+    def __init__(self, km):
+        self._km = km
+
+    def __getattr__(self, name):
+        return getattr(self._km, name)
+
+    async def shutdown_kernel(self, *args, **kwargs) -> None:
+        return None
+
+
+class _Lend:
+    def __init__(self, km):
+        self.km = km
+
+    def take(self, wait: float = 0):
+        return _Kept(self.km)
+
+
+class KeptKernels:
+    """One kernel per notebook on this worker (at most ``keep`` at a time, the least recently used stopped first),
+    emptied before each run (:data:`_RESET`)."""
+
+    def __init__(self, keep: int = 2):
+        self.keep = keep
+        self._kms: dict[str, object] = {}
+        self._inherited: dict[int, list[str]] = {}  # id(km) -> the names of the environment it started with
+
+    def lend(self, name: str) -> _Lend:
+        from gpulib.execute import KERNEL_ARGS, _kernel_manager, run_code
+
+        env = dict(os.environ)
+        km = self._kms.pop(name, None)
+        if km is not None:
+            try:
+                run_code(km, _RESET.format(env=env, inherited=self._inherited[id(km)]))
+            except Exception:  # gone or stuck: a fresh one
+                self._stop(km)
+                km = None
+        if km is None:
+            from jupyter_core.utils import run_sync
+
+            while len(self._kms) >= self.keep:
+                self._stop(self._kms.pop(next(iter(self._kms))))
+            km = _kernel_manager({})
+            run_sync(km.start_kernel)(extra_arguments=list(KERNEL_ARGS))
+            self._inherited[id(km)] = sorted(env)
+            run_code(km, _STARTED)
+        self._kms[name] = km  # most recently used last
+        return _Lend(km)
+
+    def drop(self, name: str) -> None:
+        km = self._kms.pop(name, None)
+        if km is not None:
+            self._stop(km)
+
+    def _stop(self, km) -> None:
+        from gpulib.execute import _shutdown
+
+        self._inherited.pop(id(km), None)
+        _shutdown(km)
+
+    def close(self) -> None:
+        while self._kms:
+            self._stop(self._kms.popitem()[1])
