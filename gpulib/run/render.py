@@ -195,6 +195,10 @@ def execute(
             execution_timeout=timeout,
             km=km,
             extra_arguments=list(KERNEL_ARGS),
+            # written once when the run ends (papermill saves in a ``finally``, after a failed cell or a killed
+            # kernel too), not after every cell: each save re-serialises the whole notebook, figures included
+            # (papermill/execute.py ``request_save_on_cell_execute``, https://github.com/nteract/papermill)
+            request_save_on_cell_execute=False,
         )
     except Exception as exc:  # papermill raises PapermillExecutionError with the cell's traceback
         res.failed = redact(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
