@@ -10,7 +10,7 @@ present, naming the inputs under every name each dcgm-exporter generation gives 
 its decision rested on.
 
 A field read but empty (no row, or only NaN values) is not evidence: a snapshot's ``increase`` is NaN, a stopped
-exporter returns no rows. xid_ecc_triage checks its decisions per node in its own step (:mod:`gpulib.xid.evidence`).
+exporter returns no rows. The XID triage checks its decisions per node in its own step (:mod:`gpulib.xid.evidence`).
 """
 
 from __future__ import annotations
