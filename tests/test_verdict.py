@@ -6,6 +6,7 @@ both paths, and each row's expected decision is reached by the fast path too."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -25,17 +26,20 @@ RELIABILITY_ROWS = [
 ]
 ROWS = XID_ROWS + INCIDENT_ROWS + RELIABILITY_ROWS
 DECISION_ROWS = XID_ROWS + INCIDENT_ROWS
+#: the dcgm-exporter generations the demo serves its fields under for the decision checks (GPUOPS_DEMO_EXPORTER; ""
+#: the canonical names as is): the tables' decisions hold under the old names and under today's
+EXPORTERS = ("4.8", "4.10")
 _FAST: dict[str, object] = {}
 
 
 def _key(runbook: str, params: dict) -> str:
-    return runbook + json.dumps(params, sort_keys=True, default=str)
+    return runbook + json.dumps(params, sort_keys=True, default=str) + os.environ.get("GPUOPS_DEMO_EXPORTER", "")
 
 
 @pytest.fixture
 def pinned(monkeypatch):
     monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
-    for k in ("GPUOPS_FINDINGS_PATH", "KUBECONFIG"):
+    for k in ("GPUOPS_FINDINGS_PATH", "KUBECONFIG", "GPUOPS_DEMO_EXPORTER"):
         monkeypatch.delenv(k, raising=False)
 
 
@@ -78,9 +82,12 @@ def test_fast_verdict_equals_the_notebooks(runbook, params, row, shared_runs, pi
     assert mine["parameters"] == doc["parameters"], row["id"]
 
 
+@pytest.mark.parametrize("exporter", EXPORTERS)
 @pytest.mark.parametrize(("runbook", "params", "row"), DECISION_ROWS, ids=[r["id"] for _, _, r in DECISION_ROWS])
-def test_fast_verdict_reaches_the_tables_decision(runbook, params, row, pinned):
-    """Each row's expected decision from the fast path alone (no notebook), checked as the tables check it."""
+def test_fast_verdict_reaches_the_tables_decision(runbook, params, row, exporter, pinned, monkeypatch):
+    """Each row's expected decision from the fast path alone (no notebook), checked as the tables check it, with the
+    demo's fields served under each exporter generation's names and units."""
+    monkeypatch.setenv("GPUOPS_DEMO_EXPORTER", exporter)
     v = fast(runbook, params)
     fs = [Finding.from_dict(d) for d in as_saved(v)["findings"]]
     expected = row["expected"]
@@ -98,10 +105,13 @@ def test_fast_verdict_reaches_the_tables_decision(runbook, params, row, pinned):
         incidents.check_row(row, fs)
 
 
+@pytest.mark.parametrize("exporter", EXPORTERS)
 @pytest.mark.parametrize(("runbook", "params", "row"), RELIABILITY_ROWS, ids=[r["id"] for _, _, r in RELIABILITY_ROWS])
-def test_fast_verdict_reaches_the_reliability_tables_decision(runbook, params, row, monkeypatch):
-    """tests/decisions/reliability.csv at its own window end, checked as its notebook test checks findings.json."""
+def test_fast_verdict_reaches_the_reliability_tables_decision(runbook, params, row, exporter, monkeypatch):
+    """tests/decisions/reliability.csv at its own window end, checked as its notebook test checks findings.json,
+    under each exporter generation's names."""
     monkeypatch.setenv("GPUOPS_END", reliability.END)
+    monkeypatch.setenv("GPUOPS_DEMO_EXPORTER", exporter)
     fs = as_saved(fast_verdict(runbook, {"source": "demo", **params}))["findings"]
     if runbook == "node_health":
         node, _, gpu = row["target"].partition("/")

@@ -80,7 +80,7 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         scrape_interval: str | None = None,
         exporter_down: Iterable[str] = (),
         exporter: str = "4.10",
-        exporter_nodes: dict[str, str] | None = None,
+        exporter_nodes: dict[str, str] | tuple[tuple[str, str], ...] | None = None,
     ):
         if label_style not in ("new", "old"):
             raise InvalidParameter(
@@ -95,7 +95,8 @@ class FleetSimulator(FleetMetrics, FleetObjects):
             if not path.exists():
                 raise InvalidParameter(f"scenario file {str(path)!r} does not exist")
             scenario = read_scenario(path)
-        for gen in (exporter, *(exporter_nodes or {}).values()):
+        exporter_nodes = dict(exporter_nodes or {})  # a tuple of pairs too: shared_simulator's cache key must hash
+        for gen in (exporter, *exporter_nodes.values()):
             if gen not in GENERATIONS:
                 raise InvalidParameter(f"exporter={gen!r}: use one of {', '.join(GENERATIONS)} (dcgm-exporter names)")
         self.exporter = exporter

@@ -22,8 +22,10 @@ from gpulib.demo.vllm_series import demo_vllm_frame, demo_vllm_series
 from gpulib.kube.frames import nodes_frame, pods_frame
 from gpulib.mig import default_configs
 from gpulib.sources.base import Source, mig_parted_object
+from gpulib.sources.dcgm import canonical_scrape
 from gpulib.sources.history import NodeHistory
 from gpulib.sources.reduce import summarise_frame
+from gpulib.sources.signals import GENERATIONS, name_in
 
 #: series per chart: the default step keeps a window at about this many points, like a Grafana panel
 TARGET_POINTS = 720
@@ -34,6 +36,15 @@ _VLLM_RANGE = re.compile(r'\{__name__=~"vllm:\.\+"\}\[(\d+)s\]')
 
 #: a scenario file used instead of the packaged demo fleet (benchmarks/bench_serve.py's generated fleets)
 FLEET_ENV = "GPUOPS_DEMO_FLEET"
+#: the dcgm-exporter generation whose names the demo serves its fields under (:class:`DemoSource` ``exporter``)
+EXPORTER_ENV = "GPUOPS_DEMO_EXPORTER"
+#: a fleet mid-upgrade: every other node (in name order) on the newest generation, the rest on the oldest
+MIXED = "mixed"
+
+
+def exporter_nodes(nodes: list[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(the fleet's generation, the nodes on another one) of a :data:`MIXED` fleet of ``nodes``."""
+    return GENERATIONS[0], tuple((n, GENERATIONS[-1]) for n in sorted(nodes)[1::2])
 
 
 class DemoSource(Source):
@@ -53,11 +64,22 @@ class DemoSource(Source):
         counters: str = "full",
         scrape_interval: str | None = None,
         operator_scenario: str = "healthy",
+        exporter: str | None = None,
         **_ignored,
     ):
         super().__init__(end=end)
         if scenario is None:
             scenario = os.environ.get(FLEET_ENV) or None
+        #: the exporter generation the fields are served under and read back through the source boundary
+        #: (:func:`gpulib.sources.dcgm.canonical_scrape`): 4.8, 4.9, 4.10 or ``mixed``; None: canonical names as is
+        self.exporter = exporter or os.environ.get(EXPORTER_ENV) or None
+        gens: dict = {}
+        if self.exporter == MIXED:
+            base = FleetSimulator if isinstance(scenario, dict) else shared_simulator
+            names = [spec["name"] for spec in base(scenario, end=self._end, seed=seed).node_specs]
+            gens["exporter"], gens["exporter_nodes"] = exporter_nodes(names)
+        elif self.exporter is not None:
+            gens["exporter"] = self.exporter
         # gpulib.demo.operator_objects.SCENARIOS: a healthy or broken GPU Operator
         self.operator_scenario = operator_scenario
         build = FleetSimulator if isinstance(scenario, dict) else shared_simulator
@@ -68,6 +90,7 @@ class DemoSource(Source):
             label_style=label_style,
             counters=counters,
             scrape_interval=scrape_interval,
+            **gens,
         )
         self._end = self.sim.end
 
@@ -76,6 +99,19 @@ class DemoSource(Source):
             f"demo fleet ({len(self.sim.node_specs)} nodes, "
             f"{sum(1 for d in self.sim.devices if not d.is_instance)} GPUs)"
         )
+
+    def _served(self, field: str, df: pd.DataFrame | None) -> pd.DataFrame | None:
+        """``df`` (canonical) as each node's exporter emits it (:meth:`~gpulib.demo.metrics.FleetMetrics.emitted`,
+        what its scrapes and backfills write: the generation's name and unit) read back as a scrape is read
+        (:func:`gpulib.sources.dcgm.canonical_scrape`); as is without an ``exporter`` generation."""
+        if self.exporter is None or df is None or df.empty or field.startswith("vllm:") or "node" not in df:
+            return df
+        parts = []
+        for node, part in df.groupby("node", sort=False):
+            name, values = self.sim.emitted(field, part["value"].to_numpy(dtype=float), str(node))
+            parts.append(part.assign(metric=name, value=values))
+        back = canonical_scrape(pd.concat(parts).sort_index())
+        return back[back["metric"] == field].drop(columns="metric")
 
     def _devices(self, node, gpu):
         for d in self.sim.devices:
@@ -106,7 +142,9 @@ class DemoSource(Source):
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
-        df = self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
+        df = self._served(
+            field, self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
+        )
         if df.empty:
             raise EmptyResult(
                 f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
@@ -123,7 +161,7 @@ class DemoSource(Source):
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
             start = end - window.total_seconds()
-            df = self.sim.summary_frame(field, start, end, stat, self._devices(node, gpu))
+            df = self._served(field, self.sim.summary_frame(field, start, end, stat, self._devices(node, gpu)))
             if df is not None:  # reduced per device (the stats where that is exact)
                 if df.empty:
                     raise EmptyResult(
@@ -131,7 +169,7 @@ class DemoSource(Source):
                         query=field,
                     )
                 return df
-            df = self.sim.frame(field, start, end, None, self._devices(node, gpu))
+            df = self._served(field, self.sim.frame(field, start, end, None, self._devices(node, gpu)))
         if df.empty:
             raise EmptyResult(
                 f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
@@ -194,7 +232,26 @@ class DemoSource(Source):
 
     def _inventory(self, window):
         devs = [d for d in self.sim.devices if self.sim.emits("DCGM_FI_DEV_FB_USED", d)]
-        return set(self.sim.metric_names()), [self.sim.labels(d) for d in devs]
+        if self.exporter is None:
+            return set(self.sim.metric_names()), [self.sim.labels(d) for d in devs]
+        names = {n for d in self.sim.devices for n in self._emitted(d)}
+        return names, [self.sim.labels(d) for d in devs]
+
+    def _emitted(self, d) -> set[str]:
+        """The metric names device ``d``'s exporter serves, under its node's generation."""
+        gen = self.sim.generation(d.node)
+        return {name_in(m, gen) for m in self.sim.metric_names() if self.sim.emits(m, d)}
+
+    def _node_names(self, window):
+        """node -> the metric and label names its exporter serves (with an ``exporter`` generation only)."""
+        if self.exporter is None:
+            return None
+        out: dict[str, set[str]] = {}
+        for d in self.sim.devices:
+            seen = out.setdefault(d.node, set())
+            seen.update(self._emitted(d))
+            seen.update(self.sim.labels(d))
+        return out
 
     def _gpus(self, node, window):
         """Every GPU and MIG instance of the node (a GPU that stopped reporting is still listed, as nvidia-smi -L

@@ -22,6 +22,8 @@ from typing import Any, Callable, Mapping, MutableMapping
 from gpulib.core.findings import FindingList
 from gpulib.core.runbook import Context, Runbook
 from gpulib.run.catalogue import context
+from gpulib.run.evidence import STEP as EVIDENCE_STEP
+from gpulib.run.evidence import check, finding_inputs, needs, watch
 from gpulib.runbook import Runbook as _Engine
 from gpulib.runbook import _display, note, plotly_js, show
 
@@ -87,6 +89,8 @@ class Session:
             **{k: v for k, v in params.items() if k not in _CONNECT},
         )
         ns["src"] = self.engine.src
+        #: what the source returned with data, input by input (:mod:`gpulib.run.evidence`)
+        self.reads = watch(self.engine.src)
         if not headless and CHARTS_PARAM in params:
             plotly_js(params[CHARTS_PARAM])
         #: step title -> what happened to it (:data:`RAN`, :data:`FAILED`, ...), in the order the steps were asked
@@ -145,10 +149,22 @@ class Session:
                 out += [i for i in s.inputs if i not in out]
         return out
 
+    def check_evidence(self) -> None:
+        """No OK without evidence: each decision of the runbook (``gpulib/data/core/evidence.csv``) must rest on an
+        input that came back with data, else the run is INCOMPLETE and says which (:func:`gpulib.run.evidence.check`).
+        Not checked for a run that never reached its source (no source, a bad parameter)."""
+        if not needs(self.runbook.name) or self.engine.src is None or self.engine.usage_errors:
+            return
+        with self.engine.step(EVIDENCE_STEP):
+            check(self.runbook.name, self.reads)
+
     def finish(self, *, save: bool = True) -> FindingList:
         """The verdict: the runbook's ``findings`` over what the steps gathered, then the engine's finish (the
         'Runbook incomplete' finding for a failed step, the SOP cell, findings.json where the run says)."""
         fs = self.runbook.findings(self.ctx) if self.runbook.findings is not None else None
+        self.check_evidence()
+        for f in fs or ():
+            f.data.setdefault("inputs", finding_inputs(self.runbook.name, self.reads, f.category))
         fl = self.engine.finish(fs, combine=self.runbook.combine, save=save, steps=self.outcomes, inputs=self.inputs())
         self.ctx["findings"] = fl
         return fl

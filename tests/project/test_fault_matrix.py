@@ -6,6 +6,10 @@ within the cell's own baseline (kernel start, imports) plus 2 x the configured t
 HTML and no configured secret in any output file. Bad usage (unknown node, malformed window, a bad
 setting) is checked through ``gpuops run`` and must exit 2 before any notebook runs.
 
+The matrix of fields (every runbook x every input its decisions need, removed from the demo incident one at a time:
+never OK, INCOMPLETE naming the input under each exporter generation's name) runs through the fast verdict, in
+seconds: tests/run/test_evidence.py (xid_ecc_triage: tests/xid/test_evidence.py).
+
 Cells run 4 at a time (each run has its own kernel environment: ``execute(env=...)``). Set
 ``GPUOPS_MATRIX_OUT=<file>`` to write the per-cell results as JSON (benchmarks/RESULTS.md lists them).
 """
