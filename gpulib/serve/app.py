@@ -13,7 +13,15 @@ import time
 from typing import Any, Literal, Optional
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -123,10 +131,8 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
         htmls = sorted(svc.store.folder(run_id).glob("*.html"))
         if not htmls:
             return HTMLResponse(pages.failed(rec))
-        body = htmls[0].read_text()
-        i = body.find("<body")
-        j = body.find(">", i) + 1 if i >= 0 else 0
-        return HTMLResponse(body[:j] + pages.banner(rec) + body[j:])
+        # streamed in chunks (pages.report): a large report read whole for each reader would hold it once per reader
+        return StreamingResponse(pages.report(htmls[0], pages.banner(rec)), media_type="text/html; charset=utf-8")
 
     @app.get("/runs/{run_id}/run.json", responses={404: {}})
     def run_json(run_id: str):
