@@ -1,13 +1,15 @@
 """Runs are folders on disk (:func:`gpulib.core.rundir.new_run_dir`), each with ``run.json``; alert decisions are
 appended to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a
-run that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging.
+run that was running when the server stopped is marked failed ("interrupted") instead of left hanging.
 
 Several replicas may share one store (a ReadWriteMany volume, ``gpuops serve --claims kubernetes``): each run names
 the ``replica`` that made it, each replica appends to its own ``alerts.<replica>.jsonl`` and touches
 ``.replicas/<replica>`` every ``heartbeat_s`` (``gpulib/data/serve/render_settings.csv``). A replica's index holds
 its own runs; another replica's run is read from its folder when asked for (:meth:`RunStore.get`,
 :meth:`RunStore.list`). An active run is shown interrupted when its replica is this one starting again, or a replica
-whose heartbeat is older than ``heartbeat_stale_s`` (gone): never the live runs of another replica."""
+whose heartbeat is older than ``heartbeat_stale_s`` (gone): never the live runs of another replica. A run of this
+replica that was accepted but never started stays queued, and the server runs it at its start (:meth:`not_started`).
+"""
 
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ class RunStore:
             return None
         if not self._mine(rec) and not self._gone(rec.get("replica")):
             return None
+        if self._mine(rec) and _not_started(rec):  # accepted, never started: this server runs it (not_started)
+            return None
         rec = dict(rec)
         if rec["status"] == "rendering":  # the verdict was out; its notebook was cut short
             rec.update(
@@ -88,6 +92,12 @@ class RunStore:
                 finished=rec.get("finished") or time.time(),
             )
         return rec
+
+    def not_started(self) -> list[dict[str, Any]]:
+        """This replica's runs that were accepted but never started (queued when the server stopped, even by kill -9),
+        oldest first: the server runs them again at its start (:meth:`gpulib.serve.service.Service.requeue`)."""
+        with self._lock:
+            return sorted((dict(r) for r in self._runs.values() if _not_started(r)), key=lambda r: r["created"])
 
     def _read(self, d: Path) -> dict[str, Any] | None:
         try:
@@ -260,3 +270,7 @@ class RunStore:
                 if p.is_file():
                     out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
         return out
+
+
+def _not_started(rec: dict[str, Any]) -> bool:
+    return rec.get("status") == "queued" and not rec.get("started")
