@@ -1,6 +1,6 @@
 """HTML of the run index, the progress page and the banner above a finished run's report (html-escaped); a finished
 run's report is streamed from its file in chunks (:func:`report`), never read whole, so many readers of a large page
-cost the server a chunk each (issue 40)."""
+cost the server a chunk each."""
 
 from __future__ import annotations
 
@@ -92,6 +92,17 @@ def banner(rec: dict[str, Any]) -> str:
         f"{html.escape(rec['id'])} · <a href='/runs/{html.escape(rec['id'])}/summary.md'>summary.md</a> · "
         f"<a href='/runs/{html.escape(rec['id'])}/findings.json'>findings.json</a> · <a href='/runs'>all runs</a> · "
         "dry run: nothing was applied</small></div>"
+    )
+
+
+def unreadable(rec: dict[str, Any]) -> str:
+    """A run folder whose run.json cannot be read (gpulib/serve/retention.py): what is known, and why."""
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(rec['id'])} unreadable</title>"
+        f"{_STYLE}</head><body><h1 id='status' data-status='unreadable'>{html.escape(rec['runbook'])}: unreadable</h1>"
+        f"<p>run {html.escape(rec['id'])} · started {_when(rec.get('created'))}</p><p class='critical'>"
+        f"{html.escape(rec['error'])}; its files are in the run folder.</p><p><a href='/runs'>all runs</a></p>"
+        "</body></html>"
     )
 
 

@@ -170,7 +170,7 @@ def test_runs_page_is_the_run_index_with_cause_where_and_a_run_still_going(tmp_p
 
 
 def test_restart_rebuilds_the_index_and_marks_interrupted_runs_failed(tmp_path):
-    # issue 40: a run accepted but never started is run after the restart (it was marked failed "interrupted"
+    # a run accepted but never started is run after the restart (it was marked failed "interrupted"
     # before, so an alert answered 202 was dropped); a run cut short while running is still marked interrupted
     app, c = make(tmp_path)
     c.post("/alertmanager", json=payload([xid()]), headers=AUTH)
@@ -395,8 +395,9 @@ def test_burst_of_200_posts_with_duplicates(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- fuzz
-def test_serve_fuzz_openapi_no_5xx(tmp_path):
+def test_serve_fuzz_openapi_no_5xx(tmp_path, monkeypatch):
     schemathesis = pytest.importorskip("schemathesis")
+    monkeypatch.setenv("GPUOPS_SERVE_API_DOCS", "1")  # the schema is served only when the docs are opened
     from hypothesis import HealthCheck, given, settings
 
     app, _ = make(tmp_path, StubRunner(delay=0), queue_limit=5)
@@ -421,9 +422,10 @@ def test_serve_fuzz_openapi_no_5xx(tmp_path):
     assert failures == []
 
 
-def test_fuzz_check_can_fail(tmp_path):
+def test_fuzz_check_can_fail(tmp_path, monkeypatch):
     """The fuzz above would see a 5xx: an endpoint planted to fail is reported."""
     schemathesis = pytest.importorskip("schemathesis")
+    monkeypatch.setenv("GPUOPS_SERVE_API_DOCS", "1")
     from hypothesis import HealthCheck, given, settings
 
     app, _ = make(tmp_path)

@@ -1,8 +1,8 @@
-"""A finished run's page is streamed from its file, not read whole (issue 40, item 8): 150 clients that open a large
+"""A finished run's page is streamed from its file, not read whole: 150 clients that open a large
 run page at once cost the server a bounded amount of memory, not the page's size 150 times, and its memory is back
 near where it started once they are done.
 
-The server is a real ``gpuops serve`` child process (tests/serve/subproc.py); its memory is read from /proc
+The server is a real ``gpuops serve`` child process (tests/helpers/serveproc.py); its memory is read from /proc
 (``VmRSS`` now, ``VmHWM`` the peak). The clients are raw sockets that send the request and read only the first bytes
 until every one has been answered, as slow readers do: what the server holds for them then is what it buffered."""
 
@@ -14,7 +14,7 @@ import time
 
 import requests
 
-from tests.serve.subproc import Server, kib
+from tests.helpers.serveproc import Server, kib
 
 RUN = "20261205T010000Z-xid_ecc_triage-abc123"
 PAGE_MB = 3

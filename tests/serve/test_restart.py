@@ -1,5 +1,5 @@
-"""Runs accepted but not started are run after a crash (issue 40, item 11): a real ``gpuops serve`` whose one
-verdict thread is blocked (tests/serve/blocked_serve.py) accepts three alerts (202: one run is running, two are
+"""Runs accepted but not started are run after a crash: a real ``gpuops serve`` whose one
+verdict thread is blocked (tests/helpers/blocked_serve.py) accepts three alerts (202: one run is running, two are
 queued), is killed with SIGKILL, and a new ``gpuops serve`` on the same run store gives the two queued runs their
 verdict; the run that was running when it died is shown interrupted, as it was cut short."""
 
@@ -11,7 +11,7 @@ import time
 
 import requests
 
-from tests.serve.subproc import Server
+from tests.helpers.serveproc import Server
 from tests.serve.test_app import payload, xid
 
 NODES = ("dgx-h100-0", "dgx-h100-1", "h200-infer-0")
@@ -24,7 +24,7 @@ def _runs(out) -> dict[str, dict]:
 def test_runs_accepted_but_not_started_are_run_after_a_kill_9(tmp_path):
     out = tmp_path / "runs"
     args = ("--warm-kernels", "0", "--verdict-workers", "1")
-    blocked = Server(tmp_path, out, *args, cmd=[sys.executable, "-m", "tests.serve.blocked_serve"])
+    blocked = Server(tmp_path, out, *args, cmd=[sys.executable, "-m", "tests.helpers.blocked_serve"])
     again = None
     try:
         blocked.wait_up()

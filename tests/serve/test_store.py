@@ -18,7 +18,7 @@ def _age(store_root, replica, seconds):
 
 
 def test_a_restarted_server_marks_its_cut_short_runs_interrupted(tmp_path):
-    # issue 40: a run accepted but never started is no longer marked interrupted; it is handed to the server to run
+    # a run accepted but never started is no longer marked interrupted; it is handed to the server to run
     # again (not_started). A run that had started is still marked interrupted.
     s = RunStore(tmp_path)
     queued = s.create("fleet_overview", {}, trigger={"kind": "manual"})

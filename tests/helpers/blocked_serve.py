@@ -1,5 +1,5 @@
 """``gpuops serve`` whose fast verdict never returns (every verdict thread blocked), for the kill -9 test of
-tests/serve/test_restart.py: ``python -m tests.serve.blocked_serve ARGS`` takes the arguments of ``gpuops serve``."""
+tests/serve/test_restart.py: ``python -m tests.helpers.blocked_serve ARGS`` takes the arguments of ``gpuops serve``."""
 
 from __future__ import annotations
 
