@@ -117,8 +117,14 @@ def kernel_manager(env: dict[str, str], cwd: Path | None = None, unset: Iterable
                 kw["cwd"] = str(cwd)
             return await super()._async_pre_start_kernel(**kw)
 
+        def client(self, **kw):  # remembered, so shutdown_kernel closes what nbclient leaves open
+            kc = super().client(**kw)
+            self.run_clients.append(kc)
+            return kc
+
     km = RunKernelManager(kernel_name="python3", kernel_spec_manager=OwnInterpreter())
     km.run_env = dict(env)
+    km.run_clients = []
     return km
 
 
@@ -244,6 +250,24 @@ def shutdown_kernel(km) -> None:
     process = getattr(km.provisioner, "process", None) if km.provisioner is not None else None
     if process is not None and process.poll() is None:
         kill_tree(process.pid)
+    _close_clients(km)
+
+
+def _close_clients(km) -> None:
+    """Close the kernel clients made of ``km``: nbclient stops the channels only of a client whose kernel it started
+    (``NotebookClient.async_setup_kernel``, ``cleanup_kc`` defaults to ``owns_km``,
+    https://github.com/jupyter/nbclient/blob/main/nbclient/client.py), so each run left its client's channels, heartbeat
+    thread and ZeroMQ context (about 10 descriptors and 2 sockets) open for the life of ``gpuops serve``
+    (tests/serve/test_soak.py)."""
+    for kc in getattr(km, "run_clients", ()):
+        try:
+            kc.stop_channels()
+        except Exception:
+            pass
+        ctx = getattr(kc, "context", None)
+        if ctx is not None and ctx is not getattr(km, "context", None) and not ctx.closed:
+            ctx.destroy(linger=0)
+    km.run_clients = []
 
 
 def _read_findings(res: RunResult, path: Path, info: NotebookInfo) -> dict[str, Any] | None:

@@ -23,12 +23,15 @@ def run_server(cfg) -> None:
     import uvicorn
 
     from gpulib.serve.app import create_app
+    from gpulib.serve.bodylimit import HeaderDeadline
+    from gpulib.serve.config import limit
     from gpulib.serve.reaper import exit_on_signals, stop_descendants
 
     app = create_app(cfg)
     exit_on_signals()
-    try:
-        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False)
+    HeaderDeadline.timeout_s = float(limit("header_read_timeout_s"))
+    try:  # h11 with a deadline on the request headers (gpulib/serve/bodylimit.py)
+        uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False, http=HeaderDeadline)
     finally:
         stop_descendants()
 

@@ -13,32 +13,52 @@ import time
 from typing import Any, Literal, Optional
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError, RunStoreError
+from gpulib.core.settings import env
 from gpulib.run.record import ACTIVE, Status, findings_file, read_run, read_summary
-from gpulib.serve.bodylimit import BodyLimit
+from gpulib.serve.bodylimit import BodyLimit, UnicodeJson
 from gpulib.serve.config import ServeConfig, bearer_refusal
 from gpulib.serve.payload import Accepted, WebhookPayload
 from gpulib.serve.pool import QueueFull
+from gpulib.serve.retention import Retention, unreadable
 from gpulib.serve.routing import check_params
 from gpulib.serve.service import PAGE, PAGE_PRIORITY, Runner, Service, Verdicter
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
+#: set to 1 to serve the API's docs (/docs, /redoc, /openapi.json); closed by default: they list every route to anyone
+DOCS_ENV = "GPUOPS_SERVE_API_DOCS"
 __all__ = ["RUN_ID", "Service", "create_app"]
 
 
 def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None) -> FastAPI:
     svc = Service(cfg, runner, verdicter)
+    docs = env(DOCS_ENV) == "1"
     app = FastAPI(
         title="gpuops serve",
         version="1",
         description="Runs gpu-runbooks when an alert fires; runbook_url links open the verdict. Dry runs only.",
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
     )
     app.state.service = svc
+    #: the run store's bounds (gpulib/serve/retention.py), pruned at start and every retain_check_s
+    retention = Retention(svc.store, keep_recent_s=max(cfg.dedupe_window, cfg.fresh_for))
+    app.state.retention = retention
+    retention.start()
     bearer = HTTPBearer(auto_error=False)
 
     def need_token(cred: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
@@ -50,8 +70,17 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     def record(run_id: str) -> dict[str, Any]:
         rec = svc.store.get(run_id) if RUN_ID.match(run_id) else None
         if rec is None:
+            bad = broken(run_id)
+            if bad is not None:
+                raise HTTPException(409, bad["error"])
             raise HTTPException(404, f"no run {run_id[:80]!r}")
         return rec
+
+    def broken(run_id: str) -> dict[str, Any] | None:
+        """The record of a run folder whose run.json cannot be read (gpulib/serve/retention.py unreadable)."""
+        if not RUN_ID.match(run_id) or not svc.store.folder(run_id).is_dir():
+            return None
+        return next((r for r in unreadable(svc.store) if r["id"] == run_id), None)
 
     @app.post(
         "/alertmanager",
@@ -107,13 +136,16 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
 
     @app.get("/runs", responses={200: {"content": {"text/html": {}, "application/json": {}}}})
     def runs(format: Literal["html", "json"] = "html"):
-        recs = svc.store.list()
+        recs, bad = svc.store.list(), unreadable(svc.store)  # a run.json that cannot be read is listed as such
         if format == "json":
-            return JSONResponse(recs)
-        return HTMLResponse(pages.index([read_run(svc.store.folder(r["id"])) for r in recs]))
+            return JSONResponse(recs + bad)
+        return HTMLResponse(pages.index([read_run(svc.store.folder(r["id"])) for r in recs] + bad))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, responses={404: {}})
     def run_page(run_id: str):
+        bad = broken(run_id) if svc.store.get(run_id) is None else None
+        if bad is not None:
+            return HTMLResponse(pages.unreadable(bad))
         rec = record(run_id)
         if rec["status"] in ACTIVE:
             return HTMLResponse(pages.progress(rec))
@@ -122,12 +154,10 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
         htmls = sorted(svc.store.folder(run_id).glob("*.html"))
         if not htmls:
             return HTMLResponse(pages.failed(rec))
-        body = htmls[0].read_text()
-        i = body.find("<body")
-        j = body.find(">", i) + 1 if i >= 0 else 0
-        return HTMLResponse(body[:j] + pages.banner(rec) + body[j:])
+        # streamed in chunks (pages.report): a large report read whole for each reader would hold it once per reader
+        return StreamingResponse(pages.report(htmls[0], pages.banner(rec)), media_type="text/html; charset=utf-8")
 
-    @app.get("/runs/{run_id}/run.json", responses={404: {}})
+    @app.get("/runs/{run_id}/run.json", responses={404: {}, 409: {"description": "its run.json cannot be read"}})
     def run_json(run_id: str):
         return JSONResponse(record(run_id))
 
@@ -163,6 +193,8 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
             "verdicts": verdicts,
             "warm": warm,
             "runs": len(svc.store),
+            "unreadable_runs": [r["id"] for r in unreadable(svc.store)],
+            "retention": retention.stats(),
         }
         return JSONResponse(body, status_code=200 if body["ok"] else 503)
 
@@ -185,5 +217,7 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
         return Response(generate_latest(svc.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.router.add_event_handler("shutdown", svc.close)
+    app.router.add_event_handler("shutdown", retention.stop)
+    app.add_middleware(UnicodeJson)  # added before BodyLimit, which so wraps it: the body it reads is bounded
     app.add_middleware(BodyLimit, limit=cfg.max_body)
     return app

@@ -1,10 +1,13 @@
-"""HTML of the run index, the progress page and the banner above a finished run's report (html-escaped)."""
+"""HTML of the run index, the progress page and the banner above a finished run's report (html-escaped); a finished
+run's report is streamed from its file in chunks (:func:`report`), never read whole, so many readers of a large page
+cost the server a chunk each."""
 
 from __future__ import annotations
 
 import html
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 import gpulib.core.index_page as index_page
 
@@ -92,8 +95,56 @@ def banner(rec: dict[str, Any]) -> str:
     )
 
 
+def unreadable(rec: dict[str, Any]) -> str:
+    """A run folder whose run.json cannot be read (gpulib/serve/retention.py): what is known, and why."""
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(rec['id'])} unreadable</title>"
+        f"{_STYLE}</head><body><h1 id='status' data-status='unreadable'>{html.escape(rec['runbook'])}: unreadable</h1>"
+        f"<p>run {html.escape(rec['id'])} · started {_when(rec.get('created'))}</p><p class='critical'>"
+        f"{html.escape(rec['error'])}; its files are in the run folder.</p><p><a href='/runs'>all runs</a></p>"
+        "</body></html>"
+    )
+
+
 def failed(rec: dict[str, Any]) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(rec['runbook'])} failed</title>"
         f"{_STYLE}</head><body>{banner(rec)}</body></html>"
     )
+
+
+#: bytes of a report read at once while it is streamed
+CHUNK = 64 * 1024
+_BODY = b"<body"
+#: longest ``<body ...>`` tag looked for; a "<body" without its ">" within this many bytes is not taken for the tag
+TAG_MAX = 4096
+
+
+def report(path: Path, insert: str, chunk: int = CHUNK) -> Iterator[bytes]:
+    """The report at ``path`` in chunks of at most ``chunk`` bytes, with ``insert`` (the banner) right after its
+    ``<body ...>`` tag (at its end when it has none). Only the bytes that may be the start of that tag are held back
+    between chunks, so the memory is a chunk whatever the size of the report."""
+    banner, done, held = insert.encode(), False, b""
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            if done:
+                yield block
+                continue
+            buf, held = held + block, b""
+            i = buf.find(_BODY)
+            j = buf.find(b">", i) if i >= 0 else -1
+            if j >= 0:  # the tag is here whole: the banner goes after it
+                done = True
+                yield buf[: j + 1] + banner + buf[j + 1 :]
+            elif i >= 0:  # the tag starts here, its ">" comes later
+                yield buf[:i]
+                held = buf[i:]
+                if len(held) > TAG_MAX:  # an unclosed "<body": no tag after all
+                    yield held
+                    held = b""
+            else:  # keep what could be the start of "<body"
+                keep = next((k for k in range(len(_BODY) - 1, 0, -1) if buf.endswith(_BODY[:k])), 0)
+                yield buf[: len(buf) - keep]
+                held = buf[len(buf) - keep :]
+    if not done:
+        yield held + banner

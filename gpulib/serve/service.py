@@ -42,6 +42,8 @@ from gpulib.warm import WarmKernels
 #: the queue lane of page-started runs, and their priority: after every alert's (gpulib.serve.storms.priority)
 PAGE = "page"
 PAGE_PRIORITY = (OTHER_RANK + 1, 0)
+#: the queue lane of runs accepted before a restart and never started: no limit (each was accepted once already)
+RESTART = "restart"
 Runner = Callable[[Path, str, dict[str, Any], float], dict[str, Any]]
 Verdicter = Callable[[Path, str, dict[str, Any]], Optional[dict[str, Any]]]
 
@@ -115,7 +117,7 @@ class Service:
         # with a fast verdict, the queue limit applies to the verdicts; renders queue behind them without a limit
         # (each already has its verdict out), so a storm's evidence is late rather than lost
         # page-started runs wait in a lane of their own (PAGE), never in the alerts' share
-        lanes = {PAGE: cfg.page_queue_limit}
+        lanes = {PAGE: cfg.page_queue_limit, RESTART: 0}
         self.pool = WorkerPool(
             self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit, self._broken, lanes=lanes
         )
@@ -135,8 +137,21 @@ class Service:
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.requeue()
         if self.store.replica is not None:  # a shared store: the other replicas see this one alive
             threading.Thread(target=self._heartbeat, name="gpuops-heartbeat", daemon=True).start()
+
+    def requeue(self) -> list[str]:
+        """Runs accepted before the server stopped (a crash or kill -9 included) and never started are queued again in
+        their priority order (:meth:`gpulib.serve.store.RunStore.not_started`), marked ``requeued``: an alert that was
+        answered 202 is never dropped by a restart. Their ids."""
+        ids = []
+        for rec in self.store.not_started():
+            prio = tuple(rec.get("priority") or MANUAL_PRIORITY)
+            self.store.update(rec["id"], requeued=time.time())
+            (self.verdicts or self.pool).submit(rec["id"], prio, RESTART)
+            ids.append(rec["id"])
+        return ids
 
     def _heartbeat(self) -> None:
         every = float(settings(STORE_SETTINGS)["heartbeat_s"])

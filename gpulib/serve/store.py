@@ -1,13 +1,15 @@
 """Runs are folders on disk (:func:`gpulib.run.record.new_run_dir`), each with ``run.json``; alert decisions are
 appended to ``alerts.jsonl``. The in-memory index is rebuilt from the folders at start, so a restart loses nothing; a
-run that was queued or running when the server stopped is marked failed ("interrupted") instead of left hanging.
+run that was running when the server stopped is marked failed ("interrupted") instead of left hanging.
 
 Several replicas may share one store (a ReadWriteMany volume, ``gpuops serve --claims kubernetes``): each run names
 the ``replica`` that made it, each replica appends to its own ``alerts.<replica>.jsonl`` and touches
 ``.replicas/<replica>`` every ``heartbeat_s`` (``gpulib/data/serve/render_settings.csv``). A replica's index holds
 its own runs; another replica's run is read from its folder when asked for (:meth:`RunStore.get`,
 :meth:`RunStore.list`). An active run is shown interrupted when its replica is this one starting again, or a replica
-whose heartbeat is older than ``heartbeat_stale_s`` (gone): never the live runs of another replica."""
+whose heartbeat is older than ``heartbeat_stale_s`` (gone): never the live runs of another replica. A run of this
+replica that was accepted but never started stays queued, and the server runs it at its start (:meth:`not_started`).
+"""
 
 from __future__ import annotations
 
@@ -70,7 +72,15 @@ class RunStore:
         cut = RunRecord(rec).interrupted(time.time())
         if cut is None or (not self._mine(rec) and not self._gone(rec.get("replica"))):
             return None
+        if self._mine(rec) and _not_started(rec):  # accepted, never started: this server runs it (not_started)
+            return None
         return {**rec, **cut}
+
+    def not_started(self) -> list[dict[str, Any]]:
+        """This replica's runs that were accepted but never started (queued when the server stopped, even by kill -9),
+        oldest first: the server runs them again at its start (:meth:`gpulib.serve.service.Service.requeue`)."""
+        with self._lock:
+            return sorted((dict(r) for r in self._runs.values() if _not_started(r)), key=lambda r: r["created"])
 
     def _read(self, d: Path) -> dict[str, Any] | None:
         return read_serve_record(d)
@@ -220,3 +230,7 @@ class RunStore:
                 if p.is_file():
                     out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
         return out
+
+
+def _not_started(rec: dict[str, Any]) -> bool:
+    return rec.get("status") == Status.QUEUED and not rec.get("started")

@@ -18,12 +18,18 @@ def _age(store_root, replica, seconds):
 
 
 def test_a_restarted_server_marks_its_cut_short_runs_interrupted(tmp_path):
+    # a run accepted but never started is no longer marked interrupted; it is handed to the server to run
+    # again (not_started). A run that had started is still marked interrupted.
     s = RunStore(tmp_path)
     queued = s.create("fleet_overview", {}, trigger={"kind": "manual"})
+    running = s.create("fleet_overview", {}, trigger={"kind": "manual"})
+    s.update(running["id"], status="running", started=time.time())
     done = s.create("fleet_overview", {}, trigger={"kind": "manual"})
     s.update(done["id"], status="done", finished=time.time())
     again = RunStore(tmp_path)
-    assert again.get(queued["id"])["status"] == "failed" and "interrupted" in again.get(queued["id"])["error"]
+    assert again.get(running["id"])["status"] == "failed" and "interrupted" in again.get(running["id"])["error"]
+    assert again.get(queued["id"])["status"] == "queued"
+    assert [r["id"] for r in again.not_started()] == [queued["id"]]
     assert again.get(done["id"])["status"] == "done"
 
 
