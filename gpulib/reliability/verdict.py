@@ -70,7 +70,7 @@ def _open_faults(ev, node, end, rule) -> list[RuleHit]:
             RuleHit(
                 rule["rule"],
                 rule["verdict"],
-                rule["severity"],
+                i["severity"] or rule["severity"],  # the GPU state's one severity (gpulib.xid.state_severity)
                 node,
                 i["gpu"],
                 {"what": ", ".join(i["what"]), "ago": _ago(end, i["time"])},
