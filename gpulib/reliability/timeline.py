@@ -6,8 +6,8 @@ IGNORE, RESTART_APP or CHECK_UVM: its class comes from that action, :func:`gpuli
 uncorrectable ECC error; a row-remap failure) or a node condition in its bad state; events of one GPU closer than
 ``incident_merge`` (``reliability_settings.csv``) are one incident (XID 48 then 64 a minute later is one fault),
 hardware and non-hardware events apart. Each event carries the one severity every runbook gives its GPU state
-(:func:`gpulib.xid.state_severity`; an incident: its worst event's). Exporter gaps (``no_data`` rows) are time without data: they are taken out of every exposure, so a
-gap never reads as a quiet spell.
+(:func:`gpulib.xid.state_severity`; an incident: its worst event's). Exporter gaps (``no_data`` rows) are time
+without data: they are taken out of every exposure, so a gap never reads as a quiet spell.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from gpulib.core.knowledge import load_table
@@ -170,9 +170,7 @@ class Storms:
     def rule(self, code: int | None) -> RepeatRule:
         return self.rules.get(code, self.default_rule) if code is not None else self.default_rule
 
-    def sight(
-        self, key: tuple, code: int, firing: tuple, t: float, seen: int | None
-    ) -> Decision:
+    def sight(self, key: tuple, code: int, firing: tuple, t: float, seen: int | None) -> Decision:
         """Record one XID alert of a GPU (``key``: incident key and GPU; ``firing``: alert name and ``startsAt``;
         ``t``: its start; ``seen``: a count alert's N) and decide by its code's rule."""
         rule = self.rule(code)

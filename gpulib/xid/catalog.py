@@ -114,7 +114,9 @@ def lookup(code: Any) -> XidRecord:
 @lru_cache(maxsize=1)
 def _action_classes() -> dict[str, tuple[str, bool]]:
     t = load_table("xid_action_classes")
-    return {str(r["immediate_action"]): (str(r["incident_class"]), r["hardware_incident"] == "yes") for _, r in t.iterrows()}
+    return {
+        str(r["immediate_action"]): (str(r["incident_class"]), r["hardware_incident"] == "yes") for _, r in t.iterrows()
+    }
 
 
 def incident_class(code: Any) -> str:
