@@ -349,6 +349,11 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def nvlink_status(self, node: str) -> str | None:
+        """``nvidia-smi nvlink -s`` output for the node if this source has it, else None."""
+        self._check_target(node, None)
+        return self._nvlink_status(node)
+
     def diag_report(self, node: str) -> str | None:
         """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
         self._check_target(node, None)
@@ -451,6 +456,9 @@ class Source(ABC):
         return None
 
     def _smi_query(self, node: str) -> str | None:
+        return None
+
+    def _nvlink_status(self, node: str) -> str | None:
         return None
 
     def _diag_report(self, node: str) -> str | None:
@@ -573,6 +581,7 @@ PUBLIC_METHODS = (
     "preflight",
     "kernel_log",
     "smi_query",
+    "nvlink_status",
     "diag_report",
     "objects",
     "query",
