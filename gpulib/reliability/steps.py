@@ -25,7 +25,7 @@ from gpulib.reliability.findings import node_findings
 from gpulib.reliability.timeline import coverage, lanes, node_timeline, signal_table
 from gpulib.reliability.verdict import lookback, node_verdict
 from gpulib.sources.history import NodeHistory
-from gpulib.xid.kernel_log import history_events
+from gpulib.xid import kernel_log_history
 
 
 @dataclass
@@ -57,7 +57,7 @@ def read_history(src, node: str, window: str) -> NodeHealthInputs:
 
 
 def with_kernel_log_xids(src, node: str, hist: NodeHistory) -> NodeHistory:
-    """``hist`` with the XIDs of the node's kernel log (:func:`gpulib.xid.kernel_log.history_events`) where the
+    """``hist`` with the XIDs of the node's kernel log (:func:`gpulib.xid.kernel_log_history`) where the
     source read no XID series: the kernel log is the first evidence of an XID (a snapshot's ``dmesg-<node>.txt``,
     the live node's ring). GPU indices come from the node's ``nvidia-smi -q`` where the source has it."""
     if "xid" in hist.read:
@@ -67,7 +67,7 @@ def with_kernel_log_xids(src, node: str, hist: NodeHistory) -> NodeHistory:
         return hist
     smi = src.smi_query(node)
     ids = gpu_id_map(parse_query(smi)) if smi else None
-    xids = history_events(text, node, ids)
+    xids = kernel_log_history(text, node, ids)
     xids = xids[(xids["time"] >= hist.start) & (xids["time"] <= hist.end)] if hist.start is not None else xids
     events = pd.concat([hist.events, xids], ignore_index=True) if len(hist.events) else xids
     read = {**hist.read, "xid": f"kernel log of {node} (dmesg: NVRM Xid lines), {len(xids)} in the window"}

@@ -58,6 +58,7 @@ _EXPORTS = {
     "memory_summary": "view",
     "node_gpu_ids": "triage",
     "parse_kernel_log": "kernel_log",
+    "kernel_log_history": "kernel_log",
     "parse_line": "kernel_log",
     "pod_impact": "sops",
     "recovery_actions": "catalog",

@@ -346,7 +346,7 @@ def parse_kernel_log(text: Any, *, year: int | None = None, tz: str = "UTC") -> 
     return df
 
 
-def history_events(text: Any, node: str, ids: pd.DataFrame | None = None) -> pd.DataFrame:
+def kernel_log_history(text: Any, node: str, ids: pd.DataFrame | None = None) -> pd.DataFrame:
     """The XIDs of a node's kernel log as node-history rows (``gpulib.core.schema.HISTORY_COLUMNS``, signal
     ``xid``): one per ``NVRM: Xid`` line with a time (``dmesg -T``, ``journalctl -k``, syslog; plain ``dmesg``
     uptime stamps have none and are left out). ``gpu`` is the GPU index where ``ids`` (columns ``gpu`` and

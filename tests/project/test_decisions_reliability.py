@@ -107,7 +107,7 @@ def test_decision_through_the_notebook(runbook, params, tmp_path):
 
 @pytest.mark.parametrize("node,gpu", [("dgx-h100-1", "5"), ("a100-80-0", "1")])
 def test_one_gpu_state_has_one_severity_in_node_health_xid_triage_and_fleet_overview(src, node, gpu):
-    """Issue 35: node_health called the open XID 79 on dgx-h100-1 GPU 5 a warning while xid_ecc_triage called it
+    """node_health called the open XID 79 on dgx-h100-1 GPU 5 a warning while xid_ecc_triage called it
     critical. The same GPU state gets the same severity from every runbook that reports it."""
     import gpulib.xid.steps as xs
     from tests.project.test_decisions_incidents import _fleet

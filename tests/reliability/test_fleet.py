@@ -94,7 +94,7 @@ def test_score_is_between_zero_and_hundred_and_falls_with_incidents(rep):
 
 
 def test_codes_nvidia_says_to_ignore_are_not_counted_as_hardware_incidents():
-    """Issue 35: the report counted XIDs whose immediate action is IGNORE / RESTART_APP / CHECK_UVM as hardware."""
+    """The report counted XIDs whose immediate action is IGNORE / RESTART_APP / CHECK_UVM as hardware."""
     from tests.reliability.test_verdict import _codes_nvidia_says_to_ignore, ev
 
     events = ev(*[("2h", "5", "xid", c) for c in (92, 63, 137, 159, 13)], ("1h", "6", "xid", 79))

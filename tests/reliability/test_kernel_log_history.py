@@ -1,4 +1,4 @@
-"""node_health reads the XIDs from the kernel log where the source has no DCGM XID series (issue 35: a snapshot with
+"""node_health reads the XIDs from the kernel log where the source has no DCGM XID series (a snapshot with
 a real DBE dmesg and events.json but no scrape was INCOMPLETE, "the verdict needs xid")."""
 
 from __future__ import annotations

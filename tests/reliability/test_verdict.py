@@ -122,7 +122,7 @@ def _codes_nvidia_says_to_ignore() -> list[int]:
 
 
 def test_codes_nvidia_says_to_ignore_are_no_hardware_incident():
-    """Issue 35: one XID 92 made a node faulted; three XID 63 (row-remap events) in 30 days a repeat offender."""
+    """One XID 92 made a node faulted; three XID 63 (row-remap events) in 30 days a repeat offender."""
     codes = _codes_nvidia_says_to_ignore()
     assert {37, 38, 44, 63, 66, 67, 92, 93, 94, 108, 121, 137, 152, 153, 157, 159, 160, 161, 162} <= set(codes)
     for code in codes:

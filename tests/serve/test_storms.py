@@ -239,7 +239,7 @@ def test_renders_wait_while_verdicts_are_queued_so_a_storms_verdicts_come_first(
     assert sorted(n for n, _ in starts) == ["n1", "n2"] and all(t >= seen["n2"] for _, t in starts)
 
 
-# ------------------------------------------------------------------ NVIDIA's repeat rules: same GPU, 24 h (issue 35)
+# ------------------------------------------------------------------ NVIDIA's repeat rules: same GPU, 24 h
 def _xid(gpu, code, starts, name="GPUXidError", seen=None, node="n1"):
     """A last-XID gauge alert (GPUXidError), or with ``seen`` the XID count metric's alert (GPUXidRepeatCount, the
     ``xid`` label and "seen N times" as our rules write them)."""

@@ -129,7 +129,7 @@ def test_a_pass_read_without_link_status_says_nvlink_was_not_checked():
 
 
 def test_the_triage_reads_the_nodes_nvlink_status_and_a_pass_with_every_link_down_is_not_healthy(tmp_path):
-    """Issue 35: the NVLink-down check was not wired into the triage steps; a snapshot's
+    """The NVLink-down check was not wired into the triage steps; a snapshot's
     ``nvidia-smi-nvlink-<node>.txt`` (``nvidia-smi nvlink -s``) now reaches it through xid_ecc_triage's steps."""
     import gpulib
     import gpulib.xid.steps as xs
