@@ -350,9 +350,10 @@ class Source(ABC):
         return self._smi_query(node)
 
     def nvlink_status(self, node: str) -> str | None:
-        """``nvidia-smi nvlink -s`` output for the node if this source has it, else None."""
+        """``nvidia-smi nvlink -s`` output for the node if this source has it (``_nvlink_status``), else None."""
         self._check_target(node, None)
-        return self._nvlink_status(node)
+        hook = getattr(self, "_nvlink_status", None)
+        return hook(node) if hook is not None else None
 
     def diag_report(self, node: str) -> str | None:
         """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
@@ -456,9 +457,6 @@ class Source(ABC):
         return None
 
     def _smi_query(self, node: str) -> str | None:
-        return None
-
-    def _nvlink_status(self, node: str) -> str | None:
         return None
 
     def _diag_report(self, node: str) -> str | None:
