@@ -264,7 +264,7 @@ def changes(fh: FleetHistory, inc: pd.DataFrame) -> list[ChangeResult]:
         alpha = float(cfg["rate_alpha"]) / max(len(classes), 1)
         for cls in classes:
             k0, k1 = int((before["incident_class"] == cls).sum()), int((after["incident_class"] == cls).sum())
-            rr = rate_ratio(k0, t0, k1, t1, confidence=float(cfg["confidence"]))
+            rr = rate_ratio(k0, t0, k1, t1, confidence=1.0 - alpha)  # the interval at the test's own level
             reg = rr.p_value < alpha and k1 >= int(cfg["min_after_incidents"])
             out.append(
                 ChangeResult(

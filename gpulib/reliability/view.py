@@ -187,7 +187,8 @@ action is IGNORE, RESTART_APP or CHECK_UVM (and the sympathetic XID 45).</li>
 <li><b>Before/after a change</b>: on each node the before side is as long as the after side and both stop at the
 node's other changes. Test: exact conditional Poisson rate-ratio test (Przyborowski &amp; Wilenski 1940; statsmodels
 test_poisson_2indep method exact-cond, https://www.statsmodels.org/stable/generated/statsmodels.stats.rates.test_poisson_2indep.html),
-one-sided; confidence interval: Clopper-Pearson on the conditional binomial, {cfg["confidence"]:.0%}. A regression is a
+one-sided; interval: the one-sided Clopper-Pearson bound on the conditional binomial at 1 minus the test's
+(corrected) alpha, as R's poisson.test gives it, so a regression's interval always lies above 1. A regression is a
 one-sided p below {cfg["rate_alpha"]} divided by the number of classes tested for that change (Bonferroni) with at
 least {cfg["min_after_incidents"]} incidents after.</li>
 <li><b>Fleet health score</b> = 100 x ({cfg["score_weight_incidents"]} x R / (R + r)
