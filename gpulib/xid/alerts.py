@@ -233,8 +233,9 @@ def specs() -> list[AlertSpec]:
             "warning",
             "XID {{ $value }} " + WHERE,
             f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
-            "(application XIDs such as 13/31/43/45) and no critical code was seen in that window: notify the "
-            "pod owner; drain only if it repeats across different workloads.",
+            "(application XIDs such as 13/31/43/45) and no critical code was seen in that window. gpuops serve "
+            "holds XID 13/31/43 until a repeat on the same GPU within 24 h (NVIDIA's rule), opens a lone XID 45 "
+            "at once; the triage then follows NVIDIA's workflow from the kernel log.",
         ),
         AlertSpec(
             "GPUXidCriticalCount",
