@@ -26,18 +26,19 @@ from gpulib.fleet.health import (
     unrequested_pods,
     xid_gpus,
 )
-from gpulib.xid import lookup
+from gpulib.xid import lookup, state_severity
 
 
 def xid_findings(hf: HealthFrames) -> list[Finding]:
-    """One finding per GPU whose XID gauge holds a code: critical for a fatal XID (NVIDIA's catalog)."""
+    """One finding per GPU whose XID gauge holds a code, graded as every runbook grades that XID
+    (:func:`gpulib.xid.state_severity`: the severity of the SOP row of its NVIDIA bucket)."""
     rows = xid_gpus(hf)
     if rows is None:
         return []
     out = []
     for r in rows.itertuples():
         rec = lookup(int(r.value))
-        sev = Severity.CRITICAL if rec.fatal else Severity.WARNING
+        sev = state_severity(xid=int(r.value))
         s = sop("fleet_sop", "xid_seen", node=r.node, gpu=r.gpu, node_ref=f"node/{r.node}")
         out.append(
             Finding(
@@ -73,7 +74,7 @@ def memory_findings(hf: HealthFrames) -> list[Finding]:
             s = sop("fleet_sop", "row_remap_failure", node=r.node, gpu=r.gpu, gpu_word=shell_quote(r.gpu))
             out.append(
                 Finding(
-                    Severity.CRITICAL,
+                    state_severity(rule="ROW_REMAP_FAILURE"),
                     f"Row-remap failure on {r.node} GPU {r.gpu}",
                     node=r.node,
                     gpu=str(r.gpu),
@@ -92,7 +93,7 @@ def memory_findings(hf: HealthFrames) -> list[Finding]:
             s = sop("fleet_sop", "dbe_errors", node=r.node, gpu=r.gpu)
             out.append(
                 Finding(
-                    Severity.CRITICAL,
+                    state_severity(rule="DBE_ERRORS"),
                     f"Uncorrectable (DBE) ECC errors on {r.node} GPU {r.gpu}",
                     node=r.node,
                     gpu=str(r.gpu),

@@ -21,9 +21,11 @@ from gpulib.core.knowledge import settings
 from gpulib.reliability.rates import RateRatio, per_thousand, rate_ratio
 from gpulib.reliability.timeline import classify, coverage, incidents
 from gpulib.reliability.verdict import rules
+from gpulib.xid import soft_classes
 
-#: incident classes that are not GPU hardware (NVIDIA's catalog: the application caused it; meta: bookkeeping)
-SOFT = {"application", "meta", "unknown", ""}
+#: incident classes that are not GPU hardware: XIDs whose immediate action in NVIDIA's catalog is IGNORE,
+#: RESTART_APP or CHECK_UVM (:func:`gpulib.xid.soft_classes`), and events of no class
+SOFT = soft_classes() | {""}
 DAY = pd.Timedelta(days=1)
 DRIVER_LABELS = ("nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver.major")
 
@@ -262,7 +264,7 @@ def changes(fh: FleetHistory, inc: pd.DataFrame) -> list[ChangeResult]:
         alpha = float(cfg["rate_alpha"]) / max(len(classes), 1)
         for cls in classes:
             k0, k1 = int((before["incident_class"] == cls).sum()), int((after["incident_class"] == cls).sum())
-            rr = rate_ratio(k0, t0, k1, t1, confidence=float(cfg["confidence"]))
+            rr = rate_ratio(k0, t0, k1, t1, confidence=1.0 - alpha)  # the interval at the test's own level
             reg = rr.p_value < alpha and k1 >= int(cfg["min_after_incidents"])
             out.append(
                 ChangeResult(

@@ -2,11 +2,16 @@
 
 Two Poisson counts ``k1`` over exposure ``t1`` (the later period) and ``k0`` over ``t0`` (the earlier one) are
 compared with the **exact conditional test** of Przyborowski and Wilenski (1940): given ``n = k0 + k1``, under
-equal rates ``k1`` is Binomial(n, t1 / (t0 + t1)); the one-sided p-value is P(X >= k1). The rate ratio's
-confidence interval is the Clopper-Pearson interval of the binomial proportion mapped to a ratio,
-``RR = p / (1 - p) * t0 / t1``. This is statsmodels' ``test_poisson_2indep(method="exact-cond")`` and
-``confint_poisson_2indep(method="exact-cond")``
-(https://www.statsmodels.org/stable/generated/statsmodels.stats.rates.test_poisson_2indep.html), computed with
+equal rates ``k1`` is Binomial(n, t1 / (t0 + t1)); the one-sided p-value is P(X >= k1). The test is R's two-sample
+``poisson.test(c(k1, k0), c(t1, t0), alternative = "greater")``
+(https://stat.ethz.ch/R-manual/R-devel/library/stats/html/poisson.test.html: a binomial test of the first count given
+the total) and statsmodels' ``test_poisson_2indep(method="exact-cond", alternative="larger")``
+(https://www.statsmodels.org/stable/generated/statsmodels.stats.rates.test_poisson_2indep.html). The rate ratio's
+interval is the one R's ``poisson.test`` gives with that alternative: the one-sided Clopper-Pearson bound of the
+binomial proportion at ``confidence``, mapped to a ratio ``RR = p / (1 - p) * t0 / t1`` (upper end infinite). It is
+the inversion of the same one-sided test, so at ``confidence = 1 - alpha`` the lower bound is above 1 exactly when
+p < alpha. (statsmodels' ``confint_poisson_2indep`` lists ``exact-cond`` as not implemented:
+https://www.statsmodels.org/v0.15.0/generated/statsmodels.stats.rates.confint_poisson_2indep.html.) Computed with
 scipy's binomial test (https://docs.scipy.org/doc/scipy/reference/generated/scipy.stats.binomtest.html).
 """
 
@@ -20,7 +25,7 @@ TEST_NAME = "exact conditional Poisson rate-ratio test (Przyborowski & Wilenski 
 
 @dataclass(frozen=True)
 class RateRatio:
-    """The later rate over the earlier one, with its confidence interval and the test's one-sided p-value."""
+    """The later rate over the earlier one, its one-sided interval ``[low, inf)`` and the test's one-sided p-value."""
 
     k0: int
     t0: float
@@ -46,12 +51,13 @@ class RateRatio:
         rr = "inf" if math.isinf(self.ratio) else f"{self.ratio:.2f}"
         return (
             f"{self.k1} in {self.t1:.1f}{unit} vs {self.k0} in {self.t0:.1f}{unit}: rate ratio {rr} "
-            f"({self.confidence:.0%} CI {self.low:.2f}-{hi}), one-sided p = {self.p_value:.2g} ({self.test})"
+            f"({self.confidence:.1%} one-sided CI {self.low:.2f}-{hi}), one-sided p = {self.p_value:.2g} ({self.test})"
         )
 
 
 def rate_ratio(k0: int, t0: float, k1: int, t1: float, *, confidence: float = 0.95) -> RateRatio:
-    """Compare ``k1`` events over exposure ``t1`` with ``k0`` over ``t0`` (same unit, both > 0)."""
+    """Compare ``k1`` events over exposure ``t1`` with ``k0`` over ``t0`` (same unit, both > 0); ``confidence``:
+    the one-sided interval's level, ``1 - alpha`` of the test it is printed beside."""
     from scipy.stats import binomtest
 
     if t0 <= 0 or t1 <= 0:
@@ -62,7 +68,7 @@ def rate_ratio(k0: int, t0: float, k1: int, t1: float, *, confidence: float = 0.
     if n == 0:
         return RateRatio(k0, t0, k1, t1, math.nan, 0.0, math.inf, 1.0, confidence)
     res = binomtest(k1, n, share, alternative="greater")
-    ci = binomtest(k1, n, share).proportion_ci(confidence_level=confidence, method="exact")
+    ci = res.proportion_ci(confidence_level=confidence, method="exact")  # one-sided: [low, 1]
 
     def to_ratio(p: float) -> float:
         return math.inf if p >= 1.0 else p / (1.0 - p) * t0 / t1

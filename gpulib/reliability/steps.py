@@ -19,9 +19,13 @@ from gpulib.core.findings import Finding
 from gpulib.core.knowledge import settings
 from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
+from gpulib.nvidia.gpu_ids import gpu_id_map
+from gpulib.nvidia.smi import parse_query
 from gpulib.reliability.findings import node_findings
 from gpulib.reliability.timeline import coverage, lanes, node_timeline, signal_table
 from gpulib.reliability.verdict import lookback, node_verdict
+from gpulib.sources.history import NodeHistory
+from gpulib.xid import kernel_log_history
 
 
 @dataclass
@@ -41,7 +45,7 @@ def read_history(src, node: str, window: str) -> NodeHealthInputs:
     for a node the source does not have; NotProvided where the source has no history; EmptyResult when a signal
     the verdict needs (``needed`` in ``history_lanes.csv``) could not be read."""
     win = pd.Timedelta(parse_window(window))
-    hist = src.node_history(max(win, lookback()).to_pytimedelta(), node=node)
+    hist = with_kernel_log_xids(src, node, src.node_history(max(win, lookback()).to_pytimedelta(), node=node))
     needed = [s for s, r in lanes().iterrows() if r["needed"] == "yes"]
     gone = [s for s in needed if s in hist.missing or s not in hist.read]
     if gone:
@@ -50,6 +54,27 @@ def read_history(src, node: str, window: str) -> NodeHealthInputs:
             hint="export DCGM_FI_DEV_XID_ERRORS (dcgm-exporter) to the Prometheus the source reads",
         )
     return NodeHealthInputs(node, window, hist, hist.end - win, hist.end)
+
+
+def with_kernel_log_xids(src, node: str, hist: NodeHistory) -> NodeHistory:
+    """``hist`` with the XIDs of the node's kernel log (:func:`gpulib.xid.kernel_log_history`) where the
+    source read no XID series: the kernel log is the first evidence of an XID (a snapshot's ``dmesg-<node>.txt``,
+    the live node's ring). GPU indices come from the node's ``nvidia-smi -q`` where the source has it."""
+    if "xid" in hist.read:
+        return hist
+    text = src.kernel_log(node)
+    if not text:
+        return hist
+    smi = src.smi_query(node)
+    ids = gpu_id_map(parse_query(smi)) if smi else None
+    xids = kernel_log_history(text, node, ids)
+    xids = xids[(xids["time"] >= hist.start) & (xids["time"] <= hist.end)] if hist.start is not None else xids
+    events = pd.concat([hist.events, xids], ignore_index=True) if len(hist.events) else xids
+    read = {**hist.read, "xid": f"kernel log of {node} (dmesg: NVRM Xid lines), {len(xids)} in the window"}
+    missing = {k: v for k, v in hist.missing.items() if k != "xid"}
+    return NodeHistory(
+        events.sort_values("time", kind="stable").reset_index(drop=True), read, missing, hist.start, hist.end
+    )
 
 
 def preflight(inp: NodeHealthInputs) -> pd.DataFrame:

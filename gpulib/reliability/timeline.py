@@ -1,11 +1,13 @@
 """One node's history on one time axis: its events by lane, the incidents among them, and how much of the window
 had data (``gpulib/data/reliability/history_lanes.csv`` names each signal's lane and incident class).
 
-An *incident* is a hardware-class event of one GPU (an XID whose NVIDIA catalog category is not ``application``
-or ``meta``, an uncorrectable ECC error, a row-remap failure) or a node condition in its bad state; events of one
-GPU closer than ``incident_merge`` (``reliability_settings.csv``) are one incident (XID 48 then 64 a minute later
-is one fault). Exporter gaps (``no_data`` rows) are time without data: they are taken out of every exposure, so a
-gap never reads as a quiet spell.
+An *incident* is a hardware-class event of one GPU (an XID whose immediate action in NVIDIA's catalog is not
+IGNORE, RESTART_APP or CHECK_UVM: its class comes from that action, :func:`gpulib.xid.incident_class`; an
+uncorrectable ECC error; a row-remap failure) or a node condition in its bad state; events of one GPU closer than
+``incident_merge`` (``reliability_settings.csv``) are one incident (XID 48 then 64 a minute later is one fault),
+hardware and non-hardware events apart. Each event carries the one severity every runbook gives its GPU state
+(:func:`gpulib.xid.state_severity`; an incident: its worst event's). Exporter gaps (``no_data`` rows) are time
+without data: they are taken out of every exposure, so a gap never reads as a quiet spell.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from gpulib.core.knowledge import load_table, settings
 from gpulib.core.timeutil import parse_window
-from gpulib.xid import lookup
+from gpulib.xid import incident_class, soft_classes, state_severity
 
 
 @lru_cache(maxsize=1)
@@ -28,14 +30,23 @@ def lanes() -> pd.DataFrame:
 
 
 def xid_class(code) -> str:
-    """NVIDIA's catalog category of an XID (``gpulib/data/xid/xid_catalog.csv``), ``unknown`` when it has none."""
+    """The incident class of an XID from NVIDIA's immediate action for it (:func:`gpulib.xid.incident_class`)."""
+    return incident_class(code)
 
-    cat = getattr(lookup(code), "category", "") or ""
-    return str(cat) or "unknown"
+
+def _severity(signal: str, code, sop_key: str) -> str:
+    """The severity of the GPU state an event leaves (:func:`gpulib.xid.state_severity`), "" for other signals."""
+    if signal == "xid":
+        try:
+            return state_severity(xid=int(str(code).strip())).value
+        except ValueError:
+            return ""
+    return state_severity(rule=sop_key).value if sop_key else ""
 
 
 def classify(events: pd.DataFrame) -> pd.DataFrame:
-    """The events with ``lane`` and ``incident_class`` (XIDs: the catalog category; others: the lanes table)."""
+    """The events with ``lane``, ``incident_class`` (XIDs: from NVIDIA's immediate action; others: the lanes table)
+    and ``state_severity``."""
     ev = events.copy()
     lt = lanes()
     ev["lane"] = ev["signal"].map(lt["lane"]).fillna("other")
@@ -43,6 +54,8 @@ def classify(events: pd.DataFrame) -> pd.DataFrame:
     ev["incident_class"] = ev["signal"].map(lt["incident_class"]).fillna("")
     xid = ev["signal"] == "xid"
     ev.loc[xid, "incident_class"] = [xid_class(c) for c in ev.loc[xid, "code"]]
+    keys = ev["signal"].map(lt["sop_key"]).fillna("")
+    ev["state_severity"] = [_severity(sg, c, k) for sg, c, k in zip(ev["signal"], ev["code"], keys)]
     return ev
 
 
@@ -52,7 +65,11 @@ def incidents(events: pd.DataFrame, classes: set[str]) -> pd.DataFrame:
     merge = pd.Timedelta(parse_window(settings("reliability_settings").text("incident_merge")))
     ev = events[events["incident_class"].isin(classes)].sort_values("time")
     rows = []
-    for (node, gpu), grp in ev.groupby(["node", "gpu"], sort=False):
+    ev = ev.assign(_hard=~ev["incident_class"].isin(soft_classes() | {""}))
+    if "state_severity" not in ev.columns:
+        ev["state_severity"] = ""
+    rank = {"critical": 0, "warning": 1, "info": 2, "ok": 3, "": 4}
+    for (node, gpu, _hard), grp in ev.groupby(["node", "gpu", "_hard"], sort=False):
         cur = None
         for _, r in grp.iterrows():
             label = (
@@ -64,6 +81,8 @@ def incidents(events: pd.DataFrame, classes: set[str]) -> pd.DataFrame:
             )
             if cur is not None and r["time"] - cur["last"] <= merge:
                 cur["last"] = r["time"]
+                if rank.get(r["state_severity"], 4) < rank.get(cur["severity"], 4):
+                    cur["severity"] = r["state_severity"]
                 if label not in cur["what"]:
                     cur["what"].append(label)
                 continue
@@ -74,9 +93,10 @@ def incidents(events: pd.DataFrame, classes: set[str]) -> pd.DataFrame:
                 "last": r["time"],
                 "what": [label],
                 "incident_class": r["incident_class"],
+                "severity": r["state_severity"],
             }
             rows.append(cur)
-    out = pd.DataFrame(rows, columns=["node", "gpu", "time", "last", "what", "incident_class"])
+    out = pd.DataFrame(rows, columns=["node", "gpu", "time", "last", "what", "incident_class", "severity"])
     return out.sort_values("time", kind="stable").reset_index(drop=True)
 
 

@@ -70,7 +70,7 @@ def _open_faults(ev, node, end, rule) -> list[RuleHit]:
             RuleHit(
                 rule["rule"],
                 rule["verdict"],
-                rule["severity"],
+                i["severity"] or rule["severity"],  # the GPU state's one severity (gpulib.xid.state_severity)
                 node,
                 i["gpu"],
                 {"what": ", ".join(i["what"]), "ago": _ago(end, i["time"])},
@@ -114,7 +114,7 @@ def _degrading(ev, node, end, rule, cov: Coverage) -> list[RuleHit]:
     t0 = cov.observed(start, split) / pd.Timedelta(days=1)
     if k1 < int(rule["min_count"]) or t0 <= 0 or t1 <= 0:
         return []
-    rr = rate_ratio(k0, t0, k1, t1)
+    rr = rate_ratio(k0, t0, k1, t1, confidence=1.0 - float(rule["max_p"]))  # the interval at the test's level
     if rr.p_value >= float(rule["max_p"]):
         return []
     prior = format_duration((look - recent).to_pytimedelta())

@@ -179,14 +179,16 @@ def method_html(cfg) -> str:
 <ul>
 <li><b>Exposure</b>: observed GPU-days, a node's GPUs times the time its exporter sent data; exporter gaps are taken
 out, so a gap is no data, never zero incidents.</li>
-<li><b>Incident</b>: an XID (class: NVIDIA's Xid catalog category,
-https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), an uncorrectable ECC error or a row-remap
-failure of one GPU; events of one GPU within {cfg.text("incident_merge")} are one incident. Hardware incidents are
-those whose class is not application or meta.</li>
+<li><b>Incident</b>: an XID (class: from NVIDIA's immediate action for the code in its Xid catalog,
+https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, as this project maps the actions in
+gpulib/data/xid/xid_action_classes.csv), an uncorrectable ECC error or a row-remap failure of one GPU; events of
+one GPU within {cfg.text("incident_merge")} are one incident. Hardware incidents are all but the XIDs whose immediate
+action is IGNORE, RESTART_APP or CHECK_UVM (and the sympathetic XID 45).</li>
 <li><b>Before/after a change</b>: on each node the before side is as long as the after side and both stop at the
 node's other changes. Test: exact conditional Poisson rate-ratio test (Przyborowski &amp; Wilenski 1940; statsmodels
 test_poisson_2indep method exact-cond, https://www.statsmodels.org/stable/generated/statsmodels.stats.rates.test_poisson_2indep.html),
-one-sided; confidence interval: Clopper-Pearson on the conditional binomial, {cfg["confidence"]:.0%}. A regression is a
+one-sided; interval: the one-sided Clopper-Pearson bound on the conditional binomial at 1 minus the test's
+(corrected) alpha, as R's poisson.test gives it, so a regression's interval always lies above 1. A regression is a
 one-sided p below {cfg["rate_alpha"]} divided by the number of classes tested for that change (Bonferroni) with at
 least {cfg["min_after_incidents"]} incidents after.</li>
 <li><b>Fleet health score</b> = 100 x ({cfg["score_weight_incidents"]} x R / (R + r)

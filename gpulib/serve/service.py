@@ -32,9 +32,11 @@ from gpulib.serve.storms import (
     OTHER_RANK,
     KubeClaims,
     Storms,
+    alert_time,
     covers,
     incident_key,
     priority,
+    seen_count,
     xid_code,
 )
 from gpulib.warm import WarmKernels
@@ -358,6 +360,8 @@ class Service:
                 out[action] += 1
             else:
                 out[{"run": "runs", "attach": "attached", "dedupe": "deduped"}[action]].append(run_id)
+            if action == "held":
+                entry["reason"] = trigger.get("held_reason", "")
             self.store.log_alert({**entry, "action": action, "run": run_id, "runbook": runbook, "params": params})
             self.m_alerts.labels(action).inc()
         return 202, out
@@ -373,14 +377,23 @@ class Service:
             seen = self.dedupe.lookup(key)
             if seen is not None:
                 return "dedupe", seen
-            rule = self.storms.rule(xid_code(alert.labels, alert.annotations))
-            if rule.alerts_to_open > 1:
-                count, new = self.storms.hold(inc_key, rule, (alert.labels.get("alertname"), key, alert.startsAt))
-                if not new:
+            code = xid_code(alert.labels, alert.annotations)
+            if code is not None:
+                t = alert_time(alert.startsAt, time.time())
+                firing = (alert.labels.get("alertname"), alert.startsAt or key)
+                d = self.storms.sight((inc_key, gpu), code, firing, t, seen_count(alert.annotations))
+                if d.action == "dedupe":
                     return "dedupe", None
-                if count < rule.alerts_to_open:
+                if d.action in ("hold", "ignore"):
+                    trigger["held_reason"] = d.reason
                     return "held", None
-                trigger = {**trigger, "repeats": count, "repeat_rule": rule.xid_class}
+                if d.evidence:
+                    trigger = {
+                        **trigger,
+                        "repeats": d.occurrences,
+                        "repeat_rule": self.storms.rule(code).xid_class,
+                        "repeat_evidence": d.evidence,
+                    }
             inc = self.storms.open_incident(inc_key)
             if inc is not None and (covers(inc, gpu) or self._widen(inc, gpu)):
                 self._attach(inc.run_id, {**trigger, "time": time.time(), "params": params}, gpu)

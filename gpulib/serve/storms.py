@@ -8,11 +8,19 @@
   incident stays open for the server's dedupe window; an alert after it opens the node's next run (a repeat).
   Grouping the XIDs of one node as one incident is what NVIDIA's Fleet Intelligence does with XID bursts
   (https://docs.nvidia.com/fleet-intel/user-guide/xid-bursts).
-* **Repeat rules** (``gpulib/data/xid/xid_alert_repeat.csv``, each row with its source): an alert whose XID code
-  is of a class that needs repeats (13/31/43, 45) is *held* until that many distinct alerts of the class reached
-  the node within the row's window; a re-post of an alert Alertmanager already sent (same name, parameters and
-  ``startsAt``) is not a repeat. Counting repeats over a window is how NVIDIA's health-events analyzer derives
-  incidents from single events (https://docs.nvidia.com/nvsentinel/configuration/health-events-analyzer).
+* **Repeat rules** (``gpulib/data/xid/xid_alert_repeat.csv``, each row with its source): NVIDIA's health-events
+  analyzer counts an XID's occurrences on the *same GPU* over 24 h (NVIDIA/NVSentinel:
+  distros/kubernetes/nvsentinel/charts/health-events-analyzer/values.yaml @09dfc8f9, RepeatedXID13OnSameGPCAndTPC,
+  RepeatedXID31OnSameGPU). An alert whose code has a repeat row (13, 31, 43) is *held* until that many occurrences
+  of the code on its (node, GPU) fall within the row's window, timed by the alerts' ``startsAt``. The last-XID gauge
+  does not change on a same-code repeat, so its alert does not fire again; occurrences are counted from two
+  sources, the larger taken and named in the run's ``trigger.repeat_evidence``: each *re-fire* of an alert (a new
+  ``startsAt``), and the *XID count metric* (``DCGM_EXP_XID_ERRORS_COUNT``'s alert ``GPUXidRepeatCount``, whose
+  summary says "seen N times" within the exporter's window: each of its firings adds its N). The GPC/TPC of XID
+  13 are compared by the run, from the kernel log (:mod:`gpulib.xid.xid13`). A *solo* row (XID 45) opens the
+  incident at its first alert unless another code was seen on the same GPU within its window; then it is
+  ignored (held, "not solo"). A re-post of an alert already counted (same name, ``startsAt`` and count) is a
+  dedupe.
 * **Replicas** (``--claims kubernetes``): before a replica opens a run for an incident it claims the
   ``coordination.k8s.io`` Lease ``gpuops-incident-<hash of the incident key>`` for the incident window
   (:func:`gpulib.kube.lease.claim`, the Lease mechanism of the cordon cap); a replica that loses the claim answers
@@ -32,6 +40,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from gpulib.core.knowledge import load_table
@@ -54,6 +63,35 @@ class RepeatRule:
     xid_class: str
     alerts_to_open: int
     window_s: float
+    #: > 0: the code opens only when no other code was seen on its GPU within this many seconds (XID 45)
+    solo_window_s: float = 0.0
+
+
+#: how our count alert's summary gives the count (gpulib/xid/alerts.py: ``XID {{ $labels.xid }} seen {{ $value }}
+#: times``)
+_SUMMARY_SEEN = re.compile(r"^XID \d+ seen (\d+(?:\.\d+)?) times\b")
+COUNT_EVIDENCE = "XID count metric (DCGM_EXP_XID_ERRORS_COUNT, alert GPUXidRepeatCount)"
+REFIRE_EVIDENCE = "alert re-fire (a new startsAt of the XID alert)"
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One firing of an XID alert on one GPU: when it started, its code, and the count alert's N (None: a gauge
+    alert, one occurrence)."""
+
+    t: float
+    code: int
+    seen: int | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the repeat rules make of an alert: ``open``, ``hold``, ``ignore`` (held, not solo) or ``dedupe``."""
+
+    action: str
+    occurrences: int = 0
+    evidence: str = ""
+    reason: str = ""
 
 
 def load_rules() -> tuple[dict[int, RepeatRule], RepeatRule]:
@@ -61,7 +99,9 @@ def load_rules() -> tuple[dict[int, RepeatRule], RepeatRule]:
     by_code: dict[int, RepeatRule] = {}
     default = None
     for row in load_table(REPEAT_TABLE).to_dict("records"):
-        rule = RepeatRule(str(row["xid_class"]), int(row["alerts_to_open"]), float(row["window_s"]))
+        rule = RepeatRule(
+            str(row["xid_class"]), int(row["alerts_to_open"]), float(row["window_s"]), float(row["solo_window_s"])
+        )
         if str(row["codes"]).strip() == "*":
             default = rule
             continue
@@ -80,6 +120,20 @@ def xid_code(labels: dict[str, str], annotations: dict[str, str]) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+def seen_count(annotations: dict[str, str]) -> int | None:
+    """N of a count alert's summary ("XID 13 seen 2 times ..."), None for any other alert."""
+    m = _SUMMARY_SEEN.match(annotations.get("summary", "").strip())
+    return max(1, int(float(m.group(1)))) if m else None
+
+
+def alert_time(starts_at: str, default: float) -> float:
+    """An alert's ``startsAt`` as epoch seconds (``default`` when it has none or cannot be read)."""
+    try:
+        return datetime.fromisoformat(starts_at.strip().replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError):
+        return default
 
 
 def priority(severity: str, repeat: bool) -> tuple[int, int]:
@@ -108,23 +162,50 @@ class Storms:
         self.rules, self.default_rule = load_rules()
         self._open: dict[tuple, Incident] = {}
         self._runs: dict[tuple, int] = {}
-        self._held: dict[tuple, list[tuple[float, tuple]]] = {}
+        #: (incident key, GPU) -> (alert name, startsAt) -> sighting, kept for the longest window
+        self._sightings: dict[tuple, dict[tuple, Sighting]] = {}
+        self._keep_s = max([r.window_s for r in self.rules.values()] + [r.solo_window_s for r in self.rules.values()])
         self.lock = threading.RLock()
 
     def rule(self, code: int | None) -> RepeatRule:
         return self.rules.get(code, self.default_rule) if code is not None else self.default_rule
 
-    def hold(self, key: tuple, rule: RepeatRule, ident: tuple, now: float | None = None) -> tuple[int, bool]:
-        """Count the alert ``ident`` towards ``rule`` on incident ``key``: (distinct alerts of the class within the
-        window, whether this one is new)."""
-        now = time.time() if now is None else now
+    def sight(self, key: tuple, code: int, firing: tuple, t: float, seen: int | None) -> Decision:
+        """Record one XID alert of a GPU (``key``: incident key and GPU; ``firing``: alert name and ``startsAt``;
+        ``t``: its start; ``seen``: a count alert's N) and decide by its code's rule."""
+        rule = self.rule(code)
         with self.lock:
-            seen = [(t, i) for t, i in self._held.get((key, rule.xid_class), []) if now - t < rule.window_s]
-            new = all(i != ident for _, i in seen)
-            if new:
-                seen.append((now, ident))
-            self._held[(key, rule.xid_class)] = seen
-            return len(seen), new
+            mem = self._sightings.setdefault(key, {})
+            for f in [f for f, s in mem.items() if s.t < t - self._keep_s]:
+                del mem[f]
+            old = mem.get(firing)
+            new = old is None or (seen is not None and seen > (old.seen or 0))
+            mem[firing] = Sighting(t, code, seen if old is None or seen is None else max(seen, old.seen or 0))
+            if not new and rule.alerts_to_open > 1:
+                return Decision("dedupe")
+            if rule.solo_window_s > 0:
+                others = sorted({s.code for s in mem.values() if s.code != code and abs(t - s.t) <= rule.solo_window_s})
+                if others:
+                    return Decision(
+                        "ignore",
+                        reason=f"XID {code} is not solo: XID {', '.join(map(str, others))} on this GPU within "
+                        f"{rule.solo_window_s:g} s (follow the other XID)",
+                    )
+            if rule.alerts_to_open <= 1:
+                return Decision("open", 1)
+            same = [s for s in mem.values() if s.code == code and t - rule.window_s < s.t <= t]
+            refires = sum(1 for s in same if s.seen is None)
+            counted = sum(s.seen for s in same if s.seen is not None)
+            n, evidence = (counted, COUNT_EVIDENCE) if counted > refires else (refires, REFIRE_EVIDENCE)
+            if n >= rule.alerts_to_open:
+                return Decision("open", n, evidence)
+            return Decision(
+                "hold",
+                n,
+                evidence,
+                f"XID {code} seen {n} time(s) on this GPU in the last {rule.window_s / 3600:g} h "
+                f"({evidence}); {rule.alerts_to_open} open the incident",
+            )
 
     def open_incident(self, key: tuple, now: float | None = None) -> Incident | None:
         now = time.time() if now is None else now

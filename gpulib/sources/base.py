@@ -349,6 +349,12 @@ class Source(ABC):
         self._check_target(node, None)
         return self._smi_query(node)
 
+    def nvlink_status(self, node: str) -> str | None:
+        """``nvidia-smi nvlink -s`` output for the node if this source has it (``_nvlink_status``), else None."""
+        self._check_target(node, None)
+        hook = getattr(self, "_nvlink_status", None)
+        return hook(node) if hook is not None else None
+
     def diag_report(self, node: str) -> str | None:
         """``dcgmi diag -j`` (or text) output for the node if this source has it, else None."""
         self._check_target(node, None)
@@ -573,6 +579,7 @@ PUBLIC_METHODS = (
     "preflight",
     "kernel_log",
     "smi_query",
+    "nvlink_status",
     "diag_report",
     "objects",
     "query",

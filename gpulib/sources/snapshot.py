@@ -6,6 +6,8 @@ A folder holding any of:
 * ``metrics*.txt`` / ``*.prom`` — dcgm-exporter scrapes (``curl <pod-ip>:9400/metrics``), one per node or merged
 * ``dmesg-<node>.txt`` (or ``dmesg.txt`` for a single node) — ``dmesg -T`` / ``journalctl -k``
 * ``nvidia-smi-q-<node>.txt`` (or ``nvidia-smi-q.txt``) — ``nvidia-smi -q``
+* ``nvidia-smi-nvlink-<node>.txt`` (or ``nvidia-smi-nvlink.txt``) — ``nvidia-smi nvlink -s`` (a passing
+  ``dcgmi diag`` with every NVLink of the GPU down is not healthy: :func:`gpulib.xid.diag.diag_findings`)
 * ``dcgmi-diag-<node>.json`` (or ``.txt``, or without ``-<node>``) — ``dcgmi diag -r N -j`` (or its table)
 * ``dmon-<node>.txt`` (or ``dmon.txt``) — ``nvidia-smi dmon`` (any ``-s``, ``-o DT`` optional), read by
   :func:`gpulib.nvidia.dmon.parse_dmon`: on a node without dcgm-exporter its mapped columns
@@ -364,6 +366,9 @@ class SnapshotSource(Source):
 
     def _smi_query(self, node):
         return self._node_file("nvidia-smi-q", node)
+
+    def _nvlink_status(self, node):
+        return self._node_file("nvidia-smi-nvlink", node)
 
     def _diag_report(self, node):
         return self._node_file("dcgmi-diag", node, (".json", ".txt"))

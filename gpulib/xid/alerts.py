@@ -89,6 +89,15 @@ def critical_xids() -> list[int]:
     return sorted(int(c) for c in cat.loc[m, "code"])
 
 
+def repeat_xids() -> list[int]:
+    """XID codes with a repeat or solo rule in ``xid_alert_repeat.csv`` (gpuops serve counts their occurrences per
+    GPU, :mod:`gpulib.serve.storms`): the count alert ``GPUXidRepeatCount`` watches them."""
+    codes = set()
+    for c in load_table("xid_alert_repeat")["codes"].astype(str):
+        codes |= {int(x) for x in c.split(";") if x.strip().isdigit()}
+    return sorted(codes)
+
+
 @dataclass
 class AlertSpec:
     """One alert: the rule plus the runbook it routes to and which alert labels fill which parameters."""
@@ -224,8 +233,9 @@ def specs() -> list[AlertSpec]:
             "warning",
             "XID {{ $value }} " + WHERE,
             f"{XID_GAUGE} (last XID code, sticky gauge) changed in the last {win} to a non-critical code "
-            "(application XIDs such as 13/31/43/45) and no critical code was seen in that window: notify the "
-            "pod owner; drain only if it repeats across different workloads.",
+            "(application XIDs such as 13/31/43/45) and no critical code was seen in that window. gpuops serve "
+            "holds XID 13/31/43 until a repeat on the same GPU within 24 h (NVIDIA's rule), opens a lone XID 45 "
+            "at once; the triage then follows NVIDIA's workflow from the kernel log.",
         ),
         AlertSpec(
             "GPUXidCriticalCount",
@@ -235,6 +245,17 @@ def specs() -> list[AlertSpec]:
             "XID {{ $labels.xid }} seen {{ $value }} times " + WHERE,
             f"{XID_COUNT} counts XIDs per code in a sliding window, so it also sees a code overwritten between "
             "two scrapes. It is off by default: enable it in the dcgm-exporter counters CSV.",
+        ),
+        AlertSpec(
+            "GPUXidRepeatCount",
+            f'{XID_COUNT}{{xid=~"{"|".join(map(str, repeat_xids()))}"}} > 0',
+            None,
+            "warning",
+            "XID {{ $labels.xid }} seen {{ $value }} times " + WHERE,
+            f"{XID_COUNT} counts XIDs per code in the exporter's sliding window, so it sees a repeat of the same "
+            f"code that leaves {XID_GAUGE} unchanged. gpuops serve counts these firings per GPU over NVIDIA's 24 h "
+            "repeat window (gpulib/data/xid/xid_alert_repeat.csv). Off by default: enable it in the dcgm-exporter "
+            "counters CSV.",
         ),
         AlertSpec(
             "GPUEccUncorrectable",

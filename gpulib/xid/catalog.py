@@ -111,6 +111,33 @@ def lookup(code: Any) -> XidRecord:
     )
 
 
+@lru_cache(maxsize=1)
+def _action_classes() -> dict[str, tuple[str, bool]]:
+    t = load_table("xid_action_classes")
+    return {
+        str(r["immediate_action"]): (str(r["incident_class"]), r["hardware_incident"] == "yes") for _, r in t.iterrows()
+    }
+
+
+def incident_class(code: Any) -> str:
+    """The incident class of an XID, from NVIDIA's immediate action for it (the catalog's ``immediate_action``
+    column, mapped by ``gpulib/data/xid/xid_action_classes.csv``): ``ignore``, ``application``, ``gpu_reset``,
+    ``node_reboot``, ``memory``, ``nvlink``, ... A code the catalog does not know gets CONTACT_SUPPORT's class."""
+    act = lookup(code).immediate_action or "CONTACT_SUPPORT"
+    return _action_classes().get(act, _action_classes()["CONTACT_SUPPORT"])[0]
+
+
+def hardware_classes() -> set[str]:
+    """The XID incident classes that count as hardware incidents (``hardware_incident`` of xid_action_classes.csv):
+    not IGNORE, RESTART_APP, CHECK_UVM or the sympathetic XID 45."""
+    return {c for c, hw in _action_classes().values() if hw}
+
+
+def soft_classes() -> set[str]:
+    """The XID incident classes that are no hardware incident (NVIDIA says ignore, or restart the application)."""
+    return {c for c, hw in _action_classes().values() if not hw}
+
+
 def recovery_actions() -> pd.DataFrame:
     """NVML recovery-action enum announced by XID 154 (code, name, bucket)."""
     return load_table("xid_recovery_actions")

@@ -15,7 +15,7 @@ import pandas as pd
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.xid.catalog import lookup
 from gpulib.xid.sops import fill_commands, impact_evidence, sop
-from gpulib.xid.triage import CaseResult, RuleHit, triage_cases
+from gpulib.xid.triage import CaseResult, RuleHit, state_severity, triage_cases
 
 #: the xid_sop.csv row whose SOP step replaces RESET_GPU's when application-class XIDs came from several
 #: processes on one GPU (:attr:`gpulib.xid.triage.XidVerdict.processes`)
@@ -39,9 +39,10 @@ def xid_finding(node: str, r: CaseResult) -> Finding:
     RESET_GPU's commands with the step and grading of the ``APP_XID_SEVERAL_PROCESSES`` row."""
     v, case, impact = r.xid, r.case, r.impact
     flow = v.flow
-    row = sop(flow.sop_key if flow is not None else v.nvidia_bucket)  # XID 13/31: the branch's row (xid13/xid31.py)
+    key = flow.sop_key if flow is not None else v.nvidia_bucket  # XID 13/31: the branch's row (xid13/xid31.py)
+    row = sop(key)
     escalation = row["escalation"]
-    verdict, severity = row["verdict"], Severity(row["severity"])
+    verdict, severity = row["verdict"], state_severity(rule=key)  # the one severity of this GPU state
     if v.processes:
         several = sop(SEVERAL_PROCESSES)
         verdict, severity = several["verdict"], Severity(several["severity"])

@@ -344,3 +344,31 @@ def parse_kernel_log(text: Any, *, year: int | None = None, tz: str = "UTC") -> 
     for col in ("host", "pci_bus_id", "gpu_i_id", "process", "message", "raw"):
         df[col] = df[col].astype("string")
     return df
+
+
+def kernel_log_history(text: Any, node: str, ids: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The XIDs of a node's kernel log as node-history rows (``gpulib.core.schema.HISTORY_COLUMNS``, signal
+    ``xid``): one per ``NVRM: Xid`` line with a time (``dmesg -T``, ``journalctl -k``, syslog; plain ``dmesg``
+    uptime stamps have none and are left out). ``gpu`` is the GPU index where ``ids`` (columns ``gpu`` and
+    ``pci_bus_id``, :func:`gpulib.nvidia.gpu_ids.gpu_id_map`) names the line's PCI bus id, else the bus id."""
+    cols = ["time", "end", "node", "gpu", "signal", "code", "value", "detail", "origin"]
+    ev = parse_kernel_log(text)
+    ev = ev[ev["timestamp"].notna()]
+    index = {}
+    if ids is not None and len(ids):
+        index = {str(p): str(g) for g, p in zip(ids["gpu"], ids["pci_bus_id"]) if p and g not in (None, "")}
+    gpus = [index.get(str(p), str(p) if not pd.isna(p) else "") for p in ev["pci_bus_id"]]
+    return pd.DataFrame(
+        {
+            "time": ev["timestamp"],
+            "end": pd.NaT,
+            "node": node,
+            "gpu": gpus,
+            "signal": "xid",
+            "code": ev["xid"].astype(int).astype(str),
+            "value": 1.0,
+            "detail": ev["message"].fillna("").astype(str),
+            "origin": "kernel log",
+        },
+        columns=cols,
+    )

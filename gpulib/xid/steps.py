@@ -26,6 +26,7 @@ from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import command, node_name, shell_quote
 from gpulib.nvidia.dcgmi import parse_dcgmi_diag
+from gpulib.nvidia.nvlink import parse_nvlink_status
 from gpulib.nvidia.smi import parse_query
 from gpulib.sources.base import default_step
 from gpulib.xid.catalog import lookup
@@ -122,6 +123,8 @@ class TriageInputs:
     series: dict[str, pd.DataFrame] = field(default_factory=dict)
     pods: pd.DataFrame | None = None
     diag_text: str | None = None
+    #: ``nvidia-smi nvlink -s`` of the node (the source's), None when it has none
+    nvlink_text: str | None = None
     diag_from: str = ""
     diag: pd.DataFrame | None = None
     after_reset: bool = False
@@ -203,6 +206,7 @@ def collect(
     inp.diag_text, inp.diag_from = text_input(diag_file, "diag_file", src.diag_report)
     if inp.diag_text is not None:
         inp.diag = parse_dcgmi_diag(inp.diag_text)
+        inp.nvlink_text = src.nvlink_status(node)  # a diag pass with every NVLink down is not healthy
     inp.kernel_log, inp.kernel_log_from = text_input(kernel_log_file, "kernel_log_file", src.kernel_log)
     if inp.kernel_log is not None:
         inp.xid_events = parse_kernel_log(inp.kernel_log)
@@ -333,6 +337,7 @@ def findings(inp: TriageInputs) -> list[Finding]:
         smi=inp.smi,
         pci_bus_id=t.pci_bus_id if t else "",
         uuid=t.uuid if t else "",
+        nvlink=parse_nvlink_status(inp.nvlink_text) if inp.nvlink_text else None,
     )
     return xfindings.combine(fs, ds, inp.node, inp.gpu)
 

@@ -28,7 +28,7 @@ from gpulib.core.knowledge import load_table, settings, threshold
 from gpulib.core.timeutil import parse_window
 from gpulib.nvidia.gpu_ids import gpu_id_map
 from gpulib.xid.catalog import lookup
-from gpulib.xid.sops import pod_impact, pod_index
+from gpulib.xid.sops import pod_impact, pod_index, sop
 from gpulib.xid.xid13 import Workflow
 from gpulib.xid.xid13 import workflow as workflow_xid13
 from gpulib.xid.xid31 import Workflow31
@@ -110,6 +110,14 @@ def _bucket_for(code: int, recovery_action: Any = None, events: pd.DataFrame | N
         if int(recovery_action) in t.index:
             return str(t.loc[int(recovery_action), "bucket"])
     return rec.immediate_action or "CONTACT_SUPPORT"
+
+
+def state_severity(*, xid: int | None = None, rule: str | None = None) -> Severity:
+    """The one severity of a GPU state, whichever runbook reports it (xid_ecc_triage, node_health, fleet_overview):
+    the ``severity`` of its ``gpulib/data/xid/xid_sop.csv`` row, for an XID the row of its NVIDIA bucket (the row the
+    triage prints), else the memory/thermal rule named (``DBE_ERRORS``, ``ROW_REMAP_FAILURE``, ...)."""
+    key = _bucket_for(int(xid), None, None) if xid is not None else str(rule)
+    return Severity(str(sop(key)["severity"]))
 
 
 def _worst_bucket(buckets: Iterable[str]) -> str:

@@ -103,3 +103,20 @@ def test_decision_through_the_notebook(runbook, params, tmp_path):
             kind, scope, _ = row["target"].split(":")
             regs = [f for f in doc["findings"] if f["category"] == "reliability-change"]
             assert [(f["data"]["kind"], f["data"]["scope"]) for f in regs] == [(kind, scope)]
+
+
+@pytest.mark.parametrize("node,gpu", [("dgx-h100-1", "5"), ("a100-80-0", "1")])
+def test_one_gpu_state_has_one_severity_in_node_health_xid_triage_and_fleet_overview(src, node, gpu):
+    """node_health called the open XID 79 on dgx-h100-1 GPU 5 a warning while xid_ecc_triage called it
+    critical. The same GPU state gets the same severity from every runbook that reports it."""
+    import gpulib.xid.steps as xs
+    from tests.project.test_decisions_incidents import _fleet
+
+    health = [f for f in _node_verdict(src, {"params": f"node={node}"}) if f.gpu == gpu]
+    faulted = [f for f in health if f.data["verdict"] == "faulted"]
+    triage = [f for f in xs.findings(xs.collect(src, node, gpu, "6h")) if f.gpu == gpu]
+    fleet = [f for f in _fleet(src, {}) if f.node == node and f.gpu == gpu and f.category == "xid"]
+    assert faulted and triage, (health, triage)
+    top = min(triage, key=lambda f: f.severity.rank).severity
+    assert {f.severity for f in faulted} == {top}, ([f.title for f in faulted], top)
+    assert all(f.severity == top for f in fleet), [(f.title, f.severity) for f in fleet]

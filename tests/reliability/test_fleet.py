@@ -91,3 +91,17 @@ def test_score_is_between_zero_and_hundred_and_falls_with_incidents(rep):
     s = rep.score
     assert 0 < s.score < 100
     assert math.isclose(s.incident_term, 0.47 / (0.47 + s.hw_rate))
+
+
+def test_codes_nvidia_says_to_ignore_are_not_counted_as_hardware_incidents():
+    """The report counted XIDs whose immediate action is IGNORE / RESTART_APP / CHECK_UVM as hardware."""
+    from tests.reliability.test_verdict import _codes_nvidia_says_to_ignore, ev
+
+    events = ev(*[("2h", "5", "xid", c) for c in (92, 63, 137, 159, 13)], ("1h", "6", "xid", 79))
+    nodes = pd.DataFrame({"node": ["node-a"], "pool": ["p"], "model": ["H100"], "gpus": [8], "driver_now": ["570"]})
+    start, end = events["time"].min() - pd.Timedelta("1h"), events["time"].max() + pd.Timedelta("1h")
+    fh = F.FleetHistory(events, nodes, start, end)
+    inc = F.fleet_incidents(fh)
+    hard = inc[inc["hardware"]]
+    assert list(hard["gpu"]) == ["6"], inc[["gpu", "what", "incident_class", "hardware"]]
+    assert set(_codes_nvidia_says_to_ignore()) >= {92, 63, 137, 159, 13}

@@ -36,3 +36,26 @@ def test_no_exposure_is_no_rate_not_zero():
     assert per_thousand(3, 1500.0) == pytest.approx(2.0)
     with pytest.raises(ValueError):
         rate_ratio(1, 0.0, 1, 1.0)
+
+
+@pytest.mark.parametrize("k0,t0,k1,t1", [(3, 21.0, 5, 7.0), (2, 10.0, 7, 10.0), (0, 14.0, 3, 7.0), (4, 7.0, 4, 7.0)])
+@pytest.mark.parametrize("alpha", [0.05, 0.025, 0.01])
+def test_the_interval_printed_beside_the_test_agrees_with_it(k0, t0, k1, t1, alpha):
+    """The test is one-sided at alpha, so the interval is the one-sided (lower-bound) exact interval at 1 - alpha: a
+    significant rise has its lower bound above 1 and no other (3 in 21 d vs 5 in 7 d was "regression: yes" beside a
+    two-sided 95 % interval containing 1)."""
+    rr = rate_ratio(k0, t0, k1, t1, confidence=1 - alpha)
+    assert (rr.p_value < alpha) == (rr.low > 1.0), rr.text()
+    assert math.isinf(rr.high) and "one-sided" in rr.text().split("CI")[0]
+
+
+def test_the_regressions_of_the_report_have_their_interval_above_one():
+    """Through the report (Bonferroni across a change's classes): every regression's interval excludes 1."""
+    import gpulib
+    import gpulib.reliability.report_steps as R
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUOPS_END", "2026-12-01T06:45:00Z")
+        report = R.build(R.load(gpulib.connect("demo"), "30d"), "30d")
+    regs = [c for c in report.changes if c.regression]
+    assert regs and all(c.test.low > 1.0 for c in regs), [(c.what, c.test.text()) for c in regs]

@@ -104,3 +104,37 @@ def test_overlapping_gaps_count_once():
     frame = ev(("6d", "", "no_data", "a", "", "4d"), ("5d", "", "no_data", "b", "", "4d"))
     cov = coverage(frame, N, END - pd.Timedelta("7d"), END)
     assert cov.no_data(END - pd.Timedelta("7d"), END) == pd.Timedelta("5d")
+
+
+def _codes_nvidia_says_to_ignore() -> list[int]:
+    """Codes used on datacenter GPUs whose immediate action in NVIDIA's catalog (gpulib/data/xid/xid_catalog.csv,
+    read here as plain CSV) is IGNORE, RESTART_APP or CHECK_UVM."""
+    import csv
+
+    from tests.helpers.pinned import ROOT
+
+    rows = csv.DictReader(open(ROOT / "gpulib" / "data" / "xid" / "xid_catalog.csv"))
+    return sorted(
+        int(r["code"])
+        for r in rows
+        if r["immediate_action"] in ("IGNORE", "RESTART_APP", "CHECK_UVM") and r["unused_on_datacenter"] == "no"
+    )
+
+
+def test_codes_nvidia_says_to_ignore_are_no_hardware_incident():
+    """One XID 92 made a node faulted; three XID 63 (row-remap events) in 30 days a repeat offender."""
+    codes = _codes_nvidia_says_to_ignore()
+    assert {37, 38, 44, 63, 66, 67, 92, 93, 94, 108, 121, 137, 152, 153, 157, 159, 160, 161, 162} <= set(codes)
+    for code in codes:
+        v = verdict(ev(("2h", "5", "xid", code)))
+        assert v.verdict == "healthy", (code, [h.evidence for h in v.hits])
+    thrice = verdict(ev(("20d", "5", "xid", 63), ("10d", "5", "xid", 63), ("2d", "5", "xid", 63)))
+    assert thrice.verdict == "healthy", [h.evidence for h in thrice.hits]
+
+
+def test_an_xid_s_incident_class_comes_from_nvidia_s_immediate_action():
+    from gpulib.reliability.timeline import classify
+
+    got = classify(ev(("2h", "5", "xid", 79), ("2h", "5", "xid", 92), ("2h", "5", "xid", 48), ("2h", "5", "xid", 13)))
+    # 79: RESTART_BM, 92: IGNORE, 48: WORKFLOW_XID_48, 13: RESTART_APP (the catalog's immediate_action column)
+    assert list(got["incident_class"]) == ["node_reboot", "ignore", "memory", "application"]

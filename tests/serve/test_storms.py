@@ -38,8 +38,9 @@ class Gate:
 
 def test_repeat_rules_come_from_the_table():
     rules, default = load_rules()
-    for code in (13, 31, 43, 45):
-        assert rules[code].alerts_to_open == 2 and rules[code].window_s > 0, code
+    for code in (13, 31, 43):  # NVIDIA counts repeats on one GPU over 24 h
+        assert rules[code].alerts_to_open == 2 and rules[code].window_s == 24 * 3600, code
+    assert rules[45].alerts_to_open == 1 and rules[45].solo_window_s > 0  # solo XID 45 is the actionable case
     assert 79 not in rules and 48 not in rules and default.alerts_to_open == 1
     assert Storms(60).rule(None) == default
 
@@ -236,3 +237,65 @@ def test_renders_wait_while_verdicts_are_queued_so_a_storms_verdicts_come_first(
     held.set()
     assert svc.join(20)
     assert sorted(n for n, _ in starts) == ["n1", "n2"] and all(t >= seen["n2"] for _, t in starts)
+
+
+# ------------------------------------------------------------------ NVIDIA's repeat rules: same GPU, 24 h
+def _xid(gpu, code, starts, name="GPUXidError", seen=None, node="n1"):
+    """A last-XID gauge alert (GPUXidError), or with ``seen`` the XID count metric's alert (GPUXidRepeatCount, the
+    ``xid`` label and "seen N times" as our rules write them)."""
+    a = alert(node=node, gpu=gpu, name=name, severity="warning", code=code, starts=starts)
+    if seen is not None:
+        a["labels"] = {**a["labels"], "alertname": "GPUXidRepeatCount", "xid": str(code)}
+        a["annotations"] = {"summary": f"XID {code} seen {seen} times on {node} GPU {gpu}"}
+    return a
+
+
+def _post(c, a, group="g"):
+    return c.post("/alertmanager", json=payload([a], group=group), headers=AUTH).json()
+
+
+def test_an_xid_13_repeat_on_the_same_gpu_two_hours_later_opens_the_incident_through_the_count_metric(tmp_path):
+    """The gauge does not change on a same-code repeat, so no new GPUXidError fires; the XID count metric's alert
+    fires again (a new ``startsAt``) and serve counts it: 2 occurrences on GPU 2 within 24 h (RepeatedXID13...)."""
+    app, c = make(tmp_path, StubRunner(delay=0))
+    assert _post(c, _xid("2", 13, "2026-12-01T06:00:00Z"))["held"] == 1
+    assert _post(c, _xid("2", 13, "2026-12-01T06:00:00Z", seen=1), group="g2")["held"] == 1  # the same XID
+    r = _post(c, _xid("2", 13, "2026-12-01T08:00:00Z", seen=1), group="g3")
+    assert len(r["runs"]) == 1, r
+    assert app.state.service.join(10)
+    trig = c.get(f"/runs/{r['runs'][0]}/run.json").json()["trigger"]
+    assert trig["repeats"] == 2 and "DCGM_EXP_XID_ERRORS_COUNT" in trig["repeat_evidence"], trig
+
+
+def test_an_xid_31_refire_on_the_same_gpu_within_24_h_opens_the_incident_and_says_it_was_a_refire(tmp_path):
+    app, c = make(tmp_path, StubRunner(delay=0))
+    assert _post(c, _xid("3", 31, "2026-12-01T06:00:00Z"))["held"] == 1
+    r = _post(c, _xid("3", 31, "2026-12-01T20:00:00Z"), group="g2")  # 14 h later: the gauge alert fired again
+    assert len(r["runs"]) == 1, r
+    assert app.state.service.join(10)
+    trig = c.get(f"/runs/{r['runs'][0]}/run.json").json()["trigger"]
+    assert trig["repeats"] == 2 and "re-fire" in trig["repeat_evidence"], trig
+
+
+def test_an_application_xid_on_another_gpu_or_after_24_h_is_not_a_repeat(tmp_path):
+    app, c = make(tmp_path, StubRunner(delay=0))
+    assert _post(c, _xid("2", 13, "2026-12-01T06:00:00Z"))["held"] == 1
+    assert _post(c, _xid("5", 13, "2026-12-01T06:10:00Z"), group="g2")["held"] == 1  # another GPU of the node
+    assert _post(c, _xid("2", 31, "2026-12-01T06:20:00Z"), group="g3")["held"] == 1  # another code
+    assert _post(c, _xid("2", 13, "2026-12-02T06:30:00Z"), group="g4")["held"] == 1  # 24 h 30 min later
+    assert _post(c, _xid("2", 13, "2026-12-01T06:00:00Z", seen=1, node="n2"), group="g5")["held"] == 1
+    log = app.state.service.store.alert_log()
+    assert [e["action"] for e in log] == ["held"] * 5
+    assert all("24 h" in e["reason"] for e in log), log
+
+
+def test_a_lone_xid_45_opens_the_incident_and_one_following_another_xid_of_the_gpu_is_ignored(tmp_path):
+    app, c = make(tmp_path, StubRunner(delay=0))
+    r = _post(c, _xid("1", 45, "2026-12-01T06:00:00Z"))
+    assert len(r["runs"]) == 1 and r["held"] == 0, r  # solo: NVIDIA's action is to restart Fabric Manager
+    assert _post(c, _xid("4", 43, "2026-12-01T07:00:00Z", node="n2"), group="g2")["held"] == 1
+    r = _post(c, _xid("4", 45, "2026-12-01T07:00:30Z", node="n2"), group="g3")
+    assert r["held"] == 1 and not r["runs"], r  # not solo: follow the other XID
+    assert "not solo" in app.state.service.store.alert_log()[-1]["reason"]
+    r = _post(c, _xid("6", 45, "2026-12-01T07:01:00Z", node="n2"), group="g4")  # another GPU: solo there
+    assert len(r["runs"]) == 1, r

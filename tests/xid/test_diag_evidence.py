@@ -126,3 +126,23 @@ def test_a_pass_read_without_link_status_says_nvlink_was_not_checked():
     (f,) = fs
     assert f.data["rule"] == "DIAG_PASS"
     assert any("NVLink" in e and "DCGM/issues/198" in e for e in f.evidence), f.evidence
+
+
+def test_the_triage_reads_the_nodes_nvlink_status_and_a_pass_with_every_link_down_is_not_healthy(tmp_path):
+    """The NVLink-down check was not wired into the triage steps; a snapshot's
+    ``nvidia-smi-nvlink-<node>.txt`` (``nvidia-smi nvlink -s``) now reaches it through xid_ecc_triage's steps."""
+    import gpulib
+    import gpulib.xid.steps as xs
+    from tests.helpers.pinned import ROOT
+
+    (tmp_path / f"dcgmi-diag-{NODE}.json").write_text(_level2_pass())
+    smi = (ROOT / "tests" / "fixtures" / "smi" / "h100x2_incident_q.txt").read_text()
+    (tmp_path / f"nvidia-smi-q-{NODE}.txt").write_text(smi)
+    (tmp_path / f"nvidia-smi-nvlink-{NODE}.txt").write_text(_all_down())
+    node = {"metadata": {"name": NODE, "labels": {}}, "status": {"capacity": {"nvidia.com/gpu": "2"}}}
+    (tmp_path / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node]}))
+    (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))
+    src = gpulib.connect("snapshot", path=tmp_path, end="2026-12-01T06:00:00Z")
+    fs = xs.findings(xs.collect(src, NODE, "0", "6h", after_reset=True))
+    rules = [f.data.get("rule") for f in fs]
+    assert "DIAG_PASS_NVLINK_DOWN" in rules and "DIAG_RETURN_TO_SERVICE" not in rules, [f.title for f in fs]
