@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+import gpulib.core.verdict_block as verdict_block
 from gpulib import connect
 from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
@@ -199,46 +200,9 @@ def _verdict_box(html_text: str, display_id: str, *, update: bool = False) -> No
         display(HTML(html_text), display_id=display_id)
 
 
-def verdict_html(top: Finding | None, rb: "Runbook") -> str:
-    """Severity, one-line cause and next command, then Meaning, Impact, Diagnosis, Mitigation (the headings of
-    the kube-prometheus runbooks, https://runbooks.prometheus-operator.dev/); a heading with nothing to say
-    says why."""
-    e = html.escape
-    if top is None:
-        return (
-            "<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
-            "runbook ran and found nothing to act on.</p><p><small>Run: "
-            f"<code>{e(rb.rerun_command())}</code></small></p>"
-        )
-    sev = top.severity
-    nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
-    head = (
-        f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
-        + (f" <small>({e(top.where)})</small>" if top.where else "")
-        + "</h3>"
-        + (
-            f"<p><b>Next:</b> <code>{e(nxt)}</code></p>"
-            if nxt
-            else "<p><b>Next:</b> no command: read the Mitigation below.</p>"
-        )
-    )
-    meaning = e(top.summary) if top.summary else "The finding carries no explanation beyond its title."
-    impact = (
-        e(top.escalation)
-        if top.escalation
-        else (f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
-    )
-    diag = (
-        ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>")
-        if top.evidence
-        else "<p>No evidence lines: the title is the whole signal.</p>"
-    )
-    cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in top.commands)
-    mitig = (e(top.sop_step) if top.sop_step else "No SOP step: nothing to change.") + cmds
-    return (
-        head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
-        f"<h4>Mitigation</h4><p>{mitig}</p>"
-    )
+def verdict_html(top: Finding | None, rb: "Runbook", others: Iterable[Finding] = ()) -> str:
+    """The verdict block of the page (:func:`gpulib.core.verdict_block.verdict_html`)."""
+    return verdict_block.verdict_html(top, rb.rerun_command(), others)
 
 
 # : parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of
@@ -442,14 +406,14 @@ class Runbook:
                 )
             )
         else:
-            _display(
-                html_text="<h3>Recommended SOP step</h3>"
-                + top._repr_html_()
+            _display(  # the top finding is the verdict at the top of the page: shown once
+                html_text="<h3>Recommended SOP step</h3><p>The top finding's step is "
+                "<a href='#verdict'>the verdict at the top of the page</a>.</p>"
                 + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else "")
             )
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
-        _verdict_box(verdict_html(top, self), self._verdict_id, update=True)
+        _verdict_box(verdict_html(top, self, fl[1:]), self._verdict_id, update=True)
         path = os.environ.get(FINDINGS_ENV) if save else None
         if path:
             save_findings(
