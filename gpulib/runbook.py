@@ -32,6 +32,7 @@ from gpulib import connect
 from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
+from gpulib.core.money import human_number
 from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV
 from gpulib.core.sop import sop
@@ -84,7 +85,7 @@ def _cell(v: Any) -> str:
     except (TypeError, ValueError):
         pass
     if isinstance(v, float):
-        return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+        return human_number(v)
     if isinstance(v, str) and v[:1] in "{[" and v[-1:] in "}]":  # a dict/list already turned into its repr
         try:
             parsed = ast.literal_eval(v)
