@@ -36,6 +36,7 @@ from gpulib.core.money import human_number
 from gpulib.core.redact import redact
 from gpulib.core.rundir import FINDINGS_ENV
 from gpulib.core.sop import sop
+from gpulib.core.svgchart import svg_html
 from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
 
 #: True while a Runbook runs without a notebook (:func:`quiet`): nothing is displayed or printed. A context
@@ -133,6 +134,20 @@ def plotly_js(mode: str) -> None:
     _PLOTLY_JS_MODE = mode
 
 
+def static_beside(static: str, live: str) -> str:
+    """A chart's static SVG and its interactive version: without JavaScript the static one shows (the interactive
+    one stays hidden); with it, a script placed before plotly's swaps them before plotly draws
+    (https://developer.mozilla.org/en-US/docs/Web/API/Document/currentScript)."""
+    swap = (
+        "<script>(function(s){var l=s.parentNode;l.style.display='block';"
+        "l.previousElementSibling.style.display='none';})(document.currentScript)</script>"
+    )
+    return (
+        f"<div class='gpuops-chart'><div class='gpuops-static'>{static}</div>"
+        f"<div class='gpuops-live' style='display:none'>{swap}{live}</div></div>"
+    )
+
+
 def show(fig) -> None:
     """Display a plotly figure so that it renders in JupyterLab *and* in an offline HTML export.
 
@@ -150,7 +165,9 @@ def show(fig) -> None:
         return
     spec = json.loads(fig.to_json())
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
-    html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    html_text = static_beside(
+        svg_html(spec), fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    )
     _PLOTLY_JS_SENT = True
     _display(
         bundle={
@@ -201,9 +218,9 @@ def _verdict_box(html_text: str, display_id: str, *, update: bool = False) -> No
         display(HTML(html_text), display_id=display_id)
 
 
-def verdict_html(top: Finding | None, rb: "Runbook", others: Iterable[Finding] = ()) -> str:
+def verdict_html(top: Finding | None, rb: "Runbook", others: Iterable[Finding] = (), *, report: bool = False) -> str:
     """The verdict block of the page (:func:`gpulib.core.verdict_block.verdict_html`)."""
-    return verdict_block.verdict_html(top, rb.rerun_command(), others)
+    return verdict_block.verdict_html(top, rb.rerun_command(), others, report=report)
 
 
 # : parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of
@@ -278,6 +295,13 @@ class Runbook:
             choice = choose_source(source, snapshot_dir)  # the same rules as gpuops run --source / --snapshot
             self.src = connect(choice.name, **choice.connect_kwargs(params))
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
+
+    def _is_report(self) -> bool:
+        """A report (``reports/``): its page opens with the actions ranked by money."""
+        try:
+            return find_notebook(self.name).kind == "report"
+        except GpulibError:
+            return False
 
     def rerun_command(self) -> str:
         """The ``gpuops run`` line that repeats this execution: every parameter with the value used (see
@@ -414,7 +438,7 @@ class Runbook:
             )
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
-        _verdict_box(verdict_html(top, self, fl[1:]), self._verdict_id, update=True)
+        _verdict_box(verdict_html(top, self, fl[1:], report=self._is_report()), self._verdict_id, update=True)
         path = os.environ.get(FINDINGS_ENV) if save else None
         if path:
             save_findings(

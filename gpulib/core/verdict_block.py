@@ -14,6 +14,7 @@ import html
 from typing import Any, Iterable
 
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.money import money
 
 #: the copy button: a script-free page shows the plain code block above it
 _COPY = (
@@ -76,8 +77,24 @@ def _opening(fs: list[Finding]) -> str:
     return f"<p><b>{counts}</b></p><ul style='margin-top:0'>{lines}</ul>"
 
 
-def verdict_html(top: Finding | None, rerun: str, others: Iterable[Finding] = ()) -> str:
-    """The block for the top finding (``None``: nothing found) and the run's other findings."""
+def _by_money(fs: list[Finding], most: int = 5) -> str:
+    """A report's front: the actions with a monthly saving, largest first, with the namespace that owns each."""
+    priced = [f for f in fs if float((f.data or {}).get("monthly_saving") or 0) > 0]
+    priced.sort(key=lambda f: -float(f.data["monthly_saving"]))
+    if not priced:
+        return ""
+    rows = "".join(
+        f"<li><b>{html.escape(money(f.data['monthly_saving'], f.data.get('currency') or 'USD'))}/month</b> · "
+        + (f"{html.escape(str(f.data['namespace']))} · " if f.data.get("namespace") else "")
+        + f"{html.escape(f.title)}</li>"
+        for f in priced[:most]
+    )
+    return f"<p><b>Top actions by money</b> ({len(priced)} with a saving)</p><ol style='margin-top:0'>{rows}</ol>"
+
+
+def verdict_html(top: Finding | None, rerun: str, others: Iterable[Finding] = (), *, report: bool = False) -> str:
+    """The block for the top finding (``None``: nothing found) and the run's other findings; a ``report`` opens
+    with its actions ranked by money."""
     e = html.escape
     if top is None:
         return (
@@ -87,7 +104,8 @@ def verdict_html(top: Finding | None, rerun: str, others: Iterable[Finding] = ()
     sev = top.severity
     nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
     out = (
-        f"<h3 id='verdict'>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
+        (_by_money([top, *others]) if report else "")
+        + f"<h3 id='verdict'>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
         + (f" <small>({e(top.where)})</small>" if top.where else "")
         + "</h3>"
         + _opening([top, *others])

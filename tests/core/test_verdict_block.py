@@ -85,3 +85,24 @@ def test_the_page_opens_with_one_line_per_critical_and_warning_finding():
         assert t in head, t
     assert "Idle GPUs" not in head
     assert "2 critical · 1 warning" in _text(head)
+
+
+def test_a_report_opens_with_its_actions_ranked_by_money():
+    """A report's reader is a manager: the page opens with the top actions by saving, each with its owner namespace
+    and USD/month, before the severity lines (failed before: the weekly report opened on a pod finding and a
+    jsonpath command, the 40,191 USD/month below)."""
+    fs = [
+        Finding(Severity.CRITICAL, "Pod media/legacy-transcoder-0 uses a GPU it never requested",
+                data={"namespace": "media", "pod": "legacy-transcoder-0"}),
+        Finding(Severity.WARNING, "Idle notebook dev-bob", data={"monthly_saving": 286.0, "currency": "USD",
+                                                                  "namespace": "notebooks"}),
+        Finding(Severity.INFO, "Unallocated GPUs", data={"monthly_saving": 40191.0, "currency": "USD",
+                                                         "namespace": ""}),
+    ]
+    h = verdict_html(fs[0], _RB(), others=fs[1:], report=True)
+    head = _text(h[: h.index("<h4>")])
+    assert "Top actions by money" in head
+    first, second = head.index("40,191 USD/month"), head.index("286 USD/month")
+    assert first < second < head.index("legacy-transcoder-0")
+    assert "notebooks" in head[max(0, second - 80) : second + 80]
+    assert "Top actions by money" not in verdict_html(fs[0], _RB(), others=fs[1:])  # a runbook stays severity-first

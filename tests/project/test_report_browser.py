@@ -128,3 +128,21 @@ def test_detectors_catch_a_broken_page(exe, tmp_path):
     errs = script_errors(proc.stderr)
     assert errs and "report-boom" in errs[0]
     assert chart_blocks(proc.stdout) == []
+
+
+def test_every_chart_is_visible_without_javascript(exe, report_html, tmp_path):
+    """With scripts off (a mail client), each chart's static SVG shows and the empty interactive box stays hidden;
+    with scripts on, plotly's chart replaces it. Failed before: every chart was a blank div without JavaScript."""
+    page = report_html.read_text()
+    n = len(re.findall(r'class="plotly-graph-div"', page))
+    off = run_chromium(exe, report_html, tmp_path / "off", "--blink-settings=scriptEnabled=false", "--dump-dom")
+    assert off.returncode == 0, off.stderr[-2000:]
+    statics = re.findall(r'<div class="gpuops-static"( style="[^"]*")?>(.*?)</svg>', off.stdout, re.S)
+    assert len(statics) == n == len(CHART_TITLES)
+    for style, svg in statics:
+        assert "display: none" not in (style or "") and ("<rect" in svg or "<polyline" in svg)
+    assert all("display:none" in s or "display: none" in s for s in re.findall(r'<div class="gpuops-live"[^>]*>',
+                                                                                  off.stdout))
+    on = run_chromium(exe, report_html, tmp_path / "on", "--dump-dom")
+    hidden = re.findall(r'<div class="gpuops-static" style="display: none;">', on.stdout)
+    assert len(hidden) == n and len(chart_blocks(on.stdout)) == n
