@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulib.core.findings import Finding, load_findings, sort_findings
+from gpulib.core.money import money
 
 
 def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
@@ -22,7 +23,27 @@ def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
         "commands": list(top.commands) if top else [],
         "findings": len(fs),
         "errors": doc.get("errors", []),
+        "actions": _actions_by_money(fs),
     }
+
+
+def _actions_by_money(fs: list[Finding], most: int = 5) -> list[str]:
+    """``"40,191 USD/month · namespace · title"`` of the findings with a monthly saving, largest first (a report's
+    front page: :mod:`gpulib.core.verdict_block` shows the same ranking)."""
+    priced = [f for f in fs if float((f.data or {}).get("monthly_saving") or 0) > 0]
+    priced.sort(key=lambda f: -float(f.data["monthly_saving"]))
+    return [
+        " · ".join(
+            x
+            for x in (
+                money(f.data["monthly_saving"], f.data.get("currency") or "USD") + "/month",
+                str(f.data.get("namespace") or ""),
+                f.title,
+            )
+            if x
+        )
+        for f in priced[:most]
+    ]
 
 
 def read_verdict(folder: Path) -> dict[str, Any]:
@@ -48,6 +69,8 @@ def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any
     lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
     if rec.get("error"):
         lines += ["", f"**Error:** {rec['error']}"]
+    if v.get("actions"):
+        lines += ["", "## Top actions by money", ""] + [f"{i}. {a}" for i, a in enumerate(v["actions"], 1)]
     if v:
         lines += ["", f"**Verdict:** {v['severity']}", "", f"**Cause:** {v['cause']}"]
         if v["sop_step"]:
