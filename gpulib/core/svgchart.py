@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,10 @@ def _fmt(v: float) -> str:
 
 
 def _title(layout: dict) -> str:
+    """The title's text, its HTML (``<br><sup>subtitle</sup>``) turned into spaces."""
     t = layout.get("title")
-    return str(t.get("text") or "") if isinstance(t, dict) else str(t or "")
+    text = str(t.get("text") or "") if isinstance(t, dict) else str(t or "")
+    return " ".join(re.sub(r"<[^>]+>", " ", text).split())
 
 
 def svg_html(spec: dict) -> str:
@@ -140,7 +143,12 @@ def _xy(series: list, xlabels: list[str] | None, title: str) -> str:
         f"<text x='{LEFT - 4}' y='{TOP + 4}' text-anchor='end'>{_fmt(hi)}</text>"
         f"<text x='{LEFT - 4}' y='{H - BOTTOM}' text-anchor='end'>{_fmt(lo)}</text>"
     )
-    if xlabels:
+    if xlabels and n_bars and len(xlabels) <= 12:  # categories: each under its bars
+        axis += "".join(
+            f"<text x='{fx(float(i)):.1f}' y='{H - BOTTOM + 16}' text-anchor='middle'>{html.escape(c[:14])}</text>"
+            for i, c in enumerate(xlabels)
+        )
+    elif xlabels:
         first, last = html.escape(xlabels[0][:24]), html.escape(xlabels[-1][:24])
         axis += (
             f"<text x='{LEFT}' y='{H - BOTTOM + 16}'>{first}</text>"
@@ -161,7 +169,8 @@ def _heatmap(t: dict, title: str) -> str:
     if not rows or not vals:
         return f"<p><i>{title or 'This chart'}: no data to draw.</i></p>"
     lo, hi = min(vals), max(vals)
-    cw, ch = (W - LEFT - RIGHT) / max(len(r) for r in rows), (H - TOP - BOTTOM) / len(rows)
+    left = 120  # room for the row names (node names)
+    cw, ch = (W - left - RIGHT) / max(len(r) for r in rows), (H - TOP - BOTTOM) / len(rows)
     cells = []
     for i, r in enumerate(rows):
         for j, v in enumerate(r):
@@ -170,16 +179,16 @@ def _heatmap(t: dict, title: str) -> str:
             k = (v - lo) / ((hi - lo) or 1.0)
             shade = f"rgb({int(240 - 200 * k)},{int(245 - 160 * k)},{int(255 - 100 * k)})"
             cells.append(
-                f"<rect x='{LEFT + j * cw:.1f}' y='{TOP + i * ch:.1f}' width='{cw + 0.3:.1f}' height='{ch + 0.3:.1f}' "
+                f"<rect x='{left + j * cw:.1f}' y='{TOP + i * ch:.1f}' width='{cw + 0.3:.1f}' height='{ch + 0.3:.1f}' "
                 f"fill='{shade}'/>"
             )
     ys = [str(y) for y in _array(t.get("y"))]
     labels = "".join(
-        f"<text x='{LEFT - 4}' y='{TOP + (i + 0.6) * ch:.1f}' text-anchor='end'>{html.escape(y[:14])}</text>"
+        f"<text x='{left - 4}' y='{TOP + (i + 0.6) * ch:.1f}' text-anchor='end'>{html.escape(y[:20])}</text>"
         for i, y in enumerate(ys[: len(rows)])
         if len(rows) <= 24
     )
-    scale = f"<text x='{LEFT}' y='{H - 8}'>light {_fmt(lo)} … dark {_fmt(hi)}</text>"
+    scale = f"<text x='{left}' y='{H - 8}'>light {_fmt(lo)} … dark {_fmt(hi)}</text>"
     return _svg(title, "".join(cells) + labels + scale)
 
 
