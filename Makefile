@@ -1,10 +1,10 @@
-# Two commands do all set-up on a fresh clone (see README):
-#   make demo   – every runbook and the utilization report on the demo fleet -> reports/out/index.html
+# Two commands do all set-up on a fresh clone (see README.md and CONTRIBUTING.md):
+#   make demo   – every runbook and the utilization report on the demo fleet -> reports/out/index.html (Python only)
 #   make test   – ruff check, then the whole test suite, including a real Prometheus and a headless-Chromium check
 PYTHON ?= python3
 PYTEST_WORKERS ?= auto
 
-.PHONY: setup system-deps demo test
+.PHONY: setup setup-run system-deps demo test
 
 system-deps:
 	@bash .ci/system-deps
@@ -12,7 +12,11 @@ system-deps:
 setup: system-deps
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all,test]"
 
-demo: setup
+# the demo needs Python only: no Debian package, no root, no test extras
+setup-run:
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e ".[all]"
+
+demo: setup-run
 	gpuops demo --out reports/out
 
 test: setup

@@ -27,13 +27,16 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+import gpulib.core.verdict_block as verdict_block
 from gpulib import connect
 from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
+from gpulib.core.money import human_number
 from gpulib.core.redact import redact
 from gpulib.core.settings import FINDINGS_ENV
 from gpulib.core.sop import sop
+from gpulib.core.svgchart import svg_html
 from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
 
 #: True while a Runbook runs without a notebook (:func:`quiet`): nothing is displayed or printed. A context
@@ -83,7 +86,7 @@ def _cell(v: Any) -> str:
     except (TypeError, ValueError):
         pass
     if isinstance(v, float):
-        return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+        return human_number(v)
     if isinstance(v, str) and v[:1] in "{[" and v[-1:] in "}]":  # a dict/list already turned into its repr
         try:
             parsed = ast.literal_eval(v)
@@ -131,6 +134,20 @@ def plotly_js(mode: str) -> None:
     _PLOTLY_JS_MODE = mode
 
 
+def static_beside(static: str, live: str) -> str:
+    """A chart's static SVG and its interactive version: without JavaScript the static one shows (the interactive
+    one stays hidden); with it, a script placed before plotly's swaps them before plotly draws
+    (https://developer.mozilla.org/en-US/docs/Web/API/Document/currentScript)."""
+    swap = (
+        "<script>(function(s){var l=s.parentNode;l.style.display='block';"
+        "l.previousElementSibling.style.display='none';})(document.currentScript)</script>"
+    )
+    return (
+        f"<div class='gpuops-chart'><div class='gpuops-static'>{static}</div>"
+        f"<div class='gpuops-live' style='display:none'>{swap}{live}</div></div>"
+    )
+
+
 def show(fig) -> None:
     """Display a plotly figure so that it renders in JupyterLab *and* in an offline HTML export.
 
@@ -148,7 +165,9 @@ def show(fig) -> None:
         return
     spec = json.loads(fig.to_json())
     include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
-    html_text = fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    html_text = static_beside(
+        svg_html(spec), fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    )
     _PLOTLY_JS_SENT = True
     _display(
         bundle={
@@ -199,46 +218,9 @@ def _verdict_box(html_text: str, display_id: str, *, update: bool = False) -> No
         display(HTML(html_text), display_id=display_id)
 
 
-def verdict_html(top: Finding | None, rb: "Runbook") -> str:
-    """Severity, one-line cause and next command, then Meaning, Impact, Diagnosis, Mitigation (the headings of
-    the kube-prometheus runbooks, https://runbooks.prometheus-operator.dev/); a heading with nothing to say
-    says why."""
-    e = html.escape
-    if top is None:
-        return (
-            "<h3>Verdict: <span style='color:#1b7f3b'>OK</span></h3><p>No finding: every check of this "
-            "runbook ran and found nothing to act on.</p><p><small>Run: "
-            f"<code>{e(rb.rerun_command())}</code></small></p>"
-        )
-    sev = top.severity
-    nxt = top.commands[0] if top.commands else (f"gpuops run {top.runbook}" if top.runbook else "")
-    head = (
-        f"<h3>Verdict: <span style='color:{sev.colour}'>{e(sev.value.upper())}</span> · {e(top.title)}"
-        + (f" <small>({e(top.where)})</small>" if top.where else "")
-        + "</h3>"
-        + (
-            f"<p><b>Next:</b> <code>{e(nxt)}</code></p>"
-            if nxt
-            else "<p><b>Next:</b> no command: read the Mitigation below.</p>"
-        )
-    )
-    meaning = e(top.summary) if top.summary else "The finding carries no explanation beyond its title."
-    impact = (
-        e(top.escalation)
-        if top.escalation
-        else (f"Scoped to {e(top.where)}." if top.where else "No node or GPU is named: it concerns the whole run.")
-    )
-    diag = (
-        ("<ul>" + "".join(f"<li>{e(x)}</li>" for x in top.evidence) + "</ul>")
-        if top.evidence
-        else "<p>No evidence lines: the title is the whole signal.</p>"
-    )
-    cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in top.commands)
-    mitig = (e(top.sop_step) if top.sop_step else "No SOP step: nothing to change.") + cmds
-    return (
-        head + f"<h4>Meaning</h4><p>{meaning}</p><h4>Impact</h4><p>{impact}</p><h4>Diagnosis</h4>{diag}"
-        f"<h4>Mitigation</h4><p>{mitig}</p>"
-    )
+def verdict_html(top: Finding | None, rb: "Runbook", others: Iterable[Finding] = (), *, report: bool = False) -> str:
+    """The verdict block of the page (:func:`gpulib.core.verdict_block.verdict_html`)."""
+    return verdict_block.verdict_html(top, rb.rerun_command(), others, report=report)
 
 
 # : parameter names never repeated in a printed command (tests/runbooks/test_notebooks.py also keeps them out of
@@ -313,6 +295,13 @@ class Runbook:
             choice = choose_source(source, snapshot_dir)  # the same rules as gpuops run --source / --snapshot
             self.src = connect(choice.name, **choice.connect_kwargs(params))
             note(f"Source: <b>{html.escape(self.src.describe())}</b> · window end {self.src.end:%Y-%m-%d %H:%M} UTC")
+
+    def _is_report(self) -> bool:
+        """A report (``reports/``): its page opens with the actions ranked by money."""
+        try:
+            return find_notebook(self.name).kind == "report"
+        except GpulibError:
+            return False
 
     def rerun_command(self) -> str:
         """The ``gpuops run`` line that repeats this execution: every parameter with the value used (see
@@ -442,14 +431,14 @@ class Runbook:
                 )
             )
         else:
-            _display(
-                html_text="<h3>Recommended SOP step</h3>"
-                + top._repr_html_()
+            _display(  # the top finding is the verdict at the top of the page: shown once
+                html_text="<h3>Recommended SOP step</h3><p>The top finding's step is "
+                "<a href='#verdict'>the verdict at the top of the page</a>.</p>"
                 + (f"<h4>Other findings ({len(fl) - 1})</h4>" if len(fl) > 1 else "")
             )
             if len(fl) > 1:
                 _display(FindingList(fl[1:]))
-        _verdict_box(verdict_html(top, self), self._verdict_id, update=True)
+        _verdict_box(verdict_html(top, self, fl[1:], report=self._is_report()), self._verdict_id, update=True)
         path = os.environ.get(FINDINGS_ENV) if save else None
         if path:
             save_findings(

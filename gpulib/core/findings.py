@@ -111,7 +111,7 @@ class Finding:
     def _html(self) -> str:
         e = html.escape
         ev = "".join(f"<li>{e(x)}</li>" for x in self.evidence)
-        cmds = "".join(f"<pre style='margin:2px 0'>$ {e(c)}</pre>" for c in self.commands)
+        cmds = "".join(f"<pre style='margin:2px 0'><code>{e(c)}</code></pre>" for c in self.commands)
         where = f" <small>({e(self.where)})</small>" if self.where else ""
         return (
             f"<div style='border-left:6px solid {self.severity.colour};padding:4px 10px;margin:6px 0'>"

@@ -12,7 +12,9 @@ commands, source``. ``commands`` holds one command per line. Text cells are fill
 :meth:`str.format_map` (format specs such as ``{share:.0%}`` work); in ``commands`` every value is one shell word
 (:func:`gpulib.core.validate.shell_quote`), except a value that is already a placeholder for the reader
 (``<pod>``), so a name read from a cluster can never change the command printed around it. A literal brace (a kubectl
-jsonpath) is written doubled: ``{{.status.phase}}``.
+jsonpath) is written doubled: ``{{.status.phase}}``. A line that runs on a node starts with ``@node`` or ``@driver``
+and is printed as the ``kubectl debug`` line of :mod:`gpulib.core.nodecmd` for the ``node`` value (without a node,
+e.g. a MIG layout checked for a GPU model, as the bare command).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pandas as pd
 
 from gpulib.core.errors import GpulibError
 from gpulib.core.knowledge import load_table
+from gpulib.core.nodecmd import expand, strip_route
 from gpulib.core.validate import shell_quote
 
 TEXT_COLUMNS = ("summary", "sop_step", "escalation")
@@ -90,6 +93,8 @@ def sop(table: str, key: str, **values: Any) -> Sop:
     texts = {c: row.get(c, "").format_map(_Values(values, where)) for c in TEXT_COLUMNS}
     quoted = _Values({k: _quoted(v) for k, v in values.items()}, where)
     cmds = [ln.strip().format_map(quoted) for ln in row.get("commands", "").splitlines() if ln.strip()]
+    node = values.get("node")
+    cmds = [expand(c, str(node)) if node not in (None, "") else strip_route(c) for c in cmds]
     return Sop(key, commands=cmds, source=row.get("source", ""), **texts)
 
 

@@ -39,7 +39,7 @@ def xid_findings(hf: HealthFrames) -> list[Finding]:
     for r in rows.itertuples():
         rec = lookup(int(r.value))
         sev = state_severity(xid=int(r.value))
-        s = sop("fleet_sop", "xid_seen", node=r.node, gpu=r.gpu, node_ref=f"node/{r.node}")
+        s = sop("fleet_sop", "xid_seen", node=r.node, gpu=r.gpu)
         out.append(
             Finding(
                 sev,
@@ -117,7 +117,7 @@ def thermal_findings(hf: HealthFrames) -> list[Finding]:
         ]
         if h.min_sm_clock is not None:
             ev.append(f"lowest SM clock {h.min_sm_clock:.0f} MHz over the window")
-        s = sop("fleet_sop", "gpu_hot", node=h.node, gpu=h.gpu, node_ref=f"node/{h.node}")
+        s = sop("fleet_sop", "gpu_hot", node=h.node, gpu=h.gpu)
         out.append(
             Finding(
                 h.severity,
@@ -142,7 +142,7 @@ def nvlink_findings(hf: HealthFrames) -> list[Finding]:
     (:func:`gpulib.fleet.health.nvlink_laggards`)."""
     out = []
     for n in nvlink_laggards(hf):
-        s = sop("fleet_sop", "nvlink_below_peers", node=n.node, gpu=n.gpu, node_ref=f"node/{n.node}")
+        s = sop("fleet_sop", "nvlink_below_peers", node=n.node, gpu=n.gpu)
         out.append(
             Finding(
                 Severity.WARNING,

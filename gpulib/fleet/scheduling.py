@@ -268,7 +268,7 @@ def split_across_sockets(pods: pd.DataFrame, topologies: Mapping[str, Any]) -> l
         if not cross or not cross <= {"SYS"}:
             continue
         for p in pods[(pods["node"] == node) & (pods["gpu_request"] > most)].itertuples(index=False):
-            step = sop("fleet_sop", "gpus_split_across_sockets", most=most, node_ref=f"node/{node}")
+            step = sop("fleet_sop", "gpus_split_across_sockets", most=most, node=node)
             out.append(
                 Finding(
                     Severity.WARNING,

@@ -17,6 +17,7 @@ import pandas as pd
 import gpulib.core.sop as core_sop
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Finding, Severity
+from gpulib.core.nodecmd import expand, strip_route
 from gpulib.gpu_operator.knowledge import setting, sop_table
 
 __all__ = ["sop", "nfd_labels_missing", "mixed_runtimes", "untolerated_taints", "pod_security", "verified"]
@@ -43,7 +44,9 @@ def sop(
         Severity(e["severity"]),
         e["title"].format_map(f),
         sop_step=e["sop_step"].format_map(f),
-        commands=[c.format_map(f) for c in e.get("commands") or []],
+        commands=[
+            expand(c.format_map(f), node) if node else strip_route(c.format_map(f)) for c in e.get("commands") or []
+        ],
         evidence=list(evidence),
         escalation=(e.get("escalation") or "").format_map(f),
         category="gpu-operator",

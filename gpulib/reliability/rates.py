@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gpulib.core.money import human_number
+
 TEST_NAME = "exact conditional Poisson rate-ratio test (Przyborowski & Wilenski 1940), one-sided"
 
 
@@ -47,11 +49,12 @@ class RateRatio:
         return self.k1 / self.t1 if self.t1 else math.nan
 
     def text(self, unit: str = "") -> str:
-        hi = "inf" if math.isinf(self.high) else f"{self.high:.2f}"
-        rr = "inf" if math.isinf(self.ratio) else f"{self.ratio:.2f}"
+        n = human_number  # no inf, no exponent: a reader's numbers (none before: the ratio has no upper bound)
+        hi = "no upper bound" if math.isinf(self.high) else n(self.high)
+        rr = f">{n(self.low)} (none before)" if math.isinf(self.ratio) else n(self.ratio)
         return (
             f"{self.k1} in {self.t1:.1f}{unit} vs {self.k0} in {self.t0:.1f}{unit}: rate ratio {rr} "
-            f"({self.confidence:.1%} one-sided CI {self.low:.2f}-{hi}), one-sided p = {self.p_value:.2g} ({self.test})"
+            f"({n(self.confidence * 100)} % one-sided CI {n(self.low)}-{hi}), one-sided p = {n(self.p_value)} ({self.test})"
         )
 
 

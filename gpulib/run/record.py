@@ -30,6 +30,7 @@ from typing import Any
 from gpulib.core.files import atomic_write
 from gpulib.core.findings import Finding, load_findings, save_findings, sort_findings
 from gpulib.core.index_page import render
+from gpulib.core.money import actions_by_money
 from gpulib.core.redact import redact, redact_obj
 
 # ------------------------------------------------------------------------------------------ file names
@@ -145,6 +146,7 @@ def verdict_of(findings: list[Finding], doc: dict[str, Any]) -> dict[str, Any]:
         "commands": list(top.commands) if top else [],
         "findings": len(fs),
         "errors": doc.get("errors", []),
+        "actions": actions_by_money(fs),
     }
 
 
@@ -407,6 +409,8 @@ def write_summary(folder: Path, rec: dict[str, Any], link: str, v: dict[str, Any
     lines.append("Parameters: " + (", ".join(f"`{k}={val}`" for k, val in rec["params"].items()) or "defaults"))
     if rec.get("error"):
         lines += ["", f"**Error:** {rec['error']}"]
+    if v.get("actions"):
+        lines += ["", "## Top actions by money", ""] + [f"{i}. {a}" for i, a in enumerate(v["actions"], 1)]
     if v:
         lines += ["", f"**Verdict:** {v['severity']}", "", f"**Cause:** {v['cause']}"]
         if v["sop_step"]:

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from gpulib.core.knowledge import load_table
+from gpulib.core.nodecmd import expand
 from gpulib.core.validate import command, shell_quote
 
 
@@ -198,7 +199,8 @@ def _workload_commands(key: str, impact: pd.DataFrame, node: str) -> list[str]:
 
 def fill_commands(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFrame) -> list[str]:
     """Commands of an SOP row with the node, GPU and pods filled in; every value is shell-quoted
-    (:func:`gpulib.core.validate.shell_quote`); :func:`sop` has already expanded ``{reset_gpu}``."""
+    (:func:`gpulib.core.validate.shell_quote`); :func:`sop` has already expanded ``{reset_gpu}``. A line that runs on
+the node (``@node``/``@driver``) becomes its ``kubectl debug`` line (:func:`gpulib.core.nodecmd.expand`)."""
     out: list[str] = []
     g = shell_quote(gpu) if gpu not in (None, "") else "<gpu>"
     n = shell_quote(node)
@@ -217,7 +219,7 @@ def fill_commands(cmds: list[str], node: str, gpu: str | None, impact: pd.DataFr
                     command("kubectl", "get", "pods", "-A", "-o", "wide", f"--field-selector=spec.nodeName={node}")
                 )
         else:
-            out.append(c.format(node=n, gpu=g))
+            out.append(expand(c.format(node=n, gpu=g), node))
     return list(dict.fromkeys(out))
 
 

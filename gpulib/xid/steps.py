@@ -22,9 +22,10 @@ import gpulib.xid.triage as triage
 from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
+from gpulib.core.nodecmd import expand
 from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
-from gpulib.core.validate import command, node_name, shell_quote
+from gpulib.core.validate import command, node_name
 from gpulib.nvidia.dcgmi import parse_dcgmi_diag
 from gpulib.nvidia.nvlink import parse_nvlink_status
 from gpulib.nvidia.smi import parse_query
@@ -66,26 +67,9 @@ DEBUG_IMAGE = "ubuntu:22.04"
 
 
 def kernel_log_command(node: str) -> str:
-    """How to fetch a node's NVRM lines with ``kubectl debug`` (the host's root is at /host): the Xid lines and
-    the "fallen off the bus" messages the driver prints without an Xid (:func:`gpulib.xid.catalog.parse_kernel_log`).
-    ``-i`` without ``-t``: the output goes through a pipe; ``--profile=sysadmin`` lets dmesg read the kernel ring."""
-    return (
-        command(
-            "kubectl",
-            "debug",
-            f"node/{node}",
-            "-i",
-            "--quiet",
-            "--profile=sysadmin",
-            f"--image={DEBUG_IMAGE}",
-            "--",
-            "chroot",
-            "/host",
-            "dmesg",
-            "-T",
-        )
-        + " | grep -i -E 'NVRM: Xid|fallen off the bus'"
-    )
+    """How to fetch a node's NVRM lines (the node route of :mod:`gpulib.core.nodecmd`): the Xid lines and the
+    "fallen off the bus" messages the driver prints without an Xid (:func:`gpulib.xid.catalog.parse_kernel_log`)."""
+    return expand("@node dmesg -T | grep -i -E 'NVRM: Xid|fallen off the bus'", node)
 
 
 def collect_command(node: str) -> str:
@@ -95,14 +79,11 @@ def collect_command(node: str) -> str:
 
 
 def smi_query_commands(node: str) -> list[str]:
-    """How to get ``nvidia-smi -q`` from a GPU Operator node (the driver pod carries nvidia-smi)."""
-    pod = (
-        "$(kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset "
-        f"--field-selector spec.nodeName={shell_quote(node)} -o name)"
-    )
+    """How to get ``nvidia-smi -q`` from a node: its GPU Operator pods, and nvidia-smi by the driver route of
+    :mod:`gpulib.core.nodecmd` (the host's driver, or the operator's driver container's)."""
     return [
         command("kubectl", "-n", "gpu-operator", "get", "pods", "-o", "wide", f"--field-selector=spec.nodeName={node}"),
-        f"kubectl -n gpu-operator exec {pod} -- nvidia-smi -q > nvidia-smi-q.txt",
+        expand("@driver nvidia-smi -q > nvidia-smi-q.txt", node),
     ]
 
 

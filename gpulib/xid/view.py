@@ -446,8 +446,10 @@ def show_plan(c, ui) -> None:
         if result.mode != "plan":  # a plan prints itself
             ui.display(result)
     if c.plan:
-        ui.note(
-            "To act: <code>gpulib.kube.remediate.drain(node, cluster=..., apply=True)</code> or the kubectl commands "
-            "above without <code>--dry-run</code>.",
-            "info",
+        modes = {result.mode for result in c.plan}
+        how = (
+            "the kubectl commands above without <code>--dry-run=server</code>"
+            if "server-dry-run" in modes
+            else "the kubectl commands above, in order (nothing was sent: they are the plan)"
         )
+        ui.note(f"To act: <code>gpulib.kube.remediate.drain(node, cluster=..., apply=True)</code> or {how}.", "info")

@@ -657,3 +657,29 @@ def test_the_scale_out_component_gives_replicas_one_shared_store_claims_and_rend
     }
     assert secret_of == {"GPUOPS_PROMETHEUS_TOKEN": "gpuops-prometheus"}
     assert "GPUOPS_SERVE_TOKEN" not in {e["name"] for e in jc["env"]}  # a render never holds the webhook token
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_monthly_reliability_report_is_scheduled(overlay):
+    """The monthly reliability report has its CronJob next to the weekly one (failed before: no object ran
+    gpu_reliability_report): the 1st of each month over the last 30 days, into the same PVC, with the report's
+    read-only identity, as arguments the real ``gpuops run`` parses; a critical finding in the report is its
+    content, not a failed Job (``--fail-on never``)."""
+    objs = render(overlay)
+    cj = one(objs, "CronJob", "gpuops-reliability-report")
+    weekly = one(objs, "CronJob", "gpuops-report")
+    assert cj["spec"]["schedule"] == "0 6 1 * *" and cj["spec"]["timeZone"] == "Etc/UTC"
+    pod = pod_specs(objs)["CronJob/gpuops-reliability-report"]
+    (c,) = pod["containers"]
+    args = expanded_args(objs, c)
+    p = cli_params(args)
+    assert args[:2] == ["run", "gpu_reliability_report"] and p["name"] == "gpu_reliability_report"
+    assert p["param"] == ["window=30d"]
+    assert p["fail_on"] == "never" and str(p["out"]) == "/reports/out"
+    assert p["source"] == cli_params(expanded_args(objs, pod_specs(objs)["CronJob/gpuops-report"]["containers"][0]))[
+        "source"
+    ]
+    wpod = weekly["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == wpod["serviceAccountName"]
+    assert pod["volumes"] == wpod["volumes"] and pod["securityContext"] == wpod["securityContext"]

@@ -144,7 +144,9 @@ def _data_commands() -> list[tuple[str, str]]:
             out += [(f"operator_sop.yaml {key}", c) for c in entry.get("commands") or []]
     with _data("cheatsheet.csv").open() as fh:
         out += [("cheatsheet.csv", row["command"]) for row in csv.DictReader(fh)]
-    return [(w, fill_placeholders(c)) for w, c in out if not c.startswith("{")]
+    from gpulib.core.nodecmd import expand  # a node line (@node/@driver) is checked as the kubectl line it prints
+
+    return [(w, expand(fill_placeholders(c), "dgx-h100-1")) for w, c in out if not c.startswith("{")]
 
 
 def test_smi_table_is_what_the_captures_list():
@@ -447,3 +449,23 @@ def test_every_kubectl_debug_command_in_the_sop_tables_can_read_the_kernel_ring_
                         if "--profile=sysadmin" not in line or re.search(r"\s-(it|ti|t)\s", line):
                             bad.append(f"{path.relative_to(root)}: {line}")
     assert bad == []
+
+
+def test_every_node_command_a_demo_run_prints_goes_through_kubectl(printed):
+    """Every ``kubectl debug`` line a demo run prints carries --profile=sysadmin and no TTY,
+    every nvidia-smi in one has the driver-container route (/run/nvidia/driver), and no line asks for a shell on the
+    node ("# on NODE", sudo). Failed before: fleet_overview's nvidia-smi lines ran in a CUDA image without the
+    driver, and the triage printed 'sudo nvidia-bug-report.sh   # on dgx-h100-1'."""
+    cmds, _ = printed
+    bad = []
+    for where, cmd in cmds + _data_commands():
+        for line in cmd.splitlines():
+            if re.search(r"#\s*on\s", line) or line.startswith("sudo "):
+                bad.append(f"{where}: {line}")
+            if "kubectl debug" in line:
+                if "--profile=sysadmin" not in line or re.search(r"\s-(it|ti|t)\s", line):
+                    bad.append(f"{where}: {line}")
+                if "nvidia-smi" in line.split(" | ")[0] and "/run/nvidia/driver" not in line:
+                    bad.append(f"{where}: {line}")
+    assert bad == [], "\n".join(bad)
+    assert sum("kubectl debug" in c for _, c in cmds) >= 3

@@ -128,3 +128,39 @@ def test_detectors_catch_a_broken_page(exe, tmp_path):
     errs = script_errors(proc.stderr)
     assert errs and "report-boom" in errs[0]
     assert chart_blocks(proc.stdout) == []
+
+
+#: what a mail client does to a page's scripts, in the page itself: a Content-Security-Policy that runs none
+#: (https://developer.mozilla.org/en-US/docs/Web/HTTP/Headers/Content-Security-Policy/script-src); Chromium's own
+#: --blink-settings=scriptEnabled=false leaves headless Chromium unable to dump or shoot the page at all
+NO_SCRIPTS = "<meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'none'\">"
+
+
+def test_every_chart_is_visible_without_javascript(exe, report_html, tmp_path):
+    """With scripts off (a mail client), each chart's static SVG shows and the empty interactive box stays hidden;
+    with scripts on, plotly's chart replaces it. Failed before: every chart was a blank div without JavaScript."""
+    page = report_html.read_text()
+    n = len(re.findall(r'class="plotly-graph-div"', page))
+    off_page = tmp_path / "no-scripts.html"
+    off_page.write_text(page.replace("<head>", "<head>" + NO_SCRIPTS, 1))
+    off = run_chromium(exe, off_page, tmp_path / "off", "--dump-dom")
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert chart_blocks(off.stdout) == []  # no script ran: plotly drew nothing
+    statics = re.findall(r'<div class="gpuops-static"( style="[^"]*")?>(<svg.*?</svg>)</div>', off.stdout, re.S)
+    assert len(statics) == n == len(CHART_TITLES)
+    for style, svg in statics:
+        assert "none" not in (style or "") and ("<rect" in svg or "<polyline" in svg)
+    lives = re.findall(r'<div class="gpuops-live" style="([^"]*)"', off.stdout)
+    assert len(lives) == n and all("none" in s for s in lives)  # the empty interactive box stays hidden
+    shots = {}
+    for name, body in (("charts", "".join(svg for _, svg in statics)), ("blank", "")):
+        one_page = tmp_path / f"{name}.html"
+        one_page.write_text(f"<html><head>{NO_SCRIPTS}</head><body>{body}</body></html>")
+        shot = tmp_path / f"{name}.png"
+        proc = run_chromium(exe, one_page, tmp_path / f"p-{name}", "--window-size=1280,1000", f"--screenshot={shot}")
+        assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+        shots[name] = shot.stat().st_size
+    assert shots["charts"] > 4 * shots["blank"], shots  # drawn marks, not an empty page
+    on = run_chromium(exe, report_html, tmp_path / "on", "--dump-dom")
+    hidden = re.findall(r'<div class="gpuops-static" style="display: none;">', on.stdout)
+    assert len(hidden) == n and len(chart_blocks(on.stdout)) == n

@@ -129,7 +129,7 @@ def test_xid_13_same_unit_branch_runs_the_dcgm_eud_first():
     row = sops.sop("WORKFLOW_XID_13_SAME_UNIT")  # repeats on one GPC/TPC (tests/xid/test_xid13_workflow.py)
     assert "EUD" in row["sop_step"]
     cmds = row["commands"]
-    eud = next(i for i, c in enumerate(cmds) if c.startswith("dcgmi diag -r eud -i {gpu}"))
+    eud = next(i for i, c in enumerate(cmds) if c.startswith("@node dcgmi diag -r eud -i {gpu}"))
     # nothing gives the GPU back to the workload before the EUD has run
     assert all("{resume_workload}" not in c and "{restart_workload}" not in c for c in cmds[:eud])
 

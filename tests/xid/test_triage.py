@@ -146,7 +146,7 @@ def test_xid79_kernel_log_leads_to_node_reboot_and_pod_impact():
     assert top.severity == Severity.CRITICAL and top.data["bucket"] == "RESTART_BM" and top.category == "hardware"
     assert top.gpu == "1"  # PCI 0000:2a:00 mapped to GPU 1 through the DCGM uuid label
     assert "kubectl cordon gpu-node-7" in top.commands
-    assert any(c.startswith("sudo reboot") for c in top.commands)
+    assert any(c.startswith("kubectl debug node/") and "chroot /host reboot" in c for c in top.commands)
     assert top.data["pods"][0]["pod"] == "vllm-7d9f-abc"  # pinned by the DCGM pod label, not the whole node
     assert any("infer/vllm-7d9f-abc (Deployment vllm)" in e for e in top.evidence)
 
@@ -191,7 +191,8 @@ def test_another_application_xid_from_two_processes_is_hardware_suspect():
     assert xf.category == "hardware" and xf.data["bucket"] == "RESET_GPU"
     assert xf.severity == Severity.WARNING
     assert xf.sop_step.startswith("Application-class XIDs from several different processes on the same GPU")
-    assert any(c.startswith("sudo nvidia-smi -r -i") for c in xf.commands)
+    # the reset runs on the node through kubectl (gpulib/core/nodecmd.py), no longer "sudo ... # on NODE" by SSH
+    assert any(c.startswith("kubectl debug node/") and "nvidia-smi -r -i" in c for c in xf.commands)
     assert "application XIDs came from 2 different processes on this GPU (>= 2)" in xf.evidence
 
 
@@ -215,7 +216,9 @@ def test_pending_remap_leads_to_reset_at_convenient_time():
     fs = xid_findings.triage_node(NODE, smi=smi, gpu="0")
     assert [f.data.get("rule") for f in fs] == ["ROW_REMAP_PENDING"]
     assert fs[0].severity == Severity.WARNING and "convenient time" in fs[0].sop_step
-    reset = next(i for i, c in enumerate(fs[0].commands) if c.startswith("sudo nvidia-smi -r -i 0"))
+    reset = next(
+        i for i, c in enumerate(fs[0].commands) if c.startswith("kubectl debug node/") and "nvidia-smi -r -i 0" in c
+    )
     # the GPU Operator's GPU clients are stopped before the reset (nvidia-smi -r needs the GPU free)
     assert any("nvidia.com/gpu.deploy.dcgm=paused-for-gpu-reset" in c for c in fs[0].commands[:reset])
 

@@ -23,6 +23,11 @@ from gpulib.xid.xid13 import location, workflow
 PCI = "0000:b5:00"
 
 
+def _eud(cmd: str) -> bool:
+    """The EUD line, run on the node through kubectl debug (gpulib/core/nodecmd.py) rather than '# on NODE'."""
+    return cmd.startswith("kubectl debug node/") and "dcgmi diag -r eud -i" in cmd
+
+
 def _line(ts: str, gpc: int | None, tpc: int | None, sm: int = 0, pid: int = 4242) -> str:
     where = (
         f"Graphics SM Warp Exception on (GPC {gpc}, TPC {tpc}, SM {sm}): Out Of Range Address"
@@ -58,7 +63,7 @@ def test_lines_of_one_burst_are_one_occurrence():
 def test_repeats_on_the_same_gpc_tpc_run_the_eud_then_field_diagnostics():
     f = _triage(_line("2026-11-30T10:00:00Z", 1, 3, sm=0), _line("2026-11-30T11:00:00Z", 1, 3, sm=1))
     assert f.data["xid13"] == "same_unit" and f.category == "hardware"
-    assert any(c.startswith("dcgmi diag -r eud -i") for c in f.commands)
+    assert any(_eud(c) for c in f.commands)
     assert "field diagnostic" in f.sop_step + f.escalation
     assert any("GPC 1, TPC 3" in e and "2 bursts" in e for e in f.evidence), f.evidence
 
@@ -84,7 +89,7 @@ def test_repeats_without_a_unit_in_the_line_say_so():
 def test_same_unit_from_different_processes_still_runs_the_eud():
     """The different-processes guard (RESET_GPU + dcgmi diag -r 3) does not replace the EUD the workflow asks for."""
     f = _triage(_line("2026-11-30T10:00:00Z", 2, 1, pid=11), _line("2026-11-30T11:00:00Z", 2, 1, pid=22))
-    assert f.data["xid13"] == "same_unit" and any(c.startswith("dcgmi diag -r eud") for c in f.commands)
+    assert f.data["xid13"] == "same_unit" and any(_eud(c) for c in f.commands)
 
 
 def test_workflow_reads_uptime_when_the_log_has_no_dates():

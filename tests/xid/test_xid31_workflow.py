@@ -17,6 +17,11 @@ from gpulib.xid.kernel_log import parse_kernel_log
 _TAKES_THE_GPU = ("kubectl cordon", "kubectl drain", "nvidia-smi -r")
 
 
+def _eud(cmd: str) -> bool:
+    """The EUD line, run on the node through kubectl debug (gpulib/core/nodecmd.py) rather than '# on NODE'."""
+    return cmd.startswith("kubectl debug node/") and "dcgmi diag -r eud -i" in cmd
+
+
 def _line(ts: str, pid: int = 1942, pci: str = "0000:2b:00") -> str:
     return (
         f"{ts} node-a kernel: NVRM: Xid (PCI:{pci}): 31, pid={pid}, name=llama-bench, channel 0x00000002, "
@@ -37,7 +42,7 @@ def _one(*lines: str):
 def test_xid31_twice_on_one_gpu_within_24h_runs_the_eud_then_field_diagnostics():
     f = _one(_line("2026-11-30T10:00:00Z", pid=1942), _line("2026-11-30T16:00:00Z", pid=2077))
     assert f.data["xid31"] == "same_gpu" and f.data["bucket"] == "WORKFLOW_XID_31"
-    assert any(c.startswith("dcgmi diag -r eud -i") for c in f.commands), f.commands
+    assert any(_eud(c) for c in f.commands), f.commands
     assert "field diagnostic" in f.sop_step + f.escalation
     assert any("2 burst" in e for e in f.evidence), f.evidence
 
@@ -77,4 +82,4 @@ def test_repeated_xid31_leads_over_a_solo_xid13_on_the_same_gpu():
     f = _one(xid13, _line("2026-11-30T10:00:01Z"), _line("2026-11-30T15:00:00Z"))
     assert f.data["xids"] == [13, 31] and f.data["bucket"] == "WORKFLOW_XID_31" and f.data["xid31"] == "same_gpu"
     assert f.data["xid13"] == "solo"
-    assert any(c.startswith("dcgmi diag -r eud -i") for c in f.commands)
+    assert any(_eud(c) for c in f.commands)
