@@ -54,7 +54,8 @@ class RateRatio:
         rr = f">{n(self.low)} (none before)" if math.isinf(self.ratio) else n(self.ratio)
         return (
             f"{self.k1} in {self.t1:.1f}{unit} vs {self.k0} in {self.t0:.1f}{unit}: rate ratio {rr} "
-            f"({n(self.confidence * 100)} % one-sided CI {n(self.low)}-{hi}), one-sided p = {n(self.p_value)} ({self.test})"
+            f"({n(self.confidence * 100)} % one-sided CI {n(self.low)}-{hi}), "
+            f"one-sided p = {n(self.p_value)} ({self.test})"
         )
 
 

@@ -27,7 +27,7 @@ def _params(p: dict[str, Any]) -> str:
 
 def index(runs: list[dict[str, Any]]) -> str:
     """``/runs``: the run index of :mod:`gpulib.core.index_page` over the run folders' records
-    (:func:`gpulib.core.runrecord.read_run`), each linking to ``/runs/{id}`` (the progress page until it ends)."""
+    (:func:`gpulib.run.record.read_run`), each linking to ``/runs/{id}`` (the progress page until it ends)."""
     return index_page.render(runs, lambda r: f"/runs/{r['id']}", title="gpuops runs")
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpulib.core.runrecord import RUN_ID, created_at
+from gpulib.run.record import ACTIVE, RUN_ID, SERVE_FILE, Status, created_at
 from gpulib.serve.config import limit
-from gpulib.serve.store import RUN_FILE, RunStore
+from gpulib.serve.store import RunStore
 
 #: statuses of a run that may still change; such a run is never pruned
-LIVE = ("queued", "running", "rendering")
+LIVE = (*ACTIVE, Status.RENDERING)
 #: a run folder younger than this without its run.json is being made (RunStore.create), not unreadable
 MAKING_S = 60
 
@@ -67,7 +67,7 @@ def unreadable(store: RunStore, now: float | None = None) -> list[dict[str, Any]
         if store.get(d.name) is not None:
             continue
         try:
-            doc = json.loads((d / RUN_FILE).read_text())
+            doc = json.loads((d / SERVE_FILE).read_text())
             why = "" if isinstance(doc, dict) and doc.get("id") == d.name else "it names another run"
         except FileNotFoundError:
             try:

@@ -4,7 +4,7 @@ namespace and USD/month, before the verdict; a runbook's summary has no such sec
 from __future__ import annotations
 
 from gpulib.core.findings import Finding, Severity
-from gpulib.core.summary import verdict_of, write_summary
+from gpulib.run.record import verdict_of, write_summary
 
 
 def _findings():
