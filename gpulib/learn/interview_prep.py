@@ -44,7 +44,7 @@ def show_fleet(c, ui) -> None:
     )
     question(
         "Two teams need hard isolation for 15 GiB models on A100-80GB. What do you choose and why?",
-        c.isolation.title,
+        f"{c.isolation.title}: one instance per team, sized to its model, each with its own memory.",
         c.isolation.summary,
     )
     question(
@@ -154,7 +154,7 @@ def show_xids(c, ui) -> None:
         )
     )
     question(
-        "XID 48 vs XID 79: reset the GPU or reboot the node?",
+        "XID 48 vs XID 79: do you reset the GPU or reboot the node?",
         f"XID 48: {rows[0]['recovery']} · XID 79: {rows[1]['recovery']}",
         f"XID 48: {rows[0]['description']}. XID 79: {rows[1]['description']}. A GPU that fell off the bus cannot "
         "be reset from software that no longer sees it.",

@@ -93,7 +93,7 @@ def show_rules(c, ui) -> None:
     )
     question(
         "Which of these alerts would you not rely on for a default install, and why?",
-        ", ".join(c.blind) or "none",
+        (", ".join(c.blind) or "none") + ": a default install does not export the fields they read.",
         "They read fields that are off in the default counters CSV (the last column above): they can never fire "
         "until those fields are exported.",
     )

@@ -54,7 +54,7 @@ def show_tree(c, ui) -> None:
     question(
         "Two teams each serve a 15 GiB model on one A100-80GB and must not affect each other. Which strategy, and "
         "why not time-slicing?",
-        q.data["strategy"],
+        f"{q.title} ({q.data['strategy']}): one instance per team, each with its own memory.",
         q.summary + " Time-slicing shares memory and faults: one team's out-of-memory can take down the other's pod.",
     )
 

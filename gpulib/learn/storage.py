@@ -80,8 +80,9 @@ def show_load(c, ui) -> None:
         f"A new replica of {c.model} {c.dtype} must serve within {c.scale_out_s} s of a scale-out. From which tier "
         "do you load it, and what if none is fast enough?",
         (
-            f"From {', '.join(f'{r.tier} ({r.seconds:,.0f} s)' for r in fast)}: pre-pull the weights to that tier "
-            "before traffic needs them."
+            "From "
+            + " or ".join(f"{r.tier}: {r.medium} ({r.seconds:,.0f} s)" for r in fast)
+            + ": pre-pull the weights to that tier before traffic needs them."
             if fast
             else "No tier reads it in time: keep a warm replica (minReplicas above the steady load) and scale earlier."
         )

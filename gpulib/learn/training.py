@@ -84,12 +84,14 @@ def show_capture(c, ui) -> None:
     show_md(md_table(ar.table.tail(6), cols, floatfmt=",.1f"))
     question(
         "Would you sign off this 2x H200 node for training from the all_reduce above? What did you compare?",
-        v.status,
+        f"{'Yes' if v.status == 'healthy' else 'Not yet'} ({v.status}): the busbw of the largest messages "
+        f"({ar.peak_busbw:.1f} GB/s) against what this GPU pair is expected to reach, and no #wrong.",
         str(v) + " Judge the largest messages against the link's expected bus bandwidth, and #wrong must be 0.",
     )
     question(
         "A colleague reports the 'Avg bus bandwidth' line as the node's speed. Why is that misleading?",
-        f"avg {ar.avg_busbw:.1f} vs peak {ar.peak_busbw:.1f} GB/s",
+        f"The average ({ar.avg_busbw:.1f} GB/s) runs over every size of the sweep; the node's speed is the "
+        f"large-message busbw ({ar.peak_busbw:.1f} GB/s).",
         "The average runs over every size in the sweep; small messages are latency-bound. Judge the link at the "
         "largest sizes, where training's gradient buckets sit.",
     )

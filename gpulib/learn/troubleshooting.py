@@ -67,7 +67,7 @@ def show_query(c, ui) -> None:
     known = [r for r in c.active if r in c.reasons.index]
     benign = all(c.reasons.loc[r, "kind"] == "benign" for r in known)
     question(
-        "GPU 0 of the capture runs below its top clock. Is that a problem to act on?",
+        "GPU 0 of the capture runs below its top clock. Do you act on it?",
         (", ".join(c.active) or "no reason active")
         + (": no, nothing to fix" if benign else ": yes, find what limits it (power, heat)")
         + ". "
@@ -76,7 +76,7 @@ def show_query(c, ui) -> None:
         "normal, thermal and power slowdowns point at cooling or the power cap (clock_event_reasons.csv kind).",
     )
     question(
-        "Does any GPU in the capture show memory errors, and is it a reason to drain?",
+        "Does any GPU in the capture show memory errors, and would you drain it?",
         f"GPU {', '.join(map(str, c.sbe))} has aggregate single-bit (corrected) errors; no DBE, no pending remap: no "
         "drain"
         if c.sbe
