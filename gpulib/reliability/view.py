@@ -4,6 +4,7 @@ exporter gaps drawn as grey "no data" bands, never as zero) and the report's cha
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -232,8 +233,6 @@ def thermal_note(thermal: dict) -> tuple[str, str]:
 
 def show_thermal(c, ui) -> None:
     """The node's temperature and power as xid_ecc_triage draws them, then :func:`thermal_note`."""
-    from types import SimpleNamespace
-
     if c.thermal:
         ui.show(thermal_chart(SimpleNamespace(series=c.thermal, gpu=None, smi=None, node=c.node, window=c.window)))
     level, text = thermal_note(c.thermal)

@@ -1,4 +1,4 @@
-"""The inference lesson's first "what ifs" (issue 39): Llama-3-70B on one H100 or H200 (it does not fit) and a
+"""The inference lesson's first "what ifs" Llama-3-70B on one H100 or H200 (it does not fit) and a
 max_model_len longer than the model's context. Each is answered as a lesson (what would fit: how many GPUs, which
 quantisation) instead of a crash, rendered through papermill as a newcomer runs it."""
 

@@ -1,4 +1,4 @@
-"""Lessons survive their own "what ifs" (issue 39): every lesson runs over a small grid of the parameters it invites,
+"""Lessons survive their own "what ifs" every lesson runs over a small grid of the parameters it invites,
 in this process through the runbooks' Session (every step's gather and show, what it shows collected; no kernel, so
 the grid stays fast). One point per lesson is rendered through papermill by
 tests/runbooks/test_notebooks.py::test_notebook_runs_on_demo (the defaults) and the inference lesson's "does not
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gpulib.run.notebook import FAILED
-from tests.learn.lesson_runs import run_lesson
+from tests.helpers.lesson_runs import run_lesson
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -183,8 +183,8 @@ def test_lesson_records_errors_and_figures(tmp_path, monkeypatch):
 def test_every_lesson_links_a_runbook_and_has_self_checks():
     """Each lesson's definition (gpulib/learn/<topic>.py) ends with the runbooks it prepares for and asks at least
     one self-check (the notebook renders the definition: tests/run/test_definitions.py). The code moved out of the
-    notebooks (issue 33), so the definitions are what this reads now, not the cells."""
-    from tests.learn.lesson_runs import run_lesson
+    notebooks, so the definitions are what this reads now, not the cells."""
+    from tests.helpers.lesson_runs import run_lesson
 
     for name in LESSONS:
         run = run_lesson(name)
@@ -295,7 +295,7 @@ def test_k8s_lesson_names_the_gpus_that_have_3g40gb():
     prof = pd.read_csv(Path(__file__).resolve().parents[2] / "gpulib/data/mig/mig_profiles.csv")
     have = set(prof.loc[prof["profile"] == "3g.40gb", "gpu_model"])
     assert have == {"A100-80GB", "H100-80GB"} and "H200-141GB" not in have
-    from tests.learn.lesson_runs import run_lesson
+    from tests.helpers.lesson_runs import run_lesson
 
     why = [c.why for c in run_lesson("learn_k8s_gpu_resources").checks if "mig-3g.40gb" in c.question]
     assert len(why) == 1 and all(m.split("-")[0] in why[0] for m in have), why

@@ -1,6 +1,6 @@
-"""Self-checks ask for judgement (issue 39: 24 of 35 asked for a number printed just above them): each puts the
+"""Self-checks ask for judgement (24 of 35 once asked for a number printed just above them): each puts the
 reader in a situation and asks what they would do or why, and its collapsed answer says what and its explanation
-why. Read off every lesson run at its defaults (tests/learn/lesson_runs.py)."""
+why. Read off every lesson run at its defaults (tests/helpers/lesson_runs.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gpulib.run.catalogue import LESSONS
-from tests.learn.lesson_runs import run_lesson
+from tests.helpers.lesson_runs import run_lesson
 
 #: how a question that asks to read a figure back starts (the 24 rewritten ones did: "How many concurrent...",
 #: "How big is...", "How long does...", "At what GPU temperature...", "Which label tells you...", "busbw / algbw...")

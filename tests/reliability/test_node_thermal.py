@@ -1,4 +1,4 @@
-"""node_health shows thermal like xid_ecc_triage and fleet_overview (issue 39): the node's GPU temperature and power
+"""node_health shows thermal like xid_ecc_triage and fleet_overview the node's GPU temperature and power
 over the window, drawn by the triage's chart, with the GPUs at or above the warn temperature named. The demo's
 h200-infer-0 GPU 2 runs at 91 °C (gpulib/data/demo/demo_fleet.yaml), above thresholds.csv gpu_temp_crit_c 89."""
 

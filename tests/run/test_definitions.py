@@ -124,7 +124,7 @@ def test_jupyterlab_opens_the_runbook_with_its_code_hidden_but_its_parameters_sh
 
 
 def test_every_lesson_notebook_is_defined_as_a_lesson_and_every_runbook_as_a_runbook():
-    """Lessons are runbooks too (issue 33): every notebook of runbooks/learn/ has a definition of kind lesson; the
+    """Lessons are runbooks too: every notebook of runbooks/learn/ has a definition of kind lesson; the
     runbooks keep kind runbook, and a lesson gets no fast verdict (it has no findings to give one)."""
     lessons = sorted(i.name for i in catalogue().values() if i.kind == "learn")
     assert lessons and sorted(n for n in LESSONS if lesson_defined(n)) == lessons
