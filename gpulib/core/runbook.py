@@ -20,6 +20,10 @@ from typing import Any, Callable, Iterator, Mapping, MutableMapping, Protocol
 
 #: what a parameter's value may be (the type of its default, as ``gpuops run -p`` coerces it)
 PARAM_TYPES = (str, bool, int, float, list)
+#: what a definition is: a ``runbook`` ends in findings and a verdict; a ``lesson`` (``runbooks/learn/``) teaches:
+#: it has no findings and no verdict, it records the figures it showed (``figures.json``)
+RUNBOOK, LESSON = "runbook", "lesson"
+KINDS = (RUNBOOK, LESSON)
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,8 @@ class Runbook:
     and ``findings``: the context after the steps -> the findings handed to the verdict (``None``: no verdict could
     be computed, a step failed). ``combine``: folds symptom findings into their root cause after ``findings``
     (e.g. :func:`gpulib.fleet.merge.merge_findings`). ``start``: the names every step may read before any ran,
-    with their initial value (a result holder the notebook fills step by step)."""
+    with their initial value (a result holder the notebook fills step by step). ``kind``: :data:`RUNBOOK`, or
+    :data:`LESSON` (no ``findings``, no ``combine``: a lesson has no severity verdict)."""
 
     name: str
     domain: str
@@ -104,8 +109,13 @@ class Runbook:
     combine: Callable[[list], list] | None = None
     start: Callable[["Context"], Mapping[str, Any]] | None = None
     side_effect_params: tuple[str, ...] = field(default=())
+    kind: str = RUNBOOK
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"runbook {self.name}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.kind == LESSON and (self.findings is not None or self.combine is not None):
+            raise ValueError(f"lesson {self.name}: a lesson has no findings (no severity verdict)")
         titles = [s.title for s in self.steps]
         dup = {t for t in titles if titles.count(t) > 1}
         if dup:

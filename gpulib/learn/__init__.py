@@ -9,7 +9,6 @@ from gpulib.core.lazy import lazy_exports
 _EXPORTS = {
     "FINDINGS_ENV": "lessons",
     "GIB": "lessons",
-    "Lesson": "lessons",
     "SelfCheck": "lessons",
     "alert_catalog": "lessons",
     "alerts_file_status": "lessons",

@@ -119,6 +119,21 @@ def gather_timeline(c) -> None:
     c.events = timeline(c.inp)
 
 
+#: what the thermal section draws, as xid_ecc_triage draws it (gpulib.xid.thermal_chart)
+THERMAL_FIELDS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE")
+
+
+def gather_thermal(c) -> None:
+    """The node's GPU temperature and power over the window (a field the source lacks is left out: temperature is
+    shown, not a verdict input)."""
+    c.thermal = {}
+    for f in THERMAL_FIELDS:
+        try:
+            c.thermal[f] = c.src.series(f, c.window, node=c.node)
+        except EmptyResult:
+            continue
+
+
 def gather_verdict(c) -> None:
     c.verdict = verdicts(c.inp)
 
@@ -154,6 +169,7 @@ RUNBOOK = Runbook(
             inputs=("node history", "DCGM_FI_DEV_XID_ERRORS"),
         ),
         Step("Timeline", gather_timeline, _VIEW + "show_timeline", needs=("inp",), inputs=("node history",)),
+        Step("Temperature and power", gather_thermal, _VIEW + "show_thermal", needs=("src",), inputs=THERMAL_FIELDS),
         Step(
             "Verdict rules",
             gather_verdict,

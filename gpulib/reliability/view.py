@@ -4,11 +4,13 @@ exporter gaps drawn as grey "no data" bands, never as zero) and the report's cha
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpulib.core.knowledge import settings
+from gpulib.core.knowledge import settings, threshold
+from gpulib.xid import thermal_chart
 
 HOVER_RATE = "%{x}: %{y:.1f} (%{customdata[0]} in %{customdata[1]} GPU-days)<extra></extra>"
 GAP_COLOUR = "rgba(120,120,120,0.25)"
@@ -209,6 +211,34 @@ def show_history(c, ui) -> None:
 
 def show_timeline(c, ui) -> None:
     ui.show(timeline_chart(c.events, c.node, c.inp.start, c.inp.end, c.window))
+
+
+def thermal_note(thermal: dict) -> tuple[str, str]:
+    """The note under the node's thermal chart: the GPUs whose temperature reached the warn line
+    (thresholds.csv ``gpu_temp_warn_c``) or the critical one (``gpu_temp_crit_c``, HW slowdown), hottest first;
+    ``(level, html)``."""
+    warn, crit = threshold("gpu_temp_warn_c"), threshold("gpu_temp_crit_c")
+    temp = thermal.get("DCGM_FI_DEV_GPU_TEMP")
+    if temp is None or not len(temp):
+        return "info", "No GPU temperature series for this node in the window: nothing to compare with the thresholds."
+    peak = temp.groupby("gpu")["value"].max().sort_values(ascending=False)
+    hot = peak[peak >= warn]
+    if not len(hot):
+        return "ok", f"Every GPU stayed below the warn temperature ({warn:.0f} °C)."
+    text = ", ".join(f"GPU {g} reached {v:.0f} °C" for g, v in hot.items())
+    return (
+        "error" if hot.iloc[0] >= crit else "warning",
+        f"{text} (warn {warn:.0f} °C, HW slowdown {crit:.0f} °C): fleet_overview reports it as a thermal finding; "
+        "<code>gpuops run xid_ecc_triage</code> on the GPU reads its clocks and power beside it.",
+    )
+
+
+def show_thermal(c, ui) -> None:
+    """The node's temperature and power as xid_ecc_triage draws them, then :func:`thermal_note`."""
+    if c.thermal:
+        ui.show(thermal_chart(SimpleNamespace(series=c.thermal, gpu=None, smi=None, node=c.node, window=c.window)))
+    level, text = thermal_note(c.thermal)
+    ui.note(text, level)
 
 
 def show_verdict(c, ui) -> None:

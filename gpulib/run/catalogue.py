@@ -43,22 +43,49 @@ RUNBOOKS: dict[str, Entry] = {
 }
 
 
+#: lesson name -> where its definition lives (kind ``lesson``: no findings, so no fast verdict; :func:`defined` and
+#: :func:`gpulib.run.verdict.supports` stay about runbooks, :func:`definition` finds both)
+LESSONS: dict[str, Entry] = {
+    "learn_cost": Entry("gpulib.learn.cost"),
+    "learn_gpu_operator": Entry("gpulib.learn.gpu_operator"),
+    "learn_inference": Entry("gpulib.learn.inference"),
+    "learn_interview_prep": Entry("gpulib.learn.interview_prep"),
+    "learn_k8s_gpu_resources": Entry("gpulib.learn.kube_resources"),
+    "learn_monitoring": Entry("gpulib.learn.monitoring"),
+    "learn_sharing": Entry("gpulib.learn.sharing"),
+    "learn_storage": Entry("gpulib.learn.storage"),
+    "learn_training": Entry("gpulib.learn.training"),
+    "learn_troubleshooting": Entry("gpulib.learn.troubleshooting"),
+}
+
+
 def _load(ref: str) -> Any:
     mod, _, attr = ref.partition(":")
     return getattr(import_module(mod), attr)
 
 
-def defined(name: str) -> bool:
-    """Whether ``name`` has a definition (its module ends with a ``RUNBOOK`` of that name)."""
-    entry = RUNBOOKS.get(name)
+def _defines(entry: Entry | None, name: str) -> bool:
     if entry is None:
         return False
     rb = getattr(import_module(entry.module), "RUNBOOK", None)
     return isinstance(rb, Runbook) and rb.name == name
 
 
+def defined(name: str) -> bool:
+    """Whether the runbook ``name`` has a definition (its module ends with a ``RUNBOOK`` of that name)."""
+    return _defines(RUNBOOKS.get(name), name)
+
+
+def lesson_defined(name: str) -> bool:
+    """Whether the lesson ``name`` has a definition (:data:`LESSONS`)."""
+    return _defines(LESSONS.get(name), name)
+
+
 def definition(name: str) -> Runbook:
-    """The :class:`~gpulib.core.runbook.Runbook` named ``name``; InvalidParameter when none is defined."""
+    """The :class:`~gpulib.core.runbook.Runbook` named ``name`` (a runbook's or a lesson's); InvalidParameter when
+    none is defined."""
+    if lesson_defined(name):
+        return import_module(LESSONS[name].module).RUNBOOK
     if not defined(name):
         raise InvalidParameter(
             f"no runbook definition named {name!r}; defined: {', '.join(n for n in RUNBOOKS if defined(n))}",

@@ -20,7 +20,7 @@ from importlib import import_module
 from typing import Any, Callable, Mapping, MutableMapping
 
 from gpulib.core.findings import FindingList
-from gpulib.core.runbook import Context, Runbook
+from gpulib.core.runbook import LESSON, Context, Runbook
 from gpulib.run.catalogue import context
 from gpulib.run.evidence import STEP as EVIDENCE_STEP
 from gpulib.run.evidence import check, finding_inputs, needs, watch
@@ -33,6 +33,9 @@ RAN, FAILED, NOT_CHECKED, NOTHING, NOT_RUN = "ran", "failed", "not checked", "no
 CHARTS_PARAM = "charts"
 #: the parameters :class:`gpulib.runbook.Runbook` takes by name rather than among the others
 _CONNECT = ("source", "snapshot_dir")
+#: the engine of a definition whose kind is not a runbook's (``module:class``): a lesson connects with its demo
+#: scenario, records figures and ends without a verdict (:mod:`gpulib.learn.session`)
+_ENGINES = {LESSON: "gpulib.learn.session:LessonEngine"}
 
 
 class NotebookUI:
@@ -82,7 +85,8 @@ class Session:
         params = {p.name: ns.get(p.name, p.default) for p in runbook.params}
         for k, v in params.items():
             ns.setdefault(k, v)
-        self.engine = _Engine(
+        engine = _shower(_ENGINES[runbook.kind]) if runbook.kind in _ENGINES else _Engine
+        self.engine = engine(
             runbook.name,
             source=params.get("source", "demo"),
             snapshot_dir=params.get("snapshot_dir", ""),
@@ -91,6 +95,8 @@ class Session:
         ns["src"] = self.engine.src
         #: what the source returned with data, input by input (:mod:`gpulib.run.evidence`)
         self.reads = watch(self.engine.src)
+        if runbook.kind == LESSON:
+            ns["figures"] = self.engine.figures
         if not headless and CHARTS_PARAM in params:
             plotly_js(params[CHARTS_PARAM])
         #: step title -> what happened to it (:data:`RAN`, :data:`FAILED`, ...), in the order the steps were asked

@@ -163,24 +163,33 @@ def test_manifests_validate_and_shm_check():
 
 
 def test_lesson_records_errors_and_figures(tmp_path, monkeypatch):
+    """A lesson run (gpulib.learn.session.LessonEngine under the runbooks' Session) writes the figures its steps
+    recorded to figures.json and a step without data as an error of findings.json, with no finding."""
+    from gpulib.run.catalogue import definition
+    from gpulib.run.notebook import start
+
     monkeypatch.setenv(learn.FINDINGS_ENV, str(tmp_path / "findings.json"))
-    lesson = learn.Lesson("t", source="demo", scenario=str(tmp_path / "missing.yaml"))
-    assert not lesson.ok and "missing.yaml" in lesson.errors[0]
-    lesson.figure("x", 3)
-    lesson.finish()
-    assert json.loads((tmp_path / "figures.json").read_text()) == {"x": 3}
-    assert json.loads((tmp_path / "findings.json").read_text())["errors"] == lesson.errors
+    ns = {**definition("learn_storage").defaults(), "scenario": str(tmp_path / "missing.yaml")}
+    s = start(definition("learn_storage"), ns)
+    assert s.src is None and "missing.yaml" in s.errors[0]
+    s.run_all()
+    assert s.outcomes["Demo fleet"] == "not checked" and s.outcomes["Load times"] == "ran"
+    assert s.finish() == []
+    assert json.loads((tmp_path / "figures.json").read_text()) == ns["figures"] and "cold_load_s" in ns["figures"]
+    doc = json.loads((tmp_path / "findings.json").read_text())
+    assert doc["errors"] == s.errors and doc["findings"] == []
 
 
 def test_every_lesson_links_a_runbook_and_has_self_checks():
+    """Each lesson's definition (gpulib/learn/<topic>.py) ends with the runbooks it prepares for and asks at least
+    one self-check (the notebook renders the definition: tests/run/test_definitions.py). The code moved out of the
+    notebooks, so the definitions are what this reads now, not the cells."""
+    from tests.helpers.lesson_runs import run_lesson
+
     for name in LESSONS:
-        src = "".join(
-            "".join(c["source"])
-            for c in json.loads((ROOT / "runbooks" / "learn" / f"{name}.ipynb").read_text())["cells"]
-        )
-        assert "learn.runbook_ref(" in src, name
-        assert "question(" in src, name
-        assert "lesson.finish()" in src, name
+        run = run_lesson(name)
+        assert run.steps[-1] == "Next" and any("**Runbook:** `gpuops run " in t for t in run.markdown), name
+        assert run.checks, name
 
 
 # ------------------------------------------------------- executed lessons follow data and scenario
@@ -278,15 +287,18 @@ def test_money_in_markdown_has_no_dollar_sign_that_starts_math():
 
 
 def test_k8s_lesson_names_the_gpus_that_have_3g40gb():
-    import json
     from pathlib import Path
 
-    text = Path(__file__).resolve().parents[2].joinpath("runbooks/learn/learn_k8s_gpu_resources.ipynb").read_text()
+    # the lesson's text lives in its definition (gpulib/learn/kube_resources.py) since its cells only render it
+    text = Path(__file__).resolve().parents[2].joinpath("gpulib/learn/kube_resources.py").read_text()
     assert "H100/H200-80GB profile" not in text
     prof = pd.read_csv(Path(__file__).resolve().parents[2] / "gpulib/data/mig/mig_profiles.csv")
     have = set(prof.loc[prof["profile"] == "3g.40gb", "gpu_model"])
     assert have == {"A100-80GB", "H100-80GB"} and "H200-141GB" not in have
-    assert all(m.split("-")[0] in json.loads(text)["cells"][8]["source"][-1] for m in have)
+    from tests.helpers.lesson_runs import run_lesson
+
+    why = [c.why for c in run_lesson("learn_k8s_gpu_resources").checks if "mig-3g.40gb" in c.question]
+    assert len(why) == 1 and all(m.split("-")[0] in why[0] for m in have), why
 
 
 def test_inference_lesson_command_follows_vllm_deploys_max_num_seqs_rule():

@@ -1,7 +1,8 @@
-"""Each runbook is defined once (gpulib/run/catalogue.py, each domain's RUNBOOK) and its notebook only renders that
-definition: the parameters cell is generated from ``RUNBOOK.params`` (papermill reads the same names, defaults and
-help back), the code cells are ``start``, one ``rb.step`` per step of the definition, in its order, and ``finish``:
-no condition, no display code, no second hand-over of parameters. The checks are shown to catch planted cells."""
+"""Each runbook and each lesson is defined once (gpulib/run/catalogue.py, each domain's RUNBOOK, each
+gpulib/learn/<topic>.py's) and its notebook only renders that definition: the parameters cell is generated from
+``RUNBOOK.params`` (papermill reads the same names, defaults and help back), the code cells are ``start``, one
+``rb.step`` per step of the definition, in its order, and ``finish``: no condition, no display code, no second
+hand-over of parameters. The checks are shown to catch planted cells."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from gpulib.catalogue import find_notebook
+from gpulib.catalogue import catalogue, find_notebook
+from gpulib.core.runbook import LESSON, RUNBOOK, Runbook, Step
 from gpulib.inspection import notebook_params
-from gpulib.run.catalogue import RUNBOOKS, defined, definition
+from gpulib.run.catalogue import LESSONS, RUNBOOKS, defined, definition, lesson_defined
+from gpulib.run.verdict import supports
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFINED = [n for n in RUNBOOKS if defined(n)]
+DEFINED = [n for n in RUNBOOKS if defined(n)] + [n for n in LESSONS if lesson_defined(n)]
 _STEP = re.compile(r'^rb\.step\("([^"\\]+)"\)$')
 _ALLOWED = (
     re.compile(r"^from gpulib\.run\.notebook import start$"),
@@ -90,7 +93,7 @@ def test_the_cell_check_catches_planted_cells():
 
 def test_a_runbook_name_is_spelled_only_in_the_catalogue_within_run():
     """Nothing in gpulib/run/ but catalogue.py names a runbook: the run layer never branches on which one it runs."""
-    names = set(RUNBOOKS)
+    names = set(RUNBOOKS) | set(LESSONS)
     found = []
     for path in sorted((ROOT / "gpulib" / "run").glob("*.py")):
         if path.name == "catalogue.py":
@@ -118,3 +121,20 @@ def test_jupyterlab_opens_the_runbook_with_its_code_hidden_but_its_parameters_sh
         hidden = c.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
         is_params = "parameters" in c.get("metadata", {}).get("tags", [])
         assert hidden is (not is_params), "".join(c["source"])[:60]
+
+
+def test_every_lesson_notebook_is_defined_as_a_lesson_and_every_runbook_as_a_runbook():
+    """Lessons are runbooks too: every notebook of runbooks/learn/ has a definition of kind lesson; the
+    runbooks keep kind runbook, and a lesson gets no fast verdict (it has no findings to give one)."""
+    lessons = sorted(i.name for i in catalogue().values() if i.kind == "learn")
+    assert lessons and sorted(n for n in LESSONS if lesson_defined(n)) == lessons
+    assert {definition(n).kind for n in lessons} == {LESSON}
+    assert {definition(n).kind for n in RUNBOOKS if defined(n)} == {RUNBOOK}
+    assert not [n for n in lessons if defined(n) or supports(n, {})]
+
+
+def test_a_lesson_has_no_findings():
+    with pytest.raises(ValueError, match="no findings"):
+        Runbook("learn_x", "learn", (), (Step("a"),), findings=lambda c: [], kind=LESSON)
+    with pytest.raises(ValueError, match="kind"):
+        Runbook("x", "learn", (), (Step("a"),), kind="tutorial")
