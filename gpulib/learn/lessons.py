@@ -28,7 +28,6 @@ from gpulib.catalogue import catalogue, project_root
 from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.money import money as _money
-from gpulib.core.settings import FINDINGS_ENV
 from gpulib.cost import ACTIONS
 from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
 from gpulib.kube.requests import resource_problems

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from gpulib.core.findings import Finding, FindingList, save_findings
 from gpulib.core.runbook import Param, Step
-from gpulib.core.rundir import FINDINGS_ENV
+from gpulib.core.settings import FINDINGS_ENV
 from gpulib.learn.lessons import connect, runbook_ref, show_md
 from gpulib.runbook import Runbook as _Engine
 from gpulib.runbook import _parameters_used
