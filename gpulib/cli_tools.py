@@ -148,10 +148,15 @@ def alerts_cmd(
         "every alert's runbook_url is BASE/run/<runbook>?node=...&gpu=...",
     ),
     out: Path = typer.Option(Path("deploy/prometheus"), "--out", "-o", help="folder for the generated files"),
+    cluster_label: str = typer.Option(
+        "cluster",
+        "--cluster-label",
+        help="the label naming a series' cluster (kubernetes-mixin's clusterLabel); every by/on list carries it",
+    ),
 ):
 
     try:
-        for p in write_alert_rules(out, base_url):
+        for p in write_alert_rules(out, base_url, cluster_label):
             typer.echo(f"wrote {p}")
     except GpulibError as exc:
         fail(exc)

@@ -146,4 +146,6 @@ HISTORY_SIGNALS = {
     "driver_change": "the NVIDIA driver version changed (detail = old -> new)",
     "operator_change": "the GPU Operator version changed (detail = old -> new)",
     "no_data": "the node's exporter sent nothing from time to end: no data, not zero",
+    "gpu_health": "DCGM health WARN/FAIL from time to end (code = the health watch, value = the result)",
+    "fabric_health": "the GPU fabric unhealthy or at limited capacity from time to end (code = the state)",
 }

@@ -52,8 +52,10 @@ REPORT_GROUP = "gpu-runbooks.report"
 #: the recorded metrics (the middle part of a rule name; :func:`rule_name` adds level and operation)
 ACTIVITY, FB, IDLE, HELD_IDLE = "dcgm_activity", "dcgm_fb_used_mib", "dcgm_idle", "dcgm_held_idle"
 
-#: labels a recorded series keeps: one GPU / MIG instance (both host spellings) and the pod on it
-KEEP = "Hostname, hostname, gpu, UUID, modelName, GPU_I_PROFILE, GPU_I_ID, pod, namespace, container"
+#: labels a recorded series keeps: its cluster (kubernetes-mixin's clusterLabel default, kubernetes-monitoring/
+#: kubernetes-mixin: config.libsonnet @ aa38e2bf; absent on a single-cluster Prometheus), one GPU / MIG instance
+#: (both host spellings) and the pod on it
+KEEP = "cluster, Hostname, hostname, gpu, UUID, modelName, GPU_I_PROFILE, GPU_I_ID, pod, namespace, container"
 #: the exporter's own pod (dcgm.py _EXPORTER_POD), RE2 syntax: a case-insensitive prefix match
 _EXPORTER_POD = "(?i)(nvidia-)?dcgm-exporter.*"
 

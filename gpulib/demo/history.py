@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,6 +23,7 @@ from gpulib.core.knowledge import data_path
 from gpulib.core.schema import HISTORY_COLUMNS
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.scenario import DAY
+from gpulib.sources.prom_history import UNREACHABLE
 
 MIN = 60.0
 HOUR = 3600.0
@@ -145,7 +145,10 @@ def demo_history(sim) -> pd.DataFrame:
         down = parse_window(fl["down_for"]).total_seconds()
         for i, at in enumerate(fl["at"]):
             t = _rel(at, end)
-            rows.append(_row(t, fl["node"], None, "condition", fl["condition"], 1.0, "Ready=False", end=t + down))
+            # a flap listed as unreachable is the kubelet going silent: the node lifecycle controller sets Ready
+            # Unknown (gpulib/sources/prom_history.py); the others are the kubelet reporting Ready=False
+            detail = UNREACHABLE if at in fl.get("unreachable", []) else "Ready=False"
+            rows.append(_row(t, fl["node"], None, "condition", fl["condition"], 1.0, detail, end=t + down))
             rows.append(_row(t + down, fl["node"], None, "pod_restart", "", 1.0, "restarted after NotReady"))
             if i % 2 == 0:
                 rows.append(_row(t + 5 * MIN, fl["node"], None, "eviction", "", 1.0, "evicted by the node lifecycle"))
@@ -196,81 +199,3 @@ def _serve_rows(df: pd.DataFrame, plan: dict) -> pd.DataFrame:
 def demo_history_signals(sim) -> dict[str, str]:
     """signal -> where a live cluster would read it, for each signal the demo history carries."""
     return dict(ORIGINS)
-
-
-def _om_labels(d: dict) -> str:
-    return ",".join(f'{k}="{v}"' for k, v in d.items())
-
-
-def write_history_openmetrics(sim, path, window: str = "60d", step: float = 600.0) -> None:
-    """The demo history as the series a live cluster keeps of it, for ``promtool tsdb create-blocks-from
-    openmetrics``: kube-state-metrics' ``kube_node_spec_unschedulable``, ``kube_node_status_condition``,
-    ``kube_pod_container_status_restarts_total`` with ``kube_pod_info``, ``kube_node_labels`` (the driver label), the
-    exporter's ``up`` (0 in a gap) and dcgm-exporter's ``DCGM_EXP_XID_ERRORS_COUNT`` per GPU and XID (absent in a
-    gap), one sample per ``step`` over the last ``window``."""
-    end = sim.end_s
-    start = end - parse_window(window).total_seconds()
-    ts = np.arange(start, end + 1, step)
-    ev = demo_history(sim)
-    ev_t = ev["time"].map(pd.Timestamp.timestamp).to_numpy()
-    ev_e = ev["end"].map(lambda x: x.timestamp() if pd.notna(x) else np.nan).to_numpy()
-    hostname = "Hostname" if sim.label_style == "old" else "hostname"
-    out = []
-
-    def family(name, kind, series):
-        out.append(f"# TYPE {name} {kind}")
-        for labels, values in series:
-            for t, v in zip(ts, values):
-                if not np.isnan(v):
-                    out.append(f"{name}{{{_om_labels(labels)}}} {v:g} {t:.0f}")
-
-    def inside(mask):
-        on = np.zeros(len(ts), dtype=bool)
-        for a, b in zip(ev_t[mask], ev_e[mask]):
-            on |= (ts >= a) & (ts < b)
-        return on
-
-    nodes = [s["name"] for s in sim.node_specs]
-    gap = {n: inside((ev["node"] == n).to_numpy() & (ev["signal"] == "no_data").to_numpy()) for n in nodes}
-
-    def state(sig):
-        return [
-            ({"node": n}, inside((ev["node"] == n).to_numpy() & (ev["signal"] == sig).to_numpy()).astype(float))
-            for n in nodes
-        ]
-
-    family("kube_node_spec_unschedulable", "gauge", state("cordon"))
-    family(
-        "kube_node_status_condition",
-        "gauge",
-        [({**lab, "condition": "Ready", "status": "false"}, v) for lab, v in state("condition")],
-    )
-    family("up", "gauge", [({"job": "nvidia-dcgm-exporter", "node": n}, np.where(gap[n], 0.0, 1.0)) for n in nodes])
-    restarts, xids, info, labels = [], [], [], []
-    for n in nodes:
-        m = (ev["node"] == n).to_numpy()
-        r = ev_t[m & (ev["signal"] == "pod_restart").to_numpy()]
-        pod = {"namespace": "gpu-workloads", "pod": f"{n}-worker", "container": "main"}
-        restarts.append((pod, np.searchsorted(np.sort(r), ts, side="right").astype(float)))
-        info.append(({"namespace": pod["namespace"], "pod": pod["pod"], "node": n}, np.ones(len(ts))))
-        x = ev[m & (ev["signal"] == "xid").to_numpy()]
-        for (gpu, code), grp in x.groupby(["gpu", "code"]):
-            c = np.searchsorted(np.sort(grp["time"].map(pd.Timestamp.timestamp).to_numpy()), ts, side="right")
-            xids.append(({hostname: n, "gpu": gpu, "xid": code}, np.where(gap[n], np.nan, c.astype(float))))
-        drv = ev[m & (ev["signal"] == "driver_change").to_numpy()].sort_values("time")
-        cur = np.full(len(ts), "", dtype=object)
-        first = drv["detail"].iloc[0].split(" -> ")[0] if len(drv) else sim.driver_version
-        cur[:] = first
-        for _, c in drv.iterrows():
-            cur[ts >= c["time"].timestamp()] = c["detail"].split(" -> ")[1]
-        for v in sorted(set(cur)):
-            labels.append(
-                ({"node": n, "label_nvidia_com_cuda_driver_version_full": v}, np.where(cur == v, 1.0, np.nan))
-            )
-    family("kube_pod_container_status_restarts_total", "unknown", restarts)
-    family("kube_pod_info", "gauge", info)
-    family("kube_node_labels", "gauge", labels)
-    family("DCGM_EXP_XID_ERRORS_COUNT", "gauge", xids)
-    out.append("# EOF")
-
-    Path(path).write_text("\n".join(out) + "\n")

@@ -1,23 +1,32 @@
 """Node history from Prometheus (``prometheus`` and ``live`` backends): Kubernetes events expire after an hour, so
-the history is read from the series kube-state-metrics and dcgm-exporter leave behind
-(https://github.com/kubernetes/kube-state-metrics/tree/main/docs/metrics; NVIDIA/dcgm-exporter:
+the history is read from the series kube-state-metrics and dcgm-exporter leave behind, each the way its exporter
+writes it (https://github.com/kubernetes/kube-state-metrics/tree/main/docs/metrics; NVIDIA/dcgm-exporter:
 etc/default-counters.csv @ d5e5f510):
 
 * ``kube_node_spec_unschedulable`` == 1: cordoned, from the first to the last step it holds;
-* ``kube_node_status_condition{condition="Ready",status="false"}`` == 1: a NotReady spell;
-* ``kube_pod_container_status_restarts_total`` increments joined to the node by ``kube_pod_info``;
+* ``kube_node_status_condition{condition="Ready"}`` with ``status="false"`` or ``status="unknown"`` == 1: a
+  NotReady spell. ``unknown`` is what the node lifecycle controller sets when the kubelet stops posting status
+  (kubernetes/kubernetes: pkg/controller/nodelifecycle/node_lifecycle_controller.go @ 0b1dcaba, reason
+  ``NodeStatusUnknown``, "Kubelet stopped posting node status."): the spell's reason is "unreachable";
+* ``kube_pod_container_status_restarts_total``, one counter per container (kube-state-metrics:
+  docs/metrics/workload/pod-metrics.md @ c92fe0c5), joined to the node by ``kube_pod_info``: the increments of each
+  series first (a drop is a reset), then summed per node; a series that ends (a deleted pod) adds nothing;
 * ``kube_node_labels`` ``label_nvidia_com_cuda_driver_version_full`` changes (kube-state-metrics needs
   ``--metric-labels-allowlist=nodes=[nvidia.com/cuda.driver-version.full]``): driver changes;
-* ``DCGM_EXP_XID_ERRORS_COUNT`` increments per GPU and XID (off in dcgm-exporter's default counters); without it
-  the ``DCGM_FI_DEV_XID_ERRORS`` gauge's changes (under either name it has had: ``DCGM_FI_DEV_XID_ERROR`` from
-  dcgm-exporter 4.9, gpulib/data/sources/signals.csv), which cannot show the same XID twice in a row;
+* XIDs, per node from ``DCGM_EXP_XID_ERRORS_COUNT`` where that node's exporter emits it, else from the
+  ``DCGM_FI_DEV_XID_ERRORS`` gauge (:func:`_xids`);
+* ``DCGM_EXP_GPU_HEALTH_STATUS`` (WARN 10 / FAIL 20 per ``health_watch``) and
+  ``DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY`` (2 unhealthy, 3 limited capacity) spells, with
+  ``DCGM_FI_DEV_FABRIC_HEALTH_MASK``, where the exporter has them (off by default);
 * ``up{job=~".*dcgm-exporter.*"}`` == 0: the exporter sent nothing (no data, not zero).
 
-A query that returns no series at all is reported in ``missing`` with its name, so the preflight can say which
-series this Prometheus lacks.
+A signal whose series this Prometheus does not hold at all over the window is reported in ``missing`` with its
+name, so the preflight can say which series this Prometheus lacks.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -29,10 +38,24 @@ from gpulib.sources.signals import aliases
 
 #: the step of the history queries: a NotReady spell or a cordon shorter than this can be missed
 STEP_S = 300.0
+#: presence queries ask "which nodes had this series" at this many coarse steps over the window, so each step
+#: loads a slice of the samples, not all of them at once
+PRESENCE_STEPS = 48
+#: the detail of a NotReady spell whose Ready condition was Unknown (the node controller lost the kubelet)
+UNREACHABLE = "Ready=Unknown: unreachable"
+XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+GPU_HEALTH = "DCGM_EXP_GPU_HEALTH_STATUS"
+FABRIC_SUMMARY = "DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY"
+FABRIC_MASK = "DCGM_FI_DEV_FABRIC_HEALTH_MASK"
+#: DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY values (NVIDIA/go-dcgm: pkg/dcgm/dcgm_fields.h @ b7fa3154)
+FABRIC_STATES = {2: "unhealthy", 3: "limited_capacity"}
+#: dcgm.HealthResult values (NVIDIA/go-dcgm: pkg/dcgm/const.go @ b7fa3154)
+HEALTH_RESULTS = {10: "WARN", 20: "FAIL"}
 
 
-def _sel(label: str, node: str | None, extra: str = "") -> str:
-    parts = [p for p in (extra, f"{label}={promql_string(node)}" if node else "") if p]
+def _sel(label: str, node: str | None, extra: str = "", scope: str = "") -> str:
+    parts = [p for p in (scope, extra, f"{label}={promql_string(node)}" if node else "") if p]
     return "{" + ",".join(parts) + "}"
 
 
@@ -71,7 +94,8 @@ def intervals(ts: np.ndarray, v: np.ndarray, step: float) -> list[tuple[float, f
 
 
 def increments(ts: np.ndarray, v: np.ndarray) -> list[tuple[float, float]]:
-    """(time, increase) of each step a counter went up (a drop is a reset: the new value is the increase)."""
+    """(time, increase) of each step one counter series went up (a drop is a reset: the new value is the
+    increase). The first sample is the baseline: what the counter held before the window is not an event."""
     out = []
     for i in range(1, len(v)):
         d = v[i] - v[i - 1]
@@ -80,10 +104,61 @@ def increments(ts: np.ndarray, v: np.ndarray) -> list[tuple[float, float]]:
     return out
 
 
+def window_arrivals(ts: np.ndarray, v: np.ndarray, step: float) -> list[tuple[float, float]]:
+    """(time, how many) of the XIDs that entered a sliding-window count series (``DCGM_EXP_XID_ERRORS_COUNT``: the
+    number of XIDs of one code in the exporter's last ``window_size_in_ms``, a series only while that code is in
+    the window; NVIDIA/dcgm-exporter: internal/pkg/collector/expcollector.go @ d5e5f510). The first sample counts
+    (the series appears when the XID arrives); a rise is that many new XIDs; a fall is XIDs leaving the window,
+    not an event; a series that was gone for more than a step and comes back starts from zero."""
+    out, prev, last = [], 0.0, None
+    for t, x in zip(ts, v):
+        if last is not None and t - last > 1.5 * step:
+            prev = 0.0
+        if x > prev:
+            out.append((t, x - prev))
+        prev, last = x, t
+    return out
+
+
+def _terms(src, metric: str, node: str | None, extra: str = "", scope: str = "") -> list[str]:
+    """``metric`` under every name it has had and either host label when a node is given (join them by ``or``)."""
+    hosts = src._host_labels if node else ("",)
+    return [f"{name}{_sel(h, node, extra, scope)}" for name in aliases(metric) for h in hosts]
+
+
+def spells(ts: np.ndarray, end: float) -> list[tuple[float, float | None]]:
+    """(start, end) of each run of consecutive steps in ``ts`` (the steps a filtered query, ``X > 0``, returned): a
+    run ends a step after its last sample, or is open (None) when it lasts to the window's end."""
+    out = []
+    for a, b in intervals(ts, np.ones(len(ts)), STEP_S):
+        last = float(ts[ts >= a][ts[ts >= a] < b][-1]) if b is not None else float(ts[-1])
+        out.append((a, None if last + STEP_S > end else last + STEP_S))
+    return out
+
+
+def _either(src, metric: str, node: str | None, extra: str = "", scope: str = "") -> str:
+    return " or ".join(_terms(src, metric, node, extra, scope))
+
+
+def _host(src, metric: dict) -> str:
+    return next((metric[h] for h in src._host_labels if metric.get(h)), "")
+
+
+def _present(src, metric: str, node, scope: str, start: float, end: float) -> set[str]:
+    """The nodes (host label values) that had any series of ``metric`` (any name) in [start, end]: a range query at
+    :data:`PRESENCE_STEPS` coarse steps of ``count by (hosts) (last_over_time(...[step]))``."""
+    step = max(STEP_S, math.ceil((end - start) / PRESENCE_STEPS))
+    by = ", ".join(src._host_labels)
+    terms = " or ".join(f"last_over_time({t}[{int(step)}s])" for t in _terms(src, metric, node, scope=scope))
+    res = src._range_arrays(f"count by ({by}) ({terms})", start, end, step)
+    return {h for r in res if (h := _host(src, r["metric"]))}
+
+
 def prometheus_history(src, window, node: str | None) -> NodeHistory:
     """The node history of ``src`` (a PrometheusSource) over ``window``."""
     end = src.end.timestamp()
     start = end - window.total_seconds()
+    scope = ""  # the cluster matcher is added to every query the source sends (gpulib/sources/promql_scope.py)
     rows, read, missing = [], {}, {}
 
     def q(name: str, promql: str, signal: str | tuple):
@@ -92,42 +167,17 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
             (read if res else missing)[s] = name if res else f"no {name} series in this Prometheus"
         return res
 
-    for r in q("kube_node_spec_unschedulable", "kube_node_spec_unschedulable" + _sel("node", node), "cordon"):
+    for r in q(
+        "kube_node_spec_unschedulable", "kube_node_spec_unschedulable" + _sel("node", node, "", scope), "cordon"
+    ):
         for a, b in intervals(r["ts"], r["v"], STEP_S):
             rows.append(_row(a, r["metric"].get("node", ""), "cordon", end=b, origin="kube_node_spec_unschedulable"))
-    cond = 'condition="Ready",status="false"'
-    for r in q("kube_node_status_condition", "kube_node_status_condition" + _sel("node", node, cond), "condition"):
-        for a, b in intervals(r["ts"], r["v"], STEP_S):
-            rows.append(
-                _row(
-                    a,
-                    r["metric"].get("node", ""),
-                    "condition",
-                    end=b,
-                    code="Ready",
-                    detail="Ready=False",
-                    origin="kube_node_status_condition",
-                )
-            )
-    restarts = (
-        "sum by (node) (kube_pod_container_status_restarts_total * on (namespace, pod) group_left (node) "
-        f"max by (namespace, pod, node) (kube_pod_info{_sel('node', node)}))"
-    )
-    for r in q("kube_pod_container_status_restarts_total with kube_pod_info", restarts, "pod_restart"):
-        for t, d in increments(r["ts"], r["v"]):
-            rows.append(
-                _row(
-                    t,
-                    r["metric"].get("node", ""),
-                    "pod_restart",
-                    value=float(d),
-                    origin="kube_pod_container_status_restarts_total",
-                )
-            )
+    rows += _not_ready(q, node, scope)
+    rows += _restarts(q, node, scope, start, end)
     label = "label_nvidia_com_cuda_driver_version_full"
     drv = q(
         "kube_node_labels (driver label)",
-        f"kube_node_labels{_sel('node', node, label + '!=' + chr(34) * 2)}",
+        f"kube_node_labels{_sel('node', node, label + '!=' + chr(34) * 2, scope)}",
         ("driver_change", "gfd_label"),
     )
     by_node: dict[str, list[tuple[float, str]]] = {}
@@ -140,12 +190,12 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
             if new != old:
                 for sig, code in (("driver_change", new), ("gfd_label", "nvidia.com/cuda.driver-version.full")):
                     rows.append(_row(t, n, sig, code=code, detail=f"{old} -> {new}", origin="kube_node_labels"))
-    rows += _xids(src, q, node, start, end, read)
-    for r in q(
-        "up (dcgm-exporter)",
-        'up{job=~".*dcgm-exporter.*"' + (f",node={promql_string(node)}" if node else "") + "} == bool 0",
-        "no_data",
-    ):
+    rows += _xids(src, node, scope, start, end, read, missing)
+    rows += _health(src, node, scope, start, end, read, missing)
+    up = 'up{job=~".*dcgm-exporter.*"' + "".join(
+        f",{p}" for p in (scope, f"node={promql_string(node)}" if node else "") if p
+    )
+    for r in q("up (dcgm-exporter)", up + "} == bool 0", "no_data"):
         for a, b in intervals(r["ts"], r["v"], STEP_S):
             rows.append(
                 _row(
@@ -160,43 +210,169 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
     return NodeHistory(pd.DataFrame(rows, columns=HISTORY_COLUMNS), read, missing)
 
 
-def _xids(src, q, node, start, end, read: dict) -> list[dict]:
+def _not_ready(q, node, scope) -> list[dict]:
+    """NotReady spells: Ready ``false`` or ``unknown`` (the node controller cannot reach the kubelet), one spell per
+    run of steps where either holds; its detail says which, ``unknown`` as :data:`UNREACHABLE`."""
+    cond = 'condition="Ready",status=~"false|unknown"'
+    res = q("kube_node_status_condition", "kube_node_status_condition" + _sel("node", node, cond, scope), "condition")
+    per_node: dict[str, dict[float, set[str]]] = {}
+    for r in res:
+        status = r["metric"].get("status", "false")
+        steps = per_node.setdefault(r["metric"].get("node", ""), {})
+        for t, v in zip(r["ts"], r["v"]):
+            bad = steps.setdefault(float(t), set())
+            if v >= 1:
+                bad.add(status)
     rows = []
-    for host in src._host_labels:
-        res = src._range_arrays(f"DCGM_EXP_XID_ERRORS_COUNT{_sel(host, node)}", start, end, STEP_S)
+    for n, steps in per_node.items():
+        ts = np.array(sorted(steps))
+        v = np.array([1.0 if steps[t] else 0.0 for t in ts])
+        for a, b in intervals(ts, v, STEP_S):
+            seen = set().union(*(steps[t] for t in ts if t >= a and (b is None or t < b)))
+            detail = UNREACHABLE if "unknown" in seen else "Ready=False"
+            rows.append(
+                _row(a, n, "condition", end=b, code="Ready", detail=detail, origin="kube_node_status_condition")
+            )
+    return rows
+
+
+def _restarts(q, node, scope, start: float, end: float) -> list[dict]:
+    """Container restarts per node: each container's counter read on its own (only those that restarted at all,
+    ``max_over_time(...[window] @ end) > 0``), its increments taken (a series present when the window opens
+    starts from its first value; one that starts later is a pod created in the window, and its first value counts),
+    then summed per node and step. A series that ends (a deleted pod) adds nothing."""
+    w = int(math.ceil(end - start))
+    x = f"kube_pod_container_status_restarts_total{_sel('', None, '', scope)}"
+    promql = (
+        f"{x} * on (namespace, pod) group_left (node) max by (namespace, pod, node) "
+        f"(kube_pod_info{_sel('node', node, '', scope)}) "
+        f"and on (namespace, pod, container) (max_over_time({x}[{w}s] @ {int(end)}) > 0)"
+    )
+    per: dict[tuple[str, float], float] = {}
+    for r in q("kube_pod_container_status_restarts_total with kube_pod_info", promql, "pod_restart"):
+        born = bool(r["ts"][0] > start + 1.5 * STEP_S and r["v"][0] > 0)  # created in the window: its count is new
+        for t, d in [(r["ts"][0], r["v"][0])] * born + increments(r["ts"], r["v"]):
+            key = (r["metric"].get("node", ""), float(t))
+            per[key] = per.get(key, 0.0) + float(d)
+    return [
+        _row(t, n, "pod_restart", value=d, origin="kube_pod_container_status_restarts_total")
+        for (n, t), d in sorted(per.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+    ]
+
+
+def _xids(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]:
+    """XIDs per node: from ``DCGM_EXP_XID_ERRORS_COUNT`` (:func:`window_arrivals`, one series per GPU and code; the
+    series without an ``xid`` label is the exporter's zero) where the node's exporter emits it; elsewhere from the
+    ``DCGM_FI_DEV_XID_ERRORS`` gauge's changes (either name, gpulib/data/sources/signals.csv): a sticky last value,
+    so its value carried in from before the window is not an XID, and the same XID twice in a row shows once."""
+    rows = []
+    counted = _present(src, XID_COUNT, node, scope, start, end)
+    if counted:
+        res = src._range_arrays(
+            " or ".join(f"max_over_time({t}[{int(STEP_S)}s])" for t in _terms(src, XID_COUNT, node, 'xid!=""', scope)),
+            start,
+            end,
+            STEP_S,
+        )
         for r in res:
-            for t, d in increments(r["ts"], r["v"]):
-                for _ in range(int(d)):
+            host = _host(src, r["metric"])
+            for t, d in window_arrivals(r["ts"], r["v"], STEP_S):
+                for _ in range(int(round(d))):
                     rows.append(
                         _row(
                             t,
-                            r["metric"].get(host, ""),
+                            host,
                             "xid",
                             gpu=r["metric"].get("gpu", ""),
                             code=r["metric"].get("xid", ""),
-                            origin="DCGM_EXP_XID_ERRORS_COUNT",
+                            origin=XID_COUNT,
                         )
                     )
-        if res:
-            read["xid"] = "DCGM_EXP_XID_ERRORS_COUNT"
-            return rows
-    gauge = "DCGM_FI_DEV_XID_ERRORS"
-    either = " or ".join(f"{name}{_sel(h, node)}" for name in aliases(gauge) for h in src._host_labels)
-    for r in q(gauge, either, "xid"):
-        host = next((r["metric"][h] for h in src._host_labels if h in r["metric"]), "")
-        prev = 0.0
-        for t, v in zip(r["ts"], r["v"]):
-            if v != prev and v > 0:
+    gauged = _present(src, XID_GAUGE, node, scope, start, end) - counted
+    w = int(math.ceil(end - start))
+    if gauged:
+        terms = [f"({t} and changes({t}[{w}s] @ {int(end)}) > 0)" for t in _terms(src, XID_GAUGE, node, "", scope)]
+        for r in src._range_arrays(" or ".join(terms), start, end, STEP_S):
+            host = _host(src, r["metric"])
+            if host not in gauged or not len(r["v"]):
+                continue
+            prev = r["v"][0]  # the value carried in from before the window is the baseline, not an XID
+            for t, v in zip(r["ts"][1:], r["v"][1:]):
+                if v != prev and v > 0:
+                    rows.append(
+                        _row(
+                            t,
+                            host,
+                            "xid",
+                            gpu=r["metric"].get("gpu", ""),
+                            code=str(int(v)),
+                            detail="gauge change (a repeat of the same XID is not visible)",
+                            origin=XID_GAUGE,
+                        )
+                    )
+                prev = v
+    if counted or gauged:
+        read["xid"] = "; ".join(
+            f"{name} ({len(hosts)} node{'s' * (len(hosts) != 1)})"
+            for name, hosts in ((XID_COUNT, counted), (f"{XID_GAUGE} changes", gauged))
+            if hosts
+        )
+    else:
+        missing["xid"] = f"no {XID_COUNT} or {' / '.join(aliases(XID_GAUGE))} series in this Prometheus"
+    return rows
+
+
+def _health(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]:
+    """``gpu_health`` spells (DCGM_EXP_GPU_HEALTH_STATUS WARN/FAIL per health watch; NVIDIA/dcgm-exporter:
+    internal/pkg/collector/gpu_health_collector.go @ d5e5f510) and ``fabric_health`` spells (fabric summary
+    unhealthy or limited capacity, with the fabric health mask at the spell's start), where they are exported."""
+    rows = []
+    if _present(src, GPU_HEALTH, node, scope, start, end):
+        read["gpu_health"] = GPU_HEALTH
+        for r in src._range_arrays(f"({_either(src, GPU_HEALTH, node, '', scope)}) > 0", start, end, STEP_S):
+            lab = r["metric"]
+            for a, b in spells(r["ts"], end):
+                worst = float(r["v"][(r["ts"] >= a) & ((r["ts"] < b) if b else True)].max())
                 rows.append(
                     _row(
-                        t,
-                        host,
-                        "xid",
-                        gpu=r["metric"].get("gpu", ""),
-                        code=str(int(v)),
-                        detail="gauge change (a repeat of the same XID is not visible)",
-                        origin=gauge,
+                        a,
+                        _host(src, lab),
+                        "gpu_health",
+                        end=b,
+                        gpu=lab.get("gpu", ""),
+                        code=lab.get("health_watch", ""),
+                        value=worst,
+                        detail=f"{HEALTH_RESULTS.get(int(worst), worst)} {lab.get('health_error_code', '')}".strip(),
+                        origin=GPU_HEALTH,
                     )
                 )
-            prev = v
+    else:
+        missing["gpu_health"] = f"no {GPU_HEALTH} series in this Prometheus (off in dcgm-exporter's default counters)"
+    if not _present(src, FABRIC_SUMMARY, node, scope, start, end):
+        missing["fabric_health"] = f"no {FABRIC_SUMMARY} series in this Prometheus"
+        return rows
+    read["fabric_health"] = FABRIC_SUMMARY
+    masks = {}
+    for r in src._range_arrays(f"({_either(src, FABRIC_MASK, node, '', scope)}) != 0", start, end, STEP_S):
+        masks[(_host(src, r["metric"]), r["metric"].get("gpu", ""))] = (r["ts"], r["v"])
+    for r in src._range_arrays(f"({_either(src, FABRIC_SUMMARY, node, '', scope)}) >= 2", start, end, STEP_S):
+        lab, host = r["metric"], _host(src, r["metric"])
+        for a, b in spells(r["ts"], end):
+            state = int(r["v"][r["ts"] >= a][0])
+            mts, mv = masks.get((host, lab.get("gpu", "")), (np.array([]), np.array([])))
+            at = mv[mts >= a]
+            detail = FABRIC_STATES.get(state, str(state)) + (f", mask 0x{int(at[0]):x}" if len(at) else "")
+            rows.append(
+                _row(
+                    a,
+                    host,
+                    "fabric_health",
+                    end=b,
+                    gpu=lab.get("gpu", ""),
+                    code=FABRIC_STATES.get(state, str(state)),
+                    value=float(state),
+                    detail=detail,
+                    origin=FABRIC_SUMMARY,
+                )
+            )
     return rows

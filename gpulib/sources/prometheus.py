@@ -10,6 +10,8 @@ so no secret lands in an executed notebook:
 ``GPUOPS_PROMETHEUS_USER``       basic-auth user (+ ``GPUOPS_PROMETHEUS_PASSWORD``); not together with a token
 ``GPUOPS_PROMETHEUS_CA_BUNDLE``  CA bundle path; ``GPUOPS_PROMETHEUS_VERIFY=false`` disables TLS verification
 ``GPUOPS_PROMETHEUS_TIMEOUT``    seconds per request (default 30); ``GPUOPS_PROMETHEUS_RETRIES`` (default 3)
+``GPUOPS_PROMETHEUS_CLUSTER``    the cluster to read (every query carries the matcher, :mod:`.promql_scope`);
+                                 ``GPUOPS_PROMETHEUS_CLUSTER_LABEL`` its label (default ``cluster``)
 ``GPUOPS_CONFIG``                YAML file with a ``prometheus:`` mapping of the same keys in lower case
 =============================== =====================================================
 """
@@ -44,6 +46,7 @@ from gpulib.sources.base import Source, default_step, mig_parted_object
 from gpulib.sources.dcgm import normalise_labels
 from gpulib.sources.prom_history import prometheus_history
 from gpulib.sources.promhttp import PromHTTP, check_result
+from gpulib.sources.promql_scope import cluster_matcher, scoped
 from gpulib.sources.signals import aliases, scale
 
 #: Prometheus refuses range queries of more than 11,000 points per series
@@ -69,8 +72,11 @@ class PrometheusSettings:
     verify: bool = True
     timeout: float = 30.0
     retries: int = 3
+    cluster: str | None = None
+    cluster_label: str = "cluster"
 
     def __post_init__(self):
+        cluster_matcher(self.cluster_label, self.cluster or "x")  # InvalidParameter for a bad label name
         # a user means basic auth, and requests' basic auth rewrites the Authorization header
         # (``requests.auth.HTTPBasicAuth.__call__``), so with a token as well the token would silently never be
         # sent: ambiguous, refused at connect time (a password without a user builds no basic auth)
@@ -155,6 +161,8 @@ def load_settings(
         verify=_truthy(get("verify", "true")),
         timeout=_number(get("timeout", 30), "timeout", float, 0.1, 3600),
         retries=_number(get("retries", 3), "retries", int, 0, 10),
+        cluster=str(get("cluster") or "").strip() or None,
+        cluster_label=str(get("cluster_label") or "cluster").strip(),
     )
 
 
@@ -269,10 +277,15 @@ class PrometheusSource(Source):
         end: datetime | str | None = None,
         kube=None,
         settings: PrometheusSettings | None = None,
+        cluster: str | None = None,
         **_ignored,
     ):
         super().__init__(end=end)
         self.settings = settings or load_settings(url, config)
+        if cluster is not None:
+            self.settings.cluster = str(cluster).strip() or None
+        #: ``label="value"`` added to every selector of every query (:func:`promql_scope.scoped`); "" for none
+        self.scope_matcher = cluster_matcher(self.settings.cluster_label, self.settings.cluster)
         self._kube = kube
         self._kube_factory = None  # set by LiveSource: the Kubernetes client is built on first use
         self._kube_error = None
@@ -290,8 +303,8 @@ class PrometheusSource(Source):
         return self._http
 
     def query(self, promql: str) -> list[dict]:
-        """Instant query at the source's end time."""
-        return self.http.instant(promql, self.end.timestamp())
+        """Instant query at the source's end time (scoped to the cluster when one is set)."""
+        return self.http.instant(scoped(promql, self.scope_matcher), self.end.timestamp())
 
     def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict]:
         """Range query split into chunks of at most 11,000 points per series; Prometheus' own result layout
@@ -303,7 +316,7 @@ class PrometheusSource(Source):
 
     def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
-        resp = self.http.range(promql, round(start), round(end), step)
+        resp = self.http.range(scoped(promql, self.scope_matcher), round(start), round(end), step)
         parsed = parse_matrix(resp.content)
         if parsed is None:
             result = check_result(self.http.decode(resp, promql), self.settings.url, promql, "matrix")

@@ -14,7 +14,7 @@ import pytest
 import gpulib
 import gpulib.reliability.report_steps as R
 import gpulib.reliability.steps as S
-from gpulib.demo.history import write_history_openmetrics
+from gpulib.demo.history_series import write_history_openmetrics
 from gpulib.demo.simulator import FleetSimulator
 from tests.helpers.pinned import DEMO_END, ROOT, need_prometheus
 from tests.helpers.promharness import PrometheusServer, binaries
