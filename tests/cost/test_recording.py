@@ -56,7 +56,7 @@ def test_thresholds_come_from_the_data_files():
 
 
 def test_the_idle_series_is_named_and_described_for_what_it_counts():
-    """Issue 35: the idle series is 1 only when the step's *maximum* activity is below the threshold (every raw
+    """The idle series is 1 only when the step's *maximum* activity is below the threshold (every raw
     sample of the step idle), so its name and the report's Method text say so, not "idle at some point"."""
     th = Thresholds.from_table()
     name = recording.rule_name(recording.IDLE)

@@ -79,7 +79,7 @@ def test_shipped_aws_on_demand_prices_are_after_the_june_2025_cut():
 
 
 def test_method_section_defines_idle_as_the_recording_rule_counts_it(demo):
-    """Issue 35: the Method section says exactly what an idle GPU-hour is (the idle series' definition)."""
+    """The Method section says exactly what an idle GPU-hour is (the idle series' definition)."""
     import html
 
     from gpulib.cost import recording
