@@ -10,11 +10,16 @@ Rule names follow Prometheus' ``level:metric:operations`` convention
 (https://prometheus.io/docs/practices/rules/): the level ``gpu`` is one GPU or MIG instance and the pod on it
 (the labels of :data:`KEEP`), ``max5m`` is the ``max_over_time`` of the step.
 
+Because a step's activity is its maximum, a step is idle only when every raw sample in it is idle: the idle
+GPU-hours are a lower bound of the per-sample count (one busy sample makes the whole step active). The idle series
+is named for that (``idle_throughout_step``) and :func:`idle_definition` is the sentence the report's Method
+section prints.
+
 * ``gpu:dcgm_activity:max5m`` -- activity as a 0..1 ratio: ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, else
   ``DCGM_FI_DEV_GPU_UTIL / 100`` on a GPU that has no GR_ENGINE_ACTIVE series (``gpulib.cost.usage.select_activity``);
 * ``gpu:dcgm_fb_used_mib:max5m`` -- ``DCGM_FI_DEV_FB_USED`` (MiB);
-* ``gpu:dcgm_idle:max5m`` -- 1 when the step's activity is below ``idle_activity_max`` (an idle step of
-  :func:`gpulib.cost.usage.series_usage`), else 0;
+* ``gpu:dcgm_idle_throughout_step:max5m`` -- 1 when the step's maximum activity is below ``idle_activity_max``,
+  i.e. every raw sample of the step is idle (an idle step of :func:`gpulib.cost.usage.series_usage`), else 0;
 * ``gpu:dcgm_held_idle:max5m`` -- 1 when memory is held (``FB_USED >= zombie_fb_used_min_mib``) and activity is
   below ``zombie_activity_max`` (a step of a :func:`gpulib.cost.usage.zombie_runs` run), else 0.
 
@@ -44,13 +49,14 @@ __all__ = [
     "IDLE",
     "HELD_IDLE",
     "rule_name",
+    "idle_definition",
     "recording_group",
     "rule_resolution",
 ]
 
 REPORT_GROUP = "gpu-runbooks.report"
 #: the recorded metrics (the middle part of a rule name; :func:`rule_name` adds level and operation)
-ACTIVITY, FB, IDLE, HELD_IDLE = "dcgm_activity", "dcgm_fb_used_mib", "dcgm_idle", "dcgm_held_idle"
+ACTIVITY, FB, IDLE, HELD_IDLE = "dcgm_activity", "dcgm_fb_used_mib", "dcgm_idle_throughout_step", "dcgm_held_idle"
 
 #: labels a recorded series keeps: its cluster (kubernetes-mixin's clusterLabel default, kubernetes-monitoring/
 #: kubernetes-mixin: config.libsonnet @ aa38e2bf; absent on a single-cluster Prometheus), one GPU / MIG instance
@@ -72,6 +78,21 @@ def _agg() -> str:
 def rule_name(metric: str) -> str:
     """``gpu:<metric>:<series_agg><series_step>``, e.g. ``gpu:dcgm_activity:max5m``."""
     return f"gpu:{metric}:{_agg()}{format_duration(rule_resolution())}"
+
+
+def idle_definition(thresholds: Thresholds | None = None) -> str:
+    """What one idle GPU-hour counts, in the words of the report's Method section, from the rule's own settings."""
+    th = thresholds or Thresholds.from_table()
+    agg, step = _agg(), format_duration(rule_resolution())
+    if agg == "max":
+        when = (
+            f"a {step} step counts as idle only when every raw sample in it is below {th.idle_activity_max:.0%} "
+            "activity (the step's maximum is below it), so one busy sample makes the whole step active and the "
+            "idle GPU-hours are a lower bound of the per-sample count"
+        )
+    else:
+        when = f"a {step} step counts as idle when the {agg} of its raw samples is below {th.idle_activity_max:.0%}"
+    return f"{when} (as the recording rule {rule_name(IDLE)} records it)."
 
 
 def joined(expr: str) -> str:

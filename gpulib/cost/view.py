@@ -20,6 +20,7 @@ from gpulib.core.money import money
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.model import ACTIONS, CostReport
 from gpulib.cost.prices import report_policy
+from gpulib.cost.recording import idle_definition
 from gpulib.cost.totals import PATHS
 from gpulib.cost.usage import FB_USED, GR_ENGINE_ACTIVE
 
@@ -389,6 +390,9 @@ def _path_note(data) -> str:
     return note
 
 
+_AGG_WORD = {"max": "maximum", "min": "minimum", "avg": "mean"}
+
+
 def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str | None = None) -> str:
     """How the numbers were made: activity metric, step, thresholds (from the data files), price table date/source.
 
@@ -396,6 +400,7 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
     their age (:func:`gpulib.cost.price_age.report_price_age`)."""
     e = html.escape
     th = rep.thresholds
+    agg = report_policy("series_agg") or "max"
     util_note = (
         "ratio of time the graphics engine was busy (DCGM profiling field DCGM_FI_PROF_GR_ENGINE_ACTIVE)"
         if rep.activity_field == GR_ENGINE_ACTIVE
@@ -406,8 +411,9 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
         f"<b>Memory held:</b> <code>{FB_USED}</code> (MiB)"
         + ("" if data.has_fb else " <b>not available: zombie detection skipped</b>")
         + ".",
-        f"<b>Sampling:</b> one sample per series every {e(data.step)} over the last {e(data.window)} "
-        f"({rep.window_hours:.0f} h); each sample stands for one step of its GPU share "
+        f"<b>Sampling:</b> one point per series every {e(data.step)} over the last {e(data.window)} "
+        f"({rep.window_hours:.0f} h), the {_AGG_WORD.get(agg, e(agg))} of the raw samples in that step "
+        f"(report_policy.csv series_agg={e(agg)}); each point stands for one step of its GPU share "
         "(MIG g/7, time-sliced 1/replicas).",
         f"<b>Active / idle:</b> allocated time at or above / below {th.idle_activity_max:.0%} activity "
         "(active + idle = allocated); <i>mean activity</i> weights each hour by its activity and is what "
@@ -418,7 +424,8 @@ def method_html(rep: CostReport, data, prices: pd.DataFrame, *, price_file: str 
         "(gpulib/data/cost/savings_rules.csv, docs/cost-method.md). A serving workload is never shrunk while its vllm: "
         "metrics (queue, KV cache, preemptions, latency) say it is overloaded; a zombie still holding its GPU is "
         "worth the GPU's whole price per month from now on.",
-        f"<b>Idle:</b> allocated and activity &lt; {th.idle_activity_max:.0%}. <b>Zombie:</b> pod holds FB_USED &ge; "
+        f"<b>Idle:</b> allocated and activity &lt; {th.idle_activity_max:.0%}: {e(idle_definition(th))} "
+        "<b>Zombie:</b> pod holds FB_USED &ge; "
         f"{th.zombie_fb_used_min_mib:,.0f} MiB with activity &lt; {th.zombie_activity_max:.0%} for &ge; "
         f"{format_duration(th.zombie_min_duration_s)} (gpulib/data/core/thresholds.csv).",
         f"<b>Monthly figures:</b> window cost &times; {rep.month_factor:.2f} (730 h per month / window hours; "

@@ -35,7 +35,7 @@ def test_the_recording_group_ships_in_the_rule_file_and_the_prometheusrule():
     assert [r["record"] for r in rules["rules"]] == [
         "gpu:dcgm_activity:max5m",
         "gpu:dcgm_fb_used_mib:max5m",
-        "gpu:dcgm_idle:max5m",
+        "gpu:dcgm_idle_throughout_step:max5m",
         "gpu:dcgm_held_idle:max5m",
     ]
     # the lessons' alert catalogue stays the alerts only
@@ -50,9 +50,26 @@ def test_rule_names_follow_level_metric_operations():
 def test_thresholds_come_from_the_data_files():
     th = Thresholds.from_table(idle_activity_max=0.2, zombie_activity_max=0.03, zombie_fb_used_min_mib=2048)
     by = {r["record"]: r["expr"] for r in recording.recording_group(th)["rules"]}
-    assert by["gpu:dcgm_idle:max5m"].endswith("< bool 0.2")
+    assert by["gpu:dcgm_idle_throughout_step:max5m"].endswith("< bool 0.2")
     assert "< bool 0.03) * (" in by["gpu:dcgm_held_idle:max5m"]
     assert by["gpu:dcgm_held_idle:max5m"].endswith(">= bool 2048)")
+
+
+def test_the_idle_series_is_named_and_described_for_what_it_counts():
+    """The idle series is 1 only when the step's *maximum* activity is below the threshold (every raw
+    sample of the step idle), so its name and the report's Method text say so, not "idle at some point"."""
+    th = Thresholds.from_table()
+    name = recording.rule_name(recording.IDLE)
+    assert name == "gpu:dcgm_idle_throughout_step:max5m"
+    (rule,) = [r for r in recording.recording_group(th)["rules"] if r["record"] == name]
+    # what the rule computes: the step's max of the raw activity, compared with idle_activity_max
+    assert "max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[5m])" in rule["expr"]
+    assert rule["expr"].endswith(f"< bool {th.idle_activity_max:g}")
+    # what the Method section says it counts
+    text = recording.idle_definition(th)
+    assert name in text
+    assert "every raw sample" in text and "5m step" in text and f"below {th.idle_activity_max:.0%}" in text
+    assert "lower bound" in text  # a step with one busy sample is not idle: fewer idle hours than per sample
 
 
 def test_the_join_keeps_one_gpu_and_its_pod():

@@ -78,6 +78,18 @@ def test_shipped_aws_on_demand_prices_are_after_the_june_2025_cut():
     assert not p["source"].str.contains("facts" + ".md").any()
 
 
+def test_method_section_defines_idle_as_the_recording_rule_counts_it(demo):
+    """The Method section says exactly what an idle GPU-hour is (the idle series' definition)."""
+    import html
+
+    from gpulib.cost import recording
+
+    data, rep = demo
+    text = report.method_section(rep, data)
+    assert html.escape(recording.idle_definition(rep.thresholds)) in text
+    assert "maximum of the raw samples" in text
+
+
 def test_method_section_lists_stale_price_rows_with_dates(demo):
     data, rep = demo
     html_text = report.method_section(rep, data)
