@@ -35,7 +35,6 @@ STATUS_ALLOWED: set[str] = set()
 FRONT_ENDS = ("cli", "cli_tools", "serve", "mcp")
 FRONT_END_ALLOWED = {
     "gpulib",  # gpulib.__version__ and the lazy top-level names
-    "gpulib.catalogue",  # the notebook catalogue: to move behind gpulib.run.catalogue
     "gpulib.inspection",  # parameter reading: to move into gpulib.run.params
     "gpulib.warm",  # warm kernels: to move into gpulib.run.render
     "gpulib.cost",  # gpuops report's price table and namespace list
