@@ -14,15 +14,16 @@ from typing import Any
 
 import yaml
 
-from gpulib.catalogue import catalogue, find_notebook
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.redact import redact_obj
 from gpulib.core.validate import command
 from gpulib.inspection import choose_source, server_only
 from gpulib.kube import collect as kc
 from gpulib.run import render
+from gpulib.run.catalogue import catalogue, find_notebook
+from gpulib.run.index_page import read_run
 from gpulib.run.params import check_targets, prepare
-from gpulib.run.record import ACTIVE, RUN_ID, Status, read_run
+from gpulib.run.record import ACTIVE, RUN_ID, Status
 from gpulib.xid import lookup, sop
 
 #: parameters a caller of gpuops mcp may not set beyond the server's own (gpulib.inspection.SERVER_ONLY):

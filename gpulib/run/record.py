@@ -7,14 +7,12 @@ A run folder (:func:`new_run_dir`) holds what the run wrote: ``status.json`` (ru
 written by the run engine when a run starts and again when it ends), ``findings.json`` (the notebook's findings and
 parameters), ``verdict.json`` (the fast verdict's findings, :mod:`gpulib.run.verdict`), the notebook and its HTML
 report, ``summary.md``; a run of ``gpuops serve`` also has its ``run.json`` (:mod:`gpulib.serve.store`), which then
-says the status and times, and a render Job's run its ``params.json`` and ``outcome.json``. :func:`read_run` reads
-a folder back as one record (the run index, ``/runs``, ``gpuops mcp``'s past runs); every string read is redacted
-(:mod:`gpulib.core.redact`).
+says the status and times, and a render Job's run its ``params.json`` and ``outcome.json``. :mod:`gpulib.run.index_page`
+reads a folder back as one record (the run index, ``/runs``, ``gpuops mcp``'s past runs) with :func:`folder_status`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -29,9 +27,8 @@ from typing import Any
 
 from gpulib.core.files import atomic_write
 from gpulib.core.findings import Finding, load_findings, save_findings, sort_findings
-from gpulib.core.index_page import render
 from gpulib.core.money import actions_by_money
-from gpulib.core.redact import redact, redact_obj
+from gpulib.core.redact import redact
 
 # ------------------------------------------------------------------------------------------ file names
 #: the notebook's findings and parameters (:mod:`gpulib.run.notebook` writes it where FINDINGS_ENV says)
@@ -202,14 +199,15 @@ def write_status(folder: Path, **fields: Any) -> None:
     and host, so a reader can tell a run still going from one whose process died."""
 
     path = Path(folder) / STATUS_FILE
-    doc = _json(path) or {}
+    doc = read_doc(path) or {}
     doc.update({k: (str(v) if isinstance(v, StrEnum) else v) for k, v in fields.items()})
     if fields.get("status") in ACTIVE:
         doc.update(pid=os.getpid(), host=socket.gethostname())
     atomic_write(path, json.dumps(doc, indent=2, default=str))
 
 
-def _json(path: Path) -> dict[str, Any] | None:
+def read_doc(path: Path) -> dict[str, Any] | None:
+    """A JSON object read from ``path``; None when it is missing, unreadable or not an object."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, UnicodeDecodeError):
@@ -238,112 +236,10 @@ def created_at(run_id: str) -> float | None:
     return datetime.strptime(m["stamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-# ------------------------------------------------------------------------------------------ reading a folder
-def read_run(folder: Path, *, full: bool = False) -> dict[str, Any]:
-    """The run in ``folder`` as one record: ``id``, ``runbook``, ``status`` (:class:`Status`), ``params``,
-    ``severity`` (the worst finding; empty for a run without findings or without a verdict), ``cause`` (the top
-    finding's title, else the error), ``node``/``gpu`` (of the top finding, else the parameters), ``sop_step``,
-    ``commands``, ``errors`` (missing data), ``usage_errors``, ``error``, ``created``/``started``/``finished``
-    (POSIX times or None), ``html`` (the report's file name or None) and ``findings`` (their number). ``full``:
-    ``findings`` is the list of findings as dicts instead, and ``summary`` the text of summary.md.
-
-    A serve run whose notebook has written no findings (still rendering, or its render was cut short) shows the
-    verdict its record holds: the fast verdict."""
-    folder = Path(folder)
-    parts: tuple[list, dict[str, Any]] | None = None
-    if (folder / FINDINGS_FILE).is_file():
-        try:
-            parts = load_findings(folder / FINDINGS_FILE)
-        except (ValueError, OSError, KeyError, TypeError) as exc:
-            return record(folder, None, full=full, unreadable=f"findings.json unreadable: {exc}")
-    return record(folder, parts, full=full)
-
-
-def record(
-    folder: Path, parts: tuple[list, dict[str, Any]] | None, *, full: bool = False, unreadable: str = ""
-) -> dict[str, Any]:
-    """:func:`read_run` with the run's findings and findings.json document given (``parts``; None: it wrote
-    none), for the run engine, which has read them already."""
-    folder = Path(folder)
-    engine = _json(folder / STATUS_FILE) or {}
-    serve = _json(folder / SERVE_FILE) or {}
-    m = RUN_ID.match(folder.name)
-    rec: dict[str, Any] = {
-        "id": folder.name,
-        "runbook": serve.get("runbook") or engine.get("runbook") or (m["runbook"] if m else ""),
-        "params": serve.get("params") or engine.get("params") or {},
-        "created": serve.get("created") or created_at(folder.name),
-        "started": serve.get("started") or engine.get("started"),
-        "finished": serve.get("finished") or engine.get("finished"),
-        "error": serve.get("error") or engine.get("error"),
-        "severity": "",
-        "cause": "",
-        "node": "",
-        "gpu": "",
-        "sop_step": "",
-        "commands": [],
-        "errors": [],
-        "usage_errors": [],
-        "findings": [] if full else 0,
-    }
-    findings, doc = parts if parts is not None else ([], None)
-    if unreadable:
-        rec["errors"] = [unreadable]
-    if doc is not None:
-        v = verdict_of(findings, doc)
-        rec.update(
-            severity=v["severity"],
-            cause=v["cause"],
-            sop_step=v["sop_step"],
-            commands=v["commands"],
-            errors=list(doc.get("errors", [])),
-            usage_errors=list(doc.get("usage_errors", [])),
-            params=doc.get("parameters") or rec["params"],
-            runbook=doc.get("runbook") or rec["runbook"],
-            findings=[f.to_dict() for f in sort_findings(findings)] if full else len(findings),
-            node=v["node"],
-            gpu=v["gpu"],
-        )
-    elif isinstance(serve.get("verdict"), dict) and serve["verdict"] and not unreadable:
-        _known_verdict(rec, serve, folder, full)
-    if not rec["node"]:
-        rec["node"] = str(rec["params"].get("node") or "")
-    if not rec["gpu"] and rec["node"] == str(rec["params"].get("node") or ""):
-        rec["gpu"] = str(rec["params"].get("gpu") or "")
-    rec["status"] = _status(serve, engine, doc, rec)
-    rec["severity"] = shown_severity(rec["status"], rec["severity"]) or ""
-    if rec["status"] == Status.FAILED or not rec["cause"]:
-        rec["cause"] = rec["error"] or rec["cause"]
-    htmls = sorted(folder.glob("*.html"))
-    rec["html"] = htmls[0].name if htmls else None
-    if full:
-        summary = folder / SUMMARY_FILE
-        rec["summary"] = summary.read_text(errors="replace") if summary.is_file() else ""
-    return redact_obj(rec)
-
-
-def _known_verdict(rec: dict[str, Any], serve: dict[str, Any], folder: Path, full: bool) -> None:
-    """The verdict a serve record holds (the fast one) for a run whose notebook wrote no findings."""
-    v = serve["verdict"]
-    fast: list = []
-    if full and (folder / VERDICT_FILE).is_file():
-        try:
-            fast = [f.to_dict() for f in sort_findings(load_findings(folder / VERDICT_FILE)[0])]
-        except (ValueError, OSError, KeyError, TypeError):
-            fast = []
-    rec.update(
-        severity=serve.get("severity") or v.get("severity") or "",
-        cause=serve.get("cause") or v.get("cause") or "",
-        sop_step=v.get("sop_step") or "",
-        commands=list(v.get("commands") or []),
-        errors=list(v.get("errors") or []),
-        node=str(v.get("node") or ""),
-        gpu=str(v.get("gpu") or ""),
-        findings=fast if full else int(v.get("findings") or 0),
-    )
-
-
-def _status(serve: dict, engine: dict, doc: dict | None, rec: dict[str, Any]) -> str:
+def folder_status(serve: dict, engine: dict, doc: dict | None, rec: dict[str, Any]) -> str:
+    """The status a run folder shows (:func:`gpulib.run.index_page.read_run`): serve's record (``run.json``), else
+    the engine's (``status.json``; a run whose process died is interrupted and ``rec["error"]`` says so), else
+    :func:`status_of` its findings."""
     if serve.get("status"):
         return str(serve["status"])
     status = engine.get("status")
@@ -357,7 +253,7 @@ def _status(serve: dict, engine: dict, doc: dict | None, rec: dict[str, Any]) ->
     return Status.UNKNOWN
 
 
-# ------------------------------------------------------------------------------------------ folders and the index
+# ------------------------------------------------------------------------------------------ run folders
 def new_run_dir(out_root: Path, name: str) -> Path:
     """``<out_root>/<UTC timestamp>-<name>-<random>``, created exclusively (``mkdir`` without ``exist_ok`` fails
     if it exists), so two runs started in the same second never share a folder."""
@@ -372,31 +268,6 @@ def new_run_dir(out_root: Path, name: str) -> Path:
         except FileExistsError:
             continue
     raise OSError(f"could not create a unique run folder under {out_root}")
-
-
-def write_index(out_root: Path, known: dict[str, dict] | None = None) -> Path:
-    """``index.html`` of every run folder under ``out_root`` (:mod:`gpulib.core.index_page`: newest first, verdict,
-    cause, node/GPU, parameters, times, duration, status, filters; a run still going is listed as such).
-    ``known``: records (:func:`record`) of folders the caller has already read, by folder name; the others are read
-    from their files. Written atomically (tmp + rename) under an exclusive lock on ``out_root/.index.lock``
-    (``fcntl.flock``), so of runs finishing together the last writer lists them all (each run writes its HTML before
-    taking the lock)."""
-    out_root = Path(out_root)
-    with open(out_root / INDEX_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            known = known or {}
-            recs = [
-                known.get(d.name) or read_run(d) for d in out_root.iterdir() if d.is_dir() and RUN_ID.match(d.name)
-            ]
-            page = render(
-                recs, lambda r: f"{r['id']}/{r['html']}" if r.get("html") else None, title="gpu-runbooks runs"
-            )
-            idx = out_root / INDEX_FILE
-            atomic_write(idx, page)
-            return idx
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # ------------------------------------------------------------------------------------------ summary.md
@@ -450,7 +321,7 @@ def write_serve_record(folder: Path, rec: dict[str, Any]) -> None:
 
 def read_serve_record(folder: Path) -> dict[str, Any] | None:
     """``folder/run.json``, or None when it is missing, unreadable or names another run."""
-    rec = _json(Path(folder) / SERVE_FILE)
+    rec = read_doc(Path(folder) / SERVE_FILE)
     return rec if rec is not None and rec.get("id") == Path(folder).name else None
 
 

@@ -28,13 +28,12 @@ from gpulib.core.redact import redact
 from gpulib.core.settings import FINDINGS_ENV
 from gpulib.inspection import params_env
 from gpulib.run import record as rr
+from gpulib.run.index_page import record, write_index
 from gpulib.run.record import (
     Status,
     new_run_dir,
-    record,
     status_of,
     verdict_of,
-    write_index,
     write_status,
     write_summary,
 )

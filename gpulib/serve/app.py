@@ -28,7 +28,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError, RunStoreError
 from gpulib.core.settings import env
-from gpulib.run.record import ACTIVE, Status, findings_file, read_run, read_summary
+from gpulib.run.index_page import read_run
+from gpulib.run.record import ACTIVE, Status, findings_file, read_summary
 from gpulib.serve.bodylimit import BodyLimit, UnicodeJson
 from gpulib.serve.config import ServeConfig, bearer_refusal
 from gpulib.serve.payload import Accepted, WebhookPayload

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-import gpulib.core.index_page as index_page
+from gpulib.run import index_page
+from gpulib.run.record import FINDINGS_FILE, SUMMARY_FILE, Render
 
 _STYLE = (
     "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
@@ -26,8 +27,8 @@ def _params(p: dict[str, Any]) -> str:
 
 
 def index(runs: list[dict[str, Any]]) -> str:
-    """``/runs``: the run index of :mod:`gpulib.core.index_page` over the run folders' records
-    (:func:`gpulib.run.record.read_run`), each linking to ``/runs/{id}`` (the progress page until it ends)."""
+    """``/runs``: the run index of :mod:`gpulib.run.index_page` over the run folders' records
+    (:func:`gpulib.run.index_page.read_run`), each linking to ``/runs/{id}`` (the progress page until it ends)."""
     return index_page.render(runs, lambda r: f"/runs/{r['id']}", title="gpuops runs")
 
 
@@ -45,7 +46,7 @@ def progress(rec: dict[str, Any]) -> str:
 def rendering(rec: dict[str, Any]) -> str:
     """A run whose verdict is known while its notebook, the evidence, still renders: the verdict, and which part is
     not there yet."""
-    state = "waiting for a kernel" if rec.get("render") == "queued" else "rendering"
+    state = "waiting for a kernel" if rec.get("render") == Render.QUEUED else "rendering"
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='refresh' content='2'>"
         f"<title>{html.escape(rec['runbook'])} verdict</title>{_STYLE}</head><body>{banner(rec)}"
@@ -89,14 +90,14 @@ def banner(rec: dict[str, Any]) -> str:
         "style='border:2px solid #444;padding:8px;margin:8px;font-family:sans-serif'>"
         f"<b class='{html.escape(sev)}'>{html.escape(sev.upper())}</b> {html.escape(rec.get('cause') or '')}"
         f"{cmd}{err}<br><small>{html.escape(rec['runbook'])} {html.escape(_params(rec['params']))} · run "
-        f"{html.escape(rec['id'])} · <a href='/runs/{html.escape(rec['id'])}/summary.md'>summary.md</a> · "
-        f"<a href='/runs/{html.escape(rec['id'])}/findings.json'>findings.json</a> · <a href='/runs'>all runs</a> · "
-        "dry run: nothing was applied</small></div>"
+        f"{html.escape(rec['id'])} · <a href='/runs/{html.escape(rec['id'])}/{SUMMARY_FILE}'>{SUMMARY_FILE}</a> · "
+        f"<a href='/runs/{html.escape(rec['id'])}/{FINDINGS_FILE}'>{FINDINGS_FILE}</a> · "
+        "<a href='/runs'>all runs</a> · dry run: nothing was applied</small></div>"
     )
 
 
 def unreadable(rec: dict[str, Any]) -> str:
-    """A run folder whose run.json cannot be read (gpulib/serve/retention.py): what is known, and why."""
+    """A run folder whose run.json cannot be read (:mod:`gpulib.serve.retention`): what is known, and why."""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(rec['id'])} unreadable</title>"
         f"{_STYLE}</head><body><h1 id='status' data-status='unreadable'>{html.escape(rec['runbook'])}: unreadable</h1>"

@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from gpulib.catalogue import catalogue
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
 from gpulib.inspection import SERVER_ONLY, resolve_params, server_only
+from gpulib.run.catalogue import catalogue
 from gpulib.xid import alert_routes
 
 #: parameters a page (GET /run/..., no token) may not set beyond :func:`gpulib.inspection.server_only`: what creates

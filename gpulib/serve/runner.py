@@ -22,9 +22,8 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
-from gpulib.catalogue import NotebookInfo, find_notebook
 from gpulib.core.errors import GpulibError, redact
-from gpulib.run.catalogue import RUNBOOKS
+from gpulib.run.catalogue import RUNBOOKS, NotebookInfo, find_notebook
 from gpulib.run.record import VERDICT_FILE, save_verdict, verdict_of
 from gpulib.run.record import outcome as outcome_of
 from gpulib.run.render import execute, outcome

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from gpulib.core.findings import Finding, Severity, save_findings
-from gpulib.run.record import created_at, read_run, write_status
+from gpulib.run.index_page import read_run
+from gpulib.run.record import created_at, write_status
 
 RUN = "20261201T064500Z-xid_ecc_triage-1a2b3c"
 

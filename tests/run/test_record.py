@@ -19,7 +19,7 @@ def _row(page: str, rid: str) -> str:
 
 
 def _index_html(root, rid: str) -> str:
-    from gpulib.run.record import write_index
+    from gpulib.run.index_page import write_index
 
     return _row(write_index(root).read_text(), rid)
 

@@ -1,4 +1,4 @@
-"""gpulib.core.index_page and the index.html write_index makes of a run root: newest first, verdict, cause, node/GPU,
+"""gpulib.run.index_page and the index.html write_index makes of a run root: newest first, verdict, cause, node/GPU,
 parameters, UTC and local time, duration, a run still going said to be one, filters built from the rows, every value
 escaped, and every row there without JavaScript."""
 
@@ -8,8 +8,8 @@ import html
 import re
 
 from gpulib.core.findings import Finding, Severity, save_findings
-from gpulib.core.index_page import render
-from gpulib.run.record import write_index, write_status
+from gpulib.run.index_page import render, write_index
+from gpulib.run.record import write_status
 
 EVIL = "<script>alert('x')</script>"
 
