@@ -7,7 +7,7 @@ from gpulib.core.lazy import lazy_exports
 #: public name -> submodule defining it; imported on first use (PEP 562), so importing the package is cheap
 #: and a GPU node loads only what it calls
 _EXPORTS = {
-    "FINDINGS_ENV": "lessons",
+    "FINDINGS_ENV": "session",
     "GIB": "lessons",
     "SelfCheck": "lessons",
     "alert_catalog": "lessons",

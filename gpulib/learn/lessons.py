@@ -28,6 +28,7 @@ from gpulib.catalogue import catalogue, project_root
 from gpulib.core.errors import EmptyResult, GpulibError, InvalidParameter
 from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.money import money as _money
+from gpulib.core.settings import FINDINGS_ENV  # noqa: F401  (the lessons read it here: tests/learn)
 from gpulib.cost import ACTIONS
 from gpulib.kube.frames import MalformedKubernetesObject, pods_frame
 from gpulib.kube.requests import resource_problems
