@@ -245,13 +245,22 @@ def headline_html(summary: dict[str, Any]) -> str:
 
 
 def idle_table_html(table: pd.DataFrame, currency: str) -> str:
-    """The idle / zombie workloads table (zombie rows flagged)."""
+    """The idle / zombie workloads table: state ``zombie``, ``idle`` (more than half of the allocated GPU-hours idle)
+    or ``mostly active`` (listed for the idle GPU-hours it still has)."""
     if table.empty:
         return "<p><b style='color:#1b7f3b'>No idle allocated GPU time in the window.</b></p>"
     e = html.escape
     rows = []
     for r in table.itertuples():
-        flag = f"<b style='color:#b00020'>zombie</b> {r.zombie_hours:.1f} GPU-h" if r.zombie else "idle"
+        # "idle" only where most of the allocated time was idle; a busy workload is listed for its idle remainder
+        mostly_idle = 2 * float(r.idle_allocated_gpu_hours) > float(r.allocated_gpu_hours)
+        flag = (
+            f"<b style='color:#b00020'>zombie</b> {r.zombie_hours:.1f} GPU-h"
+            if r.zombie
+            else "idle"
+            if mostly_idle
+            else "mostly active"
+        )
         fb = "n/a" if pd.isna(r.fb_used_max_mib) else f"{r.fb_used_max_mib / 1024:.1f}"
         act = "n/a" if pd.isna(r.active_pct) else f"{r.active_pct:.1f}"
         rows.append(

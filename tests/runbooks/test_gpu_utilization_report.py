@@ -226,3 +226,27 @@ def test_kpi_tiles_render_the_summary_numbers():
     acts = top_actions_html(s)
     assert "ns/pod&lt;x&gt;" in acts and "3,400 USD" in acts  # escaped
     assert "No savings action" in top_actions_html({**s, "top_actions": []})
+
+
+def test_idle_table_does_not_call_busy_workloads_idle():
+    """Issue 39: workloads 99.6 % and 100 % active were labelled "idle" because every row that was not a zombie
+    got that label; the label now follows the share of allocated time that was idle."""
+    import gpulib.cost.view as view
+
+    t = pd.DataFrame(
+        {
+            "namespace": ["train", "infer", "nb"],
+            "workload": ["llm", "vllm", "lab"],
+            "owner_kind": ["PyTorchJob", "Deployment", "StatefulSet"],
+            "allocated_gpu_hours": [1000.0, 500.0, 100.0],
+            "idle_allocated_gpu_hours": [4.0, 0.01, 97.0],
+            "active_pct": [99.6, 100.0, 3.0],
+            "fb_used_max_mib": [70000.0, 30000.0, 1024.0],
+            "idle_cost": [40.0, 0.1, 900.0],
+            "zombie": [False, False, False],
+            "zombie_hours": [0.0, 0.0, 0.0],
+        }
+    )
+    page = view.idle_table_html(t, "USD")
+    cells = [row.split("</td>")[3] for row in page.split("<tr>")[2:]]  # the "state" column of each data row
+    assert [c.rsplit(">", 1)[-1] for c in cells] == ["mostly active", "mostly active", "idle"], cells
