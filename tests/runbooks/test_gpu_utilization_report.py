@@ -229,7 +229,7 @@ def test_kpi_tiles_render_the_summary_numbers():
 
 
 def test_idle_table_does_not_call_busy_workloads_idle():
-    """Issue 39: workloads 99.6 % and 100 % active were labelled "idle" because every row that was not a zombie
+    """Workloads 99.6 % and 100 % active were labelled "idle" because every row that was not a zombie
     got that label; the label now follows the share of allocated time that was idle."""
     import gpulib.cost.view as view
 
