@@ -178,8 +178,17 @@ def every_name(name: str) -> str:
 
 
 def missing(runbook: str, reads: Reads) -> list[Need]:
-    """The decisions of ``runbook`` none of whose inputs came back with data."""
-    return [n for n in needs(runbook) if not reads.present & set(n.inputs)]
+    """The decisions of ``runbook`` this run tried to make (it asked for at least one of their inputs) none of whose
+    inputs came back with data. A decision whose inputs the run never asked for was not made (a recorded nccl-tests
+    file without a node, a MIG plan sized from named models): it cannot have been made without its evidence."""
+    asked = reads.absent | reads.present
+    history = "node history" in asked  # a history read asks for every signal (it lists the missing ones)
+    return [
+        n
+        for n in needs(runbook)
+        if not reads.present & set(n.inputs)
+        and any(i in asked or (history and i.startswith("history:")) for i in n.inputs)
+    ]
 
 
 def check(runbook: str, reads: Reads) -> None:

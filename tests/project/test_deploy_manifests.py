@@ -35,6 +35,11 @@ def by_kind(kind: str) -> list[dict]:
     return [d for _, d in docs() if d["kind"] == kind]
 
 
+def _weekly() -> list[dict]:
+    """The weekly report's CronJob (the monthly reliability one, reliability-cronjob.yaml, sits beside it)."""
+    return [d for d in by_kind("CronJob") if d["metadata"]["name"] == "gpuops-report"]
+
+
 def test_every_manifest_validates_strictly():
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     found = docs()
@@ -47,7 +52,8 @@ def test_every_manifest_validates_strictly():
             "ClusterRoleBinding",
             "ConfigMap",
             "PersistentVolumeClaim",
-            "CronJob",
+            "CronJob",  # the weekly utilization report
+            "CronJob",  # the monthly reliability report
         ]
     )
     for name, d in found:
@@ -86,12 +92,12 @@ def test_clusterrole_is_read_only_on_nodes_pods_namespaces():
 
 
 def _pod_spec() -> dict:
-    (cj,) = by_kind("CronJob")
+    (cj,) = _weekly()
     return cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
 def test_cronjob_weekly_with_the_report_identity_and_output_volume():
-    (cj,) = by_kind("CronJob")
+    (cj,) = _weekly()
     fields = cj["spec"]["schedule"].split()
     assert len(fields) == 5 and fields[2:4] == ["*", "*"] and fields[4] not in ("*",)  # one day of the week
     assert cj["spec"]["concurrencyPolicy"] == "Forbid"

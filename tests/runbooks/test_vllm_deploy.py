@@ -38,7 +38,9 @@ def test_demo_sizing_manifests_and_scale_up(shared_runs):
     doc = res.doc
     assert doc["errors"] == []
     size = next(f for f in doc["findings"] if f["data"].get("fits") is not None)
-    assert size["data"] == {"fits": True, "tp": 4} and "479,504 KV tokens" in size["title"]
+    # every finding lists the inputs its decision rested on (data["inputs"]); the sizing's own data is unchanged
+    sized = {k: v for k, v in size["data"].items() if k != "inputs"}
+    assert sized == {"fits": True, "tp": 4} and "479,504 KV tokens" in size["title"]
     assert verdict(doc) == "scale_up"
     html = res.html.read_text()
     assert "Deployment/vllm-llama70b: valid for Kubernetes 1.29" in html and "text-generation-launcher" in html
