@@ -15,7 +15,7 @@ from gpulib.core.errors import UnknownSetting
 from gpulib.core.knowledge import load_table
 
 TABLE = "core/environment"
-#: the run engine sets this in a run's kernel: the file the notebook writes its findings to (gpulib/run/record.py)
+#: the run engine sets this in a run's kernel: the file the notebook writes its findings to (gpulib.run.record)
 FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Callable, Mapping
 
-# the notebook catalogue, re-exported: front ends reach it through the run layer (tests/run/test_record_rules.py)
+# the notebook catalogue, re-exported: front ends reach it through the run layer (tests.run.test_record_rules)
 from gpulib.catalogue import NotebookInfo as NotebookInfo
 from gpulib.catalogue import catalogue as catalogue
 from gpulib.catalogue import find_notebook as find_notebook

@@ -1,6 +1,6 @@
 """The rules about a run's home (docs/architecture.md, "One run, one engine"), read from the source with
 :mod:`ast` (nothing imported): the file names of a run folder and the run status words live only in
-``gpulib/run/record.py``; front ends (``cli``, ``serve``, ``mcp``) import only ``run``, ``core`` and ``kube`` (and
+``gpulib.run.record``; front ends (``cli``, ``serve``, ``mcp``) import only ``run``, ``core`` and ``kube`` (and
 themselves), less an explicit allow-list that may only shrink. Each checker is shown to catch a planted case."""
 
 from __future__ import annotations
