@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Mapping
 
+import pandas as pd
+
 from gpulib import connect
 from gpulib.catalogue import NotebookInfo
 from gpulib.core import validate
@@ -49,7 +51,7 @@ def check_targets(params: Mapping[str, Any]) -> None:
     if gpu.isdigit():
         n = src.nodes().set_index("node")
         count = n.loc[node, "gpu_count"] if node in n.index and "gpu_count" in n.columns else None
-        if count is not None and str(count) not in ("", "nan") and int(gpu) >= int(count):
+        if count is not None and not pd.isna(count) and str(count) != "" and int(gpu) >= int(count):
             raise UnknownGPU(f"gpu={gpu} on node {node!r}: the node has {int(count)} GPUs (0..{int(count) - 1})")
 
 
