@@ -9,7 +9,7 @@ from gpulib.core.knowledge import data_path
 
 
 def test_secure_boot_advice_comes_from_the_current_troubleshooting_guide():
-    # NVIDIA/cloud-native-docs: gpu-operator/troubleshooting.rst @179ffdc3, "EFI + Secure Boot": root cause "EFI
+    # NVIDIA/cloud-native-docs: gpu-operator/troubleshooting.rst @2489fb4c, "EFI + Secure Boot": root cause "EFI
     # Secure Boot is currently not supported with the GPU Operator", action "Disable EFI Secure Boot on the server".
     # The old page (install-precompiled-signed-drivers.html) covers Canonical's signed 470/510/515 on Ubuntu
     # 20.04/22.04.
@@ -17,4 +17,4 @@ def test_secure_boot_advice_comes_from_the_current_troubleshooting_guide():
     assert "-signed" not in sop["sop_step"] and "install-precompiled-signed-drivers" not in sop["source"]
     assert "Secure Boot" in sop["sop_step"] and "disable" in sop["sop_step"].lower()
     assert "gpu-operator/latest/troubleshooting.html" in sop["source"]
-    assert "NVIDIA/cloud-native-docs: gpu-operator/troubleshooting.rst @179ffdc3" in sop["source"]
+    assert "NVIDIA/cloud-native-docs: gpu-operator/troubleshooting.rst @2489fb4c" in sop["source"]
