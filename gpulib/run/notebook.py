@@ -152,7 +152,7 @@ class Session:
         out: list[str] = []
         for s in self.runbook.steps:
             if self.outcomes.get(s.title) == RAN:
-                out += [i for i in s.inputs if i not in out]
+                out += [i for i in dict.fromkeys(s.inputs) if i not in out]
         return out
 
     def check_evidence(self) -> None:

@@ -39,3 +39,10 @@ def test_the_notebooks_findings_json_names_its_steps_and_inputs(shared_runs, pin
     doc = shared_runs.run("xid_ecc_triage", source="demo", node="dgx-h100-1", gpu="5").doc
     assert set(doc["steps"].values()) == {"ran"}  # the notebook runs every step, the dry-run plan included
     assert "kernel log" in doc["inputs"]
+
+
+def test_each_input_is_named_once(pinned):
+    """Two steps of xid_ecc_triage read the same DCGM fields; the verdict names each input once (it listed
+    DCGM_FI_DEV_ECC_DBE_VOL_TOTAL and four others twice)."""
+    v = fast_verdict("xid_ecc_triage", {"source": "demo", "node": "dgx-h100-1", "gpu": "5"})
+    assert len(v.inputs) == len(set(v.inputs)), [i for i in v.inputs if v.inputs.count(i) > 1]
