@@ -173,6 +173,6 @@ class ServeConfig:
         if "verdict" in kw:
             one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
         if "notify_format" in kw:
-            one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
+            one_of(kw["notify_format"], ("slack", "json", "pagerduty"), param="--notify-format")
         if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder
             choose_source(kw["source"])
