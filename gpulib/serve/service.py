@@ -15,6 +15,7 @@ from gpulib.core.errors import GpulibError, RunStoreError, VerdictDeadline
 from gpulib.core.knowledge import settings
 from gpulib.core.redact import redact
 from gpulib.kube.client import KubeCluster
+from gpulib.kube.publish import parse_what, publish_run
 from gpulib.run.params import prepare
 from gpulib.run.record import RunRecord, Status, read_verdict, write_summary
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, limit
@@ -318,6 +319,22 @@ class Service:
         self.m_duration.labels(rec["runbook"]).observe(rec["finished"] - rec["started"])
         if notify_again:
             self._notify(run_id, rec)
+        self._publish(run_id)
+
+    def _publish(self, run_id: str) -> None:
+        """``--publish``: the run's verdict as an Event on its node (and the node condition), gpulib/kube/publish.py."""
+        what = parse_what(self.cfg.publish)
+        if not what:
+            return
+        try:
+            self._cluster = getattr(self, "_cluster", None) or KubeCluster.from_environment()
+            node = (self.store.get(run_id) or {}).get("params", {}).get("node")
+            lines = publish_run(
+                self.store.folder(run_id), what, self.link(run_id), self._cluster, [node] if node else []
+            )
+        except GpulibError as exc:
+            lines = [redact(f"could not publish: {exc}")]
+        self.store.update(run_id, published=lines)
 
     # ----------------------------------------------------------------------------- alerts
     def handle(self, payload: WebhookPayload) -> tuple[int, dict[str, Any]]:
