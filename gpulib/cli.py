@@ -26,6 +26,7 @@ from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.redact import redact
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.inspection import PLOTLY_JS_MODES
+from gpulib.kube.publish import parse_what, publish_run
 from gpulib.mcp.command import mcp_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
@@ -121,15 +122,19 @@ def run_cmd(
     params_file: Optional[Path] = typer.Option(
         None, "--params-file", help="JSON object of parameters as gpuops serve checked and wrote them (params.json)"
     ),
+    publish: Optional[str] = typer.Option(
+        None,
+        "--publish",
+        help="events: the verdict as a Kubernetes Event on its node; events,condition: also the "
+        "node condition GpuRunbooksVerdict (gpulib/kube/publish.py)",
+    ),
 ):
     if fail_on not in FAIL_ON:
         _fail(InvalidParameter(f"--fail-on {fail_on!r}: use critical, warning, info or never"))
     try:
         info = find_notebook(name)
         given = _params_file(params_file) if params_file else None
-        params = prepare(
-            info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None, given=given
-        )
+        params = prepare(info, _pairs(param), source=source, snapshot=str(snapshot) if snapshot else None, given=given)
         check_targets(params)
         if run_dir is not None:
             run_dir = run_dir.resolve()
@@ -149,7 +154,19 @@ def run_cmd(
     except Exception as exc:
         typer.echo(redact(f"error: the run failed: {type(exc).__name__}: {exc}"), err=True)
         raise typer.Exit(EXIT_FAILED) from None
+    _publish_run(res.out_dir, publish)
     raise typer.Exit(_exit_code([res], fail_on))
+
+
+def _publish_run(folder: Path, publish: Optional[str]) -> None:
+    """``gpuops run --publish``: write the verdict back to the cluster; a failure is said, the run's exit code stays."""
+    if not publish:
+        return
+    try:
+        for line in publish_run(folder, parse_what(publish)):
+            typer.echo(redact(line))
+    except GpulibError as exc:
+        typer.echo(redact(f"could not publish: {exc}"), err=True)
 
 
 #: what a --params-file is (the hint of its errors)

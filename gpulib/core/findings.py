@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from gpulib.core.redact import redact, redact_obj
+from gpulib.core.verdict_doc import upgrade
 
 
 class Severity(str, Enum):
@@ -171,7 +172,9 @@ def worst_severity(findings: Iterable[Finding]) -> Severity:
     return fs[0].severity if fs else Severity.OK
 
 
-FINDINGS_SCHEMA_VERSION = 1
+#: version 2 (:mod:`gpulib.core.verdict_doc`, published as docs/schema/findings.v2.schema.json) keeps every field
+#: of version 1 and adds ``status``, ``verdict`` and each finding's entities and actions
+FINDINGS_SCHEMA_VERSION = 2
 
 
 def save_findings(
@@ -185,7 +188,8 @@ def save_findings(
     steps: dict[str, str] | None = None,
     inputs: list[str] | None = None,
 ) -> Path:
-    """Write findings as JSON: ``{"schema": 1, "runbook": ..., "findings": [...], "errors": [...]}``;
+    """Write findings as JSON: ``{"schema": 2, "runbook": ..., "findings": [...], "errors": [...], "verdict": ...}``
+    (:mod:`gpulib.core.verdict_doc`);
     ``usage_errors`` (parameters that matched nothing) are written when there are any; ``steps`` (what happened to
     each step of the runbook's definition) and ``inputs`` (the inputs of the steps that ran: what the verdict rests
     on, :meth:`gpulib.run.notebook.Session.inputs`) when the run knows them."""
@@ -205,6 +209,7 @@ def save_findings(
         doc["steps"] = dict(steps)
     if inputs is not None:
         doc["inputs"] = list(inputs)
+    doc = upgrade(doc)
     path.write_text(redact(json.dumps(redact_obj(doc), indent=2, default=str)))
     return path
 

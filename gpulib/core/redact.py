@@ -20,7 +20,12 @@ from pathlib import Path
 
 MASK = "***"
 _registered: set[str] = set()
-_ENV = ("GPUOPS_PROMETHEUS_TOKEN", "GPUOPS_PROMETHEUS_PASSWORD")
+_ENV = (
+    "GPUOPS_PROMETHEUS_TOKEN",
+    "GPUOPS_PROMETHEUS_PASSWORD",
+    "GPUOPS_PAGERDUTY_ROUTING_KEY",
+    "GPUOPS_SLACK_BOT_TOKEN",
+)
 #: shorter strings are not masked on their own (a one-letter password would mask every such letter)
 MIN_LEN = 4
 

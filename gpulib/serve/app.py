@@ -24,6 +24,7 @@ from fastapi.responses import (
 )
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError, RunStoreError
@@ -31,6 +32,7 @@ from gpulib.core.settings import env
 from gpulib.run.index_page import read_run
 from gpulib.run.record import ACTIVE, Status, findings_file, read_summary
 from gpulib.serve.bodylimit import BodyLimit, UnicodeJson
+from gpulib.serve.cloudevents_in import parse, to_payload
 from gpulib.serve.config import ServeConfig, bearer_refusal
 from gpulib.serve.payload import Accepted, WebhookPayload
 from gpulib.serve.pool import QueueFull
@@ -98,6 +100,25 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
     )
     def alertmanager(payload: WebhookPayload):
         code, body = svc.handle(payload)
+        if code in (503, 507):
+            return JSONResponse(body, status_code=code, headers={"Retry-After": str(cfg.retry_after)})
+        return JSONResponse(body, status_code=202)
+
+    @app.post(
+        "/cloudevents",
+        status_code=202,
+        response_model=Accepted,
+        dependencies=[Depends(need_token)],
+        responses={400: {"description": "not an NVSentinel health event"}, 503: {}, 507: {}, 401: {}, 403: {}, 413: {}},
+    )
+    async def cloudevents(request: Request):
+        """An NVSentinel health event (CloudEvents, structured or binary mode), routed as the alert it stands for
+        (gpulib/serve/cloudevents_in.py)."""
+        try:
+            payload = to_payload(parse(dict(request.headers), await request.body()))
+        except GpulibError as exc:
+            raise HTTPException(400, str(exc)) from None
+        code, body = await run_in_threadpool(svc.handle, payload)
         if code in (503, 507):
             return JSONResponse(body, status_code=code, headers={"Retry-After": str(cfg.retry_after)})
         return JSONResponse(body, status_code=202)

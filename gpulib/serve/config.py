@@ -16,6 +16,7 @@ from gpulib.core.redact import register
 from gpulib.core.settings import serve_options
 from gpulib.core.validate import one_of
 from gpulib.inspection import choose_source
+from gpulib.kube.publish import parse_what
 
 TOKEN_ENV = "GPUOPS_SERVE_TOKEN"
 #: a replica's name (it names files in the shared run store)
@@ -117,6 +118,8 @@ class ServeConfig:
     public_url: str = _option("public_url")
     notify_url: str | None = _option("notify_url", None)
     notify_format: str = _option("notify_format")
+    #: what each verdict writes back to the cluster (gpulib/kube/publish.py): "", events, events,condition
+    publish: str | None = _option("publish", None)
     max_body: int = _option("max_body")
     retry_after: int = 30
     #: page-started runs (GET /run/..., no token) waiting at once, beside the alerts' queue_limit
@@ -172,7 +175,9 @@ class ServeConfig:
             one_of(kw["verdict_in"], ("processes", "threads"), param="--verdict-in")
         if "verdict" in kw:
             one_of(kw["verdict"], ("fast", "notebook"), param="--verdict")
+        if "publish" in kw:
+            parse_what(kw["publish"])
         if "notify_format" in kw:
-            one_of(kw["notify_format"], ("slack", "json"), param="--notify-format")
+            one_of(kw["notify_format"], ("slack", "json", "pagerduty"), param="--notify-format")
         if "source" in kw:  # the rules of gpuops run --source: a backend name or a snapshot folder
             choose_source(kw["source"])

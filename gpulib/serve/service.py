@@ -15,6 +15,7 @@ from gpulib.core.errors import GpulibError, RunStoreError, VerdictDeadline
 from gpulib.core.knowledge import settings
 from gpulib.core.redact import redact
 from gpulib.kube.client import KubeCluster
+from gpulib.kube.publish import parse_what, publish_run
 from gpulib.run.params import prepare
 from gpulib.run.record import RunRecord, Status, read_verdict, write_summary
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, limit
@@ -59,6 +60,7 @@ class Service:
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
+        self.notifier = notify.Notifier(cfg.notify_url, cfg.notify_format)
         self.storms = Storms(cfg.dedupe_window)
         #: incident claims across replicas (None: this process decides alone)
         self.claims = KubeClaims(cfg.dedupe_window) if cfg.claims == "kubernetes" else None
@@ -228,10 +230,24 @@ class Service:
         return prepare(self.catalogue[rec["runbook"]], given=rec["params"], source=self.cfg.source)
 
     def _notify(self, run_id: str, rec: dict[str, Any]) -> None:
-        if self.cfg.notify_url:
-            err = notify.send(self.cfg.notify_url, rec, self.link(run_id), self.cfg.notify_format)
-            if err:
-                self.store.update(run_id, notify_error=err)
+        err, fields = self.notifier.verdict(rec, self.link(run_id))
+        if err or fields:
+            self.store.update(run_id, **fields, **({"notify_error": err} if err else {}))
+
+    def _notify_attached(self, run_id: str | None, alert: dict[str, Any]) -> None:
+        rec = self.store.get(run_id) if run_id else None
+        err = self.notifier.attached(rec, self.link(run_id), alert) if rec else None
+        if err:
+            self.store.update(run_id, notify_error=err)
+
+    def _notify_resolved(self, alert: Alert) -> None:
+        try:
+            runbook, params = route_alert(alert.model_dump(), self.routes, self.catalogue)
+        except GpulibError:  # an alert we never routed: nothing was opened for it
+            return
+        err = self.notifier.resolved(runbook, params)
+        if err:
+            self.store.log_alert({"time": time.time(), "action": "notify_error", "reason": err})
 
     def _verdict(self, run_id: str) -> None:
         """The fast verdict: the record, summary.md and the notification carry it at once; the notebook follows."""
@@ -303,6 +319,22 @@ class Service:
         self.m_duration.labels(rec["runbook"]).observe(rec["finished"] - rec["started"])
         if notify_again:
             self._notify(run_id, rec)
+        self._publish(run_id)
+
+    def _publish(self, run_id: str) -> None:
+        """``--publish``: the run's verdict as an Event on its node (and the node condition), gpulib/kube/publish.py."""
+        what = parse_what(self.cfg.publish)
+        if not what:
+            return
+        try:
+            self._cluster = getattr(self, "_cluster", None) or KubeCluster.from_environment()
+            node = (self.store.get(run_id) or {}).get("params", {}).get("node")
+            lines = publish_run(
+                self.store.folder(run_id), what, self.link(run_id), self._cluster, [node] if node else []
+            )
+        except GpulibError as exc:
+            lines = [redact(f"could not publish: {exc}")]
+        self.store.update(run_id, published=lines)
 
     # ----------------------------------------------------------------------------- alerts
     def handle(self, payload: WebhookPayload) -> tuple[int, dict[str, Any]]:
@@ -328,6 +360,7 @@ class Service:
                 "labels": alert.labels,
             }
             if alert.status == "resolved":
+                self._notify_resolved(alert)
                 out["resolved"] += 1
                 self.store.log_alert({**entry, "action": "resolved"})
                 self.m_alerts.labels("resolved").inc()
@@ -345,6 +378,7 @@ class Service:
                 "fingerprint": alert.fingerprint,
                 "runbook_url": alert.annotations.get("runbook_url", ""),
                 "severity": alert.labels.get("severity", ""),
+                "silence_url": notify.silence_url(payload.externalURL, alert.labels),
             }
             try:
                 action, run_id = self._admit(payload.groupKey, alert, runbook, params, trigger)
@@ -362,6 +396,8 @@ class Service:
                 out[{"run": "runs", "attach": "attached", "dedupe": "deduped"}[action]].append(run_id)
             if action == "held":
                 entry["reason"] = trigger.get("held_reason", "")
+            if action == "attach":
+                self._notify_attached(run_id, {**trigger, "params": params})
             self.store.log_alert({**entry, "action": action, "run": run_id, "runbook": runbook, "params": params})
             self.m_alerts.labels(action).inc()
         return 202, out

@@ -24,6 +24,8 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
   409 for an existing name), GET and GET ``/status``, DELETE; a created Job is handed to :attr:`job_hook` (a
   callable ``job -> "Complete" | "Failed"`` run in a thread of its own, as the Job controller and the kubelet would
   run the pod) and its ``status.conditions`` say what the hook returned; ``jobs`` holds them by (namespace, name)
+* ``events.k8s.io/v1`` Events (``/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]``): POST, GET, list, PUT
+  with the resourceVersion check; ``PATCH /api/v1/nodes/{name}/status`` merges ``status.conditions`` by type
 * bearer-token authentication (401 without it), and :meth:`fail` to answer 403/5xx for a path.
 * pods of one run: ``POST /api/v1/namespaces/{ns}/pods`` (``dryRun=All`` honoured), ``GET .../pods/{name}``
   (the phase moves along :attr:`pod_script` ``phases``, one step per read; ``waiting_reason`` puts the
@@ -206,6 +208,7 @@ class KubeApiDouble:
         self._rules: list[_FailRule] = []
         self._blocked: dict[tuple[str, str], str] = {}
         self.leases: dict[tuple[str, str], dict] = {}
+        self.events: dict[tuple[str, str], dict] = {}
         self.jobs: dict[tuple[str, str], dict] = {}
         self.job_hook = None
         self._lock = threading.Lock()
@@ -424,6 +427,10 @@ class KubeApiDouble:
             and seg[6] == "eviction"
         ):
             return self._evict(seg[3], seg[5], query, body)
+        if seg[:4] == ["apis", "events.k8s.io", "v1", "namespaces"] and len(seg) in (6, 7) and seg[5] == "events":
+            return self._event(method, seg[4], seg[6] if len(seg) == 7 else None, body)
+        if method == "PATCH" and seg[:3] == ["api", "v1", "nodes"] and len(seg) == 5 and seg[4] == "status":
+            return self._patch_node_status(seg[3], body, ctype)
         return 404, _status(404, "NotFound", "the server could not find the requested resource")
 
     # -- lists with paging ----------------------------------------------------------------------
@@ -548,6 +555,63 @@ class KubeApiDouble:
             del self.leases[(ns, name)]
             return 200, _status(200, "Success", "deleted")
         return 405, _status(405, "MethodNotAllowed", "method not allowed")
+
+    def _event(self, method, ns, name, body) -> tuple[int, dict]:
+        """``events.k8s.io/v1`` Events: POST (409 for an existing name), GET one or the namespace's list, PUT
+        (409 Conflict unless ``metadata.resourceVersion`` is the current one), as the API server answers them."""
+
+        def out(obj):
+            return dict(copy.deepcopy(obj), apiVersion="events.k8s.io/v1", kind="Event")
+
+        if method == "GET" and name is None:
+            items = [e for (n, _), e in sorted(self.events.items()) if n == ns]
+            return 200, {"apiVersion": "events.k8s.io/v1", "kind": "EventList", "metadata": {}, "items": items}
+        if method == "POST" and name is None:
+            if not isinstance(body, dict) or body.get("kind") != "Event" or not body.get("eventTime"):
+                return 422, _status(422, "Invalid", "Event is invalid: eventTime: Required value")
+            name = (body.get("metadata") or {}).get("name", "")
+            if (ns, name) in self.events:
+                return 409, _status(409, "AlreadyExists", f'events.events.k8s.io "{name}" already exists')
+            self.resource_version += 1
+            obj = copy.deepcopy(body)
+            obj["metadata"] = dict(obj.get("metadata") or {}, namespace=ns, resourceVersion=str(self.resource_version))
+            self.events[(ns, name)] = obj
+            return 201, out(obj)
+        cur = self.events.get((ns, name))
+        if cur is None:
+            return 404, _status(404, "NotFound", f'events.events.k8s.io "{name}" not found')
+        if method == "GET":
+            return 200, out(cur)
+        if method == "PUT":
+            if ((body or {}).get("metadata") or {}).get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on events "{name}"')
+            self.resource_version += 1
+            obj = copy.deepcopy(body)
+            obj["metadata"] = dict(obj["metadata"], namespace=ns, resourceVersion=str(self.resource_version))
+            self.events[(ns, name)] = obj
+            return 200, out(obj)
+        return 405, _status(405, "MethodNotAllowed", "method not allowed")
+
+    def _patch_node_status(self, name, body, ctype) -> tuple[int, dict]:
+        """``PATCH /api/v1/nodes/{name}/status`` as a strategic merge patch: ``status.conditions`` merged by ``type``
+        (the patchMergeKey of NodeStatus.conditions), the rest as a merge patch."""
+        node = self.node(name)
+        if node is None:
+            return 404, _status(404, "NotFound", f'nodes "{name}" not found', {"kind": "nodes", "name": name})
+        if not ctype.startswith("application/strategic-merge-patch+json") or not isinstance(body, dict):
+            return 415, _status(
+                415, "UnsupportedMediaType", f"this double merges conditions by type only (got {ctype!r})"
+            )
+        conds = list(((node.get("status") or {}).get("conditions")) or [])
+        for c in ((body.get("status") or {}).get("conditions")) or []:
+            conds = [x for x in conds if x.get("type") != c.get("type")] + [c]
+        rest = {**body, "status": {k: v for k, v in (body.get("status") or {}).items() if k != "conditions"}}
+        patched = _merge_patch(node, rest)
+        patched.setdefault("status", {})["conditions"] = conds
+        self.resource_version += 1
+        patched["metadata"]["resourceVersion"] = str(self.resource_version)
+        self.nodes[self.nodes.index(node)] = patched
+        return 200, dict(patched, apiVersion="v1", kind="Node")
 
     def _patch_node(self, name, query, body, ctype) -> tuple[int, dict]:
         node = self.node(name)

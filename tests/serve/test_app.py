@@ -216,7 +216,11 @@ def test_notification_slack_and_generic_json(tmp_path):
     finally:
         srv.shutdown()
     slack, generic = got
-    assert set(slack) == {"text"} and "critical" in slack["text"] and "kubectl cordon dgx-h100-1" in slack["text"]
+    assert (
+        set(slack) == {"text", "blocks"}
+        and "critical" in slack["text"]
+        and "kubectl cordon dgx-h100-1" in slack["text"]
+    )
     assert "https://gpuops.example.com/runs/" in slack["text"]
     assert generic["verdict"] == "critical" and generic["command"] == "kubectl cordon dgx-h100-1"
     assert generic["link"].startswith("https://gpuops.example.com/runs/") and TOKEN not in json.dumps(got)
