@@ -105,12 +105,27 @@ def live_env(prometheus, tmp_path, monkeypatch):
     double.stop()
 
 
+@pytest.fixture(scope="session")
+def _notebook_kernels():
+    """The kept kernel :func:`run_notebook` runs in on this worker (tests/helpers/shared_runs.py ``KeptKernels``:
+    emptied and its environment set to this process' before each run), instead of a cold kernel a run."""
+    from tests.helpers.shared_runs import KeptKernels
+
+    kept = KeptKernels(keep=1)
+    yield kept
+    kept.close()
+
+
 @pytest.fixture
-def run_notebook(tmp_path, monkeypatch):
+def run_notebook(tmp_path, monkeypatch, _notebook_kernels):
     """Factory: ``run_notebook(path)(**params)`` executes a notebook with papermill against this checkout's
-    gpulib (PYTHONPATH), window end pinned to ``DEMO_END``; returns (findings JSON, executed notebook text)."""
+    gpulib (PYTHONPATH), window end pinned to ``DEMO_END``; returns (findings JSON, executed notebook text).
+    The run has a kept kernel (:func:`_notebook_kernels`) whose environment is this test's at the call and whose
+    folder is the checkout's, as a kernel papermill started would have."""
     import itertools
     import json
+
+    from gpulib.execute import run_code
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
@@ -124,9 +139,15 @@ def run_notebook(tmp_path, monkeypatch):
             findings = tmp_path / f"findings-{n}.json"
             monkeypatch.setenv("GPUOPS_FINDINGS_PATH", str(findings))
             out = tmp_path / f"out-{n}.ipynb"
-            pm.execute_notebook(
-                str(notebook), str(out), parameters=params, kernel_name="python3", progress_bar=False, cwd=str(ROOT)
-            )
+            km = _notebook_kernels.lend("notebook").take()
+            try:
+                run_code(km, f"import os as _os; _os.chdir({str(ROOT)!r}); del _os")
+                pm.execute_notebook(
+                    str(notebook), str(out), parameters=params, kernel_name="python3", progress_bar=False, km=km
+                )
+            except BaseException:  # a kernel that failed a run is not lent again
+                _notebook_kernels.drop("notebook")
+                raise
             return json.loads(findings.read_text()), out.read_text()
 
         return run

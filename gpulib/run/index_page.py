@@ -308,9 +308,7 @@ def write_index(out_root: Path, known: dict[str, dict] | None = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             known = known or {}
-            recs = [
-                known.get(d.name) or read_run(d) for d in out_root.iterdir() if d.is_dir() and RUN_ID.match(d.name)
-            ]
+            recs = [known.get(d.name) or read_run(d) for d in out_root.iterdir() if d.is_dir() and RUN_ID.match(d.name)]
             page = render(
                 recs, lambda r: f"{r['id']}/{r['html']}" if r.get("html") else None, title="gpu-runbooks runs"
             )

@@ -378,9 +378,7 @@ class RunRecord:
     def refused(self, error: str, now: float, status: str = Status.FAILED) -> dict[str, Any]:
         """The run ends without a notebook: it cannot run here (failed) or a value matched nothing (bad
         parameter)."""
-        return self._to(
-            status, error=error, finished=now, verdict_at=now, render=Render.SKIPPED.value, severity=None
-        )
+        return self._to(status, error=error, finished=now, verdict_at=now, render=Render.SKIPPED.value, severity=None)
 
     def decided(self, out: dict[str, Any], now: float) -> dict[str, Any]:
         """The fast verdict ``out`` (:func:`outcome`) is out; the notebook, its evidence, follows."""

@@ -5,6 +5,7 @@ more."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,10 @@ def _bench():
     return mod
 
 
+@pytest.mark.skipif(
+    os.environ.get("GPUOPS_SOAK") != "1",
+    reason="the soak runs with GPUOPS_SOAK=1 (about 45 s of a real server and its renders; CONTRIBUTING.md)",
+)
 @pytest.mark.xfail(
     strict=True,
     reason="open: with warm kernels the server's RSS grows 45-75 MB a burst of 2 renders (1.65 after 3 bursts) and "
