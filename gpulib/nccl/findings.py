@@ -97,37 +97,64 @@ def reference_finding(v, host: str | None) -> Finding:
 
 
 # ------------------------------------------------------------------------------------ a failed job's logs
-def _job_sop(kind: str, *, node, pod, host, peer, hca) -> Sop:
+def _job_sop(kind: str, *, node, namespace, pod, host, peer, hca) -> Sop:
     """The nccl_sop.csv row of a job cause (keys written out: tests/nccl/test_nccl_sop.py reads them)."""
     rows = {
-        "cuda_oom": lambda: sop("nccl_sop", "job_cuda_oom", node=node, pod=pod, host=host, peer=peer, hca=hca),
-        "segfault": lambda: sop("nccl_sop", "job_segfault", node=node, pod=pod, host=host, peer=peer, hca=hca),
+        "cuda_oom": lambda: sop(
+            "nccl_sop", "job_cuda_oom", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "segfault": lambda: sop(
+            "nccl_sop", "job_segfault", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
         "process_killed": lambda: sop(
-            "nccl_sop", "job_process_killed", node=node, pod=pod, host=host, peer=peer, hca=hca
+            "nccl_sop", "job_process_killed", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
         ),
-        "xid": lambda: sop("nccl_sop", "job_xid", node=node, pod=pod, host=host, peer=peer, hca=hca),
+        "xid": lambda: sop(
+            "nccl_sop", "job_xid", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
         "shm_too_small": lambda: sop(
-            "nccl_sop", "job_shm_too_small", node=node, pod=pod, host=host, peer=peer, hca=hca
+            "nccl_sop", "job_shm_too_small", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
         ),
-        "ibv_reg_mr": lambda: sop("nccl_sop", "job_ibv_reg_mr", node=node, pod=pod, host=host, peer=peer, hca=hca),
+        "ibv_reg_mr": lambda: sop(
+            "nccl_sop", "job_ibv_reg_mr", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
         "no_socket_interface": lambda: sop(
-            "nccl_sop", "job_no_socket_interface", node=node, pod=pod, host=host, peer=peer, hca=hca
+            "nccl_sop",
+            "job_no_socket_interface",
+            node=node,
+            namespace=namespace,
+            pod=pod,
+            host=host,
+            peer=peer,
+            hca=hca,
         ),
         "net_plugin_missing": lambda: sop(
-            "nccl_sop", "job_net_plugin_missing", node=node, pod=pod, host=host, peer=peer, hca=hca
+            "nccl_sop", "job_net_plugin_missing", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
         ),
-        "cuda_error": lambda: sop("nccl_sop", "job_cuda_error", node=node, pod=pod, host=host, peer=peer, hca=hca),
+        "cuda_error": lambda: sop(
+            "nccl_sop", "job_cuda_error", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
         "socket_refused": lambda: sop(
-            "nccl_sop", "job_socket_refused", node=node, pod=pod, host=host, peer=peer, hca=hca
+            "nccl_sop", "job_socket_refused", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
         ),
-        "ib_path": lambda: sop("nccl_sop", "job_ib_path", node=node, pod=pod, host=host, peer=peer, hca=hca),
-        "ib_platform": lambda: sop("nccl_sop", "job_ib_platform", node=node, pod=pod, host=host, peer=peer, hca=hca),
-        "remote_died": lambda: sop("nccl_sop", "job_remote_died", node=node, pod=pod, host=host, peer=peer, hca=hca),
-        "hang_suspect": lambda: sop("nccl_sop", "job_hang_suspect", node=node, pod=pod, host=host, peer=peer, hca=hca),
+        "ib_path": lambda: sop(
+            "nccl_sop", "job_ib_path", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "ib_platform": lambda: sop(
+            "nccl_sop", "job_ib_platform", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "remote_died": lambda: sop(
+            "nccl_sop", "job_remote_died", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "hang_suspect": lambda: sop(
+            "nccl_sop", "job_hang_suspect", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
     }
     make = rows.get(kind)
     if make is None:
-        return sop("nccl_sop", "job_not_attributable", node=node, pod=pod, host=host, peer=peer, hca=hca)
+        return sop(
+            "nccl_sop", "job_not_attributable", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        )
     return make()
 
 
@@ -183,13 +210,16 @@ def _symptom_lines(c) -> list[str]:
     return out
 
 
-def job_findings(causes, job, *, nodes: set[str] | None = None, node_evidence: dict | None = None) -> list[Finding]:
+def job_findings(
+    causes, job, *, nodes: dict | None = None, node_evidence: dict | None = None, pods: dict | None = None
+) -> list[Finding]:
     """Findings of a failed job's logs (:func:`gpulib.nccl.jobcause.analyze`): its cause first (critical; warning
     when not attributable, info when no error was logged), then other independent failures (warning). ``nodes``:
-    the source's node names (a host that is one gets its commands run on the node); ``node_evidence``: host ->
-    lines (XIDs, NotReady) joined from the source."""
+    host -> the source's node it is or runs on (the finding is about that node and its node commands run there);
+    ``node_evidence``: host -> lines (placement, NotReady, XIDs) joined from the source; ``pods``: host -> the
+    namespace of the pod of that name in the source."""
     rows = {r["id"]: r for r in causes_table().to_dict("records")}
-    nodes, node_evidence = nodes or set(), node_evidence or {}
+    nodes, node_evidence, pods = nodes or {}, node_evidence or {}, pods or {}
     out: list[Finding] = []
     tail = [f"read {len(job.files)} file(s), {job.lines} line(s)"]
     tail += [f"skipped {s}" for s in job.skipped]
@@ -212,7 +242,8 @@ def job_findings(causes, job, *, nodes: set[str] | None = None, node_evidence: d
         host = c.peer_host if c.kind == "remote_died" else c.host
         step = _job_sop(
             c.kind,
-            node=host if host in nodes else None,
+            node=nodes.get(host),
+            namespace=pods.get(host, "<namespace>"),
             pod=_pod_word(host),
             host=host or "<host>",
             peer=c.peer_host or c.peer or "<peer>",
@@ -233,7 +264,7 @@ def job_findings(causes, job, *, nodes: set[str] | None = None, node_evidence: d
             ev.append(f"{len(c.events)} such line(s) on " + ", ".join(dict.fromkeys(e.host or "?" for e in c.events)))
         ev += c.notes + _symptom_lines(c)
         for h in [host] if host else c.hosts:
-            ev += [f"node {h}: {x}" for x in node_evidence.get(h, [])]
+            ev += node_evidence.get(h, [])
         sev = Severity.CRITICAL if i == 0 and c.attributable else Severity.WARNING
         out.append(
             Finding(
@@ -245,7 +276,7 @@ def job_findings(causes, job, *, nodes: set[str] | None = None, node_evidence: d
                 escalation=step.escalation,
                 evidence=ev + (tail if i == 0 else []),
                 category="nccl",
-                node=host if c.attributable and c.kind != "ib_platform" else None,
+                node=nodes.get(host, host) if c.attributable and c.kind != "ib_platform" else None,
                 confidence=0.9 if c.attributable else 0.4,
                 data={
                     "check": c.kind,

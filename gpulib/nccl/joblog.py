@@ -183,21 +183,24 @@ def _is_binary(sample: bytes) -> bool:
 def stream_lines(fh, max_chars: int, block: int = _BLOCK):
     """(line, was_cut) of a binary file object, read ``block`` bytes at a time; never more than ``max_chars`` of
     one line are held (a file without newlines is read in bounded memory)."""
-    carry = bytearray()
-    over = False
+    carry = b""  # the start of the line that runs past the block read so far (at most max_chars bytes)
+    over = False  # that line was longer than max_chars: the rest of it is skipped
     while chunk := fh.read(block):
         parts = chunk.split(b"\n")
-        for i, part in enumerate(parts):
-            if not over:
-                carry += part
-                if len(carry) > max_chars:
-                    del carry[max_chars:]
-                    over = True
-            if i < len(parts) - 1:
-                yield carry.decode("utf-8", errors="replace"), over
-                carry = bytearray()
-                over = False
-    if carry:
+        tail = parts.pop()
+        for part in parts:
+            if carry or over:
+                part = carry if over else carry + part
+                cut = over or len(part) > max_chars
+                carry, over = b"", False
+            else:
+                cut = len(part) > max_chars
+            yield (part[:max_chars] if cut else part).decode("utf-8", errors="replace"), cut
+        if not over:
+            carry += tail
+            if len(carry) > max_chars:
+                carry, over = carry[:max_chars], True
+    if carry or over:
         yield carry.decode("utf-8", errors="replace"), over
 
 
@@ -238,6 +241,7 @@ class _Ctx:
     gpu: str | None = None
     rank: int | None = None
     time: tuple = (None, None, None)
+    pending: str | None = None
 
 
 def read_job_logs(spec: str | Path | list, *, default_host_from_file: bool | None = None) -> JobLog:
@@ -289,16 +293,18 @@ def read_job_logs(spec: str | Path | list, *, default_host_from_file: bool | Non
     return job
 
 
+#: the INFO lines read at once (ranks, addresses, a closed local rank, an abort); the others only set the context
+_INFO_KEEP = re.compile(r"comm 0x|Using|OOB|closed by localRank|Abort COMPLETE")
+
+
 def _read_line(job: JobLog, line: str, fname: str, n: int, ctx: _Ctx, tr: dict) -> None:
-    m = _NCCL.search(line)
-    t = _time(line) if (m is None or m.start() > 0 or line[:1] == "[") else (None, None, None)
-    if t[0] is not None:
-        ctx.time = t
-    if m:
-        ctx.host, ctx.pid, ctx.gpu = m.group("host", "pid", "gpu")
-        if ctx.host not in job.hosts:
-            job.hosts.append(ctx.host)
-        ctx.rank = job.proc_rank.get((ctx.host, ctx.pid))
+    if " NCCL INFO " in line and not _INFO_KEEP.search(line):
+        ctx.pending = line  # the bulk of an INFO log: its prefix is read only when a later line needs the context
+        return
+    if ctx.pending is not None:
+        _context(job, ctx.pending, ctx)
+        ctx.pending = None
+    m = _context(job, line, ctx)
     if " NCCL INFO " in line:
         _info(job, line, ctx)
         if "closed by localRank" not in line and "Abort COMPLETE" not in line:
@@ -343,6 +349,20 @@ def _read_line(job: JobLog, line: str, fname: str, n: int, ctx: _Ctx, tr: dict) 
     if s := _SEQ.search(line):
         e.seq = int(s.group(1))
     job.events.append(e)
+
+
+def _context(job: JobLog, line: str, ctx: _Ctx):
+    """Update the context (host, process, GPU, rank, time) from a line's prefixes; the NCCL prefix match or None."""
+    m = _NCCL.search(line)
+    t = _time(line) if (m is None or m.start() > 0 or line[:1] == "[") else (None, None, None)
+    if t[0] is not None:
+        ctx.time = t
+    if m:
+        ctx.host, ctx.pid, ctx.gpu = m.group("host", "pid", "gpu")
+        if ctx.host not in job.hosts:
+            job.hosts.append(ctx.host)
+        ctx.rank = job.proc_rank.get((ctx.host, ctx.pid))
+    return m
 
 
 def _info(job: JobLog, line: str, ctx: _Ctx) -> None:

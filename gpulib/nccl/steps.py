@@ -242,10 +242,11 @@ class NcclInputs:
     nvlink: HealthFrames | None = None
     #: the in-cluster probe manifest (:func:`runbook_probe_manifest`)
     manifest: dict[str, Any] | None = None
-    #: a failed job's logs, all ranks (:func:`gpulib.nccl.joblog.read_job_logs`), the source's node names and what
-    #: the source says about the hosts the logs name (:func:`node_evidence`)
+    #: a failed job's logs, all ranks (:func:`gpulib.nccl.joblog.read_job_logs`), the node of each host they name
+    #: and what the source says about it (:func:`node_evidence`)
     joblog: JobLog | None = None
-    job_nodes: set[str] | None = None
+    job_nodes: dict[str, str] | None = None
+    job_pods: dict[str, str] | None = None
     node_evidence: dict[str, list[str]] | None = None
 
 
@@ -257,7 +258,9 @@ def findings(inp: NcclInputs) -> list[Finding]:
     if inp.history is not None:
         fs += nh.history_findings(inp.history)
     if inp.joblog is not None:
-        fs += job_findings(analyze(inp.joblog), inp.joblog, nodes=inp.job_nodes, node_evidence=inp.node_evidence)
+        fs += job_findings(
+            analyze(inp.joblog), inp.joblog, nodes=inp.job_nodes, node_evidence=inp.node_evidence, pods=inp.job_pods
+        )
     if inp.log_text is not None and "NCCL " in inp.log_text:
         fs += diagnose_log(inp.log_text, node=inp.log_node, signatures=inp.joblog is None)
     if inp.log_text:
@@ -303,23 +306,32 @@ def gather_history(c) -> None:
     c.inp.history = c.history
 
 
-def node_evidence(src, hosts: list[str]) -> tuple[set[str], dict[str, list[str]]]:
-    """(the source's node names, host -> what the source says about it): the XID lines of its kernel log and a
-    NotReady condition, for the hosts of the job's logs that are nodes of the source (with hostNetwork a pod's
-    hostname is its node's name)."""
+def node_evidence(src, hosts: list[str]) -> tuple[dict[str, str], dict[str, list[str]], dict[str, str]]:
+    """(host -> node, host -> what the source says, host -> namespace of its pod) for each host of the job's logs
+    that is a node of the source (hostNetwork pods carry their node's name) or a pod of it (a pod's hostname is its
+    name): the node's XID lines from its kernel log, a NotReady condition and the pod's placement."""
     nodes = set(src.known_nodes())
-    out: dict[str, list[str]] = {}
+    pods = src.pods()
+    placed = {p: (ns, n) for ns, p, n in zip(pods["namespace"], pods["pod"], pods["node"])} if len(pods) else {}
     frame = src.nodes()
-    for h in [h for h in dict.fromkeys(hosts) if h in nodes]:
-        lines = []
-        row = frame[frame["node"] == h]
+    where: dict[str, str] = {}
+    out: dict[str, list[str]] = {}
+    namespaces: dict[str, str] = {}
+    for h in dict.fromkeys(hosts):
+        ns, node = (None, h) if h in nodes else placed.get(h, (None, None))
+        if not node or node not in nodes:
+            continue
+        where[h] = node
+        if ns:
+            namespaces[h] = ns
+        lines = [f"pod {ns}/{h} runs on node {node}"] if ns else []
+        row = frame[frame["node"] == node]
         if len(row) and "ready" in row and not bool(row["ready"].iloc[0]):
-            lines.append("NotReady")
-        klog = src.kernel_log(h) or ""
-        lines += [ln.strip()[:200] for ln in klog.splitlines() if "NVRM: Xid" in ln][-3:]
-        if lines:
-            out[h] = lines
-    return nodes, out
+            lines.append(f"node {node} is NotReady")
+        klog = src.kernel_log(node) or ""
+        lines += [f"kernel log of {node}: {ln.strip()[:200]}" for ln in klog.splitlines() if "NVRM: Xid" in ln][-3:]
+        out[h] = lines
+    return where, out, namespaces
 
 
 def job_inputs(src, path: str, inp: NcclInputs) -> JobLog:
@@ -330,7 +342,7 @@ def job_inputs(src, path: str, inp: NcclInputs) -> JobLog:
     inp.log_node = job.hosts[0] if len(job.hosts) == 1 else None
     if src is not None:
         hosts = [h for e in job.events for h in (e.host, job.host_of(e.peer)) if h]
-        inp.job_nodes, inp.node_evidence = node_evidence(src, hosts)
+        inp.job_nodes, inp.node_evidence, inp.job_pods = node_evidence(src, hosts)
     return job
 
 

@@ -148,14 +148,26 @@ def test_a_folder_of_per_pod_logs_gives_the_same_cause_as_the_interleaved_log(tm
 def test_node_evidence_joins_the_xid_of_a_host_that_is_a_node_of_the_source(tmp_path):
     import gpulib
 
-    src = gpulib.connect("demo", end=DEMO_END)
+    src = gpulib.connect("demo", end=DEMO_END)  # demo_fleet.yaml: dgx-h100-1 GPU 5 has XID 79
     line = "dgx-h100-1:7:7 [5] include/alloc.h:103 NCCL WARN Cuda failure 'an illegal memory access'\n"
     (tmp_path / "a.log").write_text(line)
-    nodes, ev = node_evidence(src, ["dgx-h100-1", "not-a-node"])
-    assert "dgx-h100-1" in nodes and any("Xid" in x and "79" in x for x in ev["dgx-h100-1"])
+    where, ev, _ = node_evidence(src, ["dgx-h100-1", "not-a-node"])
+    assert where == {"dgx-h100-1": "dgx-h100-1"} and any("Xid" in x and "79" in x for x in ev["dgx-h100-1"])
     f = next(f for f in job_log_findings(src, str(tmp_path / "a.log")) if f.data.get("check") == "cuda_error")
-    assert f.node == "dgx-h100-1" and any(e.startswith("node dgx-h100-1:") and "Xid" in e for e in f.evidence)
+    assert f.node == "dgx-h100-1" and any("kernel log of dgx-h100-1" in e and "Xid" in e for e in f.evidence)
     assert any(c.startswith("kubectl debug node/dgx-h100-1") for c in f.commands)  # runs on the node
+
+
+def test_a_pod_host_is_joined_to_the_node_it_runs_on(tmp_path):
+    import gpulib
+
+    src = gpulib.connect("demo", end=DEMO_END)  # demo_fleet.yaml: research/llm-finetune-worker-0 on dgx-h100-1
+    line = "llm-finetune-worker-0:9:9 [2] include/alloc.h:103 NCCL WARN Cuda failure 'out of memory'\n"
+    (tmp_path / "b.log").write_text(line)
+    f = job_log_findings(src, str(tmp_path / "b.log"))[0]
+    assert f.data["check"] == "cuda_oom" and f.node == "dgx-h100-1" and f.data["host"] == "llm-finetune-worker-0"
+    assert "pod research/llm-finetune-worker-0 runs on node dgx-h100-1" in f.evidence
+    assert "kubectl logs -n research llm-finetune-worker-0 --previous" in f.commands
 
 
 def test_the_old_signature_findings_do_not_repeat_the_jobs_errors():
@@ -173,7 +185,7 @@ def test_every_printed_command_parses_with_the_real_tools(tmp_path):
     chk = Checker(tmp_path)
     paths = sorted(REAL.glob("*.log")) + sorted(DEMO.glob("nccl_job_*.log"))
     cmds = {c for p in paths for f in job_log_findings(None, str(p)) for c in f.commands}
-    assert any(c.startswith("kubectl logs llm-oom-worker-2") for c in cmds)
+    assert "kubectl logs -n <namespace> llm-oom-worker-2 --previous" in cmds
     problems = [p for c in sorted(cmds) for p in chk.check(fill_placeholders(c), live=False)]
     assert not problems, problems
 
