@@ -33,6 +33,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: ``kubectl logs --prefix``: ``[pod/<pod>/<container>] `` before each line
 _KPREFIX = re.compile(r"^\[pod/([^/\]]+)/[^\]]*\]\s?")
 _NCCL = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<gpu>\d+)\] ")
+#: a crash report's prefix: UCX ``[host:pid:thread:tid]`` (NVIDIA/nccl#1419), Open MPI ``[host:pid]`` (NVIDIA/nccl#291)
+_CRASH = re.compile(r"^\[(?P<host>[\w.-]+):(?P<pid>\d+)(?::\d+:\d+)?\] ")
 _TORCH_RANK = re.compile(r"\[rank(?P<r>\d+)\]:|\[(?:PG [^\]]*?)?Rank (?P<r2>\d+)\]")
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:[.,]\d+)?)(Z|[+-]\d\d:?\d\d)?")
 _GLOG = re.compile(r"\[?[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d(?:\.\d+)?)")
@@ -362,6 +364,9 @@ def _context(job: JobLog, line: str, ctx: _Ctx):
         if ctx.host not in job.hosts:
             job.hosts.append(ctx.host)
         ctx.rank = job.proc_rank.get((ctx.host, ctx.pid))
+    elif line[:1] == "[" and (c := _CRASH.match(line)):
+        ctx.host, ctx.pid = c.group("host", "pid")
+        ctx.gpu, ctx.rank = None, job.proc_rank.get((ctx.host, ctx.pid))
     return m
 
 

@@ -271,3 +271,48 @@ def test_a_missing_path_is_a_usage_error():
 def test_resource_module_reports_kib_on_linux():
     # ru_maxrss is KiB on Linux (getrusage(2)); the 100 MB test's bound assumes it
     assert sys.platform != "linux" or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 1024
+
+
+# ------------------------------------------------------------------------------------------ each cause class
+P = "w-1:11:12 [3] "
+
+
+@pytest.mark.parametrize(
+    "text,kind",
+    [
+        # the WARN texts as NCCL prints them (NVIDIA/nccl: src/misc/shmutils.cc, src/transport/net_ib, src/bootstrap.cc,
+        # src/misc/socket.cc, src/plugin/net.cc @5067397c)
+        (
+            P
+            + "misc/shmutils.cc:72 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)",
+            "shm_too_small",
+        ),
+        (
+            P + "include/ibvwrap.h:68 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+            "ibv_reg_mr",
+        ),
+        (P + "bootstrap.cc:1049 NCCL WARN Bootstrap : no socket interface found", "no_socket_interface"),
+        (
+            P
+            + "misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.7<4711> failed : Connection refused",
+            "socket_refused",
+        ),
+        (P + "plugin/net.cc:246 NCCL WARN Failed to initialize any NET plugin", "net_plugin_missing"),
+        (
+            "[w-1:11:0:11] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x10)",
+            "segfault",
+        ),
+        # torchrun's failure record (pytorch/pytorch: torch/distributed/elastic/multiprocessing/errors/__init__.py
+        # @0140b62d): host, rank, exitcode -9
+        (
+            "  time      : 2026-11-29_10:15:03\n  host      : w-1.cluster.local\n  rank      : 7 (local_rank: 3)\n"
+            "  exitcode  : -9 (pid: 4242)\n",
+            "process_killed",
+        ),
+    ],
+)
+def test_each_cause_class_names_the_rank_and_host(tmp_path, text, kind):
+    (tmp_path / "x.log").write_text(text + "\n")
+    f = top(tmp_path / "x.log")
+    assert f.severity is Severity.CRITICAL and f.data["check"] == kind and f.node == "w-1"
+    assert f.sop_step and f.commands
