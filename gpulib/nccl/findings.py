@@ -1,12 +1,16 @@
 """NCCL results -> findings: the verdict's finding (SOP step, commands and escalation from
 ``gpulib/data/nccl/nccl_sop.csv``), the finding of a capture judged against a band measured on itself, and the byte
-formatting their messages share with the environment checks.
+formatting their messages share with the environment checks, and the findings of a failed job's logs (its cause
+first, symptoms grouped under it; SOP rows ``job_*`` of ``nccl_sop.csv``).
 """
 
 from __future__ import annotations
 
+from gpulib.core.errors import GpulibError
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.sop import Sop, sop
+from gpulib.core.validate import object_name
+from gpulib.nccl.joblog import causes_table
 
 _SEV = {"healthy": Severity.OK, "degraded": Severity.WARNING, "broken": Severity.CRITICAL, "unknown": Severity.INFO}
 
@@ -90,3 +94,202 @@ def reference_finding(v, host: str | None) -> Finding:
         ],
         data={"status": "reference", "host": host},
     )
+
+
+# ------------------------------------------------------------------------------------ a failed job's logs
+def _job_sop(kind: str, *, node, namespace, pod, host, peer, hca) -> Sop:
+    """The nccl_sop.csv row of a job cause (keys written out: tests/nccl/test_nccl_sop.py reads them)."""
+    rows = {
+        "cuda_oom": lambda: sop(
+            "nccl_sop", "job_cuda_oom", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "segfault": lambda: sop(
+            "nccl_sop", "job_segfault", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "process_killed": lambda: sop(
+            "nccl_sop", "job_process_killed", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "xid": lambda: sop(
+            "nccl_sop", "job_xid", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "shm_too_small": lambda: sop(
+            "nccl_sop", "job_shm_too_small", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "ibv_reg_mr": lambda: sop(
+            "nccl_sop", "job_ibv_reg_mr", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "no_socket_interface": lambda: sop(
+            "nccl_sop",
+            "job_no_socket_interface",
+            node=node,
+            namespace=namespace,
+            pod=pod,
+            host=host,
+            peer=peer,
+            hca=hca,
+        ),
+        "net_plugin_missing": lambda: sop(
+            "nccl_sop", "job_net_plugin_missing", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "cuda_error": lambda: sop(
+            "nccl_sop", "job_cuda_error", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "socket_refused": lambda: sop(
+            "nccl_sop", "job_socket_refused", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "ib_path": lambda: sop(
+            "nccl_sop", "job_ib_path", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "ib_platform": lambda: sop(
+            "nccl_sop", "job_ib_platform", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "remote_died": lambda: sop(
+            "nccl_sop", "job_remote_died", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+        "hang_suspect": lambda: sop(
+            "nccl_sop", "job_hang_suspect", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        ),
+    }
+    make = rows.get(kind)
+    if make is None:
+        return sop(
+            "nccl_sop", "job_not_attributable", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
+        )
+    return make()
+
+
+def _pod_word(name: str | None) -> str:
+    """A host name that is a valid pod name (a pod's hostname is its name), else the reader's placeholder."""
+    try:
+        return object_name(name, kind="pod") if name else "<pod>"
+    except GpulibError:
+        return "<pod>"
+
+
+def _job_title(c, row: dict) -> str:
+    who = ", ".join(
+        x
+        for x in (
+            f"rank {c.rank}" if c.rank is not None else "",
+            f"host {c.host}" if c.host else "",
+            f"local GPU {c.gpu}" if c.gpu is not None and c.kind != "remote_died" else "",
+        )
+        if x
+    )
+    st = c.status or {}
+    code = f"{st.get('name', 'status')} ({c.first.ib_status}" if c.first and c.first.ib_status is not None else ""
+    code += f", vendor err {c.first.ib_vendor})" if code and c.first.ib_vendor is not None else (")" if code else "")
+    if c.kind == "ib_platform":
+        return (
+            f"Same InfiniBand error on {len(c.hosts)} hosts: the platform (ACS / IOMMU, GPUDirect RDMA, "
+            f"firmware), not one node - {code}"
+        )
+    if c.kind == "ib_path":
+        return f"InfiniBand path fault between {c.host} and {c.peer_host or c.peer} - {code}"
+    if c.kind == "remote_died":
+        return f"A remote rank died first: look at {c.peer}" + (f" (host {c.peer_host})" if c.peer_host else "")
+    if c.kind == "hang_suspect":
+        return f"Collective timeout: {c.peer} lags" + (f" (host {c.host})" if c.host else "")
+    if c.kind == "not_attributable":
+        return "NCCL job failure not attributable from this text"
+    return f"{row.get('title', c.kind)}: {who or 'the rank'} failed first"
+
+
+def _symptom_lines(c) -> list[str]:
+    groups: dict[str, list] = {}
+    for e in c.symptoms:
+        groups.setdefault(e.cause, []).append(e)
+    out = []
+    for cause, evs in groups.items():
+        hosts = list(dict.fromkeys(e.host or "?" for e in evs))
+        out.append(
+            f"also: {len(evs)} '{cause.replace('_', ' ')}' line(s) on {', '.join(hosts[:5])}"
+            + (f" and {len(hosts) - 5} more host(s)" if len(hosts) > 5 else "")
+            + f" (symptom), e.g. {evs[0].text[:160]}"
+        )
+    return out
+
+
+def job_findings(
+    causes, job, *, nodes: dict | None = None, node_evidence: dict | None = None, pods: dict | None = None
+) -> list[Finding]:
+    """Findings of a failed job's logs (:func:`gpulib.nccl.jobcause.analyze`): its cause first (critical; warning
+    when not attributable, info when no error was logged), then other independent failures (warning). ``nodes``:
+    host -> the source's node it is or runs on (the finding is about that node and its node commands run there);
+    ``node_evidence``: host -> lines (placement, NotReady, XIDs) joined from the source; ``pods``: host -> the
+    namespace of the pod of that name in the source."""
+    rows = {r["id"]: r for r in causes_table().to_dict("records")}
+    nodes, node_evidence, pods = nodes or {}, node_evidence or {}, pods or {}
+    out: list[Finding] = []
+    tail = [f"read {len(job.files)} file(s), {job.lines} line(s)"]
+    tail += [f"skipped {s}" for s in job.skipped]
+    if job.cut_lines:
+        tail.append(f"{job.cut_lines} line(s) longer than the line limit were cut")
+    for i, c in enumerate(causes):
+        if c.kind == "none":
+            out.append(
+                Finding(
+                    Severity.INFO,
+                    "No NCCL or rank error in the job's logs",
+                    summary="no error line of nccl_job_causes.csv matched",
+                    evidence=tail,
+                    category="nccl",
+                    data={"check": "none", "files": job.files},
+                )
+            )
+            continue
+        row = rows.get(c.kind, rows.get("ib_completion", {}) if c.kind.startswith("ib_") else {})
+        host = c.peer_host if c.kind == "remote_died" else c.host
+        step = _job_sop(
+            c.kind,
+            node=nodes.get(host),
+            namespace=pods.get(host, "<namespace>"),
+            pod=_pod_word(host),
+            host=host or "<host>",
+            peer=c.peer_host or c.peer or "<peer>",
+            hca=c.first.hca if c.first and c.first.hca else "<hca>",
+        )
+        ev = []
+        if c.first is not None:
+            ev.append(
+                f"first: {c.first.file}:{c.first.line_no}"
+                + (f" at {c.first.stamp}" if c.first.stamp else "")
+                + f": {c.first.text[:240]}"
+            )
+        if c.status:
+            ev.append(f"{c.status['name']}: {c.status['meaning']}; check on each host: {c.status['check_each_host']}")
+            if c.status.get("vendor_notes"):
+                ev.append(f"vendor err {c.status['vendor_notes']}")
+        if len(c.events) > 1:
+            ev.append(f"{len(c.events)} such line(s) on " + ", ".join(dict.fromkeys(e.host or "?" for e in c.events)))
+        ev += c.notes + _symptom_lines(c)
+        for h in [host] if host else c.hosts:
+            ev += node_evidence.get(h, [])
+        sev = Severity.CRITICAL if i == 0 and c.attributable else Severity.WARNING
+        out.append(
+            Finding(
+                sev,
+                _job_title(c, row),
+                summary=(row.get("cause", "") if c.attributable else (c.notes[-1] if c.notes else "")),
+                sop_step=step.sop_step,
+                commands=step.commands,
+                escalation=step.escalation,
+                evidence=ev + (tail if i == 0 else []),
+                category="nccl",
+                node=nodes.get(host, host) if c.attributable and c.kind != "ib_platform" else None,
+                confidence=0.9 if c.attributable else 0.4,
+                data={
+                    "check": c.kind,
+                    "host": host,
+                    "rank": c.rank,
+                    "local_gpu": c.gpu,
+                    "pid": c.pid,
+                    "peer": c.peer,
+                    "hosts": c.hosts,
+                    "attributable": c.attributable,
+                    "symptoms": len(c.symptoms),
+                    "source": row.get("source", "") + (f"; {c.status['source']}" if c.status else ""),
+                },
+            )
+        )
+    return out

@@ -115,10 +115,13 @@ def _signatures() -> pd.DataFrame:
     return load_table("nccl_signatures").fillna("")
 
 
-def diagnose_log(text: str | bytes, *, node: str | None = None) -> FindingList:
+def diagnose_log(text: str | bytes, *, node: str | None = None, signatures: bool = True) -> FindingList:
     """Findings from an ``NCCL_DEBUG=INFO`` log: one INFO finding with the version, transports,
     rings/trees and the NCCL_* variables NCCL reports, one finding per matched failure signature
-    (``nccl_signatures.csv``: cause, fix, commands) and one for unrecognised WARN lines."""
+    (``nccl_signatures.csv``: cause, fix, commands) and one for unrecognised WARN lines.
+
+    ``signatures=False``: the summary and the transport checks only (the errors of a job's logs are judged all
+    ranks at once by :mod:`gpulib.nccl.jobcause`)."""
     lines = [ln.strip() for ln in _lines(text)]
     s = summarize_log(text)
     out = FindingList()
@@ -152,7 +155,7 @@ def diagnose_log(text: str | bytes, *, node: str | None = None) -> FindingList:
     )
     matched_lines: set[int] = set()
     multi_node = bool(s.nnodes and s.nnodes > 1)
-    for _, sig in _signatures().iterrows():
+    for _, sig in _signatures().iterrows() if signatures else ():
         rx = re.compile(sig["pattern"], re.I)
         hits = [i for i, ln in enumerate(lines) if rx.search(clip(ln))]
         if not hits:
@@ -206,7 +209,7 @@ def diagnose_log(text: str | bytes, *, node: str | None = None) -> FindingList:
                     node=node,
                 )
             )
-    other = [ln for i, ln in enumerate(lines) if "NCCL WARN" in ln and i not in matched_lines]
+    other = [ln for i, ln in enumerate(lines) if signatures and "NCCL WARN" in ln and i not in matched_lines]
     if other:
         out.append(
             Finding(

@@ -27,7 +27,9 @@ from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.fleet import NVLINK_MB_PER_GB, HealthFrames, health_findings
 from gpulib.nccl.bands import Band, Verdict, verdict
 from gpulib.nccl.env import check_environment
-from gpulib.nccl.findings import reference_finding
+from gpulib.nccl.findings import job_findings, reference_finding
+from gpulib.nccl.jobcause import analyze, first_errors
+from gpulib.nccl.joblog import JobLog, read_job_logs
 from gpulib.nccl.log import diagnose_log, summarize_log
 from gpulib.nccl.results import NcclTestResult, parse_nccl_tests_all
 from gpulib.nvidia.topology import Topology, parse_topology
@@ -240,6 +242,12 @@ class NcclInputs:
     nvlink: HealthFrames | None = None
     #: the in-cluster probe manifest (:func:`runbook_probe_manifest`)
     manifest: dict[str, Any] | None = None
+    #: a failed job's logs, all ranks (:func:`gpulib.nccl.joblog.read_job_logs`), the node of each host they name
+    #: and what the source says about it (:func:`node_evidence`)
+    joblog: JobLog | None = None
+    job_nodes: dict[str, str] | None = None
+    job_pods: dict[str, str] | None = None
+    node_evidence: dict[str, list[str]] | None = None
 
 
 def findings(inp: NcclInputs) -> list[Finding]:
@@ -249,8 +257,12 @@ def findings(inp: NcclInputs) -> list[Finding]:
     fs = [v.finding for v in inp.verdicts or [] if v.finding is not None]
     if inp.history is not None:
         fs += nh.history_findings(inp.history)
+    if inp.joblog is not None:
+        fs += job_findings(
+            analyze(inp.joblog), inp.joblog, nodes=inp.job_nodes, node_evidence=inp.node_evidence, pods=inp.job_pods
+        )
     if inp.log_text is not None and "NCCL " in inp.log_text:
-        fs += diagnose_log(inp.log_text, node=inp.log_node)
+        fs += diagnose_log(inp.log_text, node=inp.log_node, signatures=inp.joblog is None)
     if inp.log_text:
         fs += environment_findings(inp.log_text, node=inp.log_node)
     if inp.nvlink is not None:
@@ -294,12 +306,61 @@ def gather_history(c) -> None:
     c.inp.history = c.history
 
 
+def node_evidence(src, hosts: list[str]) -> tuple[dict[str, str], dict[str, list[str]], dict[str, str]]:
+    """(host -> node, host -> what the source says, host -> namespace of its pod) for each host of the job's logs
+    that is a node of the source (hostNetwork pods carry their node's name) or a pod of it (a pod's hostname is its
+    name): the node's XID lines from its kernel log, a NotReady condition and the pod's placement."""
+    nodes = set(src.known_nodes())
+    pods = src.pods()
+    placed = {p: (ns, n) for ns, p, n in zip(pods["namespace"], pods["pod"], pods["node"])} if len(pods) else {}
+    frame = src.nodes()
+    where: dict[str, str] = {}
+    out: dict[str, list[str]] = {}
+    namespaces: dict[str, str] = {}
+    for h in dict.fromkeys(hosts):
+        ns, node = (None, h) if h in nodes else placed.get(h, (None, None))
+        if not node or node not in nodes:
+            continue
+        where[h] = node
+        if ns:
+            namespaces[h] = ns
+        lines = [f"pod {ns}/{h} runs on node {node}"] if ns else []
+        row = frame[frame["node"] == node]
+        if len(row) and "ready" in row and not bool(row["ready"].iloc[0]):
+            lines.append(f"node {node} is NotReady")
+        klog = src.kernel_log(node) or ""
+        lines += [f"kernel log of {node}: {ln.strip()[:200]}" for ln in klog.splitlines() if "NVRM: Xid" in ln][-3:]
+        out[h] = lines
+    return where, out, namespaces
+
+
+def job_inputs(src, path: str, inp: NcclInputs) -> JobLog:
+    """Read a failed job's logs (``nccl_log_file``) into ``inp``: the events, the text's start for the communicator
+    summary and the environment checks, and what ``src`` says about the hosts they name (None: nothing)."""
+    job = read_job_logs(path)
+    inp.joblog, inp.log_text = job, job.head
+    inp.log_node = job.hosts[0] if len(job.hosts) == 1 else None
+    if src is not None:
+        hosts = [h for e in job.events for h in (e.host, job.host_of(e.peer)) if h]
+        inp.job_nodes, inp.node_evidence, inp.job_pods = node_evidence(src, hosts)
+    return job
+
+
+def job_log_findings(src, path: str) -> list[Finding]:
+    """The findings of a failed job's logs without a notebook, as the runbook gives them for ``nccl_log_file``."""
+    inp = NcclInputs()
+    job_inputs(src, path, inp)
+    return findings(inp)
+
+
 def gather_log(c) -> None:
-    """The NCCL_DEBUG=INFO log: a file, else the NCCL lines of the nccl-tests output."""
+    """The NCCL logs: a file, several (comma-separated) or a folder of a job's pods, streamed and joined with the
+    source's node evidence (:func:`job_inputs`); else the NCCL lines of the nccl-tests output."""
     if c.nccl_log_file:
-        c.log_text, c.where = read_input(c.nccl_log_file, "nccl_log_file")
-    else:
-        c.log_text, c.where = c.tests_text, "the NCCL lines of nccl_tests_file"
+        job = job_inputs(getattr(c, "src", None), c.nccl_log_file, c.inp)
+        c.log_text, c.where, c.first_errors = job.head, ", ".join(job.files), first_errors(job)
+        return
+    c.log_text, c.where = c.tests_text, "the NCCL lines of nccl_tests_file"
     c.inp.log_text, c.inp.log_node = c.log_text, log_node(c.results)
 
 
@@ -324,7 +385,15 @@ def gather_probe(c) -> None:
 
 
 def _start(c) -> dict[str, Any]:
-    return {"inp": NcclInputs(), "tests_text": None, "topo": None, "log_text": None, "results": [], "verdicts": []}
+    return {
+        "inp": NcclInputs(),
+        "tests_text": None,
+        "topo": None,
+        "log_text": None,
+        "results": [],
+        "verdicts": [],
+        "first_errors": None,
+    }
 
 
 def _findings(c) -> list[Finding]:
@@ -342,7 +411,12 @@ RUNBOOK = Runbook(
         Param("window", "6h", "DCGM window for the NVLink traffic (Prometheus duration)"),
         Param("nccl_tests_file", "", "nccl-tests / gpulib.nccl.probe output; empty: packaged 2xH200 capture"),
         Param("topology_file", "", "`nvidia-smi topo -m` of the machine; empty: packaged 2xH200 capture"),
-        Param("nccl_log_file", "", "NCCL_DEBUG:INFO log; empty: the NCCL lines inside nccl_tests_file"),
+        Param(
+            "nccl_log_file",
+            "",
+            "a failed jobs logs: a file, several (comma-separated) or a folder of its pods logs (kubectl logs, "
+            "NCCL_DEBUG:WARN/INFO, DistBackendError); empty: the NCCL lines inside nccl_tests_file",
+        ),
         Param("gpu_model", "", "e.g. H200; empty: read from the runs rank lines"),
         Param("interconnect", "", "NVLink3 | NVLink4 | NVLink5 | NVLink-bridge | PCIe; empty: from the topology"),
         Param("expected", "", "override the expected busbw band in GB/s: 300 or 300-340; empty: the models band"),

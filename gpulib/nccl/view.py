@@ -248,6 +248,10 @@ def show_log(c, ui) -> None:
         )
     else:
         ui.print(f"log from {c.where}")
+    fe = getattr(c, "first_errors", None)
+    if fe is not None and len(fe):
+        ui.print("First error of each host / process / local GPU (a rank's own failure before its symptoms):")
+        ui.display(fe.drop(columns=["file"]).head(50))
 
 
 def show_environment(c, ui) -> None:

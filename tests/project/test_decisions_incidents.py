@@ -137,6 +137,8 @@ def _fleet(src, p):
 def _nccl(src, p):
     import gpulib.nccl.steps as ns
 
+    if p.get("nccl_log_file"):  # a failed job's logs: the log step and the findings the notebook gives for them
+        return ns.job_log_findings(src, p["nccl_log_file"])
     w = p.get("window", "6h")
     ns.nvlink_series(src, p["node"], w)  # the notebook's chart: raises UnknownNode for a node the source lacks
     return ns.findings(ns.NcclInputs(nvlink=ns.nvlink_frames(src, p["node"], w)))
