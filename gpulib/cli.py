@@ -27,6 +27,7 @@ from gpulib.core.redact import redact
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.inspection import PLOTLY_JS_MODES
 from gpulib.mcp.command import mcp_cmd
+from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
 from gpulib.run.params import check_targets, prepare
@@ -291,6 +292,7 @@ app.command(
 )(alerts_cmd)
 app.command("serve")(serve_cmd)
 app.command("mcp")(mcp_cmd)
+app.command("mixin", help="Generate the Grafana/Prometheus mixin (alerts, recording rules, dashboards).")(mixin_cmd)
 
 
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:

@@ -30,6 +30,7 @@ LAYERS = {
     "demo": 3,
     "runbook": 4,
     "run": 4,
+    "mixin": 4,
     "verdict": 4,
     "warm": 4,
     "catalogue": 4,
