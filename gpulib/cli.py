@@ -30,6 +30,7 @@ from gpulib.mcp.command import mcp_cmd
 from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
+from gpulib.run.diff import diff_cmd
 from gpulib.run.params import check_targets, prepare
 from gpulib.run.record import INDEX_FILE, write_outcome
 from gpulib.run.render import RunResult, outcome
@@ -293,6 +294,7 @@ app.command(
 app.command("serve")(serve_cmd)
 app.command("mcp")(mcp_cmd)
 app.command("mixin", help="Generate the Grafana/Prometheus mixin (alerts, recording rules, dashboards).")(mixin_cmd)
+app.command("diff", help="What changed between two runs of a runbook (findings, key figures).")(diff_cmd)
 
 
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:

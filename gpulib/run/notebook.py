@@ -173,6 +173,10 @@ class Session:
             f.data.setdefault("inputs", finding_inputs(self.runbook.name, self.reads, f.category))
         fl = self.engine.finish(fs, combine=self.runbook.combine, save=save, steps=self.outcomes, inputs=self.inputs())
         self.ctx["findings"] = fl
+        if save and self.runbook.figures is not None:  # the key figures gpuops diff compares (gpulib.run.diff)
+            from gpulib.run.diff import save_figures
+
+            save_figures(self.runbook, self.ctx)
         return fl
 
 
