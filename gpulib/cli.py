@@ -21,7 +21,7 @@ import json
 import re
 
 from gpulib import __version__
-from gpulib.cli_tools import alerts_cmd, backfill_cmd, collect_cmd, exporter_cmd
+from gpulib.cli_tools import alerts_cmd, backfill_cmd, collect_cmd, diff_cmd, exporter_cmd
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.redact import redact
 from gpulib.cost import load_prices, parse_namespaces
@@ -30,7 +30,6 @@ from gpulib.mcp.command import mcp_cmd
 from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
-from gpulib.run.diff import diff_cmd
 from gpulib.run.params import check_targets, prepare
 from gpulib.run.record import INDEX_FILE, write_outcome
 from gpulib.run.render import RunResult, outcome

@@ -14,8 +14,12 @@ from typing import Optional
 
 import typer
 
+from gpulib.catalogue import catalogue
+from gpulib.core.errors import GpulibError
+from gpulib.mixin import lint
 from gpulib.mixin.config import MixinConfig, load_config
 from gpulib.mixin.rules import documents, dump, header
+from gpulib.run.report import EXIT_FAILED, fail
 
 NAMESPACE = "monitoring"
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
@@ -55,7 +59,7 @@ def kustomization(stems: list[str]) -> str:
 
 def generated_files(cfg: MixinConfig | None = None) -> dict[str, str]:
     """path under ``mixin/`` -> text."""
-    from gpulib.mixin.dashboards import build
+    from gpulib.mixin.dashboards import build  # grafana-foundation-sdk (the mixin extra) loads with it
 
     cfg = cfg or load_config()
     flags = _flags(cfg)
@@ -100,19 +104,14 @@ def mixin_cmd(
     ),
 ):
     """Generate the Grafana/Prometheus mixin: alerts, recording rules, dashboards and their ConfigMaps."""
-    from gpulib.core.errors import GpulibError
-    from gpulib.run.report import EXIT_FAILED, fail
-
     try:
         cfg = load_config().with_overrides(gpuops_url=base_url, cluster_label=cluster_label, dcgm_selector=selector)
         for p in write(out, cfg):
             typer.echo(f"wrote {p}")
         if check:
-            from gpulib.catalogue import catalogue
-            from gpulib.mixin.dashboards import build
-            from gpulib.mixin.lint import check as lint
+            from gpulib.mixin.dashboards import build  # grafana-foundation-sdk (the mixin extra) loads with it
 
-            found = lint(build(cfg), catalogue())
+            found = lint.check(build(cfg), catalogue())
             for msg in found:
                 typer.echo(f"problem: {msg}", err=True)
             if found:

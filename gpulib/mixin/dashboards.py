@@ -13,6 +13,7 @@ Idle/active follow the report's one rule (the recording rules of ``prometheus_ru
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from grafana_foundation_sdk.builders import dashboard as dash
@@ -376,8 +377,6 @@ BOARDS = {"gpu-fleet": fleet, "gpu-node": node, "gpu-namespace": namespace}
 
 def build(cfg: MixinConfig) -> dict[str, dict[str, Any]]:
     """file stem -> the dashboard as a JSON-ready dict (through the SDK's own encoder)."""
-    import json
-
     out = {}
     for stem, fn in BOARDS.items():
         board = json.loads(JSONEncoder(sort_keys=True).encode(fn(cfg).build()))

@@ -21,9 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
-
-import typer
+from typing import Any
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.files import atomic_write
@@ -53,8 +51,8 @@ def save_figures(runbook: Any, ctx: Any) -> Path | None:
     if not path:
         return None
     figs = runbook.figures(ctx) or {}
-    src = ctx.get("src") if hasattr(ctx, "get") else None
-    end = getattr(src, "end", None)
+    src = ctx["src"] if "src" in ctx else None
+    end = src.end if src is not None else None
     doc = {
         "schema": 1,
         "runbook": runbook.name,
@@ -248,26 +246,6 @@ def since_last_time(root: Path, run_dir: Path, report_html: Path | None) -> dict
 
 
 # ------------------------------------------------------------------------------------------ gpuops diff
-def diff_cmd(
-    runs: Optional[list[str]] = typer.Argument(None, help="RUN_A RUN_B: run folders or ids under --out"),
-    last: Optional[int] = typer.Option(None, "--last", help="diff the last N runs of --runbook"),
-    runbook: Optional[str] = typer.Option(None, "--runbook", help="the runbook of --last"),
-    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE the runs share"),
-    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root of the runs"),
-    as_json: bool = typer.Option(False, "--json", help="print the diff as JSON"),
-):
-    """What changed between two runs: findings new, gone and changed, and the key figures with their change."""
-    from gpulib.run.report import fail
-
-    try:
-        pairs = _pairs(runs or [], last, runbook, param or [], out)
-        for a, b in pairs:
-            d = diff_runs(load_run(a), load_run(b))
-            typer.echo(json.dumps(d, indent=2, default=str) if as_json else "\n".join(lines(d)))
-    except InvalidParameter as exc:
-        fail(exc)
-
-
 def _folder(ref: str, root: Path) -> Path:
     p = Path(ref)
     if p.is_dir():
@@ -277,7 +255,8 @@ def _folder(ref: str, root: Path) -> Path:
     raise InvalidParameter(f"no run folder {ref!r} (nor {root / ref})", hint="give a run folder or its id under --out")
 
 
-def _pairs(runs: list[str], last: int | None, runbook: str | None, params: list[str], root: Path) -> list:
+def pairs(runs: list[str], last: int | None, runbook: str | None, params: list[str], root: Path) -> list:
+    """The (earlier, later) run folders ``gpuops diff`` compares: RUN_A RUN_B, or the last N of a runbook."""
     if last is None:
         if len(runs) != 2:
             raise InvalidParameter("give two runs (RUN_A RUN_B), or --last N --runbook R")
