@@ -2,8 +2,9 @@
 
 ``prometheus_alerts.yaml`` and ``prometheus_rules.yaml`` (:mod:`gpulib.mixin.rules`), ``dashboards_out/*.json``
 (:mod:`gpulib.mixin.dashboards`) and ``kustomization.yaml``: the dashboards as ConfigMaps labelled
-``grafana_dashboard: "1"``, the label Grafana's dashboard sidecar looks for by default (grafana/helm-charts:
-charts/grafana/values.yaml, ``sidecar.dashboards.label: grafana_dashboard``, ``labelValue: "1"``).
+``grafana_dashboard: "1"``, the label Grafana's dashboard sidecar looks for by default
+(https://github.com/grafana/helm-charts/blob/main/charts/grafana/values.yaml, ``sidecar.dashboards.label:
+grafana_dashboard``, ``labelValue: "1"``).
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ def mixin_cmd(
         None, "--base-url", help="where gpuops serve is reached (runbook URLs and the dashboards' gpuops variable)"
     ),
     cluster_label: Optional[str] = typer.Option(
-        None, "--cluster-label", help="the label naming a series' cluster (kubernetes-mixin's clusterLabel)"
+        None,
+        "--cluster-label",
+        help="the label naming a series' cluster (kubernetes-mixin's clusterLabel); give the one "
+        "GPUOPS_PROMETHEUS_CLUSTER_LABEL names for gpuops serve",
     ),
     selector: Optional[str] = typer.Option(
         None, "--selector", help='label matchers of the raw dcgm-exporter series, e.g. job=~".*dcgm.*"'

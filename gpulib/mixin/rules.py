@@ -1,6 +1,7 @@
 """``prometheus_alerts.yaml`` and ``prometheus_rules.yaml`` of the mixin: the rules ``gpuops alerts`` writes (one
 source, :func:`gpulib.xid.alerts.rules_document`), split the way a monitoring mixin ships them (alerts, recording
-rules; kubernetes-monitoring/kubernetes-mixin: mixin.libsonnet @ aa38e2bf), plus absent-metric guards.
+rules; kubernetes-monitoring/kubernetes-mixin: mixin.libsonnet @16f3cbb405cb34049f970addda755e627aac024e), plus
+absent-metric guards.
 
 A guard per signal an alert reads (:func:`guarded_signals`): a node whose dcgm-exporter serves GPU temperature but
 not that signal under any of its names has an alert that can never fire there (the ECC, row-remap and NVLink
