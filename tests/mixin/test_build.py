@@ -19,7 +19,7 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.mixin import build, lint
 from gpulib.mixin.config import check_selector, load_config
 from gpulib.mixin.dashboards import build as boards
-from gpulib.mixin.rules import GUARD_ALERT, documents, guarded_signals
+from gpulib.mixin.rules import GUARD_ALERT, GUARD_GROUP, documents, guarded_signals
 from gpulib.sources.signals import aliases, name_in, signals
 from gpulib.xid import alerts
 
@@ -127,7 +127,11 @@ def _guard_case(tmp_path: Path, missing_on_new: list[str]) -> Path:
         for s in missing_on_new
     ]  # fmt: skip
     doc = yaml.safe_load((MIXIN / "prometheus_alerts.yaml").read_text())
-    for g in doc["groups"]:  # labels only, as deploy/prometheus/tests/ state them
+    # the committed guard group alone (the other alerts have their cases in deploy/prometheus/tests/ and their
+    # subqueries make an 80-minute case slow), labels only, as deploy/prometheus/tests/ state them
+    doc["groups"] = [g for g in doc["groups"] if g["name"] == GUARD_GROUP]
+    assert doc["groups"]
+    for g in doc["groups"]:
         for r in g["rules"]:
             r.pop("annotations", None)
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -153,7 +157,7 @@ def _guard_case(tmp_path: Path, missing_on_new: list[str]) -> Path:
 def _promtool_test(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [PROMTOOL, "test", "rules", path.name],
-        capture_output=True, text=True, timeout=120, cwd=path.parent,
+        capture_output=True, text=True, timeout=300, cwd=path.parent,
     )  # fmt: skip
 
 
