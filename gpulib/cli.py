@@ -21,13 +21,14 @@ import json
 import re
 
 from gpulib import __version__
-from gpulib.cli_tools import alerts_cmd, backfill_cmd, collect_cmd, exporter_cmd
+from gpulib.cli_tools import alerts_cmd, backfill_cmd, collect_cmd, diff_cmd, exporter_cmd
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.redact import redact
 from gpulib.cost import load_prices, parse_namespaces
 from gpulib.inspection import PLOTLY_JS_MODES
 from gpulib.kube.publish import parse_what, publish_run
 from gpulib.mcp.command import mcp_cmd
+from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
 from gpulib.run.params import check_targets, prepare
@@ -308,6 +309,8 @@ app.command(
 )(alerts_cmd)
 app.command("serve")(serve_cmd)
 app.command("mcp")(mcp_cmd)
+app.command("mixin", help="Generate the Grafana/Prometheus mixin (alerts, recording rules, dashboards).")(mixin_cmd)
+app.command("diff", help="What changed between two runs of a runbook (findings, key figures).")(diff_cmd)
 
 
 def _rewrite_papermill_style(argv: list[str]) -> list[str]:

@@ -4,6 +4,7 @@ them; each parses, calls the module that does the work and prints."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +19,7 @@ from gpulib.core.validate import command
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.kube import collect as kc
 from gpulib.kube.client import KubeCluster
+from gpulib.run import diff as run_diff
 from gpulib.run.report import EXIT_FAILED, fail
 from gpulib.xid import write_alert_rules
 
@@ -158,5 +160,24 @@ def alerts_cmd(
     try:
         for p in write_alert_rules(out, base_url, cluster_label):
             typer.echo(f"wrote {p}")
+    except GpulibError as exc:
+        fail(exc)
+
+
+def diff_cmd(
+    runs: Optional[list[str]] = typer.Argument(None, help="RUN_A RUN_B: run folders or ids under --out"),
+    last: Optional[int] = typer.Option(
+        None, "--last", help="diff each of the last N runs of --runbook with the one before"
+    ),
+    runbook: Optional[str] = typer.Option(None, "--runbook", help="the runbook of --last"),
+    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="KEY=VALUE the runs of --last share"),
+    out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root of the runs"),
+    as_json: bool = typer.Option(False, "--json", help="print the diff as JSON"),
+):
+    """What changed between two runs of a runbook: findings new, gone and changed, and its key figures."""
+    try:
+        for a, b in run_diff.pairs(runs or [], last, runbook, param or [], out):
+            d = run_diff.diff_runs(run_diff.load_run(a), run_diff.load_run(b))
+            typer.echo(json.dumps(d, indent=2, default=str) if as_json else "\n".join(run_diff.lines(d)))
     except GpulibError as exc:
         fail(exc)

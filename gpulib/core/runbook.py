@@ -110,6 +110,9 @@ class Runbook:
     start: Callable[["Context"], Mapping[str, Any]] | None = None
     side_effect_params: tuple[str, ...] = field(default=())
     kind: str = RUNBOOK
+    #: the run's key figures: context -> {key: {"label", "unit", "value", "better": "lower"|"higher"}}, recorded as
+    #: key_figures.json beside findings.json and compared run to run by ``gpuops diff`` (gpulib.run.diff)
+    figures: Callable[["Context"], Mapping[str, Mapping[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -368,4 +368,17 @@ RUNBOOK = Runbook(
     ),
     findings=_findings,
     start=_start,
+    figures=lambda c: _key_figures(c),
 )
+
+
+def _key_figures(c) -> dict[str, dict[str, Any]]:
+    """The figures ``gpuops diff`` compares run to run (the headline's idle GPU-hours and cost, zombie pods)."""
+    if c.rep is None:
+        return {}
+    s = executive_summary(c.rep)
+    return {
+        "idle_gpu_hours": {"label": "Idle GPU-hours", "unit": "GPU-h", "value": s["idle_gpu_hours"], "better": "lower"},
+        "idle_cost": {"label": "Idle cost", "unit": s["currency"], "value": s["idle_cost"], "better": "lower"},
+        "zombie_pods": {"label": "Zombie pods", "unit": "pods", "value": s["zombie_pods"], "better": "lower"},
+    }

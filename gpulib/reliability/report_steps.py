@@ -149,4 +149,21 @@ RUNBOOK = Runbook(
     ),
     findings=_findings,
     start=_start,
+    figures=lambda c: _key_figures(c),
 )
+
+
+def _key_figures(c) -> dict[str, dict[str, Any]]:
+    """The figures ``gpuops diff`` compares run to run: hardware incidents per 1,000 GPU-days and the health score."""
+    if c.rep is None or c.rep.score is None:
+        return {}
+    sc = c.rep.score
+    return {
+        "hw_incidents_per_1000_gpu_days": {
+            "label": "Hardware incidents per 1,000 GPU-days", "unit": "/1,000 GPU-days", "value": sc.hw_rate,
+            "better": "lower",
+        },
+        "incidents": {"label": "Incidents in the window", "unit": "incidents", "value": len(c.rep.incidents),
+                      "better": "lower"},
+        "health_score": {"label": "Fleet health score", "unit": "/100", "value": sc.score, "better": "higher"},
+    }  # fmt: skip

@@ -146,6 +146,8 @@ def _row(rec: dict[str, Any], href: str | None) -> str:
     status = str(rec.get("status") or Status.UNKNOWN)
     created = rec.get("created")
     link = f"<a href='{_e(href)}'>{_e(rec['id'])}</a>" if href else f"{_e(rec['id'])} <small>(no report yet)</small>"
+    if rec.get("diff") and href and href.endswith(".html"):  # its diff with the run before (gpulib.run.diff)
+        link += f" <a href='{_e(href.rsplit('/', 1)[0] + '/' + rec['diff'])}'>diff</a>"
     active = " class='running'" if status in ACTIVE else ""
     return (
         f"<tr data-runbook='{_e(rec.get('runbook'))}' data-node='{_e(rec.get('node'))}' data-severity='{_e(sev)}' "
@@ -238,6 +240,7 @@ def record(
         "errors": [],
         "usage_errors": [],
         "findings": [] if full else 0,
+        "diff": "diff.html" if (folder / "diff.html").is_file() else "",
     }
     findings, doc = parts if parts is not None else ([], None)
     if unreadable:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, MutableMapping
 from gpulib.core.findings import FindingList
 from gpulib.core.runbook import LESSON, Context, Runbook
 from gpulib.run.catalogue import context
+from gpulib.run.diff import save_figures
 from gpulib.run.evidence import STEP as EVIDENCE_STEP
 from gpulib.run.evidence import check, finding_inputs, needs, watch
 from gpulib.runbook import Runbook as _Engine
@@ -173,6 +174,8 @@ class Session:
             f.data.setdefault("inputs", finding_inputs(self.runbook.name, self.reads, f.category))
         fl = self.engine.finish(fs, combine=self.runbook.combine, save=save, steps=self.outcomes, inputs=self.inputs())
         self.ctx["findings"] = fl
+        if save and self.runbook.figures is not None:  # the key figures gpuops diff compares (gpulib.run.diff)
+            save_figures(self.runbook, self.ctx)
         return fl
 
 

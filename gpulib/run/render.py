@@ -28,6 +28,7 @@ from gpulib.core.redact import redact
 from gpulib.core.settings import FINDINGS_ENV
 from gpulib.inspection import params_env
 from gpulib.run import record as rr
+from gpulib.run.diff import since_last_time
 from gpulib.run.index_page import record, write_index
 from gpulib.run.record import (
     Status,
@@ -222,6 +223,11 @@ def execute(
                 res.errors.append(redact(f"HTML export failed: {exc}"))
     doc = _read_findings(res, findings_path, info)
     res.verdict = verdict_of(res.findings, doc) if doc is not None else {}
+    if info.kind == "report" and doc is not None:  # the report opens with "Since last time" (gpulib.run.diff)
+        try:
+            since_last_time(out_root, out_dir, res.html)
+        except Exception as exc:  # a diff that cannot be made must not hide the run's result
+            res.errors.append(redact(f"since last time: {exc}"))
     if summary and info.kind != "learn":  # summary.md (verdict, cause, commands) beside the HTML
         write_summary(
             out_dir,

@@ -30,6 +30,7 @@ LAYERS = {
     "demo": 3,
     "runbook": 4,
     "run": 4,
+    "mixin": 4,
     "verdict": 4,
     "warm": 4,
     "catalogue": 4,
@@ -412,6 +413,8 @@ DEFERRED_IMPORTS = {
     "gpulib.serve": "FastAPI and uvicorn (serve extra) load with it: only `gpuops serve` needs them",
     "uvicorn": "serve/mcp extras: only when `gpuops serve` or `gpuops mcp --transport http` listens",
     "gpulib.mcp": "the mcp SDK (mcp extra) loads with it: only `gpuops mcp` needs it",
+    "gpulib.mixin.dashboards": "grafana-foundation-sdk (mixin extra) loads with it: only the dashboards need it",
+    "jsonschema": "mixin extra: only when `gpuops mixin --check` validates the dashboards against Grafana's schema",
 }
 
 
