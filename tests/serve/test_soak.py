@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,11 +17,6 @@ def _bench():
     return mod
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: with warm kernels the server's RSS grows 45-75 MB a burst of 2 renders (1.65 after 3 bursts) and "
-    "about 1.5 sockets a render stay open (benchmarks/RESULTS.md, soak)",
-)
 def test_a_short_soak_ends_with_rss_within_20_percent_of_its_start(tmp_path):
     res = _bench().soak(bursts=3, alerts=2, reads=150, serve_args=["--warm-kernels", "1"], work=tmp_path)
     base, end = res["base"], res["end"]
