@@ -410,6 +410,7 @@ def path_naive() -> dict:
     from gpulib.core.schema import SERIES_COLUMNS
     from gpulib.kube.client import KubeCluster
     from gpulib.sources.dcgm import normalise_labels
+    from gpulib.sources.signals import promql_any
 
     t_import = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -417,7 +418,8 @@ def path_naive() -> dict:
     start = datetime.fromtimestamp(END.timestamp() - DAYS * 86400, tz=timezone.utc)
     frames, pulled = {}, 0
     for fld in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED"):
-        result = prom.custom_query_range(fld, start_time=start, end_time=END, step=f"{SCRAPE_S}s")
+        # the field under each exporter generation's name in its canonical unit (the scenario exports 4.10 names)
+        result = prom.custom_query_range(promql_any(fld), start_time=start, end_time=END, step=f"{SCRAPE_S}s")
         parts = []
         for r in result:  # per series: labels once, values as arrays (kinder than one dict per sample)
             vals = np.array(r["values"], dtype=float)

@@ -71,15 +71,15 @@ def node_table(nodes: pd.DataFrame, pool_label: str) -> pd.DataFrame:
 def driver_spans(fh: FleetHistory) -> pd.DataFrame:
     """node, driver, from, to: the driver each node ran over the window (from its driver_change events)."""
     ch = fh.events[fh.events["signal"] == "driver_change"].sort_values("time")
+    per_node = {n: list(zip(g["time"], g["detail"])) for n, g in ch.groupby("node", sort=False)}
     rows = []
-    for _, n in fh.nodes.iterrows():
-        mine = ch[ch["node"] == n["node"]]
+    for node, now in zip(fh.nodes["node"], fh.nodes["driver_now"]):
         t, cur = fh.start, None
-        for _, c in mine.iterrows():
-            old, new = (c["detail"].split(" -> ") + [""])[:2]
-            rows.append({"node": n["node"], "driver": cur or old, "from": t, "to": c["time"]})
-            t, cur = c["time"], new
-        rows.append({"node": n["node"], "driver": cur or n["driver_now"], "from": t, "to": fh.end})
+        for at, detail in per_node.get(node, []):
+            old, new = (detail.split(" -> ") + [""])[:2]
+            rows.append({"node": node, "driver": cur or old, "from": t, "to": at})
+            t, cur = at, new
+        rows.append({"node": node, "driver": cur or now, "from": t, "to": fh.end})
     out = pd.DataFrame(rows, columns=["node", "driver", "from", "to"])
     return out[out["to"] > out["from"]]
 
@@ -92,26 +92,35 @@ def fleet_incidents(fh: FleetHistory) -> pd.DataFrame:
     inc = incidents(ev, classes)
     inc = inc.merge(fh.nodes[["node", "pool", "model"]], on="node", how="left")
     spans = driver_spans(fh)
+    per_node = {n: list(zip(g["from"], g["to"], g["driver"])) for n, g in spans.groupby("node", sort=False)}
     inc["driver"] = [
-        next(
-            (s["driver"] for _, s in spans[spans["node"] == r["node"]].iterrows() if s["from"] <= r["time"] < s["to"]),
-            "unknown",
-        )
-        for _, r in inc.iterrows()
+        next((d for a, b, d in per_node.get(node, []) if a <= t < b), "unknown")
+        for node, t in zip(inc["node"], inc["time"])
     ]
     inc["hardware"] = ~inc["incident_class"].isin(SOFT)
     return inc
+
+
+def _coverages(fh: FleetHistory) -> dict:
+    """node -> (GPUs, its exporter coverage over the history), computed once per history: exposure is asked for per
+    node, per driver span and per change side, and each read of the events per node costs a scan of all of them."""
+    if fh.__dict__.get("_cov") is None:
+        gaps = fh.events[fh.events["signal"] == "no_data"]
+        per_node = dict(list(gaps.groupby("node", sort=False)))
+        fh._cov = {
+            n: (g, coverage(per_node.get(n, gaps.iloc[:0]), n, fh.since, fh.end))
+            for n, g in zip(fh.nodes["node"], fh.nodes["gpus"])
+        }
+    return fh._cov
 
 
 def exposure(fh: FleetHistory, nodes=None, a=None, b=None) -> float:
     """Observed GPU-days of ``nodes`` (default: all) over [a, b] (default: the window)."""
     a, b = a or fh.start, b or fh.end
     total = 0.0
-    for _, n in fh.nodes.iterrows():
-        if nodes is not None and n["node"] not in nodes:
-            continue
-        cov = coverage(fh.events, n["node"], fh.since, fh.end)
-        total += n["gpus"] * (cov.observed(a, b) / DAY)
+    for n, (gpus, cov) in _coverages(fh).items():
+        if nodes is None or n in nodes:
+            total += gpus * (cov.observed(a, b) / DAY)
     return total
 
 

@@ -4,10 +4,20 @@ silently). Waiting runs leave in priority order (a tuple, lower first: :func:`gp
 then in the order they came.
 
 A run may wait in a ``lane`` of its own limit (``lanes``: name -> limit): page-started runs wait in theirs, so they
-never take a place of the alerts' ``queue_limit``."""
+never take a place of the alerts' ``queue_limit``.
+
+``release_memory`` (the render pool): after each run, the pool's garbage is collected and glibc is asked to give the
+free memory of every malloc arena back to the system (``malloc_trim(0)``,
+https://man7.org/linux/man-pages/man3/malloc_trim.3.html). A render (papermill's messages, the executed notebook,
+nbconvert's HTML: tens of MB of short-lived strings, from two or more threads) leaves no Python object behind, but
+glibc keeps the freed pages of each thread's arena, so ``gpuops serve``'s RSS rose ~30 MB a burst of two renders
+and never came down (benchmarks/RESULTS.md, soak; tests/serve/test_soak.py)."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import itertools
 import queue
 import threading
@@ -19,6 +29,28 @@ class QueueFull(Exception):
     pass
 
 
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None (musl, macOS: nothing to call)."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    return fn
+
+
+_TRIM = _malloc_trim()
+
+
+def release_memory() -> bool:
+    """Collect garbage, then hand the allocator's free pages back to the system; whether glibc's trim ran."""
+    gc.collect()
+    if _TRIM is None:
+        return False
+    _TRIM(0)
+    return True
+
+
 class WorkerPool:
     def __init__(
         self,
@@ -27,10 +59,14 @@ class WorkerPool:
         queue_limit: int,
         on_error: Callable[[str, Exception], None] | None = None,
         lanes: dict[str, int] | None = None,
+        release_memory: bool = False,
     ):
         #: told of an exception ``work`` let out (the worker thread goes on with the next run)
         self._on_error = on_error
         self._work = work
+        self._release = release_memory
+        #: runs after which memory was handed back (:func:`release_memory`)
+        self.releases = 0
         self._q: queue.PriorityQueue[tuple] = queue.PriorityQueue()
         #: lane -> most runs waiting in it (0: no limit); "" is the main lane (``queue_limit``)
         self._limits = {"": queue_limit, **(lanes or {})}
@@ -85,6 +121,9 @@ class WorkerPool:
             finally:
                 with self._lock:
                     self.active -= 1
+                if self._release:
+                    release_memory()
+                    self.releases += 1
                 self._q.task_done()
 
     def join(self, timeout: float = 60) -> bool:

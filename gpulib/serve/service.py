@@ -123,7 +123,12 @@ class Service:
         # page-started runs wait in a lane of their own (PAGE), never in the alerts' share
         lanes = {PAGE: cfg.page_queue_limit, RESTART: 0}
         self.pool = WorkerPool(
-            self._render, cfg.kernels, 0 if self.verdicter else cfg.queue_limit, self._broken, lanes=lanes
+            self._render,
+            cfg.kernels,
+            0 if self.verdicter else cfg.queue_limit,
+            self._broken,
+            lanes=lanes,
+            release_memory=True,  # a render's freed memory goes back to the system (gpulib/serve/pool.py)
         )
         self.verdicts = (
             WorkerPool(self._verdict, cfg.verdict_workers, cfg.queue_limit, self._broken, lanes=lanes)

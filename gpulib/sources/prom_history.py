@@ -22,6 +22,14 @@ etc/default-counters.csv @ d5e5f510):
 
 A signal whose series this Prometheus does not hold at all over the window is reported in ``missing`` with its
 name, so the preflight can say which series this Prometheus lacks.
+
+Every query asks for changes, not samples, so what comes back grows with the events, not with the nodes x steps of
+the window (a 30-day report reads 90 days: 25,920 steps per series): a filter (``== 1``, ``== 0``, ``> 0``) returns
+only the steps a spell holds; a change is a step whose value differs from the step before (``X != X offset 300s``,
+``X - X offset 300s``), a new series one absent a step before (``X unless X offset 300s``); whether a series exists
+at all is a ``count`` at :data:`PRESENCE_STEPS` coarse steps. One reading differs from a sample-by-sample walk: the
+XID gauge's value after a hole in its series (an exporter gap) is compared with nothing, so an XID whose code the
+gauge took during the gap is not counted (the windowed count, where exported, still counts it).
 """
 
 from __future__ import annotations
@@ -93,17 +101,6 @@ def intervals(ts: np.ndarray, v: np.ndarray, step: float) -> list[tuple[float, f
     return out
 
 
-def increments(ts: np.ndarray, v: np.ndarray) -> list[tuple[float, float]]:
-    """(time, increase) of each step one counter series went up (a drop is a reset: the new value is the
-    increase). The first sample is the baseline: what the counter held before the window is not an event."""
-    out = []
-    for i in range(1, len(v)):
-        d = v[i] - v[i - 1]
-        if d > 0 or (d < 0 and v[i] > 0):
-            out.append((ts[i], d if d > 0 else v[i]))
-    return out
-
-
 def window_arrivals(ts: np.ndarray, v: np.ndarray, step: float) -> list[tuple[float, float]]:
     """(time, how many) of the XIDs that entered a sliding-window count series (``DCGM_EXP_XID_ERRORS_COUNT``: the
     number of XIDs of one code in the exporter's last ``window_size_in_ms``, a series only while that code is in
@@ -154,6 +151,24 @@ def _present(src, metric: str, node, scope: str, start: float, end: float) -> se
     return {h for r in res if (h := _host(src, r["metric"]))}
 
 
+def runs(ts: np.ndarray, end: float) -> list[tuple[float, float | None]]:
+    """(start, end) of each run of consecutive steps in ``ts`` (the steps a filter such as ``X == 1`` kept): a run
+    ends a step after its last step, or is open (None) when its last step is the window's last."""
+    ts = np.sort(np.asarray(ts, dtype=float))
+    if not len(ts):
+        return []
+    cut = np.flatnonzero(np.diff(ts) > 1.5 * STEP_S)
+    firsts, lasts = np.r_[ts[:1], ts[cut + 1]], np.r_[ts[cut], ts[-1:]]
+    return [(float(a), None if b + STEP_S > end else float(b + STEP_S)) for a, b in zip(firsts, lasts)]
+
+
+def _exists(src, selector: str, start: float, end: float) -> bool:
+    """Whether any series of ``selector`` was there in [start, end]: ``count(last_over_time(...))`` at
+    :data:`PRESENCE_STEPS` coarse steps (a few points, whatever the window)."""
+    step = max(STEP_S, math.ceil((end - start) / PRESENCE_STEPS))
+    return bool(src._range_arrays(f"count(last_over_time({selector}[{int(step)}s]))", start, end, step))
+
+
 def prometheus_history(src, window, node: str | None) -> NodeHistory:
     """The node history of ``src`` (a PrometheusSource) over ``window``."""
     end = src.end.timestamp()
@@ -161,42 +176,31 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
     scope = ""  # the cluster matcher is added to every query the source sends (gpulib/sources/promql_scope.py)
     rows, read, missing = [], {}, {}
 
-    def q(name: str, promql: str, signal: str | tuple):
-        res = src._range_arrays(promql, start, end, STEP_S)
+    def q(name: str, selector: str, promql: str, signal: str | tuple, at: float | None = None, skip: int = 0):
+        """``promql`` over the window less its first ``skip`` steps (or at ``at`` alone); ``signal`` read when
+        ``selector`` has any series."""
+        res = src._range_arrays(promql, at or start + skip * STEP_S, at or end, STEP_S)
+        there = bool(res) or _exists(src, selector, start, end)
         for s in signal if isinstance(signal, tuple) else (signal,):
-            (read if res else missing)[s] = name if res else f"no {name} series in this Prometheus"
+            (read if there else missing)[s] = name if there else f"no {name} series in this Prometheus"
         return res
 
-    for r in q(
-        "kube_node_spec_unschedulable", "kube_node_spec_unschedulable" + _sel("node", node, "", scope), "cordon"
-    ):
-        for a, b in intervals(r["ts"], r["v"], STEP_S):
+    cordon = "kube_node_spec_unschedulable" + _sel("node", node, "", scope)
+    for r in q("kube_node_spec_unschedulable", cordon, f"{cordon} == 1", "cordon"):
+        for a, b in runs(r["ts"], end):
             rows.append(_row(a, r["metric"].get("node", ""), "cordon", end=b, origin="kube_node_spec_unschedulable"))
-    rows += _not_ready(q, node, scope)
+    rows += _not_ready(q, node, scope, end)
     rows += _restarts(q, node, scope, start, end)
-    label = "label_nvidia_com_cuda_driver_version_full"
-    drv = q(
-        "kube_node_labels (driver label)",
-        f"kube_node_labels{_sel('node', node, label + '!=' + chr(34) * 2, scope)}",
-        ("driver_change", "gfd_label"),
-    )
-    by_node: dict[str, list[tuple[float, str]]] = {}
-    for r in drv:
-        for t in r["ts"]:
-            by_node.setdefault(r["metric"].get("node", ""), []).append((t, r["metric"].get(label, "")))
-    for n, samples in by_node.items():
-        samples.sort()
-        for (_, old), (t, new) in zip(samples, samples[1:]):
-            if new != old:
-                for sig, code in (("driver_change", new), ("gfd_label", "nvidia.com/cuda.driver-version.full")):
-                    rows.append(_row(t, n, sig, code=code, detail=f"{old} -> {new}", origin="kube_node_labels"))
+    rows += _drivers(q, node, scope, start)
     rows += _xids(src, node, scope, start, end, read, missing)
     rows += _health(src, node, scope, start, end, read, missing)
-    up = 'up{job=~".*dcgm-exporter.*"' + "".join(
-        f",{p}" for p in (scope, f"node={promql_string(node)}" if node else "") if p
+    up = (
+        'up{job=~".*dcgm-exporter.*"'
+        + "".join(f",{p}" for p in (scope, f"node={promql_string(node)}" if node else "") if p)
+        + "}"
     )
-    for r in q("up (dcgm-exporter)", up + "} == bool 0", "no_data"):
-        for a, b in intervals(r["ts"], r["v"], STEP_S):
+    for r in q("up (dcgm-exporter)", up, up + " == 0", "no_data"):
+        for a, b in runs(r["ts"], end):
             rows.append(
                 _row(
                     a,
@@ -210,24 +214,44 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
     return NodeHistory(pd.DataFrame(rows, columns=HISTORY_COLUMNS), read, missing)
 
 
-def _not_ready(q, node, scope) -> list[dict]:
+def _drivers(q, node, scope, start: float) -> list[dict]:
+    """Driver changes from ``kube_node_labels``' driver label: each node's value when the window opens, then each
+    step where a node shows a value it did not show a step before (a new label value is a new series)."""
+    label = "label_nvidia_com_cuda_driver_version_full"
+    sel = f"kube_node_labels{_sel('node', node, label + '!=' + chr(34) * 2, scope)}"
+    name, signals = "kube_node_labels (driver label)", ("driver_change", "gfd_label")
+    seen = [(start, r) for r in q(name, sel, sel, signals, at=start)]
+    # from the second step: what the first step holds is the baseline read above
+    new = f"{sel} unless {sel} offset {int(STEP_S)}s"
+    seen += [(float(t), r) for r in q(name, sel, new, signals, skip=1) for t in r["ts"]]
+    by_node: dict[str, list[tuple[float, str]]] = {}
+    for t, r in seen:
+        by_node.setdefault(r["metric"].get("node", ""), []).append((t, r["metric"].get(label, "")))
+    rows = []
+    for n, samples in by_node.items():
+        cur = None
+        for t, new in sorted(samples):
+            if cur is not None and new != cur:
+                for sig, code in (("driver_change", new), ("gfd_label", "nvidia.com/cuda.driver-version.full")):
+                    rows.append(_row(t, n, sig, code=code, detail=f"{cur} -> {new}", origin="kube_node_labels"))
+            cur = new
+    return rows
+
+
+def _not_ready(q, node, scope, end: float) -> list[dict]:
     """NotReady spells: Ready ``false`` or ``unknown`` (the node controller cannot reach the kubelet), one spell per
     run of steps where either holds; its detail says which, ``unknown`` as :data:`UNREACHABLE`."""
     cond = 'condition="Ready",status=~"false|unknown"'
-    res = q("kube_node_status_condition", "kube_node_status_condition" + _sel("node", node, cond, scope), "condition")
+    sel = "kube_node_status_condition" + _sel("node", node, cond, scope)
     per_node: dict[str, dict[float, set[str]]] = {}
-    for r in res:
-        status = r["metric"].get("status", "false")
+    for r in q("kube_node_status_condition", sel, f"{sel} == 1", "condition"):
         steps = per_node.setdefault(r["metric"].get("node", ""), {})
-        for t, v in zip(r["ts"], r["v"]):
-            bad = steps.setdefault(float(t), set())
-            if v >= 1:
-                bad.add(status)
+        for t in r["ts"]:
+            steps.setdefault(float(t), set()).add(r["metric"].get("status", "false"))
     rows = []
     for n, steps in per_node.items():
         ts = np.array(sorted(steps))
-        v = np.array([1.0 if steps[t] else 0.0 for t in ts])
-        for a, b in intervals(ts, v, STEP_S):
+        for a, b in runs(ts, end):
             seen = set().union(*(steps[t] for t in ts if t >= a and (b is None or t < b)))
             detail = UNREACHABLE if "unknown" in seen else "Ready=False"
             rows.append(
@@ -237,23 +261,25 @@ def _not_ready(q, node, scope) -> list[dict]:
 
 
 def _restarts(q, node, scope, start: float, end: float) -> list[dict]:
-    """Container restarts per node: each container's counter read on its own (only those that restarted at all,
-    ``max_over_time(...[window] @ end) > 0``), its increments taken (a series present when the window opens
-    starts from its first value; one that starts later is a pod created in the window, and its first value counts),
-    then summed per node and step. A series that ends (a deleted pod) adds nothing."""
-    w = int(math.ceil(end - start))
+    """Container restarts per node: each container's counter read on its own, joined to its node by
+    ``kube_pod_info``, as the steps it changed only: a rise is that many restarts, a drop is a reset (the new value
+    is the count since), a series that starts after the window opened is a pod created in the window (its first
+    value counts); then summed per node and step. A series that ends (a deleted pod) adds nothing; a counter
+    carried into the window is its baseline, not restarts."""
     x = f"kube_pod_container_status_restarts_total{_sel('', None, '', scope)}"
-    promql = (
-        f"{x} * on (namespace, pod) group_left (node) max by (namespace, pod, node) "
-        f"(kube_pod_info{_sel('node', node, '', scope)}) "
-        f"and on (namespace, pod, container) (max_over_time({x}[{w}s] @ {int(end)}) > 0)"
+    off = f"{x} offset {int(STEP_S)}s"
+    on_node = (
+        f" * on (namespace, pod) group_left (node) max by (namespace, pod, node) "
+        f"(kube_pod_info{_sel('node', node, '', scope)})"
     )
+    name = "kube_pod_container_status_restarts_total with kube_pod_info"
     per: dict[tuple[str, float], float] = {}
-    for r in q("kube_pod_container_status_restarts_total with kube_pod_info", promql, "pod_restart"):
-        born = bool(r["ts"][0] > start + 1.5 * STEP_S and r["v"][0] > 0)  # created in the window: its count is new
-        for t, d in [(r["ts"][0], r["v"][0])] * born + increments(r["ts"], r["v"]):
-            key = (r["metric"].get("node", ""), float(t))
-            per[key] = per.get(key, 0.0) + float(d)
+    # a series already there in the window's first two steps was there when it opened: its count is a baseline
+    for skip, expr in ((0, f"(({x} - {off}) > 0)"), (0, f"(({x} < {off}) > 0)"), (2, f"(({x} unless {off}) > 0)")):
+        for r in q(name, x, expr + on_node, "pod_restart", skip=skip):
+            for t, d in zip(r["ts"], r["v"]):
+                key = (r["metric"].get("node", ""), float(t))
+                per[key] = per.get(key, 0.0) + float(d)
     return [
         _row(t, n, "pod_restart", value=d, origin="kube_pod_container_status_restarts_total")
         for (n, t), d in sorted(per.items(), key=lambda kv: (kv[0][1], kv[0][0]))
@@ -289,16 +315,16 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]
                         )
                     )
     gauged = _present(src, XID_GAUGE, node, scope, start, end) - counted
-    w = int(math.ceil(end - start))
     if gauged:
-        terms = [f"({t} and changes({t}[{w}s] @ {int(end)}) > 0)" for t in _terms(src, XID_GAUGE, node, "", scope)]
+        # the steps where the gauge differs from the step before: its value carried in from before the window is
+        # the baseline, not an XID, and the same XID twice in a row is one change
+        terms = [f"({t} != {t} offset {int(STEP_S)}s)" for t in _terms(src, XID_GAUGE, node, "", scope)]
         for r in src._range_arrays(" or ".join(terms), start, end, STEP_S):
             host = _host(src, r["metric"])
-            if host not in gauged or not len(r["v"]):
+            if host not in gauged:
                 continue
-            prev = r["v"][0]  # the value carried in from before the window is the baseline, not an XID
-            for t, v in zip(r["ts"][1:], r["v"][1:]):
-                if v != prev and v > 0:
+            for t, v in zip(r["ts"], r["v"]):
+                if t > start and v > 0:
                     rows.append(
                         _row(
                             t,
@@ -310,7 +336,6 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]
                             origin=XID_GAUGE,
                         )
                     )
-                prev = v
     if counted or gauged:
         read["xid"] = "; ".join(
             f"{name} ({len(hosts)} node{'s' * (len(hosts) != 1)})"

@@ -24,11 +24,6 @@ def _bench():
     os.environ.get("GPUOPS_SOAK") != "1",
     reason="the soak runs with GPUOPS_SOAK=1 (about 45 s of a real server and its renders; CONTRIBUTING.md)",
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: with warm kernels the server's RSS grows 45-75 MB a burst of 2 renders (1.65 after 3 bursts) and "
-    "about 1.5 sockets a render stay open (benchmarks/RESULTS.md, soak)",
-)
 def test_a_short_soak_ends_with_rss_within_20_percent_of_its_start(tmp_path):
     res = _bench().soak(bursts=3, alerts=2, reads=150, serve_args=["--warm-kernels", "1"], work=tmp_path)
     base, end = res["base"], res["end"]

@@ -47,9 +47,11 @@ def series(name: str, labels: dict, values: dict[int, float] | float, steps: ran
 
 class FakePrometheus:
     """Holds exact series and answers the history's query shapes over them as Prometheus would: selectors by metric
-    name and label matchers, ``count by (hosts)`` presence, a trailing comparison as a filter, ``and changes(...)``
-    (keeps the series that changed), ``and on (...) (max_over_time(...) > 0)``, ``xid!=""``, the join to
-    ``kube_pod_info`` (keeps per-container series, adds ``node``) and the older ``sum by (node)`` of that join."""
+    name and label matchers, ``count by (hosts)`` and ``count(last_over_time(...))`` presence, a trailing comparison
+    as a filter, a series against itself a step before (``offset 300s``: the change queries), a query at one
+    instant, ``and changes(...)`` (keeps the series that changed), ``and on (...) (max_over_time(...) > 0)``,
+    ``xid!=""``, the join to ``kube_pod_info`` (keeps per-container series, adds ``node``) and the older
+    ``sum by (node)`` of that join."""
 
     _host_labels = ("hostname", "Hostname")
 
@@ -78,6 +80,15 @@ class FakePrometheus:
         if promql.startswith("count by"):
             hosts = {next(s["metric"][h] for h in self._host_labels if h in s["metric"]) for s in found}
             return [{"metric": {"hostname": h}, "ts": STEPS[-1:], "v": np.ones(1)} for h in sorted(hosts)]
+        if promql.startswith("count(last_over_time("):
+            return [{"metric": {}, "ts": STEPS[-1:], "v": np.array([float(len(found))])}] if found else []
+        if start == end:  # asked at one instant
+            found = [{**s, "ts": s["ts"][s["ts"] == start], "v": s["v"][s["ts"] == start]} for s in found]
+            found = [s for s in found if len(s["v"])]
+        if f"offset {int(STEP_S)}s" in promql:
+            found = [_against_step_before(s, promql) for s in found]
+        inside = [(s, (s["ts"] >= start) & (s["ts"] <= end)) for s in found]  # the range asked for
+        found = [{**s, "ts": s["ts"][k], "v": s["v"][k]} for s, k in inside if k.any()]
         if "and changes(" in promql:
             found = [s for s in found if len(np.unique(s["v"])) > 1]
         if "(max_over_time(" in promql and "> 0)" in promql:
@@ -94,15 +105,37 @@ class FakePrometheus:
             ]
             if promql.startswith("sum by (node)"):
                 return _sum_by_node(found)
-        cmp = re.search(r"\)\s*(>=|>|!=)\s*(\d+)$", promql)
+        cmp = re.search(r"[)}]\s*(>=|>|!=|==)\s*(\d+)$", promql)
         if cmp:
             op, x = cmp.group(1), float(cmp.group(2))
-            keep = {">": np.greater, ">=": np.greater_equal, "!=": np.not_equal}[op]
+            keep = {">": np.greater, ">=": np.greater_equal, "!=": np.not_equal, "==": np.equal}[op]
             found = [{**s, "ts": s["ts"][keep(s["v"], x)], "v": s["v"][keep(s["v"], x)]} for s in found]
             found = [s for s in found if len(s["v"])]
         if promql.endswith("== bool 0"):
             found = [{**s, "v": (s["v"] == 0).astype(float)} for s in found]
         return [{**s, "metric": {k: v for k, v in s["metric"].items() if k != "__name__"}} for s in found]
+
+
+def _against_step_before(s: dict, promql: str) -> dict:
+    """One series against itself a step before (``X offset 300s``), as the history's change queries ask: ``X !=
+    X offset`` (a changed value), ``(X - X offset) > 0`` (a rise), ``(X < X offset) > 0`` (a reset to a count above
+    0), ``X unless X offset`` (a series absent a step before; ``> 0`` when asked)."""
+    k = np.rint((s["ts"] - T0) / STEP_S).astype(int)
+    before = dict(zip(k, s["v"]))
+    has = np.array([i - 1 in before for i in k], dtype=bool)
+    prev = np.array([before.get(i - 1, np.nan) for i in k])
+    v = s["v"]
+    if " unless " in promql:
+        keep, val = ~has, v
+        if ") > 0)" in promql:
+            keep &= v > 0
+    elif " - " in promql:
+        keep, val = has & (v - prev > 0), v - prev
+    elif " < " in promql:
+        keep, val = has & (v < prev) & (v > 0), v
+    else:  # !=
+        keep, val = has & (v != prev), v
+    return {**s, "ts": s["ts"][keep], "v": val[keep]}
 
 
 def _sum_by_node(found: list[dict]) -> list[dict]:
