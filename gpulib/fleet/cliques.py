@@ -119,10 +119,13 @@ def clique_findings(units: pd.DataFrame, fabric_rows: pd.DataFrame | None = None
     for u in units.to_dict("records"):
         if u["severity"] == "ok":
             continue
-        bad = []
+        bad, gpus = [], []
         if fabric_rows is not None and len(fabric_rows):
             sel = fabric_rows[fabric_rows["node"].isin(u["nodes"]) & fabric_rows["verdict"].isin(_SEVERITY)]
             bad = [f"{r.node} GPU {r.gpu}: {r.verdict} ({r.reasons})" for r in sel.itertuples()]
+            gpus = [(r.node, r.gpu) for r in sel.itertuples()]
+        # one bad GPU: the finding is about it (node and GPU); several: about the domain
+        node, gpu = gpus[0] if len(gpus) == 1 else (u["nodes"][0] if u["node_count"] == 1 else None, None)
         row = fabric.verdict_row(u["verdict"])
         counts = ", ".join(f"{u[k]} {k.replace('_', ' ')}" for k in ("unhealthy", "not_joined", "degraded") if u[k])
         what = counts or f"{u['unread']} GPUs unread"
@@ -136,8 +139,9 @@ def clique_findings(units: pd.DataFrame, fabric_rows: pd.DataFrame | None = None
                 escalation=row["escalation"],
                 evidence=bad + [f"nodes: {', '.join(u['nodes'])}", f"source: {row['source']}"],
                 category="nvlink_domain",
-                node=u["nodes"][0] if u["node_count"] == 1 else None,
-                data={"clique": u["clique"], "verdict": u["verdict"], "nodes": u["nodes"]},
+                node=node,
+                gpu=gpu,
+                data={"clique": u["clique"], "verdict": u["verdict"], "nodes": u["nodes"], "gpus": gpus},
             )
         )
     return out

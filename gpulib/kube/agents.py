@@ -47,6 +47,7 @@ AGENT_COLUMNS = [
     "fp_reason",
     "fp_source",
     "fp_check",
+    "fp_id",
 ]
 
 #: Kubernetes' own node conditions (kubelet), never an agent's GPU verdict
@@ -204,6 +205,7 @@ def _row(node: str, kind: str, c: Mapping, spec: Any, node_obj: Mapping, cd_node
         "fp_reason": "",
         "fp_source": "",
         "fp_check": "",
+        "fp_id": "",
     }
     if row["bad"] and spec is not None:
         fp, holds = _false_positive(row, node_obj, cd_nodes, now)
@@ -213,6 +215,7 @@ def _row(node: str, kind: str, c: Mapping, spec: Any, node_obj: Mapping, cd_node
                 fp_reason=fp.reason,
                 fp_source=fp.source,
                 fp_check=str(fp.check).replace("{node}", node),
+                fp_id=fp.id,
             )
     return row
 
@@ -274,7 +277,12 @@ def agent_findings(rows: pd.DataFrame) -> list[Finding]:
                     node=r["node"],
                     gpu=r["gpu"],
                     confidence=0.8 if holds else 0.5,
-                    data={**data, "false_positive": r["false_positive"], "fp_source": r["fp_source"]},
+                    data={
+                        **data,
+                        "false_positive": r["false_positive"],
+                        "fp_id": r["fp_id"],
+                        "fp_source": r["fp_source"],
+                    },
                 )
             )
             continue

@@ -66,7 +66,10 @@ def _verdict_table() -> pd.DataFrame:
 
 @lru_cache(maxsize=1)
 def _parts_table() -> pd.DataFrame:
-    return load_table("nvidia/fabric_health_parts")
+    t = load_table("nvidia/fabric_health_parts")
+    # the CSV reader reads the cell "None" (Incorrect Configuration's healthy value) as missing
+    t["healthy_values"] = t["healthy_values"].fillna("None")
+    return t
 
 
 def verdict_row(name: str) -> dict[str, str]:

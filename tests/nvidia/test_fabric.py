@@ -188,3 +188,16 @@ def test_label_that_disagrees_with_the_gpu_is_reported():
     v = fabric.verdict(row, clique_label="dc6e40c4-d722-4357-9ba6-5291dd461278.3")
     assert v.verdict == "degraded"
     assert any("nvidia.com/gpu.clique" in r for r in v.reasons)
+
+
+def test_incorrect_configuration_none_is_the_healthy_value():
+    # NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE 1 = correct configuration, printed "None"
+    row = {
+        "fabric_state": "Completed",
+        "fabric_status": "Success",
+        "fabric_clique_id": "1",
+        "fabric_cluster_uuid": "5d4c1d36-0e6f-4b7a-9f3e-2a1b7c9d8e01",
+        "fabric_health_summary": "Healthy",
+        "fabric_health": {"Incorrect Configuration": "None", "Route Unhealthy": "False", "Bandwidth": "Full"},
+    }
+    assert fabric.verdict(row).verdict == "joined"
