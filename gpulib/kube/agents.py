@@ -349,3 +349,36 @@ def timeline(rows: pd.DataFrame) -> pd.DataFrame:
             ],
         }
     )
+
+
+def history(
+    nodes_json: Mapping[str, Any] | None, events_json: Mapping[str, Any] | None = None, compute_domains: Any = None
+) -> pd.DataFrame:
+    """Node-history rows (``gpulib.core.schema.HISTORY_COLUMNS``, signal ``agent_condition``) of the agents'
+    bad and unknown conditions and their Events, for node_health's timeline; a false positive says so in ``detail``."""
+    rows = agent_conditions(nodes_json, events_json, compute_domains)
+    keep = rows[rows["bad"] | ~rows["known"]] if len(rows) else rows
+    out = []
+    for r in keep.to_dict("records"):
+        detail = describe(r)
+        if r["false_positive"]:
+            detail += (
+                f" ({'not a fault' if r['false_positive'] == 'yes' else 'possible false positive'}: {r['fp_source']})"
+            )
+        elif not r["known"]:
+            detail += " (unknown GPU condition)"
+        out.append(
+            {
+                "time": r["time"],
+                "end": pd.NaT,
+                "node": r["node"],
+                "gpu": r["gpu"] or "",
+                "signal": "agent_condition",
+                "code": f"{r['agent']}/{r['type']}",
+                "value": 1.0,
+                "detail": detail,
+                "origin": "events.json" if r["kind"] == "event" else "nodes.json",
+            }
+        )
+    cols = ["time", "end", "node", "gpu", "signal", "code", "value", "detail", "origin"]
+    return pd.DataFrame(out, columns=cols)

@@ -213,3 +213,29 @@ def test_timeline_rows():
     assert list(tl.columns) == ["time", "node", "gpu", "signal", "detail"]
     assert tl.iloc[0]["time"] == pd.Timestamp("2026-09-01T10:42:00Z")
     assert tl.iloc[0]["detail"].endswith("(not a fault)")
+
+
+def test_snapshot_node_history_shows_agent_conditions_on_the_timeline(tmp_path):
+    import json
+    import os
+
+    import gpulib
+    from gpulib.demo import gb200_rack
+    from gpulib.reliability.timeline import node_timeline
+
+    end = pd.Timestamp("2026-11-29T12:00:00Z")
+    (tmp_path / "nodes.json").write_text(json.dumps(gb200_rack.nodes_json(end)))
+    (tmp_path / "computedomains.json").write_text(json.dumps(gb200_rack.compute_domains_json()))
+    (tmp_path / "events.json").write_text(json.dumps({"kind": "List", "items": []}))
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "List", "items": []}))
+    (tmp_path / "metrics.txt").write_text("")
+    for f in tmp_path.iterdir():
+        os.utime(f, (end.timestamp(), end.timestamp()))
+    src = gpulib.connect("snapshot", path=tmp_path)
+    hist = src.node_history("30d", node="gb300-r7-n0")
+    assert "agent_condition" in hist.read
+    rows = hist.events[hist.events["signal"] == "agent_condition"]
+    assert list(rows["code"]) == ["NVSentinel/GpuNvlinkWatch"]
+    assert "not a fault" in rows.iloc[0]["detail"] and "aicr/issues/2641" in rows.iloc[0]["detail"]
+    tl = node_timeline(hist.events, "gb300-r7-n0", end - pd.Timedelta("30d"), end)
+    assert "Other agents" in set(tl["lane"])
