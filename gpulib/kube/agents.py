@@ -317,10 +317,10 @@ def fold_agent_findings(ours: Iterable[Finding], agents: Iterable[Finding]) -> l
                 (
                     f
                     for f in ours
-                    if f.category == "xid"
+                    if f.category != "agent"
                     and f.node == a.node
-                    and (a.gpu is None or f.gpu is None or str(f.gpu) == str(a.gpu))
-                    and re.match(rf"XID {int(xid)}\b", f.title)
+                    and (a.gpu is None or not f.gpu or str(f.gpu) == str(a.gpu) or not str(f.gpu).isdigit())
+                    and (f.data.get("xid") == int(xid) or re.match(rf"XID {int(xid)}\b", f.title))
                 ),
                 None,
             )

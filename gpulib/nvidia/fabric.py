@@ -293,3 +293,42 @@ def _keys(row: Any) -> set[str]:
         return set(row.keys())
     except AttributeError:
         return set()
+
+
+def gpu_findings(smi: pd.DataFrame | None, node: str, gpu: str | None = None, clique_label: str | None = None) -> list:
+    """Findings for the GPUs of one node's ``nvidia-smi -q`` frame whose fabric verdict is unhealthy, not joined or
+    degraded (only ``gpu`` when given); a joined, not-applicable or unread fabric gives none."""
+    from gpulib.core.findings import Finding  # the finding type of every domain (layer 0)
+
+    out = []
+    if smi is None or not len(smi):
+        return out
+    for pos, r in enumerate(smi.to_dict("records")):
+        idx = r.get("index")
+        g = str(int(idx)) if idx is not None and idx == idx else str(pos)
+        if gpu is not None and g != str(gpu):
+            continue
+        v = verdict(r, clique_label=clique_label)
+        if v.verdict not in ("unhealthy", "not_joined", "degraded"):
+            continue
+        row = verdict_row(v.verdict)
+        out.append(
+            Finding(
+                v.severity,
+                f"NVLink fabric {v.verdict.replace('_', ' ')} on {node} GPU {g}: {'; '.join(v.reasons)}",
+                summary=row["meaning"],
+                sop_step=v.sop,
+                escalation=v.escalation,
+                evidence=[
+                    f"nvidia-smi -q Fabric: State {r.get('fabric_state')}, Status {r.get('fabric_status')}, "
+                    f"CliqueId {r.get('fabric_clique_id')}, ClusterUUID {r.get('fabric_cluster_uuid')}, "
+                    f"Health Summary {r.get('fabric_health_summary')}",
+                    f"source: {v.source}",
+                ],
+                category="nvlink_domain",
+                node=node,
+                gpu=g,
+                data={"verdict": v.verdict, "clique": v.clique},
+            )
+        )
+    return out
