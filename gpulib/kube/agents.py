@@ -149,7 +149,7 @@ def agent_conditions(
     cd_nodes = _compute_domain_nodes(compute_domains)
     rows: list[dict] = []
     by_name: dict[str, Mapping] = {}
-    for node in (nodes_json or {}).get("items") or []:
+    for node in _items(nodes_json):
         name = str((node.get("metadata") or {}).get("name") or "")
         by_name[name] = node
         for c in _conditions_of(node):
@@ -160,12 +160,12 @@ def agent_conditions(
             if spec is None and not pattern.search(ctype):
                 continue
             rows.append(_row(name, "condition", c, spec, node, cd_nodes, now))
-    for ev in (events_json or {}).get("items") or []:
+    for ev in _items(events_json):
         reason = str(ev.get("reason") or "")
         spec = next((r for r in events if reason.startswith(r.type)), None)
         if spec is None:
             continue
-        obj = ev.get("involvedObject") or {}
+        obj = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), Mapping) else {}
         name = str(obj.get("name") or "")
         c = {
             "type": reason,
@@ -176,6 +176,12 @@ def agent_conditions(
         }
         rows.append(_row(name, "event", c, spec, by_name.get(name, {}), cd_nodes, now))
     return pd.DataFrame(rows, columns=AGENT_COLUMNS)
+
+
+def _items(doc: Any) -> list[dict]:
+    """The dict items of a kubectl List (anything else in it, or a malformed document, is skipped)."""
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
 
 
 def _row(node: str, kind: str, c: Mapping, spec: Any, node_obj: Mapping, cd_nodes, now) -> dict:

@@ -239,3 +239,12 @@ def test_snapshot_node_history_shows_agent_conditions_on_the_timeline(tmp_path):
     assert "not a fault" in rows.iloc[0]["detail"] and "aicr/issues/2641" in rows.iloc[0]["detail"]
     tl = node_timeline(hist.events, "gb300-r7-n0", end - pd.Timedelta("30d"), end)
     assert "Other agents" in set(tl["lane"])
+
+
+def test_malformed_lists_are_skipped_not_fatal():
+    rows = agents.agent_conditions(
+        {"items": ["x", None, _node("n0", [_cond("GcmSmiEccProblem", "True")])]},
+        events_json={"items": ["oops", {"reason": 3}]},
+    )
+    assert list(rows["type"]) == ["GcmSmiEccProblem"]
+    assert agents.agent_conditions({"items": "nope"}).empty and agents.agent_conditions(["x"]).empty
