@@ -201,3 +201,28 @@ def test_incorrect_configuration_none_is_the_healthy_value():
         "fabric_health": {"Incorrect Configuration": "None", "Route Unhealthy": "False", "Bandwidth": "Full"},
     }
     assert fabric.verdict(row).verdict == "joined"
+
+
+def test_real_h200_capture_of_this_issue_text_and_xml_agree():
+    # gpulib/data/captures/README.md h200fab_: one H200, 580.159.04, nvidia-smi -q and -q -x of the same moment
+    import xml.etree.ElementTree as ET
+
+    df = parse_query(Path(data_path("captures/h200fab_smi_q.txt")).read_text())
+    assert list(df["uuid"]) == ["GPU-010c7a21-c854-c35a-39a6-c7c100c706f2"]
+    row = df.iloc[0]
+    assert row["fabric_reported"] and row["fabric_state"] is None and row["fabric_health"] is None
+    assert fabric.verdict(row).verdict == "not_applicable"
+    fab = ET.parse(data_path("captures/h200fab_smi_q_x.xml")).getroot().find("gpu/fabric")
+    assert {e.tag: e.text for e in fab.iter() if len(e) == 0} == {
+        "state": "N/A",
+        "status": "N/A",
+        "cliqueId": "N/A",
+        "clusterUuid": "N/A",
+        "summary": "N/A",
+        "bandwidth": "N/A",
+        "route_recovery_in_progress": "N/A",
+        "route_unhealthy": "N/A",
+        "access_timeout_recovery": "N/A",
+        "incorrect_configuration": "N/A",
+        "partition_assigned": "N/A",
+    }
