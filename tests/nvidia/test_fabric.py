@@ -203,7 +203,7 @@ def test_incorrect_configuration_none_is_the_healthy_value():
     assert fabric.verdict(row).verdict == "joined"
 
 
-def test_real_h200_capture_of_this_issue_text_and_xml_agree():
+def test_real_h200_fabric_capture_text_and_xml_agree():
     # gpulib/data/captures/README.md h200fab_: one H200, 580.159.04, nvidia-smi -q and -q -x of the same moment
     import xml.etree.ElementTree as ET
 
