@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from gpulib.core.findings import Finding
 from gpulib.core.knowledge import load_table
 
 #: values nvidia-smi and NVML print for "no reading" (compared lower-case, brackets stripped)
@@ -295,11 +296,11 @@ def _keys(row: Any) -> set[str]:
         return set()
 
 
-def gpu_findings(smi: pd.DataFrame | None, node: str, gpu: str | None = None, clique_label: str | None = None) -> list:
+def gpu_findings(
+    smi: pd.DataFrame | None, node: str, gpu: str | None = None, clique_label: str | None = None
+) -> list[Finding]:
     """Findings for the GPUs of one node's ``nvidia-smi -q`` frame whose fabric verdict is unhealthy, not joined or
     degraded (only ``gpu`` when given); a joined, not-applicable or unread fabric gives none."""
-    from gpulib.core.findings import Finding  # the finding type of every domain (layer 0)
-
     out = []
     if smi is None or not len(smi):
         return out
