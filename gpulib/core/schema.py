@@ -148,4 +148,6 @@ HISTORY_SIGNALS = {
     "no_data": "the node's exporter sent nothing from time to end: no data, not zero",
     "gpu_health": "DCGM health WARN/FAIL from time to end (code = the health watch, value = the result)",
     "fabric_health": "the GPU fabric unhealthy or at limited capacity from time to end (code = the state)",
+    "agent_condition": "another agent's GPU condition in its bad state or its Event (code = agent/type, detail = "
+    "'flagged by <agent> at <time>, <type>, <action>' and a known false positive's reason)",
 }

@@ -17,6 +17,7 @@ import pandas as pd
 from gpulib.core.findings import Finding
 from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.cost import Thresholds, idle_samples
+from gpulib.fleet.cliques import CLIQUE_LABEL, clique_findings, clique_units, fabric_verdicts
 from gpulib.fleet.findings import health_findings, idle_findings, stale_telemetry, unrequested_gpu_use
 from gpulib.fleet.health import (
     HEALTH_FIELDS,
@@ -29,6 +30,7 @@ from gpulib.fleet.health import (
 )
 from gpulib.fleet.merge import merge_findings
 from gpulib.fleet.scheduling import check_scheduling, pod_specs_from, require_frames
+from gpulib.nvidia.smi import parse_query
 
 #: the activity metric when the preflight could not say which one the source exports (the notebook's fallback)
 DEFAULT_ACTIVITY_METRIC = "DCGM_FI_DEV_GPU_UTIL"
@@ -64,6 +66,8 @@ class FleetInputs:
     activity: ActivityInputs | None = None
     health: HealthFrames | None = None
     idle: IdleInputs | None = None
+    #: per-GPU fabric verdicts of the nodes that carry a clique label (:func:`gpulib.fleet.cliques.fabric_verdicts`)
+    fabric: pd.DataFrame | None = None
 
 
 def scheduling_inputs(src, pods: pd.DataFrame | None) -> SchedulingInputs:
@@ -97,6 +101,7 @@ def findings(inp: FleetInputs) -> list[Finding]:
     if inp.scheduling is not None:
         s = inp.scheduling
         fs += check_scheduling(s.nodes, s.pods, pod_specs=s.pod_specs)
+        fs += clique_findings(clique_units(s.nodes, inp.fabric), inp.fabric)
     if inp.activity is not None:
         a = inp.activity
         fs += stale_telemetry(a.series, a.end, last_seen=a.last_seen)
@@ -125,6 +130,17 @@ def gather_inventory(c) -> None:
 
 def gather_scheduling(c) -> None:
     c.inp.scheduling = scheduling_inputs(c.src, c.pods)
+    c.inp.fabric = fabric_inputs(c.src, c.inp.scheduling.nodes)
+
+
+def fabric_inputs(src, nodes: pd.DataFrame) -> pd.DataFrame | None:
+    """The fabric verdicts of the GPUs of every node labelled ``nvidia.com/gpu.clique`` whose ``nvidia-smi -q`` the
+    source has (None when no node carries the label: no multi-node NVLink domain, nothing read)."""
+    members = [r.node for r in nodes.itertuples() if (r.labels or {}).get(CLIQUE_LABEL)]
+    if not members:
+        return None
+    smi = {n: parse_query(t) for n in members if (t := src.smi_query(n))}
+    return fabric_verdicts(smi, nodes)
 
 
 def gather_activity(c) -> None:

@@ -23,6 +23,7 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table
 from gpulib.core.textio import as_text, clip
+from gpulib.nvidia.fabric import fabric_columns
 
 NA_TOKENS = {
     "",
@@ -116,6 +117,12 @@ QUERY_COLUMNS = [
     "drain_and_reset_recommended",
     "recovery_action",
     "fabric_state",
+    "fabric_status",
+    "fabric_clique_id",
+    "fabric_cluster_uuid",
+    "fabric_health_summary",
+    "fabric_health",
+    "fabric_reported",
     "truncated",
 ]
 
@@ -416,7 +423,7 @@ def _gpu_row(pci: str, d: dict[str, str]) -> dict[str, Any]:
         "reset_required": _flag(d.get("GPU Reset Status/Reset Required")),
         "drain_and_reset_recommended": _flag(d.get("GPU Reset Status/Drain and Reset Recommended")),
         "recovery_action": _str(d.get("GPU Recovery Action")),
-        "fabric_state": _str(d.get("Fabric/State")),
+        **fabric_columns(d),  # State, Status, CliqueId, ClusterUUID, Health (gpulib.nvidia.fabric)
     }
 
 

@@ -39,6 +39,7 @@ from gpulib.core.errors import EmptyResult, NotProvided, SnapshotError, Snapshot
 from gpulib.core.files import MIB, read_regular
 from gpulib.core.knowledge import settings
 from gpulib.core.schema import SERIES_COLUMNS
+from gpulib.kube.agents import history as agent_history
 from gpulib.kube.events import REASONS, events_history
 from gpulib.kube.frames import configmap_config_yaml, mig_configmap_where, mig_parted_configmap, nodes_frame, pods_frame
 from gpulib.nvidia.dmon import parse_dmon
@@ -358,6 +359,12 @@ class SnapshotSource(Source):
             read["xid"] = "DCGM_FI_DEV_XID_ERRORS in " + ", ".join(self.scrape_files)
         else:
             missing["xid"] = "no DCGM_FI_DEV_XID_ERRORS in the snapshot's scrapes"
+        if (self.path / "nodes.json").exists():  # other agents' GPU conditions and Events (gpulib.kube.agents)
+            opt = {
+                f: self._json(f) if (self.path / f).exists() else None for f in ("events.json", "computedomains.json")
+            }
+            frames.append(agent_history(self._json("nodes.json"), opt["events.json"], opt["computedomains.json"]))
+            read["agent_condition"] = "nodes.json conditions and events.json of NVSentinel, EKS, AKS, GCM, Crusoe"
         events = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         return NodeHistory(events, read, missing)
 

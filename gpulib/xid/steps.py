@@ -19,13 +19,15 @@ import pandas as pd
 import gpulib.kube.remediate as remediate
 import gpulib.xid.findings as xfindings
 import gpulib.xid.triage as triage
-from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput
+from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput, SourceError
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.nodecmd import expand
 from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import command, node_name
+from gpulib.kube import agents
+from gpulib.nvidia import fabric
 from gpulib.nvidia.dcgmi import parse_dcgmi_diag
 from gpulib.nvidia.nvlink import parse_nvlink_status
 from gpulib.nvidia.smi import parse_query
@@ -113,6 +115,8 @@ class TriageInputs:
     target: Target | None = None
     #: the end of the window (the source's :attr:`~gpulib.sources.base.Source.end`): the timeline's right edge
     end: Any = None
+    #: other agents' GPU conditions on the node (:func:`gpulib.kube.agents.agent_conditions`), None when unread
+    agents: pd.DataFrame | None = None
 
     @property
     def missing_dcgm(self) -> list[str]:
@@ -212,7 +216,22 @@ def collect(
             if f not in inp.missing:
                 inp.missing.append(f)
     inp.pods = src.pods()
+    inp.agents = agent_rows(src, node)
     return inp
+
+
+def agent_rows(src, node: str) -> pd.DataFrame | None:
+    """Other agents' GPU conditions on ``node`` from the source's Node objects (and ComputeDomains where it has
+    them, which decide the IMEX false positive); None when the source has no Node objects."""
+    try:
+        mine = [n for n in src.objects("nodes") if ((n.get("metadata") or {}).get("name")) == node]
+    except SourceError:
+        return None
+    try:
+        cds = src.objects("computedomains")
+    except (SourceError, InvalidParameter):
+        cds = None
+    return agents.agent_conditions({"items": mine}, compute_domains=cds)
 
 
 def gpu_map(inp: TriageInputs) -> pd.DataFrame:
@@ -320,6 +339,12 @@ def findings(inp: TriageInputs) -> list[Finding]:
         uuid=t.uuid if t else "",
         nvlink=parse_nvlink_status(inp.nvlink_text) if inp.nvlink_text else None,
     )
+    extra = fabric.gpu_findings(inp.smi, inp.node, inp.gpu)  # the GPU's NVLink fabric verdict (nvidia-smi -q)
+    if any(f.severity != Severity.OK for f in extra):
+        fs = [f for f in fs if f.category != "ok"]  # "no XID, ECC or thermal problem" is no longer the verdict
+    fs += extra
+    if inp.agents is not None:  # an agent's XID finding folds into ours of the same XID: one fault, one finding
+        fs = agents.fold_agent_findings(fs, agents.agent_findings(inp.agents))
     return xfindings.combine(fs, ds, inp.node, inp.gpu)
 
 
