@@ -482,7 +482,7 @@ def verify(
                 by_node.setdefault(p.node, []).append(p.name)
     if gc is not None and policy is None:  # the DRA stack: its own operands, no device plugin / GFD / validator
         head = check_gpucluster(gc, daemonsets, namespace=ns)
-        problems = causes + [f for f in head if f.severity != Severity.OK]
+        problems = causes + [f for f in head if f.data.get("check") != "gpucluster_ready"]
         problems += check_daemonsets(
             daemonsets, pods, nodes, namespace=ns, expected=gpucluster_expected(gc, gpu_nodes), explained=explained
         )
@@ -499,7 +499,7 @@ def verify(
     if check_metrics:
         problems += check_dcgm(dcgm_last, nodes, up=dcgm_up, namespace=ns)
     # a GPUCluster's OK line names its operands even when other checks fail (the DRA stack's own report)
-    dra_ok = [f for f in head if f.severity == Severity.OK] if gc is not None and policy is None else []
+    dra_ok = [f for f in head if f.data.get("check") == "gpucluster_ready"] if gc is not None and policy is None else []
     if problems:
         return dra_ok + problems
     return dra_ok + [verified(gpu_nodes, len(daemonsets))]

@@ -39,7 +39,8 @@ def gpucluster_expected(gc: dict | None, gpu_nodes: int) -> dict[str, str]:
 
 
 def check_gpucluster(gc: dict, daemonsets: pd.DataFrame, *, namespace: str) -> list[Finding]:
-    """The GPUCluster's state and its operand DaemonSets: OK with every operand's ready count when it is ready, else
+    """The GPUCluster's state and its operand DaemonSets: INFO (which stack serves the cluster, every operand's ready
+    count) when it is ready, else
     CRITICAL with the condition's message (the DaemonSet checks name the failing operand)."""
     st = cluster_policy_status(gc)
     name = st["name"] or setting("gpucluster_name")
@@ -53,7 +54,7 @@ def check_gpucluster(gc: dict, daemonsets: pd.DataFrame, *, namespace: str) -> l
     if st["state"] == "ready":
         return [
             Finding(
-                Severity.OK,
+                Severity.INFO,
                 f"GPUCluster {name} (DRA stack) is ready: {len(operands)} operand DaemonSet(s)",
                 category="gpu-operator",
                 evidence=ev,
