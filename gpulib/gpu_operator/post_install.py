@@ -493,7 +493,9 @@ def verify(
         if gc is not None:
             problems.append(sop("gpucluster_with_clusterpolicy", evidence=["ClusterPolicy and GPUCluster objects"]))
         problems += check_daemonsets(daemonsets, pods, nodes, policy=policy, namespace=ns, explained=explained)
-        problems += check_validator([p for p in pods if p["metadata"]["name"] not in explained], namespace=ns)
+        problems += _fold(
+            causes, check_validator([p for p in pods if p["metadata"]["name"] not in explained], namespace=ns)
+        )
         problems += check_nodes(nodes, namespace=ns)
         problems += check_operand_nodes(nodes, by_node, namespace=ns)
     if check_metrics:
@@ -503,6 +505,20 @@ def verify(
     if problems:
         return dra_ok + problems
     return dra_ok + [verified(gpu_nodes, len(daemonsets))]
+
+
+def _fold(causes: list[Finding], validator: list[Finding]) -> list[Finding]:
+    """The validator findings on a node whose cause is already named: folded into that cause's evidence (the
+    validator waits on the driver and toolkit of its node), the others kept."""
+    by_node = {f.node: f for f in causes if f.node}
+    out = []
+    for f in validator:
+        cause = by_node.get(f.node)
+        if cause is None:
+            out.append(f)
+        else:
+            cause.evidence.append(f"also: {f.title}")
+    return out
 
 
 def _merge(objects: list, pasted: list) -> list:
