@@ -20,7 +20,7 @@ __all__ = ["gpucluster_expected", "check_gpucluster", "check_operand_nodes"]
 
 #: the ClusterPolicy operands whose deploy label, when false or "", keeps the stack from serving GPUs on a node
 #: (mig-manager is labelled only on MIG-capable nodes; driver=false is the documented host-driver setting)
-_CORE = ("toolkit", "device_plugin", "gfd", "dcgm_exporter", "validator")
+_CORE = ("device_plugin", "toolkit", "gfd", "dcgm_exporter", "validator")
 _DEPLOY_KEY = re.compile(r"^nvidia\.com/gpu\.deploy\.[a-z0-9-]{1,63}$")
 
 
@@ -104,7 +104,7 @@ def check_operand_nodes(
         off = [k for k in keys if k in labels and str(labels[k]).lower() in ("false", "")]
         running = (pods_by_node or {}).get(r.node, [])
         if off:
-            relabel = " ".join(f"{k}=true" for k in off if _DEPLOY_KEY.match(k))
+            first = next((k for k in off if _DEPLOY_KEY.match(k)), "nvidia.com/gpu.deploy.device-plugin")
             ev = [f"{k}={labels[k]!r}" for k in off]
             ev.append(f"operand pods on {r.node}: {', '.join(sorted(running)) or 'none'}" if pods_by_node else "")
             out.append(
@@ -113,7 +113,7 @@ def check_operand_nodes(
                     node=r.node,
                     ns=namespace,
                     labels=", ".join(k.rsplit(".", 1)[-1] for k in off),
-                    relabel=relabel,
+                    first=first,
                     evidence=[e for e in ev if e],
                 )
             )

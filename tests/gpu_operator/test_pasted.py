@@ -112,7 +112,9 @@ def test_deploy_labels_set_empty_name_the_node_and_the_relabel():
     assert [f.node for f in fs] == ["roks-gpu-1"]
     f = fs[0]
     assert f.severity == Severity.CRITICAL and "device-plugin" in f.title
-    assert "nvidia.com/gpu.deploy.device-plugin=true" in f.commands[-1] and "deploy.driver=" not in f.commands[-1]
+    assert f.commands[-1].endswith("--overwrite nvidia.com/gpu.deploy.device-plugin=true")
+    assert all(k in " ".join(f.evidence) for k in ("container-toolkit", "gpu-feature-discovery", "dcgm-exporter"))
+    assert "deploy.driver" not in " ".join(f.evidence + f.commands)
 
 
 def test_gpu_node_without_operand_pods_is_explained_by_its_taint(tmp_path):
