@@ -1,4 +1,4 @@
-"""operator_install on what on-call pastes (issue 36 item 2) and on a GPUCluster (issue 34): real log excerpts from
+"""operator_install on what on-call pastes and on a GPUCluster (GPU Operator's DRA stack): real log excerpts from
 public GPU Operator issues (tests/fixtures/operator_pasted/README.md), pasted pod listings, gpu.deploy.* labels,
 hostile input, and the DRA stack's operands."""
 
