@@ -10,7 +10,7 @@ import hashlib
 from typing import Any
 
 from gpulib.core.errors import InvalidParameter
-from gpulib.gpu_operator.knowledge import _components, setting
+from gpulib.gpu_operator.knowledge import _components, gpucluster_components, setting
 from gpulib.gpu_operator.plan import TOGGLES
 from gpulib.gpu_operator.post_install import _pod_ready
 from gpulib.gpu_operator.pre_install import DEFAULT_OPERAND_TOLERATIONS, _nfd_gpu
@@ -24,6 +24,24 @@ SCENARIOS = (
     "allocatable_zero",
     "validator_stuck",
     "mig_failed",
+    "secure_boot",
+    "deploy_disabled",
+    "gpucluster",
+)
+
+#: the driver container's log tail in the secure_boot scenario (its termination message), in the words of the
+#: driver installer as users pasted it (https://github.com/NVIDIA/gpu-operator/issues/266,
+#: https://github.com/NVIDIA/gpu-operator/issues/1726)
+SECURE_BOOT_LOG = (
+    "Building kernel modules\n"
+    "  : [##############################] 100%\n"
+    "ERROR: The kernel module failed to load, because it was not signed by a key that is trusted by the kernel. "
+    "Please try installing the driver again, and sign the kernel module when prompted to do so.\n"
+    "ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently when this kernel module was "
+    "built against the wrong or improperly configured kernel sources, with a version of gcc that differs from the "
+    "one used to build the target kernel, or if another driver, such as nouveau, is present and prevents the NVIDIA "
+    "kernel module from obtaining ownership of the NVIDIA GPU(s)\n"
+    "Kernel module load error: Key was rejected by service\n"
 )
 
 
@@ -66,7 +84,25 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
                 and k != "nvidia.com/gpu.present"
             ]:
                 del n["metadata"]["labels"][k]
+    spare = next((n for n in gpu_nodes[1:] if n not in mig_nodes), None) if scenario == "deploy_disabled" else None
+    if spare is not None:  # as in gpu-operator #491: the driver label true, every other deploy label ""
+        for k in list(spare["metadata"]["labels"]):
+            if k.startswith("nvidia.com/gpu.deploy.") and k != "nvidia.com/gpu.deploy.driver":
+                spare["metadata"]["labels"][k] = ""
+        for c in wanted:
+            if comps.loc[c, "deploy_label"] and c != "driver":
+                spare["metadata"]["labels"][comps.loc[c, "deploy_label"]] = ""
+    selectors = {c: comps.loc[c, "daemonset"] for c in wanted}
+    labels_of = {c: comps.loc[c, "deploy_label"] for c in wanted}
+    if scenario == "gpucluster":  # the DRA stack's operands (gpulib/data/gpu_operator/gpucluster_components.csv)
+        dra = gpucluster_components()
+        dra = dra[dra["default_enabled"] == "yes"]
+        wanted = list(dra["component"])
+        selectors = dict(zip(dra["component"], dra["daemonset"]))
+        labels_of = dict(zip(dra["component"], dra["deploy_label"]))
     images = {
+        "dra_driver": "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.0",
+        "dra_validator": "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v26.7.0",
         "driver": "nvcr.io/nvidia/driver:550.127.05-ubuntu22.04",
         "toolkit": "nvcr.io/nvidia/k8s/container-toolkit:v1.16.2-ubuntu20.04",
         "device_plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.16.2-ubi8",
@@ -77,8 +113,10 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
     }
     daemonsets, pods = [], []
     for comp in wanted:
-        ds = comps.loc[comp, "daemonset"]
+        ds = selectors[comp]
         targets = mig_nodes if comp == "mig_manager" else gpu_nodes
+        if spare is not None and comp != "driver":
+            targets = [n for n in targets if n is not spare]
         ready = 0
         for n in targets:
             node = n["metadata"]["name"]
@@ -99,7 +137,7 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
                     "template": {
                         "metadata": {"labels": {"app": ds}},
                         "spec": {
-                            "nodeSelector": {comps.loc[comp, "deploy_label"]: "true"},
+                            "nodeSelector": {labels_of[comp]: "true"},
                             "containers": [{"name": ds, "image": images[comp]}],
                         },
                     },
@@ -131,6 +169,7 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
     )
     not_ready = {
         "driver_crashloop": "state-driver",
+        "secure_boot": "state-driver",
         "policy_not_ready": "state-mig-manager",
         "validator_stuck": "state-operator-validation",
         "allocatable_zero": "",
@@ -186,9 +225,13 @@ def demo_objects(nodes_json: dict, scenario: str = "healthy", *, namespace: str 
         "spec": spec,
         "status": status,
     }
+    gpu_clusters = []
+    if scenario == "gpucluster":
+        gpu_clusters = [_gpu_cluster(status)]
     return {
         "daemonsets": daemonsets,
-        "cluster_policies": [policy],
+        "cluster_policies": [] if gpu_clusters else [policy],
+        "gpu_clusters": gpu_clusters,
         "pods": pods,
         "nodes": nodes,
         "namespaces": {
@@ -213,7 +256,7 @@ def _operand_pod(ds: str, comp: str, node: str, ns: str, image: str, scenario: s
         "containers": [{"name": status["containerStatuses"][0]["name"], "image": image}],
     }
     broken = node == victim
-    if comp == "driver" and scenario == "driver_crashloop" and broken:
+    if comp == "driver" and scenario in ("driver_crashloop", "secure_boot") and broken:
         status["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
         status["containerStatuses"][0].update(
             ready=False,
@@ -227,10 +270,16 @@ def _operand_pod(ds: str, comp: str, node: str, ns: str, image: str, scenario: s
             },
             lastState={"terminated": {"exitCode": 1, "reason": "Error"}},
         )
+        if scenario == "secure_boot":
+            status["containerStatuses"][0]["lastState"]["terminated"]["message"] = SECURE_BOOT_LOG
     if comp == "validator":
         inits = [r for r in ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")]
         stuck_at = (
-            {"driver_crashloop": "driver-validation", "validator_stuck": "toolkit-validation"}.get(scenario)
+            {
+                "driver_crashloop": "driver-validation",
+                "secure_boot": "driver-validation",
+                "validator_stuck": "toolkit-validation",
+            }.get(scenario)
             if broken
             else None
         )
@@ -293,4 +342,24 @@ def _operand_pod(ds: str, comp: str, node: str, ns: str, image: str, scenario: s
         },
         "spec": spec,
         "status": status,
+    }
+
+
+def _gpu_cluster(status: dict) -> dict:
+    """The singleton GPUCluster of the DRA stack (NVIDIA/gpu-operator: config/samples/nvidia_v1alpha1_gpucluster.yaml
+    @ a22dbf67), with the ClusterPolicy's status shape (the same ready/notReady states and conditions)."""
+    st = copy.deepcopy(status)
+    for c in st["conditions"]:
+        c["message"] = c["message"].replace("ClusterPolicy", "GPUCluster")
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": setting("gpucluster_name"), "generation": 1},
+        "spec": {
+            "draDriver": {"gpus": {"kubeletPlugin": {}}, "computeDomains": {"enabled": True}},
+            "dcgm": {"enabled": False},
+            "dcgmExporter": {"enabled": True},
+            "daemonsets": {"tolerations": DEFAULT_OPERAND_TOLERATIONS},
+        },
+        "status": st,
     }

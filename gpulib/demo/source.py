@@ -188,7 +188,12 @@ class DemoSource(Source):
 
     #: the key of each object kind in the demo's GPU Operator objects
     #: (:func:`gpulib.demo.operator_objects.demo_objects`)
-    _OPERATOR_KINDS = {"daemonsets": "daemonsets", "clusterpolicies": "cluster_policies", "nodes": "nodes"}
+    _OPERATOR_KINDS = {
+        "daemonsets": "daemonsets",
+        "clusterpolicies": "cluster_policies",
+        "nodes": "nodes",
+        "gpuclusters": "gpu_clusters",
+    }
 
     def _objects(self, kind, namespace):
         """The simulated cluster's objects. Its GPU Operator is installed in the namespace asked about (a

@@ -27,6 +27,12 @@ def components() -> pd.DataFrame:
     return _components().reset_index()
 
 
+@lru_cache(maxsize=1)
+def gpucluster_components() -> pd.DataFrame:
+    """The GPUCluster (DRA stack) operand table: component, spec key, DaemonSet, deploy label, default."""
+    return load_table("gpucluster_components").fillna("")
+
+
 def setting(key: str) -> str:
     """A value of ``gpulib/data/gpu_operator/operator_settings.csv`` as written there
     (:func:`gpulib.core.knowledge.settings`)."""

@@ -18,7 +18,9 @@ from gpulib.core.errors import EmptyResult, SourceError
 from gpulib.core.findings import Finding, Severity
 from gpulib.gpu_operator.findings import sop, verified
 from gpulib.gpu_operator.knowledge import _components, setting
+from gpulib.gpu_operator.pasted import cause_findings, pods_from_objects, unreadable_findings
 from gpulib.gpu_operator.pre_install import _nfd_gpu
+from gpulib.gpu_operator.stack import check_gpucluster, check_operand_nodes, gpucluster_expected
 from gpulib.kube.frames import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
 from gpulib.kube.labels import gpu_resource_name
 
@@ -100,23 +102,31 @@ def check_daemonsets(
     *,
     policy: dict | None = None,
     namespace: str | None = None,
+    expected: dict[str, str] | None = None,
+    explained: frozenset[str] = frozenset(),
 ) -> list[Finding]:
-    """Operand DaemonSets: present when enabled, desired = ready; the failing pod's reason picks the SOP."""
+    """Operand DaemonSets: present when enabled, desired = ready; the failing pod's reason picks the SOP.
+    ``expected`` (DaemonSet -> component) replaces the ClusterPolicy's operands (a GPUCluster's); a pod in
+    ``explained`` already has a cause finding (:mod:`gpulib.gpu_operator.pasted`) and gets no second one."""
     ns = namespace or setting("namespace")
     kernels = dict(zip(nodes["node"], nodes["kernel"])) if len(nodes) else {}
     gpu_nodes = len(list(iter_gpu_nodes(nodes))) if len(nodes) else 0
     out: list[Finding] = []
     present = set(daemonsets["daemonset"]) if len(daemonsets) else set()
     comps = _components()
-    for ds, comp in _expected_daemonsets(policy, gpu_nodes).items():
+    wanted = expected if expected is not None else _expected_daemonsets(policy, gpu_nodes)
+    for ds, comp in wanted.items():
         if ds not in present:
+            known = comp in comps.index
             f = sop(
                 "daemonset_missing",
                 ds=ds,
                 ns=ns,
-                state=comps.loc[comp, "state"] or comp,
+                state=(comps.loc[comp, "state"] if known else "") or comp,
                 evidence=[
-                    f"enabled in the ClusterPolicy (spec.{comps.loc[comp, 'helm_key']})",
+                    f"enabled in the ClusterPolicy (spec.{comps.loc[comp, 'helm_key']})"
+                    if known
+                    else f"an operand of the GPUCluster ({comp})",
                     f"DaemonSets in {ns}: {', '.join(sorted(present)) or 'none'}",
                 ],
             )
@@ -132,6 +142,9 @@ def check_daemonsets(
         bad = [p for p in by_ds.get(r.daemonset, []) if not _pod_ready(p)]
         specific = []
         for p in bad:
+            if p["metadata"]["name"] in explained:
+                specific.append(None)
+                continue
             reason, container = _waiting_reason(p)
             node = (p.get("spec") or {}).get("nodeName", "")
             name = p["metadata"]["name"]
@@ -160,7 +173,7 @@ def check_daemonsets(
             elif reason:
                 specific.append(sop("operand_crashloop", pod=name, node=node, ns=ns, reason=reason, evidence=ev))
         if specific:
-            out += specific
+            out += [f for f in specific if f is not None]
         elif r.daemonset != "nvidia-operator-validator" or not bad:
             out.append(
                 sop(
@@ -451,20 +464,75 @@ def verify(
     Returns the failed checks (each with its SOP) or one OK Finding when everything passed.
     """
     ns = namespace or state.get("namespace") or setting("namespace")
-    policy = state.get("cluster_policy")
+    policy, gc = state.get("cluster_policy"), state.get("gpu_cluster")
     pods = state.get("pods") or []
-    out = check_cluster_policy(policy, namespace=ns)
-    problems = [f for f in out if f.severity != Severity.OK]
-    problems += check_daemonsets(
-        state.get("daemonsets", daemonsets_frame({"items": []})), pods, nodes, policy=policy, namespace=ns
-    )
-    problems += check_validator(pods, namespace=ns)
-    problems += check_nodes(nodes, namespace=ns)
+    daemonsets = state.get("daemonsets", daemonsets_frame({"items": []}))
+    known = _merge(pods_from_objects(pods), state.get("pasted_pods") or [])
+    causes = cause_findings(known, namespace=ns) + unreadable_findings(state.get("pasted_problems") or [], namespace=ns)
+    explained = frozenset(f.data.get("pod", "") for f in causes)
+    gpu_nodes = len(list(iter_gpu_nodes(nodes))) if len(nodes) else 0
+    # a GPU node without operand pods is judged only from a pasted listing with a NODE column (kubectl get pods
+    # -n <ns> -o wide: the whole namespace); the source's pods then add theirs
+    pasted = [p for p in state.get("pasted_pods") or [] if p.node]
+    by_node: dict[str, list[str]] | None = None
+    if pasted:
+        by_node = {}
+        for p in known:
+            if p.node and p.component:
+                by_node.setdefault(p.node, []).append(p.name)
+    if gc is not None and policy is None:  # the DRA stack: its own operands, no device plugin / GFD / validator
+        head = check_gpucluster(gc, daemonsets, namespace=ns)
+        problems = causes + [f for f in head if f.data.get("check") != "gpucluster_ready"]
+        problems += check_daemonsets(
+            daemonsets, pods, nodes, namespace=ns, expected=gpucluster_expected(gc, gpu_nodes), explained=explained
+        )
+        problems += check_operand_nodes(nodes, by_node, namespace=ns, stack="gpucluster")
+    else:
+        head = check_cluster_policy(policy, namespace=ns) if state.get("policy_read", True) else []
+        problems = causes + [f for f in head if f.severity != Severity.OK]
+        if gc is not None:
+            problems.append(sop("gpucluster_with_clusterpolicy", evidence=["ClusterPolicy and GPUCluster objects"]))
+        problems += check_daemonsets(daemonsets, pods, nodes, policy=policy, namespace=ns, explained=explained)
+        problems += _fold(
+            causes, check_validator([p for p in pods if p["metadata"]["name"] not in explained], namespace=ns)
+        )
+        problems += check_nodes(nodes, namespace=ns)
+        problems += check_operand_nodes(nodes, by_node, namespace=ns)
     if check_metrics:
         problems += check_dcgm(dcgm_last, nodes, up=dcgm_up, namespace=ns)
+    # a GPUCluster's OK line names its operands even when other checks fail (the DRA stack's own report)
+    dra_ok = [f for f in head if f.data.get("check") == "gpucluster_ready"] if gc is not None and policy is None else []
     if problems:
-        return problems
-    return [verified(len(list(iter_gpu_nodes(nodes))), len(state.get("daemonsets", [])))]
+        return dra_ok + problems
+    return dra_ok + [verified(gpu_nodes, len(daemonsets))]
+
+
+def _fold(causes: list[Finding], validator: list[Finding]) -> list[Finding]:
+    """The validator findings on a node whose cause is already named: folded into that cause's evidence (the
+    validator waits on the driver and toolkit of its node), the others kept."""
+    by_node = {f.node: f for f in causes if f.node}
+    out = []
+    for f in validator:
+        cause = by_node.get(f.node)
+        if cause is None:
+            out.append(f)
+        else:
+            cause.evidence.append(f"also: {f.title}")
+    return out
+
+
+def _merge(objects: list, pasted: list) -> list:
+    """Operand pods from the source and from the paste, one per name (a pasted log joins the object's)."""
+    by = {p.name: p for p in objects}
+    for p in pasted:
+        if p.name in by:
+            o = by[p.name]
+            o.log = "\n".join(x for x in (o.log, p.log) if x)
+            o.log_note = o.log_note or p.log_note
+            o.node = o.node or p.node
+        else:
+            by[p.name] = p
+    return list(by.values())
 
 
 def cuda_test_pod(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpulib.core.errors import KubernetesError, NotProvided
 from gpulib.gpu_operator.knowledge import setting
+from gpulib.gpu_operator.pasted import load_pasted
 from gpulib.kube.frames import daemonsets_frame
 
 
@@ -29,10 +30,14 @@ def state_from_objects(objects: dict, namespace: str | None = None) -> dict:
         )
         for n in objects.get("nodes") or []
     }
+    gcs = objects.get("gpu_clusters") or []
+    gc = next((g for g in gcs if (g.get("metadata") or {}).get("name") == setting("gpucluster_name")), None)
     return {
         "namespace": ns,
         "daemonsets": daemonsets_frame({"items": ds_items}),
         "cluster_policy": policy,
+        "gpu_cluster": gc or (gcs[0] if gcs else None),
+        "policy_read": objects.get("policy_read", True),
         "pods": pods,
         "namespace_labels": (objects.get("namespaces") or {}).get(ns),
         "runtimes": runtimes,
@@ -46,13 +51,14 @@ def collect_state(kube, namespace: str | None = None) -> dict:
     return state_from_objects(kube.operator_objects(ns), ns)
 
 
-def operator_objects(src, namespace: str) -> dict:
+def operator_objects(src, namespace: str, *, pasted: bool = False) -> dict:
     """The GPU Operator's raw objects from a source's generic :meth:`~gpulib.sources.base.Source.objects`:
     ``{"daemonsets": [...], "cluster_policies": [...], "pods": [pods of the namespace], "nodes": [...],
     "namespaces": {name: labels}}``, the shape :func:`state_from_objects` reads (and
     :meth:`gpulib.kube.client.KubeCluster.operator_objects` returns). ClusterPolicies are none when the CRD is not
     served (404), the namespace's labels left out when they cannot be read; pods and nodes the source lacks are
-    none. NotProvided where the source holds neither DaemonSets nor ClusterPolicies."""
+    none; ``gpu_clusters`` the GPUClusters (none where the CRD is not served). NotProvided where the source holds
+    neither DaemonSets nor ClusterPolicies and nothing was ``pasted``."""
     try:
         policies = src.objects("clusterpolicies", namespace)
     except NotProvided:
@@ -72,12 +78,21 @@ def operator_objects(src, namespace: str) -> dict:
         daemonsets = src.objects("daemonsets", namespace)
     except NotProvided:
         daemonsets = None
-    if policies is None and daemonsets is None:
+    try:  # the DRA stack's singleton (GPU Operator v26.7.0); none when its CRD is not served
+        gpu_clusters = src.objects("gpuclusters", namespace)
+    except NotProvided:
+        gpu_clusters = []
+    except KubernetesError as exc:
+        if exc.status not in (403, 404):  # CRD not served, or a role without it
+            raise
+        gpu_clusters = []
+    if policies is None and daemonsets is None and not pasted:
         raise NotProvided(
             f"GPU Operator objects are not available from this source ({src.describe()})",
             hint="use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
         )
-    out = {"daemonsets": daemonsets or [], "cluster_policies": policies or []}
+    out = {"daemonsets": daemonsets or [], "cluster_policies": policies or [], "gpu_clusters": gpu_clusters}
+    out["policy_read"] = policies is not None
     for kind in ("pods", "nodes"):
         try:
             out[kind] = src.objects(kind, namespace if kind == "pods" else None)
@@ -87,10 +102,13 @@ def operator_objects(src, namespace: str) -> dict:
     return out
 
 
-def operator_state(src, namespace: str | None = None) -> dict:
+def operator_state(src, namespace: str | None = None, *, snapshot_dir: str = "", operator_logs: str = "") -> dict:
     """Operator state from a source's raw objects (:func:`operator_objects`):
     ``{"daemonsets":
     DataFrame, "cluster_policy": dict | None, "pods": [pod objects in the namespace], "namespace_labels": dict | None,
     "runtimes": {node: runtime}}``. Raises SourceError (with a hint) where the source has no operator objects."""
     ns = namespace or setting("namespace")
-    return state_from_objects(operator_objects(src, ns), ns)
+    pods, problems = load_pasted(snapshot_dir, operator_logs)
+    state = state_from_objects(operator_objects(src, ns, pasted=bool(pods or problems)), ns)
+    state.update(pasted_pods=pods, pasted_problems=problems)
+    return state

@@ -80,9 +80,11 @@ def plan_step(
     return inp.plan
 
 
-def state_step(src, inp: Inputs) -> dict:
-    """Step "Operator objects": DaemonSets, ClusterPolicy, operand pods and labels of the operator namespace."""
-    inp.state = operator_state(src, inp.namespace)
+def state_step(src, inp: Inputs, *, snapshot_dir: str = "", operator_logs: str = "") -> dict:
+    """Step "Operator objects": DaemonSets, ClusterPolicy or GPUCluster, operand pods and labels of the operator
+    namespace, and what was pasted (``gpu-operator-pods.txt`` / ``.json`` and ``logs/`` of the snapshot folder, the
+    ``operator_logs`` file or folder)."""
+    inp.state = operator_state(src, inp.namespace, snapshot_dir=snapshot_dir, operator_logs=operator_logs)
     return inp.state
 
 
@@ -147,7 +149,12 @@ def gather_plan(c) -> None:
 
 
 def gather_state(c) -> None:
-    c.state = state_step(c.src, c.inp)
+    c.state = state_step(
+        c.src,
+        c.inp,
+        snapshot_dir=c.get("snapshot_dir") or "" if c.get("source") == "snapshot" else "",
+        operator_logs=c.get("operator_logs") or "",
+    )
 
 
 def gather_preflight(c) -> None:
@@ -180,7 +187,12 @@ RUNBOOK = Runbook(
     domain="gpu_operator",
     params=(
         Param("source", "demo", "demo | live | snapshot"),
-        Param("snapshot_dir", "", "snapshot folder: nodes.json, pods.json, daemonsets.json, clusterpolicies.json"),
+        Param(
+            "snapshot_dir",
+            "",
+            "snapshot folder: nodes.json, pods.json, daemonsets.json, clusterpolicies.json, gpuclusters.json, "
+            "gpu-operator-pods.txt, logs/<pod>.log",
+        ),
         Param("components", "driver,toolkit,device_plugin,gfd,dcgm_exporter,mig_manager,nfd", _COMPONENTS_HELP),
         Param("driver_preinstalled", False, "True when the nodes already run the NVIDIA driver on the host"),
         Param("mig_strategy", "none", "none | single | mixed"),
@@ -192,8 +204,9 @@ RUNBOOK = Runbook(
             "demo_operator_state",
             "healthy",
             "demo only: healthy | driver_crashloop | gfd_missing | policy_not_ready | allocatable_zero | "
-            "validator_stuck | mig_failed",
+            "validator_stuck | mig_failed | secure_boot | deploy_disabled | gpucluster",
         ),
+        Param("operator_logs", "", "operand log file or folder (kubectl logs <pod> saved as <pod>.log)"),
     ),
     steps=(
         Step("Install plan", gather_plan, _VIEW + "show_plan", needs=("src",), inputs=("nodes",)),
@@ -202,7 +215,7 @@ RUNBOOK = Runbook(
             gather_state,
             None,
             needs=("src",),
-            inputs=("DaemonSets", "ClusterPolicy", "operand pods", "namespace labels"),
+            inputs=("DaemonSets", "ClusterPolicy", "GPUCluster", "operand pods", "namespace labels", "operand logs"),
         ),
         Step("Pre-flight", gather_preflight, _VIEW + "show_preflight", needs=("src",), inputs=("nodes",)),
         Step(

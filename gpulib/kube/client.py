@@ -21,7 +21,14 @@ import pandas as pd
 from gpulib.core.errors import GpulibError, KubeconfigMissing, KubernetesError, MalformedKubernetesObject
 from gpulib.core.knowledge import settings
 from gpulib.kube.frames import configmap_config_yaml, daemonsets_frame, mig_parted_configmap, nodes_frame, pods_frame
-from gpulib.kube.labels import CLUSTERPOLICY_GROUP, CLUSTERPOLICY_PLURAL, CLUSTERPOLICY_VERSION
+from gpulib.kube.labels import (
+    CLUSTERPOLICY_GROUP,
+    CLUSTERPOLICY_PLURAL,
+    CLUSTERPOLICY_VERSION,
+    GPUCLUSTER_GROUP,
+    GPUCLUSTER_PLURAL,
+    GPUCLUSTER_VERSION,
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,6 +313,13 @@ class KubeCluster:
                 ) from exc
             raise
 
+    def list_gpuclusters(self) -> dict:
+        """GPUClusters (``nvidia.com/v1alpha1``, the GPU Operator's DRA stack, NVIDIA/gpu-operator PR #2571);
+        KubernetesError 404 where the CRD is not served."""
+        g, v, plural = GPUCLUSTER_GROUP, GPUCLUSTER_VERSION, GPUCLUSTER_PLURAL
+        call = _Call("list", plural, f"/apis/{g}/{v}/{plural}", g)
+        return self._list(self.custom.list_cluster_custom_object, call, "GPUCluster", group=g, version=v, plural=plural)
+
     def get_node(self, name: str) -> dict:
         return self._request(self.core.read_node, _Call("get", "nodes", f"/api/v1/nodes/{name}"), name=name)
 
@@ -375,7 +389,14 @@ class KubeCluster:
             namespaces = {namespace: self.namespace_labels(namespace)}
         except KubernetesError:
             namespaces = {}
+        try:
+            gpu_clusters = self.list_gpuclusters()["items"]
+        except KubernetesError as exc:
+            if exc.status not in (403, 404):  # CRD not served, or a role without it
+                raise
+            gpu_clusters = []
         return {
+            "gpu_clusters": gpu_clusters,
             "daemonsets": self.list_daemonsets(namespace)["items"],
             "cluster_policies": policies,
             "pods": self.list_pods(namespace)["items"],

@@ -68,3 +68,8 @@ def gpu_resource_name(row: Any) -> str:
     if not pd.isna(reps) and int(reps) > 1 and product and not product.endswith(SHARED_PRODUCT_SUFFIX):
         return GPU_SHARED_RESOURCE
     return GPU_RESOURCE
+
+
+# GPUCluster CRD of the GPU Operator's DRA stack (NVIDIA/gpu-operator: api/nvidia/v1alpha1/gpucluster_types.go
+# @ a22dbf67, config/crd/bases/nvidia.com_gpuclusters.yaml: cluster-scoped, plural gpuclusters)
+GPUCLUSTER_GROUP, GPUCLUSTER_VERSION, GPUCLUSTER_PLURAL = "nvidia.com", "v1alpha1", "gpuclusters"

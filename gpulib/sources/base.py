@@ -542,10 +542,7 @@ OBJECT_KINDS = {
         "ClusterPolicy objects are",
         "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
     ),
-    "namespaces": (
-        "Namespace objects are",
-        "use source='live' (Kubernetes API)",
-    ),
+    "namespaces": ("Namespace objects are", "use source='live' (Kubernetes API)"),
     # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
     # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
     "mig-parted-config": (
@@ -553,6 +550,7 @@ OBJECT_KINDS = {
         "use source='live' (the Kubernetes API), a snapshot with mig-parted-config.yaml or "
         "configmaps.json, or pass the ConfigMap's config.yaml as current_mig_config",
     ),
+    "gpuclusters": ("GPUCluster objects are", "use source='live' or a snapshot with gpuclusters.json"),
 }
 
 #: the kinds asked of one namespace only (the Namespace itself; the operator's DaemonSets and MIG Manager ConfigMap)

@@ -523,6 +523,8 @@ class PrometheusSource(Source):
             return kube.list_daemonsets(namespace)["items"]
         if kind == "clusterpolicies":
             return kube.list_cluster_policies()["items"]
+        if kind == "gpuclusters":
+            return kube.list_gpuclusters()["items"]
         if kind == "namespaces":
             labels = kube.namespace_labels(namespace)
             return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]

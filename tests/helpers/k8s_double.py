@@ -196,6 +196,8 @@ class KubeApiDouble:
             cluster_policies if cluster_policies is not None else load_items("clusterpolicies.json")
         )
         self.namespaces = copy.deepcopy(namespaces if namespaces is not None else load_items("namespaces.json"))
+        #: GPUClusters (nvidia.com/v1alpha1, the GPU Operator's DRA stack); None: the CRD is not served (404)
+        self.gpu_clusters: list[dict] | None = None
         self.configmaps = copy.deepcopy(
             configmaps if configmaps is not None else load_items("configmaps-gpu-operator.json")
         )
@@ -404,6 +406,10 @@ class KubeApiDouble:
                 if not self.crd_installed:
                     return 404, _status(404, "NotFound", "the server could not find the requested resource")
                 return self._list("ClusterPolicyList", "nvidia.com/v1", self.cluster_policies, query, builtin=False)
+            if seg == ["apis", "nvidia.com", "v1alpha1", "gpuclusters"]:
+                if self.gpu_clusters is None:
+                    return 404, _status(404, "NotFound", "the server could not find the requested resource")
+                return self._list("GPUClusterList", "nvidia.com/v1alpha1", self.gpu_clusters, query, builtin=False)
         if (
             seg[:3] == ["apis", "coordination.k8s.io", "v1"]
             and len(seg) in (6, 7)
