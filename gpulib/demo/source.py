@@ -13,6 +13,7 @@ import yaml
 
 from gpulib.core.errors import EmptyResult
 from gpulib.core.schema import GPU_COLUMNS
+from gpulib.demo import dra_objects
 from gpulib.demo.artifacts import render_smi_query
 from gpulib.demo.history import demo_history, demo_history_signals
 from gpulib.demo.metrics import METRICS
@@ -198,6 +199,10 @@ class DemoSource(Source):
             return list(self.sim.pods_json().get("items", []))
         if kind == "mig-parted-config":
             return [self._mig_parted_config(namespace)]
+        if kind == "resourceclaims":
+            return dra_objects.resource_claims(self.sim, namespace)
+        if kind == "resourceslices":
+            return dra_objects.resource_slices(self.sim)
         objs = self._operator_objects(namespace)
         if kind == "pods":
             return [p for p in objs["pods"] if (p.get("metadata") or {}).get("namespace") == namespace]

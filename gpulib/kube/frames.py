@@ -18,6 +18,7 @@ import pandas as pd
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter, MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
+from gpulib.kube.device_health import container_device_health
 from gpulib.kube.labels import (
     GPU_RESOURCE,
     GPU_SHARED_RESOURCE,
@@ -201,6 +202,7 @@ def node_row(node: dict) -> dict:
         "kernel": info.get("kernelVersion", ""),
         "os_image": info.get("osImage", ""),
         "labels": labels,
+        "dra_gpus": 0,
     }
 
 
@@ -219,7 +221,7 @@ def nodes_frame(node_list_json: dict) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=NODE_COLUMNS)
     for col in ("gpu_count", "gpu_memory_mib", "gpu_replicas"):
         df[col] = df[col].astype("Int64")
-    for col in ("gpu_capacity", "gpu_allocatable"):
+    for col in ("gpu_capacity", "gpu_allocatable", "dra_gpus"):
         df[col] = df[col].astype("int64")
     for col in ("schedulable", "ready", "spot"):
         df[col] = df[col].astype(bool)
@@ -283,6 +285,15 @@ def resolve_owner(meta: dict) -> tuple[str, str]:
     return kind, name
 
 
+def _claim_names(spec: dict, status: dict) -> list[str]:
+    """The ResourceClaim objects a pod uses: ``spec.resourceClaims[].resourceClaimName`` and the names generated from
+    a template, ``status.resourceClaimStatuses[].resourceClaimName``
+    (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#PodSpec)."""
+    names = [c.get("resourceClaimName") for c in spec.get("resourceClaims") or [] if isinstance(c, dict)]
+    names += [c.get("resourceClaimName") for c in status.get("resourceClaimStatuses") or [] if isinstance(c, dict)]
+    return list(dict.fromkeys(str(n) for n in names if n))
+
+
 def pod_row(pod: dict) -> dict:
     """One ``POD_COLUMNS`` row from a Pod object (GPU/MIG sums over app containers, not init)."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
@@ -315,6 +326,9 @@ def pod_row(pod: dict) -> dict:
         "node_selector": dict(spec.get("nodeSelector") or {}),
         "labels": dict(meta.get("labels") or {}),
         "containers": containers,
+        "dra_claims": _claim_names(spec, status),
+        "dra_devices": [],
+        "device_health": container_device_health(pod),
     }
 
 

@@ -23,6 +23,7 @@ from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
+from gpulib.kube.dra import DRA_KINDS, attach_nodes, attach_pods, claim_allocations, dra_objects, slice_devices
 from gpulib.sources.history import clip
 from gpulib.sources.reduce import aggregate_steps
 from gpulib.sources.signals import aliases, canonical, generations_from, per_node
@@ -290,12 +291,13 @@ class Source(ABC):
         return df[cols].reset_index(drop=True)
 
     def nodes(self) -> pd.DataFrame:
-        if self._nodes_cache is None:
-            self._nodes_cache = self._nodes()
+        if self._nodes_cache is None:  # with the GPUs ResourceSlices advertise (gpulib.kube.dra.attach_nodes)
+            self._nodes_cache = attach_nodes(self._nodes(), slice_devices(dra_objects(self)[1]))
         return self._nodes_cache
 
     def pods(self) -> pd.DataFrame:
-        return self._pods()
+        pods, (claims, slices) = self._pods(), dra_objects(self)  # with the GPUs ResourceClaims give them
+        return attach_pods(pods, claim_allocations(claims, slices, pods) if claims else None)
 
     def gpus(self, node: str, window: str | timedelta = "6h") -> pd.DataFrame:
         """The node's GPUs (``GPU_COLUMNS``): index, UUID, PCI bus id and model of each physical GPU, plus one
@@ -546,6 +548,7 @@ OBJECT_KINDS = {
         "Namespace objects are",
         "use source='live' (Kubernetes API)",
     ),
+    **DRA_KINDS,  # resource.k8s.io/v1 ResourceClaims and ResourceSlices (gpulib.kube.dra)
     # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
     # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
     "mig-parted-config": (
@@ -565,27 +568,9 @@ WHERE_ANNOTATION = "gpulib/read-from"
 #: asks (DCGM series and summaries, nodes, pods, GPUs, the metric preflight, a node's text evidence) and generic
 #: access to raw objects and PromQL. A domain's reader is a function of its domain over these
 #: (``tests/sources/test_base.py`` holds every backend to this list)
-PUBLIC_METHODS = (
-    "name",
-    "end",
-    "describe",
-    "known_nodes",
-    "series",
-    "summary",
-    "last_seen",
-    "nodes",
-    "pods",
-    "gpus",
-    "preflight",
-    "kernel_log",
-    "smi_query",
-    "nvlink_status",
-    "diag_report",
-    "objects",
-    "query",
-    "range_query",
-    "node_history",
-    "kube_cluster",
+PUBLIC_METHODS = tuple(
+    "name end describe known_nodes series summary last_seen nodes pods gpus preflight kernel_log smi_query "
+    "nvlink_status diag_report objects query range_query node_history kube_cluster".split()
 )
 
 

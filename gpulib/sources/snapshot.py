@@ -201,6 +201,8 @@ class SnapshotSource(Source):
         "nodes": "nodes.json",
         "daemonsets": "daemonsets.json",
         "clusterpolicies": "clusterpolicies.json",
+        "resourceclaims": "resourceclaims.json",
+        "resourceslices": "resourceslices.json",
     }
 
     def _objects(self, kind, namespace):
@@ -210,7 +212,7 @@ class SnapshotSource(Source):
         if name is None or not (self.path / name).exists():
             return super()._objects(kind, namespace)
         items = self._json(name).get("items", [])
-        if namespace is None or kind in ("nodes", "clusterpolicies"):
+        if namespace is None or kind in ("nodes", "clusterpolicies", "resourceslices"):
             return items
         return [o for o in items if ((o or {}).get("metadata") or {}).get("namespace", namespace) == namespace]
 
