@@ -25,6 +25,7 @@ __all__ = [
     "NOT_HEALTHY",
     "container_device_health",
     "device_health_frame",
+    "history_rows",
     "not_healthy",
 ]
 
@@ -145,3 +146,27 @@ def not_healthy(frame: pd.DataFrame, node: str | None = None, gpu: str | None = 
     if gpu is not None:
         out = out[(out["gpu"] == str(gpu)) | (out["gpu"] == "")]
     return out.reset_index(drop=True)
+
+
+def history_rows(frame: pd.DataFrame, node: str, at: Any) -> pd.DataFrame:
+    """The node's not-Healthy devices of :func:`device_health_frame` as node-history rows (``HISTORY_COLUMNS``,
+    signal ``pod_device_health``, code = the health) at ``at``, the moment the pod status was read: kubelet keeps
+    the state, not when it changed."""
+    cols = ["time", "end", "node", "gpu", "signal", "code", "value", "detail", "origin"]
+    bad = not_healthy(frame, node)
+    rows = [
+        {
+            "time": pd.Timestamp(at),
+            "end": pd.NaT,
+            "node": node,
+            "gpu": r["gpu"],
+            "signal": "pod_device_health",
+            "code": r["health"],
+            "value": 1.0,
+            "detail": f"kubelet: pod {r['namespace']}/{r['pod']} {r['resource']} device {r['resource_id']} "
+            f"{r['health']}" + (f": {r['message']}" if r["message"] else ""),
+            "origin": "pod status (allocatedResourcesStatus)",
+        }
+        for r in bad.to_dict("records")
+    ]
+    return pd.DataFrame(rows, columns=cols)

@@ -271,14 +271,17 @@ def attach_nodes(nodes: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
 
 
 def allocation_models(nodes: pd.DataFrame) -> dict[str, str]:
-    """node -> ``device plugin`` | ``DRA`` | ``both`` | ``none``: which allocation model serves its GPUs
+    """GPU node -> ``device plugin`` | ``DRA`` | ``both`` | ``none``: which allocation model serves its GPUs
     (``nvidia.com/gpu``/``nvidia.com/mig-*`` capacity from the device plugin; ``dra_gpus`` from ResourceSlices, see
-    :func:`attach_nodes`)."""
+    :func:`attach_nodes`). ``none``: a node GPU Feature Discovery labels as a GPU node that neither serves. Nodes
+    without any GPU sign are left out."""
     out = {}
     for r in nodes.to_dict("records"):
         mig = r.get("mig_capacity") if isinstance(r.get("mig_capacity"), dict) else {}
         plugin = (r.get("gpu_capacity") or 0) > 0 or any((v or 0) > 0 for v in mig.values())
         dra = int(r.get("dra_gpus") or 0) > 0
+        if not (plugin or dra or str(r.get("gpu_product") or "")):
+            continue
         out[str(r["node"])] = {(True, True): "both", (True, False): "device plugin", (False, True): "DRA"}.get(
             (plugin, dra), "none"
         )

@@ -23,7 +23,7 @@ from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
-from gpulib.kube.dra import DRA_KINDS, attach_nodes, attach_pods, claim_allocations, dra_objects, slice_devices
+from gpulib.kube import dra
 from gpulib.sources.history import clip
 from gpulib.sources.reduce import aggregate_steps
 from gpulib.sources.signals import aliases, canonical, generations_from, per_node
@@ -64,6 +64,8 @@ class Capabilities:
     findings: list[Finding] = field(default_factory=list)
     #: node -> the dcgm-exporter generation its names come from (gpulib.sources.signals.generation_of)
     generations: dict[str, str] = field(default_factory=dict)
+    #: GPU node -> device plugin | DRA | both | none (gpulib.kube.dra.allocation_models); {} without a node list
+    allocation: dict[str, str] = field(default_factory=dict)
 
     @property
     def activity_metric(self) -> str:
@@ -292,12 +294,12 @@ class Source(ABC):
 
     def nodes(self) -> pd.DataFrame:
         if self._nodes_cache is None:  # with the GPUs ResourceSlices advertise (gpulib.kube.dra.attach_nodes)
-            self._nodes_cache = attach_nodes(self._nodes(), slice_devices(dra_objects(self)[1]))
+            self._nodes_cache = dra.attach_nodes(self._nodes(), dra.slice_devices(dra.dra_objects(self)[1]))
         return self._nodes_cache
 
     def pods(self) -> pd.DataFrame:
-        pods, (claims, slices) = self._pods(), dra_objects(self)  # with the GPUs ResourceClaims give them
-        return attach_pods(pods, claim_allocations(claims, slices, pods) if claims else None)
+        pods, (claims, slices) = self._pods(), dra.dra_objects(self)  # with the GPUs ResourceClaims give them
+        return dra.attach_pods(pods, dra.claim_allocations(claims, slices, pods) if claims else None)
 
     def gpus(self, node: str, window: str | timedelta = "6h") -> pd.DataFrame:
         """The node's GPUs (``GPU_COLUMNS``): index, UUID, PCI bus id and model of each physical GPU, plus one
@@ -339,7 +341,12 @@ class Source(ABC):
         """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
         w = parse_window(window)
         names, label_sets = self._inventory(w)
-        return capabilities_from(names, label_sets, self._node_names(w))
+        caps = capabilities_from(names, label_sets, self._node_names(w))
+        try:  # which allocation model serves each GPU node
+            caps.allocation = dra.allocation_models(self.nodes())
+        except GpulibError:
+            pass  # no node list from this source (Prometheus only)
+        return caps
 
     def kernel_log(self, node: str) -> str | None:
         """The node's kernel log (dmesg) if this source has it, else None."""
@@ -548,7 +555,7 @@ OBJECT_KINDS = {
         "Namespace objects are",
         "use source='live' (Kubernetes API)",
     ),
-    **DRA_KINDS,  # resource.k8s.io/v1 ResourceClaims and ResourceSlices (gpulib.kube.dra)
+    **dra.DRA_KINDS,  # resource.k8s.io/v1 ResourceClaims and ResourceSlices (gpulib.kube.dra)
     # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
     # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
     "mig-parted-config": (

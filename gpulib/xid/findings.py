@@ -14,8 +14,8 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.xid.catalog import lookup
-from gpulib.xid.sops import fill_commands, impact_evidence, sop
 from gpulib.xid.pod_health import with_device_health
+from gpulib.xid.sops import fill_commands, impact_evidence, sop
 from gpulib.xid.triage import CaseResult, RuleHit, node_gpu_ids, state_severity, triage_cases
 
 #: the xid_sop.csv row whose SOP step replaces RESET_GPU's when application-class XIDs came from several
