@@ -222,9 +222,9 @@ def attach_pods(pods: pd.DataFrame, allocations: pd.DataFrame) -> pd.DataFrame:
     out = pods.copy()
     if "dra_devices" not in out:
         out["dra_devices"] = [[] for _ in range(len(out))]
-    mine = _nvidia(allocations)
-    if out.empty or mine is None or mine.empty:
+    if out.empty or allocations is None or allocations.empty:
         return out
+    mine = _nvidia(allocations)
     held: dict[tuple[str, str], list[dict]] = {}
     for r in mine[mine["pod"] != ""].to_dict("records"):
         held.setdefault((r["namespace"], r["pod"]), []).append(r)
