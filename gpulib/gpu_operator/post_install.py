@@ -313,6 +313,8 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
             )
         if not r.ready:
             continue  # allocatable of a NotReady node says nothing about the operator
+        if int(getattr(r, "dra_gpus", 0) or 0) > 0 and not r.gpu_capacity and not r.mig_capacity:
+            continue  # GPUs as ResourceSlice devices of a DRA driver: no nvidia.com/gpu by design (gpulib.kube.dra)
         alloc = {gpu_resource_name(r): int(r.gpu_allocatable), **(r.mig_allocatable or {})}
         for res, exp in expected_devices(r).items():
             have = alloc.get(res, 0)
