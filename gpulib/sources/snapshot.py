@@ -16,6 +16,8 @@ A folder holding any of:
   dmon's default 1 s apart (``dmon -d``); GPU UUIDs and bus ids come from the node's ``nvidia-smi -q`` file.
 * ``daemonsets.json`` — ``kubectl -n gpu-operator get ds -o json``; ``clusterpolicies.json`` —
   ``kubectl get clusterpolicies.nvidia.com -o json``
+* ``resourceclaims.json`` — ``kubectl get resourceclaims -A -o json``; ``resourceslices.json`` — ``kubectl get
+  resourceslices -o json``: which pod holds which GPU on a node served by a DRA driver (:mod:`gpulib.kube.dra`)
 * the mig-parted config MIG Manager uses (``objects("mig-parted-config", namespace)``), either
   ``mig-parted-config.yaml`` — ``kubectl -n gpu-operator get configmap <name> -o jsonpath='{.data.config\\.yaml}'``
   — or ``configmaps.json`` — ``kubectl -n gpu-operator get configmap <name> -o json`` (one ConfigMap or a List);
