@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from gpulib.core.knowledge import load_table
-from gpulib.demo import dra_objects
+from gpulib.demo.dra_objects import is_dra, pod_parts
 from gpulib.demo.scenario import DAY, _rel
 
 
@@ -62,7 +62,7 @@ class FleetObjects:
             else:
                 labels["nvidia.com/mig.config"] = "all-disabled"
                 capacity["nvidia.com/gpu"] = str(n)
-            if dra_objects.is_dra(spec):  # GPUs through NVIDIA's DRA driver: no device plugin, no nvidia.com/gpu
+            if is_dra(spec):  # GPUs through NVIDIA's DRA driver: no device plugin, no nvidia.com/gpu
                 labels["nvidia.com/gpu.deploy.device-plugin"] = "false"
                 del capacity["nvidia.com/gpu"]
             items.append(
@@ -105,7 +105,7 @@ class FleetObjects:
             for w in spec.get("workloads", []):
                 gpus = list(w.get("gpus", []))
                 res: dict[str, str] = {}
-                dra = dra_objects.is_dra(spec) and bool(gpus) and w.get("persona") != "none"
+                dra = is_dra(spec) and bool(gpus) and w.get("persona") != "none"
                 if w.get("persona") != "none" and not w.get("no_gpu_limit") and not dra:
                     if "mig" in w:
                         res[f"nvidia.com/mig-{layout[int(w['mig'])]}"] = "1"
@@ -135,7 +135,7 @@ class FleetObjects:
                     container["env"] = env
                 extra_spec, extra_status = {}, {}
                 if dra:
-                    extra_spec, claims, extra_status = dra_objects.pod_parts(self, spec, w, container["name"])
+                    extra_spec, claims, extra_status = pod_parts(self, spec, w, container["name"])
                     container["resources"].update(claims)
                 items.append(
                     {

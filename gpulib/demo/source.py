@@ -13,8 +13,8 @@ import yaml
 
 from gpulib.core.errors import EmptyResult
 from gpulib.core.schema import GPU_COLUMNS
-from gpulib.demo import dra_objects
 from gpulib.demo.artifacts import render_smi_query
+from gpulib.demo.dra_objects import resource_claims, resource_slices
 from gpulib.demo.history import demo_history, demo_history_signals
 from gpulib.demo.metrics import METRICS
 from gpulib.demo.operator_objects import demo_objects
@@ -200,9 +200,9 @@ class DemoSource(Source):
         if kind == "mig-parted-config":
             return [self._mig_parted_config(namespace)]
         if kind == "resourceclaims":
-            return dra_objects.resource_claims(self.sim, namespace)
+            return resource_claims(self.sim, namespace)
         if kind == "resourceslices":
-            return dra_objects.resource_slices(self.sim)
+            return resource_slices(self.sim)
         objs = self._operator_objects(namespace)
         if kind == "pods":
             return [p for p in objs["pods"] if (p.get("metadata") or {}).get("namespace") == namespace]

@@ -26,6 +26,7 @@ https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/resource-
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 import pandas as pd
@@ -43,6 +44,7 @@ __all__ = [
     "attribute_series",
     "claim_allocations",
     "device_resource_id",
+    "dra_note",
     "dra_objects",
     "slice_devices",
 ]
@@ -328,14 +330,23 @@ def attribute_series(frame: pd.DataFrame | None, pods: pd.DataFrame | None) -> p
     return out
 
 
+#: source -> ((ResourceClaims, ResourceSlices), why a kind could not be read): read once per source object
+_READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def dra_note(src) -> str:
+    """Why :func:`dra_objects` found no ResourceClaims/ResourceSlices in ``src`` ("" when it read both)."""
+    dra_objects(src)
+    return _READ[src][1]
+
+
 def dra_objects(src) -> tuple[list[dict] | None, list[dict] | None]:
     """(ResourceClaims, ResourceSlices) of a :class:`gpulib.sources.base.Source` (``objects('resourceclaims')`` /
     ``objects('resourceslices')``), read once per source. None for a kind the source does not hold (a snapshot
-    without the file, a cluster that serves no ``resource.k8s.io/v1`` or forbids reading it); why is kept in
-    ``src.dra_note`` for the preflight."""
-    cached = getattr(src, "_dra_cache", None)
-    if cached is not None:
-        return cached
+    without the file, a cluster that serves no ``resource.k8s.io/v1`` or forbids reading it); why:
+    :func:`dra_note`."""
+    if src in _READ:
+        return _READ[src][0]
     out: list[list[dict] | None] = []
     notes = []
     for kind in ("resourceclaims", "resourceslices"):
@@ -349,6 +360,5 @@ def dra_objects(src) -> tuple[list[dict] | None, list[dict] | None]:
                 raise
             out.append(None)
             notes.append(f"{kind}: HTTP {exc.status} ({str(exc).split(' (hint:')[0][:160]})")
-    src._dra_cache = (out[0], out[1])
-    src.dra_note = "; ".join(notes)
-    return src._dra_cache
+    _READ[src] = ((out[0], out[1]), "; ".join(notes))
+    return _READ[src][0]

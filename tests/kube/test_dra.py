@@ -230,7 +230,7 @@ def test_live_client_reads_resource_v1_through_the_api_double(tmp_path):
         kube = gpulib.kube.KubeCluster(kubeconfig=d.kubeconfig, sleep=lambda s: None)
         src = PrometheusSource("http://127.0.0.1:9", kube=kube)
         assert list(src.pods()["gpu_request"]) == [0, 0]
-        assert "HTTP 404" in src.dra_note
+        assert "HTTP 404" in dra.dra_note(src)
 
 
 @pytest.fixture(scope="module")
