@@ -72,9 +72,6 @@ NODE_COLUMNS = [
     "kernel",
     "os_image",
     "labels",
-    # full GPUs the node advertises to NVIDIA's DRA driver in ResourceSlices (gpulib.kube.dra.attach_nodes); 0 from
-    # the Node object alone
-    "dra_gpus",
 ]
 
 #: one row per pod. GPU/MIG figures are sums over the pod's containers (init containers excluded).
@@ -97,12 +94,6 @@ POD_COLUMNS = [
     "node_selector",
     "labels",
     "containers",
-    # the ResourceClaims the pod uses (status.resourceClaimStatuses / spec.resourceClaims), its gpu.nvidia.com
-    # devices once the claims are read (gpulib.kube.dra.attach_pods) and kubelet's per-device health
-    # (status.containerStatuses[].allocatedResourcesStatus, gpulib.kube.device_health)
-    "dra_claims",
-    "dra_devices",
-    "device_health",
 ]
 
 

@@ -259,11 +259,16 @@ def attach_nodes(nodes: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
     out = nodes.copy()
     gpus = _nvidia(devices)
     gpus = gpus[gpus["type"] == "gpu"] if len(gpus) else gpus
-    count = gpus.groupby("node")["device"].nunique() if len(gpus) else pd.Series(dtype="int64")
-    product = gpus.groupby("node")["product"].first() if len(gpus) else pd.Series(dtype=object)
+    if "node" not in out:
+        return out
+    if not len(gpus):
+        out["dra_gpus"] = 0
+        return out
+    count = gpus.groupby("node")["device"].nunique()
+    product = gpus.groupby("node")["product"].first()
     names = out["node"].astype(str)
     out["dra_gpus"] = names.map(count).fillna(0).astype("int64")
-    if len(out):
+    if len(out) and {"gpu_product", "gpu_count"} <= set(out.columns):
         no_label = out["gpu_product"].astype("string").fillna("").eq("")
         out.loc[no_label, "gpu_product"] = names[no_label].map(product).fillna("")
         no_count = out["gpu_count"].isna() & (out["dra_gpus"] > 0)

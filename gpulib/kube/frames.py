@@ -44,6 +44,13 @@ from gpulib.kube.labels import (
 #: (kubernetes pkg/controller/cronjob/utils.go getJobName); 8+ digits for any date after 1979.
 _CRONJOB_JOB_NAME = re.compile(r"^(?P<cronjob>.+)-(?P<minutes>\d{8,})$")
 
+#: columns the frames carry after the schema's (a frame built from the schema alone lacks them; readers check):
+#: a node's full GPUs in ResourceSlices (0 from the Node object; gpulib.kube.dra.attach_nodes), a pod's ResourceClaim
+#: names (status.resourceClaimStatuses / spec.resourceClaims), its gpu.nvidia.com devices once the claims are read
+#: (gpulib.kube.dra.attach_pods) and kubelet's per-device health (allocatedResourcesStatus, gpulib.kube.device_health)
+NODE_EXTRA = ["dra_gpus"]
+POD_EXTRA = ["dra_claims", "dra_devices", "device_health"]
+
 DAEMONSET_COLUMNS = [
     "namespace",
     "daemonset",
@@ -218,7 +225,7 @@ def nodes_frame(node_list_json: dict) -> pd.DataFrame:
     rows = [node_row(n) for n in _items(node_list_json, "Node")]
     if not rows:
         return empty(NODE_COLUMNS)
-    df = pd.DataFrame(rows, columns=NODE_COLUMNS)
+    df = pd.DataFrame(rows, columns=NODE_COLUMNS + NODE_EXTRA)
     for col in ("gpu_count", "gpu_memory_mib", "gpu_replicas"):
         df[col] = df[col].astype("Int64")
     for col in ("gpu_capacity", "gpu_allocatable", "dra_gpus"):
@@ -342,7 +349,7 @@ def pods_frame(pod_list_json: dict) -> pd.DataFrame:
     rows = [pod_row(p) for p in _items(pod_list_json, "Pod")]
     if not rows:
         return empty(POD_COLUMNS)
-    df = pd.DataFrame(rows, columns=POD_COLUMNS)
+    df = pd.DataFrame(rows, columns=POD_COLUMNS + POD_EXTRA)
     df["gpu_request"] = df["gpu_request"].astype("int64")
     df["gpu_limit"] = df["gpu_limit"].astype("int64")
     df["start_time"] = pd.to_datetime(df["start_time"], utc=True)

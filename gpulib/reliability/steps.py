@@ -126,6 +126,8 @@ def findings(inp: NodeHealthInputs | None) -> list[Finding]:
     if inp is None or inp.verdict is None:
         return []
     fs = node_findings(inp.verdict)
+    if inp.history is None:
+        return fs
     ev = inp.history.events
     bad = ev[(ev["signal"] == "pod_device_health") & (ev["node"] == inp.node)] if len(ev) else ev
     named = {str(f.gpu) for f in fs if f.severity is not Severity.OK}
