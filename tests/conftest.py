@@ -95,8 +95,15 @@ def live_env(prometheus, tmp_path, monkeypatch):
         "metadata": {"name": "default-mig-parted-config", "namespace": "gpu-operator"},
         "data": {"config.yaml": current_mig_config(gpulib.connect("demo", end=DEMO_END)).text},
     }
+    from gpulib.demo.dra_objects import resource_claims, resource_slices
+
     double = start_k8s_double(
-        tmp_path, nodes=sim.nodes_json()["items"], pods=sim.pods_json()["items"], configmaps=[mig_cm]
+        tmp_path,
+        nodes=sim.nodes_json()["items"],
+        pods=sim.pods_json()["items"],
+        configmaps=[mig_cm],
+        resource_claims=resource_claims(sim),  # the demo's DRA node: who holds its GPUs
+        resource_slices=resource_slices(sim),
     )
     monkeypatch.setenv("GPUOPS_PROMETHEUS_URL", prometheus.url)
     monkeypatch.setenv("KUBECONFIG", str(double.kubeconfig))

@@ -132,6 +132,7 @@ HISTORY_SIGNALS = {
     "nvlink_error": "NVLink CRC/replay/recovery errors, value = the increment",
     "pcie_replay": "PCIe replays, value = the increment",
     "condition": "a node condition in its bad state from time to end (code = the condition type)",
+    "pod_device_health": "kubelet reports a pod's device Unhealthy/Unknown (code = the health; KEP-4680)",
     "cordon": "the node unschedulable from time to end",
     "taint": "a taint added (code = key:effect)",
     "pod_restart": "container restarts of a GPU pod, value = the increment",

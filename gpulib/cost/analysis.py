@@ -112,6 +112,8 @@ def node_inventory(nodes: pd.DataFrame, pods: pd.DataFrame | None, prices: pd.Da
     reps = reps.where(shared, 1.0)
     n["replicas"] = reps
     alloc = pd.to_numeric(n["gpu_allocatable"], errors="coerce").fillna(0.0)
+    if "dra_gpus" in n:  # GPUs a DRA driver advertises in ResourceSlices (gpulib.kube.dra.attach_nodes)
+        alloc = alloc + pd.to_numeric(n["dra_gpus"], errors="coerce").fillna(0.0)
     n["gpu_equiv_allocatable"] = alloc / reps + n["mig_allocatable"].map(_mig_equivalents)
     n = n[n["gpu_equiv_allocatable"] > 0]
     req = pd.Series(0.0, index=n["node"].astype(str))

@@ -49,6 +49,7 @@ from gpulib.cost.usage import (
     prepare_samples,
     select_activity,
 )
+from gpulib.kube.dra import attribute_series
 
 __all__ = [
     "ReportData",
@@ -187,6 +188,8 @@ def load_report_data(
             f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {window}", query=GR_ENGINE_ACTIVE
         )
     missing += fb_missing
+    # GPUs held through DRA carry no pod label unless the exporter maps DRA pods: the claims say who holds them
+    gr, util, fb = (attribute_series(f, pods) for f in (gr, util, fb))
     return ReportData(
         window=window,
         step=step,

@@ -201,7 +201,7 @@ def _gpu_block(sim, d, t: float, limits: pd.Series | None) -> list[str]:
         _kv(8, "Graphics", _fmt_int(d.max_clock, "MHz")),
         _kv(8, "SM", _fmt_int(d.max_clock, "MHz")),
     ]
-    procs = "None" if not d.pod and not d.mig_enabled else None
+    procs = "None" if d.persona == "free" and not d.mig_enabled else None  # a DRA-held GPU has no pod label
     if procs:
         lines.append(_kv(4, "Processes", procs))
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from gpulib.core.knowledge import load_table
+from gpulib.demo.dra_objects import is_dra, pod_parts
 from gpulib.demo.scenario import DAY, _rel
 
 
@@ -61,6 +62,9 @@ class FleetObjects:
             else:
                 labels["nvidia.com/mig.config"] = "all-disabled"
                 capacity["nvidia.com/gpu"] = str(n)
+            if is_dra(spec):  # GPUs through NVIDIA's DRA driver: no device plugin, no nvidia.com/gpu
+                labels["nvidia.com/gpu.deploy.device-plugin"] = "false"
+                del capacity["nvidia.com/gpu"]
             items.append(
                 {
                     "apiVersion": "v1",
@@ -101,7 +105,8 @@ class FleetObjects:
             for w in spec.get("workloads", []):
                 gpus = list(w.get("gpus", []))
                 res: dict[str, str] = {}
-                if w.get("persona") != "none" and not w.get("no_gpu_limit"):
+                dra = is_dra(spec) and bool(gpus) and w.get("persona") != "none"
+                if w.get("persona") != "none" and not w.get("no_gpu_limit") and not dra:
                     if "mig" in w:
                         res[f"nvidia.com/mig-{layout[int(w['mig'])]}"] = "1"
                     elif gpus:
@@ -128,6 +133,10 @@ class FleetObjects:
                 }
                 if env:
                     container["env"] = env
+                extra_spec, extra_status = {}, {}
+                if dra:
+                    extra_spec, claims, extra_status = pod_parts(self, spec, w, container["name"])
+                    container["resources"].update(claims)
                 items.append(
                     {
                         "apiVersion": "v1",
@@ -155,6 +164,7 @@ class FleetObjects:
                             "nodeSelector": {"nvidia.com/gpu.product": self._models[spec["model"]]["gfd_product"]}
                             if gpus
                             else {},
+                            **extra_spec,
                         },
                         "status": {
                             "phase": "Running",
@@ -166,8 +176,16 @@ class FleetObjects:
                                     "ready": True,
                                     "restartCount": 0,
                                     "state": {"running": {"startedAt": start}},
+                                    **(
+                                        {"allocatedResourcesStatus": extra_status["allocatedResourcesStatus"]}
+                                        if extra_status.get("allocatedResourcesStatus")
+                                        else {}
+                                    ),
                                 }
                             ],
+                            **(
+                                {"resourceClaimStatuses": extra_status["resourceClaimStatuses"]} if extra_status else {}
+                            ),
                         },
                     }
                 )

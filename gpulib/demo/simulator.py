@@ -29,6 +29,7 @@ from gpulib.core.errors import InvalidParameter, UnknownNode
 from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
+from gpulib.demo.dra_objects import is_dra
 from gpulib.demo.metrics import FleetMetrics
 from gpulib.demo.scenario import MIG_SLICES, Device, _mig_memory_mib, _rel
 from gpulib.sources.signals import GENERATIONS
@@ -191,12 +192,15 @@ class FleetSimulator(FleetMetrics, FleetObjects):
                     )
             else:
                 ws = [w for w in by_gpu.get(i, []) if w.get("persona") != "none"]
+                fields = self._workload_fields(ws[0] if ws else None)
+                if is_dra(spec):  # its exporter maps no DRA-held GPU to a pod (gpulib.demo.dra_objects)
+                    fields.update(pod="", namespace="", container="")
                 devs.append(
                     Device(
                         uuid=uuid,
                         memory_mib=float(m["memory_mib"]),
                         incidents=incidents,
-                        **self._workload_fields(ws[0] if ws else None),
+                        **fields,
                         **base,
                     )
                 )

@@ -14,6 +14,7 @@ import yaml
 from gpulib.core.errors import EmptyResult
 from gpulib.core.schema import GPU_COLUMNS
 from gpulib.demo.artifacts import render_smi_query
+from gpulib.demo.dra_objects import resource_claims, resource_slices
 from gpulib.demo.history import demo_history, demo_history_signals
 from gpulib.demo.metrics import METRICS
 from gpulib.demo.operator_objects import demo_objects
@@ -203,6 +204,10 @@ class DemoSource(Source):
             return list(self.sim.pods_json().get("items", []))
         if kind == "mig-parted-config":
             return [self._mig_parted_config(namespace)]
+        if kind == "resourceclaims":
+            return resource_claims(self.sim, namespace)
+        if kind == "resourceslices":
+            return resource_slices(self.sim)
         objs = self._operator_objects(namespace)
         if kind == "pods":
             return [p for p in objs["pods"] if (p.get("metadata") or {}).get("namespace") == namespace]

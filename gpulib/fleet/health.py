@@ -78,7 +78,9 @@ def inventory(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
             "gpu_product": nodes["gpu_product"],
             "gpus": nodes["gpu_count"],
             "allocatable": nodes["gpu_allocatable"].fillna(0).astype(int)
-            + nodes["mig_allocatable"].apply(lambda d: sum(d.values()) if isinstance(d, dict) else 0),
+            + nodes["mig_allocatable"].apply(lambda d: sum(d.values()) if isinstance(d, dict) else 0)
+            # GPUs a DRA driver advertises in ResourceSlices (gpulib.kube.dra.attach_nodes)
+            + (nodes["dra_gpus"].fillna(0).astype(int) if "dra_gpus" in nodes else 0),
             "mig": nodes["mig_allocatable"].apply(
                 lambda d: (
                     ", ".join(f"{k.split('mig-')[-1]}×{v}" for k, v in sorted(d.items()))

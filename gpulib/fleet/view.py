@@ -96,6 +96,11 @@ def show_preflight(c, ui) -> None:
         f"activity metric: {caps.activity_metric} · host label: {caps.host_label} · pod label: {caps.pod_label} "
         f"({caps.pod_coverage:.0%} of series) · MIG: {caps.mig_present}"
     )
+    if caps.allocation:  # device plugin / DRA / both / none per GPU node (gpulib.kube.dra.allocation_models)
+        by: dict[str, list[str]] = {}
+        for node, model in sorted(caps.allocation.items()):
+            by.setdefault(model, []).append(node)
+        ui.print("GPU allocation: " + " · ".join(f"{m}: {', '.join(ns)}" for m, ns in sorted(by.items())))
 
 
 def show_inventory(c, ui) -> None:

@@ -326,6 +326,12 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
             )
         if not r.ready:
             continue  # allocatable of a NotReady node says nothing about the operator
+        no_plugin = labels.get("nvidia.com/gpu.deploy.device-plugin") == "false" or int(getattr(r, "dra_gpus", 0) or 0)
+        if no_plugin and not r.gpu_capacity and not r.mig_capacity:
+            # no device plugin deployed there (the operand's deploy label, NVIDIA/gpu-operator controllers/
+            # state_manager.go @a22dbf67) or its GPUs are a DRA driver's ResourceSlice devices (gpulib.kube.dra):
+            # no nvidia.com/gpu is expected
+            continue
         alloc = {gpu_resource_name(r): int(r.gpu_allocatable), **(r.mig_allocatable or {})}
         for res, exp in expected_devices(r).items():
             have = alloc.get(res, 0)

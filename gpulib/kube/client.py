@@ -320,6 +320,27 @@ class KubeCluster:
         call = _Call("list", plural, f"/apis/{g}/{v}/{plural}", g)
         return self._list(self.custom.list_cluster_custom_object, call, "GPUCluster", group=g, version=v, plural=plural)
 
+    def list_resource_claims(self, namespace: str | None = None) -> dict:
+        """``resource.k8s.io/v1`` ResourceClaims (all namespaces, or one) through the official client's
+        ``ResourceV1Api`` (kubernetes-client/python: kubernetes/client/api/resource_v1_api.py)."""
+        from kubernetes import client
+
+        api = client.ResourceV1Api(self.api_client)
+        if namespace:
+            path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+            call = _Call("list", "resourceclaims", path, "resource.k8s.io", namespace)
+            return self._list(api.list_namespaced_resource_claim, call, "ResourceClaim", namespace=namespace)
+        call = _Call("list", "resourceclaims", "/apis/resource.k8s.io/v1/resourceclaims", "resource.k8s.io")
+        return self._list(api.list_resource_claim_for_all_namespaces, call, "ResourceClaim")
+
+    def list_resource_slices(self) -> dict:
+        """``resource.k8s.io/v1`` ResourceSlices (cluster-scoped) through ``ResourceV1Api``."""
+        from kubernetes import client
+
+        api = client.ResourceV1Api(self.api_client)
+        call = _Call("list", "resourceslices", "/apis/resource.k8s.io/v1/resourceslices", "resource.k8s.io")
+        return self._list(api.list_resource_slice, call, "ResourceSlice")
+
     def get_node(self, name: str) -> dict:
         return self._request(self.core.read_node, _Call("get", "nodes", f"/api/v1/nodes/{name}"), name=name)
 
@@ -453,7 +474,8 @@ class KubeCluster:
     def dump(self, directory: str | os.PathLike, *, operator_namespace: str = "gpu-operator") -> list[Path]:
         """Write a snapshot folder like kubectl would: ``nodes.json``, ``pods.json`` (+ operator objects).
 
-        ``daemonsets.json``, ``clusterpolicies.json`` and ``mig-parted-config.yaml`` (the MIG Manager ConfigMap's
+        ``daemonsets.json``, ``clusterpolicies.json``, ``resourceclaims.json``, ``resourceslices.json`` and
+        ``mig-parted-config.yaml`` (the MIG Manager ConfigMap's
         ``config.yaml``, :meth:`mig_parted_config`) are written when readable; a 403/404 on those is skipped (the
         snapshot stays usable). Returns the paths written.
         """
@@ -466,6 +488,8 @@ class KubeCluster:
         for name, fetch in (
             ("daemonsets.json", lambda: self.list_daemonsets(operator_namespace)),
             ("clusterpolicies.json", self.list_cluster_policies),
+            ("resourceclaims.json", self.list_resource_claims),  # DRA: who holds which GPU
+            ("resourceslices.json", self.list_resource_slices),
         ):
             try:
                 written.append(_write_kubectl_json(out / name, fetch()))

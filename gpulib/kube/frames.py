@@ -18,6 +18,7 @@ import pandas as pd
 from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter, MalformedKubernetesObject
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS, empty
+from gpulib.kube.device_health import container_device_health
 from gpulib.kube.labels import (
     GPU_RESOURCE,
     GPU_SHARED_RESOURCE,
@@ -42,6 +43,13 @@ from gpulib.kube.labels import (
 #: a CronJob names its Jobs ``<cronjob>-<scheduled time in minutes since the epoch>``
 #: (kubernetes pkg/controller/cronjob/utils.go getJobName); 8+ digits for any date after 1979.
 _CRONJOB_JOB_NAME = re.compile(r"^(?P<cronjob>.+)-(?P<minutes>\d{8,})$")
+
+#: columns the frames carry after the schema's (a frame built from the schema alone lacks them; readers check):
+#: a node's full GPUs in ResourceSlices (0 from the Node object; gpulib.kube.dra.attach_nodes), a pod's ResourceClaim
+#: names (status.resourceClaimStatuses / spec.resourceClaims), its gpu.nvidia.com devices once the claims are read
+#: (gpulib.kube.dra.attach_pods) and kubelet's per-device health (allocatedResourcesStatus, gpulib.kube.device_health)
+NODE_EXTRA = ["dra_gpus"]
+POD_EXTRA = ["dra_claims", "dra_devices", "device_health"]
 
 DAEMONSET_COLUMNS = [
     "namespace",
@@ -201,6 +209,7 @@ def node_row(node: dict) -> dict:
         "kernel": info.get("kernelVersion", ""),
         "os_image": info.get("osImage", ""),
         "labels": labels,
+        "dra_gpus": 0,
     }
 
 
@@ -216,10 +225,10 @@ def nodes_frame(node_list_json: dict) -> pd.DataFrame:
     rows = [node_row(n) for n in _items(node_list_json, "Node")]
     if not rows:
         return empty(NODE_COLUMNS)
-    df = pd.DataFrame(rows, columns=NODE_COLUMNS)
+    df = pd.DataFrame(rows, columns=NODE_COLUMNS + NODE_EXTRA)
     for col in ("gpu_count", "gpu_memory_mib", "gpu_replicas"):
         df[col] = df[col].astype("Int64")
-    for col in ("gpu_capacity", "gpu_allocatable"):
+    for col in ("gpu_capacity", "gpu_allocatable", "dra_gpus"):
         df[col] = df[col].astype("int64")
     for col in ("schedulable", "ready", "spot"):
         df[col] = df[col].astype(bool)
@@ -283,6 +292,15 @@ def resolve_owner(meta: dict) -> tuple[str, str]:
     return kind, name
 
 
+def _claim_names(spec: dict, status: dict) -> list[str]:
+    """The ResourceClaim objects a pod uses: ``spec.resourceClaims[].resourceClaimName`` and the names generated from
+    a template, ``status.resourceClaimStatuses[].resourceClaimName``
+    (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#PodSpec)."""
+    names = [c.get("resourceClaimName") for c in spec.get("resourceClaims") or [] if isinstance(c, dict)]
+    names += [c.get("resourceClaimName") for c in status.get("resourceClaimStatuses") or [] if isinstance(c, dict)]
+    return list(dict.fromkeys(str(n) for n in names if n))
+
+
 def pod_row(pod: dict) -> dict:
     """One ``POD_COLUMNS`` row from a Pod object (GPU/MIG sums over app containers, not init)."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
@@ -315,6 +333,9 @@ def pod_row(pod: dict) -> dict:
         "node_selector": dict(spec.get("nodeSelector") or {}),
         "labels": dict(meta.get("labels") or {}),
         "containers": containers,
+        "dra_claims": _claim_names(spec, status),
+        "dra_devices": [],
+        "device_health": container_device_health(pod),
     }
 
 
@@ -328,7 +349,7 @@ def pods_frame(pod_list_json: dict) -> pd.DataFrame:
     rows = [pod_row(p) for p in _items(pod_list_json, "Pod")]
     if not rows:
         return empty(POD_COLUMNS)
-    df = pd.DataFrame(rows, columns=POD_COLUMNS)
+    df = pd.DataFrame(rows, columns=POD_COLUMNS + POD_EXTRA)
     df["gpu_request"] = df["gpu_request"].astype("int64")
     df["gpu_limit"] = df["gpu_limit"].astype("int64")
     df["start_time"] = pd.to_datetime(df["start_time"], utc=True)

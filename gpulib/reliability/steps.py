@@ -14,18 +14,20 @@ from typing import Any
 
 import pandas as pd
 
-from gpulib.core.errors import EmptyResult
-from gpulib.core.findings import Finding
+from gpulib.core.errors import EmptyResult, GpulibError
+from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
 from gpulib.core.runbook import Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
+from gpulib.core.validate import command
+from gpulib.kube.device_health import device_health_frame, history_rows
 from gpulib.nvidia.gpu_ids import gpu_id_map
 from gpulib.nvidia.smi import parse_query
 from gpulib.reliability.findings import node_findings
 from gpulib.reliability.timeline import coverage, lanes, node_timeline, signal_table
 from gpulib.reliability.verdict import lookback, node_verdict
 from gpulib.sources.history import NodeHistory
-from gpulib.xid import kernel_log_history
+from gpulib.xid import kernel_log_history, state_severity
 
 
 @dataclass
@@ -53,7 +55,22 @@ def read_history(src, node: str, window: str) -> NodeHealthInputs:
             "the verdict needs " + ", ".join(f"{s} ({hist.missing.get(s, 'not read')})" for s in gone),
             hint="export DCGM_FI_DEV_XID_ERRORS (dcgm-exporter) to the Prometheus the source reads",
         )
-    return NodeHealthInputs(node, window, hist, hist.end - win, hist.end)
+    return NodeHealthInputs(node, window, with_pod_device_health(src, node, hist), hist.end - win, hist.end)
+
+
+def with_pod_device_health(src, node: str, hist: NodeHistory) -> NodeHistory:
+    """``hist`` with the devices kubelet reports not Healthy in the node's pod status (KEP-4680,
+    :func:`gpulib.kube.device_health.history_rows`), at the end of the window; a source without pods adds none."""
+    try:
+        pods, gpus = src.pods(), src.gpus(node)
+    except GpulibError:
+        return hist
+    rows = history_rows(device_health_frame(pods[pods["node"] == node], gpus), node, hist.end)
+    if rows.empty:
+        return hist
+    events = pd.concat([hist.events, rows], ignore_index=True) if len(hist.events) else rows
+    read = {**hist.read, "pod_device_health": f"pod status of {node}'s pods (allocatedResourcesStatus)"}
+    return NodeHistory(events, read, dict(hist.missing), hist.start, hist.end)
 
 
 def with_kernel_log_xids(src, node: str, hist: NodeHistory) -> NodeHistory:
@@ -104,8 +121,40 @@ def verdicts(inp: NodeHealthInputs):
 
 
 def findings(inp: NodeHealthInputs | None) -> list[Finding]:
-    """The run's findings: one per rule that matched (an OK finding when none); nothing when no verdict was made."""
-    return node_findings(inp.verdict) if inp is not None and inp.verdict is not None else []
+    """The run's findings: one per rule that matched (an OK finding when none), plus one per GPU kubelet reports not
+    Healthy in pod status that no rule names (never OK); nothing when no verdict was made."""
+    if inp is None or inp.verdict is None:
+        return []
+    fs = node_findings(inp.verdict)
+    if inp.history is None:
+        return fs
+    ev = inp.history.events
+    bad = ev[(ev["signal"] == "pod_device_health") & (ev["node"] == inp.node)] if len(ev) else ev
+    named = {str(f.gpu) for f in fs if f.severity is not Severity.OK}
+    extra = []
+    for gpu, rows in bad.groupby(bad["gpu"].astype(str), sort=True) if len(bad) else []:
+        if gpu in named:
+            continue
+        health = "Unhealthy" if (rows["code"] == "Unhealthy").any() else "Unknown"
+        extra.append(
+            Finding(
+                state_severity(rule="POD_DEVICE_UNHEALTHY" if health == "Unhealthy" else "POD_DEVICE_UNKNOWN"),
+                f"Kubelet reports {inp.node} GPU {gpu or '?'} {health} in pod status",
+                summary="No rule of the node's history names this GPU; its device plugin or DRA driver does.",
+                commands=[command("gpuops", "run", "xid_ecc_triage", "-p", "node", inp.node, "-p", "gpu", gpu)]
+                if gpu
+                else [command("gpuops", "run", "xid_ecc_triage", "-p", "node", inp.node)],
+                evidence=list(rows["detail"].astype(str))[:5],
+                category="reliability",
+                node=inp.node,
+                gpu=gpu or None,
+                runbook="xid_ecc_triage",
+                data={"verdict": "pod_device_health", "rule": "pod_device_health", "health": health},
+            )
+        )
+    if extra:
+        fs = [f for f in fs if f.severity is not Severity.OK] + extra
+    return fs
 
 
 # ------------------------------------------------------------------------------------------------- the runbook

@@ -23,6 +23,7 @@ from gpulib.core.knowledge import settings
 from gpulib.core.schema import GPU_COLUMNS, SERIES_COLUMNS, SUMMARY_COLUMNS, conform
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window, to_utc, utcnow
+from gpulib.kube import dra
 from gpulib.sources.history import clip
 from gpulib.sources.reduce import aggregate_steps
 from gpulib.sources.signals import aliases, canonical, generations_from, per_node
@@ -63,6 +64,8 @@ class Capabilities:
     findings: list[Finding] = field(default_factory=list)
     #: node -> the dcgm-exporter generation its names come from (gpulib.sources.signals.generation_of)
     generations: dict[str, str] = field(default_factory=dict)
+    #: GPU node -> device plugin | DRA | both | none (gpulib.kube.dra.allocation_models); {} without a node list
+    allocation: dict[str, str] = field(default_factory=dict)
 
     @property
     def activity_metric(self) -> str:
@@ -290,12 +293,13 @@ class Source(ABC):
         return df[cols].reset_index(drop=True)
 
     def nodes(self) -> pd.DataFrame:
-        if self._nodes_cache is None:
-            self._nodes_cache = self._nodes()
+        if self._nodes_cache is None:  # with the GPUs ResourceSlices advertise (gpulib.kube.dra.attach_nodes)
+            self._nodes_cache = dra.attach_nodes(self._nodes(), dra.slice_devices(dra.dra_objects(self)[1]))
         return self._nodes_cache
 
     def pods(self) -> pd.DataFrame:
-        return self._pods()
+        pods, (claims, slices) = self._pods(), dra.dra_objects(self)  # with the GPUs ResourceClaims give them
+        return dra.attach_pods(pods, dra.claim_allocations(claims, slices, pods) if claims else None)
 
     def gpus(self, node: str, window: str | timedelta = "6h") -> pd.DataFrame:
         """The node's GPUs (``GPU_COLUMNS``): index, UUID, PCI bus id and model of each physical GPU, plus one
@@ -337,7 +341,12 @@ class Source(ABC):
         """Which DCGM fields and labels exist (ECC and SM_ACTIVE are off by default; MIG has no GPU_UTIL)."""
         w = parse_window(window)
         names, label_sets = self._inventory(w)
-        return capabilities_from(names, label_sets, self._node_names(w))
+        caps = capabilities_from(names, label_sets, self._node_names(w))
+        try:  # which allocation model serves each GPU node
+            caps.allocation = dra.allocation_models(self.nodes())
+        except GpulibError:
+            pass  # no node list from this source (Prometheus only)
+        return caps
 
     def kernel_log(self, node: str) -> str | None:
         """The node's kernel log (dmesg) if this source has it, else None."""
@@ -543,6 +552,7 @@ OBJECT_KINDS = {
         "use source='live' (Kubernetes API) or a snapshot with daemonsets.json and clusterpolicies.json",
     ),
     "namespaces": ("Namespace objects are", "use source='live' (Kubernetes API)"),
+    **dra.DRA_KINDS,  # resource.k8s.io/v1 ResourceClaims and ResourceSlices (gpulib.kube.dra)
     # the MIG Manager ConfigMap in use (ClusterPolicy spec.migManager.config.name, else default-mig-parted-config),
     # as one ConfigMap object whose annotation WHERE_ANNOTATION says where it was read
     "mig-parted-config": (
@@ -563,27 +573,9 @@ WHERE_ANNOTATION = "gpulib/read-from"
 #: asks (DCGM series and summaries, nodes, pods, GPUs, the metric preflight, a node's text evidence) and generic
 #: access to raw objects and PromQL. A domain's reader is a function of its domain over these
 #: (``tests/sources/test_base.py`` holds every backend to this list)
-PUBLIC_METHODS = (
-    "name",
-    "end",
-    "describe",
-    "known_nodes",
-    "series",
-    "summary",
-    "last_seen",
-    "nodes",
-    "pods",
-    "gpus",
-    "preflight",
-    "kernel_log",
-    "smi_query",
-    "nvlink_status",
-    "diag_report",
-    "objects",
-    "query",
-    "range_query",
-    "node_history",
-    "kube_cluster",
+PUBLIC_METHODS = tuple(
+    "name end describe known_nodes series summary last_seen nodes pods gpus preflight kernel_log smi_query "
+    "nvlink_status diag_report objects query range_query node_history kube_cluster".split()
 )
 
 

@@ -525,6 +525,10 @@ class PrometheusSource(Source):
             return kube.list_cluster_policies()["items"]
         if kind == "gpuclusters":
             return kube.list_gpuclusters()["items"]
+        if kind == "resourceclaims":
+            return kube.list_resource_claims(namespace)["items"]
+        if kind == "resourceslices":
+            return kube.list_resource_slices()["items"]
         if kind == "namespaces":
             labels = kube.namespace_labels(namespace)
             return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]

@@ -16,6 +16,8 @@ A folder holding any of:
   dmon's default 1 s apart (``dmon -d``); GPU UUIDs and bus ids come from the node's ``nvidia-smi -q`` file.
 * ``daemonsets.json`` — ``kubectl -n gpu-operator get ds -o json``; ``clusterpolicies.json`` —
   ``kubectl get clusterpolicies.nvidia.com -o json``
+* ``resourceclaims.json`` — ``kubectl get resourceclaims -A -o json``; ``resourceslices.json`` — ``kubectl get
+  resourceslices -o json``: which pod holds which GPU on a node served by a DRA driver (:mod:`gpulib.kube.dra`)
 * the mig-parted config MIG Manager uses (``objects("mig-parted-config", namespace)``), either
   ``mig-parted-config.yaml`` — ``kubectl -n gpu-operator get configmap <name> -o jsonpath='{.data.config\\.yaml}'``
   — or ``configmaps.json`` — ``kubectl -n gpu-operator get configmap <name> -o json`` (one ConfigMap or a List);
@@ -203,6 +205,8 @@ class SnapshotSource(Source):
         "daemonsets": "daemonsets.json",
         "clusterpolicies": "clusterpolicies.json",
         "gpuclusters": "gpuclusters.json",
+        "resourceclaims": "resourceclaims.json",
+        "resourceslices": "resourceslices.json",
     }
 
     def _objects(self, kind, namespace):
@@ -212,7 +216,7 @@ class SnapshotSource(Source):
         if name is None or not (self.path / name).exists():
             return super()._objects(kind, namespace)
         items = self._json(name).get("items", [])
-        if namespace is None or kind in ("nodes", "clusterpolicies", "gpuclusters"):
+        if namespace is None or kind in ("nodes", "clusterpolicies", "gpuclusters", "resourceslices"):
             return items
         return [o for o in items if ((o or {}).get("metadata") or {}).get("namespace", namespace) == namespace]
 

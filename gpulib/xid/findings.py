@@ -14,8 +14,9 @@ import pandas as pd
 
 from gpulib.core.findings import Finding, Severity, sort_findings
 from gpulib.xid.catalog import lookup
+from gpulib.xid.pod_health import with_device_health
 from gpulib.xid.sops import fill_commands, impact_evidence, sop
-from gpulib.xid.triage import CaseResult, RuleHit, state_severity, triage_cases
+from gpulib.xid.triage import CaseResult, RuleHit, node_gpu_ids, state_severity, triage_cases
 
 #: the xid_sop.csv row whose SOP step replaces RESET_GPU's when application-class XIDs came from several
 #: processes on one GPU (:attr:`gpulib.xid.triage.XidVerdict.processes`)
@@ -111,6 +112,8 @@ def triage_node(
     findings: list[Finding] = []
     for r in triage_cases(node, gpu=gpu, window=window, xid_events=xid_events, smi=smi, dcgm=dcgm, pods=pods):
         findings += ([xid_finding(node, r)] if r.xid else []) + [rule_finding(h, node, r) for h in r.memory + r.thermal]
+    ids = node_gpu_ids(node, smi, *(dcgm or {}).values())  # kubelet's not-Healthy devices (KEP-4680): never OK
+    findings = with_device_health(findings, node, gpu, pods, ids)
     if not findings:
         read = {k: v for k, v in (dcgm or {}).items() if v is not None}
         checked = ", ".join(k for k, v in (("kernel log", xid_events), ("nvidia-smi", smi)) if v is not None)

@@ -18,6 +18,7 @@ import pandas as pd
 from gpulib.core.knowledge import load_table
 from gpulib.core.nodecmd import expand
 from gpulib.core.validate import command, shell_quote
+from gpulib.kube.device_health import device_health_frame, not_healthy
 
 
 @lru_cache(maxsize=1)
@@ -97,7 +98,47 @@ def pod_index(node: str, pods: pd.DataFrame | None, dcgm: dict[str, pd.DataFrame
     return PodIndex(labelled, owners, counts)
 
 
-POD_IMPACT_COLUMNS = ["namespace", "pod", "owner_kind", "owner_name", "gpu", "matched_by", "owner_pods"]
+POD_IMPACT_COLUMNS = [
+    "namespace",
+    "pod",
+    "owner_kind",
+    "owner_name",
+    "gpu",
+    "matched_by",
+    "owner_pods",
+    # what kubelet says of the pod's device (KEP-4680 allocatedResourcesStatus, gpulib.kube.device_health): "" when
+    # it says nothing, else "<health>" and its message
+    "device_health",
+]
+
+
+def _dra_holders(node: str, gpu: str | None, uuid: str | None, pods: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Pods whose ResourceClaim holds the GPU (``dra_devices`` of :func:`gpulib.kube.dra.attach_pods`), matched by
+    UUID (a MIG device by its parent's), or every DRA-holding pod of the node when no GPU is asked for."""
+    if pods is None or not len(pods) or "dra_devices" not in pods:
+        return []
+    out = []
+    for r in pods[pods["node"] == node].to_dict("records"):
+        for d in r.get("dra_devices") or []:
+            hit = gpu is None or (uuid and uuid in (d["uuid"], d["parent_uuid"])) or (d["gpu"] and d["gpu"] == gpu)
+            if hit:
+                out.append({**r, "gpu": "" if gpu is None else str(gpu), "claim": d["claim"], "device": d["device"]})
+                break
+    return out
+
+
+def _device_health_note(pods: pd.DataFrame | None, node: str, gpu: str | None, uuid: str | None) -> dict:
+    """(namespace, pod) -> "<health>: <message>" for the pods kubelet reports a not-Healthy device of on this GPU."""
+    if pods is None or not len(pods) or "device_health" not in pods:
+        return {}
+    bad = not_healthy(device_health_frame(pods[pods["node"] == node]), node)
+    out: dict[tuple[str, str], str] = {}
+    for r in bad.to_dict("records"):
+        if gpu is not None and not ((uuid and r["uuid"] == uuid) or (r["gpu"] and r["gpu"] == str(gpu))):
+            continue
+        note = r["health"] + (f": {r['message']}" if r["message"] else "") + f" (kubelet, {r['resource']})"
+        out.setdefault((r["namespace"], r["pod"]), note)
+    return out
 
 
 def pod_impact(
@@ -132,6 +173,17 @@ def pod_impact(
                     "matched_by": "DCGM pod label on the GPU",
                 }
             )
+    for r in _dra_holders(node, gpu, uuid, pods) if not rows else []:
+        rows.append(
+            {
+                "namespace": r["namespace"],
+                "pod": r["pod"],
+                "owner_kind": r.get("owner_kind") or "",
+                "owner_name": r.get("owner_name") or "",
+                "gpu": r["gpu"],
+                "matched_by": f"DRA ResourceClaim {r['namespace']}/{r['claim']} (device {r['device']})",
+            }
+        )
     if pods is not None and len(pods) and not rows:
         sel = pods[pods["node"] == node]
         gpu_req = pd.to_numeric(sel.get("gpu_request", pd.Series(0, index=sel.index)), errors="coerce").fillna(0)
@@ -151,8 +203,10 @@ def pod_impact(
                 }
             )
     counts = index.owner_pods
+    health = _device_health_note(pods, node, gpu, uuid)
     for r in rows:  # pods the owner runs now (all nodes): what scaling it back restores
         r["owner_pods"] = counts.get((r["namespace"], r["owner_kind"], r["owner_name"]), 1) if r["owner_name"] else 1
+        r["device_health"] = health.get((r["namespace"], r["pod"]), "")
     return pd.DataFrame(rows, columns=POD_IMPACT_COLUMNS)
 
 
@@ -227,7 +281,9 @@ def impact_evidence(impact: pd.DataFrame) -> list[str]:
     if not len(impact):
         return ["no pod found on this GPU (pod list and DCGM pod labels checked)"]
     names = [
-        f"{r['namespace']}/{r['pod']}" + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
+        f"{r['namespace']}/{r['pod']}"
+        + (f" ({r['owner_kind']} {r['owner_name']})" if r["owner_kind"] else "")
+        + (f" [device {r['device_health']}]" if r.get("device_health") else "")
         for r in impact.to_dict("records")
     ]
     return [f"pods hit ({impact['matched_by'].iloc[0]}): " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")]

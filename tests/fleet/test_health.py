@@ -20,7 +20,7 @@ def _where(findings, category=None):
 
 def test_health_findings_match_injected_incidents(hf):
     fs = fleet.health_findings(hf)
-    assert _where(fs, "xid") == [("a100-80-0", "1"), ("dgx-h100-1", "5")]
+    assert _where(fs, "xid") == [("a100-80-0", "1"), ("dgx-h100-1", "5"), ("h100-dra-0", "1")]  # + the DRA node
     assert _where(fs, "memory") == [("a100-80-0", "1")]
     assert _where(fs, "thermal") == [("h200-infer-0", "2")]
     assert _where(fs, "nvlink") == [("dgx-h100-0", "3")]
@@ -36,7 +36,7 @@ def test_idle_zombie_stale_and_unrequested(demo_pinned, hf):
     assert z.severity.value == "warning" and "59." in z.evidence[1]
     assert not any("llm-pretrain" in t for t in idle)  # busy training is never idle
     stale = fleet.stale_telemetry(act, demo_pinned.end)
-    assert _where(stale) == [("dgx-h100-1", "5")]
+    assert _where(stale) == [("dgx-h100-1", "5"), ("h100-dra-0", "1")]  # both fell off the bus (XID 79)
     unreq = fleet.unrequested_gpu_use(act, demo_pinned.pods())
     assert [f.title for f in unreq] == ["media/legacy-transcoder-0 uses a GPU it never requested"]
 

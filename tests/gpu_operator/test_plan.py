@@ -491,7 +491,8 @@ def test_dcgm_up_targets_name_nodes_down_and_absent():
 @pytest.mark.prometheus
 def test_dcgm_presence_against_real_prometheus(live_env):
     """The backfilled demo fleet: every node's exporter target is up; every GPU reports except dgx-h100-1 GPU 5,
-    which fell off the bus (XID 79) 2 h before the end and stopped reporting 60 s later."""
+    which fell off the bus (XID 79) 2 h before the end and stopped reporting 60 s later, and h100-dra-0 GPU 1 (the
+    same XID 1 h before the end)."""
     import gpulib
 
     src = gpulib.connect("live")
@@ -502,7 +503,10 @@ def test_dcgm_presence_against_real_prometheus(live_env):
     assert set(targets["up"]) == {1.0} and set(targets["job"]) == {"nvidia-dcgm-exporter"}
     assert all(i.endswith(":9400") for i in targets["instance"])
     fs = op.check_dcgm(last, nodes, up=up)
-    assert [(f.node, f.data["check"], f.data.get("gpus")) for f in fs] == [("dgx-h100-1", "dcgm_missing", "5")]
+    assert [(f.node, f.data["check"], f.data.get("gpus")) for f in fs] == [
+        ("dgx-h100-1", "dcgm_missing", "5"),
+        ("h100-dra-0", "dcgm_missing", "1"),  # the DRA node's GPU 1 fell off the bus (XID 79) too
+    ]
     assert any("is up: the exporter is scraped" in e for e in fs[0].evidence)
 
 
@@ -526,6 +530,7 @@ def test_exporter_down_against_real_prometheus(tmp_path):
         server.stop()
     assert sorted((f.node, f.data["check"]) for f in fs) == [
         ("dgx-h100-1", "dcgm_missing"),
+        ("h100-dra-0", "dcgm_missing"),  # the DRA node's XID 79 GPU
         ("l4-spot-0", "dcgm_target_down"),
     ]
     down = by_check(fs, "dcgm_target_down")[0]

@@ -6,6 +6,8 @@ It serves real-shaped responses (kubectl-shaped fixtures under ``tests/fixtures/
 * ``GET /api/v1/nodes``, ``/api/v1/nodes/{name}``, ``/api/v1/pods``, ``/api/v1/namespaces/{ns}/pods``
   (``labelSelector`` with ``k=v,k!=v,k``; ``fieldSelector`` ``spec.nodeName=``, ``metadata.namespace=``)
 * ``GET /apis/apps/v1/namespaces/{ns}/daemonsets``, ``GET /apis/nvidia.com/v1/clusterpolicies``
+* ``GET /apis/resource.k8s.io/v1/resourceclaims``, ``.../namespaces/{ns}/resourceclaims`` and ``.../resourceslices``
+  (DRA; ``resource_api=False``: a cluster that serves no ``resource.k8s.io/v1``, 404)
 * ``GET /api/v1/namespaces/{ns}/configmaps/{name}`` (``configmaps``: the MIG Manager ConfigMap
   ``default-mig-parted-config`` in ``gpu-operator`` by default; 404 ``NotFound`` for another name)
 * ``GET /api/v1/namespaces`` and ``/api/v1/namespaces/{name}`` (Namespace objects with their labels, e.g.
@@ -186,6 +188,9 @@ class KubeApiDouble:
         *,
         token: str | None = DEFAULT_TOKEN,
         crd_installed: bool = True,
+        resource_claims: list[dict] | None = None,
+        resource_slices: list[dict] | None = None,
+        resource_api: bool = True,
     ):
         self.nodes = copy.deepcopy(nodes if nodes is not None else load_items("nodes.json"))
         self.pods = copy.deepcopy(pods if pods is not None else load_items("pods.json"))
@@ -203,6 +208,10 @@ class KubeApiDouble:
         )
         self.token = token
         self.crd_installed = crd_installed
+        # resource.k8s.io/v1 (DRA): ResourceClaims and ResourceSlices; resource_api=False: a cluster that serves none
+        self.resource_claims = copy.deepcopy(resource_claims or [])
+        self.resource_slices = copy.deepcopy(resource_slices or [])
+        self.resource_api = resource_api
         self.resource_version = 48500000
         self.expired_before_rv = 0  # continue tokens from an older resourceVersion answer 410
         self._expire_next = False
@@ -402,6 +411,19 @@ class KubeApiDouble:
                 return self._read_pod(seg[3], seg[5])
             if len(seg) == 7 and seg[:3] == ["api", "v1", "namespaces"] and seg[4] == "pods" and seg[6] == "log":
                 return self._pod_log(seg[3], seg[5])
+            if seg[:3] == ["apis", "resource.k8s.io", "v1"] and seg[3:] in (
+                ["resourceclaims"],
+                ["resourceslices"],
+                ["namespaces", seg[4] if len(seg) > 4 else "", "resourceclaims"],
+            ):
+                if not self.resource_api:
+                    return 404, _status(404, "NotFound", "the server could not find the requested resource")
+                if seg[-1] == "resourceslices":
+                    return self._list(
+                        "ResourceSliceList", "resource.k8s.io/v1", self.resource_slices, query, builtin=True
+                    )
+                claims = [c for c in self.resource_claims if len(seg) == 4 or c["metadata"].get("namespace") == seg[4]]
+                return self._list("ResourceClaimList", "resource.k8s.io/v1", claims, query, builtin=True)
             if seg == ["apis", "nvidia.com", "v1", "clusterpolicies"]:
                 if not self.crd_installed:
                     return 404, _status(404, "NotFound", "the server could not find the requested resource")

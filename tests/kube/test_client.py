@@ -150,7 +150,15 @@ def test_in_cluster_outside_a_pod(monkeypatch):
 def test_dump_writes_kubectl_shaped_snapshot(k8s_double, tmp_path):
     written = cluster(k8s_double, page_size=3).dump(tmp_path / "snap")
     names = sorted(p.name for p in written)
-    assert names == ["clusterpolicies.json", "daemonsets.json", "mig-parted-config.yaml", "nodes.json", "pods.json"]
+    assert names == [
+        "clusterpolicies.json",
+        "daemonsets.json",
+        "mig-parted-config.yaml",
+        "nodes.json",
+        "pods.json",
+        "resourceclaims.json",  # DRA: the double serves resource.k8s.io/v1 (none here)
+        "resourceslices.json",
+    ]
     doc = k8s.read_list(tmp_path / "snap" / "pods.json")
     assert doc["kind"] == "List" and len(doc["items"]) == 11
     assert len(k8s.nodes_frame(k8s.read_list(tmp_path / "snap" / "nodes.json"))) == 6

@@ -15,6 +15,7 @@ import pytest
 
 import gpulib.kube as k8s
 from gpulib.core.schema import NODE_COLUMNS, POD_COLUMNS
+from gpulib.kube.frames import NODE_EXTRA, POD_EXTRA
 
 FIX = Path(__file__).parents[1] / "fixtures" / "k8s"
 DGX, AKS, H100 = "dgx-a100-07", "aks-a100spot-31415926-vmss000002", "ip-10-0-12-34.ec2.internal"
@@ -45,7 +46,7 @@ def _node(name: str, labels=None, capacity=None, **spec) -> dict:
 
 # ----------------------------------------------------------------------------------- nodes
 def test_node_frame_has_schema_columns_and_one_row_per_node(nodes):
-    assert list(nodes.columns) == NODE_COLUMNS
+    assert list(nodes.columns) == NODE_COLUMNS + NODE_EXTRA  # the schema, then the DRA column (dra_gpus)
     assert sorted(nodes["node"]) == sorted([DGX, AKS, H100, L4, H200, CPU])
 
 
@@ -171,7 +172,7 @@ def test_iter_gpu_nodes_skips_cpu_node(nodes):
 
 # ----------------------------------------------------------------------------------- pods
 def test_pod_frame_schema(pods):
-    assert list(pods.columns) == POD_COLUMNS and len(pods) == 11
+    assert list(pods.columns) == POD_COLUMNS + POD_EXTRA and len(pods) == 11  # + DRA claims/devices, device health
     assert str(pods["start_time"].dt.tz) == "UTC"
 
 

@@ -32,7 +32,7 @@ def snapdir(tmp_path_factory):
 def test_snapshot_answers_like_the_demo(snapdir):
     src = gpulib.connect("snapshot", path=snapdir)
     assert src.end == END  # taken from the scrape files' time
-    assert len(src.nodes()) == 7 and "jupyter-alice-0" in set(src.pods()["pod"])
+    assert len(src.nodes()) == 8 and "jupyter-alice-0" in set(src.pods()["pod"])  # 8: with the DRA node h100-dra-0
     fb = src.summary("DCGM_FI_DEV_FB_USED", "1h", "max", node="a100-80-0").set_index("gpu")
     demo = (
         gpulib.connect("demo", end=END).summary("DCGM_FI_DEV_FB_USED", "1m", "last", node="a100-80-0").set_index("gpu")
