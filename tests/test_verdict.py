@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from gpulib.core.findings import Finding, Severity
-from gpulib.core.redact import redact, redact_obj
+from gpulib.core.findings import Finding, Severity, save_findings
 from gpulib.run.catalogue import RUNBOOKS, defined
 from gpulib.run.verdict import fast_verdict, supports
 from tests.helpers.pinned import DEMO_END
@@ -51,15 +52,20 @@ def fast(runbook: str, params: dict):
 
 
 def as_saved(v) -> dict:
-    """The fast verdict as findings.json would hold it (the same redaction and JSON round trip)."""
-    doc = {
-        "parameters": v.parameters,
-        "worst": v.worst,
-        "findings": [f.to_dict() for f in v.findings],
-        "errors": v.errors,
-        "usage_errors": v.usage_errors,
-    }
-    return json.loads(redact(json.dumps(redact_obj(doc), default=str)))
+    """The fast verdict as findings.json holds it: written by the same writer (gpulib.core.findings.save_findings:
+    redaction, JSON round trip, the version-2 fields) and read back."""
+    with tempfile.TemporaryDirectory() as d:
+        path = save_findings(
+            v.findings,
+            Path(d) / "findings.json",
+            runbook=v.runbook,
+            parameters=v.parameters,
+            errors=v.errors,
+            usage_errors=v.usage_errors,
+        )
+        doc = json.loads(path.read_text())
+    doc.setdefault("usage_errors", [])
+    return doc
 
 
 def test_every_runbook_the_tables_name_has_a_definition():
