@@ -32,7 +32,7 @@ from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
 from gpulib.run.params import check_targets, prepare
-from gpulib.run.record import INDEX_FILE, write_outcome
+from gpulib.run.record import INDEX_FILE, findings_file, write_outcome
 from gpulib.run.render import RunResult, outcome
 from gpulib.run.report import EXIT_FAILED, EXIT_FINDING, EXIT_USAGE, FAIL_ON, exit_code, fail, result_lines
 from gpulib.serve.command import serve_cmd
@@ -164,7 +164,7 @@ def _publish_run(folder: Path, publish: Optional[str]) -> None:
     if not publish:
         return
     try:
-        for line in publish_run(folder, parse_what(publish)):
+        for line in publish_run(findings_file(folder), parse_what(publish)):
             typer.echo(redact(line))
     except GpulibError as exc:
         typer.echo(redact(f"could not publish: {exc}"), err=True)

@@ -102,6 +102,10 @@ def check_operand_nodes(
         if not _nfd_gpu(labels):
             continue
         off = [k for k in keys if k in labels and str(labels[k]).lower() in ("false", "")]
+        if int(getattr(r, "dra_gpus", 0) or 0):
+            # GPUs served by the DRA driver, "an alternative to the NVIDIA Device Plugin" (NVIDIA/cloud-native-docs:
+            # gpu-operator/dra-intro-install.rst @52dcb7b8): no device plugin there is the design, not a fault
+            off = [k for k in off if not k.endswith(".device-plugin")]
         running = (pods_by_node or {}).get(r.node, [])
         if off:
             first = next((k for k in off if _DEPLOY_KEY.match(k)), "nvidia.com/gpu.deploy.device-plugin")

@@ -194,21 +194,20 @@ def parse_what(value: str | None) -> tuple[str, ...]:
 
 
 def publish_run(
-    folder: Path, what: tuple[str, ...], link: str = "", cluster=None, nodes: list[str] | None = None
+    path: Path | None, what: tuple[str, ...], link: str = "", cluster=None, nodes: list[str] | None = None
 ) -> list[str]:
-    """Publish the verdict of a run folder (its findings.json) and say what a reader runs to see it; ``nodes``: the
-    run's own node parameter, for a verdict that names none."""
-    # the notebook's findings, else the fast verdict's (gpulib.run.record: FINDINGS_FILE, VERDICT_FILE)
-    path = next((Path(folder) / n for n in ("findings.json", "verdict.json") if (Path(folder) / n).is_file()), None)
+    """Publish the verdict in ``path`` (the run's findings: :func:`gpulib.run.record.findings_file`, None when it
+    wrote none) and say what a reader runs to see it; ``nodes``: the run's own node parameter, for a verdict that
+    names none."""
     if path is None:
         return ["nothing published: the run wrote no findings.json"]
-    doc = json.loads(path.read_text())
+    doc = json.loads(Path(path).read_text())
     nodes = nodes_of(doc) or [validate.node_name(n) for n in nodes or [] if n]
     if not nodes:
         return ["nothing published: the verdict names no node"]
     if cluster is None:
         cluster = KubeCluster.from_environment()
-    lines = publish(cluster, doc, link or path.parent.resolve().as_uri(), what, nodes)
+    lines = publish(cluster, doc, link or Path(path).parent.resolve().as_uri(), what, nodes)
     return lines + [f"see it: {c}" for n in nodes for c in kubectl_commands(n)]
 
 

@@ -17,7 +17,7 @@ from gpulib.core.redact import redact
 from gpulib.kube.client import KubeCluster
 from gpulib.kube.publish import parse_what, publish_run
 from gpulib.run.params import prepare
-from gpulib.run.record import RunRecord, Status, read_verdict, write_summary
+from gpulib.run.record import RunRecord, Status, findings_file, read_verdict, write_summary
 from gpulib.serve.config import TOKEN_ENV, ServeConfig, limit
 from gpulib.serve.deadline import Deadlined, incomplete
 from gpulib.serve.jobs import JobRenders, own_pod_target
@@ -335,7 +335,7 @@ class Service:
             self._cluster = getattr(self, "_cluster", None) or KubeCluster.from_environment()
             node = (self.store.get(run_id) or {}).get("params", {}).get("node")
             lines = publish_run(
-                self.store.folder(run_id), what, self.link(run_id), self._cluster, [node] if node else []
+                findings_file(self.store.folder(run_id)), what, self.link(run_id), self._cluster, [node] if node else []
             )
         except GpulibError as exc:
             lines = [redact(f"could not publish: {exc}")]

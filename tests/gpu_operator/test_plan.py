@@ -15,7 +15,9 @@ import gpulib.gpu_operator as op
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.findings import Severity
 from gpulib.demo import demo_objects
+from gpulib.demo.dra_objects import resource_slices
 from gpulib.demo.simulator import FleetSimulator
+from gpulib.kube import dra
 from gpulib.kube.client import KubeCluster
 from gpulib.kube.frames import MalformedKubernetesObject, nodes_frame, read_list
 from tests.helpers.k8s_double import load_items, start_k8s_double
@@ -330,12 +332,18 @@ def test_gfd_missing_also_flags_every_gpu_node_without_labels(double_for):
 def test_healthy_operator_through_the_client_is_verified(double_for):
     objs = demo_objects(SIM.nodes_json(), "healthy")
     _, kube = double_for(
-        nodes=objs["nodes"], pods=objs["pods"], daemonsets=objs["daemonsets"], cluster_policies=objs["cluster_policies"]
+        nodes=objs["nodes"],
+        pods=objs["pods"],
+        daemonsets=objs["daemonsets"],
+        cluster_policies=objs["cluster_policies"],
+        resource_slices=resource_slices(SIM),  # the demo's DRA node serves its GPUs as ResourceSlice devices
     )
     state = op.collect_state(kube)
     assert state["namespace_labels"]["pod-security.kubernetes.io/enforce"] == "privileged"  # namespaces.json
     assert state["runtimes"]["dgx-h100-0"].startswith("containerd://")
-    fs = op.verify(state, kube.nodes(), check_metrics=False)
+    # the nodes as a source gives them: with the GPUs the DRA node's ResourceSlices advertise (gpulib.kube.dra)
+    nodes = dra.attach_nodes(kube.nodes(), dra.slice_devices(kube.list_resource_slices()["items"]))
+    fs = op.verify(state, nodes, check_metrics=False)
     assert [(f.severity, f.title) for f in fs] == [(Severity.OK, "GPU Operator verified")]
 
 

@@ -23,6 +23,7 @@ from gpulib.kube.publish import (
     publish,
     publish_run,
 )
+from gpulib.run.record import findings_file
 from tests.helpers.commandcheck import Checker
 from tests.project.test_kustomize import cli_params, copy_tree, needs_kubectl, one, render_dir, schema_problems
 
@@ -101,10 +102,13 @@ def test_publish_values_are_checked(tmp_path):
         event_body("Node; rm -rf /", _doc(tmp_path), "")
 
 
+RUN_LINK = "https://gpuops.example.com/runs/r1"
+
+
 def test_printed_kubectl_commands_pass_the_real_kubectl(tmp_path, k8s_double):
-    lines = publish_run(tmp_path, ("events",), "https://gpuops.example.com/runs/r1", _cluster(k8s_double))
+    lines = publish_run(findings_file(tmp_path), ("events",), RUN_LINK, _cluster(k8s_double))
     _doc(tmp_path)
-    lines = publish_run(tmp_path, ("events",), "https://gpuops.example.com/runs/r1", _cluster(k8s_double))
+    lines = publish_run(findings_file(tmp_path), ("events",), RUN_LINK, _cluster(k8s_double))
     shown = [line.split("see it: ", 1)[1] for line in lines if line.startswith("see it: ")]
     assert shown == kubectl_commands(NODE)
     checker = Checker(tmp_path / "kubectl")

@@ -40,6 +40,7 @@ FRONT_END_ALLOWED = {
     "gpulib.cost",  # gpuops report's price table and namespace list
     "gpulib.demo",
     "gpulib.xid",  # gpuops mcp's XID catalog tool
+    "gpulib.mixin",  # gpuops mixin: the command of the file generator (gpulib/mixin/build.py), not a run
 }
 
 

@@ -43,11 +43,11 @@ def test_demo_driver_crashloop_leads_with_the_driver_sop(shared_runs):
     assert drv["node"] == "dgx-h100-0" and "Secure Boot" in drv["sop_step"]
     html = res.html.read_text()
     assert "Recommended SOP step" in html and "helm upgrade --install gpu-operator nvidia/gpu-operator" in html
-    # healthy demo: no operator check fails; the only DCGM gap is the GPU that fell off the bus (XID 79)
+    # healthy demo: no operator check fails; the only DCGM gaps are the GPUs that fell off the bus (XID 79)
     healthy = shared_runs.run("operator_install").doc
     assert not {"driver_crashloop", "policy_not_ready", "daemonset_not_ready", "allocatable_zero"} & checks(healthy)
     gaps = [(f["node"], f["data"]["gpus"]) for f in healthy["findings"] if f["data"].get("check") == "dcgm_missing"]
-    assert gaps == [("dgx-h100-1", "5")]
+    assert gaps == [("dgx-h100-1", "5"), ("h100-dra-0", "1")]
 
 
 @pytest.mark.notebook
@@ -71,4 +71,4 @@ def test_live_operator_from_kubectl_fixtures(live_env, run):
     dp = [f["title"] for f in doc["findings"] if f["data"].get("check") == "daemonset_not_ready"]
     assert dp == ["DaemonSet nvidia-device-plugin-daemonset: 4/5 pods ready"]
     gaps = [(f["node"], f["data"]["gpus"]) for f in doc["findings"] if f["data"].get("check") == "dcgm_missing"]
-    assert gaps == [("dgx-h100-1", "5")]
+    assert gaps == [("dgx-h100-1", "5"), ("h100-dra-0", "1")]
