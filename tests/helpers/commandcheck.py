@@ -295,6 +295,8 @@ MUTATING = {
     "run",
 }
 ROLLOUT_MUTATING = {"restart", "undo", "pause", "resume"}
+#: rollout subcommands without a --dry-run flag in kubectl (checked as a `get` of their object)
+ROLLOUT_NO_DRY_RUN = {"restart", "pause", "resume"}
 #: kubectl subcommands the API double cannot answer, and why: these are checked for parsing only (closed port);
 #: for ``exec`` and ``debug`` the pod / node (and exec's ``-c`` container) they address must exist on the double
 PARSE_ONLY = {
@@ -446,6 +448,12 @@ class Checker:
                 problems = self._target_exists(args, words)
         else:
             extra = []
+            if sub == "rollout" and words[1:2] and words[1] in ROLLOUT_NO_DRY_RUN:
+                # kubectl has no --dry-run for these (kubectl rollout restart --help): the object they act on must
+                # exist, which `kubectl get` of the same object on the same namespace answers
+                args = ["get" if a == "rollout" else a for a in args if a != words[1]]
+                words = kubectl_words(args)
+                sub = "get"
             mutating = sub in MUTATING or (sub == "rollout" and words[1:2] and words[1] in ROLLOUT_MUTATING)
             if mutating and not any(a.startswith("--dry-run") for a in args):
                 extra.append("--dry-run=server")

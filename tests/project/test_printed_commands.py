@@ -344,6 +344,7 @@ def test_demo_cluster_check_catches_planted_mistakes(demo_double, tmp_path):
         "kubectl cordon dgx-h100-9": 'nodes "dgx-h100-9" not found',
         "kubectl drain dgx-h100-9 --ignore-daemonsets": 'nodes "dgx-h100-9" not found',
         "kubectl -n notebooks scale deployment/dev-bob --replicas=0": 'deployments.apps "dev-bob" not found',
+        "kubectl -n notebooks rollout restart deployment/dev-bob": 'deployments.apps "dev-bob" not found',  # no dry run
         "kubectl taint nodes dgx-h100-1 nvidia.com/gpu-rma=true:NoScheduel": "invalid taint effect",
         f"kubectl patch node dgx-h100-1 -p {shlex.quote(bad_effect)}": "Unsupported value: 'NoScheduel'",
         "kubectl -n research get pytorchjob/forecast-train": 'pytorchjobs.kubeflow.org "forecast-train" not found',
