@@ -21,6 +21,7 @@ from gpulib.gpu_operator.knowledge import _components, setting
 from gpulib.gpu_operator.pasted import cause_findings, pods_from_objects, unreadable_findings
 from gpulib.gpu_operator.pre_install import _nfd_gpu
 from gpulib.gpu_operator.stack import check_gpucluster, check_operand_nodes, gpucluster_expected
+from gpulib.kube.dra import dra_served
 from gpulib.kube.frames import cluster_policy_status, daemonsets_frame, iter_gpu_nodes
 from gpulib.kube.labels import gpu_resource_name
 
@@ -326,7 +327,7 @@ def check_nodes(nodes: pd.DataFrame, *, namespace: str | None = None) -> list[Fi
             )
         if not r.ready:
             continue  # allocatable of a NotReady node says nothing about the operator
-        no_plugin = labels.get("nvidia.com/gpu.deploy.device-plugin") == "false" or int(getattr(r, "dra_gpus", 0) or 0)
+        no_plugin = labels.get("nvidia.com/gpu.deploy.device-plugin") == "false" or dra_served(r)
         if no_plugin and not r.gpu_capacity and not r.mig_capacity:
             # no device plugin deployed there (the operand's deploy label, NVIDIA/gpu-operator controllers/
             # state_manager.go @a22dbf67) or its GPUs are a DRA driver's ResourceSlice devices (gpulib.kube.dra):

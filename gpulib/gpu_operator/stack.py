@@ -14,6 +14,7 @@ from gpulib.core.findings import Finding, Severity
 from gpulib.gpu_operator.findings import sop
 from gpulib.gpu_operator.knowledge import _components, gpucluster_components, setting
 from gpulib.gpu_operator.pre_install import DEFAULT_OPERAND_TOLERATIONS, _auto_tolerated, _nfd_gpu, _tolerated
+from gpulib.kube.dra import dra_served
 from gpulib.kube.frames import cluster_policy_status
 
 __all__ = ["gpucluster_expected", "check_gpucluster", "check_operand_nodes"]
@@ -102,9 +103,7 @@ def check_operand_nodes(
         if not _nfd_gpu(labels):
             continue
         off = [k for k in keys if k in labels and str(labels[k]).lower() in ("false", "")]
-        if int(getattr(r, "dra_gpus", 0) or 0):
-            # GPUs served by the DRA driver, "an alternative to the NVIDIA Device Plugin" (NVIDIA/cloud-native-docs:
-            # gpu-operator/dra-intro-install.rst @52dcb7b8): no device plugin there is the design, not a fault
+        if dra_served(r):  # no device plugin on a DRA node is the design, not disabled operands
             off = [k for k in off if not k.endswith(".device-plugin")]
         running = (pods_by_node or {}).get(r.node, [])
         if off:

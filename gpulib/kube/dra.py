@@ -277,6 +277,13 @@ def attach_nodes(nodes: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def dra_served(node: Any) -> bool:
+    """Whether a node row (of :func:`attach_nodes`' frame) has GPUs its ResourceSlices advertise to NVIDIA's DRA
+    driver: no device plugin there is the design (NVIDIA/cloud-native-docs: gpu-operator/dra-intro-install.rst
+    @52dcb7b8, "an alternative to the NVIDIA Device Plugin")."""
+    return int(getattr(node, "dra_gpus", 0) or 0) > 0
+
+
 def allocation_models(nodes: pd.DataFrame) -> dict[str, str]:
     """GPU node -> ``device plugin`` | ``DRA`` | ``both`` | ``none``: which allocation model serves its GPUs
     (``nvidia.com/gpu``/``nvidia.com/mig-*`` capacity from the device plugin; ``dra_gpus`` from ResourceSlices, see

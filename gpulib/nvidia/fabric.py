@@ -48,7 +48,8 @@ FM_STATUS = {
 #: NVML_GPU_FABRIC_HEALTH_SUMMARY_* = DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY (dcgm_fields.h, same commit)
 HEALTH_SUMMARY = {0: "Not Supported", 1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
 
-_FABRIC_KEYS = {
+#: the columns :func:`fabric_columns` gives a GPU's row (gpulib.nvidia.smi.QUERY_COLUMNS lists them from here)
+FABRIC_COLUMNS = (
     "fabric_state",
     "fabric_status",
     "fabric_clique_id",
@@ -56,7 +57,8 @@ _FABRIC_KEYS = {
     "fabric_health_summary",
     "fabric_health",
     "fabric_reported",
-}
+)
+_FABRIC_KEYS = frozenset(FABRIC_COLUMNS)
 VERDICTS = ("joined", "degraded", "not_joined", "unhealthy", "not_applicable", "unknown")
 
 

@@ -23,7 +23,7 @@ from gpulib.core.errors import InvalidParameter
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.knowledge import load_table
 from gpulib.core.textio import as_text, clip
-from gpulib.nvidia.fabric import fabric_columns
+from gpulib.nvidia.fabric import FABRIC_COLUMNS, fabric_columns
 
 NA_TOKENS = {
     "",
@@ -116,13 +116,7 @@ QUERY_COLUMNS = [
     "reset_required",
     "drain_and_reset_recommended",
     "recovery_action",
-    "fabric_state",
-    "fabric_status",
-    "fabric_clique_id",
-    "fabric_cluster_uuid",
-    "fabric_health_summary",
-    "fabric_health",
-    "fabric_reported",
+    *FABRIC_COLUMNS,
     "truncated",
 ]
 
