@@ -63,7 +63,7 @@ def notebook_info(path: Path) -> NotebookInfo:
             head = [ln for ln in "".join(cell.get("source", [])).splitlines() if ln.strip()]
             info.title = head[0].lstrip("# ").strip() if head else ""
             info.description = next((ln.strip() for ln in head[1:] if not ln.startswith("#")), "")
-    info.params = notebook_params(path)
+    info.params = notebook_params(path, nb)
     return info
 
 

@@ -14,6 +14,7 @@ import ast
 import difflib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol
@@ -73,18 +74,63 @@ def params_from_env(name: str, environ: Mapping[str, str] | None = None) -> list
     return [Param(n, d, h) for n, d, h in doc.get("params", [])]
 
 
-def notebook_params(path: Path) -> list[Param]:
-    """The parameters of the notebook at ``path``, in cell order; a default that is not a Python literal (an
-    expression) stays the text papermill read."""
-    import papermill
+#: one line of a parameters cell as papermill's Python translator reads it (``name = value  # help``; the pattern of
+#: papermill 2.7.0: https://github.com/nteract/papermill/blob/2.7.0/papermill/translators.py#L145-L147), kept here
+#: so that reading a notebook's parameters does not import papermill (papermill -> nbformat -> jsonschema ->
+#: rfc3987_syntax compiles its lark grammars on import, ~1 s of CPU per process:
+#: https://github.com/python-jsonschema/jsonschema/issues/1428); tests/test_inspection.py holds it equal to papermill
+_PARAM_LINE = re.compile(
+    r"^(?P<target>\w[\w_]*)\s*(:\s*[\"']?(?P<annotation>\w[\w_\[\],\s]*)[\"']?\s*)?=\s*(?P<value>.*?)"
+    r"(\s*#\s*(type:\s*(?P<type_comment>[^\s]*)\s*)?(?P<help>.*))?$"
+)
 
+
+def _parameters_cell(nb: Mapping[str, Any]) -> str:
+    """The source of the first cell tagged ``parameters`` (papermill's convention), or ``""``."""
+    for cell in nb.get("cells", []):
+        if "parameters" in (cell.get("metadata", {}).get("tags") or []):
+            src = cell.get("source", "")
+            return "".join(src) if isinstance(src, list) else src
+    return ""
+
+
+def _definitions(src: str) -> list[str]:
+    """The cell's assignments, each flattened to one line, grouped as papermill's ``PythonTranslator.inspect`` groups
+    them: blank and comment lines skipped, a line with two ``=`` skipped, a line without one continues the one
+    before (only the last line's comment is kept as the help)."""
+    groups: list[list[str]] = [[]]
+    for line in src.splitlines():
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        if line.count("=") > 1:
+            groups.append([])
+            continue
+        if "=" in line:
+            groups.append([])
+        groups[-1].append(line)
+    flat = []
+    for g in groups:
+        head = "".join(ln[: ln.index("#")].strip() if "#" in ln else ln.strip() for ln in g[:-1])
+        flat.append(head + (g[-1].strip() if g else ""))
+    return [f for f in flat if f]
+
+
+def notebook_params(path: Path, nb: Mapping[str, Any] | None = None) -> list[Param]:
+    """The parameters of the notebook at ``path`` (or its JSON ``nb``, already read), in cell order, as
+    :func:`papermill.inspect_notebook` reads them; a default that is not a Python literal (an expression) stays its
+    text."""
+    nb = json.loads(Path(path).read_text()) if nb is None else nb
     out = []
-    for p in papermill.inspect_notebook(str(path)).values():
+    for definition in _definitions(_parameters_cell(nb)):
+        m = _PARAM_LINE.match(definition)
+        if m is None:
+            continue
+        text = m.group("value").strip()
         try:
-            default = ast.literal_eval(p["default"])
+            default = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            default = p["default"]
-        out.append(Param(p["name"], default, p["help"]))
+            default = text
+        out.append(Param(m.group("target").strip(), default, (m.group("help") or "").strip()))
     return out
 
 

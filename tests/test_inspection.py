@@ -21,6 +21,7 @@ from gpulib.inspection import (
     params_env,
     params_from_env,
 )
+from tests.helpers.pinned import ROOT
 
 PARAMS_CELL = """source = "demo"  # demo | live | snapshot
 window = '6h'   # Prometheus duration: 30m, 6h
@@ -202,3 +203,47 @@ def test_choose_source_is_the_only_mapping_of_snapshot_dir(tmp_path, monkeypatch
     assert gpulib.connect("snapshot", path=tmp_path).path == tmp_path
     with pytest.raises(SnapshotError, match="path="):
         gpulib.connect("snapshot", snapshot_dir=str(tmp_path))
+
+
+TRICKY_CELLS = [
+    PARAMS_CELL,
+    'a = {"x": 1,\n     "y": 2}  # a dict over two lines\nb = 1  # help = with an equals sign\nc: int = 3  # typed\n',
+    "# only a comment\n\nx = 'a#b'  # the value holds a hash\ny=2\n",
+]
+
+
+@pytest.mark.parametrize("cell", TRICKY_CELLS)
+def test_the_parameters_are_read_as_papermill_reads_them_without_importing_it(tmp_path, cell):
+    """notebook_params reads the cell itself (importing papermill costs ~1 s of CPU a process); papermill's own
+    inspection is the reference, on planted cells and on every notebook of the catalogue."""
+    import ast
+
+    import papermill
+
+    def papermills(path):
+        out = []
+        for p in papermill.inspect_notebook(str(path)).values():
+            try:
+                default = ast.literal_eval(p["default"])
+            except (ValueError, SyntaxError):
+                default = p["default"]
+            out.append(Param(p["name"], default, p["help"]))
+        return out
+
+    planted = _planted(tmp_path, cell)
+    assert notebook_params(planted) == papermills(planted)
+    for info in catalogue().values():
+        assert notebook_params(info.path) == papermills(info.path), info.name
+
+
+def test_reading_a_runbooks_parameters_does_not_import_papermill():
+    """A fast verdict or ``gpuops list`` reads every parameter without papermill (nbformat, jsonschema)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from gpulib.catalogue import catalogue; catalogue(); "
+        "print(sorted(m for m in ('papermill', 'nbformat', 'jsonschema') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
