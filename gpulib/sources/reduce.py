@@ -33,27 +33,67 @@ def summarise_frame(df: pd.DataFrame, stat: str) -> pd.DataFrame:
     return out.reset_index()
 
 
-def aggregate_steps(raw: pd.DataFrame, start: float, end: float, step: float, agg: str) -> pd.DataFrame:
+#: how close (in µs) a sample may lie outside ``[t - step, t]`` and still count (float rounding of a step's bounds)
+_EDGE_US = 1
+
+
+def aggregate_steps(
+    raw: pd.DataFrame, start: float, end: float, step: float, agg: str, *, series_per_pass: int | None = None
+) -> pd.DataFrame:
     """Points every ``step`` in [start, end] (aligned to the step), each the ``agg`` of the samples in
-    [t - step, t] of its series: what PromQL's ``<agg>_over_time(x[step])`` returns on a range query."""
-    keys = [c for c in SERIES_COLUMNS if c not in ("timestamp", "value")]
+    [t - step, t] of its series: what PromQL's ``<agg>_over_time(x[step])`` returns on a range query.
+
+    Vectorised over every series at once: samples sorted by (series, time) and each series' times offset into its own
+    band of one integer key, so one :func:`numpy.searchsorted` finds every window's first and last sample and one
+    ``reduceat`` reduces them (the cost grows with samples + windows, with no Python call per series or window)."""
+    keys = [c for c in SERIES_COLUMNS if c not in ("timestamp", "value") and c in raw.columns]
     grid = np.arange(np.ceil(start / step) * step, end + step / 2, step)
-    fn = {"avg": np.mean, "max": np.max, "min": np.min}[agg]
-    parts = []
-    for key, g in raw.sort_values("timestamp").groupby([k for k in keys if k in raw.columns], dropna=False, sort=False):
-        ts = g["timestamp"].map(pd.Timestamp.timestamp).to_numpy()
-        vals = g["value"].to_numpy(dtype=float)
-        lo = np.searchsorted(ts, grid - step - 1e-6, side="left")
-        hi = np.searchsorted(ts, grid + 1e-6, side="right")
+    if raw.empty or not len(grid):
+        return raw.iloc[0:0]
+    raw = raw.sort_values("timestamp")  # series numbered in order of first appearance in time, as before
+    codes = raw.groupby(keys, dropna=False, sort=False).ngroup().to_numpy() if keys else np.zeros(len(raw), int)
+    us = pd.DatetimeIndex(raw["timestamp"]).as_unit("us").asi8
+    order = np.lexsort((us, codes))
+    codes, us = codes[order], us[order]
+    vals = raw["value"].to_numpy(dtype=float)[order]
+    lo_us = np.round((grid - step) * 1e6).astype(np.int64) - _EDGE_US
+    hi_us = np.round(grid * 1e6).astype(np.int64) + _EDGE_US
+    base = min(int(us.min()), int(lo_us.min()))
+    band = 1 << int(max(int(us.max()), int(hi_us.max())) - base + 1).bit_length()  # one series' span of keys
+    firsts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])  # first sorted row of each series, in code order
+    group_codes = codes[firsts]
+    outs = []
+    chunk = max(1, min(series_per_pass or len(group_codes), (1 << 62) // band))  # code * band fits in an int64
+    for c0 in range(0, len(group_codes), chunk):
+        gc = group_codes[c0 : c0 + chunk]
+        sel = (codes >= gc[0]) & (codes <= gc[-1])
+        key = (codes[sel] - gc[0]) * band + (us[sel] - base)
+        off = np.flatnonzero(sel)[0]
+        qlo = ((gc - gc[0])[:, None] * band + (lo_us - base)[None, :]).ravel()
+        qhi = ((gc - gc[0])[:, None] * band + (hi_us - base)[None, :]).ravel()
+        lo = np.searchsorted(key, qlo, side="left")
+        hi = np.searchsorted(key, qhi, side="right")
         ok = hi > lo
         if not ok.any():
             continue
-        out = np.array([fn(vals[a:b]) for a, b in zip(lo[ok], hi[ok])])
-        frame = pd.DataFrame({"timestamp": pd.to_datetime(grid[ok], unit="s", utc=True), "value": out})
-        for k, v in zip([k for k in keys if k in raw.columns], key if isinstance(key, tuple) else (key,)):
-            frame[k] = v
-        parts.append(frame)
-    return pd.concat(parts, ignore_index=True) if parts else raw.iloc[0:0]
+        idx = np.empty(2 * int(ok.sum()), dtype=np.int64)
+        idx[0::2], idx[1::2] = lo[ok], hi[ok]
+        v = np.append(vals[sel], 0.0)
+        if agg == "avg":
+            value = np.add.reduceat(v, idx)[0::2] / (hi[ok] - lo[ok])
+        else:
+            value = {"max": np.maximum, "min": np.minimum}[agg].reduceat(v, idx)[0::2]
+        g = np.repeat(np.arange(c0, c0 + len(gc)), len(grid))[ok]
+        outs.append((g, np.tile(grid, len(gc))[ok], value, off + lo[ok]))
+    if not outs:
+        return raw.iloc[0:0]
+    g, t, value, row = (np.concatenate(x) for x in zip(*outs))
+    at = np.lexsort((t, g))  # series in order of first appearance, then time
+    frame = pd.DataFrame({"timestamp": pd.to_datetime(t[at], unit="s", utc=True), "value": value[at]})
+    src = raw.iloc[order[row[at]]]
+    for k in keys:
+        frame[k] = src[k].to_numpy()
+    return frame
 
 
 def increase(v: pd.Series | np.ndarray) -> float:
