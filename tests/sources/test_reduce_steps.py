@@ -19,7 +19,8 @@ def loop(raw: pd.DataFrame, start: float, end: float, step: float, agg: str) -> 
     grid = np.arange(np.ceil(start / step) * step, end + step / 2, step)
     fn = {"avg": np.mean, "max": np.max, "min": np.min}[agg]
     rows = []
-    for key, g in raw.sort_values("timestamp").groupby(keys, dropna=False, sort=False):
+    # series in order of first appearance in time, ties in the frame's order
+    for key, g in raw.sort_values("timestamp", kind="stable").groupby(keys, dropna=False, sort=False):
         ts = np.array([t.timestamp() for t in g["timestamp"]])
         vals = g["value"].to_numpy(dtype=float)
         for t in grid:
@@ -82,6 +83,25 @@ def test_series_in_several_passes_give_the_same_frame():
     whole = aggregate_steps(raw, start, end, 300.0, "max")
     parts = aggregate_steps(raw, start, end, 300.0, "max", series_per_pass=2)
     pd.testing.assert_frame_equal(parts, whole)
+
+
+@pytest.mark.parametrize("agg", ["avg", "max"])
+def test_a_frame_whose_series_come_in_runs_or_interleaved_gives_the_same_windows(agg):
+    """The demo's frames hold one series after another (numbered by comparing neighbours), Prometheus' may interleave
+    them, and one series may come back after another (numbered by grouping): the windows are the loop's either way."""
+    raw = frame(5, series=6).sort_values(["uuid", "timestamp"], kind="stable").reset_index(drop=True)
+    start, end = 1_764_000_000.0, 1_764_000_000.0 + 3600
+    runs = aggregate_steps(raw, start, end, 120.0, agg)
+    shuffled = raw.sample(frac=1.0, random_state=0)
+    split = pd.concat([raw.iloc[: len(raw) // 2], raw.iloc[len(raw) // 2 :].iloc[::-1]])  # a series cut in two runs
+    for other in (shuffled, split):
+        pd.testing.assert_frame_equal(
+            aggregate_steps(other, start, end, 120.0, agg).reset_index(drop=True),
+            loop(other, start, end, 120.0, agg),
+            check_dtype=False,
+            rtol=1e-12,
+        )
+    pd.testing.assert_frame_equal(runs.reset_index(drop=True), loop(raw, start, end, 120.0, agg), check_dtype=False)
 
 
 def test_no_sample_in_the_range_is_an_empty_frame():
