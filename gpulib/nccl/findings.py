@@ -97,65 +97,38 @@ def reference_finding(v, host: str | None) -> Finding:
 
 
 # ------------------------------------------------------------------------------------ a failed job's logs
+#: cause of a failed job (gpulib/nccl/jobcause.py) -> its nccl_sop.csv row; any other cause is not attributable.
+#: A literal table, so that tests/nccl/test_nccl_sop.py can read every row the one sop() call below reaches.
+_JOB_SOP = {
+    "cuda_oom": "job_cuda_oom",
+    "segfault": "job_segfault",
+    "process_killed": "job_process_killed",
+    "xid": "job_xid",
+    "shm_too_small": "job_shm_too_small",
+    "ibv_reg_mr": "job_ibv_reg_mr",
+    "no_socket_interface": "job_no_socket_interface",
+    "net_plugin_missing": "job_net_plugin_missing",
+    "cuda_error": "job_cuda_error",
+    "socket_refused": "job_socket_refused",
+    "ib_path": "job_ib_path",
+    "ib_platform": "job_ib_platform",
+    "remote_died": "job_remote_died",
+    "hang_suspect": "job_hang_suspect",
+}
+
+
 def _job_sop(kind: str, *, node, namespace, pod, host, peer, hca) -> Sop:
-    """The nccl_sop.csv row of a job cause (keys written out: tests/nccl/test_nccl_sop.py reads them)."""
-    rows = {
-        "cuda_oom": lambda: sop(
-            "nccl_sop", "job_cuda_oom", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "segfault": lambda: sop(
-            "nccl_sop", "job_segfault", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "process_killed": lambda: sop(
-            "nccl_sop", "job_process_killed", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "xid": lambda: sop(
-            "nccl_sop", "job_xid", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "shm_too_small": lambda: sop(
-            "nccl_sop", "job_shm_too_small", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "ibv_reg_mr": lambda: sop(
-            "nccl_sop", "job_ibv_reg_mr", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "no_socket_interface": lambda: sop(
-            "nccl_sop",
-            "job_no_socket_interface",
-            node=node,
-            namespace=namespace,
-            pod=pod,
-            host=host,
-            peer=peer,
-            hca=hca,
-        ),
-        "net_plugin_missing": lambda: sop(
-            "nccl_sop", "job_net_plugin_missing", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "cuda_error": lambda: sop(
-            "nccl_sop", "job_cuda_error", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "socket_refused": lambda: sop(
-            "nccl_sop", "job_socket_refused", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "ib_path": lambda: sop(
-            "nccl_sop", "job_ib_path", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "ib_platform": lambda: sop(
-            "nccl_sop", "job_ib_platform", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "remote_died": lambda: sop(
-            "nccl_sop", "job_remote_died", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-        "hang_suspect": lambda: sop(
-            "nccl_sop", "job_hang_suspect", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        ),
-    }
-    make = rows.get(kind)
-    if make is None:
-        return sop(
-            "nccl_sop", "job_not_attributable", node=node, namespace=namespace, pod=pod, host=host, peer=peer, hca=hca
-        )
-    return make()
+    """The nccl_sop.csv row of a job cause, filled with the values every ``job_*`` row may name."""
+    return sop(
+        "nccl_sop",
+        _JOB_SOP.get(kind, "job_not_attributable"),
+        node=node,
+        namespace=namespace,
+        pod=pod,
+        host=host,
+        peer=peer,
+        hca=hca,
+    )
 
 
 def _pod_word(name: str | None) -> str:
