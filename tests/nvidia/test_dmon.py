@@ -100,12 +100,12 @@ def test_any_cut_of_the_real_capture(cut):
 
 
 def test_linear_on_a_long_single_line():
-    t = time.perf_counter()
+    t = time.process_time()
     parse_dmon("# gpu pwr\n" + "0 1 " * 200_000)
-    small = time.perf_counter() - t
-    t = time.perf_counter()
+    small = time.process_time() - t
+    t = time.process_time()
     parse_dmon("# gpu pwr\n" + "0 1 " * 800_000)
-    big = time.perf_counter() - t
+    big = time.process_time() - t
     assert big < 12 * max(small, 0.01)
 
 

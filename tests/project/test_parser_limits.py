@@ -59,9 +59,9 @@ def _call(fn, text):
 @pytest.mark.parametrize("name", list(CRAFTED))
 def test_linear_on_a_10mb_line(name):
     fn, text = CRAFTED[name]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     _call(fn, text)
-    took = time.perf_counter() - t0
+    took = time.process_time() - t0
     assert took < LIMIT_S, f"{name}: {took:.1f}s on a 10 MB line"
 
 
