@@ -9,7 +9,8 @@ burst posts ``--alerts`` alerts (one node each, the demo fleet's nodes in turn),
 16 threads (the index, a seeded 3 MiB report page, the alerts' ``runbook_url`` pages, the runs' pages, /healthz), then
 waits until every run of the burst is finished. Memory is the server process's ``VmRSS`` from /proc/PID/status
 (``man 5 proc``, https://man7.org/linux/man-pages/man5/proc.5.html), with the total of its descendants beside it; open
-files are /proc/PID/fd; processes are its descendants.
+files are /proc/PID/fd; threads the ``Threads`` line of its status; processes are its descendants; ``cpu_s`` its own
+user + system CPU seconds so far (/proc/PID/stat).
 
     PYTHONPATH=$PWD python benchmarks/bench_serve_soak.py --bursts 10 --alerts 4 --reads 150
 """
@@ -64,13 +65,24 @@ def fd_kinds(pid: int) -> dict:
     return kinds
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the process (fields 14 and 15 of /proc/PID/stat, in clock ticks)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(pid: int) -> dict:
     kids = descendants(pid)
     return {
         "rss_mb": _kib(pid) / 1024,
         "tree_rss_mb": (_kib(pid) + sum(_kib(k) for k in kids)) / 1024,
         "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "threads": _kib(pid, "Threads"),
         "processes": len(kids),
+        "cpu_s": round(cpu_s(pid), 1),
         "fd_kinds": fd_kinds(pid),
     }
 
@@ -167,7 +179,8 @@ def soak(bursts: int, alerts: int, reads: int, serve_args: list[str], work: Path
             rows.append({"burst": b, "s": round(time.monotonic() - t0, 1), "runs": len(set(ids)), **measure(srv.pid)})
             print(json.dumps(rows[-1]), flush=True)
         base, last = rows[0], rows[-1]
-        ratio = {k: (last[k] / base[k] if base[k] else None) for k in ("rss_mb", "tree_rss_mb", "fds", "processes")}
+        keys = ("rss_mb", "tree_rss_mb", "fds", "threads", "processes")
+        ratio = {k: (last[k] / base[k] if base[k] else None) for k in keys}
         return {"cold": cold, "base": base, "end": last, "ratio": ratio, "bursts": rows}
     finally:
         try:

@@ -11,7 +11,16 @@ free memory of every malloc arena back to the system (``malloc_trim(0)``,
 https://man7.org/linux/man-pages/man3/malloc_trim.3.html). A render (papermill's messages, the executed notebook,
 nbconvert's HTML: tens of MB of short-lived strings, from two or more threads) leaves no Python object behind, but
 glibc keeps the freed pages of each thread's arena, so ``gpuops serve``'s RSS rose ~30 MB a burst of two renders
-and never came down (benchmarks/RESULTS.md, soak; tests/serve/test_soak.py)."""
+and never came down (benchmarks/RESULTS.md, soak; tests/serve/test_soak.py).
+
+``malloc_trim`` gives back the free chunks of every arena but the free *top* of a thread's arena only when glibc
+trims it itself, above its trim threshold (``mtrim`` trims the top of the main arena alone: bminor/glibc:
+malloc/malloc.c @2fb12bbd092b0c10f1f2083216e723d2406e21c4). That threshold is dynamic: freeing a mapped buffer raises
+the mmap threshold to its size and the trim threshold to twice that (mallopt(3), M_MMAP_THRESHOLD,
+https://man7.org/linux/man-pages/man3/mallopt.3.html), so once a render had freed its multi-MB notebook text, every
+thread's arena (page reads, renders: up to 8 per core) kept MBs of free top resident, a few more each burst.
+:func:`tune_malloc` (``gpuops serve`` at its start) fixes both thresholds (rows of
+``gpulib/data/serve/serve_limits.csv``), which also turns the dynamic adjustment off."""
 
 from __future__ import annotations
 
@@ -40,6 +49,35 @@ def _malloc_trim():
 
 
 _TRIM = _malloc_trim()
+#: mallopt(3) parameters (bminor/glibc: malloc/malloc.h @1e5a5866cb9541b5231dba3d86c8a1a35d516de9)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+
+def _mallopt():
+    """glibc's ``mallopt``, or None (not glibc)."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn
+
+
+_MALLOPT = _mallopt()
+
+
+def tune_malloc(mmap_threshold: int | None = None, trim_threshold: int | None = None) -> bool:
+    """Fix glibc's mmap and trim thresholds for this process (default: ``malloc_mmap_threshold_bytes`` and
+    ``malloc_trim_threshold_bytes`` of ``gpulib/data/serve/serve_limits.csv``): a buffer above the first is mapped
+    and unmapped on its own, an arena's free top above the second goes back to the system. Whether glibc took both
+    (False: not glibc)."""
+    if _MALLOPT is None:
+        return False
+    from gpulib.serve.config import limit
+
+    mmap_b = int(limit("malloc_mmap_threshold_bytes")) if mmap_threshold is None else int(mmap_threshold)
+    trim_b = int(limit("malloc_trim_threshold_bytes")) if trim_threshold is None else int(trim_threshold)
+    return bool(_MALLOPT(M_MMAP_THRESHOLD, mmap_b)) and bool(_MALLOPT(M_TRIM_THRESHOLD, trim_b))
 
 
 def release_memory() -> bool:

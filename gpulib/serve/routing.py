@@ -101,13 +101,31 @@ def route_alert(
     return route["runbook"], check_params(route["runbook"], raw, cat)
 
 
+#: a table of the server's decisions is pruned once it holds this many entries and twice what its last pruning left
+PRUNE_MIN = 64
+
+
 class Deduper:
-    """One run per (alert group, runbook, parameters) within ``window`` seconds."""
+    """One run per (alert group, runbook, parameters) within ``window`` seconds. A key older than the window decides
+    nothing: such keys are dropped once the table has doubled since it was last pruned (each alert group is a key of
+    its own, so without it the table grew by an entry per alert for the server's life)."""
 
     def __init__(self, window: float):
         self.window = window
         self._seen: dict[tuple, tuple[float, str]] = {}
         self._lock = threading.Lock()
+        self._prune_at = PRUNE_MIN
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._seen)
+
+    def _put(self, key: tuple, now: float, run_id: str) -> None:
+        """``key`` seen now (the lock held); the keys past the window dropped when the table has doubled."""
+        self._seen[key] = (now, run_id)
+        if len(self._seen) > self._prune_at:
+            self._seen = {k: v for k, v in self._seen.items() if now - v[0] < self.window}
+            self._prune_at = max(PRUNE_MIN, 2 * len(self._seen))
 
     @staticmethod
     def key(group: str, runbook: str, params: dict[str, Any]) -> tuple:
@@ -121,7 +139,7 @@ class Deduper:
             if hit and now - hit[0] < self.window:
                 return hit[1], False
             run_id = run_id_factory()
-            self._seen[key] = (now, run_id)
+            self._put(key, now, run_id)
             return run_id, True
 
     def lookup(self, key: tuple) -> str | None:
@@ -132,7 +150,7 @@ class Deduper:
 
     def remember(self, key: tuple, run_id: str) -> None:
         with self._lock:
-            self._seen[key] = (time.time(), run_id)
+            self._put(key, time.time(), run_id)
 
     def release(self, key: tuple, run_id: str) -> None:
         with self._lock:

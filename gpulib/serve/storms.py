@@ -27,7 +27,11 @@
   the alert as run ``elsewhere``. A claim that cannot be checked (API down) runs the incident here: an alert is never
   lost, at the price of a possible second run.
 * **Priorities**: critical before warning before the rest, then a node's first run before its repeats, then
-  arrival order (:func:`priority`).
+  arrival order (:func:`priority`). A run older than the run store keeps (``retain_days``) no longer makes the
+  node's next run a repeat.
+* **Bounded memory**: :class:`Storms` drops what no decision can use any more (an incident past the dedupe window,
+  sightings past the longest repeat window, run counts past ``retain_days``) once its tables have doubled since
+  they were last pruned, so a server that sees new nodes for months keeps tables of what is live.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from typing import Any
 from gpulib.core.knowledge import load_table
 from gpulib.kube.client import KubeCluster
 from gpulib.kube.lease import claim
+from gpulib.serve.config import limit
+from gpulib.serve.routing import PRUNE_MIN
 
 #: the table of repeat rules per XID class
 REPEAT_TABLE = "xid_alert_repeat"
@@ -157,24 +163,56 @@ class Incident:
 class Storms:
     """The server's open incidents, held alerts and run counts per incident. Thread-safe."""
 
-    def __init__(self, window: float):
+    def __init__(self, window: float, repeat_s: float | None = None):
         self.window = window
         self.rules, self.default_rule = load_rules()
         self._open: dict[tuple, Incident] = {}
-        self._runs: dict[tuple, int] = {}
+        #: incident key -> (runs opened, when the last one was)
+        self._runs: dict[tuple, tuple[int, float]] = {}
         #: (incident key, GPU) -> (alert name, startsAt) -> sighting, kept for the longest window
         self._sightings: dict[tuple, dict[tuple, Sighting]] = {}
+        #: (incident key, GPU) -> when (this server's clock) an alert of it was last sighted
+        self._sighted: dict[tuple, float] = {}
         self._keep_s = max([r.window_s for r in self.rules.values()] + [r.solo_window_s for r in self.rules.values()])
+        #: how long a node's run makes its next one a repeat: as long as the run store keeps runs
+        self.repeat_s = float(limit("retain_days")) * 86400 if repeat_s is None else float(repeat_s)
+        #: table -> its size that sets off the next pruning (twice what the last one left)
+        self._prune_at = {"open": PRUNE_MIN, "sightings": PRUNE_MIN, "runs": PRUNE_MIN}
         self.lock = threading.RLock()
+
+    def sizes(self) -> dict[str, int]:
+        """Entries of each table (open incidents, GPUs with sightings, incidents with run counts)."""
+        with self.lock:
+            return {"open": len(self._open), "sightings": len(self._sightings), "runs": len(self._runs)}
+
+    def prune(self, now: float) -> None:
+        """Drop what no decision can use at ``now``: incidents past the window, the sightings of a GPU with no alert
+        for the longest repeat window, run counts past :attr:`repeat_s`."""
+        with self.lock:
+            self._open = {k: v for k, v in self._open.items() if now - v.opened < self.window}
+            self._runs = {k: v for k, v in self._runs.items() if now - v[1] < self.repeat_s}
+            self._sighted = {k: t for k, t in self._sighted.items() if now - t < self._keep_s}
+            self._sightings = {k: m for k, m in self._sightings.items() if k in self._sighted}
+            self._prune_at = {k: max(PRUNE_MIN, 2 * n) for k, n in self.sizes().items()}
+
+    def _grown(self, now: float) -> None:
+        if any(n > self._prune_at[k] for k, n in self.sizes().items()):
+            self.prune(now)
 
     def rule(self, code: int | None) -> RepeatRule:
         return self.rules.get(code, self.default_rule) if code is not None else self.default_rule
 
-    def sight(self, key: tuple, code: int, firing: tuple, t: float, seen: int | None) -> Decision:
+    def sight(
+        self, key: tuple, code: int, firing: tuple, t: float, seen: int | None, now: float | None = None
+    ) -> Decision:
         """Record one XID alert of a GPU (``key``: incident key and GPU; ``firing``: alert name and ``startsAt``;
-        ``t``: its start; ``seen``: a count alert's N) and decide by its code's rule."""
+        ``t``: its start; ``seen``: a count alert's N; ``now``: the clock, for pruning) and decide by its code's
+        rule."""
         rule = self.rule(code)
+        now = time.time() if now is None else now
         with self.lock:
+            self._grown(now)
+            self._sighted[key] = now
             mem = self._sightings.setdefault(key, {})
             for f in [f for f, s in mem.items() if s.t < t - self._keep_s]:
                 del mem[f]
@@ -213,15 +251,20 @@ class Storms:
             inc = self._open.get(key)
             return inc if inc and now - inc.opened < self.window else None
 
-    def is_repeat(self, key: tuple) -> bool:
+    def is_repeat(self, key: tuple, now: float | None = None) -> bool:
+        """Whether the incident had a run within :attr:`repeat_s`."""
+        now = time.time() if now is None else now
         with self.lock:
-            return self._runs.get(key, 0) > 0
+            count, last = self._runs.get(key, (0, 0.0))
+            return count > 0 and now - last < self.repeat_s
 
-    def opened(self, key: tuple, run_id: str, gpu: str | None) -> Incident:
+    def opened(self, key: tuple, run_id: str, gpu: str | None, now: float | None = None) -> Incident:
+        now = time.time() if now is None else now
         with self.lock:
-            inc = Incident(run_id, time.time(), {gpu} if gpu is not None else set())
+            inc = Incident(run_id, now, {gpu} if gpu is not None else set())
             self._open[key] = inc
-            self._runs[key] = self._runs.get(key, 0) + 1
+            self._runs[key] = (self._runs.get(key, (0, 0.0))[0] + 1, now)
+            self._grown(now)
             return inc
 
 

@@ -299,3 +299,51 @@ def test_a_lone_xid_45_opens_the_incident_and_one_following_another_xid_of_the_g
     assert "not solo" in app.state.service.store.alert_log()[-1]["reason"]
     r = _post(c, _xid("6", 45, "2026-12-01T07:01:00Z", node="n2"), group="g4")  # another GPU: solo there
     assert len(r["runs"]) == 1, r
+
+
+def test_the_storm_tables_keep_only_what_a_decision_can_still_use():
+    """A long-running server sees new incident keys for ever (nodes come and go, each alert group is a new dedupe
+    key): the tables behind the decisions keep an open incident for the dedupe window, a GPU's XID sightings for the
+    longest repeat window and a node's run count (its repeat priority) for the run store's retention (retain_days);
+    older entries are dropped, so 100 days of a new node's incident every hour leave bounded tables."""
+    from gpulib.serve.config import limit
+
+    s = Storms(60)
+    keep_days = float(limit("retain_days"))
+    t0, hour = 1_800_000_000.0, 3600.0
+    for i in range(100 * 24):
+        now = t0 + i * hour
+        key = ("xid_ecc_triage", (("node", f"node-{i}"),))
+        s.sight((key, "0"), 31, ("GPUXidCritical", str(i)), now, None, now=now)
+        s.opened(key, f"run-{i}", "0", now=now)
+    sizes = s.sizes()
+    live_runs = keep_days * 24
+    assert sizes["runs"] <= 2 * live_runs + 64, sizes  # pruned once it doubles: at most twice what is live
+    assert sizes["open"] <= 64 and sizes["sightings"] <= 2 * 24 + 64, sizes
+    last = t0 + (100 * 24 - 1) * hour
+    s.prune(last)
+    assert s.sizes()["runs"] <= live_runs + 1
+    assert s.is_repeat(("xid_ecc_triage", (("node", f"node-{100 * 24 - 1}"),)), now=last)
+    assert not s.is_repeat(("xid_ecc_triage", (("node", "node-0"),)), now=last)  # older than the store keeps runs
+
+
+def test_the_dedupe_table_drops_keys_past_the_window():
+    """Every alert group is a key of its own (a payload's groupKey): without pruning, the dedupe table grows by one
+    entry per alert for the life of the server."""
+    from gpulib.serve import routing
+    from gpulib.serve.routing import Deduper
+
+    clock = [1_800_000_000.0]
+    real = routing.time.time
+    routing.time.time = lambda: clock[0]
+    try:
+        d = Deduper(1)
+        for i in range(5000):
+            clock[0] += 0.5
+            key = Deduper.key(f"group-{i}", "xid_ecc_triage", {"node": "n", "gpu": "0"})
+            assert d.lookup(key) is None
+            d.remember(key, f"run-{i}")
+            assert d.lookup(key) == f"run-{i}"
+        assert len(d) <= 2 * 2 + 64  # two keys are within the 1 s window at any time
+    finally:
+        routing.time.time = real
