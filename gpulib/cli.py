@@ -32,7 +32,7 @@ from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
 from gpulib.run.catalogue import catalogue, find_notebook
 from gpulib.run.params import check_targets, prepare
-from gpulib.run.record import INDEX_FILE, findings_file, write_outcome
+from gpulib.run.record import INDEX_FILE, EngineRecord, findings_file, write_outcome
 from gpulib.run.render import RunResult, outcome
 from gpulib.run.report import EXIT_FAILED, EXIT_FINDING, EXIT_USAGE, FAIL_ON, exit_code, fail, result_lines
 from gpulib.serve.command import serve_cmd
@@ -146,13 +146,15 @@ def run_cmd(
         _fail(InvalidParameter(f"--run-dir {run_dir}: {exc.strerror}"))
     # with --run-dir the run's root (its index) is the folder's parent, not --out: a render Job's working directory
     # is read-only and has no reports/out
-    root = run_dir.parent if run_dir is not None else out.resolve()
+    root, res = (run_dir.parent if run_dir is not None else out.resolve()), None
     try:  # a crash (a full disk, no memory) is a failed run, exit 3, never "a finding stands" (1)
         res = engine.execute(info, params, root, progress=not quiet, timeout=timeout, out_dir=run_dir)
         if run_dir is not None:  # what gpuops serve records of the run, for the server that started this render
             write_outcome(run_dir, outcome(res))
         _print_result(res)
-    except Exception as exc:
+    except Exception as exc:  # the engine records its own crash; one after it (writing, printing) is the run's too
+        if res is not None:
+            EngineRecord(res.out_dir).broken(exc)
         typer.echo(redact(f"error: the run failed: {type(exc).__name__}: {exc}"), err=True)
         raise typer.Exit(EXIT_FAILED) from None
     _publish_run(res.out_dir, publish)

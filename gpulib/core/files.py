@@ -27,7 +27,8 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of stat mode ``mode`` is that is not a regular file, in words (a FIFO, a device, a folder)."""
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -59,7 +60,7 @@ def read_regular(path: Path, *, root: Path, max_bytes: int, refuse: Callable[[st
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise refuse(f"{path} is {_kind(st.st_mode)}, not a regular file: not read")
+            raise refuse(f"{path} is {kind_of(st.st_mode)}, not a regular file: not read")
         too_big = f"{path} is larger than {max_bytes / MIB:g} MB, the bound on one snapshot file: not read"
         if st.st_size > max_bytes:
             raise refuse(too_big)

@@ -24,20 +24,30 @@ PARAM_TYPES = (str, bool, int, float, list)
 #: it has no findings and no verdict, it records the figures it showed (``figures.json``)
 RUNBOOK, LESSON = "runbook", "lesson"
 KINDS = (RUNBOOK, LESSON)
+#: what a parameter names on the machine that runs it (``Param.kind``): a file, a folder, either, or several of
+#: either separated by commas. A value that matches none of these is a usage error found before any kernel starts
+#: (:func:`gpulib.run.params.check_paths`), and only the one who runs gpuops may set such a parameter, never a
+#: request to ``gpuops serve`` or ``gpuops mcp``
+FILE, DIR, FILE_OR_DIR, FILES_OR_DIRS = "file", "folder", "file or folder", "files or folders"
+PATH_KINDS = (FILE, DIR, FILE_OR_DIR, FILES_OR_DIRS)
 
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter of a runbook: its name, its default (whose type is the parameter's type) and the help text
-    that the notebook's parameters cell carries as its comment."""
+    """One parameter of a runbook: its name, its default (whose type is the parameter's type), the help text
+    that the notebook's parameters cell carries as its comment and, for one that names a path, its ``kind``
+    (:data:`PATH_KINDS`; empty: not a path)."""
 
     name: str
     default: Any
     help: str = ""
+    kind: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.default, PARAM_TYPES):
             raise TypeError(f"parameter {self.name}: default {self.default!r} is not a str, bool, int, float or list")
+        if self.kind and (self.kind not in PATH_KINDS or not isinstance(self.default, str)):
+            raise TypeError(f"parameter {self.name}: kind {self.kind!r} is not one of {PATH_KINDS} on a str default")
 
     @property
     def type(self) -> type:

@@ -26,7 +26,7 @@ import pandas as pd
 import gpulib.cost.view as view
 from gpulib.core.errors import EmptyResult, InvalidParameter, NotProvided
 from gpulib.core.knowledge import settings
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, FILE, Param, Runbook, Step
 from gpulib.core.timeutil import format_duration, parse_window
 from gpulib.cost.analysis import (
     analyze_cost,
@@ -338,13 +338,14 @@ RUNBOOK = Runbook(
     domain="cost",
     params=(
         Param("source", "demo", "demo | live | snapshot"),
-        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt (source snapshot)"),
+        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt (source snapshot)", kind=DIR),
         Param("window", "7d", "report window, Prometheus duration: 24h, 7d, 30d"),
         Param("namespaces", "", "comma-separated namespaces to report on (empty: all)"),
         Param(
             "price_file",
             "",
             "CSV overriding gpulib/data/cost/gpu_prices.csv with the same columns (empty: shipped defaults)",
+            kind=FILE,
         ),
         Param("currency", "USD", "currency of the price rows to use"),
         Param("provider", "", "price provider rows to use aws, gcp or azure (empty: the policy default)"),

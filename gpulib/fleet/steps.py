@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from gpulib.core.findings import Finding
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, Param, Runbook, Step
 from gpulib.cost import Thresholds, idle_samples
 from gpulib.fleet.cliques import CLIQUE_LABEL, clique_findings, clique_units, fabric_verdicts
 from gpulib.fleet.findings import health_findings, idle_findings, stale_telemetry, unrequested_gpu_use
@@ -173,7 +173,7 @@ RUNBOOK = Runbook(
     domain="fleet",
     params=(
         Param("source", "demo", "demo | live | snapshot"),
-        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt when source: snapshot"),
+        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt when source: snapshot", kind=DIR),
         Param("window", "6h", "Prometheus duration: 30m, 6h, 7d"),
     ),
     steps=(

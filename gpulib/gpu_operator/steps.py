@@ -17,7 +17,7 @@ import pandas as pd
 
 import gpulib.fleet as fleet
 from gpulib.core.findings import Finding
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, FILE_OR_DIR, Param, Runbook, Step
 from gpulib.gpu_operator.plan import InstallPlan, install_plan
 from gpulib.gpu_operator.post_install import dcgm_presence, verify
 from gpulib.gpu_operator.pre_install import node_table, preflight
@@ -192,6 +192,7 @@ RUNBOOK = Runbook(
             "",
             "snapshot folder: nodes.json, pods.json, daemonsets.json, clusterpolicies.json, gpuclusters.json, "
             "gpu-operator-pods.txt, logs/<pod>.log",
+            kind=DIR,
         ),
         Param("components", "driver,toolkit,device_plugin,gfd,dcgm_exporter,mig_manager,nfd", _COMPONENTS_HELP),
         Param("driver_preinstalled", False, "True when the nodes already run the NVIDIA driver on the host"),
@@ -206,7 +207,9 @@ RUNBOOK = Runbook(
             "demo only: healthy | driver_crashloop | gfd_missing | policy_not_ready | allocatable_zero | "
             "validator_stuck | mig_failed | secure_boot | deploy_disabled | gpucluster",
         ),
-        Param("operator_logs", "", "operand log file or folder (kubectl logs <pod> saved as <pod>.log)"),
+        Param(
+            "operator_logs", "", "operand log file or folder (kubectl logs <pod> saved as <pod>.log)", kind=FILE_OR_DIR
+        ),
     ),
     steps=(
         Step("Install plan", gather_plan, _VIEW + "show_plan", needs=("src",), inputs=("nodes",)),

@@ -22,7 +22,7 @@ from gpulib.kube import collect as kc
 from gpulib.run import render
 from gpulib.run.catalogue import catalogue, find_notebook
 from gpulib.run.index_page import read_run
-from gpulib.run.params import check_targets, prepare
+from gpulib.run.params import check_targets, path_params, prepare
 from gpulib.run.record import ACTIVE, RUN_ID, Status
 from gpulib.xid import lookup, sop
 
@@ -91,7 +91,7 @@ class Tools:
                             "default": p.default,
                             "type": type(p.default).__name__,
                             "help": p.help,
-                            "set_by": "server" if self._server_only(p.name) else "caller",
+                            "set_by": "server" if self._server_only(p.name, info.name) else "caller",
                         }
                         for p in info.params
                     ],
@@ -100,8 +100,10 @@ class Tools:
         return redact_obj({"source": self.source or "the notebook's default", "runbooks": runbooks})
 
     @staticmethod
-    def _server_only(name: str) -> bool:
-        return server_only(name) or name in MCP_SERVER_ONLY
+    def _server_only(name: str, runbook: str) -> bool:
+        """Only the server sets it: :func:`gpulib.inspection.server_only`, :data:`MCP_SERVER_ONLY`, and a file or
+        folder the runbook declares (``Param.kind``)."""
+        return server_only(name) or name in MCP_SERVER_ONLY or name in path_params(runbook)
 
     def run_runbook(self, runbook: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         with self._catalogue_lock:
@@ -110,7 +112,7 @@ class Tools:
             raise InvalidParameter(f"{info.name} is a lesson, not a runbook", hint="list_runbooks names the runbooks")
         given = dict(parameters or {})
         for key in given:
-            if self._server_only(key):
+            if self._server_only(key, info.name):
                 raise InvalidParameter(f"parameter {key!r} is set by the server, not by a request")
         params = prepare(info, [(k, _text(v)) for k, v in given.items()], source=self.source)
         check_targets(params)  # a node the source does not have: the same answer as gpuops run, and no run folder

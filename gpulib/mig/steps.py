@@ -12,7 +12,7 @@ import pandas as pd
 import gpulib.kube.remediate as remediate
 import gpulib.mig.view as mig_view
 from gpulib.core.errors import InvalidParameter
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, Param, Runbook, Step
 from gpulib.mig.config import validate_mig_parted_config
 from gpulib.mig.findings import mig_change_sop, plan_findings, sizing_findings
 from gpulib.mig.inventory import current_gpus_for, current_layout, inventory_for, select_nodes, target_model
@@ -355,7 +355,7 @@ RUNBOOK = Runbook(
     domain="mig",
     params=(
         Param("source", "demo", "demo | live | snapshot"),
-        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt when source: snapshot"),
+        Param("snapshot_dir", "", "folder with nodes.json, pods.json, metrics*.txt when source: snapshot", kind=DIR),
         Param("gpu_model", "", "GPU model to plan for (A100-40GB, H100-80GB, ...); empty: the nodes model"),
         Param("node", "a100-40-mig-0", "node to size; empty: every MIG-capable node (of gpu_model when set)"),
         Param("namespace", "", "only workloads in this namespace; empty: all"),

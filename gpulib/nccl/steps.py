@@ -23,7 +23,7 @@ import gpulib.nccl.job as nccl_job
 from gpulib.core.errors import EmptyResult, InvalidParameter
 from gpulib.core.findings import Finding
 from gpulib.core.knowledge import data_path
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, FILE, FILES_OR_DIRS, Param, Runbook, Step
 from gpulib.fleet import NVLINK_MB_PER_GB, HealthFrames, health_findings
 from gpulib.nccl.bands import Band, Verdict, verdict
 from gpulib.nccl.env import check_environment
@@ -406,16 +406,19 @@ RUNBOOK = Runbook(
     domain="nccl",
     params=(
         Param("source", "demo", "demo | live | snapshot (for the nodes NVLink traffic from DCGM)"),
-        Param("snapshot_dir", "", "folder of a snapshot source"),
+        Param("snapshot_dir", "", "folder of a snapshot source", kind=DIR),
         Param("node", "dgx-h100-0", "GPU node whose NVLink traffic to check in DCGM; empty: skip"),
         Param("window", "6h", "DCGM window for the NVLink traffic (Prometheus duration)"),
-        Param("nccl_tests_file", "", "nccl-tests / gpulib.nccl.probe output; empty: packaged 2xH200 capture"),
-        Param("topology_file", "", "`nvidia-smi topo -m` of the machine; empty: packaged 2xH200 capture"),
+        Param(
+            "nccl_tests_file", "", "nccl-tests / gpulib.nccl.probe output; empty: packaged 2xH200 capture", kind=FILE
+        ),
+        Param("topology_file", "", "`nvidia-smi topo -m` of the machine; empty: packaged 2xH200 capture", kind=FILE),
         Param(
             "nccl_log_file",
             "",
             "a failed jobs logs: a file, several (comma-separated) or a folder of its pods logs (kubectl logs, "
             "NCCL_DEBUG:WARN/INFO, DistBackendError); empty: the NCCL lines inside nccl_tests_file",
+            kind=FILES_OR_DIRS,
         ),
         Param("gpu_model", "", "e.g. H200; empty: read from the runs rank lines"),
         Param("interconnect", "", "NVLink3 | NVLink4 | NVLink5 | NVLink-bridge | PCIe; empty: from the topology"),

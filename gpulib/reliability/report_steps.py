@@ -13,7 +13,7 @@ import pandas as pd
 from gpulib.core.errors import EmptyResult
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, Param, Runbook, Step
 from gpulib.core.sop import sop
 from gpulib.core.timeutil import parse_window
 from gpulib.reliability import fleet as F
@@ -132,6 +132,7 @@ RUNBOOK = Runbook(
             "snapshot_dir",
             "",
             "folder with nodes.json and events.json (kubectl get events -A -o json) when source: snapshot",
+            kind=DIR,
         ),
         Param("window", "30d", "report window, Prometheus duration: 7d, 30d, 90d"),
         Param("charts", "inline", "plotly.js in the HTML: inline (once, opens offline) or cdn"),

@@ -17,7 +17,7 @@ import pandas as pd
 from gpulib.core.errors import EmptyResult, GpulibError
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.knowledge import settings
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import command
 from gpulib.kube.device_health import device_health_frame, history_rows
@@ -205,6 +205,7 @@ RUNBOOK = Runbook(
             "snapshot_dir",
             "",
             "folder with nodes.json and events.json (kubectl get events -A -o json) when source: snapshot",
+            kind=DIR,
         ),
         Param("node", "h200-infer-0", "the GPU node to look at (its hostname label)"),
         Param("window", "7d", "how far back the timeline shows (Prometheus duration: 1d, 7d, 30d)"),

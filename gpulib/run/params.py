@@ -2,11 +2,17 @@
 backend's settings, :mod:`gpulib.inspection`), and checked against their source before any kernel starts
 (:func:`check_targets`: a node or GPU named in ``-p`` that the source does not have is a usage error, exit 2,
 answered in a second with the close names, instead of a notebook run that ends INCOMPLETE and enters the run index
-as critical)."""
+as critical); every parameter that names a file or a folder (``Param.kind``) is found before any kernel starts
+(:func:`check_paths`: a path that matches nothing, or names a FIFO or a device, is a usage error, and a relative path
+becomes the absolute path of the file it names, so the kernel, which runs in the notebook's folder, and the fast
+verdict, which runs here, read that file)."""
 
 from __future__ import annotations
 
 import difflib
+import os
+import stat
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -14,12 +20,19 @@ import pandas as pd
 from gpulib import connect
 from gpulib.catalogue import NotebookInfo
 from gpulib.core import validate
-from gpulib.core.errors import SourceError, UnknownGPU, UnknownNode
+from gpulib.core.errors import InvalidParameter, SourceError, UnknownGPU, UnknownNode
+from gpulib.core.files import kind_of
+from gpulib.core.runbook import DIR, FILE, FILES_OR_DIRS
+from gpulib.core.runbook import Param as Declared
 from gpulib.inspection import choose_source, resolve_params, target_defaults
+from gpulib.run.catalogue import defined, definition, lesson_defined
 from gpulib.sources.prometheus import load_settings
 
 #: parameters that reach a data source only to open it, never to be looked up there
 _NOT_FOR_CONNECT = ("collect",)
+#: the checkout (the folder above gpulib/): the packaged demo captures are named from it
+#: (``-p nccl_log_file gpulib/data/demo/...``, as :func:`gpulib.nccl.joblog.log_paths` reads them)
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def check_targets(params: Mapping[str, Any]) -> None:
@@ -85,8 +98,57 @@ def prepare(
         if used and used.snapshot_dir and "snapshot_dir" in params:
             params["snapshot_dir"] = used.snapshot_dir
     params.update(target_defaults(info, params, backend))
+    params.update(check_paths(info, params))
     check_backend(backend)
     return params
+
+
+def path_params(name: str) -> dict[str, Declared]:
+    """The parameters of runbook or lesson ``name`` that name a file or a folder (``Param.kind``), by name; empty for
+    a notebook without a definition."""
+    if not (defined(name) or lesson_defined(name)):
+        return {}
+    return {p.name: p for p in definition(name).params if p.kind}
+
+
+def check_paths(info: NotebookInfo, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The path parameters of ``params`` that ``info`` declares (:func:`path_params`), each found and made absolute;
+    InvalidParameter (a usage error, before any kernel starts) for one that matches nothing, is not of its kind
+    (a FIFO, a device, a folder where a file is read) or cannot be read.
+
+    A relative path is looked for in the current folder (the caller's), then in the notebook's folder (where its
+    kernel runs, so where a run read it before this check) and the checkout (the packaged demo captures), and
+    handed on as the absolute path found: the kernel and the fast verdict then read the file checked here."""
+    out: dict[str, Any] = {}
+    for name, p in path_params(info.name).items():
+        value = params.get(name)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        parts = [v.strip() for v in value.split(",") if v.strip()] if p.kind == FILES_OR_DIRS else [value]
+        found = [_found(p, raw, (Path.cwd(), Path(info.path).parent, _CHECKOUT)) for raw in parts]
+        out[name] = ",".join(found) if p.kind == FILES_OR_DIRS else found[0]
+    return out
+
+
+def _found(p: Declared, raw: str, bases: Iterable[Path]) -> str:
+    """``raw`` as the path to hand the run (unchanged when absolute), after checking what it names."""
+    given = Path(raw).expanduser()
+    path = given
+    if not given.is_absolute():
+        path = next((b / given for b in bases if (b / given).exists()), Path.cwd() / given)
+    hint = f"{p.name}: {p.help}" if p.help else None
+    noun = "file or folder" if p.kind == FILES_OR_DIRS else p.kind
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise InvalidParameter(f"{p.name}={raw!r}: no such {noun}", hint=hint) from None
+    fits = {FILE: stat.S_ISREG(mode), DIR: stat.S_ISDIR(mode)}.get(p.kind, stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    if not fits:
+        what = "a file" if stat.S_ISREG(mode) else kind_of(mode)
+        raise InvalidParameter(f"{p.name}={raw!r} is {what}, not a {noun}: not read", hint=hint)
+    if not os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)):
+        raise InvalidParameter(f"{p.name}={raw!r}: cannot be read (permission denied)", hint=hint)
+    return raw if given.is_absolute() else os.path.abspath(path)
 
 
 def check_backend(name: str) -> None:

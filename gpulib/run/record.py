@@ -3,12 +3,13 @@
 https://github.com/nteract/papermill/blob/main/papermill/engines.py, one method per event, each saying what the
 event changes in the record).
 
-A run folder (:func:`new_run_dir`) holds what the run wrote: ``status.json`` (runbook, status, start and end time;
-written by the run engine when a run starts and again when it ends), ``findings.json`` (the notebook's findings and
-parameters), ``verdict.json`` (the fast verdict's findings, :mod:`gpulib.run.verdict`), the notebook and its HTML
-report, ``summary.md``; a run of ``gpuops serve`` also has its ``run.json`` (:mod:`gpulib.serve.store`), which then
-says the status and times, and a render Job's run its ``params.json`` and ``outcome.json``. :mod:`gpulib.run.index_page`
-reads a folder back as one record (the run index, ``/runs``, ``gpuops mcp``'s past runs) with :func:`folder_status`.
+A run folder (:func:`new_run_dir`) holds what the run wrote: ``status.json`` (runbook, status, start and end time,
+each status with its time; the run engine's record, moved by :class:`EngineRecord` through :class:`RunRecord`'s
+events), ``findings.json`` (the notebook's findings and parameters), ``verdict.json`` (the fast verdict's findings,
+:mod:`gpulib.run.verdict`), the notebook and its HTML report, ``summary.md``; a run of ``gpuops serve`` also has its
+``run.json`` (:mod:`gpulib.serve.store`), which then says the status and times, and a render Job's run its
+``params.json`` and ``outcome.json``. :mod:`gpulib.run.index_page` reads a folder back as one record (the run index,
+``/runs``, ``gpuops mcp``'s past runs) with :func:`folder_status`.
 """
 
 from __future__ import annotations
@@ -356,7 +357,8 @@ class RunRecord:
     def _to(self, status: str, **changes: Any) -> dict[str, Any]:
         old, new = Status(self.rec["status"]), Status(status)
         if new != old and new not in TRANSITIONS.get(old, ()):
-            raise ValueError(f"run {self.rec.get('id')}: {old.value} cannot become {new.value}")
+            run = self.rec.get("id") or self.rec.get("runbook")
+            raise ValueError(f"run {run}: {old.value} cannot become {new.value}")
         return {"status": new.value, **changes}
 
     @staticmethod
@@ -436,6 +438,11 @@ class RunRecord:
             **upd,
         ), changed
 
+    def ended(self, status: str, error: str | None, now: float) -> dict[str, Any]:
+        """A run of the run engine ended (``gpuops run``: its notebook ran, or could not) with ``status``
+        (:func:`status_of`)."""
+        return self._to(status, error=error, finished=now)
+
     def broken(self, exc: BaseException, now: float) -> dict[str, Any]:
         """The server could not finish the run (an error outside its runner, e.g. writing summary.md)."""
         return self._to(Status.FAILED, error=redact(f"{type(exc).__name__}: {exc}")[:1000], finished=now)
@@ -458,3 +465,47 @@ class RunRecord:
                 finished=self.rec.get("finished") or now,
             )
         return None
+
+
+# ------------------------------------------------------------------------------------------ the engine's run
+class EngineRecord:
+    """The engine's record of a run, ``status.json`` (``gpuops run``, ``demo``, ``report``, and the notebook of a
+    ``gpuops serve`` or ``gpuops mcp`` run), moved by the same :class:`RunRecord` events and :data:`TRANSITIONS` as a
+    serve run's: queued when its folder is made, running when its kernel starts, then done, incomplete, bad
+    parameter or failed; failed too when the engine itself broke (a full disk, a bug). Each status the run took is
+    listed with its time under ``transitions``. A run whose process died is read back as interrupted
+    (:func:`folder_status`)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def queued(self, runbook: str, params: dict[str, Any], now: float | None = None) -> None:
+        """The run's folder is made and its parameters checked: a new record (one left by an earlier try of the same
+        folder, a render Job run again, is replaced)."""
+        now = time.time() if now is None else now
+        (self.folder / STATUS_FILE).unlink(missing_ok=True)
+        trail = [{"status": Status.QUEUED.value, "at": now}]
+        write_status(self.folder, runbook=runbook, status=Status.QUEUED, params=params, transitions=trail)
+
+    def started(self, now: float | None = None) -> None:
+        """Its kernel starts."""
+        self._apply(lambda r, t: r.started(t), now)
+
+    def ended(self, status: str, error: str | None, now: float | None = None) -> None:
+        """Its notebook ran (or could not): ``status`` is :func:`status_of` the run."""
+        self._apply(lambda r, t: r.ended(status, error, t), now)
+
+    def broken(self, exc: BaseException, now: float | None = None) -> None:
+        """The engine could not finish the run (an error outside the notebook): failed, with ``exc`` as its error.
+        Never raises: the error being handled is the one to report."""
+        try:
+            self._apply(lambda r, t: r.broken(exc, t), now)
+        except (OSError, ValueError, KeyError):
+            pass
+
+    def _apply(self, event, now: float | None) -> None:
+        now = time.time() if now is None else now
+        doc = read_doc(self.folder / STATUS_FILE) or {}
+        changes = event(RunRecord(doc), now)
+        trail = [*doc.get("transitions", []), {"status": changes["status"], "at": now}]
+        write_status(self.folder, **changes, transitions=trail)

@@ -16,7 +16,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -31,11 +30,11 @@ from gpulib.run import record as rr
 from gpulib.run.diff import since_last_time
 from gpulib.run.index_page import record, write_index
 from gpulib.run.record import (
+    EngineRecord,
     Status,
     new_run_dir,
     status_of,
     verdict_of,
-    write_status,
     write_summary,
 )
 
@@ -171,14 +170,54 @@ def execute(
     kernel only (e.g. another GPUOPS_PROMETHEUS_URL); ``unset_env``: names this process has that the kernel must
     not see (``gpuops serve``'s webhook token); ``summary``: write ``summary.md`` with this run's status and
     parameters (``gpuops serve`` writes its own, with the run's link).
+
+    The run's ``status.json`` moves through :class:`gpulib.run.record.EngineRecord` alone: queued, running, then
+    its status; failed when this function raises (the error is raised on).
     """
+    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
+    rec = EngineRecord(out_dir)
+    rec.queued(info.name, params)
+    try:
+        return _execute(
+            info,
+            params,
+            out_root,
+            out_dir,
+            rec,
+            progress=progress,
+            timeout=timeout,
+            env=env,
+            unset_env=unset_env,
+            run_timeout=run_timeout,
+            summary=summary,
+            warm=warm,
+        )
+    except Exception as exc:  # a full disk, a bug: the record says failed; the caller reports it
+        rec.broken(exc)
+        raise
+
+
+def _execute(
+    info: NotebookInfo,
+    params: dict[str, Any],
+    out_root: Path,
+    out_dir: Path,
+    rec: EngineRecord,
+    *,
+    progress: bool,
+    timeout: int,
+    env: dict[str, str] | None,
+    unset_env: Iterable[str],
+    run_timeout: float | None,
+    summary: bool,
+    warm,
+) -> RunResult:
     import papermill as pm
 
-    out_dir = out_dir if out_dir is not None else new_run_dir(out_root, info.name)
     out_nb = out_dir / f"{info.name}.ipynb"
     findings_path = out_dir / rr.FINDINGS_FILE
     res = RunResult(info.name, out_dir, out_nb, None)
-    write_status(out_dir, runbook=info.name, status=Status.RUNNING, started=time.time(), params=params)
+    rec.started()
     write_index(out_root)  # the index lists the run while it runs
     run_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path)}
     km = warm.take() if warm is not None else None
@@ -235,7 +274,7 @@ def execute(
             res.html.name if res.html else out_nb.name,
             res.verdict,
         )
-    write_status(out_dir, status=res.status, finished=time.time(), error=res.failed)
+    rec.ended(res.status, res.failed)
     write_index(out_root, {out_dir.name: record(out_dir, (res.findings, doc) if doc is not None else None)})
     return res
 

@@ -20,6 +20,7 @@ from gpulib.core import validate
 from gpulib.core.errors import InvalidParameter
 from gpulib.inspection import SERVER_ONLY, resolve_params, server_only
 from gpulib.run.catalogue import catalogue
+from gpulib.run.params import path_params
 from gpulib.xid import alert_routes
 
 #: parameters a page (GET /run/..., no token) may not set beyond :func:`gpulib.inspection.server_only`: what creates
@@ -64,8 +65,9 @@ def check_params(runbook: str, raw: dict[str, str], cat: dict[str, Any], *, page
             f"no runbook named {runbook!r}",
             hint="runbooks: " + ", ".join(n for n, i in cat.items() if i.kind == "runbook"),
         )
+    paths = path_params(runbook)  # a file or folder on the server's machine (Param.kind): its operator names it
     for k in raw:
-        if server_only(k) or (page and k in PAGE_REFUSED):
+        if server_only(k) or k in paths or (page and k in PAGE_REFUSED):
             raise InvalidParameter(f"parameter {k!r} is set by the server, not by a request")
     params = resolve_params(info, [(k, str(v)) for k, v in raw.items()])
     if "node" in params:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from gpulib.core.findings import Finding
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, Param, Runbook, Step
 from gpulib.vllm.findings import assess
 from gpulib.vllm.live import dcgm_for_pods, vllm_metrics, waiting_requests
 from gpulib.vllm.manifest import adapter_rules, manifests, validate_manifests
@@ -121,7 +121,12 @@ RUNBOOK = Runbook(
     domain="vllm",
     params=(
         Param("source", "demo", "demo | live | snapshot"),
-        Param("snapshot_dir", "", "unused by the sizing; the live check needs Prometheus (live) or the demo fleet"),
+        Param(
+            "snapshot_dir",
+            "",
+            "unused by the sizing; the live check needs Prometheus (live) or the demo fleet",
+            kind=DIR,
+        ),
         Param("model", "Llama-3-70B", "catalog model (gpulib.vllm.memory.models()) or its Hugging Face id"),
         Param(
             "device",

@@ -23,7 +23,7 @@ from gpulib.core.errors import EmptyResult, InvalidParameter, NoInput, SourceErr
 from gpulib.core.findings import Finding, Severity
 from gpulib.core.ids import normalise_pci_bus_id
 from gpulib.core.nodecmd import expand
-from gpulib.core.runbook import Param, Runbook, Step
+from gpulib.core.runbook import DIR, FILE, Param, Runbook, Step
 from gpulib.core.timeutil import parse_window
 from gpulib.core.validate import command, node_name
 from gpulib.kube import agents
@@ -433,6 +433,7 @@ RUNBOOK = Runbook(
             "snapshot_dir",
             "",
             "folder with nodes.json, pods.json, metrics*.txt, dmesg-<node>.txt, nvidia-smi-q-<node>.txt",
+            kind=DIR,
         ),
         Param("node", "dgx-h100-1", "GPU node from the alert (its hostname label)"),
         Param("gpu", "5", "GPU index, GPU UUID or MIG UUID from the alert; empty: every GPU of the node"),
@@ -441,9 +442,10 @@ RUNBOOK = Runbook(
             "kernel_log_file",
             "",
             "optional: a saved `dmesg -T` / `journalctl -k` of the node (overrides the sources)",
+            kind=FILE,
         ),
-        Param("smi_file", "", "optional: a saved `nvidia-smi -q` of the node (overrides the sources)"),
-        Param("diag_file", "", "optional: a saved dcgmi diag -r 3 -j of the node (JSON or table)"),
+        Param("smi_file", "", "optional: a saved `nvidia-smi -q` of the node (overrides the sources)", kind=FILE),
+        Param("diag_file", "", "optional: a saved dcgmi diag -r 3 -j of the node (JSON or table)", kind=FILE),
         Param(
             "after_reset",
             False,
