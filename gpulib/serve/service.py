@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 import gpulib.serve.notify as notify
 from gpulib.core.errors import GpulibError, RunStoreError, VerdictDeadline
 from gpulib.core.knowledge import settings
+from gpulib.core.plotlyjs import write_plotly_js
 from gpulib.core.redact import redact
 from gpulib.kube.client import KubeCluster
 from gpulib.kube.publish import parse_what, publish_run
@@ -57,6 +58,10 @@ class Service:
     def __init__(self, cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None):
         self.cfg = cfg
         self.store = RunStore(cfg.out, replica=cfg.replica if cfg.claims == "kubernetes" else None)
+        try:  # the one plotly.js every report of the store names (a render writes it too, when it could not be here)
+            write_plotly_js(self.store.root)
+        except OSError as exc:
+            self.store.error = f"the run store {self.store.root} cannot be written (plotly.js): {exc.strerror or exc}"
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
