@@ -118,7 +118,9 @@ class RunStore:
 
     def orphans(self) -> list[dict[str, Any]]:
         """Runs of gone replicas (not this one) accepted but never started, oldest first: a live replica adopts them
-        (:meth:`adopt`). Read only while some replica's heartbeat is stale."""
+        (:meth:`adopt`). Read only while some replica's heartbeat is stale; the heartbeat of a gone replica with no
+        such run left is removed, so the folders are not read again for it (a missing heartbeat is a gone replica's,
+        and one coming back beats again)."""
         if self.replica is None:
             return []
         try:
@@ -137,6 +139,9 @@ class RunStore:
             rec = self._read(d)
             if rec is not None and rec.get("replica") in gone and _not_started(rec):
                 out.append(rec)
+        for name in gone - {r["replica"] for r in out}:
+            if self._gone(name):  # still stale now: it did not come back while the folders were read
+                (self.root / REPLICAS / name).unlink(missing_ok=True)
         return sorted(out, key=lambda r: r["created"])
 
     def _claim(self, run_id: str, n: int) -> bool:

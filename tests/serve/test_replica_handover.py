@@ -198,3 +198,15 @@ def test_two_replicas_removing_one_run_never_race_into_an_error(tmp_path):
     assert errors == []
     assert sorted(i for _, i, ok in removed if ok) == sorted(ids)  # each removed by exactly one of them
     assert [p.name for p in root.iterdir() if p.name not in (REPLICAS,) and not p.name.startswith("alerts")] == []
+
+
+def test_a_gone_replicas_heartbeat_goes_once_nothing_of_it_is_left_to_adopt(tmp_path):
+    """The folders are read for a gone replica only while it has runs to adopt; its heartbeat file then goes (in a
+    Deployment every restart leaves one), and its runs still count as a gone replica's."""
+    root = tmp_path / "runs"
+    (rid,) = _accepted_by_a_gone_replica(root)
+    b = RunStore(root, replica="serve-b")
+    assert [r["id"] for r in b.orphans()] == [rid] and (root / REPLICAS / "serve-a").exists()
+    assert b.adopt(b.get(rid)) is not None
+    assert b.orphans() == [] and not (root / REPLICAS / "serve-a").exists()
+    assert b.steward("serve-a")  # its finished runs are still kept within the bounds, by serve-b
