@@ -182,8 +182,11 @@ class Service:
         while not self._stop.wait(every):
             try:
                 self.store.beat()
+            except OSError:  # a store that cannot be written now: the next beat tries again
+                pass
+            try:
                 self.adopt()  # a replica that went away since: its accepted runs are run here
-            except (OSError, RunStoreError):  # a store that cannot be written now: the next beat tries again
+            except Exception:  # never the heartbeat's end (this replica would look gone): the next beat tries again
                 pass
 
     def _verdicts_first(self) -> None:

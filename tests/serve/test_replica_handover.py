@@ -81,7 +81,7 @@ def test_a_gone_replicas_accepted_runs_are_run_once_by_the_live_replicas(tmp_pat
         assert rec["adopted_from"] == "serve-a"
 
 
-def test_a_live_replica_adopts_with_its_heartbeat_and_never_a_live_replicas_runs(tmp_path):
+def test_a_live_replica_adopts_a_gone_replicas_run_once_and_never_a_live_replicas(tmp_path):
     root = tmp_path / "runs"
     a = RunStore(root, replica="serve-a")
     rec = a.create("xid_ecc_triage", {"node": "dgx-h100-1", "gpu": "5"}, trigger={})
