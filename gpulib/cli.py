@@ -210,7 +210,8 @@ def demo_cmd(
     include_learn: bool = typer.Option(True, help="also run the onboarding notebooks"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
-    """Run every runbook and the utilization report on the demo fleet; write HTML and reports/out/index.html."""
+    """Run every runbook and the utilization report on the demo fleet; write HTML and reports/out/index.html (plotly.js
+    once, as OUT/plotly-<version>.min.js, which each report names: keep them together)."""
     try:
         cat = catalogue()
     except GpulibError as exc:
@@ -223,7 +224,7 @@ def demo_cmd(
             params = prepare(info, source="demo")
         except GpulibError as exc:
             _fail(exc)
-        res = engine.execute(info, params, out.resolve(), progress=not quiet)
+        res = engine.execute(info, params, out.resolve(), progress=not quiet, charts="shared")
         _print_result(res, limit=1)
         results.append(res)
     failed = [r.name for r in results if r.failed]
@@ -245,7 +246,9 @@ def report_cmd(
     ),
     currency: Optional[str] = typer.Option(None, help="currency of the price rows to use (default USD)"),
     charts: Optional[str] = typer.Option(
-        None, help="plotly.js in the HTML: inline (offline, ~5 MB) or cdn (e-mailable)"
+        None,
+        help="plotly.js in the HTML: inline (offline, ~5 MB; the default), cdn (e-mailable) or shared (one "
+        "plotly-<version>.min.js in --out that the report names)",
     ),
     out: Path = typer.Option(Path("reports/out"), "--out", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),

@@ -40,7 +40,9 @@ class Declares(Protocol):
 
 
 #: how a report ships plotly.js in its HTML: ``gpuops report --charts`` (:func:`gpulib.runbook.plotly_js`)
-PLOTLY_JS_MODES = ("inline", "cdn")
+PLOTLY_JS_MODES = ("inline", "cdn", "shared")
+#: a parameter that, when a runbook declares it, chooses how its HTML ships plotly.js (empty: the run's way)
+CHARTS_PARAM = "charts"
 
 #: the environment variable through which the run engine hands a notebook's parameters (read once, with papermill) to
 #: the notebook's own kernel, so that :class:`gpulib.runbook.Runbook` does not import papermill again to learn them

@@ -33,8 +33,9 @@ from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
 from gpulib.core.money import human_number
+from gpulib.core.plotlyjs import plotly_loader
 from gpulib.core.redact import redact
-from gpulib.core.settings import FINDINGS_ENV
+from gpulib.core.settings import CHARTS_ENV, FINDINGS_ENV, env
 from gpulib.core.sop import sop
 from gpulib.core.svgchart import svg_html
 from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
@@ -121,41 +122,47 @@ def _install_table_formatter() -> None:
 _install_table_formatter()
 
 _PLOTLY_JS_SENT = False
-#: how exported HTML gets plotly.js: "inline" (once per report, opens offline, ~5 MB) or "cdn" (a <script>
-#: from cdn.plot.ly at the package's plotly.js version: the report stays small enough to e-mail)
-_PLOTLY_JS_MODE = "inline"
+#: how exported HTML gets plotly.js (:data:`gpulib.inspection.PLOTLY_JS_MODES`): "inline" (once per report, opens
+#: offline, ~5 MB), "cdn" (a <script> from cdn.plot.ly at the package's plotly.js version: small enough to e-mail) or
+#: "shared" (a <script> to the one copy beside the run folders, :func:`gpulib.core.plotlyjs.write_plotly_js`: a run
+#: store or `gpuops demo` keeps plotly.js once). Empty: the run's way (:data:`gpulib.core.settings.CHARTS_ENV`, else
+#: inline)
+_PLOTLY_JS_MODE = ""
 
 
 def plotly_js(mode: str) -> None:
-    """Choose how :func:`show` ships plotly.js in the exported HTML (see :data:`PLOTLY_JS_MODES`)."""
+    """Choose how :func:`show` ships plotly.js in the exported HTML (see :data:`PLOTLY_JS_MODES`; empty: the run's
+    way)."""
     global _PLOTLY_JS_MODE
-    if mode not in PLOTLY_JS_MODES:
+    if mode and mode not in PLOTLY_JS_MODES:
         raise InvalidParameter(f"charts={mode!r}: use one of {', '.join(PLOTLY_JS_MODES)}")
     _PLOTLY_JS_MODE = mode
 
 
-def static_beside(static: str, live: str) -> str:
+def static_beside(static: str, live: str, loader: str = "") -> str:
     """A chart's static SVG and its interactive version: without JavaScript the static one shows (the interactive
-    one stays hidden); with it, a script placed before plotly's swaps them before plotly draws
-    (https://developer.mozilla.org/en-US/docs/Web/API/Document/currentScript)."""
+    one stays hidden); with it, a script placed before plotly's draws swaps them before plotly draws
+    (https://developer.mozilla.org/en-US/docs/Web/API/Document/currentScript), once plotly.js is there: ``loader``
+    (the page's first chart) loads it before the swap, and a page whose plotly.js did not load (a shared copy left
+    behind, no network for the CDN) keeps the static chart."""
     swap = (
-        "<script>(function(s){var l=s.parentNode;l.style.display='block';"
+        "<script>(function(s){if(!window.Plotly)return;var l=s.parentNode;l.style.display='block';"
         "l.previousElementSibling.style.display='none';})(document.currentScript)</script>"
     )
     return (
         f"<div class='gpuops-chart'><div class='gpuops-static'>{static}</div>"
-        f"<div class='gpuops-live' style='display:none'>{swap}{live}</div></div>"
+        f"<div class='gpuops-live' style='display:none'>{loader}{swap}{live}</div></div>"
     )
 
 
 def show(fig) -> None:
-    """Display a plotly figure so that it renders in JupyterLab *and* in an offline HTML export.
+    """Display a plotly figure so that it renders in JupyterLab *and* in an exported HTML report.
 
-    The bundle carries plotly's own MIME type (JupyterLab) and self-contained HTML (nbconvert); plotly.js
-    is inlined once per kernel so an exported report needs no network. ``None`` (a chart function with
-    nothing to draw) shows nothing, and a sentence (a chart function saying why a chart would carry no
-    information, e.g. :func:`gpulib.xid.runbook.memory_chart` on counters that never moved) is shown as a note,
-    so a cell stays one call.
+    The bundle carries plotly's own MIME type (JupyterLab) and HTML (nbconvert) that loads plotly.js once per kernel
+    in the run's way (:func:`plotly_js`): inline by default, so an exported report needs no network. ``None`` (a
+    chart function with nothing to draw) shows nothing, and a sentence (a chart function saying why a chart would
+    carry no information, e.g. :func:`gpulib.xid.runbook.memory_chart` on counters that never moved) is shown as a
+    note, so a cell stays one call.
     """
     global _PLOTLY_JS_SENT
     if fig is None:
@@ -164,9 +171,9 @@ def show(fig) -> None:
         note(fig, "info")
         return
     spec = json.loads(fig.to_json())
-    include: bool | str = False if _PLOTLY_JS_SENT else ("cdn" if _PLOTLY_JS_MODE == "cdn" else True)
+    loader = "" if _PLOTLY_JS_SENT else plotly_loader(_PLOTLY_JS_MODE or env(CHARTS_ENV))
     html_text = static_beside(
-        svg_html(spec), fig.to_html(full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+        svg_html(spec), fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}), loader
     )
     _PLOTLY_JS_SENT = True
     _display(

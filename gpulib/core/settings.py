@@ -17,6 +17,9 @@ from gpulib.core.knowledge import load_table
 TABLE = "core/environment"
 #: the run engine sets this in a run's kernel: the file the notebook writes its findings to (gpulib.run.record)
 FINDINGS_ENV = "GPUOPS_FINDINGS_PATH"
+#: how a run's HTML ships plotly.js when its ``charts`` parameter does not say (gpulib.runbook.show); the run engine
+#: sets it in the kernel of a run whose caller chose (gpuops serve and gpuops demo: "shared")
+CHARTS_ENV = "GPUOPS_CHARTS"
 
 
 @dataclass(frozen=True)

@@ -351,8 +351,9 @@ RUNBOOK = Runbook(
         Param("provider", "", "price provider rows to use aws, gcp or azure (empty: the policy default)"),
         Param(
             "charts",
-            "inline",
-            "plotly.js in the HTML: inline (once, opens offline) or cdn (small enough to e-mail)",
+            "",
+            "plotly.js in the HTML: inline (once, opens offline), cdn (small enough to e-mail) or shared (one copy "
+            "beside the run folders); empty: the run's way (inline, unless GPUOPS_CHARTS says)",
         ),
     ),
     steps=(

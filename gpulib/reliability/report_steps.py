@@ -135,7 +135,7 @@ RUNBOOK = Runbook(
             kind=DIR,
         ),
         Param("window", "30d", "report window, Prometheus duration: 7d, 30d, 90d"),
-        Param("charts", "inline", "plotly.js in the HTML: inline (once, opens offline) or cdn"),
+        Param("charts", "", "plotly.js in the HTML: inline, cdn or shared; empty: the run's way (inline by default)"),
     ),
     steps=(
         Step("Load the fleet history", gather_report, needs=("src",), inputs=_HISTORY),

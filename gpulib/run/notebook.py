@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, MutableMapping
 
 from gpulib.core.findings import FindingList
 from gpulib.core.runbook import LESSON, Context, Runbook
+from gpulib.inspection import CHARTS_PARAM
 from gpulib.run.catalogue import context
 from gpulib.run.diff import save_figures
 from gpulib.run.evidence import STEP as EVIDENCE_STEP
@@ -30,8 +31,6 @@ from gpulib.runbook import _display, note, plotly_js, show
 
 #: what a step's outcome is recorded as (:attr:`Session.outcomes`)
 RAN, FAILED, NOT_CHECKED, NOTHING, NOT_RUN = "ran", "failed", "not checked", "nothing to show", "not run headless"
-#: a parameter that, when a runbook declares it, chooses how its HTML ships plotly.js (:func:`gpulib.runbook.plotly_js`)
-CHARTS_PARAM = "charts"
 #: the parameters :class:`gpulib.runbook.Runbook` takes by name rather than among the others
 _CONNECT = ("source", "snapshot_dir")
 #: the engine of a definition whose kind is not a runbook's (``module:class``): a lesson connects with its demo

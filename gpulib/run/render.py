@@ -23,9 +23,11 @@ from typing import Any, Iterable
 from gpulib.catalogue import NotebookInfo
 from gpulib.core.files import atomic_write
 from gpulib.core.findings import load_findings, worst_severity
+from gpulib.core.plotlyjs import write_plotly_js
 from gpulib.core.redact import redact
-from gpulib.core.settings import FINDINGS_ENV
-from gpulib.inspection import params_env
+from gpulib.core.settings import CHARTS_ENV, FINDINGS_ENV
+from gpulib.core.settings import env as _env
+from gpulib.inspection import CHARTS_PARAM, params_env
 from gpulib.run import record as rr
 from gpulib.run.diff import since_last_time
 from gpulib.run.index_page import record, write_index
@@ -162,6 +164,7 @@ def execute(
     run_timeout: float | None = None,
     summary: bool = True,
     warm=None,
+    charts: str | None = None,
 ) -> RunResult:
     """Execute one notebook with papermill into its own folder (:func:`new_run_dir`, or ``out_dir``).
 
@@ -169,7 +172,10 @@ def execute(
     process tree are killed and the run is failed (``timed_out``); ``env``: extra environment for this run's
     kernel only (e.g. another GPUOPS_PROMETHEUS_URL); ``unset_env``: names this process has that the kernel must
     not see (``gpuops serve``'s webhook token); ``summary``: write ``summary.md`` with this run's status and
-    parameters (``gpuops serve`` writes its own, with the run's link).
+    parameters (``gpuops serve`` writes its own, with the run's link); ``charts``: how the HTML ships plotly.js when
+    the run's ``charts`` parameter does not say (:data:`gpulib.inspection.PLOTLY_JS_MODES`; default ``GPUOPS_CHARTS``,
+    else inline: a report that opens offline); "shared" writes ``out_root/plotly-<version>.min.js`` once for every run
+    under ``out_root``.
 
     The run's ``status.json`` moves through :class:`gpulib.run.record.EngineRecord` alone: queued, running, then
     its status; failed when this function raises (the error is raised on).
@@ -191,6 +197,7 @@ def execute(
             run_timeout=run_timeout,
             summary=summary,
             warm=warm,
+            charts=charts,
         )
     except Exception as exc:  # a full disk, a bug: the record says failed; the caller reports it
         rec.broken(exc)
@@ -211,6 +218,7 @@ def _execute(
     run_timeout: float | None,
     summary: bool,
     warm,
+    charts: str | None,
 ) -> RunResult:
     import papermill as pm
 
@@ -219,7 +227,10 @@ def _execute(
     res = RunResult(info.name, out_dir, out_nb, None)
     rec.started()
     write_index(out_root)  # the index lists the run while it runs
-    run_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path)}
+    mode = str(params.get(CHARTS_PARAM) or charts or _env(CHARTS_ENV))
+    if mode == "shared":  # the one copy the run's HTML names (../plotly-<version>.min.js)
+        write_plotly_js(out_root)
+    run_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path), CHARTS_ENV: mode}
     km = warm.take() if warm is not None else None
     res.warm = km is not None
     if km is None:

@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 import gpulib.serve.pages as pages
 from gpulib.core.errors import GpulibError, RunStoreError
+from gpulib.core.plotlyjs import SHARED_NAME
 from gpulib.core.settings import env
 from gpulib.run.index_page import read_run
 from gpulib.run.record import ACTIVE, Status, findings_file, read_summary
@@ -41,6 +42,8 @@ from gpulib.serve.routing import check_params
 from gpulib.serve.service import PAGE, PAGE_PRIORITY, Runner, Service, Verdicter
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[a-z0-9_]+-[0-9a-f]{6}$")
+#: how long a browser may keep the store's plotly.js (a year: its name changes with its version)
+ASSET_MAX_AGE_S = 365 * 86400
 #: set to 1 to serve the API's docs (/docs, /redoc, /openapi.json); closed by default: they list every route to anyone
 DOCS_ENV = "GPUOPS_SERVE_API_DOCS"
 __all__ = ["RUN_ID", "Service", "create_app"]
@@ -178,6 +181,22 @@ def create_app(cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdic
             return HTMLResponse(pages.failed(rec))
         # streamed in chunks (pages.report): a large report read whole for each reader would hold it once per reader
         return StreamingResponse(pages.report(htmls[0], pages.banner(rec)), media_type="text/html; charset=utf-8")
+
+    @app.get("/plotly-{version}.min.js", responses={404: {}})
+    def plotly_js(version: str, request: Request):
+        """The store's one plotly.js, which each report names as ``../plotly-<version>.min.js`` (from ``/runs/<id>``:
+        here); the version is in the name, so a browser may keep it for good
+        (https://developer.mozilla.org/en-US/docs/Web/HTTP/Headers/Cache-Control#immutable)."""
+        name = f"plotly-{version}.min.js"
+        path = svc.store.root / name
+        if not SHARED_NAME.match(name) or not path.is_file():
+            raise HTTPException(404, f"no plotly.js {version[:40]!r} in this run store")
+        # the name holds the version: name and size are its validator (a revalidation is a 304, not 5 MB)
+        tag = f'"{name}-{path.stat().st_size}"'
+        headers = {"Cache-Control": f"public, max-age={ASSET_MAX_AGE_S}, immutable", "ETag": tag}
+        if tag in request.headers.get("if-none-match", ""):
+            return Response(status_code=304, headers=headers)
+        return FileResponse(path, media_type="text/javascript; charset=utf-8", headers=headers)
 
     @app.get("/runs/{run_id}/run.json", responses={404: {}, 409: {"description": "its run.json cannot be read"}})
     def run_json(run_id: str):

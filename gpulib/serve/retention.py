@@ -5,7 +5,11 @@ runs, oldest first, until every bound holds; a run that is queued, running or re
 created within ``keep_recent_s`` (an alert of its incident may still be attached to it, a page may still open it:
 ``--dedupe-window``, ``--fresh-for``). A run folder whose ``run.json`` cannot be read is listed by :func:`unreadable`
 (the index and its page say so) and counts as finished for the bounds. In a store several replicas share, each
-replica bounds its own runs. :class:`Retention` prunes every ``retain_check_s`` in a thread of the server."""
+replica bounds its own runs, and the first live replica by name also those of the replicas that are gone
+(:meth:`gpulib.serve.store.RunStore.steward`: in a Deployment a restarted pod has a new name, so nobody else would);
+a run is removed by renaming its folder away first (:func:`gpulib.serve.store.remove_folder`), so two replicas
+removing one folder never race into an error. :class:`Retention` prunes every ``retain_check_s`` in a thread of the
+server."""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from typing import Any
 
 from gpulib.run.record import ACTIVE, RUN_ID, SERVE_FILE, Status, created_at
 from gpulib.serve.config import limit
-from gpulib.serve.store import RunStore
+from gpulib.serve.store import TRASH, RunStore, remove_folder
 
 #: statuses of a run that may still change; such a run is never pruned
 LIVE = (*ACTIVE, Status.RENDERING)
@@ -123,7 +127,8 @@ class Retention:
         """Remove finished runs, oldest first, until the store is within every bound; what was removed and what is
         left."""
         now = time.time() if now is None else now
-        recs = [r for r in self.store.list() if self._own(r)]
+        live = self.store.live()
+        recs = [r for r in self.store.list() if self.store.steward(r.get("replica"), live)]
         recs += unreadable(self.store, now)
         sizes = {r["id"]: self._size(r["id"], r.get("status") not in LIVE) for r in recs}
         total, count, gone = sum(sizes.values()), len(recs), []
@@ -134,19 +139,31 @@ class Retention:
             if not (old or count > self.bounds.runs or total > self.bounds.bytes):
                 break
             if r["status"] == "unreadable":
-                shutil.rmtree(self.store.folder(r["id"]), ignore_errors=True)
+                removed = remove_folder(self.store.folder(r["id"]))
             else:
-                self.store.forget(r["id"])
-            gone.append(r["id"])
+                removed = self.store.forget(r["id"])
+            if removed:  # else another replica removed it first: gone all the same
+                gone.append(r["id"])
             total, count = total - sizes[r["id"]], count - 1
             self._sizes.pop(r["id"], None)
         self._sizes = {k: v for k, v in self._sizes.items() if k in sizes and k not in gone}
+        self._empty_trash(now)
         self.pruned += len(gone)
         self.last = Pruned(gone, count, total)
         return self.last
 
-    def _own(self, rec: dict[str, Any]) -> bool:
-        return self.store.replica is None or rec.get("replica") in (None, self.store.replica)
+    def _empty_trash(self, now: float) -> None:
+        """Delete what a removal cut short left renamed away (a replica stopped mid-delete)."""
+        try:
+            left = [d for d in self.store.root.iterdir() if d.name.startswith(TRASH)]
+        except OSError:
+            return
+        for d in left:
+            try:
+                if now - d.stat().st_mtime > MAKING_S:
+                    shutil.rmtree(d, ignore_errors=True)
+            except OSError:
+                pass
 
     def start(self) -> None:
         every = float(limit("retain_check_s"))

@@ -52,6 +52,7 @@ class EngineRunner:
             unset_env=(TOKEN_ENV,),
             summary=False,
             warm=self.warm,
+            charts="shared",  # plotly.js once per store (gpulib/core/plotlyjs.py), served by the app
         )
         return outcome(res)
 

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 import gpulib.serve.notify as notify
 from gpulib.core.errors import GpulibError, RunStoreError, VerdictDeadline
 from gpulib.core.knowledge import settings
+from gpulib.core.plotlyjs import write_plotly_js
 from gpulib.core.redact import redact
 from gpulib.kube.client import KubeCluster
 from gpulib.kube.publish import parse_what, publish_run
@@ -57,6 +58,10 @@ class Service:
     def __init__(self, cfg: ServeConfig, runner: Runner | None = None, verdicter: Verdicter | None = None):
         self.cfg = cfg
         self.store = RunStore(cfg.out, replica=cfg.replica if cfg.claims == "kubernetes" else None)
+        try:  # the one plotly.js every report of the store names (a render writes it too, when it could not be here)
+            write_plotly_js(self.store.root)
+        except OSError as exc:
+            self.store.error = f"the run store {self.store.root} cannot be written (plotly.js): {exc.strerror or exc}"
         self.catalogue = load_catalogue()
         self.routes = load_routes(cfg.routes_file, self.catalogue)
         self.dedupe = Deduper(cfg.dedupe_window)
@@ -147,6 +152,7 @@ class Service:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.requeue()
+        self.adopt()
         if self.store.replica is not None:  # a shared store: the other replicas see this one alive
             threading.Thread(target=self._heartbeat, name="gpuops-heartbeat", daemon=True).start()
 
@@ -154,10 +160,19 @@ class Service:
         """Runs accepted before the server stopped (a crash or kill -9 included) and never started are queued again in
         their priority order (:meth:`gpulib.serve.store.RunStore.not_started`), marked ``requeued``: an alert that was
         answered 202 is never dropped by a restart. Their ids."""
+        return self._take(self.store.not_started())
+
+    def adopt(self) -> list[str]:
+        """In a shared store: the runs gone replicas accepted and never started, adopted by this one (at most one
+        replica takes each: :meth:`gpulib.serve.store.RunStore.adopt`) and queued as :meth:`requeue` does. Their ids."""
+        return self._take(self.store.orphans())
+
+    def _take(self, recs: list[dict[str, Any]]) -> list[str]:
         ids = []
-        for rec in self.store.not_started():
+        for rec in recs:
+            if self.store.adopt(rec) is None:  # another replica took it first
+                continue
             prio = tuple(rec.get("priority") or MANUAL_PRIORITY)
-            self.store.update(rec["id"], requeued=time.time())
             (self.verdicts or self.pool).submit(rec["id"], prio, RESTART)
             ids.append(rec["id"])
         return ids
@@ -168,6 +183,10 @@ class Service:
             try:
                 self.store.beat()
             except OSError:  # a store that cannot be written now: the next beat tries again
+                pass
+            try:
+                self.adopt()  # a replica that went away since: its accepted runs are run here
+            except Exception:  # never the heartbeat's end (this replica would look gone): the next beat tries again
                 pass
 
     def _verdicts_first(self) -> None:
@@ -256,6 +275,8 @@ class Service:
 
     def _verdict(self, run_id: str) -> None:
         """The fast verdict: the record, summary.md and the notification carry it at once; the notebook follows."""
+        if not self.store.claim(run_id):  # another replica adopted it while this one's heartbeat lagged
+            return
         rec = self.store.update_with(run_id, lambda rec: RunRecord(rec).started(time.time()))
         folder = self.store.folder(run_id)
         try:
@@ -286,6 +307,8 @@ class Service:
 
     def _render(self, run_id: str) -> None:
         """The notebook: the evidence of a run with a fast verdict, or the verdict itself without one."""
+        if self.verdicts is None and not self.store.claim(run_id):  # the run starts here: as in _verdict
+            return
         rec = self.store.get(run_id)
         fast = rec.get("verdict_by") == "fast"
         if fast and not isinstance(self.runner, JobRenders):  # renders on this server's CPUs: verdicts first
