@@ -69,31 +69,40 @@ def incidents(events: pd.DataFrame, classes: set[str]) -> pd.DataFrame:
     if "state_severity" not in ev.columns:
         ev["state_severity"] = ""
     rank = {"critical": 0, "warning": 1, "info": 2, "ok": 3, "": 4}
-    for (node, gpu, _hard), grp in ev.groupby(["node", "gpu", "_hard"], sort=False):
+    cols = ["time", "signal", "code", "detail", "state_severity", "incident_class"]
+    # the columns as plain lists, grouped by (node, GPU, hard) in order of first appearance as groupby(sort=False)
+    # does (keys with a missing value left out, as groupby does): DataFrame.iterrows builds a Series per row and a
+    # group per (node, GPU) costs a frame each (8,000 groups at 8,192 GPUs: 20 s)
+    data = list(zip(*(ev[c].tolist() for c in cols)))
+    groups: dict[tuple, list[int]] = {}
+    for i, key in enumerate(zip(ev["node"].tolist(), ev["gpu"].tolist(), ev["_hard"].tolist())):
+        if not any(pd.isna(k) for k in key):
+            groups.setdefault(key, []).append(i)
+    for (node, gpu, _hard), idx in groups.items():
         cur = None
-        for _, r in grp.iterrows():
+        for t, signal, code, detail, severity, cls in (data[i] for i in idx):
             label = (
-                f"XID {r['code']}"
-                if r["signal"] == "xid"
-                else f"{r['code']} {r['detail']}".strip()
-                if r["signal"] == "condition"
-                else r["signal"].replace("_", " ")
+                f"XID {code}"
+                if signal == "xid"
+                else f"{code} {detail}".strip()
+                if signal == "condition"
+                else signal.replace("_", " ")
             )
-            if cur is not None and r["time"] - cur["last"] <= merge:
-                cur["last"] = r["time"]
-                if rank.get(r["state_severity"], 4) < rank.get(cur["severity"], 4):
-                    cur["severity"] = r["state_severity"]
+            if cur is not None and t - cur["last"] <= merge:
+                cur["last"] = t
+                if rank.get(severity, 4) < rank.get(cur["severity"], 4):
+                    cur["severity"] = severity
                 if label not in cur["what"]:
                     cur["what"].append(label)
                 continue
             cur = {
                 "node": node,
                 "gpu": gpu,
-                "time": r["time"],
-                "last": r["time"],
+                "time": t,
+                "last": t,
                 "what": [label],
-                "incident_class": r["incident_class"],
-                "severity": r["state_severity"],
+                "incident_class": cls,
+                "severity": severity,
             }
             rows.append(cur)
     out = pd.DataFrame(rows, columns=["node", "gpu", "time", "last", "what", "incident_class", "severity"])

@@ -20,6 +20,17 @@ etc/default-counters.csv @ d5e5f510):
   ``DCGM_FI_DEV_FABRIC_HEALTH_MASK``, where the exporter has them (off by default);
 * ``up{job=~".*dcgm-exporter.*"}`` == 0: the exporter sent nothing (no data, not zero).
 
+Where this Prometheus records the history's recording rules (:mod:`gpulib.sources.history_rules`) over the
+whole window, the same questions are asked of the recorded series instead (:func:`history_path`): each rule holds
+the raw path's per-step expression, evaluated by Prometheus every 5 minutes, so the history reads a few sparse
+series and Prometheus does not walk every raw sample of the window. A recorded sample at ``s`` is read at the
+first step ``t >= s`` (``last_over_time(rule[299999ms])``: Prometheus 2.x range selectors include their left end, so
+a 5-minute range would read a sample on a step twice), so an event's time is the same as on the raw path when the
+steps fall on the rule group's evaluation times and at most a step later otherwise. Two readings differ from the raw
+path: whether an input is there at all is the hourly presence count (per host for the XID signals, per ``job``
+elsewhere, so a node filter does not narrow it), and a driver change in the hour before the window opens can show
+both values as the window's first.
+
 A signal whose series this Prometheus does not hold at all over the window is reported in ``missing`` with its
 name, so the preflight can say which series this Prometheus lacks.
 
@@ -42,6 +53,7 @@ import pandas as pd
 from gpulib.core.schema import HISTORY_COLUMNS
 from gpulib.core.validate import promql_string
 from gpulib.sources.history import NodeHistory
+from gpulib.sources.history_rules import PRESENCE, RULE, input_selector
 from gpulib.sources.signals import aliases
 
 #: the step of the history queries: a NotReady spell or a cordon shorter than this can be missed
@@ -60,6 +72,23 @@ FABRIC_MASK = "DCGM_FI_DEV_FABRIC_HEALTH_MASK"
 FABRIC_STATES = {2: "unhealthy", 3: "limited_capacity"}
 #: dcgm.HealthResult values (NVIDIA/go-dcgm: pkg/dcgm/const.go @ b7fa3154)
 HEALTH_RESULTS = {10: "WARN", 20: "FAIL"}
+#: a recorded sample's reach: one step less a millisecond, so that consecutive steps read each sample once
+RECORDED_RANGE = f"{int(STEP_S * 1000) - 1}ms"
+
+
+def recorded(key: str, selector: str = "") -> str:
+    """The recorded series of :data:`gpulib.sources.history_rules.RULE` ``key`` as read at each step."""
+    return f"last_over_time({RULE[key]}{selector}[{RECORDED_RANGE}])"
+
+
+def history_path(src, start: float, end: float) -> str:
+    """``rules`` when this Prometheus recorded the history's input presence both in the window's first hours and at
+    its end (the rules were installed, or backfilled, before the window opened), else ``raw``."""
+    first = start + 7200
+    if end - first < STEP_S:
+        return "raw"
+    res = src._range_arrays(f"count(last_over_time({PRESENCE}[7200s]))", first, end, end - first)
+    return "rules" if res and len(res[0]["ts"]) >= 2 else "raw"
 
 
 def _sel(label: str, node: str | None, extra: str = "", scope: str = "") -> str:
@@ -141,12 +170,20 @@ def _host(src, metric: dict) -> str:
     return next((metric[h] for h in src._host_labels if metric.get(h)), "")
 
 
-def _present(src, metric: str, node, scope: str, start: float, end: float) -> set[str]:
+def _present(src, metric: str, node, scope: str, start: float, end: float, rules: bool = False) -> set[str]:
     """The nodes (host label values) that had any series of ``metric`` (any name) in [start, end]: a range query at
-    :data:`PRESENCE_STEPS` coarse steps of ``count by (hosts) (last_over_time(...[step]))``."""
+    :data:`PRESENCE_STEPS` coarse steps of ``count by (hosts) (last_over_time(...[step]))``; on the rules path, of
+    the input's hourly presence count (a node label when the rule counts per ``job``: any node)."""
     step = max(STEP_S, math.ceil((end - start) / PRESENCE_STEPS))
     by = ", ".join(src._host_labels)
-    terms = " or ".join(f"last_over_time({t}[{int(step)}s])" for t in _terms(src, metric, node, scope=scope))
+    if rules:
+        hosts = src._host_labels if node else ("",)
+        terms = [f"{PRESENCE}{_sel(h, node, f'input={chr(34)}{metric}{chr(34)}')}" for h in hosts]
+        if metric in (GPU_HEALTH, FABRIC_SUMMARY):  # counted per job: present for every node, or none
+            return {"*"} if _exists(src, input_selector(metric), start, end) else set()
+    else:
+        terms = _terms(src, metric, node, scope=scope)
+    terms = " or ".join(f"last_over_time({t}[{int(step)}s])" for t in terms)
     res = src._range_arrays(f"count by ({by}) ({terms})", start, end, step)
     return {h for r in res if (h := _host(src, r["metric"]))}
 
@@ -169,10 +206,12 @@ def _exists(src, selector: str, start: float, end: float) -> bool:
     return bool(src._range_arrays(f"count(last_over_time({selector}[{int(step)}s]))", start, end, step))
 
 
-def prometheus_history(src, window, node: str | None) -> NodeHistory:
-    """The node history of ``src`` (a PrometheusSource) over ``window``."""
+def prometheus_history(src, window, node: str | None, path: str | None = None) -> NodeHistory:
+    """The node history of ``src`` (a PrometheusSource) over ``window``, from the recorded series (``path``
+    ``rules``) or the raw ones (``raw``); None: :func:`history_path` chooses."""
     end = src.end.timestamp()
     start = end - window.total_seconds()
+    rules = (path or history_path(src, start, end)) == "rules"
     scope = ""  # the cluster matcher is added to every query the source sends (gpulib/sources/promql_scope.py)
     rows, read, missing = [], {}, {}
 
@@ -186,20 +225,27 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
         return res
 
     cordon = "kube_node_spec_unschedulable" + _sel("node", node, "", scope)
-    for r in q("kube_node_spec_unschedulable", cordon, f"{cordon} == 1", "cordon"):
+    if rules:
+        cordon, expr = input_selector("kube_node_spec_unschedulable"), recorded("cordon", _sel("node", node))
+    else:
+        expr = f"{cordon} == 1"
+    for r in q("kube_node_spec_unschedulable", cordon, expr, "cordon"):
         for a, b in runs(r["ts"], end):
             rows.append(_row(a, r["metric"].get("node", ""), "cordon", end=b, origin="kube_node_spec_unschedulable"))
-    rows += _not_ready(q, node, scope, end)
-    rows += _restarts(q, node, scope, start, end)
-    rows += _drivers(q, node, scope, start)
-    rows += _xids(src, node, scope, start, end, read, missing)
-    rows += _health(src, node, scope, start, end, read, missing)
+    rows += _not_ready(q, node, scope, end, rules)
+    rows += _restarts(q, node, scope, start, end, rules)
+    rows += _drivers(q, node, scope, start, rules)
+    rows += _xids(src, node, scope, start, end, read, missing, rules)
+    rows += _health(src, node, scope, start, end, read, missing, rules)
     up = (
         'up{job=~".*dcgm-exporter.*"'
         + "".join(f",{p}" for p in (scope, f"node={promql_string(node)}" if node else "") if p)
         + "}"
     )
-    for r in q("up (dcgm-exporter)", up, up + " == 0", "no_data"):
+    down = up + " == 0"
+    if rules:
+        up, down = input_selector("up"), recorded("exporter_down", _sel("node", node))
+    for r in q("up (dcgm-exporter)", up, down, "no_data"):
         for a, b in runs(r["ts"], end):
             rows.append(
                 _row(
@@ -211,18 +257,23 @@ def prometheus_history(src, window, node: str | None) -> NodeHistory:
                     origin="up{job=dcgm-exporter}",
                 )
             )
+    if rules:
+        read = {k: f"{v} (recorded: gpu-runbooks.history rules)" for k, v in read.items()}
     return NodeHistory(pd.DataFrame(rows, columns=HISTORY_COLUMNS), read, missing)
 
 
-def _drivers(q, node, scope, start: float) -> list[dict]:
+def _drivers(q, node, scope, start: float, rules: bool = False) -> list[dict]:
     """Driver changes from ``kube_node_labels``' driver label: each node's value when the window opens, then each
     step where a node shows a value it did not show a step before (a new label value is a new series)."""
     label = "label_nvidia_com_cuda_driver_version_full"
     sel = f"kube_node_labels{_sel('node', node, label + '!=' + chr(34) * 2, scope)}"
     name, signals = "kube_node_labels (driver label)", ("driver_change", "gfd_label")
-    seen = [(start, r) for r in q(name, sel, sel, signals, at=start)]
+    first, new = sel, f"{sel} unless {sel} offset {int(STEP_S)}s"
+    if rules:
+        sel, first = input_selector("kube_node_labels"), f"last_over_time({RULE['driver']}{_sel('node', node)}[1h])"
+        new = recorded("driver_new", _sel("node", node))
+    seen = [(start, r) for r in q(name, sel, first, signals, at=start)]
     # from the second step: what the first step holds is the baseline read above
-    new = f"{sel} unless {sel} offset {int(STEP_S)}s"
     seen += [(float(t), r) for r in q(name, sel, new, signals, skip=1) for t in r["ts"]]
     by_node: dict[str, list[tuple[float, str]]] = {}
     for t, r in seen:
@@ -238,13 +289,16 @@ def _drivers(q, node, scope, start: float) -> list[dict]:
     return rows
 
 
-def _not_ready(q, node, scope, end: float) -> list[dict]:
+def _not_ready(q, node, scope, end: float, rules: bool = False) -> list[dict]:
     """NotReady spells: Ready ``false`` or ``unknown`` (the node controller cannot reach the kubelet), one spell per
     run of steps where either holds; its detail says which, ``unknown`` as :data:`UNREACHABLE`."""
     cond = 'condition="Ready",status=~"false|unknown"'
     sel = "kube_node_status_condition" + _sel("node", node, cond, scope)
     per_node: dict[str, dict[float, set[str]]] = {}
-    for r in q("kube_node_status_condition", sel, f"{sel} == 1", "condition"):
+    expr = f"{sel} == 1"
+    if rules:
+        sel, expr = input_selector("kube_node_status_condition"), recorded("not_ready", _sel("node", node))
+    for r in q("kube_node_status_condition", sel, expr, "condition"):
         steps = per_node.setdefault(r["metric"].get("node", ""), {})
         for t in r["ts"]:
             steps.setdefault(float(t), set()).add(r["metric"].get("status", "false"))
@@ -260,7 +314,7 @@ def _not_ready(q, node, scope, end: float) -> list[dict]:
     return rows
 
 
-def _restarts(q, node, scope, start: float, end: float) -> list[dict]:
+def _restarts(q, node, scope, start: float, end: float, rules: bool = False) -> list[dict]:
     """Container restarts per node: each container's counter read on its own, joined to its node by
     ``kube_pod_info``, as the steps it changed only: a rise is that many restarts, a drop is a reset (the new value
     is the count since), a series that starts after the window opened is a pod created in the window (its first
@@ -275,8 +329,14 @@ def _restarts(q, node, scope, start: float, end: float) -> list[dict]:
     name = "kube_pod_container_status_restarts_total with kube_pod_info"
     per: dict[tuple[str, float], float] = {}
     # a series already there in the window's first two steps was there when it opened: its count is a baseline
-    for skip, expr in ((0, f"(({x} - {off}) > 0)"), (0, f"(({x} < {off}) > 0)"), (2, f"(({x} unless {off}) > 0)")):
-        for r in q(name, x, expr + on_node, "pod_restart", skip=skip):
+    exprs = [(0, f"(({x} - {off}) > 0)"), (0, f"(({x} < {off}) > 0)"), (2, f"(({x} unless {off}) > 0)")]
+    exprs = [(skip, e + on_node) for skip, e in exprs]
+    if rules:  # the same three changes, per container first, summed per node by the rule
+        x = input_selector("kube_pod_container_status_restarts_total")
+        change = ("rise", "reset", "new")
+        exprs = [(s, recorded("restarts", _sel("node", node, f'change="{c}"'))) for (s, _), c in zip(exprs, change)]
+    for skip, expr in exprs:
+        for r in q(name, x, expr, "pod_restart", skip=skip):
             for t, d in zip(r["ts"], r["v"]):
                 key = (r["metric"].get("node", ""), float(t))
                 per[key] = per.get(key, 0.0) + float(d)
@@ -286,20 +346,20 @@ def _restarts(q, node, scope, start: float, end: float) -> list[dict]:
     ]
 
 
-def _xids(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]:
+def _xids(src, node, scope, start, end, read: dict, missing: dict, rules: bool = False) -> list[dict]:
     """XIDs per node: from ``DCGM_EXP_XID_ERRORS_COUNT`` (:func:`window_arrivals`, one series per GPU and code; the
     series without an ``xid`` label is the exporter's zero) where the node's exporter emits it; elsewhere from the
     ``DCGM_FI_DEV_XID_ERRORS`` gauge's changes (either name, gpulib/data/sources/signals.csv): a sticky last value,
     so its value carried in from before the window is not an XID, and the same XID twice in a row shows once."""
     rows = []
-    counted = _present(src, XID_COUNT, node, scope, start, end)
+    counted = _present(src, XID_COUNT, node, scope, start, end, rules)
     if counted:
-        res = src._range_arrays(
-            " or ".join(f"max_over_time({t}[{int(STEP_S)}s])" for t in _terms(src, XID_COUNT, node, 'xid!=""', scope)),
-            start,
-            end,
-            STEP_S,
+        expr = " or ".join(
+            f"max_over_time({t}[{int(STEP_S)}s])" for t in _terms(src, XID_COUNT, node, 'xid!=""', scope)
         )
+        if rules:
+            expr = " or ".join(recorded("xid_count", _sel(h, node)) for h in (src._host_labels if node else ("",)))
+        res = src._range_arrays(expr, start, end, STEP_S)
         for r in res:
             host = _host(src, r["metric"])
             for t, d in window_arrivals(r["ts"], r["v"], STEP_S):
@@ -314,11 +374,13 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]
                             origin=XID_COUNT,
                         )
                     )
-    gauged = _present(src, XID_GAUGE, node, scope, start, end) - counted
+    gauged = _present(src, XID_GAUGE, node, scope, start, end, rules) - counted
     if gauged:
         # the steps where the gauge differs from the step before: its value carried in from before the window is
         # the baseline, not an XID, and the same XID twice in a row is one change
         terms = [f"({t} != {t} offset {int(STEP_S)}s)" for t in _terms(src, XID_GAUGE, node, "", scope)]
+        if rules:
+            terms = [recorded("xid_gauge", _sel(h, node)) for h in (src._host_labels if node else ("",))]
         for r in src._range_arrays(" or ".join(terms), start, end, STEP_S):
             host = _host(src, r["metric"])
             if host not in gauged:
@@ -347,14 +409,20 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]
     return rows
 
 
-def _health(src, node, scope, start, end, read: dict, missing: dict) -> list[dict]:
+def _health(src, node, scope, start, end, read: dict, missing: dict, rules: bool = False) -> list[dict]:
     """``gpu_health`` spells (DCGM_EXP_GPU_HEALTH_STATUS WARN/FAIL per health watch; NVIDIA/dcgm-exporter:
     internal/pkg/collector/gpu_health_collector.go @ d5e5f510) and ``fabric_health`` spells (fabric summary
     unhealthy or limited capacity, with the fabric health mask at the spell's start), where they are exported."""
     rows = []
-    if _present(src, GPU_HEALTH, node, scope, start, end):
+    hosts = src._host_labels if node else ("",)
+
+    def expr(key: str, raw: str) -> str:
+        return " or ".join(recorded(key, _sel(h, node)) for h in hosts) if rules else raw
+
+    if _present(src, GPU_HEALTH, node, scope, start, end, rules):
         read["gpu_health"] = GPU_HEALTH
-        for r in src._range_arrays(f"({_either(src, GPU_HEALTH, node, '', scope)}) > 0", start, end, STEP_S):
+        health = expr("gpu_health", f"({_either(src, GPU_HEALTH, node, '', scope)}) > 0")
+        for r in src._range_arrays(health, start, end, STEP_S):
             lab = r["metric"]
             for a, b in spells(r["ts"], end):
                 worst = float(r["v"][(r["ts"] >= a) & ((r["ts"] < b) if b else True)].max())
@@ -373,14 +441,17 @@ def _health(src, node, scope, start, end, read: dict, missing: dict) -> list[dic
                 )
     else:
         missing["gpu_health"] = f"no {GPU_HEALTH} series in this Prometheus (off in dcgm-exporter's default counters)"
-    if not _present(src, FABRIC_SUMMARY, node, scope, start, end):
+    if not _present(src, FABRIC_SUMMARY, node, scope, start, end, rules):
         missing["fabric_health"] = f"no {FABRIC_SUMMARY} series in this Prometheus"
         return rows
     read["fabric_health"] = FABRIC_SUMMARY
     masks = {}
-    for r in src._range_arrays(f"({_either(src, FABRIC_MASK, node, '', scope)}) != 0", start, end, STEP_S):
+    for r in src._range_arrays(
+        expr("fabric_mask", f"({_either(src, FABRIC_MASK, node, '', scope)}) != 0"), start, end, STEP_S
+    ):
         masks[(_host(src, r["metric"]), r["metric"].get("gpu", ""))] = (r["ts"], r["v"])
-    for r in src._range_arrays(f"({_either(src, FABRIC_SUMMARY, node, '', scope)}) >= 2", start, end, STEP_S):
+    summary = expr("fabric_summary", f"({_either(src, FABRIC_SUMMARY, node, '', scope)}) >= 2")
+    for r in src._range_arrays(summary, start, end, STEP_S):
         lab, host = r["metric"], _host(src, r["metric"])
         for a, b in spells(r["ts"], end):
             state = int(r["v"][r["ts"] >= a][0])

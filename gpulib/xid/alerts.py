@@ -41,6 +41,7 @@ from gpulib.cost import (
     Thresholds,  # the thresholds of the one idle/zombie rule (gpulib.cost.usage.classify_idle)
     recording_group,
 )
+from gpulib.sources.history_rules import history_groups
 from gpulib.sources.promql_scope import LABEL_NAME
 from gpulib.sources.signals import aliases, promql_any, promql_each
 from gpulib.xid.triage import DRAIN_BUCKETS
@@ -402,9 +403,10 @@ def rules_document(
 ) -> dict[str, Any]:
     """The shipped Prometheus rules document: the alert group, then the utilization report's recording rules
     (:func:`gpulib.cost.recording_group`, the report's per-step inputs at ``series_step``); every grouping carries
-    ``cluster_label`` (:func:`with_cluster`)."""
+    ``cluster_label`` (:func:`with_cluster`). Then the node history's recording rules
+    (:func:`gpulib.sources.history_rules.history_groups`: its per-step changes and its inputs' presence)."""
     alerts = alert_rules(base_url, annotations=annotations, cluster_label=cluster_label)["groups"]
-    return {"groups": alerts + _scoped([recording_group()], cluster_label)}
+    return {"groups": alerts + _scoped([recording_group(), *history_groups()], cluster_label)}
 
 
 def routes() -> dict[str, Any]:
