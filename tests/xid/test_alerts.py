@@ -114,13 +114,23 @@ def _stage_case(case: Path, rules_text: str, root: Path) -> Path:
 
 def _outcomes(stdout: str) -> dict[str, str]:
     """Each case file's result in the output of one ``promtool test rules`` over several: its ``Unit Testing:``
-    line followed by ``SUCCESS`` (its failures go to stderr, https://github.com/prometheus/prometheus/blob/v2.42.0/
-    cmd/promtool/unittest.go ``ruleUnitTest``)."""
+    line followed by ``SUCCESS`` on stdout; a failing file's ``FAILED:`` and errors go to stderr
+    (prometheus/prometheus: cmd/promtool/unittest.go @01049551 ``RulesUnitTest``, ``ruleUnitTest``)."""
     out = {}
     for block in stdout.split("Unit Testing:")[1:]:
         name, _, rest = block.strip().partition("\n")
         out[name.strip()] = "SUCCESS" if rest.strip().startswith("SUCCESS") else "FAILED"
     return out
+
+
+def test_outcomes_are_attributed_to_each_case_file():
+    """promtool 2.42's stdout for a passing then a failing file (its FAILED block went to stderr)."""
+    stdout = "Unit Testing:  a/temperature_test.yaml\n  SUCCESS\n\nUnit Testing:  b/memory_test.yaml\n\n\n"
+    assert _outcomes(stdout) == {"a/temperature_test.yaml": "SUCCESS", "b/memory_test.yaml": "FAILED"}
+    assert _outcomes(stdout.replace("  SUCCESS\n", "")) == {
+        "a/temperature_test.yaml": "FAILED",
+        "b/memory_test.yaml": "FAILED",
+    }
 
 
 @pytest.fixture(scope="module")
