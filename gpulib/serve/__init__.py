@@ -24,14 +24,13 @@ def run_server(cfg) -> None:
 
     from gpulib.serve.app import create_app
     from gpulib.serve.bodylimit import HeaderDeadline
-    from gpulib.serve.config import limit
     from gpulib.serve.pool import tune_malloc
     from gpulib.serve.reaper import exit_on_signals, stop_descendants
 
     tune_malloc()  # before the first render: no arena grows on a dynamic threshold (gpulib/serve/pool.py)
     app = create_app(cfg)
     exit_on_signals()
-    HeaderDeadline.timeout_s = float(limit("header_read_timeout_s"))
+    HeaderDeadline.timeout_s = float(cfg.header_timeout)
     try:  # h11 with a deadline on the request headers (gpulib/serve/bodylimit.py)
         uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False, http=HeaderDeadline)
     finally:

@@ -121,6 +121,8 @@ class ServeConfig:
     #: what each verdict writes back to the cluster (gpulib/kube/publish.py): "", events, events,condition
     publish: str | None = _option("publish", None)
     max_body: int = _option("max_body")
+    #: seconds a connection has to send its request line and headers (gpulib/serve/bodylimit.py HeaderDeadline)
+    header_timeout: int = _option("header_timeout")
     retry_after: int = 30
     #: page-started runs (GET /run/..., no token) waiting at once, beside the alerts' queue_limit
     page_queue_limit: int = field(default_factory=lambda: int(limit("page_queue_limit")))
@@ -155,7 +157,15 @@ class ServeConfig:
     @staticmethod
     def _check(kw: dict) -> None:
         """InvalidParameter for the first option in ``kw`` with a value the server cannot take."""
-        for k in ("kernels", "queue_limit", "run_timeout", "max_body", "verdict_workers", "page_queue_limit"):
+        for k in (
+            "kernels",
+            "queue_limit",
+            "run_timeout",
+            "max_body",
+            "verdict_workers",
+            "page_queue_limit",
+            "header_timeout",
+        ):
             if k in kw and int(kw[k]) < 1:
                 raise InvalidParameter(f"--{k.replace('_', '-')} must be at least 1")
         for k in ("verdict_deadline_s", "verdict_stuck_grace_s", "page_rate_window_s"):

@@ -32,10 +32,18 @@ def backfill(sim, window: str, workdir: Path, step: float | None = None) -> Path
     return tsdb
 
 
+#: blocks of up to 90 days: promtool's default 2-hour blocks cost ~25x the CPU on a 9-day history (10.6 s vs 0.4 s,
+#: 109 blocks vs 2) for the same samples; "when backfilling data over a long range of times, it may be advantageous to
+#: use a larger value for the block-duration to backfill faster"
+#: (https://prometheus.io/docs/prometheus/latest/storage/#backfilling-from-openmetrics-format)
+MAX_BLOCK = "--max-block-duration=2160h"
+
+
 def blocks_from_openmetrics(om: Path, tsdb: Path) -> None:
-    """``promtool tsdb create-blocks-from openmetrics OM TSDB``, then the text file is deleted."""
+    """``promtool tsdb create-blocks-from openmetrics OM TSDB`` (blocks of up to :data:`MAX_BLOCK`), then the text
+    file is deleted."""
     subprocess.run(
-        [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
+        [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", MAX_BLOCK, str(om), str(tsdb)],
         check=True,
         capture_output=True,
         text=True,

@@ -6,7 +6,6 @@ kubernetes-monitoring/kubernetes-mixin: config.libsonnet @ aa38e2bf); every quer
 from __future__ import annotations
 
 import re
-import subprocess
 from datetime import timedelta
 
 import pandas as pd
@@ -19,7 +18,7 @@ from gpulib.demo.simulator import FleetSimulator
 from gpulib.sources.prometheus import PrometheusSource, load_settings
 from gpulib.sources.promql_scope import cluster_matcher, scoped
 from tests.helpers.pinned import DEMO_END, need_prometheus
-from tests.helpers.promharness import PrometheusServer, binaries
+from tests.helpers.promharness import PrometheusServer, blocks_from_openmetrics
 
 M = 'cluster="eu-1"'
 
@@ -82,12 +81,7 @@ def two_clusters(tmp_path_factory):
         parts.append(_with_cluster(text, name))
     om = work / "both.om"
     om.write_text("".join(parts) + "# EOF\n")
-    subprocess.run(
-        [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(work / "tsdb")],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    blocks_from_openmetrics(om, work / "tsdb")
     server = PrometheusServer(work / "tsdb", work)
     yield server.url, sims
     server.stop()

@@ -5,7 +5,6 @@ are the demo's own, and they move with the window end (``GPUOPS_END``)."""
 
 from __future__ import annotations
 
-import subprocess
 from datetime import timedelta
 
 import numpy as np
@@ -18,7 +17,7 @@ from gpulib.demo.simulator import FleetSimulator
 from gpulib.sources.prom_history import STEP_S, UNREACHABLE
 from gpulib.sources.prometheus import PrometheusSource
 from tests.helpers.pinned import DEMO_END, need_prometheus
-from tests.helpers.promharness import PrometheusServer, binaries
+from tests.helpers.promharness import PrometheusServer, blocks_from_openmetrics
 
 WINDOW = timedelta(days=7)
 #: (window end, whether dcgm-exporter's DCGM_EXP_XID_ERRORS_COUNT is on): the demo end and two others, the count
@@ -35,12 +34,7 @@ def case(request, tmp_path_factory):
     om = work / "history.om"
     write_history_openmetrics(sim, om, "9d", 600.0, xid_count=count)
     tsdb = work / "tsdb"
-    subprocess.run(
-        [binaries()[1], "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    blocks_from_openmetrics(om, tsdb)
     server = PrometheusServer(tsdb, work)
     src = PrometheusSource(server.url, end=end)
     yield src.node_history(WINDOW), demo_history(sim), pd.Timestamp(end), count

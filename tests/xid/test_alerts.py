@@ -96,26 +96,65 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case():
     assert names - quiet == set(), "alerts without a quiet case"
 
 
-@needs_promtool
-def test_promtool_cases_pass(tmp_path):
-    """Every case file passes, each against its rule files cut to what it can observe (:func:`_observable_rules`):
-    promtool evaluates every rule at every step, and the untested alerts' subqueries were most of the 56 s of CPU
-    the whole fixture cost (0.6-10 s a case file) without adding a check."""
-    cases = []
-    for case in _promtool_cases():  # a folder of its own each: two cases cut one rules file differently
-        doc, root = yaml.safe_load(case.read_text()), tmp_path / case.stem
-        for rel in doc["rule_files"]:
-            src = (case.parent / rel).resolve()
-            dst = root / src.relative_to(PROM)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_text(_observable_rules(src.read_text(), doc))
-        cases.append(root / case.relative_to(PROM))
-        cases[-1].parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(case, cases[-1])
+def _stage_case(case: Path, rules_text: str, root: Path) -> Path:
+    """``case`` copied under ``root`` (a folder of its own: two cases cut one rules file differently) beside its rule
+    files, each ``rules_text`` (None: the file as committed) cut to what the case can observe
+    (:func:`_observable_rules`); returns the copy's path relative to ``root``'s parent."""
+    doc = yaml.safe_load(case.read_text())
+    for rel in doc["rule_files"]:
+        src = (case.parent / rel).resolve()
+        dst = root / src.relative_to(PROM)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(_observable_rules(src.read_text() if rules_text is None else rules_text, doc))
+    staged = root / case.relative_to(PROM)
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(case, staged)
+    return staged.relative_to(root.parent)
+
+
+def _outcomes(stdout: str) -> dict[str, str]:
+    """Each case file's result in the output of one ``promtool test rules`` over several: its ``Unit Testing:``
+    line followed by ``SUCCESS`` on stdout; a failing file's ``FAILED:`` and errors go to stderr
+    (prometheus/prometheus: cmd/promtool/unittest.go @01049551 ``RulesUnitTest``, ``ruleUnitTest``)."""
+    out = {}
+    for block in stdout.split("Unit Testing:")[1:]:
+        name, _, rest = block.strip().partition("\n")
+        out[name.strip()] = "SUCCESS" if rest.strip().startswith("SUCCESS") else "FAILED"
+    return out
+
+
+def test_outcomes_are_attributed_to_each_case_file():
+    """promtool 2.42's stdout for a passing then a failing file (its FAILED block went to stderr)."""
+    stdout = "Unit Testing:  a/temperature_test.yaml\n  SUCCESS\n\nUnit Testing:  b/memory_test.yaml\n\n\n"
+    assert _outcomes(stdout) == {"a/temperature_test.yaml": "SUCCESS", "b/memory_test.yaml": "FAILED"}
+    assert _outcomes(stdout.replace("  SUCCESS\n", "")) == {
+        "a/temperature_test.yaml": "FAILED",
+        "b/memory_test.yaml": "FAILED",
+    }
+
+
+@pytest.fixture(scope="module")
+def promtool_cases(tmp_path_factory):
+    """One ``promtool test rules`` over every case file, each against its rule files cut to what it can observe
+    (:func:`_observable_rules`): promtool evaluates every rule at every step, and the untested alerts' subqueries
+    were most of the 56 s of CPU the whole fixture cost (0.6-10 s a case file) without adding a check. The run is
+    shared by test_promtool_cases_pass and the unchanged half of test_a_planted_wrong_threshold_fails_a_case
+    (xid_test.yaml alone is ~10 s of CPU a run): (returncode, stdout, stderr, {case file name: SUCCESS | FAILED})."""
+    tmp = tmp_path_factory.mktemp("promtool-cases")
+    cases = {case.name: _stage_case(case, None, tmp / case.stem) for case in _promtool_cases()}
     out = subprocess.run(
-        [PROMTOOL, "test", "rules", *map(str, cases)], capture_output=True, text=True, timeout=400, cwd=tmp_path
+        [PROMTOOL, "test", "rules", *map(str, cases.values())], capture_output=True, text=True, timeout=400, cwd=tmp
     )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    by_path = _outcomes(out.stdout)
+    return out.returncode, out.stdout, out.stderr, {name: by_path.get(str(rel)) for name, rel in cases.items()}
+
+
+@needs_promtool
+def test_promtool_cases_pass(promtool_cases):
+    """Every case file passes, each against its rule files cut to what it can observe (:func:`_observable_rules`)."""
+    returncode, stdout, stderr, outcome = promtool_cases
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert set(outcome.values()) == {"SUCCESS"}, outcome  # every file was run and reported
 
 
 def _observable_rules(text: str, case: dict) -> str:
@@ -175,21 +214,21 @@ def test_a_cut_rules_file_keeps_what_its_case_observes():
         ),
     ],
 )
-def test_a_planted_wrong_threshold_fails_a_case(tmp_path, old, new, case):
+def test_a_planted_wrong_threshold_fails_a_case(promtool_cases, tmp_path, old, new, case):
     text = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()
     assert old in text
     planted = text.replace(old, new)
     assert _case_rules(planted, case) != _case_rules(text, case)  # the change lands in an alert the case tests
-    ok = _run_case(text, case, tmp_path)
-    assert ok.returncode == 0, ok.stdout[-3000:] + ok.stderr[-3000:]  # the case's alerts alone pass unchanged
+    returncode, stdout, stderr, outcome = promtool_cases
+    # the case passes unchanged against the same cut of the rules (test_promtool_cases_pass's run)
+    assert outcome[case] == "SUCCESS", stdout[-3000:] + stderr[-3000:]
     out = _run_case(planted, case, tmp_path)
     assert out.returncode != 0 and "FAILED" in out.stdout + out.stderr
+    assert list(_outcomes(out.stdout).values()) == ["FAILED"]
 
 
 def _case_rules(text: str, case: str) -> str:
-    """The rules fixture cut to the alerts that ``case`` tests: promtool evaluates every rule at every step, and the
-    others' subqueries cost ~25-50x the run (nvlink_exporter_test.yaml: 9.7 s vs 0.15 s CPU) without adding a
-    check; every case file runs in test_promtool_cases_pass against the rules it can observe."""
+    """The rules fixture cut to the alerts that ``case`` tests (does a planted change land in one of them?)."""
     tested = {
         a["alertname"]
         for t in yaml.safe_load((PROM / "tests" / case).read_text())["tests"]
@@ -202,9 +241,14 @@ def _case_rules(text: str, case: str) -> str:
 
 
 def _run_case(text: str, case: str, workdir: Path) -> subprocess.CompletedProcess:
-    (workdir / "gpu-alerts.labels-only.yaml").write_text(_case_rules(text, case))
-    shutil.copy(PROM / "tests" / case, workdir / case)
-    return subprocess.run([PROMTOOL, "test", "rules", case], capture_output=True, text=True, timeout=300, cwd=workdir)
+    """``case`` against the labels-only fixture ``text`` cut as test_promtool_cases_pass cuts it: promtool evaluates
+    every rule at every step, and the others' subqueries cost ~25-50x the run (nvlink_exporter_test.yaml: 9.7 s vs
+    0.15 s CPU) without adding a check."""
+    assert yaml.safe_load((PROM / "tests" / case).read_text())["rule_files"] == ["gpu-alerts.labels-only.yaml"]
+    rel = _stage_case(PROM / "tests" / case, text, workdir / "case")
+    return subprocess.run(
+        [PROMTOOL, "test", "rules", str(rel)], capture_output=True, text=True, timeout=300, cwd=workdir
+    )
 
 
 #: the PrometheusRule v1 schema, transcribed from the CRD's openAPIV3Schema (prometheus-operator/prometheus-operator
@@ -326,7 +370,9 @@ def test_memory_high_stays_quiet_on_the_demo_fleets_busy_vllm_gpus(tmp_path, mon
     }
     (tmp_path / "case.yaml").write_text(yaml.safe_dump(case))
     rules = (PROM / "tests" / "gpu-alerts.labels-only.yaml").read_text()
-    (tmp_path / "rules.yaml").write_text(rules)
+    # cut to what the case observes (:func:`_observable_rules`): the other alerts' subqueries over the fleet's
+    # series were most of the run's CPU and no part of its result
+    (tmp_path / "rules.yaml").write_text(_observable_rules(rules, case))
     ok = subprocess.run(
         [PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
@@ -335,7 +381,8 @@ def test_memory_high_stays_quiet_on_the_demo_fleets_busy_vllm_gpus(tmp_path, mon
     active = re.escape(promql_any("DCGM_FI_PROF_GR_ENGINE_ACTIVE"))  # under either name (signals.csv)
     old = re.sub(r"\) unless on\([^)]*\) " + active + r" >= [0-9.]+", ")", rules)
     assert old != rules
-    (tmp_path / "rules.yaml").write_text(old)
+    assert _observable_rules(old, case) != _observable_rules(rules, case)  # the change is in what the case observes
+    (tmp_path / "rules.yaml").write_text(_observable_rules(old, case))
     bad = subprocess.run(
         [PROMTOOL, "test", "rules", "case.yaml"], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
