@@ -20,6 +20,7 @@ are split and each inner command is checked on its own.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shlex
@@ -356,11 +357,13 @@ class Checker:
     with sample values) and checks without a double run against a closed port: parsing only. ``modes`` counts
     the kubectl stages per way they were checked.
 
-    A kubectl invocation that changes nothing (a read, or any command against the closed port) is run once per
-    checker for the same arguments, stdin, contents of the files it names and -- on the double -- the same stored
-    objects (:attr:`KubectlDouble.generation`): a second stage asking exactly that gets the answer the real kubectl
-    gave the first (a ``$(kubectl get ...)`` shared by many printed lines, a node command printed under several
-    operator scenarios). Writes (``--dry-run=server``) always run.
+    A kubectl invocation that changes nothing (a read, a client dry run, or any command against the closed port)
+    is run once per checker for the same arguments, stdin, contents of the files it names and -- on the double --
+    the same stored objects (:attr:`KubectlDouble.generation`): a second stage asking exactly that gets the answer
+    the real kubectl gave the first (a ``$(kubectl get ...)`` shared by many printed lines, a node command printed
+    under several operator scenarios). On the double with other objects, the requests that kubectl run made are
+    asked again in this process; where the double answers every one of them as it answered kubectl, kubectl had
+    exactly the same conversation and its answer stands. Writes (``--dry-run=server``) always run.
     """
 
     workdir: Path
@@ -373,6 +376,7 @@ class Checker:
     runs: int = 0  # kubectl processes started
     _smi: dict | None = None
     _answers: dict = field(default_factory=dict)  # invocation that changes nothing -> (returncode, stdout, stderr)
+    _talks: dict = field(default_factory=dict)  # read on the double -> [(its requests and answers, its answer)]
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -476,7 +480,11 @@ class Checker:
                         return bad, None
             before = len(self.empty)
             problems, out = self._run(
-                args + extra, str(self.double.kubeconfig), stdin, f"on the demo cluster ({mode})", reuse=mode == "read"
+                args + extra,
+                str(self.double.kubeconfig),
+                stdin,
+                f"on the demo cluster ({mode})",
+                reuse=mode in ("read", "client dry run"),
             )
             if not problems and len(self.empty) > before:
                 problems = [
@@ -539,20 +547,42 @@ class Checker:
     ) -> tuple[list[str], str | None]:
         """Run kubectl; ``reuse``: the invocation changes nothing, so an identical one asked before (see the class
         docstring) answers it."""
-        key = None
+        key = talk = None
         if reuse:
             on_double = self.double is not None and kubeconfig == str(self.double.kubeconfig)
             state = getattr(self.double, "generation", None) if on_double else "closed port"
             files = tuple((a, (self.workdir / a).read_text()) for a in args if _is_file(self.workdir, a))
             key = None if state is None else (tuple(args), kubeconfig, stdin, files, state)
+            talk = key[:-1] if key is not None and on_double else None
+        if key is not None and key not in self._answers and talk is not None:
+            for exchanges, answer in self._talks.get(talk, []):
+                if all(_answer_of(self.double.handle(*request)) == got for request, got in exchanges):
+                    self._answers[key] = answer
+                    break
         if key is not None and key in self._answers:
             p = subprocess.CompletedProcess(args, *self._answers[key])
         else:
-            p = self._kubectl_process(args, kubeconfig, stdin)
+            exchanges: list = []
+            if talk is not None:  # what kubectl asks the double, and what it is told
+                handle = self.double.handle
+
+                def recorded(*request):
+                    got = handle(*request)
+                    exchanges.append((request, _answer_of(got)))
+                    return got
+
+                self.double.handle = recorded
+            try:
+                p = self._kubectl_process(args, kubeconfig, stdin)
+            finally:
+                if talk is not None:
+                    del self.double.handle
             if p is None:
                 return [f"kubectl did not return within 30 s {where}".strip()], None
             if key is not None:
                 self._answers[key] = (p.returncode, p.stdout, p.stderr)
+            if talk is not None:
+                self._talks.setdefault(talk, []).append((exchanges, self._answers[key]))
         return self._judge(p, args, where)
 
     def _kubectl_process(self, args: list[str], kubeconfig: str, stdin: str | None):
@@ -641,6 +671,15 @@ class Checker:
             for a in args[1 if sub else 0 :]
             if a.startswith("-") and a.split("=")[0] not in known
         ]
+
+
+def _answer_of(got: tuple[int, Any]) -> tuple:
+    """A double's answer (status, JSON payload or raw bytes) as a comparable value."""
+    status, payload = got
+    raw = getattr(payload, "data", None)
+    if raw is not None:
+        return status, "raw", payload.content_type, raw, payload.declared
+    return status, json.dumps(payload, sort_keys=True, default=str)
 
 
 def _is_file(workdir: Path, arg: str) -> bool:
