@@ -172,11 +172,15 @@ class KubectlDouble(KubeApiDouble):
     def __init__(self, objects: list[dict] | None = None, **kwargs):
         super().__init__(nodes=[], pods=[], daemonsets=[], cluster_policies=[], namespaces=[], **kwargs)
         self.dry_runs: list[tuple[str, str]] = []
+        #: counts every change of the stored objects (load/add/put; writes over HTTP are dry runs and store nothing),
+        #: so a caller may reuse an answer it got at the same generation
+        self.generation = 0
         self.load(objects or [])
 
     def load(self, objects: list[dict]) -> None:
         """Replace the cluster's objects (the base double's ``nodes``/``pods``/... lists are the same lists)."""
         with self._lock:
+            self.generation += 1
             self.store = {r[2]: [] for r in RESOURCES}
             self.nodes, self.pods, self.daemonsets = self.store["nodes"], self.store["pods"], self.store["daemonsets"]
             self.namespaces, self.cluster_policies = self.store["namespaces"], self.store["clusterpolicies"]
@@ -188,6 +192,7 @@ class KubectlDouble(KubeApiDouble):
         if res is None:
             raise ValueError(f"the double does not serve kind {obj['kind']}")
         self.store[res[2]].append(copy.deepcopy(obj))
+        self.generation += 1
 
     def put(self, obj: dict) -> None:
         """Add ``obj``, replacing the object of the same kind, namespace and name."""

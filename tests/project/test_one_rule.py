@@ -29,9 +29,23 @@ END = "2026-12-01T06:45:00Z"
 
 @pytest.fixture(scope="module")
 def demo_0645():
+    """The demo source at END. Its ``series`` answers a query it was asked before (same field, window, step,
+    aggregation) with a copy of the first answer: the fleet overview (:func:`gpulib.cost.idle_samples`) and the
+    report (:func:`gpulib.cost.steps.load_report_data`) pull the same series, and each rule still runs on its own
+    copy of them."""
     from gpulib.sources import connect
 
-    return connect("demo", end=END)
+    src = connect("demo", end=END)
+    pull, answers = src.series, {}
+
+    def series(*args, **kwargs):
+        key = repr((args, sorted(kwargs.items())))
+        if key not in answers:
+            answers[key] = pull(*args, **kwargs)
+        return answers[key].copy()
+
+    src.series = series
+    return src
 
 
 @functools.cache  # one computation per (source, window): several tests read the same verdicts, none changes them

@@ -470,3 +470,23 @@ def test_every_node_command_a_demo_run_prints_goes_through_kubectl(printed):
                     bad.append(f"{where}: {line}")
     assert bad == [], "\n".join(bad)
     assert sum("kubectl debug" in c for _, c in cmds) >= 3
+
+
+def test_a_reused_kubectl_answer_never_hides_a_change_of_the_cluster(demo_double, tmp_path):
+    """A read asked again on the same objects is not run again; on other objects it is answered from the first run
+    only where the double answers kubectl's requests as before (here: another node's objects changed), else kubectl
+    runs again (here: the node it reads is gone, and the check fails)."""
+    healthy = demo_cluster("healthy")
+    demo_double.load(healthy)
+    chk = Checker(tmp_path, double=demo_double)
+    read = "kubectl get node dgx-h100-1 -o wide"
+    assert chk.check(read) == [] and chk.check(read) == []
+    assert chk.runs == 1
+    other = [o for o in healthy if not (o["kind"] == "Node" and o["metadata"]["name"] == "a100-80-0")]
+    demo_double.load(other)
+    assert chk.check(read) == [] and chk.runs == 1  # the same conversation: the answer stands
+    demo_double.load([o for o in healthy if not (o["kind"] == "Node" and o["metadata"]["name"] == "dgx-h100-1")])
+    problems = chk.check(read)
+    assert chk.runs == 2 and problems and 'nodes "dgx-h100-1" not found' in problems[0], problems
+    assert chk.check("kubectl cordon dgx-h100-1") != [] and chk.check("kubectl cordon dgx-h100-1") != []
+    assert chk.runs == 4  # writes (--dry-run=server) always run

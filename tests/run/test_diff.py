@@ -88,10 +88,22 @@ def test_diff_of_two_demo_reports_lists_what_changed(two_runs):
     assert all(f["before"] is not None and f["after"] is not None for f in figs.values())
 
 
-def test_gpuops_diff_prints_it_and_last_n_finds_the_runs(two_runs):
+def _gpuops(args: list[str], capsys) -> tuple[int, str, str]:
+    """``gpuops ARGS`` in this process (:func:`gpulib.cli.main`, what ``python -m gpulib.cli`` runs): exit code,
+    stdout, stderr."""
+    from gpulib import cli
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    out = capsys.readouterr()
+    return exc.value.code or 0, out.out, out.err
+
+
+def test_gpuops_diff_prints_it_and_last_n_finds_the_runs(two_runs, capsys):
     root, a, b = two_runs
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
+    out = subprocess.run(  # the command itself once, as a process; its other uses in this process
         [sys.executable, "-m", "gpulib.cli", "diff", str(a), str(b)],
         capture_output=True,
         text=True,
@@ -101,17 +113,13 @@ def test_gpuops_diff_prints_it_and_last_n_finds_the_runs(two_runs):
     assert out.returncode == 0, out.stderr
     assert "Zombie pods: 1.0 -> 2.0 pods (+1.0, worse)" in out.stdout
     assert re.search(r"New findings: [1-9]", out.stdout) and "Gone findings:" in out.stdout
-    last = subprocess.run(
-        [sys.executable, "-m", "gpulib.cli", "diff", "--last", "2", "--runbook", REPORT, "-p", "source=demo",
-         "--out", str(root), "--json"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
-    assert last.returncode == 0, last.stderr
-    assert json.loads(last.stdout)["after"]["id"] == b.name
-    bad = subprocess.run(
-        [sys.executable, "-m", "gpulib.cli", "diff", str(a)], capture_output=True, text=True, env=env, timeout=300
+    code, stdout, stderr = _gpuops(
+        ["diff", "--last", "2", "--runbook", REPORT, "-p", "source=demo", "--out", str(root), "--json"], capsys
     )
-    assert bad.returncode == 2 and "two runs" in bad.stderr
+    assert code == 0, stderr
+    assert json.loads(stdout)["after"]["id"] == b.name
+    code, _, stderr = _gpuops(["diff", str(a)], capsys)
+    assert code == 2 and "two runs" in stderr
 
 
 def test_a_finding_whose_severity_or_cause_moved_is_changed_not_new():
@@ -124,15 +132,23 @@ def test_a_finding_whose_severity_or_cause_moved_is_changed_not_new():
     assert c["what"] == ["severity", "cause"] and c["after"]["title"] == "Fleet health score 41/100"
 
 
-def test_a_report_run_after_an_earlier_one_opens_with_since_last_time(tmp_path):
+def test_a_report_run_after_an_earlier_one_opens_with_since_last_time(tmp_path, _notebook_kernels):
+    """Both runs in this worker's kept kernel (tests/helpers/shared_runs.py ``KeptKernels``: emptied and given this
+    process' environment before each run), handed to the run as ``gpuops serve`` hands a warm one."""
     from gpulib.run import render
 
     info = find_notebook("gpu_reliability_report")
     out = tmp_path / "reports"
-    first = render.execute(info, {"charts": "cdn"}, out, progress=False, timeout=300)
+    first = render.execute(
+        info, {"charts": "cdn"}, out, progress=False, timeout=300, warm=_notebook_kernels.lend(info.name)
+    )
+    assert first.warm
     assert first.html is not None and "Since last time" not in first.html.read_text()
     assert not (first.out_dir / diff.DIFF_HTML).exists()
-    second = render.execute(info, {"charts": "cdn"}, out, progress=False, timeout=300)
+    second = render.execute(
+        info, {"charts": "cdn"}, out, progress=False, timeout=300, warm=_notebook_kernels.lend(info.name)
+    )
+    assert second.warm
     page = second.html.read_text()
     body = re.search(r"<body[^>]*>", page)
     assert page[body.end() :].startswith(f"<section id='{diff.SECTION_ID}'"), page[body.end() : body.end() + 200]
