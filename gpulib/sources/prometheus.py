@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -290,6 +291,7 @@ class PrometheusSource(Source):
         self._kube_factory = None  # set by LiveSource: the Kubernetes client is built on first use
         self._kube_error = None
         self._http = None
+        self._http_lock = threading.Lock()  # the report's queries start from several threads at once
         self._host_labels = ("hostname", "Hostname")
 
     def describe(self) -> str:
@@ -298,8 +300,9 @@ class PrometheusSource(Source):
     # ---- HTTP (gpulib.sources.promhttp: PrometheusConnect, deadline, retries, circuit breaker, shape) ---
     @property
     def http(self):
-        if self._http is None:
-            self._http = PromHTTP(self.settings)
+        with self._http_lock:  # one client (and one circuit breaker) however many threads ask first
+            if self._http is None:
+                self._http = PromHTTP(self.settings)
         return self._http
 
     def query(self, promql: str) -> list[dict]:
