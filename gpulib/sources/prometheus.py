@@ -290,8 +290,12 @@ class PrometheusSource(Source):
         self._kube = kube
         self._kube_factory = None  # set by LiveSource: the Kubernetes client is built on first use
         self._kube_error = None
-        self._http = None
         self._http_lock = threading.Lock()  # the report's queries start from several threads at once
+        # the HTTP client (and its imports: requests, prometheus-api-client) is made here, in the thread that makes
+        # the source: requests first imported in a query thread while another thread imports kubernetes (which
+        # imports requests too) failed with "partially initialized module 'requests.utils'" (first imports in two
+        # threads are not safe on the Pythons we support, https://github.com/python/cpython/issues/83065)
+        self._http = PromHTTP(self.settings)
         self._host_labels = ("hostname", "Hostname")
 
     def describe(self) -> str:

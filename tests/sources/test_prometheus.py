@@ -174,3 +174,22 @@ def test_threads_asking_at_once_share_one_http_client(monkeypatch):
     for t in threads:
         t.join()
     assert len(made) == 1 and all(h is made[0] for h in got)
+
+
+def test_the_http_client_is_made_with_the_source():
+    """requests and prometheus-api-client are imported by the thread that makes the source, not by the first query
+    thread: a first import of requests in a query thread while the main thread imported kubernetes failed with
+    "partially initialized module 'requests.utils'" (the report's first run in a fresh process)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys; from gpulib.sources.prometheus import PrometheusSource; "
+        "print('requests' in sys.modules, 'prometheus_api_client' in sys.modules); "
+        "src = PrometheusSource('http://127.0.0.1:9'); "
+        "print('requests' in sys.modules, 'prometheus_api_client' in sys.modules, src._http is not None)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True).stdout
+    assert out == "False False\nTrue True True\n"
