@@ -352,12 +352,16 @@ def _frames(rep, data_step: str) -> tuple[dict, float]:
 
 def path_report() -> dict:
     t0 = time.perf_counter()
-    import kubernetes  # noqa: F401  (connect("live") imports the official client: ~2.5 s, reported with imports)
-
     import gpulib
     import gpulib.cost as cost
+    from gpulib.kube.client import kubernetes_client
     from gpulib.sources.prometheus import PrometheusSource
 
+    # connect("live") imports the official client as gpulib does, and the API classes nodes() and pods() use
+    # (kubernetes 37 imports each on first use, kubernetes-client/python: kubernetes/client/__init__.py @02465849):
+    # library imports, reported apart as the client's import always was
+    client = kubernetes_client()
+    client.CoreV1Api, client.ResourceV1Api
     t_import = time.perf_counter() - t0
     queries: list[dict] = []
     real = PrometheusSource._get_range  # the one HTTP call per range-query chunk
@@ -374,7 +378,13 @@ def path_report() -> dict:
 
     PrometheusSource._get_range = recording
     PrometheusSource.query = recording_instant
-    t1 = time.perf_counter()
+    prof = None
+    if os.environ.get("BENCH_PROFILE"):  # --profile FILE: cProfile of the data path (t1..t4) to FILE
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t1, c1 = time.perf_counter(), time.process_time()
     src = gpulib.connect("live")
     data = cost.load_report_data(src, WINDOW, step=os.environ.get("BENCH_REPORT_STEP") or None)
     t2 = time.perf_counter()
@@ -382,13 +392,17 @@ def path_report() -> dict:
     cost.method_section(rep, data)
     t3 = time.perf_counter()
     summary, t_frames = _frames(rep, data.step)
-    t4 = time.perf_counter()
+    t4, c4 = time.perf_counter(), time.process_time()
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(os.environ["BENCH_PROFILE"])
     return {
         "import_s": t_import,
         "load_s": t2 - t1,
         "analyze_s": t3 - t2,
         "frames_s": t_frames,
         "data_path_s": t4 - t1,
+        "data_path_cpu_s": c4 - c1,  # this process' CPU (all threads): what the client adds on a loaded box
         "samples": data.samples,
         "path": data.path,
         "step": data.step,
@@ -556,6 +570,9 @@ def main() -> None:
     ap.add_argument("--e2e", action="store_true", help="also run the notebook through papermill (source=live)")
     ap.add_argument("--step", help="report series step instead of report_policy.csv's series_step (experiments)")
     ap.add_argument("--json", type=Path, help="write all figures to this JSON file")
+    ap.add_argument(
+        "--profile", type=Path, help="cProfile the report's data path of the warm-up run into this file (pstats)"
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("queries", nargs="?", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -620,7 +637,7 @@ def measure(tsdb: Path, args) -> None:
             f"Prometheus {server.url} on {tsdb}; {len(sim.node_specs)} nodes, "
             f"{sum(1 for d in sim.devices if not d.is_instance)} GPUs; warm-up report run (records the queries)"
         )
-        warm = run_path("report", env)
+        warm = run_path("report", {**env, "BENCH_PROFILE": str(args.profile.resolve()) if args.profile else ""})
         qfile = work / "queries.json"
         qfile.write_text(json.dumps(warm["queries"]))
         kernel, floor, rep = [], [], []

@@ -38,8 +38,8 @@ from gpulib.cost.analysis import (
 from gpulib.cost.hygiene import mark_unrequested
 from gpulib.cost.model import CostReport
 from gpulib.cost.price_age import report_price_age
-from gpulib.cost.prices import cost_policy_list, mig_slices_of, report_policy
-from gpulib.cost.totals import UsageTotals, load_totals
+from gpulib.cost.prices import cost_policy_list, report_policy
+from gpulib.cost.totals import Answers, UsageTotals, build_totals, fetch_totals
 from gpulib.cost.usage import (
     FB_USED,
     GPU_UTIL,
@@ -156,20 +156,28 @@ def load_report_data(
     """
     parse_window(window)
     step = step or series_step(window)
-    nodes, pods = src.nodes(), src.pods()
-    if namespaces:
-        known = set(pods["namespace"].astype(str))
-        unknown = [n for n in namespaces if n not in known]
-        if unknown:
-            raise InvalidParameter(
-                f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
-                f"namespaces with pods: {', '.join(sorted(known))}"
-            )
-    try:  # a source that answers PromQL adds the window up itself (gpulib.cost.totals)
-        summed = _prometheus_totals(src, window, step, nodes, pods) if totals else None
-    except NotProvided:
-        summed = None
-    if summed is not None:
+    # a source that answers PromQL adds the window up itself (gpulib.cost.totals): its queries go out first and
+    # Prometheus evaluates them while the Kubernetes API is read
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        asked = pool.submit(_fetch_totals, src, window, step) if totals else None
+        nodes, pods = src.nodes(), src.pods()
+        if namespaces:
+            known = set(pods["namespace"].astype(str))
+            unknown = [n for n in namespaces if n not in known]
+            if unknown:
+                raise InvalidParameter(
+                    f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
+                    f"namespaces with pods: {', '.join(sorted(known))}"
+                )
+        try:
+            answers = asked.result() if asked is not None else None
+        except NotProvided:
+            answers = None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # an error above does not wait for the PromQL
+    if answers is not None:
+        summed = build_totals(answers, nodes=nodes, pods=pods, th=Thresholds.from_table())
         missing = [] if summed.has_fb else [f"{FB_USED}: no series in the last {window}"]
         return ReportData(
             window=window, step=step, nodes=nodes, pods=pods, namespaces=namespaces, missing=missing, totals=summed
@@ -203,24 +211,16 @@ def load_report_data(
     )
 
 
-def _prometheus_totals(src, window: str, step: str, nodes: pd.DataFrame, pods: pd.DataFrame) -> UsageTotals:
-    """The totals path (:func:`gpulib.cost.totals.load_totals`); raises NotProvided for a source without PromQL."""
+def _fetch_totals(src, window: str, step: str) -> Answers:
+    """The totals' answers (:func:`gpulib.cost.totals.fetch_totals`); NotProvided for a source without PromQL."""
     bucket = parse_window(heatmap_bucket(window, step), name="bucket").total_seconds()
-    # which activity field the fleet exports now (and its GPU models, for the MIG shares); NotProvided: no PromQL
-    field_used, rows = GR_ENGINE_ACTIVE, src.query(f"count by (modelName) ({GR_ENGINE_ACTIVE})")
-    if not rows:
-        field_used, rows = GPU_UTIL, src.query(f"count by (modelName) ({GPU_UTIL})")
-    models = pd.Series([r["metric"].get("modelName", "") for r in rows], dtype="string")
-    return load_totals(
-        src,
-        parse_window(window).total_seconds(),
-        nodes=nodes,
-        pods=pods,
-        bucket_s=bucket,
-        th=Thresholds.from_table(),
-        compute_slices=mig_slices_of(models),
-        activity_field=field_used,
-    )
+    return fetch_totals(src, parse_window(window).total_seconds(), bucket)
+
+
+def _prometheus_totals(src, window: str, step: str, nodes: pd.DataFrame, pods: pd.DataFrame) -> UsageTotals:
+    """The totals path (:func:`gpulib.cost.totals.fetch_totals` + ``build_totals``: which activity field the fleet
+    exports and its GPU models are asked with the totals); raises NotProvided for a source without PromQL."""
+    return build_totals(_fetch_totals(src, window, step), nodes=nodes, pods=pods, th=Thresholds.from_table())
 
 
 def serving_candidates(pods: pd.DataFrame, namespaces: list[str] | None = None) -> pd.DataFrame:

@@ -32,6 +32,7 @@ import gpulib.cost.recording as recording
 from gpulib.core.errors import EmptyResult
 from gpulib.core.timeutil import format_duration
 from gpulib.cost.hygiene import mark_unrequested
+from gpulib.cost.prices import mig_slices_of
 from gpulib.cost.usage import (
     GPU_UTIL,
     GR_ENGINE_ACTIVE,
@@ -42,8 +43,20 @@ from gpulib.cost.usage import (
     zombie_runs,
 )
 from gpulib.sources.dcgm import normalise_labels
+from gpulib.sources.signals import promql_names
 
-__all__ = ["UsageTotals", "PATHS", "load_totals", "totals_from_samples", "totals_queries"]
+__all__ = [
+    "UsageTotals",
+    "Answers",
+    "PATHS",
+    "activity_probes",
+    "activity_of",
+    "fetch_totals",
+    "build_totals",
+    "load_totals",
+    "totals_from_samples",
+    "totals_queries",
+]
 
 _HOUR = 3600.0
 #: the data paths, as the Method section names them
@@ -140,10 +153,10 @@ def totals_queries(path: str, window_s: float) -> dict[str, str]:
 
 
 def _held_queries(path: str) -> dict[str, str]:
-    """name -> range query at the rule's resolution returning only held-idle steps."""
+    """name -> range query at the rule's resolution returning only held-idle steps (their activity and memory)."""
     e = _per_step(path)
     held = f"(({e['held']}) == 1)"
-    return {"held": held, "act": f"({e['act']}) and {held}", "fb": f"({e['fb']}) and {held}"}
+    return {"act": f"({e['act']}) and {held}", "fb": f"({e['fb']}) and {held}"}
 
 
 def _bucket_queries(path: str, bucket_s: float) -> dict[str, str]:
@@ -154,83 +167,174 @@ def _bucket_queries(path: str, bucket_s: float) -> dict[str, str]:
     }
 
 
+def activity_probes() -> dict[str, str]:
+    """field -> instant query: its GPU models now, under every name the field has had (signals.csv). The report's
+    activity is GR_ENGINE_ACTIVE when any GPU exports it, else GPU_UTIL; the models give the MIG shares."""
+    return {f: f"count by (modelName) ({promql_names(f)})" for f in (GR_ENGINE_ACTIVE, GPU_UTIL)}
+
+
+def activity_of(probes: dict[str, list[dict]]) -> tuple[str, pd.Series]:
+    """(activity field, its GPU models) from the answers of :func:`activity_probes`."""
+    used = GR_ENGINE_ACTIVE if probes.get(GR_ENGINE_ACTIVE) else GPU_UTIL
+    return used, pd.Series([r["metric"].get("modelName", "") for r in probes.get(used) or []], dtype="string")
+
+
 # ----------------------------------------------------------------------------------------------
-# answers -> frames
+# sending: every query of the window at once
 # ----------------------------------------------------------------------------------------------
-def _key(metric: dict) -> tuple:
-    lab = normalise_labels(metric)
-    return tuple(lab[c] for c in (*SERIES_KEYS, "uuid", "model"))
+@dataclass
+class Answers:
+    """What Prometheus answered for one window (:func:`fetch_totals`), before any frame is built."""
+
+    path: str
+    end_ts: float
+    window_s: float
+    bucket_s: float
+    #: name -> instant answer (:func:`totals_queries`)
+    vectors: dict[str, list[dict]]
+    #: name -> range answer (:func:`_held_queries`, :func:`_bucket_queries`)
+    held: dict[str, list[dict]]
+    buckets: dict[str, list[dict]]
+    #: field -> answer of :func:`activity_probes` (None when not asked)
+    probes: dict[str, list[dict]] | None
+    sent: list[str]
 
 
-_KEY_COLS = [*SERIES_KEYS, "uuid", "model"]
-
-
-def _vector(result: list[dict]) -> dict[tuple, float]:
-    return {_key(r["metric"]): float(r["value"][1]) for r in result}
-
-
-def _label_frame(keys: list[tuple], end: pd.Timestamp, value: list[float]) -> pd.DataFrame:
-    f = pd.DataFrame(keys, columns=_KEY_COLS)
-    f["timestamp"] = end
-    f["value"] = value
-    return f
-
-
-def _shares(keys: list[tuple], end, nodes, pods, window_s: float, slices) -> pd.DataFrame:
-    """share and allocated per series, by the samples path's own rules (prepare_samples, mark_unrequested)."""
-    lab = _label_frame(keys, end, [0.0] * len(keys))
-    s = mark_unrequested(
-        prepare_samples(lab, None, nodes=nodes, window=f"{int(window_s)}s", compute_slices=slices), pods
-    )
-    return s
-
-
-def load_totals(
-    src,
-    window_s: float,
-    *,
-    nodes: pd.DataFrame,
-    pods: pd.DataFrame,
-    bucket_s: float,
-    th: Thresholds,
-    compute_slices: dict[str, float] | None = None,
-    activity_field: str = GR_ENGINE_ACTIVE,
-) -> UsageTotals:
-    """Ask ``src`` (a source that answers PromQL) for the window's totals: the rules path when the recording-rule
-    series exist in the window, else the raw path. Raises :class:`EmptyResult` when no activity has data."""
+def _send(src, path: str, window_s: float, bucket_s: float, probe: bool) -> Answers:
     end_ts = src.end.timestamp()
-    end = pd.Timestamp(end_ts, unit="s", tz="UTC")
-    sent: list[str] = []
-
-    def instant(q: str) -> list[dict]:
-        sent.append(q)
-        return src.query(q)
-
-    probe = f"count(count_over_time({recording.rule_name(recording.ACTIVITY)}[{format_duration(window_s)}]))"
-    path = "rules" if instant(probe) else "raw"
     step_s = recording.rule_resolution()
-    # every other query is independent of the others: sent side by side, so Prometheus evaluates them in parallel
     start = end_ts - window_s + step_s  # zombie steps only, at the rule's resolution
     # heatmap: per series per bucket (bucket ends aligned to multiples of the bucket, so buckets start there too)
     b_end = np.floor(end_ts / bucket_s) * bucket_s
     b_start = max(b_end - window_s + bucket_s, np.ceil((end_ts - window_s) / bucket_s) * bucket_s + bucket_s)
-    jobs = {("n", k): (instant, (q,)) for k, q in totals_queries(path, window_s).items()}
+    jobs = {("n", k): (src.query, (q,)) for k, q in totals_queries(path, window_s).items()}
     jobs.update({("h", k): (src.range_query, (q, start, end_ts, step_s)) for k, q in _held_queries(path).items()})
     jobs.update(
         {("b", k): (src.range_query, (q, b_start, b_end, bucket_s)) for k, q in _bucket_queries(path, bucket_s).items()}
     )
-    sent += [args[0] for kind, (fn, args) in jobs.items() if kind[0] != "n"]
+    if probe:
+        jobs.update({("m", f): (src.query, (q,)) for f, q in activity_probes().items()})
+    # independent queries, sent side by side: Prometheus evaluates them in parallel while the client reads answers
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {kind: pool.submit(fn, *args) for kind, (fn, args) in jobs.items()}
         got = {kind: f.result() for kind, f in futures.items()}
-    answers = {k: _vector(v) for (kind, k), v in got.items() if kind == "n"}
-    held = {k: v for (kind, k), v in got.items() if kind == "h"}
-    buckets = {k: v for (kind, k), v in got.items() if kind == "b"}
+    part = {p: {k: v for (kind, k), v in got.items() if kind == p} for p in ("n", "h", "b", "m")}
+    return Answers(
+        path=path,
+        end_ts=end_ts,
+        window_s=window_s,
+        bucket_s=bucket_s,
+        vectors=part["n"],
+        held=part["h"],
+        buckets=part["b"],
+        probes=part["m"] if probe else None,
+        sent=[args[0] for fn, args in jobs.values()],
+    )
+
+
+def fetch_totals(src, window_s: float, bucket_s: float, *, probe: bool = True) -> Answers:
+    """Ask ``src`` (a source that answers PromQL; NotProvided otherwise) for the window's totals, all queries at
+    once: the rules path's, plus :func:`activity_probes` when ``probe``; the raw path's only when the recording-rule
+    series have no point in the window (the rules are not installed). The answers of the rules path are exactly
+    what a probe of the rule series (``count(count_over_time(<rule>[window]))``) would have asked first."""
+    got = _send(src, "rules", window_s, bucket_s, probe)
+    if got.vectors["n"]:
+        return got
+    raw = _send(src, "raw", window_s, bucket_s, probe=False)
+    raw.probes, raw.sent = got.probes, got.sent + raw.sent
+    return raw
+
+
+# ----------------------------------------------------------------------------------------------
+# answers -> frames
+# ----------------------------------------------------------------------------------------------
+_KEY_COLS = [*SERIES_KEYS, "uuid", "model"]
+
+
+class _Keys:
+    """Series label set -> key (:data:`_KEY_COLS`), normalised once per label set: every answer of one window
+    repeats the same series."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple, tuple] = {}
+
+    def __call__(self, metric: dict) -> tuple:
+        raw = tuple(metric.items())
+        key = self._seen.get(raw)
+        if key is None:
+            lab = normalise_labels(metric)
+            key = self._seen[raw] = tuple(lab[c] for c in _KEY_COLS)
+        return key
+
+
+def _vector(result: list[dict], key: _Keys) -> dict[tuple, float]:
+    return {key(r["metric"]): float(r["value"][1]) for r in result}
+
+
+def _arrays(r: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(timestamps, values) of one range-answer series: ``ts``/``v`` arrays, or the JSON ``values`` pairs."""
+    if "ts" in r:
+        return np.asarray(r["ts"], dtype=float), np.asarray(r["v"], dtype=float)
+    pairs = np.asarray(r.get("values") or [], dtype=float).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
+
+
+@dataclass
+class _Flat:
+    """A range answer as flat arrays: ``keys[i]`` is series i, ``sid`` the series of each point."""
+
+    keys: list[tuple]
+    sid: np.ndarray
+    t: np.ndarray
+    v: np.ndarray
+
+
+def _flat(result: list[dict], key: _Keys) -> _Flat:
+    keys, ts, vs = [], [], []
+    for r in result:
+        t, v = _arrays(r)
+        keys.append(key(r["metric"]))
+        ts.append(t)
+        vs.append(v)
+    lengths = np.array([len(t) for t in ts], dtype=np.int64)
+    cat = (lambda parts: np.concatenate(parts)) if ts else (lambda parts: np.empty(0))
+    return _Flat(keys, np.repeat(np.arange(len(keys)), lengths), cat(ts), cat(vs))
+
+
+def _shares(keys: list[tuple], end, nodes, pods, window_s: float, slices) -> pd.DataFrame:
+    """share and allocated per series, by the samples path's own rules (prepare_samples, mark_unrequested)."""
+    lab = pd.DataFrame(keys, columns=_KEY_COLS)
+    lab["timestamp"] = end
+    lab["value"] = 0.0
+    return mark_unrequested(
+        prepare_samples(lab, None, nodes=nodes, window=f"{int(window_s)}s", compute_slices=slices), pods
+    )
+
+
+def build_totals(
+    got: Answers,
+    *,
+    nodes: pd.DataFrame,
+    pods: pd.DataFrame,
+    th: Thresholds,
+    compute_slices: dict[str, float] | None = None,
+    activity_field: str | None = None,
+) -> UsageTotals:
+    """The window's :class:`UsageTotals` from the answers of :func:`fetch_totals`; ``activity_field`` and
+    ``compute_slices`` default to what :func:`activity_probes` answered. Raises :class:`EmptyResult` when no
+    activity has data."""
+    if activity_field is None:
+        activity_field, models = activity_of(got.probes or {})
+        compute_slices = compute_slices if compute_slices is not None else mig_slices_of(models)
+    window_s, step_s, bucket_s = got.window_s, recording.rule_resolution(), got.bucket_s
+    end = pd.Timestamp(got.end_ts, unit="s", tz="UTC")
+    key = _Keys()
+    answers = {k: _vector(v, key) for k, v in got.vectors.items()}
     keys = sorted(answers["n"])
     if not keys:
         raise EmptyResult(
             f"neither {GR_ENGINE_ACTIVE} nor {GPU_UTIL} has samples in the last {format_duration(window_s)}",
-            query=sent[-1],
+            query=got.sent[-1],
         )
     lab = _shares(keys, end, nodes, pods, window_s, compute_slices)
     order = {k: i for i, k in enumerate(keys)}
@@ -256,21 +360,40 @@ def load_totals(
     usage["fb_used_max_mib"] = col["fb_max"]
     usage["samples"] = n.astype(int)
     usage = usage[[c for c in _USAGE_ORDER if c in usage.columns]]
-    points = sum(len(a) for a in answers.values())
-    points += sum(len(r["ts"]) for res in (*held.values(), *buckets.values()) for r in res)
-    zombies = _zombies(held, nodes, pods, window_s, step_s, th, compute_slices)
-    samples = _bucket_samples(buckets, lab, bucket_s, step_s)
+    held = {k: _flat(v, key) for k, v in got.held.items()}
+    buckets = {k: _flat(v, key) for k, v in got.buckets.items()}
+    points = sum(len(a) for a in answers.values()) + sum(len(f.t) for f in (*held.values(), *buckets.values()))
     return UsageTotals(
-        path=path,
+        path=got.path,
         activity_field=activity_field,
         usage=usage,
-        zombies=zombies,
-        samples=samples,
+        zombies=_zombies(held, nodes, pods, window_s, step_s, th, compute_slices),
+        samples=_bucket_samples(buckets, lab, keys, idx, bucket_s, step_s),
         end=end,
         step_s=step_s,
         has_fb=bool(np.isfinite(col["fb_max"]).any()),
-        queries=sent,
+        queries=got.sent,
         points=points,
+    )
+
+
+def load_totals(
+    src,
+    window_s: float,
+    *,
+    nodes: pd.DataFrame,
+    pods: pd.DataFrame,
+    bucket_s: float,
+    th: Thresholds,
+    compute_slices: dict[str, float] | None = None,
+    activity_field: str | None = None,
+) -> UsageTotals:
+    """Ask ``src`` (a source that answers PromQL) for the window's totals (:func:`fetch_totals`) and add them up
+    (:func:`build_totals`): the rules path when the recording-rule series exist in the window, else the raw path.
+    Raises :class:`EmptyResult` when no activity has data."""
+    got = fetch_totals(src, window_s, bucket_s, probe=activity_field is None)
+    return build_totals(
+        got, nodes=nodes, pods=pods, th=th, compute_slices=compute_slices, activity_field=activity_field
     )
 
 
@@ -292,28 +415,21 @@ _USAGE_ORDER = [
 ]
 
 
-def _range_frame(result: list[dict], value: str) -> pd.DataFrame:
-    rows = []
-    for r in result:
-        k = _key(r["metric"])
-        rows.append(pd.DataFrame({"k": [k] * len(r["ts"]), "t": np.asarray(r["ts"], float), value: r["v"]}))
-    if not rows:
-        return pd.DataFrame(columns=["k", "t", value])
-    return pd.concat(rows, ignore_index=True)
-
-
 _ZOMBIE_COLS = [*_KEY_COLS, "share", "start", "end", "duration_s", "fb_used_mean_mib", "activity_max", "gpu_hours"]
 
 
-def _zombies(held, nodes, pods, window_s, step_s, th, slices) -> pd.DataFrame:
+def _points_frame(f: _Flat) -> pd.DataFrame:
+    """The long frame of a range answer (labels per series, taken per point), as prepare_samples reads it."""
+    lab = pd.DataFrame(f.keys, columns=_KEY_COLS) if f.keys else pd.DataFrame(columns=_KEY_COLS)
+    out = lab.take(f.sid).reset_index(drop=True)
+    out["timestamp"] = pd.to_datetime(f.t, unit="s", utc=True)
+    out["value"] = f.v
+    return out[out["pod"] != ""].reset_index(drop=True)
+
+
+def _zombies(held: dict[str, _Flat], nodes, pods, window_s, step_s, th, slices) -> pd.DataFrame:
     """zombie_runs over the held-idle steps (a missing step breaks a run, as a non-held sample does)."""
-    frames = {}
-    for name in ("act", "fb"):
-        f = _range_frame(held[name], "value")
-        lab = pd.DataFrame(list(f["k"]), columns=_KEY_COLS) if len(f) else pd.DataFrame(columns=_KEY_COLS)
-        lab["timestamp"] = pd.to_datetime(f["t"].to_numpy(dtype=float), unit="s", utc=True)
-        lab["value"] = pd.to_numeric(f["value"]).to_numpy(dtype=float) if len(f) else []
-        frames[name] = lab[lab["pod"] != ""].reset_index(drop=True)
+    frames = {name: _points_frame(held[name]) for name in ("act", "fb")}
     if frames["act"].empty:
         return pd.DataFrame(columns=_ZOMBIE_COLS)
     s = prepare_samples(frames["act"], frames["fb"], nodes=nodes, window=f"{int(window_s)}s", compute_slices=slices)
@@ -322,23 +438,53 @@ def _zombies(held, nodes, pods, window_s, step_s, th, slices) -> pd.DataFrame:
     return zombie_runs(s, th)
 
 
-def _bucket_samples(buckets, lab: pd.DataFrame, bucket_s: float, step_s: float) -> pd.DataFrame:
-    """One row per series per heatmap bucket, weighted like the samples they add up (node_time_matrix reads it)."""
-    n = _range_frame(buckets["n"], "n")
-    a = _range_frame(buckets["act_sum"], "act_sum").set_index(["k", "t"])["act_sum"]
-    if n.empty:
+def _bucket_samples(
+    buckets: dict[str, _Flat], lab: pd.DataFrame, keys: list[tuple], idx: np.ndarray, bucket_s: float, step_s: float
+) -> pd.DataFrame:
+    """One row per series per heatmap bucket, weighted like the samples they add up (node_time_matrix reads it).
+    ``lab`` (share, allocated) row i is the series ``keys[idx[i]]``."""
+    n, a = buckets["n"], buckets["act_sum"]
+    if not len(n.t):
         return pd.DataFrame(columns=["node", "timestamp", "step_s", "share", "activity", "allocated"])
-    key = pd.MultiIndex.from_arrays([n["k"], n["t"]])
-    info = lab.assign(k=[tuple(r) for r in lab[_KEY_COLS].astype(str).itertuples(index=False)]).set_index("k")
-    out = pd.DataFrame(
+    # per series of the n answer: its row of lab (-1: a series the totals did not see), its activity sums
+    row_of = np.full(len(keys), -1, dtype=np.int64)
+    row_of[idx] = np.arange(len(idx))
+    where = {k: i for i, k in enumerate(keys)}
+    lab_row = np.array([row_of[where[k]] if k in where else -1 for k in n.keys], dtype=np.int64)[n.sid]
+    # a series the totals did not see (none: the buckets lie inside the window) has no share
+    share = np.append(lab["share"].to_numpy(dtype=float), np.nan)[lab_row]
+    allocated = np.append(lab["allocated"].to_numpy(dtype=bool), True)[lab_row]
+    act = _aligned(n, a)
+    return pd.DataFrame(
         {
-            "node": [k[0] for k in n["k"]],
+            "node": np.array([k[0] for k in n.keys], dtype=object)[n.sid].tolist(),
             # a point at t adds up (t - bucket, t]: the bucket that starts at t - bucket
-            "timestamp": pd.to_datetime(n["t"].to_numpy() - bucket_s, unit="s", utc=True),
-            "step_s": n["n"].to_numpy(dtype=float) * step_s,
-            "share": info["share"].reindex(n["k"]).to_numpy(dtype=float),
-            "activity": a.reindex(key).to_numpy(dtype=float) / n["n"].to_numpy(dtype=float),
-            "allocated": info["allocated"].reindex(n["k"]).to_numpy(dtype=bool),
+            "timestamp": pd.to_datetime(n.t - bucket_s, unit="s", utc=True),
+            "step_s": n.v * step_s,
+            "share": share,
+            "activity": act / n.v,
+            "allocated": allocated,
         }
     )
+
+
+def _aligned(n: _Flat, a: _Flat) -> np.ndarray:
+    """``a``'s value at each point (series key, time) of ``n``; NaN where ``a`` has none."""
+    pos = {k: i for i, k in enumerate(a.keys)}
+    starts = np.searchsorted(a.sid, np.arange(len(a.keys) + 1))
+    bounds = np.searchsorted(n.sid, np.arange(len(n.keys) + 1))
+    out = np.full(len(n.t), np.nan)
+    for i, k in enumerate(n.keys):
+        j = pos.get(k)
+        if j is None:
+            continue
+        lo, hi = bounds[i], bounds[i + 1]
+        ta, va = a.t[starts[j] : starts[j + 1]], a.v[starts[j] : starts[j + 1]]
+        tn = n.t[lo:hi]
+        if len(ta) == len(tn) and np.array_equal(ta, tn):
+            out[lo:hi] = va
+        else:
+            at = np.searchsorted(ta, tn).clip(0, max(len(ta) - 1, 0))
+            hit = (ta[at] == tn) if len(ta) else np.zeros(len(tn), dtype=bool)
+            out[lo:hi] = np.where(hit, va[at] if len(ta) else np.nan, np.nan)
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,28 @@ from gpulib.kube.labels import (
 # --------------------------------------------------------------------------------------------
 # the live client
 # --------------------------------------------------------------------------------------------
+def kubernetes_client():
+    """The official client's ``kubernetes.client`` module, imported without what gpulib never uses.
+
+    ``import kubernetes`` imports its dynamic client (kubernetes-client/python: kubernetes/__init__.py @02465849),
+    which imports ``kubernetes_validate`` if installed (kubernetes-client/python: kubernetes/base/dynamic/client.py
+    @02465849) and so jsonschema, whose format checkers import ``rfc3987_syntax`` if installed, for the ``iri`` and
+    ``iri-reference`` formats only (python-jsonschema/jsonschema: jsonschema/_format.py @b37f7be6); that package
+    builds its lark grammars at import, most of the import's CPU (benchmarks/RESULTS.md, weekly report). gpulib checks
+    no such format: on the first import ``rfc3987_syntax`` is kept out, so jsonschema lacks just the checks it lacks
+    where that package is not installed. A process that imported jsonschema or kubernetes before is left as it is."""
+    if not {"kubernetes", "jsonschema", "rfc3987_syntax"} & set(sys.modules):
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an ImportError for this import only
+        try:
+            import kubernetes  # noqa: F401
+        finally:
+            if sys.modules.get("rfc3987_syntax", 0) is None:
+                del sys.modules["rfc3987_syntax"]
+    from kubernetes import client
+
+    return client
+
+
 def _policy(key: str) -> float:
     """A number of ``gpulib/data/kube/remediation_policy.csv`` (:func:`gpulib.core.knowledge.settings`)."""
     return settings("remediation_policy").number(key)
@@ -75,7 +98,7 @@ class KubeCluster:
         backoff_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        from kubernetes import client
+        client = kubernetes_client()
 
         self.page_size = int(page_size if page_size is not None else _policy("page_size"))
         if self.page_size < 1:
@@ -95,8 +118,21 @@ class KubeCluster:
         self.server = cfg.host
         self.api_client = client.ApiClient(cfg)
         self.core = client.CoreV1Api(self.api_client)
-        self.apps = client.AppsV1Api(self.api_client)
-        self.custom = client.CustomObjectsApi(self.api_client)
+        self._apps = self._custom = None
+
+    @property
+    def apps(self):
+        """``AppsV1Api``, made on first use: reading nodes and pods (the utilization report) never imports it."""
+        if self._apps is None:
+            self._apps = kubernetes_client().AppsV1Api(self.api_client)
+        return self._apps
+
+    @property
+    def custom(self):
+        """``CustomObjectsApi``, made on first use."""
+        if self._custom is None:
+            self._custom = kubernetes_client().CustomObjectsApi(self.api_client)
+        return self._custom
 
     @classmethod
     def from_environment(cls, **kw) -> "KubeCluster":

@@ -20,6 +20,7 @@ GPU node (the scheduling checks and the cost report both read it); agents are ex
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -143,10 +144,20 @@ def request_limit_problems(pod_specs: Iterable[Mapping[str, Any]]) -> pd.DataFra
     return _frame(rows)
 
 
+def _number(v: Any) -> Any:
+    """One value as ``pd.to_numeric(..., errors="coerce")`` reads it (NaN when it is no number); a plain number or
+    None without building a Series (this runs per pod: a Series per value was most of the cost report's pod work)."""
+    if v is None:
+        return float("nan")
+    if isinstance(v, Real):
+        return v
+    return pd.to_numeric(pd.Series([v]), errors="coerce").iloc[0]
+
+
 def _frame_resources(gpu: Any, mig: Any) -> dict[str, Any]:
 
     out = {k: v for k, v in (dict(mig) if isinstance(mig, Mapping) else {}).items() if v}
-    g = pd.to_numeric(pd.Series([gpu]), errors="coerce").iloc[0]
+    g = _number(gpu)
     if pd.notna(g) and g > 0:
         out[GPU_RESOURCE] = int(g) if float(g).is_integer() else float(g)
     return out
@@ -237,7 +248,7 @@ def system_namespaces() -> set[str]:
 def requests_nvidia(row: Mapping[str, Any]) -> bool:
     """True when a pods-frame row requests or limits ``nvidia.com/gpu`` or a MIG resource (any value above 0)."""
     for k in ("gpu_request", "gpu_limit"):
-        v = pd.to_numeric(pd.Series([row.get(k)]), errors="coerce").iloc[0]
+        v = _number(row.get(k))
         if pd.notna(v) and v > 0:
             return True
     return any(

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -289,7 +290,12 @@ class PrometheusSource(Source):
         self._kube = kube
         self._kube_factory = None  # set by LiveSource: the Kubernetes client is built on first use
         self._kube_error = None
-        self._http = None
+        self._http_lock = threading.Lock()  # the report's queries start from several threads at once
+        # the HTTP client (and its imports: requests, prometheus-api-client) is made here, in the thread that makes
+        # the source: requests first imported in a query thread while another thread imports kubernetes (which
+        # imports requests too) failed with "partially initialized module 'requests.utils'" (first imports in two
+        # threads are not safe on the Pythons we support, https://github.com/python/cpython/issues/83065)
+        self._http = PromHTTP(self.settings)
         self._host_labels = ("hostname", "Hostname")
 
     def describe(self) -> str:
@@ -298,8 +304,9 @@ class PrometheusSource(Source):
     # ---- HTTP (gpulib.sources.promhttp: PrometheusConnect, deadline, retries, circuit breaker, shape) ---
     @property
     def http(self):
-        if self._http is None:
-            self._http = PromHTTP(self.settings)
+        with self._http_lock:  # one client (and one circuit breaker) however many threads ask first
+            if self._http is None:
+                self._http = PromHTTP(self.settings)
         return self._http
 
     def query(self, promql: str) -> list[dict]:

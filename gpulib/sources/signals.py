@@ -14,11 +14,13 @@ served into canonical names and units, so domain code never sees a generation.
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 from typing import Iterable
 
 from gpulib.core.errors import InvalidParameter
 from gpulib.core.knowledge import load_table
+from gpulib.core.validate import promql_string
 
 #: exporter generations, oldest first, as the columns of signals.csv name them (``name_<g>``, ``scale_<g>``)
 GENERATIONS = ("4.8", "4.9", "4.10")
@@ -168,6 +170,13 @@ def promql_any(field: str) -> str:
         return field
     terms = [n if scale(n) == 1.0 else f"{n} * {scale(n):.12g}" for n in names]
     return f"(({' or '.join(terms)}) + 0)"
+
+
+def promql_names(field: str) -> str:
+    """A selector of ``field``'s series under every name it has had: ``{__name__=~"OLD|NEW"}`` (names regex-escaped;
+    plain PromQL, answered alike by Prometheus, Thanos, Mimir and VictoriaMetrics). The series keep their emitted
+    name and unit: for label questions (``count by (modelName) (...)``), not values."""
+    return "{__name__=~" + promql_string("|".join(re.escape(n) for n in aliases(field))) + "}"
 
 
 def promql_each(template: str, field: str) -> str:

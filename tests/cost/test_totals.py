@@ -125,3 +125,29 @@ def test_the_method_section_says_which_path_ran(servers):
     # a source without PromQL pulls samples, as before
     data = report.load_report_data(demo, WINDOW)
     assert data.path == "samples" and "Data path" not in report.method_section(report.cost_report(data), data)
+
+
+def test_the_activity_field_and_models_are_read_under_every_name(servers):
+    """The demo exports dcgm-exporter 4.10 names (GR_ENGINE_ACTIVE as DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO): the report
+    still reads its activity as GR_ENGINE_ACTIVE, sees the fleet's GPU models (for the MIG shares) and the run's
+    evidence has the activity field present, so the run can be OK (it asked for the <= 4.8 names only before)."""
+    from gpulib.run import evidence
+
+    _raw, ruled = servers
+    demo = gpulib.connect("demo", end=DEMO_END, scrape_interval=SCRAPE)
+    nodes, pods = demo.nodes(), demo.pods()
+    src = gpulib.connect("prometheus", url=ruled.url, end=DEMO_END)
+    names = {r["metric"]["__name__"] for r in src.query('count by (__name__) ({__name__=~"DCGM_FI_PROF_GR_ENGINE.*"})')}
+    assert names == {"DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"}
+    models = {r["metric"]["modelName"] for r in src.query("count by (modelName) (DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO)")}
+    assert len(models) >= 2  # the demo fleet mixes GPU models
+    reads = evidence.watch(src)
+    totals = report._prometheus_totals(src, WINDOW, report.series_step(WINDOW), nodes, pods)
+    assert totals.activity_field == GR_ENGINE_ACTIVE
+    assert GR_ENGINE_ACTIVE in reads.present
+    assert evidence.missing("gpu_utilization_report", reads) == []
+    from gpulib.cost.totals import activity_of, fetch_totals
+
+    got = fetch_totals(src, 4 * 3600.0, 3600.0)
+    field, seen = activity_of(got.probes)
+    assert field == GR_ENGINE_ACTIVE and set(seen) == models

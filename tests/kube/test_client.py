@@ -208,3 +208,29 @@ def test_a_server_in_a_pod_uses_its_service_account_unless_a_kubeconfig_is_named
     assert in_pod() and not in_pod(tmp_path / "kubeconfig")
     with pytest.raises(KubeconfigMissing, match="in-cluster configuration not available"):
         KubeCluster.from_environment()  # no token file here: the in-cluster path was taken, and says what is missing
+
+
+def test_the_client_is_imported_without_the_iri_grammars():
+    """kubernetes_client() keeps rfc3987_syntax (lark grammars built at import, for jsonschema's iri format only) out
+    of ``import kubernetes``; a later import of it still works, and a process that had jsonschema keeps its checks."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        pytest.skip("rfc3987_syntax is not installed: nothing to keep out")
+    root = str(Path(__file__).resolve().parents[2])
+    fresh = (
+        "import sys; from gpulib.kube.client import kubernetes_client; kubernetes_client().CoreV1Api; "
+        "print('rfc3987_syntax' in sys.modules, 'kubernetes_validate' in sys.modules); "
+        "import rfc3987_syntax; print(rfc3987_syntax.is_valid_syntax('iri', 'https://example.com/x'))"
+    )
+    before = (
+        "import jsonschema; from gpulib.kube.client import kubernetes_client; kubernetes_client(); "
+        "print('iri' in jsonschema.FormatChecker.checkers)"
+    )
+    out = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True).stdout
+        for code in (fresh, before)
+    ]
+    assert out == ["False True\nTrue\n", "True\n"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import gpulib.kube
 from gpulib.core.sop import keys
@@ -47,3 +48,21 @@ def test_every_kube_sop_row_is_used_and_every_key_asked_for_exists():
     pkg, rows = Path(gpulib.kube.__file__).parent, set(keys("kube_sop"))
     assert scan(pkg, "kube_sop")[0] == rows
     assert unknown_keys(pkg, "kube_sop", rows) == [] and unused_rows(pkg, "kube_sop", rows) == []
+
+
+_ODD_VALUES = [None, float("nan"), 0, 1, -1, 2.5, True, False, "1", " 2 ", "1_000", "1k", "", "inf", "abc", "٣", b"2"]
+
+
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=repr)
+def test_a_gpu_request_is_read_as_pandas_reads_one_value(value):
+    """requests_nvidia and the per-pod resources read a request as pd.to_numeric(errors="coerce") does (they read
+    plain numbers without building a Series per value now)."""
+    from gpulib.kube.requests import _frame_resources, requests_nvidia
+
+    x = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    positive = bool(pd.notna(x) and x > 0)
+    assert requests_nvidia({"gpu_request": value}) is positive
+    assert requests_nvidia({"gpu_limit": value}) is positive
+    want = {"nvidia.com/gpu": int(x) if float(x).is_integer() else float(x)} if positive else {}
+    got = _frame_resources(value, None)
+    assert got == want and all(type(v) is type(want[k]) for k, v in got.items()), (got, want)

@@ -149,3 +149,47 @@ def test_agg_needs_a_step_and_a_known_function(demo):
         demo.series("DCGM_FI_DEV_GPU_TEMP", "1h", agg="max")
     with pytest.raises(InvalidParameter):
         demo.series("DCGM_FI_DEV_GPU_TEMP", "1h", step="5m", agg="p99")
+
+
+def test_threads_asking_at_once_share_one_http_client(monkeypatch):
+    """The report sends its queries from several threads as its first contact: one client, one circuit breaker."""
+    import threading
+    import time
+
+    import gpulib.sources.prometheus as prom
+
+    made = []
+
+    class SlowHTTP:
+        def __init__(self, settings):
+            time.sleep(0.05)
+            made.append(self)
+
+    monkeypatch.setattr(prom, "PromHTTP", SlowHTTP)
+    src = PrometheusSource("http://127.0.0.1:9")
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(src.http)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and all(h is made[0] for h in got)
+
+
+def test_the_http_client_is_made_with_the_source():
+    """requests and prometheus-api-client are imported by the thread that makes the source, not by the first query
+    thread: a first import of requests in a query thread while the main thread imported kubernetes failed with
+    "partially initialized module 'requests.utils'" (the report's first run in a fresh process)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys; from gpulib.sources.prometheus import PrometheusSource; "
+        "print('requests' in sys.modules, 'prometheus_api_client' in sys.modules); "
+        "src = PrometheusSource('http://127.0.0.1:9'); "
+        "print('requests' in sys.modules, 'prometheus_api_client' in sys.modules, src._http is not None)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True).stdout
+    assert out == "False False\nTrue True True\n"
