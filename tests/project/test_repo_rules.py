@@ -39,7 +39,21 @@ LOCAL_PATH = re.compile(r"\b((?:gpulib|tests|docs|benchmarks|deploy|runbooks|rep
 SELF_DECLARED = re.compile(r"^(inferred|measured|synthetic|project policy|project convention|definition)\b", re.I)
 
 
+def _ignored() -> set[Path]:
+    """Files git ignores (a benchmark's cached TSDB, a run's output): not the repository's text, not checked."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-o", "-i", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout (an sdist): every file is checked
+        return set()
+    return {ROOT / f for f in out.decode(errors="replace").split("\0") if f}
+
+
 def _files(trees):
+    ignored = _ignored()
     for t in trees:
         base = ROOT / t
         if not base.exists():
@@ -47,6 +61,7 @@ def _files(trees):
         for p in sorted(base.rglob("*")):
             if (
                 p.is_file()
+                and p not in ignored
                 and p.suffix in TEXT_SUFFIXES
                 and "__pycache__" not in p.parts
                 and "captures" not in p.relative_to(ROOT).parts[:3]
