@@ -95,5 +95,5 @@ def test_gpuops_serve_fixes_the_malloc_thresholds_before_it_builds_the_app(monke
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: calls.append("listen"))
     monkeypatch.setattr(reaper, "exit_on_signals", lambda: None)
     monkeypatch.setattr(reaper, "stop_descendants", lambda: None)
-    serve.run_server(type("Cfg", (), {"host": "127.0.0.1", "port": 0})())
+    serve.run_server(type("Cfg", (), {"host": "127.0.0.1", "port": 0, "header_timeout": 10.0})())
     assert calls == ["tune_malloc", "create_app", "listen"]
