@@ -33,9 +33,9 @@ from gpulib.catalogue import find_notebook
 from gpulib.core.errors import GpulibError, InvalidParameter
 from gpulib.core.findings import Finding, FindingList, Severity, save_findings, sort_findings
 from gpulib.core.money import human_number
-from gpulib.core.plotlyjs import plotly_loader
+from gpulib.core.plotlyjs import charts_mode, plotly_loader
 from gpulib.core.redact import redact
-from gpulib.core.settings import CHARTS_ENV, FINDINGS_ENV, env
+from gpulib.core.settings import FINDINGS_ENV
 from gpulib.core.sop import sop
 from gpulib.core.svgchart import svg_html
 from gpulib.inspection import PLOTLY_JS_MODES, choose_source, params_from_env
@@ -171,7 +171,7 @@ def show(fig) -> None:
         note(fig, "info")
         return
     spec = json.loads(fig.to_json())
-    loader = "" if _PLOTLY_JS_SENT else plotly_loader(_PLOTLY_JS_MODE or env(CHARTS_ENV))
+    loader = "" if _PLOTLY_JS_SENT else plotly_loader(charts_mode(_PLOTLY_JS_MODE))
     html_text = static_beside(
         svg_html(spec), fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}), loader
     )

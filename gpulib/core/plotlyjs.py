@@ -16,6 +16,8 @@ from pathlib import Path
 
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
+from gpulib.core.settings import CHARTS_ENV, env
+
 #: the name of a shared copy, any version (a store keeps the copy older runs name after an upgrade)
 SHARED_NAME = re.compile(r"^plotly-\d+\.\d+\.\d+\.min\.js$")
 
@@ -41,6 +43,13 @@ def write_plotly_js(root: Path) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def charts_mode(*choices: str | None) -> str:
+    """How a run ships plotly.js: the first of ``choices`` that names a way (the run's ``charts`` parameter, its
+    caller's choice), else ``GPUOPS_CHARTS`` (declared default: inline, a report that opens offline). The one rule
+    for the engine, which writes the shared copy, and the kernel, which names it."""
+    return next((str(c) for c in choices if c), "") or env(CHARTS_ENV)
 
 
 def plotly_loader(mode: str) -> str:

@@ -23,10 +23,9 @@ from typing import Any, Iterable
 from gpulib.catalogue import NotebookInfo
 from gpulib.core.files import atomic_write
 from gpulib.core.findings import load_findings, worst_severity
-from gpulib.core.plotlyjs import write_plotly_js
+from gpulib.core.plotlyjs import charts_mode, write_plotly_js
 from gpulib.core.redact import redact
 from gpulib.core.settings import CHARTS_ENV, FINDINGS_ENV
-from gpulib.core.settings import env as _env
 from gpulib.inspection import CHARTS_PARAM, params_env
 from gpulib.run import record as rr
 from gpulib.run.diff import since_last_time
@@ -227,7 +226,7 @@ def _execute(
     res = RunResult(info.name, out_dir, out_nb, None)
     rec.started()
     write_index(out_root)  # the index lists the run while it runs
-    mode = str(params.get(CHARTS_PARAM) or charts or _env(CHARTS_ENV))
+    mode = charts_mode(params.get(CHARTS_PARAM), charts)
     if mode == "shared":  # the one copy the run's HTML names (../plotly-<version>.min.js)
         write_plotly_js(out_root)
     run_env = {**(env or {}), **params_env(info.name, info.params), FINDINGS_ENV: str(findings_path), CHARTS_ENV: mode}
