@@ -10,9 +10,13 @@ that has only numpy/pandas/nvidia-ml-py installed.
 
 from __future__ import annotations
 
-from gpulib.core.errors import GpulibError
-from gpulib.core.findings import Finding, FindingList, Severity
-from gpulib.sources import connect as _connect
+from gpulib.core.lazy import defer_iri_grammars
+
+defer_iri_grammars()  # before anything imports jsonschema
+
+from gpulib.core.errors import GpulibError  # noqa: E402
+from gpulib.core.findings import Finding, FindingList, Severity  # noqa: E402
+from gpulib.sources import connect as _connect  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["connect", "Finding", "FindingList", "Severity", "GpulibError", "__version__"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,22 +35,12 @@ from gpulib.kube.labels import (
 # the live client
 # --------------------------------------------------------------------------------------------
 def kubernetes_client():
-    """The official client's ``kubernetes.client`` module, imported without what gpulib never uses.
+    """The official client's ``kubernetes.client`` module.
 
     ``import kubernetes`` imports its dynamic client (kubernetes-client/python: kubernetes/__init__.py @02465849),
     which imports ``kubernetes_validate`` if installed (kubernetes-client/python: kubernetes/base/dynamic/client.py
-    @02465849) and so jsonschema, whose format checkers import ``rfc3987_syntax`` if installed, for the ``iri`` and
-    ``iri-reference`` formats only (python-jsonschema/jsonschema: jsonschema/_format.py @b37f7be6); that package
-    builds its lark grammars at import, most of the import's CPU (benchmarks/RESULTS.md, weekly report). gpulib checks
-    no such format: on the first import ``rfc3987_syntax`` is kept out, so jsonschema lacks just the checks it lacks
-    where that package is not installed. A process that imported jsonschema or kubernetes before is left as it is."""
-    if not {"kubernetes", "jsonschema", "rfc3987_syntax"} & set(sys.modules):
-        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an ImportError for this import only
-        try:
-            import kubernetes  # noqa: F401
-        finally:
-            if sys.modules.get("rfc3987_syntax", 0) is None:
-                del sys.modules["rfc3987_syntax"]
+    @02465849) and so jsonschema, whose iri grammars are built only when first used
+    (:func:`gpulib.core.lazy.defer_iri_grammars`, called when gpulib is imported)."""
     from kubernetes import client
 
     return client
