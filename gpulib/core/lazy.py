@@ -60,9 +60,11 @@ def defer_iri_grammars() -> None:
     """Put a stand-in for ``rfc3987_syntax`` in ``sys.modules`` if it is installed and not imported yet: its
     ``is_valid_syntax`` (what jsonschema imports) and any other name import the real package on first use, so a
     process that never checks an iri format never builds the grammars, and one that does gets the same answers."""
-    if _IRI_GRAMMARS in sys.modules or importlib.util.find_spec(_IRI_GRAMMARS) is None:
+    spec = None if _IRI_GRAMMARS in sys.modules else importlib.util.find_spec(_IRI_GRAMMARS)
+    if spec is None:
         return
     stand_in = ModuleType(_IRI_GRAMMARS, "stand-in until first use (gpulib.core.lazy.defer_iri_grammars)")
+    stand_in.__spec__ = spec  # the real package's: importlib.util.find_spec() answers as before
 
     def is_valid_syntax(*args: Any, **kwargs: Any) -> Any:
         return _real_iri_module().is_valid_syntax(*args, **kwargs)

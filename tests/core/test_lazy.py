@@ -53,3 +53,8 @@ def test_the_real_module_is_there_on_first_use():
         "print(rfc3987_syntax is sys.modules['rfc3987_syntax'], hasattr(rfc3987_syntax, 'RFC3987_SYNTAX_TERMS'))"
     )
     assert out == ["function False", "True True", "True True"]
+
+
+def test_find_spec_answers_as_without_the_stand_in():
+    code = "import importlib.util as u; s = u.find_spec('rfc3987_syntax'); print(s.name, s.origin)"
+    assert _run("import gpulib; " + code) == _run(code)
