@@ -68,7 +68,11 @@ INPUTS_GROUP = "gpu-runbooks.history-inputs"
 #: the events group's interval: the history's step (prom_history.STEP_S)
 STEP = "5m"
 INPUTS_INTERVAL = "1h"
-#: the events rules' subquery range: one step less a millisecond, so that it holds exactly one 5-minute mark
+#: the events rules' subquery range: one step less a millisecond, so that it holds exactly one 5-minute mark on
+#: Prometheus 2 (ranges include their left end). Prometheus 3 leaves the left end out (prometheus/prometheus:
+#: promql/engine.go @ c5d009d5, v3.0.0: ``t > mintFloats``): there a group whose phase is 299.999 s records
+#: nothing, and the reader (prom_history.recorded) misses the samples of phase 0.000 s: 2 of the 300,000
+#: millisecond phases
 ALIGN = "299999ms"
 HOSTS = "Hostname, hostname"
 DRIVER = "label_nvidia_com_cuda_driver_version_full"

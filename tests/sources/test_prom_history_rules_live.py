@@ -143,6 +143,37 @@ def test_one_node_reads_the_same_from_both(ruled, node):
         pd.testing.assert_frame_equal(_frame(got["rules"]), _frame(got["raw"]))
 
 
+@pytest.fixture(scope="module")
+def unevaluated(raw):
+    """A Prometheus whose rules (phase 243.041 s) were evaluated up to the mark of the window's last XID and not
+    at it, as a running Prometheus has not yet evaluated the mark before now: (the Prometheus, that mark)."""
+    work, tsdb, raw_server, groups = raw
+    xids = _frame(prometheus_history(PrometheusSource(raw_server.url, end=DEMO_END), WINDOW, None, path="raw"))
+    mark = xids[xids["signal"] == "xid"]["time"].max().timestamp()
+    here = work / "unevaluated"
+    here.mkdir()
+    rules = here / PHASES[243_041]
+    rules.write_text(yaml.safe_dump({"groups": groups}))
+    ruled_tsdb = here / "tsdb"
+    shutil.copytree(tsdb, ruled_tsdb)
+    start = DEMO_END.timestamp() - HISTORY
+    for block in backfill_rules(raw_server.url, rules, start, mark, here / "blocks", relative=True, big=True):
+        shutil.move(str(block), ruled_tsdb / block.name)
+    server = PrometheusServer(ruled_tsdb, here)
+    yield server, mark
+    server.stop()
+
+
+@pytest.mark.prometheus
+def test_the_last_mark_not_yet_evaluated_reads_the_raw_series(unevaluated):
+    """A minute after a mark whose evaluation is 243 s after it: the XID at that mark is in both paths."""
+    server, mark = unevaluated
+    got = _both(server, pd.Timestamp(mark + 60, unit="s", tz="UTC"))
+    raw, rules = _frame(got["raw"]), _frame(got["rules"])
+    assert (raw[raw["signal"] == "xid"]["time"] == pd.Timestamp(mark, unit="s", tz="UTC")).any()
+    pd.testing.assert_frame_equal(rules, raw)
+
+
 @pytest.mark.prometheus
 def test_the_path_is_chosen_by_what_the_prometheus_recorded(raw, ruled):
     raw_server, ruled = raw[2], ruled[0]
