@@ -94,9 +94,10 @@ def marks(end: float, seconds: float) -> tuple[float, float]:
 
 
 class Recorded:
-    """A recorded series as the history reads it: :func:`recorded` up to the mark before the last, the rule's own
-    expression (:func:`gpulib.sources.history_rules.step_expr`) on the raw series at the last mark, whose evaluation
-    may still be to come, joined per series (the labels less the metric name and the cluster label)."""
+    """A recorded series as the history reads it: :func:`recorded` at every mark, and where a series has no sample
+    at the last mark (its evaluation may still be to come), the rule's own expression
+    (:func:`gpulib.sources.history_rules.step_expr`) on the raw series there, joined per series (the labels less the
+    metric name and the cluster label)."""
 
     def __init__(self, key: str, node: str | None, by: tuple[str, ...], change: str = ""):
         self.key, self.node, self.by, self.change = key, node, by, change
@@ -106,15 +107,18 @@ class Recorded:
             return []
         extra = f'change="{self.change}"' if self.change else ""
         terms = [recorded(self.key, _sel(b, self.node, extra)) for b in (self.by if self.node else ("",))]
-        got = src._range_arrays(" or ".join(terms), first, last - STEP_S, STEP_S) if last > first else []
+        got = src._range_arrays(" or ".join(terms), first, last, STEP_S)
         fresh = src._range_arrays(step_expr(self.key, self.change), last, last, STEP_S)
         if self.node:
             fresh = [r for r in fresh if any(r["metric"].get(b) == self.node for b in self.by)]
         drop = {"__name__", getattr(getattr(src, "settings", None), "cluster_label", "cluster")}
         series: dict[tuple, dict] = {}
-        for r in got + [{**r, "metric": {**r["metric"], **({"change": self.change} if extra else {})}} for r in fresh]:
+        labels = {"change": self.change} if extra else {}
+        for late, r in [(False, r) for r in got] + [(True, {**r, "metric": {**r["metric"], **labels}}) for r in fresh]:
             key = tuple(sorted((k, v) for k, v in r["metric"].items() if k not in drop))
             acc = series.setdefault(key, {"metric": r["metric"], "ts": [], "v": []})
+            if late and acc["ts"] and acc["ts"][-1][-1:].tolist() == [last]:
+                continue  # the mark was evaluated: its recorded value is the same
             acc["ts"].append(np.asarray(r["ts"], dtype=float))
             acc["v"].append(np.asarray(r["v"], dtype=float))
         return [
