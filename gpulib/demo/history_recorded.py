@@ -1,9 +1,9 @@
 """The node history's recorded series (:mod:`gpulib.sources.history_rules`) written directly from the demo history,
 for a Prometheus that holds only them: at fleet scale the raw series of 90 days cannot be backfilled on a small box
 (1,024 nodes x ~30 series x 90 days), but what the rules record is sparse. Each series is what its rule records
-over the raw series :mod:`gpulib.demo.history_series` writes, evaluated at the group's interval on the window end's
-5-minute grid (phase 0), one OpenMetrics file per ``chunk`` of time for ``promtool tsdb create-blocks-from
-openmetrics``:
+over the raw series :mod:`gpulib.demo.history_series` writes, for each 5-minute mark of the clock (a multiple of 300 s
+since the epoch, as the rules align their evaluations) written at the mark (a group evaluated at phase 0), one
+OpenMetrics file per ``chunk`` of time for ``promtool tsdb create-blocks-from openmetrics``:
 
 * ``node:kube_node_cordoned:5m`` / ``node:kube_node_not_ready:5m{status}`` / ``node:dcgm_exporter_down:5m``: 1 at each
   evaluation a cordon / NotReady (``unknown`` when unreachable) / exporter-gap spell covers;
@@ -50,7 +50,7 @@ def recorded_series(sim, window: str) -> list[tuple[str, dict, np.ndarray, np.nd
     """(metric, labels, times, values) of every recorded series over the last ``window``."""
     end = sim.end_s
     start = end - parse_window(window).total_seconds()
-    grid = np.arange(end, start - 1, -STEP_S)[::-1]
+    grid = np.arange(np.floor(end / STEP_S) * STEP_S, start - 1, -STEP_S)[::-1]  # the marks (prom_history.marks)
     hours = np.arange(end, start - 1, -HOUR)[::-1]
     ev = demo_history(sim)
     host = "Hostname" if sim.label_style == "old" else "hostname"

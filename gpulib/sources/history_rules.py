@@ -6,9 +6,16 @@ of 90 days (https://prometheus.io/docs/prometheus/latest/configuration/recording
 Two groups, generated with the alert rules (:func:`gpulib.xid.alerts.rules_document`):
 
 * :data:`EVENTS_GROUP`, every :data:`STEP` (the history's step, ``prom_history.STEP_S``): each rule is the history's
-  own per-step expression on the raw series, so a rule evaluated at ``t`` holds what the raw path computes at
-  ``t``; every rule is a filter or a change, so its series exist only while something happens (a quiet fleet
-  records almost nothing):
+  own per-step expression on the raw series (:func:`step_expr`), evaluated at the last 5-minute mark of the clock
+  (a multiple of 300 s since the epoch) at or before the evaluation: ``last_over_time((expr)[299999ms:5m])``, a
+  subquery, whose steps Prometheus aligns to multiples of its step (prometheus/prometheus: promql/engine.go @
+  225c6112, "aligned with the step (multiple of 'newEv.interval')"), and whose 299.999 s (a range includes its
+  left end: ``t >= mint`` in ``matrixIterSlice``, same file) hold exactly one mark. So the value recorded for the
+  mark ``g``, written at ``g`` plus the group's phase, is what the raw path computes at ``g``, whatever the phase:
+  Prometheus derives the phase from a hash of the group's name and its rule file's path (rules/manager.go @
+  225c6112, ``Group.hash``, ``EvalTimestamp``), so it differs between installations, between a backfill by
+  ``promtool`` and the running server, and after a rule file moves. Every rule is a filter or a change, so its series
+  exist only while something happens (a quiet fleet records almost nothing):
 
   - ``node:kube_node_cordoned:5m`` -- ``kube_node_spec_unschedulable == 1``;
   - ``node:kube_node_not_ready:5m`` -- ``kube_node_status_condition{condition="Ready",status=~"false|unknown"} == 1``
@@ -54,13 +61,19 @@ from typing import Any
 
 from gpulib.sources.signals import aliases
 
-__all__ = ["EVENTS_GROUP", "INPUTS_GROUP", "STEP", "history_groups", "PRESENCE", "RULE", "input_selector"]
+__all__ = ["EVENTS_GROUP", "INPUTS_GROUP", "STEP", "history_groups", "PRESENCE", "RULE", "input_selector", "step_expr"]
 
 EVENTS_GROUP = "gpu-runbooks.history"
 INPUTS_GROUP = "gpu-runbooks.history-inputs"
 #: the events group's interval: the history's step (prom_history.STEP_S)
 STEP = "5m"
 INPUTS_INTERVAL = "1h"
+#: the events rules' subquery range: one step less a millisecond, so that it holds exactly one 5-minute mark on
+#: Prometheus 2 (ranges include their left end). Prometheus 3 leaves the left end out (prometheus/prometheus:
+#: promql/engine.go @ c5d009d5, v3.0.0: ``t > mintFloats``): there a group whose phase is 299.999 s records
+#: nothing, and the reader (prom_history.recorded) misses the samples of phase 0.000 s: 2 of the 300,000
+#: millisecond phases
+ALIGN = "299999ms"
 HOSTS = "Hostname, hostname"
 DRIVER = "label_nvidia_com_cuda_driver_version_full"
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
@@ -113,11 +126,11 @@ def _presence(metric: str, by: str, selector: str | None = None) -> dict:
     return {"record": PRESENCE, "expr": f"count by ({by}) ({expr})", "labels": {"input": metric}}
 
 
-def history_groups() -> list[dict[str, Any]]:
-    """The two rule groups (Prometheus rule-file ``groups`` entries), before the cluster label is added."""
+def _step_rules() -> list[dict[str, Any]]:
+    """The events rules with their per-step expressions, before they are aligned to the 5-minute marks."""
     cond = 'kube_node_status_condition{condition="Ready",status=~"false|unknown"}'
     labels = f'kube_node_labels{{{DRIVER}!=""}}'
-    events = [
+    return [
         {"record": RULE["cordon"], "expr": "max by (node) (kube_node_spec_unschedulable == 1)"},
         {"record": RULE["not_ready"], "expr": f"max by (node, status) ({cond} == 1)"},
         *(
@@ -149,6 +162,20 @@ def history_groups() -> list[dict[str, Any]]:
         },
         {"record": RULE["fabric_mask"], "expr": f"max by ({HOSTS}, gpu) (" + _each("({m} != 0)", FABRIC_MASK) + ")"},
     ]
+
+
+def step_expr(key: str, change: str = "") -> str:
+    """The per-step expression of :data:`RULE` ``key`` (``change``: the restarts rule's ``rise``/``reset``/``new``)
+    on the raw series: what the rule records for a 5-minute mark, asked at that mark."""
+    return next(
+        r["expr"] for r in _step_rules() if r["record"] == RULE[key] and r.get("labels", {}).get("change", "") == change
+    )
+
+
+def history_groups() -> list[dict[str, Any]]:
+    """The two rule groups (Prometheus rule-file ``groups`` entries), before the cluster label is added."""
+    labels = f'kube_node_labels{{{DRIVER}!=""}}'
+    events = [{**r, "expr": f"last_over_time(({r['expr']})[{ALIGN}:{STEP}])"} for r in _step_rules()]
     inputs = [
         _presence(XID_COUNT, HOSTS),
         _presence(XID_GAUGE, HOSTS),

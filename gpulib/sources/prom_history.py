@@ -20,13 +20,18 @@ etc/default-counters.csv @ d5e5f510):
   ``DCGM_FI_DEV_FABRIC_HEALTH_MASK``, where the exporter has them (off by default);
 * ``up{job=~".*dcgm-exporter.*"}`` == 0: the exporter sent nothing (no data, not zero).
 
+The steps are the 5-minute marks of the clock (multiples of :data:`STEP_S` since the epoch) in the window
+(:func:`marks`), on both paths: what happened since the last mark before the window's end is in the next step.
+
 Where this Prometheus records the history's recording rules (:mod:`gpulib.sources.history_rules`) over the
 whole window, the same questions are asked of the recorded series instead (:func:`history_path`): each rule holds
-the raw path's per-step expression, evaluated by Prometheus every 5 minutes, so the history reads a few sparse
-series and Prometheus does not walk every raw sample of the window. A recorded sample at ``s`` is read at the
-first step ``t >= s`` (``last_over_time(rule[299999ms])``: Prometheus 2.x range selectors include their left end, so
-a 5-minute range would read a sample on a step twice), so an event's time is the same as on the raw path when the
-steps fall on the rule group's evaluation times and at most a step later otherwise. Two readings differ from the raw
+the raw path's per-step expression at the last mark at or before its evaluation, so the history reads a few sparse
+series and Prometheus does not walk every raw sample of the window. The value for the mark ``g`` is written at
+``g`` plus the rule group's evaluation phase (a hash of the group and its rule file's path: any millisecond of the
+5 minutes), so it is read at ``g`` from ``[g, g + 299.999 s]`` (:func:`recorded`; Prometheus 2.x range selectors
+include their left end). The window's last mark may not be evaluated yet (a window that ends now): it is asked of
+the raw series with the rule's own expression (:class:`Recorded`). So both paths give the same events, times
+included, at any phase (tests/sources/test_prom_history_rules_live.py). Two readings differ from the raw
 path: whether an input is there at all is the hourly presence count (per host for the XID signals, per ``job``
 elsewhere, so a node filter does not narrow it), and a driver change in the hour before the window opens can show
 both values as the window's first.
@@ -53,7 +58,7 @@ import pandas as pd
 from gpulib.core.schema import HISTORY_COLUMNS
 from gpulib.core.validate import promql_string
 from gpulib.sources.history import NodeHistory
-from gpulib.sources.history_rules import PRESENCE, RULE, input_selector
+from gpulib.sources.history_rules import PRESENCE, RULE, input_selector, step_expr
 from gpulib.sources.signals import aliases
 
 #: the step of the history queries: a NotReady spell or a cordon shorter than this can be missed
@@ -72,13 +77,60 @@ FABRIC_MASK = "DCGM_FI_DEV_FABRIC_HEALTH_MASK"
 FABRIC_STATES = {2: "unhealthy", 3: "limited_capacity"}
 #: dcgm.HealthResult values (NVIDIA/go-dcgm: pkg/dcgm/const.go @ b7fa3154)
 HEALTH_RESULTS = {10: "WARN", 20: "FAIL"}
-#: a recorded sample's reach: one step less a millisecond, so that consecutive steps read each sample once
+#: a recorded sample's reach: one step less a millisecond, from the mark on (a negative offset), so that a mark
+#: reads the one sample written for it
 RECORDED_RANGE = f"{int(STEP_S * 1000) - 1}ms"
 
 
 def recorded(key: str, selector: str = "") -> str:
-    """The recorded series of :data:`gpulib.sources.history_rules.RULE` ``key`` as read at each step."""
-    return f"last_over_time({RULE[key]}{selector}[{RECORDED_RANGE}])"
+    """The recorded series of :data:`gpulib.sources.history_rules.RULE` ``key`` as read at each mark ``g``: the
+    sample in ``[g, g + 299.999 s]``, the one the rule wrote for ``g``."""
+    return f"last_over_time({RULE[key]}{selector}[{RECORDED_RANGE}] offset -{RECORDED_RANGE})"
+
+
+def marks(end: float, seconds: float) -> tuple[float, float]:
+    """(first, last) 5-minute mark of the window of ``seconds`` that ends at ``end``: the steps of both paths."""
+    return math.ceil((end - seconds) / STEP_S) * STEP_S, math.floor(end / STEP_S) * STEP_S
+
+
+class Recorded:
+    """A recorded series as the history reads it: :func:`recorded` at every mark, and where a series has no sample
+    at the last mark (its evaluation may still be to come), the rule's own expression
+    (:func:`gpulib.sources.history_rules.step_expr`) on the raw series there, joined per series (the labels less the
+    metric name and the cluster label)."""
+
+    def __init__(self, key: str, node: str | None, by: tuple[str, ...], change: str = ""):
+        self.key, self.node, self.by, self.change = key, node, by, change
+
+    def arrays(self, src, first: float, last: float) -> list[dict]:
+        if last < first:
+            return []
+        extra = f'change="{self.change}"' if self.change else ""
+        terms = [recorded(self.key, _sel(b, self.node, extra)) for b in (self.by if self.node else ("",))]
+        got = src._range_arrays(" or ".join(terms), first, last, STEP_S)
+        fresh = src._range_arrays(step_expr(self.key, self.change), last, last, STEP_S)
+        if self.node:
+            fresh = [r for r in fresh if any(r["metric"].get(b) == self.node for b in self.by)]
+        drop = {"__name__", getattr(getattr(src, "settings", None), "cluster_label", "cluster")}
+        series: dict[tuple, dict] = {}
+        labels = {"change": self.change} if extra else {}
+        for late, r in [(False, r) for r in got] + [(True, {**r, "metric": {**r["metric"], **labels}}) for r in fresh]:
+            key = tuple(sorted((k, v) for k, v in r["metric"].items() if k not in drop))
+            acc = series.setdefault(key, {"metric": r["metric"], "ts": [], "v": []})
+            if late and acc["ts"] and acc["ts"][-1][-1:].tolist() == [last]:
+                continue  # the mark was evaluated: its recorded value is the same
+            acc["ts"].append(np.asarray(r["ts"], dtype=float))
+            acc["v"].append(np.asarray(r["v"], dtype=float))
+        return [
+            {"metric": r["metric"], "ts": np.concatenate(r["ts"]), "v": np.concatenate(r["v"])} for r in series.values()
+        ]
+
+
+def arrays(src, promql, first: float, last: float) -> list[dict]:
+    """``promql`` (a query on the raw series or a :class:`Recorded`) at every mark from ``first`` to ``last``."""
+    if isinstance(promql, Recorded):
+        return promql.arrays(src, first, last)
+    return src._range_arrays(promql, first, last, STEP_S)
 
 
 def history_path(src, start: float, end: float) -> str:
@@ -209,8 +261,7 @@ def _exists(src, selector: str, start: float, end: float) -> bool:
 def prometheus_history(src, window, node: str | None, path: str | None = None) -> NodeHistory:
     """The node history of ``src`` (a PrometheusSource) over ``window``, from the recorded series (``path``
     ``rules``) or the raw ones (``raw``); None: :func:`history_path` chooses."""
-    end = src.end.timestamp()
-    start = end - window.total_seconds()
+    start, end = marks(src.end.timestamp(), window.total_seconds())
     rules = (path or history_path(src, start, end)) == "rules"
     scope = ""  # the cluster matcher is added to every query the source sends (gpulib/sources/promql_scope.py)
     rows, read, missing = [], {}, {}
@@ -218,7 +269,7 @@ def prometheus_history(src, window, node: str | None, path: str | None = None) -
     def q(name: str, selector: str, promql: str, signal: str | tuple, at: float | None = None, skip: int = 0):
         """``promql`` over the window less its first ``skip`` steps (or at ``at`` alone); ``signal`` read when
         ``selector`` has any series."""
-        res = src._range_arrays(promql, at or start + skip * STEP_S, at or end, STEP_S)
+        res = arrays(src, promql, at or start + skip * STEP_S, at or end)
         there = bool(res) or _exists(src, selector, start, end)
         for s in signal if isinstance(signal, tuple) else (signal,):
             (read if there else missing)[s] = name if there else f"no {name} series in this Prometheus"
@@ -226,7 +277,7 @@ def prometheus_history(src, window, node: str | None, path: str | None = None) -
 
     cordon = "kube_node_spec_unschedulable" + _sel("node", node, "", scope)
     if rules:
-        cordon, expr = input_selector("kube_node_spec_unschedulable"), recorded("cordon", _sel("node", node))
+        cordon, expr = input_selector("kube_node_spec_unschedulable"), Recorded("cordon", node, ("node",))
     else:
         expr = f"{cordon} == 1"
     for r in q("kube_node_spec_unschedulable", cordon, expr, "cordon"):
@@ -244,7 +295,7 @@ def prometheus_history(src, window, node: str | None, path: str | None = None) -
     )
     down = up + " == 0"
     if rules:
-        up, down = input_selector("up"), recorded("exporter_down", _sel("node", node))
+        up, down = input_selector("up"), Recorded("exporter_down", node, ("node",))
     for r in q("up (dcgm-exporter)", up, down, "no_data"):
         for a, b in runs(r["ts"], end):
             rows.append(
@@ -271,7 +322,7 @@ def _drivers(q, node, scope, start: float, rules: bool = False) -> list[dict]:
     first, new = sel, f"{sel} unless {sel} offset {int(STEP_S)}s"
     if rules:
         sel, first = input_selector("kube_node_labels"), f"last_over_time({RULE['driver']}{_sel('node', node)}[1h])"
-        new = recorded("driver_new", _sel("node", node))
+        new = Recorded("driver_new", node, ("node",))
     seen = [(start, r) for r in q(name, sel, first, signals, at=start)]
     # from the second step: what the first step holds is the baseline read above
     seen += [(float(t), r) for r in q(name, sel, new, signals, skip=1) for t in r["ts"]]
@@ -297,7 +348,7 @@ def _not_ready(q, node, scope, end: float, rules: bool = False) -> list[dict]:
     per_node: dict[str, dict[float, set[str]]] = {}
     expr = f"{sel} == 1"
     if rules:
-        sel, expr = input_selector("kube_node_status_condition"), recorded("not_ready", _sel("node", node))
+        sel, expr = input_selector("kube_node_status_condition"), Recorded("not_ready", node, ("node",))
     for r in q("kube_node_status_condition", sel, expr, "condition"):
         steps = per_node.setdefault(r["metric"].get("node", ""), {})
         for t in r["ts"]:
@@ -334,7 +385,7 @@ def _restarts(q, node, scope, start: float, end: float, rules: bool = False) -> 
     if rules:  # the same three changes, per container first, summed per node by the rule
         x = input_selector("kube_pod_container_status_restarts_total")
         change = ("rise", "reset", "new")
-        exprs = [(s, recorded("restarts", _sel("node", node, f'change="{c}"'))) for (s, _), c in zip(exprs, change)]
+        exprs = [(s, Recorded("restarts", node, ("node",), c)) for (s, _), c in zip(exprs, change)]
     for skip, expr in exprs:
         for r in q(name, x, expr, "pod_restart", skip=skip):
             for t, d in zip(r["ts"], r["v"]):
@@ -358,8 +409,8 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict, rules: bool =
             f"max_over_time({t}[{int(STEP_S)}s])" for t in _terms(src, XID_COUNT, node, 'xid!=""', scope)
         )
         if rules:
-            expr = " or ".join(recorded("xid_count", _sel(h, node)) for h in (src._host_labels if node else ("",)))
-        res = src._range_arrays(expr, start, end, STEP_S)
+            expr = Recorded("xid_count", node, tuple(src._host_labels))
+        res = arrays(src, expr, start, end)
         for r in res:
             host = _host(src, r["metric"])
             for t, d in window_arrivals(r["ts"], r["v"], STEP_S):
@@ -379,9 +430,8 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict, rules: bool =
         # the steps where the gauge differs from the step before: its value carried in from before the window is
         # the baseline, not an XID, and the same XID twice in a row is one change
         terms = [f"({t} != {t} offset {int(STEP_S)}s)" for t in _terms(src, XID_GAUGE, node, "", scope)]
-        if rules:
-            terms = [recorded("xid_gauge", _sel(h, node)) for h in (src._host_labels if node else ("",))]
-        for r in src._range_arrays(" or ".join(terms), start, end, STEP_S):
+        changes = Recorded("xid_gauge", node, tuple(src._host_labels)) if rules else " or ".join(terms)
+        for r in arrays(src, changes, start, end):
             host = _host(src, r["metric"])
             if host not in gauged:
                 continue
@@ -414,15 +464,14 @@ def _health(src, node, scope, start, end, read: dict, missing: dict, rules: bool
     internal/pkg/collector/gpu_health_collector.go @ d5e5f510) and ``fabric_health`` spells (fabric summary
     unhealthy or limited capacity, with the fabric health mask at the spell's start), where they are exported."""
     rows = []
-    hosts = src._host_labels if node else ("",)
 
-    def expr(key: str, raw: str) -> str:
-        return " or ".join(recorded(key, _sel(h, node)) for h in hosts) if rules else raw
+    def expr(key: str, raw: str):
+        return Recorded(key, node, tuple(src._host_labels)) if rules else raw
 
     if _present(src, GPU_HEALTH, node, scope, start, end, rules):
         read["gpu_health"] = GPU_HEALTH
         health = expr("gpu_health", f"({_either(src, GPU_HEALTH, node, '', scope)}) > 0")
-        for r in src._range_arrays(health, start, end, STEP_S):
+        for r in arrays(src, health, start, end):
             lab = r["metric"]
             for a, b in spells(r["ts"], end):
                 worst = float(r["v"][(r["ts"] >= a) & ((r["ts"] < b) if b else True)].max())
@@ -446,12 +495,10 @@ def _health(src, node, scope, start, end, read: dict, missing: dict, rules: bool
         return rows
     read["fabric_health"] = FABRIC_SUMMARY
     masks = {}
-    for r in src._range_arrays(
-        expr("fabric_mask", f"({_either(src, FABRIC_MASK, node, '', scope)}) != 0"), start, end, STEP_S
-    ):
+    for r in arrays(src, expr("fabric_mask", f"({_either(src, FABRIC_MASK, node, '', scope)}) != 0"), start, end):
         masks[(_host(src, r["metric"]), r["metric"].get("gpu", ""))] = (r["ts"], r["v"])
     summary = expr("fabric_summary", f"({_either(src, FABRIC_SUMMARY, node, '', scope)}) >= 2")
-    for r in src._range_arrays(summary, start, end, STEP_S):
+    for r in arrays(src, summary, start, end):
         lab, host = r["metric"], _host(src, r["metric"])
         for a, b in spells(r["ts"], end):
             state = int(r["v"][r["ts"] >= a][0])

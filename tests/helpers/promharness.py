@@ -99,26 +99,33 @@ class PrometheusServer:
         self.log.close()
 
 
-def backfill_rules(url: str, rules_file: Path, start: float, end: float, outdir: Path) -> list[Path]:
+def backfill_rules(
+    url: str, rules_file: Path, start: float, end: float, outdir: Path, *, relative: bool = False, big: bool = False
+) -> list[Path]:
     """Evaluate the recording rules of ``rules_file`` against the Prometheus at ``url`` from ``start`` to ``end``
     (``promtool tsdb create-blocks-from rules``, each group at its own interval) into TSDB blocks under
-    ``outdir``; returns the block folders (move them into a TSDB and restart Prometheus to query them)."""
+    ``outdir``; returns the block folders (move them into a TSDB and restart Prometheus to query them).
+    ``relative``: promtool runs in the rule file's folder and is given its bare name, which is then the groups'
+    ``file`` and so sets their evaluation phase (tests/helpers/promphase.py) whatever the folder; ``big``: blocks
+    of up to :data:`MAX_BLOCK` (one range query per rule and block instead of one per 2 hours)."""
     outdir.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [
             binaries()[1],
             "tsdb",
             "create-blocks-from",
+            *([MAX_BLOCK] if big else []),
             "rules",
             f"--start={int(start)}",
             f"--end={int(end)}",
             f"--url={url}",
-            f"--output-dir={outdir}",
-            str(rules_file),
+            f"--output-dir={outdir.resolve()}",
+            rules_file.name if relative else str(rules_file),
         ],
         check=True,
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=rules_file.parent if relative else None,
     )
     return sorted(p for p in outdir.iterdir() if p.is_dir() and (p / "meta.json").exists())

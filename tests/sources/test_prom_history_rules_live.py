@@ -2,8 +2,12 @@
 Prometheus backfilled with the demo history written the way kube-state-metrics and dcgm-exporter write it
 (gpulib/demo/history_series.py), plus the shipped history rules evaluated over it by ``promtool tsdb
 create-blocks-from rules`` (https://prometheus.io/docs/prometheus/latest/storage/#backfilling-for-recording-rules).
-At a window end on the rule group's evaluation phase every event is the same, time included; at the demo end (off
-the phase) the same events, each at most a step later."""
+
+Prometheus evaluates a rule group at a phase within its interval derived from a hash of the group's name and its
+rule file's path (tests/helpers/promphase.py), so the same rules give another phase in every installation (and in
+every tmp folder). The tests choose the phase: the rule file's name is picked to give each phase of :data:`PHASES`
+(promtool is given the bare name), and the fixture checks the phase the samples were written at. At every phase,
+and at window ends on the 5-minute marks, on the phase and between both, every event is the same, time included."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from gpulib.sources.prom_history import STEP_S, UNREACHABLE, history_path, prome
 from gpulib.sources.prometheus import PrometheusSource
 from tests.helpers.pinned import DEMO_END, ROOT, need_prometheus
 from tests.helpers.promharness import PrometheusServer, backfill_rules, blocks_from_openmetrics
+from tests.helpers.promphase import promtool_phase_ms
 
 WINDOW = timedelta(days=7)
 #: seconds of history written: the window, the rules' first two hours (history_path) and the 5-minute offsets
@@ -31,11 +36,27 @@ HISTORY = 7 * 86400 + 3 * 3600
 #: 5-minute lookback holds a sample (at 600 s every other step would see a series vanish and come back: a "new"
 #: restart counter, an exporter gap)
 SAMPLE_S = 300.0
+#: the events group's phase (the millisecond of its 5 minutes at which promtool writes its samples) -> the rule
+#: file name that gives it (tests/helpers/promphase.py::promtool_phase_ms, found by trying rules-<k>.yaml):
+#:   0 and 299,999: the first and last millisecond of the 5 minutes;
+#:   150,800 and 162,800: the phases of the two runs in b78078f's message (a step late, the same);
+#:   243,041: every recorded event a step late (the reader's steps, whole seconds, fell 41 ms before the samples);
+#:   299,262: two cordons of h200-infer-0 shorter than a step that the evaluations saw and the raw steps did not.
+PHASES = {
+    0: "rules-256278.yaml",
+    150_800: "rules-98272.yaml",
+    162_800: "rules-150464.yaml",
+    243_041: "rules-757.yaml",
+    299_262: "rules-297.yaml",
+    299_999: "rules-348237.yaml",
+}
+#: window ends, seconds before the demo end: on the 5-minute marks, between them and the phase, on the phase
+ENDS = {"marks": 0.0, "between": 137.5, "phase": None}
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    """(raw-only Prometheus, Prometheus with the recorded history too, the events group's phase in seconds)."""
+def raw(tmp_path_factory):
+    """(work folder, the raw TSDB, a Prometheus over it, the shipped history groups)."""
     need_prometheus()
     work = tmp_path_factory.mktemp("prom-history-rules")
     sim = FleetSimulator(end=DEMO_END)
@@ -43,30 +64,41 @@ def servers(tmp_path_factory):
     write_history_openmetrics(sim, om, f"{HISTORY}s", SAMPLE_S)
     tsdb = work / "tsdb"
     blocks_from_openmetrics(om, tsdb)
-    ruled_tsdb = work / "tsdb-rules"
-    shutil.copytree(tsdb, ruled_tsdb)
-    raw = PrometheusServer(tsdb, work)
+    server = PrometheusServer(tsdb, work)
     # the shipped rule file's history groups (cluster label included), as a user installs them
     shipped = yaml.safe_load((ROOT / "deploy" / "prometheus" / "gpu-alerts.yaml").read_text())["groups"]
     mine = [g for g in shipped if g["name"] in (history_rules.EVENTS_GROUP, history_rules.INPUTS_GROUP)]
     assert len(mine) == 2
-    rules = work / "history-rules.yaml"
-    rules.write_text(yaml.safe_dump({"groups": mine}))
+    yield work, tsdb, server, mine
+    server.stop()
+
+
+@pytest.fixture(scope="module", params=sorted(PHASES), ids=lambda p: f"phase{p}ms")
+def ruled(request, raw):
+    """A Prometheus with the raw series and the recorded history, its events group at ``PHASES`` phase; (the
+    Prometheus, the phase in seconds)."""
+    work, tsdb, raw_server, groups = raw
+    phase_ms = request.param
+    here = work / f"phase-{phase_ms}"
+    here.mkdir()
+    rules = here / PHASES[phase_ms]
+    assert promtool_phase_ms(history_rules.EVENTS_GROUP, rules.name, STEP_S) == phase_ms
+    rules.write_text(yaml.safe_dump({"groups": groups}))
+    ruled_tsdb = here / "tsdb"
+    shutil.copytree(tsdb, ruled_tsdb)
     end = DEMO_END.timestamp()
-    for block in backfill_rules(raw.url, rules, end - HISTORY, end, work / "rule-blocks"):
+    for block in backfill_rules(raw_server.url, rules, end - HISTORY, end, here / "blocks", relative=True, big=True):
         shutil.move(str(block), ruled_tsdb / block.name)
-    (work / "ruled").mkdir()
-    ruled = PrometheusServer(ruled_tsdb, work / "ruled")
+    server = PrometheusServer(ruled_tsdb, here)
     got = requests.get(
-        f"{ruled.url}/api/v1/query",
+        f"{server.url}/api/v1/query",
         params={"query": f"{history_rules.RULE['not_ready']}[{HISTORY}s]", "time": end},
         timeout=60,
     ).json()["data"]["result"]
-    phases = {round(float(t) % STEP_S, 3) for r in got for t, _ in r["values"]}
-    assert len(phases) == 1, phases  # every evaluation of the group at one phase
-    yield raw, ruled, phases.pop()
-    raw.stop()
-    ruled.stop()
+    # every evaluation of the group at the chosen phase
+    assert {round(float(t) * 1000) % 300_000 for r in got for t, _ in r["values"]} == {phase_ms}
+    yield server, phase_ms / 1000
+    server.stop()
 
 
 def _frame(hist) -> pd.DataFrame:
@@ -75,22 +107,9 @@ def _frame(hist) -> pd.DataFrame:
     return ev.sort_values(["time", "node", "gpu", "signal", "code", "detail"], kind="stable").reset_index(drop=True)
 
 
-#: at some evaluation phases of the recorded groups the two paths disagree: every event a step later (phase 150.8 s),
-#: or cordon events missing from the recorded path (fresh-clone run at 07ee6c8); at others (162.8 s) they agree. The
-#: phase changes from run to run; the cause is not found, so these comparisons are expected to fail at times
-PHASE_DEFECT = pytest.mark.xfail(
-    strict=False, reason="recorded vs raw history differ at some rule-evaluation phases (cause not found)"
-)
-
-
-def _same_events(rules: pd.DataFrame, raw: pd.DataFrame) -> None:
-    """Every event the same, at the same time or, at some phases of the group's evaluation (Prometheus derives the
-    phase from a hash of the group, so it changes with the rule file's path), every one exactly one step later: seen
-    at phases 150.8 s (one step later) and 162.8 s (the same time) of two runs; why, not found yet."""
-    shift = rules["time"].iloc[0] - raw["time"].iloc[0] if len(raw) and len(rules) else pd.Timedelta(0)
-    assert shift in (pd.Timedelta(0), pd.Timedelta(seconds=STEP_S)), shift
-    back = {c: rules[c] - shift for c in ("time", "end") if c in rules}  # a spell's end moves with its start
-    pd.testing.assert_frame_equal(rules.assign(**back), raw)
+def _end(at: str, phase: float) -> pd.Timestamp:
+    before = STEP_S - phase if ENDS[at] is None else ENDS[at]
+    return pd.Timestamp(DEMO_END) - pd.Timedelta(milliseconds=round(before * 1000))
 
 
 def _both(server, end: pd.Timestamp, node=None):
@@ -98,55 +117,66 @@ def _both(server, end: pd.Timestamp, node=None):
     return {p: prometheus_history(src, WINDOW, node, path=p) for p in ("raw", "rules")}
 
 
-@PHASE_DEFECT
 @pytest.mark.prometheus
-def test_the_recorded_history_is_the_raw_history_on_the_rules_phase(servers):
-    raw_server, ruled, phase = servers
-    end = DEMO_END - pd.Timedelta(seconds=STEP_S - phase if phase else 0)
-    got = _both(ruled, end)
+@pytest.mark.parametrize("at", list(ENDS))
+def test_the_recorded_history_is_the_raw_history_at_every_phase(ruled, at):
+    server, phase = ruled
+    got = _both(server, _end(at, phase))
     raw, rules = _frame(got["raw"]), _frame(got["rules"])
     # the demo's planted cases are in the window: XIDs (the windowed count), NotReady spells with an unreachable
-    # one, restarts and an eviction's deleted pod, cordons, an exporter gap
+    # one, restarts and an eviction's deleted pod, cordons (two shorter than a step)
     assert {"xid", "condition", "pod_restart", "cordon"} <= set(raw["signal"])
     assert UNREACHABLE in set(raw["detail"]) and len(raw[raw["signal"] == "xid"]) >= 10
-    _same_events(rules, raw)
+    pd.testing.assert_frame_equal(rules, raw)
     assert got["rules"].missing == got["raw"].missing
     assert set(got["rules"].read) == set(got["raw"].read)
     assert all("recorded" in v for v in got["rules"].read.values())
 
 
-@PHASE_DEFECT
 @pytest.mark.prometheus
-def test_off_the_phase_the_same_events_at_most_a_step_later(servers):
-    _, ruled, phase = servers
-    assert phase  # promtool's phase for these group names is not on the 5-minute grid of the demo end
-    got = _both(ruled, pd.Timestamp(DEMO_END))
+@pytest.mark.parametrize("node", ["l4-spot-0", "h200-infer-0"])
+def test_one_node_reads_the_same_from_both(ruled, node):
+    server, phase = ruled
+    for at in ENDS:
+        got = _both(server, _end(at, phase), node=node)
+        assert len(got["raw"].events) and set(got["raw"].events["node"]) == {node}
+        pd.testing.assert_frame_equal(_frame(got["rules"]), _frame(got["raw"]))
+
+
+@pytest.fixture(scope="module")
+def unevaluated(raw):
+    """A Prometheus whose rules (phase 243.041 s) were evaluated up to the mark of the window's last XID and not
+    at it, as a running Prometheus has not yet evaluated the mark before now: (the Prometheus, that mark)."""
+    work, tsdb, raw_server, groups = raw
+    xids = _frame(prometheus_history(PrometheusSource(raw_server.url, end=DEMO_END), WINDOW, None, path="raw"))
+    mark = xids[xids["signal"] == "xid"]["time"].max().timestamp()
+    here = work / "unevaluated"
+    here.mkdir()
+    rules = here / PHASES[243_041]
+    rules.write_text(yaml.safe_dump({"groups": groups}))
+    ruled_tsdb = here / "tsdb"
+    shutil.copytree(tsdb, ruled_tsdb)
+    start = DEMO_END.timestamp() - HISTORY
+    for block in backfill_rules(raw_server.url, rules, start, mark, here / "blocks", relative=True, big=True):
+        shutil.move(str(block), ruled_tsdb / block.name)
+    server = PrometheusServer(ruled_tsdb, here)
+    yield server, mark
+    server.stop()
+
+
+@pytest.mark.prometheus
+def test_the_last_mark_not_yet_evaluated_reads_the_raw_series(unevaluated):
+    """A minute after a mark whose evaluation is 243 s after it: the XID at that mark is in both paths."""
+    server, mark = unevaluated
+    got = _both(server, pd.Timestamp(mark + 60, unit="s", tz="UTC"))
     raw, rules = _frame(got["raw"]), _frame(got["rules"])
-    keys = ["node", "gpu", "signal", "code", "detail"]
-    for sig in ("xid", "condition", "cordon"):
-        a, b = raw[raw["signal"] == sig], rules[rules["signal"] == sig]
-        assert a[keys].values.tolist() == b[keys].values.tolist(), sig
-        lag = (b["time"].to_numpy() - a["time"].to_numpy()) / pd.Timedelta(seconds=1)
-        assert ((lag >= -STEP_S) & (lag <= STEP_S)).all(), sig
-    restarts = {
-        p: f[f["signal"] == "pod_restart"].groupby("node")["value"].sum() for p, f in (("raw", raw), ("rules", rules))
-    }
-    assert restarts["rules"].to_dict() == restarts["raw"].to_dict()
-
-
-@PHASE_DEFECT
-@pytest.mark.prometheus
-def test_one_node_reads_the_same_from_both(servers):
-    _, ruled, phase = servers
-    end = DEMO_END - pd.Timedelta(seconds=STEP_S - phase if phase else 0)
-    got = _both(ruled, end, node="l4-spot-0")
-    assert len(got["raw"].events) and set(got["raw"].events["node"]) == {"l4-spot-0"}
-    _same_events(_frame(got["rules"]), _frame(got["raw"]))
+    assert (raw[raw["signal"] == "xid"]["time"] == pd.Timestamp(mark, unit="s", tz="UTC")).any()
+    pd.testing.assert_frame_equal(rules, raw)
 
 
 @pytest.mark.prometheus
-def test_the_path_is_chosen_by_what_the_prometheus_recorded(servers):
-    raw_server, ruled, _ = servers
+def test_the_path_is_chosen_by_what_the_prometheus_recorded(raw, ruled):
+    raw_server, ruled = raw[2], ruled[0]
     end = DEMO_END.timestamp()
     start = end - WINDOW.total_seconds()
     assert history_path(PrometheusSource(ruled.url, end=DEMO_END), start, end) == "rules"
