@@ -303,3 +303,16 @@ def test_a_node_that_joined_in_the_last_coarse_step_of_a_long_window_is_read(raw
     hist = prometheus_history(PrometheusSource(raw[2].url, end=_at(END)), timedelta(days=30), "tail-d", path="raw")
     assert "xid" in hist.read
     assert _since(_frame(hist), G) == {w for w in WANT if w[2] == "tail-d"}
+
+
+@pytest.mark.prometheus
+def test_the_tail_queries_carry_the_cluster_matcher(raw):
+    """One cluster of a shared Prometheus (gpulib/sources/promql_scope.py): the tail's instant queries are scoped like
+    the marks' range queries, so another cluster's tail is not this one's (these series have no cluster label)."""
+    src = PrometheusSource(raw[2].url, end=_at(END), cluster="eu-1")
+    sent = []
+    instant = src.http.instant
+    src.http.instant = lambda promql, at: sent.append(promql) or instant(promql, at)
+    hist = prometheus_history(src, WINDOW, None, path="raw")
+    assert sent and all('cluster="eu-1"' in q for q in sent)
+    assert hist.events.empty
