@@ -107,8 +107,8 @@ def _each(template: str, metric: str) -> str:
     return " or ".join(template.format(m=n) for n in names) if len(names) > 1 else template.format(m=names[0])
 
 
-def _restarts(change: str) -> str:
-    x, off = RESTARTS, f"{RESTARTS} offset {STEP}"
+def _restarts(change: str, back: str = STEP) -> str:
+    x, off = RESTARTS, f"{RESTARTS} offset {back}"
     inner = {"rise": f"(({x} - {off}) > 0)", "reset": f"(({x} < {off}) > 0)", "new": f"(({x} unless {off}) > 0)"}
     return (
         f"sum by (node) ({inner[change]} * on (namespace, pod) group_left (node) "
@@ -126,31 +126,32 @@ def _presence(metric: str, by: str, selector: str | None = None) -> dict:
     return {"record": PRESENCE, "expr": f"count by ({by}) ({expr})", "labels": {"input": metric}}
 
 
-def _step_rules() -> list[dict[str, Any]]:
-    """The events rules with their per-step expressions, before they are aligned to the 5-minute marks."""
+def _step_rules(back: str = STEP) -> list[dict[str, Any]]:
+    """The events rules with their per-step expressions, before they are aligned to the 5-minute marks; ``back``:
+    how far a change looks back (a step; the window's tail looks back to its last mark)."""
     cond = 'kube_node_status_condition{condition="Ready",status=~"false|unknown"}'
     labels = f'kube_node_labels{{{DRIVER}!=""}}'
     return [
         {"record": RULE["cordon"], "expr": "max by (node) (kube_node_spec_unschedulable == 1)"},
         {"record": RULE["not_ready"], "expr": f"max by (node, status) ({cond} == 1)"},
         *(
-            {"record": RULE["restarts"], "expr": _restarts(c), "labels": {"change": c}}
+            {"record": RULE["restarts"], "expr": _restarts(c, back), "labels": {"change": c}}
             for c in ("rise", "reset", "new")
         ),
         {
             "record": RULE["driver_new"],
-            "expr": f"max by (node, {DRIVER}) ({labels} unless {labels} offset {STEP})",
+            "expr": f"max by (node, {DRIVER}) ({labels} unless {labels} offset {back})",
         },
         {"record": RULE["exporter_down"], "expr": f"count by (node) ({DCGM_UP} == 0)"},
         {
             "record": RULE["xid_count"],
             "expr": f"max by ({HOSTS}, gpu, xid) ("
-            + _each('max_over_time({m}{{xid!=""}}[' + STEP + "])", XID_COUNT)
+            + _each('max_over_time({m}{{xid!=""}}[' + back + "])", XID_COUNT)
             + ")",
         },
         {
             "record": RULE["xid_gauge"],
-            "expr": f"max by ({HOSTS}, gpu) (" + _each(f"({{m}} != {{m}} offset {STEP})", XID_GAUGE) + ")",
+            "expr": f"max by ({HOSTS}, gpu) (" + _each(f"({{m}} != {{m}} offset {back})", XID_GAUGE) + ")",
         },
         {
             "record": RULE["gpu_health"],
@@ -164,11 +165,14 @@ def _step_rules() -> list[dict[str, Any]]:
     ]
 
 
-def step_expr(key: str, change: str = "") -> str:
+def step_expr(key: str, change: str = "", back: str = STEP) -> str:
     """The per-step expression of :data:`RULE` ``key`` (``change``: the restarts rule's ``rise``/``reset``/``new``)
-    on the raw series: what the rule records for a 5-minute mark, asked at that mark."""
+    on the raw series: what the rule records for a 5-minute mark, asked at that mark; with ``back`` the time since
+    the window's last mark, what the window's tail adds after it (prom_history.arrays)."""
     return next(
-        r["expr"] for r in _step_rules() if r["record"] == RULE[key] and r.get("labels", {}).get("change", "") == change
+        r["expr"]
+        for r in _step_rules(back)
+        if r["record"] == RULE[key] and r.get("labels", {}).get("change", "") == change
     )
 
 

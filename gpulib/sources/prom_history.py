@@ -21,7 +21,16 @@ etc/default-counters.csv @ d5e5f510):
 * ``up{job=~".*dcgm-exporter.*"}`` == 0: the exporter sent nothing (no data, not zero).
 
 The steps are the 5-minute marks of the clock (multiples of :data:`STEP_S` since the epoch) in the window
-(:func:`marks`), on both paths: what happened since the last mark before the window's end is in the next step.
+(:func:`marks`), on both paths, and the window's end (to the millisecond) where it falls after its last mark: the
+tail, what happened since that mark (a node_health run minutes after an alert sees the alert's XID). At the end a
+state (cordon, Ready false/unknown, ``up`` 0, GPU and fabric health) is the one at the end, and a change looks back
+to the last mark instead of a step (:func:`arrays`): the windowed XID count's maximum over [last mark, end], the
+gauge, the restart counters and the driver label against themselves at the last mark (``offset`` the time since
+it). Prometheus evaluates ``X offset d`` at ``t`` as the last sample in [t - d - 5m, t - d] and ``X[d]`` as the
+samples in [t - d, t] (prometheus/prometheus: promql/engine.go @ 225c6112, ``vectorSelectorSingle``,
+``matrixIterSlice``: ``t >= mint``), so the tail holds what the next mark will hold of what came by the end and
+nothing the last mark counted. A tail event is at the end; a spell still on at the last mark and off at the end
+ends at the end.
 
 Where this Prometheus records the history's recording rules (:mod:`gpulib.sources.history_rules`) over the
 whole window, the same questions are asked of the recorded series instead (:func:`history_path`): each rule holds
@@ -30,8 +39,10 @@ series and Prometheus does not walk every raw sample of the window. The value fo
 ``g`` plus the rule group's evaluation phase (a hash of the group and its rule file's path: any millisecond of the
 5 minutes), so it is read at ``g`` from ``[g, g + 299.999 s]`` (:func:`recorded`; Prometheus 2.x range selectors
 include their left end). The window's last mark may not be evaluated yet (a window that ends now): it is asked of
-the raw series with the rule's own expression (:class:`Recorded`). So both paths give the same events, times
-included, at any phase (tests/sources/test_prom_history_rules_live.py). Two readings differ from the raw
+the raw series with the rule's own expression (:class:`Recorded`), and so is the tail, which no rule records (the
+next mark is evaluated after the end), looking back to the last mark (``history_rules.step_expr``'s ``back``). So
+both paths give the same events, times included, at any phase (tests/sources/test_prom_history_rules_live.py,
+tests/sources/test_prom_history_tail.py). Two readings differ from the raw
 path: whether an input is there at all is the hourly presence count (per host for the XID signals, per ``job``
 elsewhere, so a node filter does not narrow it), and a driver change in the hour before the window opens can show
 both values as the window's first.
@@ -80,6 +91,8 @@ HEALTH_RESULTS = {10: "WARN", 20: "FAIL"}
 #: a recorded sample's reach: one step less a millisecond, from the mark on (a negative offset), so that a mark
 #: reads the one sample written for it
 RECORDED_RANGE = f"{int(STEP_S * 1000) - 1}ms"
+#: how far a change looks back from a mark: to the mark before
+BACK = f"{int(STEP_S)}s"
 
 
 def recorded(key: str, selector: str = "") -> str:
@@ -96,41 +109,71 @@ def marks(end: float, seconds: float) -> tuple[float, float]:
 class Recorded:
     """A recorded series as the history reads it: :func:`recorded` at every mark, and where a series has no sample
     at the last mark (its evaluation may still be to come), the rule's own expression
-    (:func:`gpulib.sources.history_rules.step_expr`) on the raw series there, joined per series (the labels less the
-    metric name and the cluster label)."""
+    (:func:`gpulib.sources.history_rules.step_expr`) on the raw series there, and the same looking back to the last
+    mark at the window's tail (:func:`arrays`), joined per series (the labels less the metric name and the cluster
+    label)."""
 
     def __init__(self, key: str, node: str | None, by: tuple[str, ...], change: str = ""):
         self.key, self.node, self.by, self.change = key, node, by, change
 
-    def arrays(self, src, first: float, last: float) -> list[dict]:
-        if last < first:
-            return []
+    def arrays(self, src, first: float, end: float) -> list[dict]:
+        last, back = _last(end)
         extra = f'change="{self.change}"' if self.change else ""
         terms = [recorded(self.key, _sel(b, self.node, extra)) for b in (self.by if self.node else ("",))]
-        got = src._range_arrays(" or ".join(terms), first, last, STEP_S)
-        fresh = src._range_arrays(step_expr(self.key, self.change), last, last, STEP_S)
+        got = src._range_arrays(" or ".join(terms), first, last, STEP_S) if last >= first else []
+        fresh = src._range_arrays(step_expr(self.key, self.change), last, last, STEP_S) if last >= first else []
+        tail = src._instant_arrays(step_expr(self.key, self.change, back), end) if back else []
         if self.node:
-            fresh = [r for r in fresh if any(r["metric"].get(b) == self.node for b in self.by)]
-        drop = {"__name__", getattr(getattr(src, "settings", None), "cluster_label", "cluster")}
-        series: dict[tuple, dict] = {}
+            fresh, tail = (
+                [r for r in x if any(r["metric"].get(b) == self.node for b in self.by)] for x in (fresh, tail)
+            )
         labels = {"change": self.change} if extra else {}
-        for late, r in [(False, r) for r in got] + [(True, {**r, "metric": {**r["metric"], **labels}}) for r in fresh]:
-            key = tuple(sorted((k, v) for k, v in r["metric"].items() if k not in drop))
-            acc = series.setdefault(key, {"metric": r["metric"], "ts": [], "v": []})
-            if late and acc["ts"] and acc["ts"][-1][-1:].tolist() == [last]:
-                continue  # the mark was evaluated: its recorded value is the same
-            acc["ts"].append(np.asarray(r["ts"], dtype=float))
-            acc["v"].append(np.asarray(r["v"], dtype=float))
-        return [
-            {"metric": r["metric"], "ts": np.concatenate(r["ts"]), "v": np.concatenate(r["v"])} for r in series.values()
-        ]
+        fresh, tail = ([{**r, "metric": {**r["metric"], **labels}} for r in x] for x in (fresh, tail))
+        drop = {"__name__", getattr(getattr(src, "settings", None), "cluster_label", "cluster")}
+        return _join([(r, False) for r in got] + [(r, True) for r in fresh] + [(r, False) for r in tail], drop, last)
 
 
-def arrays(src, promql, first: float, last: float) -> list[dict]:
-    """``promql`` (a query on the raw series or a :class:`Recorded`) at every mark from ``first`` to ``last``."""
+def _join(parts: list[tuple[dict, bool]], drop: set[str], last: float) -> list[dict]:
+    """The series of ``parts`` (each ``(series, late)``, in time order) joined by their labels less ``drop``; a late
+    part (the last mark asked of the raw series) only where the series has no sample at that mark."""
+    series: dict[tuple, dict] = {}
+    for r, late in parts:
+        key = tuple(sorted((k, v) for k, v in r["metric"].items() if k not in drop))
+        acc = series.setdefault(key, {"metric": r["metric"], "ts": [], "v": []})
+        if late and acc["ts"] and acc["ts"][-1][-1:].tolist() == [last]:
+            continue  # the mark was evaluated: its recorded value is the same
+        acc["ts"].append(np.asarray(r["ts"], dtype=float))
+        acc["v"].append(np.asarray(r["v"], dtype=float))
+    return [
+        {"metric": r["metric"], "ts": np.concatenate(r["ts"]), "v": np.concatenate(r["v"])} for r in series.values()
+    ]
+
+
+def _last(end: float) -> tuple[float, str]:
+    """The window's last mark and, when ``end`` is after it, the time since it as a PromQL duration (milliseconds,
+    Prometheus' resolution), else ``""``: the window has no tail."""
+    last = math.floor(end / STEP_S) * STEP_S
+    ms = round(end * 1000) - round(last * 1000)
+    return last, f"{ms}ms" if ms > 0 else ""
+
+
+def looking_back(template: str):
+    """A change query as a function of its look-back (:func:`arrays`): ``template`` with ``{back}`` for it."""
+    return lambda back: template.replace("{back}", back)
+
+
+def arrays(src, promql, first: float, end: float) -> list[dict]:
+    """``promql`` at every mark from ``first`` to the last at or before ``end``, and at ``end`` when it is after
+    that mark (the window's tail). ``promql``: a :class:`Recorded`, a query on the raw series, or a function of the
+    look-back of a change query (:data:`BACK` at the marks; from the tail, back to the last mark, so that what
+    the last mark counted is not counted again; a state is the one at ``end``)."""
     if isinstance(promql, Recorded):
-        return promql.arrays(src, first, last)
-    return src._range_arrays(promql, first, last, STEP_S)
+        return promql.arrays(src, first, end)
+    last, back = _last(end)
+    build = promql if callable(promql) else (lambda _: promql)
+    got = src._range_arrays(build(BACK), first, last, STEP_S) if last >= first else []
+    tail = src._instant_arrays(build(back), end) if back else []
+    return _join([(r, False) for r in got + tail], set(), last)
 
 
 def history_path(src, start: float, end: float) -> str:
@@ -206,12 +249,18 @@ def _terms(src, metric: str, node: str | None, extra: str = "", scope: str = "")
 
 def spells(ts: np.ndarray, end: float) -> list[tuple[float, float | None]]:
     """(start, end) of each run of consecutive steps in ``ts`` (the steps a filtered query, ``X > 0``, returned): a
-    run ends a step after its last sample, or is open (None) when it lasts to the window's end."""
+    run ends at the step after its last (:func:`_next`), or is open (None) when it lasts to the window's end."""
     out = []
     for a, b in intervals(ts, np.ones(len(ts)), STEP_S):
         last = float(ts[ts >= a][ts[ts >= a] < b][-1]) if b is not None else float(ts[-1])
-        out.append((a, None if last + STEP_S > end else last + STEP_S))
+        out.append((a, _next(last, end)))
     return out
+
+
+def _next(last: float, end: float) -> float | None:
+    """The step after ``last``: the next mark, or ``end`` when ``last`` is the window's last mark and the window
+    has a tail; None when ``last`` is the window's last step (``end``): the run is open."""
+    return None if last >= end else min(last + STEP_S, end)
 
 
 def _either(src, metric: str, node: str | None, extra: str = "", scope: str = "") -> str:
@@ -226,7 +275,7 @@ def _present(src, metric: str, node, scope: str, start: float, end: float, rules
     """The nodes (host label values) that had any series of ``metric`` (any name) in [start, end]: a range query at
     :data:`PRESENCE_STEPS` coarse steps of ``count by (hosts) (last_over_time(...[step]))``; on the rules path, of
     the input's hourly presence count (a node label when the rule counts per ``job``: any node)."""
-    step = max(STEP_S, math.ceil((end - start) / PRESENCE_STEPS))
+    first, top, step = _coarse(start, end)
     by = ", ".join(src._host_labels)
     if rules:
         hosts = src._host_labels if node else ("",)
@@ -236,33 +285,45 @@ def _present(src, metric: str, node, scope: str, start: float, end: float, rules
     else:
         terms = _terms(src, metric, node, scope=scope)
     terms = " or ".join(f"last_over_time({t}[{int(step)}s])" for t in terms)
-    res = src._range_arrays(f"count by ({by}) ({terms})", start, end, step)
+    res = src._range_arrays(f"count by ({by}) ({terms})", first, top, step)
     return {h for r in res if (h := _host(src, r["metric"]))}
 
 
 def runs(ts: np.ndarray, end: float) -> list[tuple[float, float | None]]:
     """(start, end) of each run of consecutive steps in ``ts`` (the steps a filter such as ``X == 1`` kept): a run
-    ends a step after its last step, or is open (None) when its last step is the window's last."""
+    ends at the step after its last step (:func:`_next`), or is open (None) when its last step is the window's last."""
     ts = np.sort(np.asarray(ts, dtype=float))
     if not len(ts):
         return []
     cut = np.flatnonzero(np.diff(ts) > 1.5 * STEP_S)
     firsts, lasts = np.r_[ts[:1], ts[cut + 1]], np.r_[ts[cut], ts[-1:]]
-    return [(float(a), None if b + STEP_S > end else float(b + STEP_S)) for a, b in zip(firsts, lasts)]
+    return [(float(a), _next(float(b), end)) for a, b in zip(firsts, lasts)]
 
 
 def _exists(src, selector: str, start: float, end: float) -> bool:
     """Whether any series of ``selector`` was there in [start, end]: ``count(last_over_time(...))`` at
     :data:`PRESENCE_STEPS` coarse steps (a few points, whatever the window)."""
-    step = max(STEP_S, math.ceil((end - start) / PRESENCE_STEPS))
-    return bool(src._range_arrays(f"count(last_over_time({selector}[{int(step)}s]))", start, end, step))
+    first, top, step = _coarse(start, end)
+    return bool(src._range_arrays(f"count(last_over_time({selector}[{int(step)}s]))", first, top, step))
+
+
+def _coarse(start: float, end: float) -> tuple[int, int, int]:
+    """(first, last, step) of the :data:`PRESENCE_STEPS` coarse steps of a presence query over [start, end]: whole
+    seconds, the last at or just after ``end`` (the steps of a range query stop at its end or before it), each
+    reading the step before it (``last_over_time(...[step])``)."""
+    step = max(int(STEP_S), math.ceil((end - start) / PRESENCE_STEPS))
+    top = math.ceil(end)
+    return top - (top - math.floor(start)) // step * step, top, step
 
 
 def prometheus_history(src, window, node: str | None, path: str | None = None) -> NodeHistory:
     """The node history of ``src`` (a PrometheusSource) over ``window``, from the recorded series (``path``
     ``rules``) or the raw ones (``raw``); None: :func:`history_path` chooses."""
-    start, end = marks(src.end.timestamp(), window.total_seconds())
-    rules = (path or history_path(src, start, end)) == "rules"
+    # the window's end to the millisecond before it: Prometheus' timestamps are milliseconds (prometheus/prometheus:
+    # model/timestamp/timestamp.go @ 225c6112, FromTime)
+    end = pd.Timestamp(src.end).value // 1_000_000 / 1000
+    start, last = marks(end, window.total_seconds())
+    rules = (path or history_path(src, start, last)) == "rules"
     scope = ""  # the cluster matcher is added to every query the source sends (gpulib/sources/promql_scope.py)
     rows, read, missing = [], {}, {}
 
@@ -319,7 +380,7 @@ def _drivers(q, node, scope, start: float, rules: bool = False) -> list[dict]:
     label = "label_nvidia_com_cuda_driver_version_full"
     sel = f"kube_node_labels{_sel('node', node, label + '!=' + chr(34) * 2, scope)}"
     name, signals = "kube_node_labels (driver label)", ("driver_change", "gfd_label")
-    first, new = sel, f"{sel} unless {sel} offset {int(STEP_S)}s"
+    first, new = sel, looking_back(f"{sel} unless {sel} offset {{back}}")
     if rules:
         sel, first = input_selector("kube_node_labels"), f"last_over_time({RULE['driver']}{_sel('node', node)}[1h])"
         new = Recorded("driver_new", node, ("node",))
@@ -372,7 +433,7 @@ def _restarts(q, node, scope, start: float, end: float, rules: bool = False) -> 
     value counts); then summed per node and step. A series that ends (a deleted pod) adds nothing; a counter
     carried into the window is its baseline, not restarts."""
     x = f"kube_pod_container_status_restarts_total{_sel('', None, '', scope)}"
-    off = f"{x} offset {int(STEP_S)}s"
+    off = f"{x} offset {{back}}"
     on_node = (
         f" * on (namespace, pod) group_left (node) max by (namespace, pod, node) "
         f"(kube_pod_info{_sel('node', node, '', scope)})"
@@ -381,7 +442,7 @@ def _restarts(q, node, scope, start: float, end: float, rules: bool = False) -> 
     per: dict[tuple[str, float], float] = {}
     # a series already there in the window's first two steps was there when it opened: its count is a baseline
     exprs = [(0, f"(({x} - {off}) > 0)"), (0, f"(({x} < {off}) > 0)"), (2, f"(({x} unless {off}) > 0)")]
-    exprs = [(skip, e + on_node) for skip, e in exprs]
+    exprs = [(skip, looking_back(e + on_node)) for skip, e in exprs]
     if rules:  # the same three changes, per container first, summed per node by the rule
         x = input_selector("kube_pod_container_status_restarts_total")
         change = ("rise", "reset", "new")
@@ -405,9 +466,8 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict, rules: bool =
     rows = []
     counted = _present(src, XID_COUNT, node, scope, start, end, rules)
     if counted:
-        expr = " or ".join(
-            f"max_over_time({t}[{int(STEP_S)}s])" for t in _terms(src, XID_COUNT, node, 'xid!=""', scope)
-        )
+        expr = " or ".join(f"max_over_time({t}[{{back}}])" for t in _terms(src, XID_COUNT, node, 'xid!=""', scope))
+        expr = looking_back(expr)
         if rules:
             expr = Recorded("xid_count", node, tuple(src._host_labels))
         res = arrays(src, expr, start, end)
@@ -429,8 +489,8 @@ def _xids(src, node, scope, start, end, read: dict, missing: dict, rules: bool =
     if gauged:
         # the steps where the gauge differs from the step before: its value carried in from before the window is
         # the baseline, not an XID, and the same XID twice in a row is one change
-        terms = [f"({t} != {t} offset {int(STEP_S)}s)" for t in _terms(src, XID_GAUGE, node, "", scope)]
-        changes = Recorded("xid_gauge", node, tuple(src._host_labels)) if rules else " or ".join(terms)
+        terms = [f"({t} != {t} offset {{back}})" for t in _terms(src, XID_GAUGE, node, "", scope)]
+        changes = Recorded("xid_gauge", node, tuple(src._host_labels)) if rules else looking_back(" or ".join(terms))
         for r in arrays(src, changes, start, end):
             host = _host(src, r["metric"])
             if host not in gauged:

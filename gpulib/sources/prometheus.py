@@ -321,6 +321,13 @@ class PrometheusSource(Source):
             for r in self._range_arrays(promql, start, end, step)
         ]
 
+    def _instant_arrays(self, promql: str, at: float) -> list[dict]:
+        """``promql`` at ``at`` (an instant query: Prometheus keeps the millisecond, prometheus/prometheus:
+        web/api/v1/api.go @ 225c6112, ``parseTime``; a range query's ends are whole seconds here), each series as
+        :meth:`_range_arrays` gives it."""
+        res = self.http.instant(scoped(promql, self.scope_matcher), at)
+        return [{"metric": r["metric"], "ts": np.array([at]), "v": np.array([float(r["value"][1])])} for r in res]
+
     def _get_range(self, promql: str, start: float, end: float, step: str) -> list[dict]:
         """One ``/api/v1/query_range`` call, parsed straight to arrays (:func:`parse_matrix`; json as fallback)."""
         resp = self.http.range(scoped(promql, self.scope_matcher), round(start), round(end), step)
