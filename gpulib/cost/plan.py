@@ -117,17 +117,18 @@ def _signals(a: pd.DataFrame, rules: pd.DataFrame, activity: str, serving: dict)
     return out
 
 
-def _skip_row(a: pd.DataFrame, i: int, reason: str, saving_alone: float | None = None) -> dict:
-    """One row of ``skipped`` for row position ``i`` of the candidates ``a``."""
-    return {
-        "action": a["action"].iat[i],
-        "namespace": a["namespace"].iat[i],
-        "workload": a["workload"].iat[i],
-        "pod": a["pod"].iat[i],
-        "node": a["node"].iat[i],
-        "saving_alone": float(a["saving_alone"].iat[i]) if saving_alone is None else saving_alone,
-        "reason": reason,
-    }
+class _Skips:
+    """Rows of ``skipped`` for row positions of one frame of candidates (its columns read once, as lists)."""
+
+    def __init__(self, frame: pd.DataFrame, out: list[dict]):
+        self._cols = {c: frame[c].tolist() for c in SKIPPED_COLUMNS[:-1]}
+        self._out = out
+
+    def add(self, i: int, reason: str) -> None:
+        row = {c: v[i] for c, v in self._cols.items()}
+        row["saving_alone"] = float(row["saving_alone"])
+        row["reason"] = reason
+        self._out.append(row)
 
 
 def plan_actions(
@@ -174,12 +175,13 @@ def plan_actions(
     # serving veto
     veto = np.zeros(len(a), dtype=bool)
     if serving_by:
+        vetoed = _Skips(a, skipped)
         for i, (group, ns, wl) in enumerate(zip(a["group"], a["namespace"], a["workload"])):
             sv = serving_by.get((str(ns), str(wl))) if group == "shrink" else None
             if sv is not None and bool(sv.get("overloaded")):
                 veto[i] = True
                 reason = f"vetoed: {sv['signal']} (shrinking an overloaded deployment would make it worse)"
-                skipped.append(_skip_row(a, i, reason))
+                vetoed.add(i, reason)
     a = a[~veto]
 
     spend: dict = {}
@@ -196,6 +198,7 @@ def plan_actions(
     action_l = a["action"].tolist()
     alone = a["saving_alone"].to_numpy(dtype=float)
     cost_l = a["monthly_cost"].to_numpy(dtype=float)
+    skips = _Skips(a, skipped)
     members: dict[tuple, list[int]] = {}
     for i, k in enumerate(zip(ns_l, key_wl)):
         if not keyless[i]:
@@ -218,7 +221,8 @@ def plan_actions(
             g = by_order[o]
             if remaining <= 0:
                 reason = f"nothing left to save after {', '.join(taken) or 'the other actions'}"
-                skipped.extend(_skip_row(a, i, reason) for i in g)
+                for i in g:
+                    skips.add(i, reason)
                 continue
             if combine_l[g[0]] == "sum":
                 vals = alone[g]
@@ -242,7 +246,9 @@ def plan_actions(
                     f"alternative to {best_name} (larger saving alone: "
                     f"{money(best_alone, rep.currency)}/month); not added"
                 )
-                skipped.extend(_skip_row(a, i, reason) for i in g if i != best_i)
+                for i in g:
+                    if i != best_i:
+                        skips.add(i, reason)
                 taken.append(best_name)
     if chosen:
         # built from rows, as a frame of chosen rows always was: each column's dtype is inferred from its values
@@ -254,9 +260,11 @@ def plan_actions(
         plan = pd.DataFrame(columns=list(a.columns))
     floor = cost_policy("min_monthly_saving")
     small = plan["monthly_saving"].astype(float) < floor
-    for i in np.flatnonzero(small.to_numpy()):
-        ms = float(plan["monthly_saving"].iat[i])
-        skipped.append(_skip_row(plan, i, f"saves {ms:.2f} {rep.currency}/month (< {floor:g}): not worth an action"))
+    if small.any():
+        too_small = _Skips(plan, skipped)
+        for i in np.flatnonzero(small.to_numpy()):
+            ms = float(plan["monthly_saving"].iat[i])
+            too_small.add(i, f"saves {ms:.2f} {rep.currency}/month (< {floor:g}): not worth an action")
     plan = plan[~small]
     plan = plan.sort_values(
         ["monthly_saving", "action", "namespace", "workload"], ascending=[False, True, True, True], kind="stable"
