@@ -3,8 +3,8 @@
 Two fixed answers, neither computed by the code under test when the test runs:
 
 * a hand-made fleet (below) whose every figure is worked out by hand from the prices passed in;
-* the demo at a pinned window end: ``tests/cost/golden/`` (how the files were made and checked:
-  ``tests/cost/golden/README.md``).
+* the demo at a pinned window end: ``tests/fixtures/cost/plan_golden/`` (how the files were made and checked:
+  ``tests/fixtures/cost/plan_golden/README.md``).
 
 :func:`gpulib.cost.plan.plan_actions` is a speed target of the weekly report (benchmarks/RESULTS.md); these tests keep
 any rewrite of it to the same answer, text included.
@@ -22,7 +22,7 @@ from gpulib.cost.plan import PLAN_COLUMNS, SKIPPED_COLUMNS
 from tests.cost.test_plan import _demo
 from tests.helpers.cost_frames import frames, node, pod, series
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "cost" / "plan_golden"
 PLAN_DTYPES = ["str"] * 6 + ["float64"] * 6 + ["str"] * 2
 SKIPPED_DTYPES = ["str"] * 5 + ["float64", "str"]
 _TEXT_PLAN = [c for c, d in zip(PLAN_COLUMNS, PLAN_DTYPES) if d == "str"]
