@@ -237,7 +237,8 @@ def analyze_cost(
         cluster_nodes=nodes,
         cluster_pods=pods,
     )
-    rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep), serving, workloads=workload_usage(rep))
+    w = workload_usage(rep)
+    rep.actions, rep.skipped = plan_actions(rep, savings_actions(rep, workloads=w), serving, workloads=w)
     rep.findings = cost_findings(rep)
     return rep
 
@@ -328,8 +329,9 @@ def workload_usage(rep: CostReport) -> pd.DataFrame:
     return w.reset_index()
 
 
-def savings_actions(rep: CostReport) -> pd.DataFrame:
-    """One row per (action, target) with the estimated monthly saving in ``rep.currency``.
+def savings_actions(rep: CostReport, *, workloads: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (action, target) with the estimated monthly saving in ``rep.currency``; ``workloads``:
+    :func:`workload_usage` of ``rep`` when the caller has it already.
 
     * reclaim: zombie pods (their zombie GPU-hours) and workloads idle over the whole window
       (idle allocated GPU-hours minus what the zombie rows already count);
@@ -388,7 +390,7 @@ def savings_actions(rep: CostReport) -> pd.DataFrame:
             )
         )
 
-    w = workload_usage(rep)
+    w = workload_usage(rep) if workloads is None else workloads
     if len(w):
         th = rep.thresholds
         idle = w["active_ratio"] < th.idle_activity_max

@@ -32,7 +32,7 @@ _TABLE = "cost_sop"
 
 def cost_findings(rep: CostReport) -> list[Finding]:
     """Findings: one per savings action, plus request/limit hygiene, non-GPU pods, spot share, unpriced models."""
-    out = [action_finding(r, rep) for _, r in rep.actions.iterrows()]
+    out = [action_finding(r, rep) for r in rep.actions.to_dict("records")]
     cur = rep.currency
     price_by_node = dict(zip(rep.nodes["node"].astype(str), rep.nodes["price_per_gpu_hour"]))
     rl = rep.request_limit

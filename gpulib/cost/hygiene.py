@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from gpulib.kube.requests import requests_nvidia
+from gpulib.kube.requests import REQUEST_COLUMNS, requests_nvidia
 
 __all__ = ["unrequested_gpu_pods", "mark_unrequested", "has_gpu_taint"]
 
@@ -31,7 +31,8 @@ def unrequested_gpu_pods(pods: pd.DataFrame | None) -> pd.DataFrame:
     cols = ["namespace", "pod", "node", "workload", "owner_kind"]
     if pods is None or len(pods) == 0:
         return pd.DataFrame(columns=cols)
-    keep = [not requests_nvidia(r) for r in pods.to_dict("records")]
+    asked = pods[[c for c in REQUEST_COLUMNS if c in pods.columns]]  # the only columns requests_nvidia reads
+    keep = [not requests_nvidia(r) for r in asked.to_dict("records")]
     return pods[keep][cols].reset_index(drop=True)
 
 

@@ -97,16 +97,38 @@ def _serving_lookup(serving: pd.DataFrame | None) -> dict[tuple[str, str], dict]
     return {(str(r["namespace"]), str(r["workload"])): r for r in serving.to_dict("records")}
 
 
-def _signal(row: pd.Series, rules: pd.DataFrame, activity: str, serving: dict) -> str:
-    base = str(rules.loc[row["action"], "signal"]).format(
-        activity=activity.replace("DCGM_FI_", ""), owner_kind=row["owner_kind"] or "pod"
-    )
-    if rules.loc[row["action"], "group"] != "shrink":
-        return base
-    sv = serving.get((str(row["namespace"]), str(row["workload"])))
-    if sv is None or not sv.get("verdict"):
-        return base + " (no vllm: serving metrics: activity alone decided)"
-    return f"{sv['signal']}; {base}"
+def _signals(a: pd.DataFrame, rules: pd.DataFrame, activity: str, serving: dict) -> list[str]:
+    """The signal each candidate rests on: the rule's text (activity field, owner kind), and for a shrink the serving
+    verdict of its workload, or that activity alone decided."""
+    field = activity.replace("DCGM_FI_", "")
+    text = rules["signal"].astype(str).to_dict()
+    shrink = set(rules.index[rules["group"] == "shrink"])
+    out: list[str] = []
+    for action, kind, ns, wl in zip(a["action"], a["owner_kind"], a["namespace"], a["workload"]):
+        base = text[action].format(activity=field, owner_kind=kind or "pod")
+        if action not in shrink:
+            out.append(base)
+            continue
+        sv = serving.get((str(ns), str(wl)))
+        if sv is None or not sv.get("verdict"):
+            out.append(base + " (no vllm: serving metrics: activity alone decided)")
+        else:
+            out.append(f"{sv['signal']}; {base}")
+    return out
+
+
+class _Skips:
+    """Rows of ``skipped`` for row positions of one frame of candidates (its columns read once, as lists)."""
+
+    def __init__(self, frame: pd.DataFrame, out: list[dict]):
+        self._cols = {c: frame[c].tolist() for c in SKIPPED_COLUMNS[:-1]}
+        self._out = out
+
+    def add(self, i: int, reason: str) -> None:
+        row = {c: v[i] for c, v in self._cols.items()}
+        row["saving_alone"] = float(row["saving_alone"])
+        row["reason"] = reason
+        self._out.append(row)
 
 
 def plan_actions(
@@ -143,82 +165,106 @@ def plan_actions(
         ]
     a["saving_alone"] = a["monthly_saving"].astype(float)
     serving_by = _serving_lookup(serving)
-    a["signal"] = [_signal(r, rules, rep.activity_field, serving_by) for _, r in a.iterrows()]
+    a["signal"] = _signals(a, rules, rep.activity_field, serving_by)
     a["group"] = a["action"].map(rules["group"])
     a["order"] = a["action"].map(rules["order"]).astype(int)
     a["combine"] = a["action"].map(rules["combine"])
 
     skipped: list[dict] = []
 
-    def skip(r, reason: str) -> None:
-        skipped.append(
-            {
-                "action": r["action"],
-                "namespace": r["namespace"],
-                "workload": r["workload"],
-                "pod": r["pod"],
-                "node": r["node"],
-                "saving_alone": float(r["saving_alone"]),
-                "reason": reason,
-            }
-        )
-
     # serving veto
-    veto = pd.Series(False, index=a.index)
-    for i, r in a[a["group"] == "shrink"].iterrows():
-        sv = serving_by.get((str(r["namespace"]), str(r["workload"])))
-        if sv is not None and bool(sv.get("overloaded")):
-            veto[i] = True
-            skip(r, f"vetoed: {sv['signal']} (shrinking an overloaded deployment would make it worse)")
+    veto = np.zeros(len(a), dtype=bool)
+    if serving_by:
+        vetoed = _Skips(a, skipped)
+        for i, (group, ns, wl) in enumerate(zip(a["group"], a["namespace"], a["workload"])):
+            sv = serving_by.get((str(ns), str(wl))) if group == "shrink" else None
+            if sv is not None and bool(sv.get("overloaded")):
+                veto[i] = True
+                reason = f"vetoed: {sv['signal']} (shrinking an overloaded deployment would make it worse)"
+                vetoed.add(i, reason)
     a = a[~veto]
 
-    spend = pd.Series(dtype=float)
+    spend: dict = {}
     w = workloads
     if len(w):
-        spend = w.groupby(["namespace", "workload"])["allocated_cost"].sum() * rep.month_factor
-    a["key_ns"] = a["namespace"].where(a["namespace"] != "", "")
-    a["key_wl"] = a["workload"].where(a["namespace"] != "", "node:" + a["node"].astype(str))
-    chosen: list[pd.Series] = []
-    for (ns, wl), grp in a.groupby(["key_ns", "key_wl"], sort=False):
-        total = float(spend.get((ns, wl), np.nan)) if ns else float(grp["monthly_cost"].max())
+        spend = (w.groupby(["namespace", "workload"])["allocated_cost"].sum() * rep.month_factor).to_dict()
+    # one pass over plain lists: per workload (per node for scale_down), its groups in the rules' order
+    ns_l = a["namespace"].tolist()
+    key_wl = a["workload"].where(a["namespace"] != "", "node:" + a["node"].astype(str))
+    keyless = (a["namespace"].isna() | key_wl.isna()).to_numpy()  # pandas' groupby leaves a NaN key out
+    key_wl = key_wl.tolist()
+    order_l = a["order"].tolist()
+    combine_l = a["combine"].tolist()
+    action_l = a["action"].tolist()
+    alone = a["saving_alone"].to_numpy(dtype=float)
+    cost_l = a["monthly_cost"].to_numpy(dtype=float)
+    skips = _Skips(a, skipped)
+    members: dict[tuple, list[int]] = {}
+    for i, k in enumerate(zip(ns_l, key_wl)):
+        if not keyless[i]:
+            members.setdefault(k, []).append(i)
+    chosen: list[int] = []
+    chosen_saving: list[float] = []
+    for (ns, wl), rows in members.items():
+        costs = cost_l[rows]
+        # pandas' max: NaN skipped, NaN when all are
+        most = float(np.nanmax(costs)) if (costs == costs).any() else np.nan
+        total = float(spend.get((ns, wl), np.nan)) if ns else most
         if not total == total:
-            total = float(grp["monthly_cost"].max())
+            total = most
         remaining = total
         taken: list[str] = []
-        for _, g in grp.sort_values("order", kind="stable").groupby("order", sort=True):
+        by_order: dict[int, list[int]] = {}
+        for i in rows:
+            by_order.setdefault(order_l[i], []).append(i)
+        for o in sorted(by_order):
+            g = by_order[o]
             if remaining <= 0:
-                for _, r in g.iterrows():
-                    skip(r, f"nothing left to save after {', '.join(taken) or 'the other actions'}")
+                reason = f"nothing left to save after {', '.join(taken) or 'the other actions'}"
+                for i in g:
+                    skips.add(i, reason)
                 continue
-            if g["combine"].iloc[0] == "sum":
-                tot = float(g["saving_alone"].sum())
+            if combine_l[g[0]] == "sum":
+                vals = alone[g]
+                tot = float(np.where(vals == vals, vals, 0.0).sum())  # as pandas sums: NaN skipped
                 scale = min(1.0, remaining / tot) if tot > 0 else 0.0
-                for _, r in g.iterrows():
-                    r = r.copy()
-                    r["monthly_saving"] = float(r["saving_alone"]) * scale
-                    chosen.append(r)
+                for i in g:
+                    chosen.append(i)
+                    chosen_saving.append(float(alone[i]) * scale)
                 remaining -= tot * scale
-                taken.append(ACTIONS[g["action"].iloc[0]].lower())
+                taken.append(ACTIONS[action_l[g[0]]].lower())
             else:
-                best_i = g["saving_alone"].idxmax()
-                best = g.loc[best_i].copy()
-                frac = float(best["saving_alone"]) / total if total > 0 else 0.0
-                best["monthly_saving"] = min(frac * remaining, remaining)
-                remaining -= float(best["monthly_saving"])
-                chosen.append(best)
-                for i, r in g.iterrows():
+                best_i = g[int(np.nanargmax(alone[g]))]  # the first of the largest, as idxmax
+                best_alone = float(alone[best_i])
+                frac = best_alone / total if total > 0 else 0.0
+                saving = min(frac * remaining, remaining)
+                remaining -= float(saving)
+                chosen.append(best_i)
+                chosen_saving.append(saving)
+                best_name = ACTIONS[action_l[best_i]].lower()
+                reason = (
+                    f"alternative to {best_name} (larger saving alone: "
+                    f"{money(best_alone, rep.currency)}/month); not added"
+                )
+                for i in g:
                     if i != best_i:
-                        skip(
-                            r,
-                            f"alternative to {ACTIONS[best['action']].lower()} (larger saving alone: "
-                            f"{money(float(best['saving_alone']), rep.currency)}/month); not added",
-                        )
-                taken.append(ACTIONS[best["action"]].lower())
-    plan = pd.DataFrame(chosen) if chosen else pd.DataFrame(columns=list(a.columns))
+                        skips.add(i, reason)
+                taken.append(best_name)
+    if chosen:
+        # built from rows, as a frame of chosen rows always was: each column's dtype is inferred from its values
+        cols = list(a.columns)
+        at = cols.index("monthly_saving")
+        picked = a.iloc[chosen].itertuples(index=False, name=None)
+        plan = pd.DataFrame([r[:at] + (v,) + r[at + 1 :] for r, v in zip(picked, chosen_saving)], columns=cols)
+    else:
+        plan = pd.DataFrame(columns=list(a.columns))
     floor = cost_policy("min_monthly_saving")
     small = plan["monthly_saving"].astype(float) < floor
-    for _, r in plan[small].iterrows():
-        skip(r, f"saves {float(r['monthly_saving']):.2f} {rep.currency}/month (< {floor:g}): not worth an action")
+    if small.any():
+        too_small = _Skips(plan, skipped)
+        for i in np.flatnonzero(small.to_numpy()):
+            ms = float(plan["monthly_saving"].iat[i])
+            too_small.add(i, f"saves {ms:.2f} {rep.currency}/month (< {floor:g}): not worth an action")
     plan = plan[~small]
     plan = plan.sort_values(
         ["monthly_saving", "action", "namespace", "workload"], ascending=[False, True, True, True], kind="stable"

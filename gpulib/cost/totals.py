@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -419,12 +420,25 @@ _ZOMBIE_COLS = [*_KEY_COLS, "share", "start", "end", "duration_s", "fb_used_mean
 
 
 def _points_frame(f: _Flat) -> pd.DataFrame:
-    """The long frame of a range answer (labels per series, taken per point), as prepare_samples reads it."""
-    lab = pd.DataFrame(f.keys, columns=_KEY_COLS) if f.keys else pd.DataFrame(columns=_KEY_COLS)
-    out = lab.take(f.sid).reset_index(drop=True)
-    out["timestamp"] = pd.to_datetime(f.t, unit="s", utc=True)
-    out["value"] = f.v
-    return out[out["pod"] != ""].reset_index(drop=True)
+    """The long frame of a range answer (labels per series, repeated per point), as prepare_samples reads it; only
+    the points of series with a pod. Labels are categoricals of the series' label strings (categories sorted, as
+    :func:`gpulib.cost.usage.prepare_samples` makes them), so no string is built per point."""
+    pod = _KEY_COLS.index("pod")
+    kept = [i for i, k in enumerate(f.keys) if k[pod] != ""]
+    if not kept:
+        return pd.DataFrame(columns=[*_KEY_COLS, "timestamp", "value"])
+    series = np.full(len(f.keys), -1, dtype=np.int64)
+    series[kept] = np.arange(len(kept))
+    at = series[f.sid]
+    take = at >= 0
+    at = at[take]
+    cols: dict[str, Any] = {}
+    for j, c in enumerate(_KEY_COLS):
+        labels = pd.Series([f.keys[i][j] for i in kept], dtype=object).astype("string").fillna("").astype("category")
+        cols[c] = pd.Categorical.from_codes(labels.cat.codes.to_numpy()[at], dtype=labels.dtype)
+    cols["timestamp"] = pd.to_datetime(f.t[take], unit="s", utc=True)
+    cols["value"] = f.v[take]
+    return pd.DataFrame(cols)
 
 
 def _zombies(held: dict[str, _Flat], nodes, pods, window_s, step_s, th, slices) -> pd.DataFrame:

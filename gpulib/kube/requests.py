@@ -40,6 +40,7 @@ __all__ = [
     "request_limit_findings",
     "system_namespaces",
     "requests_nvidia",
+    "REQUEST_COLUMNS",
     "non_gpu_pods",
 ]
 
@@ -170,7 +171,8 @@ def request_limit_issues(pods: pd.DataFrame | None) -> pd.DataFrame:
     if pods is None or len(pods) == 0:
         return _frame([])
     rows = []
-    for p in pods.to_dict("records"):
+    read = ["namespace", "pod", "node", "workload", "containers", *REQUEST_COLUMNS]
+    for p in _columns(pods, read).to_dict("records"):
         base = {
             "namespace": p.get("namespace", ""),
             "pod": p.get("pod", ""),
@@ -245,6 +247,15 @@ def system_namespaces() -> set[str]:
     return set(settings("scheduling_settings").items_list("system_namespaces"))
 
 
+#: the pods-frame columns :func:`requests_nvidia` reads
+REQUEST_COLUMNS = ["gpu_request", "gpu_limit", "mig_requests", "mig_limits"]
+
+
+def _columns(pods: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
+    """``pods`` cut to the ``names`` it has: ``to_dict("records")`` of the columns a loop reads, not all of them."""
+    return pods[[c for c in dict.fromkeys(names) if c in pods.columns]]
+
+
 def requests_nvidia(row: Mapping[str, Any]) -> bool:
     """True when a pods-frame row requests or limits ``nvidia.com/gpu`` or a MIG resource (any value above 0)."""
     for k in ("gpu_request", "gpu_limit"):
@@ -267,7 +278,7 @@ def non_gpu_pods(pods: pd.DataFrame | None, gpu_nodes: Iterable[str]) -> pd.Data
     gpu, system = {str(n) for n in gpu_nodes}, system_namespaces()
     rows = [
         {c: (r.get(c) or "") for c in NON_GPU_POD_COLUMNS}
-        for r in pods.to_dict("records")
+        for r in _columns(pods, [*NON_GPU_POD_COLUMNS, "phase", *REQUEST_COLUMNS]).to_dict("records")
         if str(r.get("node") or "") in gpu
         and str(r.get("phase") or "") not in ("Succeeded", "Failed")
         and str(r.get("owner_kind") or "") != "DaemonSet"
