@@ -354,17 +354,12 @@ def path_report() -> dict:
     t0 = time.perf_counter()
     import gpulib
     import gpulib.cost as cost
-    import gpulib.cost.steps  # the notebook's start cell: from gpulib.cost.steps import RUNBOOK
     from gpulib.kube.client import kubernetes_client
     from gpulib.sources.prometheus import PrometheusSource
 
     # connect("live") imports the official client as gpulib does, and the API classes nodes() and pods() use
     # (kubernetes 37 imports each on first use, kubernetes-client/python: kubernetes/client/__init__.py @02465849):
-    # library imports, reported apart as the client's import always was. So are the report's own modules: the
-    # notebook imports gpulib.cost.steps (and with it the analysis, totals and view modules, plotly's top level)
-    # in its start cell, before the data step (reports/gpu_utilization_report.ipynb); gpulib.cost alone is lazy
-    # and left those imports to the timed path (benchmarks/RESULTS.md, weekly report). Plotly's figure machinery
-    # (narwhals) still loads on the first figure, inside the timed path, as in the notebook's heatmap step.
+    # library imports, reported apart as the client's import always was
     client = kubernetes_client()
     client.CoreV1Api, client.ResourceV1Api
     t_import = time.perf_counter() - t0
