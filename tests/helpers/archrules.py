@@ -68,6 +68,14 @@ def _parse_text(text: str, filename: str = "<unknown>") -> tuple[ast.Module, tup
     return _PARSED[text]
 
 
+def forget() -> None:
+    """Empty the caches of parsed modules (about 90 MB for gpulib/): tests/project/test_architecture.py calls it
+    when its module ends, so the worker that ran it does not carry them through the rest of the session."""
+    _PARSED.clear()
+    for cached in (_module_edges, _function_imports, _attr_sniffing):
+        cached.cache_clear()
+
+
 def _parse(path: Path) -> tuple[ast.Module, tuple[ast.AST, ...]]:
     """The module at ``path`` and its nodes in ``ast.walk`` order (:data:`_PARSED`)."""
     return _parse_text(path.read_text(), str(path))
