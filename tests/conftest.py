@@ -204,3 +204,20 @@ def pytest_collection_modifyitems(items):
         for slot, item in zip(slots, sorted(verdict, key=_demo_rows_last)):
             items[slot] = item
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))  # stable: file order kept
+
+
+@pytest.fixture
+def kept_execute(_notebook_kernels):
+    """``gpulib.execute.execute`` in this worker's kept kernel (:func:`_notebook_kernels`: emptied, its environment
+    this process' at the call, the run's own environment and folder set in it by ``execute(warm=...)``), for the tests
+    of what a runbook says rather than of how its kernel starts: a cold kernel's start and imports were about half
+    the CPU of such a run. A run that failed drops the kernel."""
+    from gpulib.execute import execute
+
+    def run(info, params, out_root, **kw):
+        res = execute(info, params, out_root, warm=_notebook_kernels.lend("notebook"), **kw)
+        if res.failed:
+            _notebook_kernels.drop("notebook")
+        return res
+
+    return run

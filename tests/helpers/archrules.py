@@ -9,6 +9,7 @@ copy of the tree is found without executing it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,32 @@ class Edge:
     lazy: bool
 
 
+#: text of a module -> (its tree, its nodes in ``ast.walk`` order): every check reads every module of the tree, and
+#: the planted tests a copy of it where all but a file or two are unchanged, so each distinct text is parsed and walked
+#: once a process (the checks read the trees, never change them)
+_PARSED: dict[str, tuple[ast.Module, tuple[ast.AST, ...]]] = {}
+
+
+def _parse_text(text: str, filename: str = "<unknown>") -> tuple[ast.Module, tuple[ast.AST, ...]]:
+    if text not in _PARSED:
+        tree = ast.parse(text, filename=filename)
+        _PARSED[text] = (tree, tuple(ast.walk(tree)))
+    return _PARSED[text]
+
+
+def forget() -> None:
+    """Empty the caches of parsed modules (about 90 MB for gpulib/): tests/project/test_architecture.py calls it
+    when its module ends, so the worker that ran it does not carry them through the rest of the session."""
+    _PARSED.clear()
+    for cached in (_module_edges, _function_imports, _attr_sniffing):
+        cached.cache_clear()
+
+
+def _parse(path: Path) -> tuple[ast.Module, tuple[ast.AST, ...]]:
+    """The module at ``path`` and its nodes in ``ast.walk`` order (:data:`_PARSED`)."""
+    return _parse_text(path.read_text(), str(path))
+
+
 def module_name(root: Path, path: Path) -> str:
     rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
@@ -74,45 +101,51 @@ def _resolve(mod: str, is_pkg: bool, level: int, name: str | None) -> str:
 def edges(root: Path) -> list[Edge]:
     """Every gpulib-internal import edge of the tree under ``root`` (the ``gpulib`` folder)."""
     pkg = root.name
+    paths = sorted(root.rglob("*.py"))
+    files = {p.relative_to(root.parent).as_posix() for p in paths}
     out: list[Edge] = []
-    for path in sorted(root.rglob("*.py")):
+    for path in paths:
         mod = module_name(root, path)
-        is_pkg = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(), filename=str(path))
-        top = {id(n) for n in tree.body}
-        for node in ast.walk(tree):
-            lazy = id(node) not in top
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(mod, is_pkg, node.level, node.module)
-                for a in node.names:
-                    # `from gpulib.x import y` may name a submodule y: count both the package and the name
-                    targets.append(base)
-                    if (root.parent / (base.replace(".", "/") + "/" + a.name)).with_suffix(".py").exists() or (
-                        root.parent / base.replace(".", "/") / a.name / "__init__.py"
-                    ).exists():
-                        targets.append(f"{base}.{a.name}")
-            elif (
-                isinstance(node, ast.Call)
-                and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
-            ):
-                if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                    targets = [node.args[0].value]
-                lazy = True
-            elif (
-                isinstance(node, ast.Assign)
-                and is_pkg
-                and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets)
-            ):
-                if isinstance(node.value, ast.Dict):
-                    targets = [f"{mod}.{v.value}" for v in node.value.values if isinstance(v, ast.Constant)]
-                lazy = True
-            for t in targets:
-                if t == pkg or t.startswith(pkg + "."):
-                    out.append(Edge(mod, t, getattr(node, "lineno", 0), lazy))
+        text = path.read_text()
+        _parse_text(text, str(path))  # a syntax error names the file
+        for target, line, lazy, submodule in _module_edges(text, mod, path.name == "__init__.py"):
+            # `from gpulib.x import y` may name a submodule y: counted where the tree holds it
+            if submodule is not None and not (f"{submodule}.py" in files or f"{submodule}/__init__.py" in files):
+                continue
+            if target == pkg or target.startswith(pkg + "."):
+                out.append(Edge(mod, target, line, lazy))
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _module_edges(text: str, mod: str, is_pkg: bool) -> tuple[tuple[str, int, bool, str | None], ...]:
+    """(target, line, lazy, submodule) for every import of one module's ``text``: ``submodule`` is the path (no
+    suffix, relative to the package's parent) of the module a ``from x import y`` names if y is a submodule, for
+    :func:`edges` to keep the target where the tree holds that file, else None."""
+    tree, nodes = _parse_text(text)
+    top = {id(n) for n in tree.body}
+    out: list[tuple[str, int, bool, str | None]] = []
+    for node in nodes:
+        lazy = id(node) not in top
+        targets: list[tuple[str, str | None]] = []
+        if isinstance(node, ast.Import):
+            targets = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(mod, is_pkg, node.level, node.module)
+            for a in node.names:
+                # `from gpulib.x import y` may name a submodule y: count both the package and the name
+                targets.append((base, None))
+                targets.append((f"{base}.{a.name}", base.replace(".", "/") + "/" + a.name))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                targets = [(node.args[0].value, None)]
+            lazy = True
+        elif isinstance(node, ast.Assign) and is_pkg and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets):
+            if isinstance(node.value, ast.Dict):
+                targets = [(f"{mod}.{v.value}", None) for v in node.value.values if isinstance(v, ast.Constant)]
+            lazy = True
+        out += [(t, getattr(node, "lineno", 0), lazy, sub) for t, sub in targets]
+    return tuple(out)
 
 
 def part(dotted: str) -> str | None:
@@ -175,7 +208,7 @@ def export_clashes(root: Path) -> list[str]:
     for init in sorted(root.rglob("__init__.py")):
         keys = {
             k.value
-            for node in ast.parse(init.read_text()).body
+            for node in _parse(init)[0].body
             if isinstance(node, ast.Assign)
             and any(getattr(t, "id", "") == "_EXPORTS" for t in node.targets)
             and isinstance(node.value, ast.Dict)
@@ -213,13 +246,14 @@ BACKEND_ATTRS = frozenset(
 _ATTR_CALLS = {"getattr", "hasattr", "setattr", "delattr"}
 
 
-def _attr_sniffing(code: str) -> list[int]:
+@functools.lru_cache(maxsize=None)
+def _attr_sniffing(code: str) -> tuple[int, ...]:
     """Lines of ``getattr``/``hasattr`` calls that read a backend attribute by name: a literal name, or a loop
     variable running over literal names of which one is a backend attribute."""
     try:
-        tree = ast.parse(code)
+        _, nodes = _parse_text(code)
     except SyntaxError:
-        return []
+        return ()
     loop_vars: dict[int, set[str]] = {}  # id(call) -> names the loop variable of its second argument takes
 
     def names(node) -> set[str]:
@@ -227,7 +261,7 @@ def _attr_sniffing(code: str) -> list[int]:
             return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
         return set()
 
-    for loop in ast.walk(tree):
+    for loop in nodes:
         if isinstance(loop, (ast.For, ast.comprehension)) and isinstance(loop.target, ast.Name):
             vals = names(loop.iter)
             scope = loop.body if isinstance(loop, ast.For) else []
@@ -241,7 +275,7 @@ def _attr_sniffing(code: str) -> list[int]:
                     ):
                         loop_vars[id(n)] = vals
     hits = []
-    for n in ast.walk(tree):
+    for n in nodes:
         if not (
             isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _ATTR_CALLS and len(n.args) > 1
         ):
@@ -251,7 +285,7 @@ def _attr_sniffing(code: str) -> list[int]:
             hits.append(n.lineno)
         elif loop_vars.get(id(n), set()) & BACKEND_ATTRS:
             hits.append(n.lineno)
-    return hits
+    return tuple(hits)
 
 
 def code_texts(root: Path, notebooks: list[Path] = ()):
@@ -294,9 +328,9 @@ DEMO_NAME = re.compile(r"demo", re.IGNORECASE)
 DEMO_DATA = re.compile(r"(^|[/\\])data[/\\]demo([/\\]|$)|^demo/|(^|[/\\])demo_\w+\.(csv|ya?ml|json|txt)\b")
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
+def _docstrings(nodes: tuple[ast.AST, ...]) -> set[int]:
     out = set()
-    for n in ast.walk(tree):
+    for n in nodes:
         if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body:
             first = n.body[0]
             if (
@@ -318,9 +352,9 @@ def demo_knowledge(root: Path) -> list[str]:
         mod = module_name(root, path)
         if part(mod) not in DOMAINS:
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
-        docs = _docstrings(tree)
-        for n in ast.walk(tree):
+        _, nodes = _parse(path)
+        docs = _docstrings(nodes)
+        for n in nodes:
             names: list[str] = []
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names = [n.name]
@@ -424,22 +458,32 @@ def function_imports(root: Path, allowed: dict[str, str] = DEFERRED_IMPORTS) -> 
     ``try:`` are at module level and not listed."""
     out = []
     for path in sorted(root.rglob("*.py")):
-        mod = module_name(root, path)
-        is_pkg = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(), filename=str(path))
-        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
-        for fn in funcs:
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom):
-                    names = [_resolve(mod, is_pkg, node.level, node.module)]
-                else:
-                    continue
-                for name in names:
-                    if not any(name == k or name.startswith(k + ".") for k in allowed):
-                        out.append(f"gpulib/{path.relative_to(root).as_posix()}:{node.lineno}: {ast.unparse(node)}")
+        text = path.read_text()
+        _parse_text(text, str(path))  # a syntax error names the file
+        for line, name, code in _function_imports(text, module_name(root, path), path.name == "__init__.py"):
+            if not any(name == k or name.startswith(k + ".") for k in allowed):
+                out.append(f"gpulib/{path.relative_to(root).as_posix()}:{line}: {code}")
     return list(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=None)
+def _function_imports(text: str, mod: str, is_pkg: bool) -> tuple[tuple[int, str, str], ...]:
+    """(line, imported module, statement) for every import inside a function of one module's ``text``, in the
+    order :func:`function_imports` lists them."""
+    _, nodes = _parse_text(text)
+    out = []
+    for fn in nodes:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [_resolve(mod, is_pkg, node.level, node.module)]
+            else:
+                continue
+            out += [(node.lineno, name, ast.unparse(node)) for name in names]
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------------ domain rooms
@@ -470,7 +514,7 @@ def plotly_importers(root: Path) -> list[str]:
         rel = "gpulib/" + path.relative_to(root).as_posix()
         if rel in PLOTLY_ALLOWED or (path.name == "view.py" and path.parent.name in DOMAINS):
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _parse(path)[1]:
             names = (
                 [a.name for a in node.names]
                 if isinstance(node, ast.Import)
@@ -498,7 +542,7 @@ def inline_sop(root: Path) -> list[str]:
     """``sop_step=`` / ``escalation=`` given text written in code (the SOP sentence belongs in a data table)."""
     out = []
     for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _parse(path)[1]:
             if isinstance(node, ast.keyword) and node.arg in SOP_KEYWORDS and _literal_text(node.value):
                 out.append(
                     f"gpulib/{path.relative_to(root).as_posix()}:{node.value.lineno} {node.arg}= written in code"

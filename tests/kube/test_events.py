@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,6 +12,7 @@ import pytest
 
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.kube.events import events_history
+from tests.helpers.gpuops_cli import gpuops
 
 ROOT = Path(__file__).resolve().parents[2]
 END = datetime(2026, 12, 1, 6, 45, tzinfo=timezone.utc)
@@ -67,12 +65,9 @@ def snap(tmp_path_factory):
     return d
 
 
-def _run(runbook, snap, tmp, *params):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUOPS_END": END.isoformat()}
+def _run(monkeypatch, capsys, runbook, snap, tmp, *params):
+    env = {"PYTHONPATH": str(ROOT), "GPUOPS_END": END.isoformat()}
     args = [
-        sys.executable,
-        "-m",
-        "gpulib.cli",
         "run",
         runbook,
         "--source",
@@ -84,24 +79,24 @@ def _run(runbook, snap, tmp, *params):
         "-q",
         *params,
     ]
-    p = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    return p.returncode, json.loads(next(tmp.rglob("findings.json")).read_text())
+    code, _, _ = gpuops(monkeypatch, capsys, args, env=env, cwd=ROOT)
+    return code, json.loads(next(tmp.rglob("findings.json")).read_text())
 
 
 @pytest.mark.notebook
-def test_node_health_on_a_snapshot_reads_events_and_the_xid_gauge(snap, tmp_path):
-    code, doc = _run("node_health", snap, tmp_path, "-p", "node", "dgx-h100-1")
+def test_node_health_on_a_snapshot_reads_events_and_the_xid_gauge(snap, tmp_path, monkeypatch, capsys):
+    code, doc = _run(monkeypatch, capsys, "node_health", snap, tmp_path, "-p", "node", "dgx-h100-1")
     assert doc["errors"] == []
     top = doc["findings"][0]
     assert top["data"]["verdict"] == "faulted" and top["gpu"] == "5"  # the scrape's XID 79 gauge on GPU 5
 
 
 @pytest.mark.notebook
-def test_a_snapshot_without_the_xid_gauge_is_incomplete(snap, tmp_path):
+def test_a_snapshot_without_the_xid_gauge_is_incomplete(snap, tmp_path, monkeypatch, capsys):
     bare = tmp_path / "bare"
     bare.mkdir()
     for f in ("nodes.json", "pods.json", "events.json"):
         (bare / f).write_text((snap / f).read_text())
     out = tmp_path / "out"
-    code, doc = _run("node_health", bare, out, "-p", "node", "l4-spot-0")
+    code, doc = _run(monkeypatch, capsys, "node_health", bare, out, "-p", "node", "l4-spot-0")
     assert code == 3 and doc["errors"]

@@ -163,31 +163,22 @@ def test_the_publish_components_grant_only_that(tmp_path):
 
 
 @pytest.mark.notebook
-def test_gpuops_run_publish_events_twice_is_one_series_on_the_node(tmp_path, k8s_double):
+def test_gpuops_run_publish_events_twice_is_one_series_on_the_node(tmp_path, k8s_double, monkeypatch, capsys):
     """The XID 79 incident of the demo fleet (dgx-h100-1 GPU 5), run twice with ``--publish events``: one Event."""
-    import os
-    import subprocess
-    import sys
-
+    from tests.helpers.gpuops_cli import gpuops
     from tests.helpers.pinned import DEMO_END, ROOT
 
-    env = {
-        **os.environ,
-        "GPUOPS_END": DEMO_END.isoformat(),
-        "KUBECONFIG": str(k8s_double.kubeconfig),
-        "PYTHONPATH": str(ROOT),
-    }
-    env.pop("GPUOPS_KUBE_CONTEXT", None)
-    argv = [sys.executable, "-m", "gpulib.cli", "run", "xid_ecc_triage", "-p", "node=dgx-h100-1", "-p", "gpu=5"]
+    env = {"GPUOPS_END": DEMO_END.isoformat(), "KUBECONFIG": str(k8s_double.kubeconfig), "PYTHONPATH": str(ROOT)}
+    argv = ["run", "xid_ecc_triage", "-p", "node=dgx-h100-1", "-p", "gpu=5"]
     for n in (1, 2):
-        p = subprocess.run(
+        _, out, err = gpuops(
+            monkeypatch,
+            capsys,
             argv + ["-q", "-o", str(tmp_path / f"out{n}"), "--publish", "events"],
-            capture_output=True,
-            text=True,
             env=env,
-            timeout=600,
+            unset=["GPUOPS_KUBE_CONTEXT"],
         )
-        assert f"on node dgx-h100-1: {'created' if n == 1 else 'series'} (count {n})" in p.stdout, p.stdout + p.stderr
-        assert "see it: kubectl describe node dgx-h100-1" in p.stdout
+        assert f"on node dgx-h100-1: {'created' if n == 1 else 'series'} (count {n})" in out, out + err
+        assert "see it: kubectl describe node dgx-h100-1" in out
     (ev,) = k8s_double.events.values()
     assert ev["series"]["count"] == 2 and ev["reason"] == "GpuRunbooksCritical" and "XID 79" in ev["note"]

@@ -6,10 +6,19 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import archrules
 
 ROOT = Path(__file__).resolve().parents[2]
 GPULIB = ROOT / "gpulib"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsed_once():
+    """Every check of this module reads the modules archrules parsed once (its caches), emptied when it ends."""
+    yield
+    archrules.forget()
 
 
 def test_imports_point_down_and_domains_meet_through_init():

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ import gpulib
 import gpulib.reliability.report_steps as R
 import gpulib.reliability.steps as S
 from gpulib.core.errors import UnknownNode
+from tests.helpers.gpuops_cli import gpuops
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = list(csv.DictReader(open(ROOT / "tests" / "decisions" / "reliability.csv")))
@@ -85,13 +83,12 @@ PAPERMILL = sorted({(r["runbook"], r["params"]) for r in ROWS if r["papermill"] 
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("runbook,params", PAPERMILL)
-def test_decision_through_the_notebook(runbook, params, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUOPS_END": END}
-    args = [sys.executable, "-m", "gpulib.cli", "run", runbook, "--out", str(tmp_path), "-q"]
+def test_decision_through_the_notebook(runbook, params, tmp_path, monkeypatch, capsys):
+    args = ["run", runbook, "--out", str(tmp_path), "-q"]
     for kv in filter(None, params.split(";;")):
         k, v = kv.split("=", 1)
         args += ["-p", k.strip(), v.strip()]
-    subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    gpuops(monkeypatch, capsys, args, env={"PYTHONPATH": str(ROOT), "GPUOPS_END": END}, cwd=ROOT)
     doc = json.loads(next(tmp_path.rglob("findings.json")).read_text())
     rows = [r for r in ROWS if r["runbook"] == runbook and r["params"] == params and r["papermill"] == "yes"]
     for row in rows:

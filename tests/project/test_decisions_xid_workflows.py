@@ -15,14 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from gpulib.run.verdict import fast_verdict
+from tests.helpers.gpuops_cli import gpuops
 from tests.helpers.pinned import ROOT
 
 TABLE = pd.read_csv(ROOT / "tests" / "decisions" / "xid_workflows.csv", dtype=str).fillna("")
@@ -139,16 +138,17 @@ PAPERMILL = [r for r in ROWS if r["papermill"] == "yes"]
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("row", PAPERMILL, ids=[r["id"] for r in PAPERMILL])
-def test_gpuops_run(row, tmp_path):
+def test_gpuops_run(row, tmp_path, monkeypatch, capsys):
     """``gpuops run`` as on-call types it; the verdict is read back from the run's findings.json."""
     (tmp_path / "snap").mkdir()
     folder = _snapshot(tmp_path / "snap", row)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUOPS_") and k != "KUBECONFIG"}
-    env.update(GPUOPS_END=END.isoformat(), PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "gpulib.cli", "run", "xid_ecc_triage", "--snapshot", str(folder)]
+    unset = [k for k in os.environ if k.startswith("GPUOPS_") or k == "KUBECONFIG"]
+    cmd = ["run", "xid_ecc_triage", "--snapshot", str(folder)]
     cmd += ["-p", "node", NODE, "-p", "gpu", row["gpu"], "-o", str(tmp_path / "out"), "-q", "--fail-on", "never"]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, (res.returncode, res.stdout[-2000:], res.stderr[-2000:])
+    code, out, err = gpuops(
+        monkeypatch, capsys, cmd, env={"GPUOPS_END": END.isoformat(), "PYTHONPATH": str(ROOT)}, unset=unset
+    )
+    assert code == 0, (code, out[-2000:], err[-2000:])
     (doc_path,) = (tmp_path / "out").glob("*/findings.json")
     doc = json.loads(doc_path.read_text())
     assert doc["worst"] == row["expected"] and not doc.get("errors"), (doc["worst"], doc.get("errors"))

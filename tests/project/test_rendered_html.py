@@ -259,14 +259,12 @@ def _runbooks_and_report():
 
 
 @pytest.mark.parametrize("info", _runbooks_and_report(), ids=lambda i: i.name)
-def test_no_section_is_empty_when_the_data_is_missing(info, tmp_path):
+def test_no_section_is_empty_when_the_data_is_missing(info, tmp_path, kept_execute):
     """On a snapshot folder with no files every step that reads data fails: the steps that need its result say
     so in their own section instead of showing nothing."""
-    from gpulib.execute import execute
-
     empty = tmp_path / "empty-snapshot"
     empty.mkdir()
-    res = execute(info, {"source": "snapshot", "snapshot_dir": str(empty)}, tmp_path / "out", progress=False)
+    res = kept_execute(info, {"source": "snapshot", "snapshot_dir": str(empty)}, tmp_path / "out", progress=False)
     assert res.failed is None, res.failed
     assert res.errors or res.usage_errors, "an empty snapshot must make the run incomplete"
     found = empty_sections(res.html.read_text(errors="replace"))

@@ -35,9 +35,9 @@ def report_env(monkeypatch):
     monkeypatch.setenv("GPUOPS_END", DEMO_END.isoformat())
 
 
-def run_report(out: Path, **params):
+def run_report(execute, out: Path, **params):
+    """``execute``: the kept-kernel run of tests/conftest.py (``kept_execute``)."""
     from gpulib.catalogue import find_notebook
-    from gpulib.execute import execute
 
     info = find_notebook("gpu_utilization_report")
     assert info.path == ROOT / "reports" / "gpu_utilization_report.ipynb"
@@ -94,9 +94,9 @@ def test_demo_report_finds_zombie_with_monthly_saving(shared_runs):
     assert (res.out_dir.parent / "index.html").read_text().count(f"{res.out_dir.name}/gpu_utilization_report.html") == 1
 
 
-def test_live_report_finds_the_same_zombie(report_env, live_env, tmp_path):
+def test_live_report_finds_the_same_zombie(report_env, live_env, tmp_path, kept_execute):
     # the real-Prometheus fixture holds 6h10m of the scenario at 60 s
-    res, doc = run_report(tmp_path, source="live", window="6h")
+    res, doc = run_report(kept_execute, tmp_path, source="live", window="6h")
     assert res.failed is None and doc["errors"] == []
     assert doc["parameters"]["source"] == "live"
     f = zombie_finding(doc, *ZOMBIE)
@@ -104,8 +104,8 @@ def test_live_report_finds_the_same_zombie(report_env, live_env, tmp_path):
     assert f["data"]["monthly_saving"] == pytest.approx(expected, rel=0.03)
 
 
-def test_bad_window_is_recorded_and_html_still_written(report_env, tmp_path):
-    res, doc = run_report(tmp_path, source="demo", window="7days")
+def test_bad_window_is_recorded_and_html_still_written(report_env, tmp_path, kept_execute):
+    res, doc = run_report(kept_execute, tmp_path, source="demo", window="7days")
     assert res.failed is None  # the notebook completed
     assert any("7days" in e and "window" in e for e in doc["errors"]), doc["errors"]
     assert doc["findings"][0]["title"].startswith("Runbook incomplete")

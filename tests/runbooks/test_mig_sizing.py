@@ -20,12 +20,12 @@ import yaml
 
 import gpulib.mig as mig
 from gpulib.catalogue import find_notebook
-from gpulib.execute import execute
 
 pytestmark = pytest.mark.notebook
 
 
-def _run(tmp_path, params, monkeypatch=None, demo_end=None):
+def _run(execute, tmp_path, params, monkeypatch=None, demo_end=None):
+    """``execute``: the kept-kernel run of tests/conftest.py (``kept_execute``)."""
     if monkeypatch is not None:
         monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
     return execute(find_notebook("mig_sizing"), params, tmp_path, progress=False)
@@ -87,7 +87,7 @@ def test_demo_mig_node_packs_four_pods_onto_one_gpu(shared_runs):
 
 
 @pytest.mark.prometheus
-def test_live_source_gives_the_same_plan(live_env, tmp_path):
+def test_live_source_gives_the_same_plan(live_env, tmp_path, kept_execute):
     # RBAC forbids reading the MIG Manager ConfigMap: the run records the 403 with its RBAC hint, says it fell
     # back to mig-parted's default set, and that set lacks the node's a100-40gb-mixed-3-2-1-1: it refuses
     cm = "/api/v1/namespaces/gpu-operator/configmaps/default-mig-parted-config"
@@ -97,7 +97,7 @@ def test_live_source_gives_the_same_plan(live_env, tmp_path):
         message='configmaps "default-mig-parted-config" is forbidden: User "oncall" cannot get '
         'resource "configmaps" in API group "" in the namespace "gpu-operator"',
     )
-    refused = _run(tmp_path / "forbidden", {"source": "live"})
+    refused = _run(kept_execute, tmp_path / "forbidden", {"source": "live"})
     assert any(
         e.startswith("MIG Manager configs in use: forbidden")
         and "configmaps in the operator namespace gpu-operator" in e
@@ -113,7 +113,7 @@ def test_live_source_gives_the_same_plan(live_env, tmp_path):
     assert live_env.token not in refused.html.read_text() and live_env.token not in json.dumps(refused.errors)
     # readable: the ConfigMap the ClusterPolicy names is the base, and the plan goes through as on the demo
     live_env.clear_failures()
-    res = _run(tmp_path / "readable", {"source": "live"})
+    res = _run(kept_execute, tmp_path / "readable", {"source": "live"})
     _check_plan(res, "A100-40GB", used=1, whole=4)
     html = res.html.read_text()
     assert (
@@ -132,16 +132,18 @@ def test_live_source_gives_the_same_plan(live_env, tmp_path):
     )
 
 
-def test_models_sized_with_vllm_memory_model(tmp_path, monkeypatch, demo_end):
+def test_models_sized_with_vllm_memory_model(tmp_path, monkeypatch, demo_end, kept_execute):
     # Qwen2.5-7B: 7.62e9 x 2 B = 14.2 GiB weights + 8 x 4096 tokens x 56 KiB KV (1.75 GiB) + runtime ~ 17 GiB;
     # Llama-3.1-8B ~ 20 GiB. x 1.2 headroom > 19.5 GiB (2g.20gb) -> 3g.40gb each; two 3g.40gb share one A100-80GB.
-    res = _run(tmp_path, {"node": "a100-80-0", "models": "Qwen2.5-7B,Llama-3.1-8B"}, monkeypatch, demo_end)
+    res = _run(
+        kept_execute, tmp_path, {"node": "a100-80-0", "models": "Qwen2.5-7B,Llama-3.1-8B"}, monkeypatch, demo_end
+    )
     text = _check_plan(res, "A100-80GB", used=1, whole=2)
     assert yaml.safe_load(text)["mig-configs"]["gpuops-plan-1"][0]["mig-devices"] == {"3g.40gb": 2}
 
 
-def test_bad_gpu_model_renders_error_and_records_it(tmp_path, monkeypatch, demo_end):
-    res = _run(tmp_path, {"gpu_model": "Z100-999GB"}, monkeypatch, demo_end)
+def test_bad_gpu_model_renders_error_and_records_it(tmp_path, monkeypatch, demo_end, kept_execute):
+    res = _run(kept_execute, tmp_path, {"gpu_model": "Z100-999GB"}, monkeypatch, demo_end)
     assert res.failed is None, res.failed  # the notebook still completes
     assert any("Z100-999GB" in e and "Current layout" in e for e in res.errors), res.errors
     doc = json.loads((res.out_dir / "findings.json").read_text())

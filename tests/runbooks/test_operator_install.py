@@ -9,18 +9,17 @@ from pathlib import Path
 import pytest
 
 from gpulib.catalogue import find_notebook
-from gpulib.execute import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def run(tmp_path, monkeypatch, demo_end):
+def run(tmp_path, monkeypatch, demo_end, kept_execute):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's gpulib
     monkeypatch.setenv("GPUOPS_END", demo_end.isoformat())
 
     def go(params, sub="out"):
-        res = execute(find_notebook("operator_install"), params, tmp_path / sub, progress=False)
+        res = kept_execute(find_notebook("operator_install"), params, tmp_path / sub, progress=False)
         assert res.failed is None, res.failed
         doc = json.loads((res.out_dir / "findings.json").read_text())
         return res, doc

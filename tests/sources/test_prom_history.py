@@ -5,9 +5,7 @@ the same verdicts as on the demo source, the exporter gap is no data, and both n
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
@@ -16,6 +14,7 @@ import gpulib.reliability.report_steps as R
 import gpulib.reliability.steps as S
 from gpulib.demo.history_series import write_history_openmetrics
 from gpulib.demo.simulator import FleetSimulator
+from tests.helpers.gpuops_cli import gpuops
 from tests.helpers.pinned import DEMO_END, ROOT, need_prometheus
 from tests.helpers.promharness import PrometheusServer, binaries
 
@@ -103,12 +102,9 @@ def test_live_report_finds_only_the_planted_regression(live_src):
 @pytest.mark.parametrize(
     "runbook,params", [("node_health", ["-p", "node", "h200-infer-0"]), ("gpu_reliability_report", [])]
 )
-def test_both_notebooks_run_on_the_live_source(live_src, runbook, params, tmp_path):
+def test_both_notebooks_run_on_the_live_source(live_src, runbook, params, tmp_path, monkeypatch, capsys):
     _, env = live_src
     args = [
-        sys.executable,
-        "-m",
-        "gpulib.cli",
         "run",
         runbook,
         "--source",
@@ -118,7 +114,7 @@ def test_both_notebooks_run_on_the_live_source(live_src, runbook, params, tmp_pa
         "-q",
         *params,
     ]
-    subprocess.run(args, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, timeout=600)
+    gpuops(monkeypatch, capsys, args, env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     doc = json.loads(next(tmp_path.rglob("findings.json")).read_text())
     assert doc["errors"] == []
     verdicts = {f.get("data", {}).get("verdict") for f in doc["findings"]}

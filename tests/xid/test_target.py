@@ -89,17 +89,16 @@ def test_source_lists_the_nodes_gpus_with_mig_instances(src):
         ("GPU-d8f8520d-97bd-396f-2ea4-efc99042567c", 2, "matches no GPU of node 'dgx-h100-1'"),  # a100-80-0's GPU 1
     ],
 )
-def test_cli_gpu_by_uuid_is_the_incident_and_an_unknown_one_exits_2(gpu, code, needle, tmp_path):
+def test_cli_gpu_by_uuid_is_the_incident_and_an_unknown_one_exits_2(gpu, code, needle, tmp_path, monkeypatch, capsys):
     import os
-    import subprocess
-    import sys
 
-    env = {**os.environ, "GPUOPS_END": DEMO_END.isoformat(), "PYTHONPATH": os.getcwd()}
-    p = subprocess.run(
+    from tests.helpers.gpuops_cli import gpuops
+
+    env = {"GPUOPS_END": DEMO_END.isoformat(), "PYTHONPATH": os.getcwd()}
+    got, out, err = gpuops(
+        monkeypatch,
+        capsys,
         [
-            sys.executable,
-            "-m",
-            "gpulib.cli",
             "run",
             "xid_ecc_triage",
             "-p",
@@ -112,14 +111,11 @@ def test_cli_gpu_by_uuid_is_the_incident_and_an_unknown_one_exits_2(gpu, code, n
             "-o",
             str(tmp_path),
         ],
-        capture_output=True,
-        text=True,
         env=env,
-        timeout=300,
     )
-    assert p.returncode == code, p.stdout + p.stderr
-    assert needle in p.stdout + p.stderr
-    assert "[OK]" not in p.stdout
+    assert got == code, out + err
+    assert needle in out + err
+    assert "[OK]" not in out
 
 
 def test_gpu_silent_for_longer_than_the_window_is_still_a_gpu_of_the_node():
