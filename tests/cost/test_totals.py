@@ -19,6 +19,7 @@ from gpulib.cost import steps as report
 from gpulib.cost.recording import recording_group
 from gpulib.cost.report_frames import namespace_allocation
 from gpulib.cost.usage import FB_USED, GR_ENGINE_ACTIVE
+from gpulib.kube.dra import attribute_series
 from tests.helpers.pinned import DEMO_END, SCRAPE, need_prometheus
 from tests.helpers.promharness import PrometheusServer, backfill, backfill_rules
 
@@ -67,6 +68,8 @@ def _reports(servers, end):
     src = gpulib.connect("prometheus", url=raw.url, end=end)
     gr = src.series(GR_ENGINE_ACTIVE, WINDOW, step=step, agg="max")
     fb = src.series(FB_USED, WINDOW, step=step, agg="max")
+    # as load_report_data does: the demo's DRA node exports no pod label, its ResourceClaims say who holds the GPUs
+    gr, fb = attribute_series(gr, pods), attribute_series(fb, pods)
     out["samples"] = analyze_cost(nodes, pods, gr, fb, window=WINDOW)
     out["samples"].points = len(gr) + len(fb)
     return out
@@ -182,8 +185,7 @@ def test_dra_held_gpus_reach_their_pod_on_the_totals_path_as_on_the_frames_path(
     held = {(r.namespace, r.pod) for r in tot.usage[["namespace", "pod"]].astype(str).itertuples()}
     assert DRA_PODS <= held
     assert held == {(r.namespace, r.pod) for r in frm.usage[["namespace", "pod"]].astype(str).itertuples()}
-    assert DRA_IDLE in _zombie_set(tot)
-    assert _zombie_set(tot) == _zombie_set(frm)
+    assert _zombie_set(tot) == _zombie_set(frm)  # (the DRA notebook holds 0.5 GiB: idle-held, not a zombie)
     # GPUs 0-3 of the DRA node are held (train 0, 1; embed 2; notebook 3), 4-7 are free
     dra_rows = tot.usage[tot.usage["node"].astype(str) == "h100-dra-0"]
     assert sorted(dra_rows.loc[dra_rows["pod"].astype(str) != "", "gpu"].astype(int)) == [0, 1, 2, 3]
@@ -191,9 +193,10 @@ def test_dra_held_gpus_reach_their_pod_on_the_totals_path_as_on_the_frames_path(
     t_ns, f_ns = _ns_idle(tot), _ns_idle(frm)
     assert set(t_ns) == set(f_ns) and DRA_IDLE[0] in t_ns
     for ns, hours in f_ns.items():
-        assert t_ns[ns] == pytest.approx(hours * 48 / 49, rel=0.03, abs=0.05), ns
+        # abs: one 5-minute step (the rules are evaluated at their own phase, not at the window's steps)
+        assert t_ns[ns] == pytest.approx(hours * 48 / 49, rel=0.03, abs=0.09), ns
     t_alloc = namespace_allocation(tot).set_index("namespace")["allocated_gpu_hours"]
     f_alloc = namespace_allocation(frm).set_index("namespace")["allocated_gpu_hours"]
     assert set(t_alloc.index) == set(f_alloc.index)
     for ns in f_alloc.index:
-        assert t_alloc[ns] == pytest.approx(f_alloc[ns] * 48 / 49, rel=0.03, abs=0.05), ns
+        assert t_alloc[ns] == pytest.approx(f_alloc[ns] * 48 / 49, rel=0.03, abs=0.09), ns
