@@ -158,7 +158,11 @@ def test_the_activity_field_and_models_are_read_under_every_name(servers):
 
 
 #: the demo's DRA node (gpulib/data/demo/demo_fleet.yaml h100-dra-0): its exporter maps no pod, its ResourceClaims do
-DRA_PODS = {("research", "dra-train-worker-0"), ("search", "dra-embed-7b9c4d6f8-k2m4p"), ("notebooks", "dra-notebook-0")}
+DRA_PODS = {
+    ("research", "dra-train-worker-0"),
+    ("search", "dra-embed-7b9c4d6f8-k2m4p"),
+    ("notebooks", "dra-notebook-0"),
+}
 DRA_IDLE = ("notebooks", "dra-notebook-0")  # persona idle: holds GPU 3 and does nothing
 
 

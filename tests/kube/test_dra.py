@@ -354,9 +354,9 @@ def test_report_totals_give_dra_held_gpus_to_their_pod_as_attribute_series_does(
     # the same holders as the frames path's rule on the same label sets
     frame = dra.attribute_series(pd.DataFrame([normalise_labels(m) for m in series]), pods)
     per_series = {(r.node, r.gpu, r.gpu_i_profile, r.pod, r.namespace, r.container) for r in frame.itertuples()}
-    assert per_series == set(u[["node", "gpu", "gpu_i_profile", "pod", "namespace", "container"]].itertuples(
-        index=False, name=None
-    ))
+    assert per_series == set(
+        u[["node", "gpu", "gpu_i_profile", "pod", "namespace", "container"]].itertuples(index=False, name=None)
+    )
     # the hour the DRA-held GPU sat idle is the pod's allocated idle time, and it was held idle: a zombie
     assert u.loc[1, "idle_allocated_gpu_hours"] == pytest.approx(1.0)
     assert u.loc[4, "allocated_gpu_hours"] == 0 and u.loc[4, "unallocated_gpu_hours"] == pytest.approx(1.0)
