@@ -43,6 +43,7 @@ from gpulib.cost.usage import (
     series_usage,
     zombie_runs,
 )
+from gpulib.kube.dra import dra_holders
 from gpulib.sources.dcgm import normalise_labels
 from gpulib.sources.signals import promql_names
 
@@ -254,16 +255,22 @@ _KEY_COLS = [*SERIES_KEYS, "uuid", "model"]
 
 class _Keys:
     """Series label set -> key (:data:`_KEY_COLS`), normalised once per label set: every answer of one window
-    repeats the same series."""
+    repeats the same series. A series without a pod label on a GPU a pod holds through DRA (``holders``:
+    :func:`gpulib.kube.dra.dra_holders`) gets that pod, as the frames path's
+    :func:`gpulib.kube.dra.attribute_series` gives it; once per series, not per point."""
 
-    def __init__(self) -> None:
+    def __init__(self, holders: dict[tuple[str, str, str], tuple[str, str, str]] | None = None) -> None:
         self._seen: dict[tuple, tuple] = {}
+        self._holders = holders or {}
 
     def __call__(self, metric: dict) -> tuple:
         raw = tuple(metric.items())
         key = self._seen.get(raw)
         if key is None:
             lab = normalise_labels(metric)
+            held = self._holders.get((lab["node"], lab["uuid"], lab["gpu_i_profile"])) if not lab["pod"] else None
+            if held is not None:
+                lab["namespace"], lab["pod"], lab["container"] = held
             key = self._seen[raw] = tuple(lab[c] for c in _KEY_COLS)
         return key
 
@@ -329,7 +336,8 @@ def build_totals(
         compute_slices = compute_slices if compute_slices is not None else mig_slices_of(models)
     window_s, step_s, bucket_s = got.window_s, recording.rule_resolution(), got.bucket_s
     end = pd.Timestamp(got.end_ts, unit="s", tz="UTC")
-    key = _Keys()
+    # GPUs held through DRA carry no pod label unless the exporter maps DRA pods: the claims say who holds them
+    key = _Keys(dra_holders(pods))
     answers = {k: _vector(v, key) for k, v in got.vectors.items()}
     keys = sorted(answers["n"])
     if not keys:

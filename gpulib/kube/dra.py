@@ -15,6 +15,8 @@ https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/resource-
 * :func:`attach_pods` / :func:`attach_nodes` — the pods and nodes frames with what DRA gives them, so every
   consumer of ``gpu_request`` (impact, idle/zombie, cost) counts DRA-held GPUs.
 * :func:`allocation_models` — per GPU node: device plugin, DRA, both or none.
+* :func:`dra_holders` — (node, GPU UUID, MIG profile) -> the pod holding it, the rule :func:`attribute_series` and
+  the report's totals (:mod:`gpulib.cost.totals`) both apply.
 * :func:`attribute_series` — a DCGM frame whose DRA-held GPUs carry no pod label (dcgm-exporter maps DRA pods only
   with ``--kubernetes-enable-dra``, off by default: NVIDIA/dcgm-exporter: pkg/cmd/app.go @5a052c34) gets the pod
   from the claims. With the flag the exporter writes ``pod``/``namespace`` plus ``dra_claim_name``,
@@ -45,6 +47,7 @@ __all__ = [
     "attribute_series",
     "claim_allocations",
     "device_resource_id",
+    "dra_holders",
     "dra_note",
     "dra_objects",
     "slice_devices",
@@ -310,20 +313,33 @@ def device_resource_id(row: dict) -> str:
     return f"{row['driver']}/{row['pool']}/{row['device']}"
 
 
-def attribute_series(frame: pd.DataFrame | None, pods: pd.DataFrame | None) -> pd.DataFrame | None:
-    """A DCGM series/summary frame whose rows on a DRA-held GPU carry no pod label get the holder's ``pod``,
-    ``namespace`` (and ``container`` when the pod has one) from the pods frame's ``dra_devices``, matched by node and
-    GPU UUID (a MIG device by its parent UUID and profile). Rows that have a pod label keep it."""
-    if frame is None or frame.empty or pods is None or "dra_devices" not in pods or "uuid" not in frame:
-        return frame
+def dra_holders(pods: pd.DataFrame | None) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """(node, GPU UUID, MIG profile) -> (namespace, pod, container) of every device in the pods frame's
+    ``dra_devices``: a full GPU by its UUID and profile ``""``, a MIG device by its parent GPU's UUID and its
+    profile; ``container`` is the pod's only container's name, else ``""``. Empty without ``dra_devices``. The one
+    holder rule of :func:`attribute_series` and of the report's totals (:mod:`gpulib.cost.totals`)."""
     holder: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-    for r in pods.to_dict("records"):
+    if pods is None or "dra_devices" not in pods or pods.empty:
+        return holder
+    held = pods[[isinstance(d, list) and len(d) > 0 for d in pods["dra_devices"]]]
+    for r in held.to_dict("records"):
         conts = r.get("containers") or []
         cname = conts[0].get("name", "") if len(conts) == 1 and isinstance(conts[0], dict) else ""
         for d in r.get("dra_devices") or []:
             uuid = d["parent_uuid"] if d["type"] == "mig" else d["uuid"]
             prof = d["profile"] if d["type"] == "mig" else ""
             holder[(str(r["node"]) or d["node"], uuid, prof)] = (str(r["namespace"]), str(r["pod"]), cname)
+    return holder
+
+
+def attribute_series(frame: pd.DataFrame | None, pods: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A DCGM series/summary frame whose rows on a DRA-held GPU carry no pod label get the holder's ``pod``,
+    ``namespace`` (and ``container`` when the pod has one) from the pods frame's ``dra_devices``, matched by node and
+    GPU UUID (a MIG device by its parent UUID and profile: :func:`dra_holders`). Rows that have a pod label keep
+    it."""
+    if frame is None or frame.empty or pods is None or "dra_devices" not in pods or "uuid" not in frame:
+        return frame
+    holder = dra_holders(pods)
     if not holder:
         return frame
     pod = frame["pod"].astype("string").fillna("") if "pod" in frame else pd.Series("", index=frame.index)

@@ -17,7 +17,9 @@ import gpulib
 from gpulib.cost import analyze_cost
 from gpulib.cost import steps as report
 from gpulib.cost.recording import recording_group
+from gpulib.cost.report_frames import namespace_allocation
 from gpulib.cost.usage import FB_USED, GR_ENGINE_ACTIVE
+from gpulib.kube.dra import attribute_series
 from tests.helpers.pinned import DEMO_END, SCRAPE, need_prometheus
 from tests.helpers.promharness import PrometheusServer, backfill, backfill_rules
 
@@ -66,6 +68,8 @@ def _reports(servers, end):
     src = gpulib.connect("prometheus", url=raw.url, end=end)
     gr = src.series(GR_ENGINE_ACTIVE, WINDOW, step=step, agg="max")
     fb = src.series(FB_USED, WINDOW, step=step, agg="max")
+    # as load_report_data does: the demo's DRA node exports no pod label, its ResourceClaims say who holds the GPUs
+    gr, fb = attribute_series(gr, pods), attribute_series(fb, pods)
     out["samples"] = analyze_cost(nodes, pods, gr, fb, window=WINDOW)
     out["samples"].points = len(gr) + len(fb)
     return out
@@ -151,3 +155,61 @@ def test_the_activity_field_and_models_are_read_under_every_name(servers):
     got = fetch_totals(src, 4 * 3600.0, 3600.0)
     field, seen = activity_of(got.probes)
     assert field == GR_ENGINE_ACTIVE and set(seen) == models
+
+
+#: the demo's DRA node (gpulib/data/demo/demo_fleet.yaml h100-dra-0): its exporter maps no pod, its ResourceClaims do
+DRA_PODS = {
+    ("research", "dra-train-worker-0"),
+    ("search", "dra-embed-7b9c4d6f8-k2m4p"),
+    ("notebooks", "dra-notebook-0"),
+}
+DRA_IDLE = ("notebooks", "dra-notebook-0")  # persona idle: holds GPU 3 and does nothing
+
+
+def _ns_idle(rep) -> dict:
+    u = rep.usage
+    return u.groupby(u["namespace"].astype(str))["idle_allocated_gpu_hours"].sum().round(6).to_dict()
+
+
+@pytest.mark.parametrize("path", ["rules", "raw"])
+def test_dra_held_gpus_reach_their_pod_on_the_totals_path_as_on_the_frames_path(servers, path):
+    """The report on a live Prometheus (totals) gives a DRA-held GPU to the pod its ResourceClaim names, as the
+    frames path (``load_report_data(totals=False)``: gpulib.kube.dra.attribute_series) does: same pods, same zombies,
+    same idle-held GPU-hours per namespace (the frames path counts one step more: 49 points of 5 min in 4 h)."""
+    raw, ruled = servers
+    demo = gpulib.connect("demo", end=DEMO_END, scrape_interval=SCRAPE)
+    src = gpulib.connect("prometheus", url=(ruled if path == "rules" else raw).url, end=DEMO_END)
+    src.nodes, src.pods = demo.nodes, demo.pods  # the cluster's Kubernetes objects, ResourceClaims included
+    reps = {}
+    for name, totals in (("totals", True), ("frames", False)):
+        data = report.load_report_data(src, WINDOW, totals=totals)
+        assert data.path == (path if totals else "samples")
+        reps[name] = report.cost_report(data)
+    tot, frm = reps["totals"], reps["frames"]
+    held = {(r.namespace, r.pod) for r in tot.usage[["namespace", "pod"]].astype(str).itertuples()}
+    assert DRA_PODS <= held
+    assert held == {(r.namespace, r.pod) for r in frm.usage[["namespace", "pod"]].astype(str).itertuples()}
+    assert _zombie_set(tot) == _zombie_set(frm)  # (the DRA notebook holds 0.5 GiB: idle-held, not a zombie)
+    # GPUs 0-3 of the DRA node are held (train 0, 1; embed 2; notebook 3), 4-7 are free
+    dra_rows = tot.usage[tot.usage["node"].astype(str) == "h100-dra-0"]
+    assert sorted(dra_rows.loc[dra_rows["pod"].astype(str) != "", "gpu"].astype(int)) == [0, 1, 2, 3]
+    assert float(tot.usage.loc[tot.usage["pod"].astype(str) == DRA_IDLE[1], "idle_allocated_gpu_hours"].sum()) > 3.5
+    # idle-held GPU-hours per DRA pod and per namespace, allocated GPU-hours per namespace: as the frames path
+    # counts them. abs: one 5-minute step. The rules path's idle steps are the rule's, evaluated at its own phase
+    # (a GPU near the idle threshold flips a step or two there), so its per-namespace idle is held to the DRA pods'
+    # own hours only; the raw path's to every namespace.
+    for ns, pod in DRA_PODS:
+        t_idle, f_idle = (
+            float(r.usage.loc[r.usage["pod"].astype(str) == pod, "idle_allocated_gpu_hours"].sum()) for r in (tot, frm)
+        )
+        assert t_idle == pytest.approx(f_idle * 48 / 49, rel=0.03, abs=0.09 if path == "raw" else 0.25), pod
+    t_ns, f_ns = _ns_idle(tot), _ns_idle(frm)
+    assert set(t_ns) == set(f_ns) and DRA_IDLE[0] in t_ns
+    if path == "raw":
+        for ns, hours in f_ns.items():
+            assert t_ns[ns] == pytest.approx(hours * 48 / 49, rel=0.03, abs=0.09), ns
+    t_alloc = namespace_allocation(tot).set_index("namespace")["allocated_gpu_hours"]
+    f_alloc = namespace_allocation(frm).set_index("namespace")["allocated_gpu_hours"]
+    assert set(t_alloc.index) == set(f_alloc.index)
+    for ns in f_alloc.index:
+        assert t_alloc[ns] == pytest.approx(f_alloc[ns] * 48 / 49, rel=0.03, abs=0.09), ns

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -284,3 +285,79 @@ def test_done_when_cost_report_names_the_dra_pods(demo):
     assert inv["gpu_equiv_allocatable"] == 8 and inv["gpu_equiv_requested"] == 4
     idle = [f for f in rep.findings if "notebooks/dra-notebook" in f.title]
     assert idle and idle[0].severity.value == "warning"
+
+
+def test_report_totals_give_dra_held_gpus_to_their_pod_as_attribute_series_does():
+    """The report's totals path (gpulib.cost.totals.build_totals, Prometheus answers per series) gives a series
+    without a pod label on a DRA-held GPU to its holder by the same rule as the frames path: node + UUID, a MIG
+    instance by its parent UUID and profile; a labelled series keeps its pod; another node or profile gets none.
+    The held GPU's idle hours are allocated to the pod and its held-idle steps make it a zombie."""
+    from gpulib.cost.totals import Answers, build_totals
+    from gpulib.cost.usage import GR_ENGINE_ACTIVE, Thresholds
+    from gpulib.sources.dcgm import normalise_labels
+
+    pods = dra.attach_pods(
+        pods_frame({"items": [_pod("train-0", claim="c"), _pod("mig-0", ns="small", claim="m")]}),
+        dra.claim_allocations(
+            [_claim("c", "ml", "train-0", ["gpu-0"]), _claim("m", "small", "mig-0", ["gpu-1-mig-9-4-2"])], [_slice()]
+        ),
+    )
+    node = {"metadata": {"name": "gpu-a", "labels": {}}, "status": {"capacity": {}}}
+    nodes = nodes_frame({"items": [node, {**node, "metadata": {"name": "gpu-b", "labels": {}}}]})
+    h100 = {"modelName": "NVIDIA H100 80GB HBM3"}
+    series = [
+        {"Hostname": "gpu-a", "gpu": "0", "UUID": UUID0, **h100},  # DRA full GPU, no pod label
+        {"Hostname": "gpu-a", "gpu": "1", "UUID": UUID1, "GPU_I_PROFILE": "1g.10gb", "GPU_I_ID": "9", **h100},
+        {"Hostname": "gpu-a", "gpu": "1", "UUID": UUID1, "GPU_I_PROFILE": "2g.20gb", "GPU_I_ID": "3", **h100},
+        {"Hostname": "gpu-b", "gpu": "0", "UUID": UUID0, **h100},  # same UUID, other node: not the claim's GPU
+        {"Hostname": "gpu-a", "gpu": "0", "UUID": UUID0, "pod": "exporter-says", "namespace": "x", **h100},
+    ]
+    end, step = 1.8e9, 300.0
+    ts = end - step * np.arange(11, -1, -1)  # 12 steps of 5 minutes
+
+    def vec(v):
+        return [{"metric": m, "value": [end, str(v)]} for m in series]
+
+    held = {
+        "act": [{"metric": series[0], "values": [[t, "0"] for t in ts]}],
+        "fb": [{"metric": series[0], "values": [[t, "40000"] for t in ts]}],
+    }
+    got = Answers(
+        path="rules",
+        end_ts=end,
+        window_s=12 * step,
+        bucket_s=12 * step,
+        vectors={
+            "n": vec(12),
+            "n_idle": vec(12),
+            "act_sum": vec(0),
+            "act_p95": vec(0),
+            "fb_mean": vec(40000),
+            "fb_max": vec(40000),
+        },
+        held=held,
+        buckets={"n": [{"metric": m, "values": [[end, "12"]]} for m in series], "act_sum": []},
+        probes={GR_ENGINE_ACTIVE: [{"metric": h100}]},
+        sent=["q"],
+    )
+    totals = build_totals(got, nodes=nodes, pods=pods, th=Thresholds.from_table())
+    u = totals.usage.sort_values(["node", "gpu", "gpu_i_profile", "pod"]).reset_index(drop=True)
+    want = [
+        ("gpu-a", "0", "", "exporter-says", "x"),  # labelled: kept
+        ("gpu-a", "0", "", "train-0", "ml"),  # DRA full GPU
+        ("gpu-a", "1", "1g.10gb", "mig-0", "small"),  # DRA MIG: parent UUID + profile
+        ("gpu-a", "1", "2g.20gb", "", ""),  # no claim holds this profile
+        ("gpu-b", "0", "", "", ""),  # other node
+    ]
+    assert list(u[["node", "gpu", "gpu_i_profile", "pod", "namespace"]].itertuples(index=False, name=None)) == want
+    assert u.loc[1, "container"] == "main"
+    # the same holders as the frames path's rule on the same label sets
+    frame = dra.attribute_series(pd.DataFrame([normalise_labels(m) for m in series]), pods)
+    per_series = {(r.node, r.gpu, r.gpu_i_profile, r.pod, r.namespace, r.container) for r in frame.itertuples()}
+    assert per_series == set(
+        u[["node", "gpu", "gpu_i_profile", "pod", "namespace", "container"]].itertuples(index=False, name=None)
+    )
+    # the hour the DRA-held GPU sat idle is the pod's allocated idle time, and it was held idle: a zombie
+    assert u.loc[1, "idle_allocated_gpu_hours"] == pytest.approx(1.0)
+    assert u.loc[4, "allocated_gpu_hours"] == 0 and u.loc[4, "unallocated_gpu_hours"] == pytest.approx(1.0)
+    assert set(zip(totals.zombies["namespace"], totals.zombies["pod"])) == {("ml", "train-0")}
