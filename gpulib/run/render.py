@@ -72,15 +72,27 @@ class RunResult:
 
 
 # ------------------------------------------------------------------------------------- execution
+#: the HTML exporter of this process and the lock its use holds (:func:`export_html`)
+_EXPORTER: list = []
+_EXPORTER_LOCK = threading.Lock()
+
+
 def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
-    """HTML without code cells (what a report reader wants), secrets masked."""
+    """HTML without code cells (what a report reader wants), secrets masked.
+
+    One exporter per process: a new one loads and compiles its Jinja templates again (nbconvert
+    ``TemplateExporter.template`` and ``environment`` are cached on the instance,
+    https://github.com/jupyter/nbconvert/blob/main/nbconvert/exporters/templateexporter.py), most of an export's
+    time after the first in ``gpuops demo``, ``gpuops serve`` and the tests. Its use is locked: each export registers
+    that notebook's filters on the exporter's one environment (``HTMLExporter.from_notebook_node``)."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(
-        nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}}
-    )
+    nb = nbformat.read(str(nb_path), as_version=4)
+    with _EXPORTER_LOCK:
+        if not _EXPORTER:
+            _EXPORTER.append(HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True))
+        body, _ = _EXPORTER[0].from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path.write_text(redact(body))
     return html_path
 
