@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -145,15 +146,34 @@ KERNEL_START_TIMEOUT_S = 120
 
 
 def run_code(km, code: str, timeout: float = KERNEL_START_TIMEOUT_S) -> None:
-    """Execute ``code`` in the kernel of ``km`` and wait for it (a client of its own, closed after)."""
+    """Execute ``code`` in the kernel of ``km`` and wait for its reply (a client of its own, closed after).
+
+    Over the shell channel alone: the request waits in ZeroMQ until a kernel still starting binds its socket, and the
+    reply says how the code ended. A client's ``wait_for_ready`` and ``execute_interactive`` also listen on IOPub, and
+    ``wait_for_ready`` ends by reading IOPub until it stays quiet for 0.2 s
+    (https://github.com/jupyter/jupyter_client/blob/main/jupyter_client/client.py ``_async_wait_for_ready``): 0.2 s
+    of each warm run spent waiting. A kernel that dies before it replies is noticed within a second."""
+    from queue import Empty
+
     from jupyter_core.utils import run_sync
 
     async def go():
         kc = km.client()
-        kc.start_channels()
+        kc.start_channels(iopub=False, stdin=False, hb=False, control=False)
         try:
-            await kc.wait_for_ready(timeout=timeout)
-            reply = await kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+            msg_id = kc.execute(code, allow_stdin=False)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    reply = await kc.get_shell_msg(timeout=1)
+                except Empty:
+                    if not await km.is_alive():
+                        raise RuntimeError("warm kernel: it died before it replied") from None
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"warm kernel: no reply in {timeout:g} s") from None
+                    continue
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
         finally:
             kc.stop_channels()
         if reply["content"].get("status") != "ok":
