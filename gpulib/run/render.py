@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty
 from typing import Any, Iterable
 
 from gpulib.catalogue import NotebookInfo
@@ -153,8 +154,6 @@ def run_code(km, code: str, timeout: float = KERNEL_START_TIMEOUT_S) -> None:
     ``wait_for_ready`` ends by reading IOPub until it stays quiet for 0.2 s
     (https://github.com/jupyter/jupyter_client/blob/main/jupyter_client/client.py ``_async_wait_for_ready``): 0.2 s
     of each warm run spent waiting. A kernel that dies before it replies is noticed within a second."""
-    from queue import Empty
-
     from jupyter_core.utils import run_sync
 
     async def go():
