@@ -150,7 +150,15 @@ def run_notebook(tmp_path, monkeypatch, _notebook_kernels):
             try:
                 run_code(km, f"import os as _os; _os.chdir({str(ROOT)!r}); del _os")
                 pm.execute_notebook(
-                    str(notebook), str(out), parameters=params, kernel_name="python3", progress_bar=False, km=km
+                    str(notebook),
+                    str(out),
+                    parameters=params,
+                    kernel_name="python3",
+                    progress_bar=False,
+                    km=km,
+                    # the notebook written once, when the run ends, as gpulib/run/render.py's runs are: saved at
+                    # every cell's start and end (papermill's default), plotly.js inlined, it cost most of a run
+                    request_save_on_cell_execute=False,
                 )
             except BaseException:  # a kernel that failed a run is not lent again
                 _notebook_kernels.drop("notebook")

@@ -110,3 +110,25 @@ def test_a_warm_kernel_runs_at_the_niceness_it_was_given():
         _shutdown(km)
     finally:
         pool.close()
+
+
+def test_code_run_in_a_kernel_reports_its_error_and_a_kernel_that_dies(monkeypatch):
+    """gpulib/run/render.py ``run_code`` (a warm kernel's preload, a run's environment set in it, the tests' kept
+    kernels) waits for the kernel's reply alone: an error in the code is raised with its name, and a kernel that dies
+    instead of replying is a RuntimeError within seconds, not a wait for the whole timeout."""
+    from jupyter_core.utils import run_sync
+
+    from gpulib.execute import KERNEL_ARGS, _kernel_manager, run_code
+
+    km = _kernel_manager({})
+    try:
+        run_sync(km.start_kernel)(extra_arguments=list(KERNEL_ARGS))
+        run_code(km, "import os\nassert os.getpid() > 0")  # a kernel still starting: the request waits for it
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            run_code(km, "1 / 0")
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="died"):
+            run_code(km, "import os; os._exit(1)", timeout=60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        _shutdown(km)

@@ -16,8 +16,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty
 from typing import Any, Iterable
 
 from gpulib.catalogue import NotebookInfo
@@ -72,15 +74,27 @@ class RunResult:
 
 
 # ------------------------------------------------------------------------------------- execution
+#: the HTML exporter of this process and the lock its use holds (:func:`export_html`)
+_EXPORTER: list = []
+_EXPORTER_LOCK = threading.Lock()
+
+
 def export_html(nb_path: Path, html_path: Path, title: str) -> Path:
-    """HTML without code cells (what a report reader wants), secrets masked."""
+    """HTML without code cells (what a report reader wants), secrets masked.
+
+    One exporter per process: a new one loads and compiles its Jinja templates again (nbconvert
+    ``TemplateExporter.template`` and ``environment`` are cached on the instance,
+    https://github.com/jupyter/nbconvert/blob/main/nbconvert/exporters/templateexporter.py), most of an export's
+    time after the first in ``gpuops demo``, ``gpuops serve`` and the tests. Its use is locked: each export registers
+    that notebook's filters on the exporter's one environment (``HTMLExporter.from_notebook_node``)."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(
-        nbformat.read(str(nb_path), as_version=4), resources={"metadata": {"name": title}}
-    )
+    nb = nbformat.read(str(nb_path), as_version=4)
+    with _EXPORTER_LOCK:
+        if not _EXPORTER:
+            _EXPORTER.append(HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True))
+        body, _ = _EXPORTER[0].from_notebook_node(nb, resources={"metadata": {"name": title}})
     html_path.write_text(redact(body))
     return html_path
 
@@ -133,15 +147,32 @@ KERNEL_START_TIMEOUT_S = 120
 
 
 def run_code(km, code: str, timeout: float = KERNEL_START_TIMEOUT_S) -> None:
-    """Execute ``code`` in the kernel of ``km`` and wait for it (a client of its own, closed after)."""
+    """Execute ``code`` in the kernel of ``km`` and wait for its reply (a client of its own, closed after).
+
+    Over the shell channel alone: the request waits in ZeroMQ until a kernel still starting binds its socket, and the
+    reply says how the code ended. A client's ``wait_for_ready`` and ``execute_interactive`` also listen on IOPub, and
+    ``wait_for_ready`` ends by reading IOPub until it stays quiet for 0.2 s
+    (https://github.com/jupyter/jupyter_client/blob/main/jupyter_client/client.py ``_async_wait_for_ready``): 0.2 s
+    of each warm run spent waiting. A kernel that dies before it replies is noticed within a second."""
     from jupyter_core.utils import run_sync
 
     async def go():
         kc = km.client()
-        kc.start_channels()
+        kc.start_channels(iopub=False, stdin=False, hb=False, control=False)
         try:
-            await kc.wait_for_ready(timeout=timeout)
-            reply = await kc.execute_interactive(code, timeout=timeout, output_hook=lambda msg: None)
+            msg_id = kc.execute(code, allow_stdin=False)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    reply = await kc.get_shell_msg(timeout=1)
+                except Empty:
+                    if not await km.is_alive():
+                        raise RuntimeError("warm kernel: it died before it replied") from None
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"warm kernel: no reply in {timeout:g} s") from None
+                    continue
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
         finally:
             kc.stop_channels()
         if reply["content"].get("status") != "ok":

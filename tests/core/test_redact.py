@@ -133,3 +133,36 @@ def test_bearer_token_alone_and_basic_auth_alone_still_connect(monkeypatch):
     ):
         s = load_settings(env={"GPUOPS_PROMETHEUS_URL": "http://127.0.0.1:1", **env})
         assert (s.token, s.user) in ((TOKEN, None), (None, USER))
+
+
+def _whole_text_subs(text: str) -> str:
+    """What redact did before its scan for where a match can start: each pattern's ``sub`` over the whole text."""
+    from gpulib.core.redact import _AUTH, _URL_CRED, MASK
+
+    text = _AUTH.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    return _URL_CRED.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+
+
+def test_redact_masks_what_the_whole_text_patterns_mask(monkeypatch):
+    """The scan for where a match can start (gpulib/core/redact.py ``_AUTH_START``, ``_URL_TAIL``) changes nothing:
+    on texts built from the patterns' pieces (words glued to others, blanks, URL schemes, credentials, ``@``) and on
+    the plotly.js bundle every inline report carries, redact gives what the two patterns' ``sub`` give."""
+    import random
+
+    from plotly.offline import get_plotlyjs
+
+    from gpulib.core.redact import redact
+
+    for k in ("GPUOPS_PROMETHEUS_TOKEN", "GPUOPS_PROMETHEUS_PASSWORD", "GPUOPS_PROMETHEUS_TOKEN_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    pieces = ["Bearer", "Basic", "bearer", "BEARER", "BASIC", "bAsic", "xBasic", "Basics", " ", "  ", "\n", "\t",
+              "tok3n", "a.b~c+d/e=f-g", "_", "é", "HTTPS://", "http://", "s3://", "x+y.z-1://", "://", "user", ":",
+              "pw", "@", "/", "host", "#define BASIC 4", "'", '"', "=", "Authorization: "]  # fmt: skip
+    rnd = random.Random(20261205)
+    texts = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 40))) for _ in range(5000)]
+    texts += [get_plotlyjs(), "Basic Basic abc Bearer\tx:y BASIC\n\n4 http://u:p@h https://a:b@c/d@e"]
+    changed = 0
+    for text in texts:
+        assert redact(text) == _whole_text_subs(text), text
+        changed += redact(text) != text
+    assert changed > 1000  # the texts do hold matches (not a comparison of texts nothing matches in)

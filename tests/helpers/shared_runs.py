@@ -33,7 +33,6 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +131,8 @@ class SharedRuns:
         return DemoRun(out, subprocess.CompletedProcess(d["args"], d["returncode"], d["stdout"], d["stderr"]))
 
     def run(self, name: str, **params: Any) -> SharedRun:
-        """The run of notebook ``name`` with ``params`` on the demo fleet at ``DEMO_END``."""
-        import papermill as pm
-
+        """The run of notebook ``name`` with ``params`` on the demo fleet at ``DEMO_END`` (the executed notebook
+        written once, when the run ends: gpulib/run/render.py turns papermill's save at every cell off)."""
         from gpulib.catalogue import find_notebook
         from gpulib.execute import execute
 
@@ -154,10 +152,6 @@ class SharedRuns:
                         mp.delenv(k)
                     mp.setenv("PYTHONPATH", str(ROOT))
                     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
-                    # the executed notebook written once, when the run ends (papermill's request_save_on_cell_execute;
-                    # saving the whole notebook, plotly.js inlined, at every cell start and end is most of what the
-                    # engine's side of a run costs); a test reads the run only when it is over
-                    mp.setattr(pm, "execute_notebook", partial(pm.execute_notebook, request_save_on_cell_execute=False))
                     res = execute(
                         info, params, out_dir.parent, progress=False, out_dir=out_dir, warm=self.kernels.lend(name)
                     )
@@ -207,13 +201,18 @@ class SharedRuns:
 _STARTED = "import os as _os; _os._gpuops_started_env = dict(_os.environ); del _os"
 #: run in a kept kernel before it is lent again: an empty namespace, the environment a kernel started now would get
 #: (what it added itself at its start, and this process' environment now), and gpulib.runbook's per-kernel state
-#: (plotly.js sent once per kernel) as a fresh import leaves it
+#: (plotly.js sent once per kernel) as a fresh import leaves it. Then what is left (the modules, their caches) is
+#: frozen out of the garbage collector's reach (https://docs.python.org/3/library/gc.html#gc.freeze): %reset collects
+#: twice (ipython/ipython: IPython/core/magics/namespace.py ``reset`` and IPython/core/displayhook.py ``flush``,
+#: https://github.com/ipython/ipython), and each full collection walked every object of pandas, plotly and gpulib
+#: again, a fifth of a kept kernel's CPU per run; frozen, it walks what the last run left
 _RESET = """get_ipython().run_line_magic("reset", "-f")
-import importlib as _il, os as _os, sys as _sys
+import gc as _gc, importlib as _il, os as _os, sys as _sys
 _added = {{k: v for k, v in _os._gpuops_started_env.items() if k not in {inherited!r}}}
 _os.environ.clear(); _os.environ.update({{**_added, **{env!r}}})
 if "gpulib.runbook" in _sys.modules: _il.reload(_sys.modules["gpulib.runbook"])
-del _il, _os, _sys, _added
+_gc.freeze()
+del _gc, _il, _os, _sys, _added
 """
 
 

@@ -35,6 +35,16 @@ def test_a_kept_kernel_forgets_the_last_run(kept, monkeypatch):
         run_code(again, "assert 'GPUOPS_KEPT_PROBE' not in __import__('os').environ")
 
 
+def test_a_kept_kernel_collects_the_last_runs_garbage_and_freezes_the_rest(kept):
+    """Before it is lent again, a kept kernel collects what the last run left (a reference cycle included), then
+    freezes what stays (the modules) so the next run's collections skip them: frozen before the collection, the
+    cycle would never be freed."""
+    km = kept.lend("xid_ecc_triage").take()
+    run_code(km, "import sys, weakref\nclass C: pass\nc = C(); c.me = c\nsys._gpuops_probe = weakref.ref(c)")
+    again = kept.lend("xid_ecc_triage").take()
+    run_code(again, "import gc, sys\nassert sys._gpuops_probe() is None\nassert gc.get_freeze_count() > 10000")
+
+
 def test_another_notebook_gets_its_own_kernel_and_at_most_keep_stay(kept):
     a = kept.lend("xid_ecc_triage").km
     b = kept.lend("nccl_check").km
