@@ -17,6 +17,9 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import select
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -101,10 +104,41 @@ _WORKER: FastVerdicter | None = None
 _BARRIER = None
 
 
-def _worker_start(env: dict[str, str], barrier) -> None:
+def _end_with(server: int) -> None:
+    """End this process when the process ``server`` has ended, whatever ended it: a verdict worker is a child of
+    multiprocessing's forkserver, not of the server, and after a SIGKILL of the server (no shutdown code runs) it
+    would wait on its call queue for ever, holding the forkserver's alive pipe open too (CPython 3.11:
+    Lib/multiprocessing/forkserver.py, connect_to_new_process sends each child the alive fd). A pidfd becomes
+    readable when its process ends (``man 2 pidfd_open``, Linux 5.3: https://man7.org/linux/man-pages/man2/pidfd_open.2.html);
+    elsewhere the server is polled every second."""
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(server)
+        except (AttributeError, OSError):  # not Linux >= 5.3, or the server is already gone
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while True:
+                try:
+                    os.kill(server, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="gpuops-server-watch", daemon=True).start()
+
+
+def _worker_start(env: dict[str, str], barrier, server: int) -> None:
     """A verdict process: the environment of its verdicter (the forkserver it was forked from keeps the one it
-    started with), less the names it was told to unset (the webhook token); imports done."""
+    started with), less the names it was told to unset (the webhook token); imports done; it ends with ``server``
+    (:func:`_end_with`)."""
     global _WORKER, _BARRIER
+    _end_with(server)
     _BARRIER = barrier
     os.environ.clear()
     os.environ.update(env)
@@ -145,7 +179,7 @@ class ProcessVerdicter:
         self._barrier = self._ctx.Barrier(self.workers)
         env = {k: v for k, v in os.environ.items() if k not in self.unset}
         return ProcessPoolExecutor(
-            self.workers, mp_context=self._ctx, initializer=_worker_start, initargs=(env, self._barrier)
+            self.workers, mp_context=self._ctx, initializer=_worker_start, initargs=(env, self._barrier, os.getpid())
         )
 
     def warm(self, timeout: float = 120) -> list[int]:

@@ -4,6 +4,7 @@ the record says so, and the server's shutdown stops the kernels it still holds."
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,39 @@ def test_a_scheduled_report_gets_no_fast_verdict_in_the_server(tmp_path, monkeyp
     assert FastVerdicter()(tmp_path, "gpu_utilization_report", {"source": "demo"}) is None
     assert FastVerdicter()(tmp_path, "gpu_reliability_report", {"source": "demo"}) is None
     assert called == []
+
+
+def test_verdict_workers_end_when_their_server_is_killed(tmp_path):
+    """A server killed with SIGKILL (the out-of-memory killer, ``kill -9``) runs no shutdown code; its verdict workers
+    (children of multiprocessing's forkserver, not of the server) and the forkserver must not outlive it. Failed
+    before: the workers waited on their call queue for ever, and each held the forkserver's alive pipe open."""
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, time; from gpulib.serve.runner import ProcessVerdicter; "
+        "v = ProcessVerdicter(2); print(*v.warm(), flush=True); time.sleep(600)"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        workers = [int(p) for p in server.stdout.readline().split()]
+        assert len(workers) == 2
+        forkservers = {int(open(f"/proc/{w}/stat").read().rsplit(")", 1)[1].split()[1]) for w in workers}
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+        left = set(workers) | forkservers
+        end = time.monotonic() + 15
+        while left and time.monotonic() < end:
+            left = {p for p in left if Path(f"/proc/{p}").exists() and "Z" not in _state(p)}
+            time.sleep(0.2)
+        assert not left, f"still running after the server's SIGKILL: {sorted(left)}"
+    finally:
+        server.kill()
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
