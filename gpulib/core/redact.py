@@ -29,7 +29,12 @@ _ENV = (
 #: shorter strings are not masked on their own (a one-letter password would mask every such letter)
 MIN_LEN = 4
 
-_AUTH = re.compile(r"\b(Bearer|Basic|bearer|BEARER|BASIC)(\s+)[A-Za-z0-9._~+/=\-]+")
+#: an Authorization value after its scheme (case-insensitive, RFC 9110 section 11.1): a Bearer token of one character
+#: or more (RFC 6750 section 2.1), Basic credentials of four base64 characters or more (RFC 7617 section 2, the
+#: base64 of ``user-id ":" password``, RFC 4648 section 4), so that plotly.js' ``#define BASIC 4`` stays as it is
+_AUTH = re.compile(
+    r"\b(Bearer|bearer|BEARER|Basic|basic|BASIC)(?:(?<=[rR])|(?=\s+[A-Za-z0-9+/=]{4}))(\s+)[A-Za-z0-9._~+/=\-]+"
+)
 _URL_CRED = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://)[^\s/@:]{1,256}:[^\s/@]{0,256}@")
 #: how every match of the two patterns above begins (a word and a blank) and what every URL credential holds from
 #: its ``://`` on: the regular expression engine scans for a literal start fast, and ``\b`` at the start of a pattern
@@ -37,7 +42,7 @@ _URL_CRED = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,20}://)[^\s/@:]{1,256}:[^\s/
 #: text (an executed notebook or its HTML, plotly.js inlined: about 6 MB) is scanned for these first, and the full
 #: patterns are tried only where they can match: the same result as their ``sub`` over the whole text, at a tenth of
 #: its time (tests/core/test_redact.py)
-_AUTH_START = re.compile(r"(?:Bearer|Basic|bearer|BEARER|BASIC)\s")
+_AUTH_START = re.compile(r"(?:Bearer|bearer|BEARER|Basic|basic|BASIC)\s")
 _URL_TAIL = re.compile(r"://[^\s/@:]{1,256}:[^\s/@]{0,256}@")
 
 

@@ -166,3 +166,34 @@ def test_redact_masks_what_the_whole_text_patterns_mask(monkeypatch):
         assert redact(text) == _whole_text_subs(text), text
         changed += redact(text) != text
     assert changed > 1000  # the texts do hold matches (not a comparison of texts nothing matches in)
+
+
+def test_the_inlined_plotly_js_is_left_as_it_is(monkeypatch):
+    """Every inline report and executed notebook carries plotly.js; its WebGL shader source holds ``#define BASIC 4``,
+    which redact turned into ``#define BASIC ***`` (a shader that no longer compiles). Failed before."""
+    from plotly.offline import get_plotlyjs
+
+    from gpulib.core.redact import redact
+
+    for k in ("GPUOPS_PROMETHEUS_TOKEN", "GPUOPS_PROMETHEUS_PASSWORD", "GPUOPS_PROMETHEUS_TOKEN_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    js = get_plotlyjs()
+    assert "#define BASIC 4" in js
+    assert redact(js) == js
+
+
+def test_a_basic_credential_is_base64_of_at_least_four_characters(monkeypatch):
+    """RFC 7617 section 2: the Basic credentials are the base64 (RFC 4648 section 4: groups of four characters) of
+    ``user-id ":" password``, so the shortest is four characters (``Og==`` for ``:``); a Bearer token (RFC 6750
+    section 2.1, b64token) may be one character."""
+    from gpulib.core.redact import redact
+
+    for k in ("GPUOPS_PROMETHEUS_TOKEN", "GPUOPS_PROMETHEUS_PASSWORD", "GPUOPS_PROMETHEUS_TOKEN_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    creds = base64.b64encode(b"a:b").decode()
+    assert redact(f"Authorization: Basic {creds}") == "Authorization: Basic ***"
+    assert redact("BASIC Og==") == "BASIC ***"
+    assert redact(f"-H 'Authorization: basic {creds}'") == "-H 'Authorization: basic ***'"  # the scheme: any case
+    assert redact("Bearer x") == "Bearer ***"
+    assert redact("#define BASIC 4") == "#define BASIC 4"
+    assert redact("Basic abc") == "Basic abc"
