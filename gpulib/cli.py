@@ -30,6 +30,7 @@ from gpulib.kube.publish import parse_what, publish_run
 from gpulib.mcp.command import mcp_cmd
 from gpulib.mixin.build import mixin_cmd
 from gpulib.run import render as engine
+from gpulib.run.batch import default_jobs, run_each
 from gpulib.run.catalogue import catalogue, find_notebook
 from gpulib.run.params import check_targets, prepare
 from gpulib.run.record import INDEX_FILE, EngineRecord, findings_file, write_outcome
@@ -208,25 +209,24 @@ def _pairs(raw: list[str]) -> list[tuple[str, str]]:
 def demo_cmd(
     out: Path = typer.Option(Path("reports/out"), "--out", "-o", help="output root"),
     include_learn: bool = typer.Option(True, help="also run the onboarding notebooks"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="notebooks run at once [default: CPUs]"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ):
     """Run every runbook and the utilization report on the demo fleet; write HTML and reports/out/index.html (plotly.js
     once, as OUT/plotly-<version>.min.js, which each report names: keep them together)."""
     try:
-        cat = catalogue()
+        todo = [i for i in catalogue().values() if include_learn or i.kind != "learn"]
+        results = run_each(
+            todo,
+            out.resolve(),
+            jobs=jobs or default_jobs(),
+            progress=not quiet,
+            started=lambda n, info: typer.echo(f"[{n}/{len(todo)}] {info.name}"),
+            finished=lambda res: _print_result(res, limit=1),
+            charts="shared",
+        )
     except GpulibError as exc:
         _fail(exc)
-    results = []
-    todo = [i for i in cat.values() if include_learn or i.kind != "learn"]
-    for n, info in enumerate(todo, 1):
-        typer.echo(f"[{n}/{len(todo)}] {info.name}")
-        try:
-            params = prepare(info, source="demo")
-        except GpulibError as exc:
-            _fail(exc)
-        res = engine.execute(info, params, out.resolve(), progress=not quiet, charts="shared")
-        _print_result(res, limit=1)
-        results.append(res)
     failed = [r.name for r in results if r.failed]
     typer.echo(f"\n{len(results) - len(failed)}/{len(results)} notebooks ran; index: {out.resolve() / INDEX_FILE}")
     if failed:
