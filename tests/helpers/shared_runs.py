@@ -3,8 +3,9 @@
 Many tests read what one notebook run on the demo fleet writes (the executed notebook, its HTML, findings.json,
 summary.md, a lesson's figures.json). Each such run happens once per session:
 
-* :meth:`SharedRuns.demo` is one ``gpuops demo --out DIR -q`` (every notebook with its defaults, window end
-  ``DEMO_END``), the run ``tests/project/test_rendered_html.py`` checks page by page;
+* :meth:`SharedRuns.demo` is one ``gpuops demo --out DIR -q --jobs 1`` (every notebook with its defaults, window end
+  ``DEMO_END``; one at a time: the suite's workers already keep every CPU busy, and two notebooks at once beside them
+  cost 60 s more CPU in a fresh-clone make test), the run ``tests/project/test_rendered_html.py`` checks page by page;
 * :meth:`SharedRuns.run` returns the run of one notebook with parameters: the demo's own run folder when the
   parameters are that notebook's defaults (``source="demo"`` included), else one ``gpulib.execute.execute`` of it (the
   path ``gpuops run`` takes) on the demo source, made by the first test that asks.
@@ -117,7 +118,7 @@ class SharedRuns:
                 }
                 env.update(PYTHONPATH=str(ROOT), GPUOPS_END=DEMO_END.isoformat())
                 p = subprocess.run(
-                    [sys.executable, "-m", "gpulib.cli", "demo", "--out", str(out), "-q"],
+                    [sys.executable, "-m", "gpulib.cli", "demo", "--out", str(out), "-q", "--jobs", "1"],
                     capture_output=True,
                     text=True,
                     env=env,
