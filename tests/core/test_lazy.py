@@ -58,3 +58,15 @@ def test_the_real_module_is_there_on_first_use():
 def test_find_spec_answers_as_without_the_stand_in():
     code = "import importlib.util as u; s = u.find_spec('rfc3987_syntax'); print(s.name, s.origin)"
     assert _run("import gpulib; " + code) == _run(code)
+
+
+def test_the_kubernetes_client_is_imported_without_the_grammars():
+    """kubernetes_client() imports jsonschema (through kubernetes_validate) without building the grammars; the iri
+    checks are still there and answer on first use."""
+    out = _run(
+        "import sys; from gpulib.kube.client import kubernetes_client; kubernetes_client().CoreV1Api; "
+        "import jsonschema; print('lark' in sys.modules, 'kubernetes_validate' in sys.modules, "
+        "'iri' in jsonschema.FormatChecker.checkers); "
+        "print(jsonschema.FormatChecker().conforms('https://example.com/x', 'iri'), 'lark' in sys.modules)"
+    )
+    assert out == ["False True True", "True True"]

@@ -129,3 +129,28 @@ def backfill_rules(
         cwd=rules_file.parent if relative else None,
     )
     return sorted(p for p in outdir.iterdir() if p.is_dir() and (p / "meta.json").exists())
+
+
+def with_rules(tsdb: Path, url: str, groups: list, rule_file: str, start: float, end: float, here: Path):
+    """A Prometheus on a copy of ``tsdb`` (under ``here``) plus ``groups`` evaluated by promtool over [start, end]
+    against the Prometheus at ``url``, from the rule file ``here/rule_file`` given by its bare name (so its name sets
+    each group's evaluation phase: tests/helpers/promphase.py)."""
+    import yaml
+
+    here.mkdir()
+    rules = here / rule_file
+    rules.write_text(yaml.safe_dump({"groups": groups}))
+    ruled = here / "tsdb"
+    shutil.copytree(tsdb, ruled)
+    for block in backfill_rules(url, rules, start, end, here / "blocks", relative=True, big=True):
+        shutil.move(str(block), ruled / block.name)
+    return PrometheusServer(ruled, here)
+
+
+def history_frame(hist):
+    """A node history's events in one order, the value as float: two histories compare with assert_frame_equal."""
+    from gpulib.core.schema import HISTORY_COLUMNS
+
+    ev = hist.events[list(HISTORY_COLUMNS)].copy()
+    ev["value"] = ev["value"].astype(float)
+    return ev.sort_values(["time", "node", "gpu", "signal", "code", "detail"], kind="stable").reset_index(drop=True)

@@ -208,23 +208,3 @@ def test_a_server_in_a_pod_uses_its_service_account_unless_a_kubeconfig_is_named
     assert in_pod() and not in_pod(tmp_path / "kubeconfig")
     with pytest.raises(KubeconfigMissing, match="in-cluster configuration not available"):
         KubeCluster.from_environment()  # no token file here: the in-cluster path was taken, and says what is missing
-
-
-def test_the_client_is_imported_without_the_iri_grammars():
-    """kubernetes_client() imports jsonschema (through kubernetes_validate) without building rfc3987_syntax's lark
-    grammars (for jsonschema's iri format only); the iri checks are still there and answer on first use."""
-    import importlib.util
-    import subprocess
-    import sys
-
-    if importlib.util.find_spec("rfc3987_syntax") is None:
-        pytest.skip("rfc3987_syntax is not installed: nothing to keep out")
-    root = str(Path(__file__).resolve().parents[2])
-    code = (
-        "import sys; from gpulib.kube.client import kubernetes_client; kubernetes_client().CoreV1Api; "
-        "import jsonschema; print('lark' in sys.modules, 'kubernetes_validate' in sys.modules, "
-        "'iri' in jsonschema.FormatChecker.checkers); "
-        "print(jsonschema.FormatChecker().conforms('https://example.com/x', 'iri'), 'lark' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True).stdout
-    assert out == "False True True\nTrue True\n"

@@ -11,7 +11,6 @@ and at window ends on the 5-minute marks, on the phase and between both, every e
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 
 import pandas as pd
@@ -19,14 +18,13 @@ import pytest
 import requests
 import yaml
 
-from gpulib.core.schema import HISTORY_COLUMNS
 from gpulib.demo.history_series import write_history_openmetrics
 from gpulib.demo.simulator import FleetSimulator
 from gpulib.sources import history_rules
 from gpulib.sources.prom_history import STEP_S, UNREACHABLE, history_path, prometheus_history
 from gpulib.sources.prometheus import PrometheusSource
 from tests.helpers.pinned import DEMO_END, ROOT, need_prometheus
-from tests.helpers.promharness import PrometheusServer, backfill_rules, blocks_from_openmetrics
+from tests.helpers.promharness import PrometheusServer, blocks_from_openmetrics, history_frame, with_rules
 from tests.helpers.promphase import promtool_phase_ms
 
 WINDOW = timedelta(days=7)
@@ -79,17 +77,9 @@ def ruled(request, raw):
     Prometheus, the phase in seconds)."""
     work, tsdb, raw_server, groups = raw
     phase_ms = request.param
-    here = work / f"phase-{phase_ms}"
-    here.mkdir()
-    rules = here / PHASES[phase_ms]
-    assert promtool_phase_ms(history_rules.EVENTS_GROUP, rules.name, STEP_S) == phase_ms
-    rules.write_text(yaml.safe_dump({"groups": groups}))
-    ruled_tsdb = here / "tsdb"
-    shutil.copytree(tsdb, ruled_tsdb)
+    assert promtool_phase_ms(history_rules.EVENTS_GROUP, PHASES[phase_ms], STEP_S) == phase_ms
     end = DEMO_END.timestamp()
-    for block in backfill_rules(raw_server.url, rules, end - HISTORY, end, here / "blocks", relative=True, big=True):
-        shutil.move(str(block), ruled_tsdb / block.name)
-    server = PrometheusServer(ruled_tsdb, here)
+    server = with_rules(tsdb, raw_server.url, groups, PHASES[phase_ms], end - HISTORY, end, work / f"phase-{phase_ms}")
     got = requests.get(
         f"{server.url}/api/v1/query",
         params={"query": f"{history_rules.RULE['not_ready']}[{HISTORY}s]", "time": end},
@@ -99,12 +89,6 @@ def ruled(request, raw):
     assert {round(float(t) * 1000) % 300_000 for r in got for t, _ in r["values"]} == {phase_ms}
     yield server, phase_ms / 1000
     server.stop()
-
-
-def _frame(hist) -> pd.DataFrame:
-    ev = hist.events[list(HISTORY_COLUMNS)].copy()
-    ev["value"] = ev["value"].astype(float)
-    return ev.sort_values(["time", "node", "gpu", "signal", "code", "detail"], kind="stable").reset_index(drop=True)
 
 
 def _end(at: str, phase: float) -> pd.Timestamp:
@@ -122,7 +106,7 @@ def _both(server, end: pd.Timestamp, node=None):
 def test_the_recorded_history_is_the_raw_history_at_every_phase(ruled, at):
     server, phase = ruled
     got = _both(server, _end(at, phase))
-    raw, rules = _frame(got["raw"]), _frame(got["rules"])
+    raw, rules = history_frame(got["raw"]), history_frame(got["rules"])
     # the demo's planted cases are in the window: XIDs (the windowed count), NotReady spells with an unreachable
     # one, restarts and an eviction's deleted pod, cordons (two shorter than a step)
     assert {"xid", "condition", "pod_restart", "cordon"} <= set(raw["signal"])
@@ -140,7 +124,7 @@ def test_one_node_reads_the_same_from_both(ruled, node):
     for at in ENDS:
         got = _both(server, _end(at, phase), node=node)
         assert len(got["raw"].events) and set(got["raw"].events["node"]) == {node}
-        pd.testing.assert_frame_equal(_frame(got["rules"]), _frame(got["raw"]))
+        pd.testing.assert_frame_equal(history_frame(got["rules"]), history_frame(got["raw"]))
 
 
 @pytest.fixture(scope="module")
@@ -148,18 +132,10 @@ def unevaluated(raw):
     """A Prometheus whose rules (phase 243.041 s) were evaluated up to the mark of the window's last XID and not
     at it, as a running Prometheus has not yet evaluated the mark before now: (the Prometheus, that mark)."""
     work, tsdb, raw_server, groups = raw
-    xids = _frame(prometheus_history(PrometheusSource(raw_server.url, end=DEMO_END), WINDOW, None, path="raw"))
+    xids = history_frame(prometheus_history(PrometheusSource(raw_server.url, end=DEMO_END), WINDOW, None, path="raw"))
     mark = xids[xids["signal"] == "xid"]["time"].max().timestamp()
-    here = work / "unevaluated"
-    here.mkdir()
-    rules = here / PHASES[243_041]
-    rules.write_text(yaml.safe_dump({"groups": groups}))
-    ruled_tsdb = here / "tsdb"
-    shutil.copytree(tsdb, ruled_tsdb)
     start = DEMO_END.timestamp() - HISTORY
-    for block in backfill_rules(raw_server.url, rules, start, mark, here / "blocks", relative=True, big=True):
-        shutil.move(str(block), ruled_tsdb / block.name)
-    server = PrometheusServer(ruled_tsdb, here)
+    server = with_rules(tsdb, raw_server.url, groups, PHASES[243_041], start, mark, work / "unevaluated")
     yield server, mark
     server.stop()
 
@@ -169,7 +145,7 @@ def test_the_last_mark_not_yet_evaluated_reads_the_raw_series(unevaluated):
     """A minute after a mark whose evaluation is 243 s after it: the XID at that mark is in both paths."""
     server, mark = unevaluated
     got = _both(server, pd.Timestamp(mark + 60, unit="s", tz="UTC"))
-    raw, rules = _frame(got["raw"]), _frame(got["rules"])
+    raw, rules = history_frame(got["raw"]), history_frame(got["rules"])
     assert (raw[raw["signal"] == "xid"]["time"] == pd.Timestamp(mark, unit="s", tz="UTC")).any()
     pd.testing.assert_frame_equal(rules, raw)
 

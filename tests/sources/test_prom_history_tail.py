@@ -24,7 +24,6 @@ one that did not (promtool backfills up to ``END``), tests/helpers/promphase.py.
 
 from __future__ import annotations
 
-import shutil
 from datetime import timedelta
 
 import numpy as np
@@ -32,12 +31,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from gpulib.core.schema import HISTORY_COLUMNS
 from gpulib.sources import history_rules
 from gpulib.sources.prom_history import STEP_S, UNREACHABLE, prometheus_history
 from gpulib.sources.prometheus import PrometheusSource
 from tests.helpers.pinned import DEMO_END, ROOT, need_prometheus
-from tests.helpers.promharness import PrometheusServer, backfill_rules, blocks_from_openmetrics
+from tests.helpers.promharness import PrometheusServer, blocks_from_openmetrics, history_frame, with_rules
 from tests.helpers.promphase import promtool_phase_ms
 
 G = DEMO_END.timestamp()  # a 5-minute mark
@@ -179,16 +177,8 @@ def ruled(request, raw):
     """A Prometheus with the raw series and the rules evaluated up to END at ``PHASES`` phase: (it, phase s)."""
     work, tsdb, raw_server, groups = raw
     phase = request.param
-    here = work / f"phase-{phase}"
-    here.mkdir()
-    rules = here / PHASES[phase]
-    assert promtool_phase_ms(history_rules.EVENTS_GROUP, rules.name, STEP_S) == phase
-    rules.write_text(yaml.safe_dump({"groups": groups}))
-    ruled_tsdb = here / "tsdb"
-    shutil.copytree(tsdb, ruled_tsdb)
-    for block in backfill_rules(raw_server.url, rules, G - 17 * 3600, END, here / "blocks", relative=True, big=True):
-        shutil.move(str(block), ruled_tsdb / block.name)
-    server = PrometheusServer(ruled_tsdb, here)
+    assert promtool_phase_ms(history_rules.EVENTS_GROUP, PHASES[phase], STEP_S) == phase
+    server = with_rules(tsdb, raw_server.url, groups, PHASES[phase], G - 17 * 3600, END, work / f"phase-{phase}")
     # the mark G was evaluated (tail-b's Ready=False spell recorded at G + phase) only where the phase is before END
     got = PrometheusSource(server.url, end=DEMO_END)._range_arrays(
         f"count_over_time({history_rules.RULE['not_ready']}[1s])", G + phase / 1000, G + phase / 1000 + 1, 1
@@ -196,12 +186,6 @@ def ruled(request, raw):
     assert bool(got) == (G + phase / 1000 <= END)
     yield server, phase / 1000
     server.stop()
-
-
-def _frame(hist) -> pd.DataFrame:
-    ev = hist.events[list(HISTORY_COLUMNS)].copy()
-    ev["value"] = ev["value"].astype(float)
-    return ev.sort_values(["time", "node", "gpu", "signal", "code", "detail"], kind="stable").reset_index(drop=True)
 
 
 def _at(t: float) -> pd.Timestamp:
@@ -255,7 +239,7 @@ def _since(ev: pd.DataFrame, t: float) -> set[tuple]:
 
 @pytest.mark.prometheus
 def test_the_window_holds_what_came_after_its_last_mark(raw):
-    ev = _frame(prometheus_history(PrometheusSource(raw[2].url, end=_at(END)), WINDOW, None, path="raw"))
+    ev = history_frame(prometheus_history(PrometheusSource(raw[2].url, end=_at(END)), WINDOW, None, path="raw"))
     assert _since(ev, G) == WANT
     # a spell that ended in the tail ends at END: tail-c's cordon, seen from the first mark after it began
     cordon = ev[(ev["signal"] == "cordon") & (ev["node"] == "tail-c")]
@@ -264,7 +248,7 @@ def test_the_window_holds_what_came_after_its_last_mark(raw):
 
 @pytest.mark.prometheus
 def test_a_window_that_ends_on_a_mark_has_no_tail(raw):
-    ev = _frame(prometheus_history(PrometheusSource(raw[2].url, end=_at(G)), WINDOW, None, path="raw"))
+    ev = history_frame(prometheus_history(PrometheusSource(raw[2].url, end=_at(G)), WINDOW, None, path="raw"))
     want = {(t, None if e in (END,) else e, *rest) for t, e, *rest in WANT if t == G}
     assert _since(ev, G) == want
 
@@ -274,7 +258,7 @@ def test_a_window_that_ends_on_a_mark_has_no_tail(raw):
 def test_both_paths_give_the_tail_whether_the_last_mark_was_evaluated_or_not(ruled, node):
     server, _ = ruled
     src = PrometheusSource(server.url, end=_at(END))
-    got = {p: _frame(prometheus_history(src, WINDOW, node, path=p)) for p in ("raw", "rules")}
+    got = {p: history_frame(prometheus_history(src, WINDOW, node, path=p)) for p in ("raw", "rules")}
     assert _since(got["raw"], G) == {w for w in WANT if node in (None, w[2])}
     pd.testing.assert_frame_equal(got["rules"], got["raw"])
 
@@ -302,7 +286,7 @@ def test_a_node_that_joined_in_the_last_coarse_step_of_a_long_window_is_read(raw
     presence query's 48 coarse steps (15 hours), which must reach the window's end."""
     hist = prometheus_history(PrometheusSource(raw[2].url, end=_at(END)), timedelta(days=30), "tail-d", path="raw")
     assert "xid" in hist.read
-    assert _since(_frame(hist), G) == {w for w in WANT if w[2] == "tail-d"}
+    assert _since(history_frame(hist), G) == {w for w in WANT if w[2] == "tail-d"}
 
 
 @pytest.mark.prometheus
