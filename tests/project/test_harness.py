@@ -1,7 +1,9 @@
-"""The test harness itself: a server a test starts does not outlive a killed test process."""
+"""The test harness itself: a server a test starts does not outlive a killed test process; the collected test modules
+are out of the garbage collector's full passes (tests/conftest.py)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -53,3 +55,9 @@ def _grandchild_after_parent_killed(pre: str) -> bool:
 def test_a_server_started_with_die_with_parent_dies_with_a_killed_test_process():
     assert _grandchild_after_parent_killed("die_with_parent") is False
     assert _grandchild_after_parent_killed("None") is True  # without it the child lives on (the leak it prevents)
+
+
+def test_the_collected_modules_are_frozen_out_of_the_collectors_passes():
+    """tests/conftest.py freezes what is alive after collection: pandas' and the test modules' objects alone are
+    hundreds of thousands, which a full pass would scan again and again."""
+    assert gc.get_freeze_count() > 100_000
