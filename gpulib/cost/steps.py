@@ -214,7 +214,7 @@ def load_report_data(
 def _fetch_totals(src, window: str, step: str) -> Answers:
     """The totals' answers (:func:`gpulib.cost.totals.fetch_totals`); NotProvided for a source without PromQL."""
     bucket = parse_window(heatmap_bucket(window, step), name="bucket").total_seconds()
-    return fetch_totals(src, parse_window(window).total_seconds(), bucket)
+    return fetch_totals(src, parse_window(window).total_seconds(), bucket, defer_held=True)
 
 
 def _prometheus_totals(src, window: str, step: str, nodes: pd.DataFrame, pods: pd.DataFrame) -> UsageTotals:

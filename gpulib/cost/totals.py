@@ -22,7 +22,7 @@ and :func:`totals_from_samples` adds them up in pandas with the same functions.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -194,15 +194,16 @@ class Answers:
     bucket_s: float
     #: name -> instant answer (:func:`totals_queries`)
     vectors: dict[str, list[dict]]
-    #: name -> range answer (:func:`_held_queries`, :func:`_bucket_queries`)
-    held: dict[str, list[dict]]
+    #: name -> range answer (:func:`_held_queries`, :func:`_bucket_queries`); ``held`` answers may still be on their
+    #: way (a Future: :func:`fetch_totals` ``defer_held``)
+    held: dict[str, list[dict] | Future]
     buckets: dict[str, list[dict]]
     #: field -> answer of :func:`activity_probes` (None when not asked)
     probes: dict[str, list[dict]] | None
     sent: list[str]
 
 
-def _send(src, path: str, window_s: float, bucket_s: float, probe: bool) -> Answers:
+def _send(src, path: str, window_s: float, bucket_s: float, probe: bool, defer_held: bool = False) -> Answers:
     end_ts = src.end.timestamp()
     step_s = recording.rule_resolution()
     start = end_ts - window_s + step_s  # zombie steps only, at the rule's resolution
@@ -217,9 +218,12 @@ def _send(src, path: str, window_s: float, bucket_s: float, probe: bool) -> Answ
     if probe:
         jobs.update({("m", f): (src.query, (q,)) for f, q in activity_probes().items()})
     # independent queries, sent side by side: Prometheus evaluates them in parallel while the client reads answers
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(jobs))
+    try:
         futures = {kind: pool.submit(fn, *args) for kind, (fn, args) in jobs.items()}
-        got = {kind: f.result() for kind, f in futures.items()}
+        got = {kind: f if defer_held and kind[0] == "h" else f.result() for kind, f in futures.items()}
+    finally:
+        pool.shutdown(wait=not defer_held)
     part = {p: {k: v for (kind, k), v in got.items() if kind == p} for p in ("n", "h", "b", "m")}
     return Answers(
         path=path,
@@ -234,15 +238,22 @@ def _send(src, path: str, window_s: float, bucket_s: float, probe: bool) -> Answ
     )
 
 
-def fetch_totals(src, window_s: float, bucket_s: float, *, probe: bool = True) -> Answers:
+def fetch_totals(src, window_s: float, bucket_s: float, *, probe: bool = True, defer_held: bool = False) -> Answers:
     """Ask ``src`` (a source that answers PromQL; NotProvided otherwise) for the window's totals, all queries at
     once: the rules path's, plus :func:`activity_probes` when ``probe``; the raw path's only when the recording-rule
     series have no point in the window (the rules are not installed). The answers of the rules path are exactly
-    what a probe of the rule series (``count(count_over_time(<rule>[window]))``) would have asked first."""
-    got = _send(src, "rules", window_s, bucket_s, probe)
+    what a probe of the rule series (``count(count_over_time(<rule>[window]))``) would have asked first.
+
+    ``defer_held``: return as soon as every answer but the held-idle steps' is in, with those two still on their way
+    (:class:`~concurrent.futures.Future` in ``held``, an error raised by :func:`build_totals` when it reads them): they
+    are the window's largest answers and come last, and :func:`build_totals` adds up everything else meanwhile."""
+    got = _send(src, "rules", window_s, bucket_s, probe, defer_held)
     if got.vectors["n"]:
         return got
-    raw = _send(src, "raw", window_s, bucket_s, probe=False)
+    for pending in got.held.values():  # the rule series are not there: what their held steps answer is not read
+        if isinstance(pending, Future):
+            pending.cancel()
+    raw = _send(src, "raw", window_s, bucket_s, probe=False, defer_held=defer_held)
     raw.probes, raw.sent = got.probes, got.sent + raw.sent
     return raw
 
@@ -369,15 +380,17 @@ def build_totals(
     usage["fb_used_max_mib"] = col["fb_max"]
     usage["samples"] = n.astype(int)
     usage = usage[[c for c in _USAGE_ORDER if c in usage.columns]]
-    held = {k: _flat(v, key) for k, v in got.held.items()}
     buckets = {k: _flat(v, key) for k, v in got.buckets.items()}
+    samples = _bucket_samples(buckets, lab, keys, idx, bucket_s, step_s)
+    # the held-idle steps last: with fetch_totals(defer_held=True) they are still being answered until here
+    held = {k: _flat(v.result() if isinstance(v, Future) else v, key) for k, v in got.held.items()}
     points = sum(len(a) for a in answers.values()) + sum(len(f.t) for f in (*held.values(), *buckets.values()))
     return UsageTotals(
         path=got.path,
         activity_field=activity_field,
         usage=usage,
         zombies=_zombies(held, nodes, pods, window_s, step_s, th, compute_slices),
-        samples=_bucket_samples(buckets, lab, keys, idx, bucket_s, step_s),
+        samples=samples,
         end=end,
         step_s=step_s,
         has_fb=bool(np.isfinite(col["fb_max"]).any()),

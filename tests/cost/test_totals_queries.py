@@ -4,6 +4,7 @@ frames (a fake source answers; the frames are checked against pandas built here 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from datetime import datetime, timezone
 
 import numpy as np
@@ -11,7 +12,15 @@ import pandas as pd
 import pytest
 
 from gpulib.cost import recording
-from gpulib.cost.totals import Answers, _bucket_samples, _flat, _Keys, fetch_totals, totals_queries
+from gpulib.cost.totals import (
+    Answers,
+    _bucket_samples,
+    _flat,
+    _held_queries,
+    _Keys,
+    fetch_totals,
+    totals_queries,
+)
 from gpulib.cost.usage import GPU_UTIL, GR_ENGINE_ACTIVE
 
 END = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -165,3 +174,47 @@ def test_the_report_reads_the_kubernetes_api_while_prometheus_evaluates():
     with pytest.raises(EmptyResult):  # no series at all: the report says so
         load_report_data(Src(lambda q: []), "1d")
     assert Src.overlapped
+
+
+def test_the_held_idle_steps_come_last_and_nothing_else_waits_for_them():
+    """The report's two largest answers (every held-idle step of the window) are still on their way when
+    fetch_totals(defer_held=True) returns with everything else: build_totals adds the rest up meanwhile."""
+    held, release = set(_held_queries("rules").values()), threading.Event()
+
+    def answer(q):
+        if q in held:
+            assert release.wait(timeout=10)
+            return [{"metric": _series(1), "values": [[END.timestamp(), "0.5"]]}]
+        return _answer_with_rules(q)
+
+    got = fetch_totals(FakeSource(answer), 86400.0, 7200.0, defer_held=True)
+    assert set(got.vectors) == set(totals_queries("rules", 86400)) and set(got.buckets) == {"n", "act_sum"}
+    assert set(got.held) == {"act", "fb"}
+    assert all(isinstance(f, Future) and not f.done() for f in got.held.values())
+    release.set()
+    assert [len(f.result(timeout=10)) for f in got.held.values()] == [1, 1]
+
+
+def test_an_error_in_the_held_idle_steps_reaches_the_report():
+    """A held-idle query that fails after everything else came back fails the report as it did when it was awaited
+    with the others (load_report_data raises the source's error; nothing is added up without it)."""
+    from gpulib.core.errors import SourceError
+    from gpulib.cost.steps import load_report_data
+    from gpulib.demo.source import DemoSource
+
+    demo, held = DemoSource(end=END), set(_held_queries("rules").values())
+
+    class Src(FakeSource):
+        def nodes(self):
+            return demo.nodes()
+
+        def pods(self):
+            return demo.pods()
+
+    def answer(q):
+        if q in held:
+            raise SourceError("Prometheus did not answer in time")
+        return _answer_with_rules(q)
+
+    with pytest.raises(SourceError, match="did not answer in time"):
+        load_report_data(Src(answer), "1d")
