@@ -170,6 +170,8 @@ def load_report_data(
                     f"namespaces={','.join(namespaces)!r}: no pods in {unknown}; "
                     f"namespaces with pods: {', '.join(sorted(known))}"
                 )
+        if asked is not None:  # the charts' library loads while Prometheus evaluates (gpulib.cost.view)
+            view.load_chart_classes()
         try:
             answers = asked.result() if asked is not None else None
         except NotProvided:

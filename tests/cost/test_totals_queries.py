@@ -3,9 +3,11 @@ frames (a fake source answers; the frames are checked against pandas built here 
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import Future
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -218,3 +220,41 @@ def test_an_error_in_the_held_idle_steps_reaches_the_report():
 
     with pytest.raises(SourceError, match="did not answer in time"):
         load_report_data(Src(answer), "1d")
+
+
+CHARTS_LOADED = """
+import json, sys
+from tests.cost.test_totals_queries import FakeSource
+from gpulib.core.errors import EmptyResult
+from gpulib.cost.steps import load_report_data
+
+class Src(FakeSource):
+    def nodes(self):
+        import pandas as pd
+        return pd.DataFrame()
+    def pods(self):
+        import pandas as pd
+        return pd.DataFrame()
+
+WANT = ("narwhals", "plotly.graph_objs._heatmap", "plotly.graph_objs._waterfall")
+before = [m for m in WANT if m in sys.modules]
+try:
+    load_report_data(Src(lambda q: []), "1d")
+except EmptyResult:
+    pass
+print(json.dumps([before, [m for m in WANT if m in sys.modules]]))
+"""
+
+
+def test_the_charts_library_loads_while_prometheus_evaluates():
+    """In a fresh process (a kernel's first report), plotly's trace classes and their dataframe layer are loaded by
+    the time the answers are read, not when the first chart is drawn after them (gpulib/cost/view.py
+    load_chart_classes)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", CHARTS_LOADED], capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == [] and after == ["narwhals", "plotly.graph_objs._heatmap", "plotly.graph_objs._waterfall"]
