@@ -142,12 +142,26 @@ def _node_params() -> dict[str, str]:
     return {"node": NODE_TMPL}
 
 
+def _any_code(xid: str, codes: list[int]) -> str:
+    """``xid`` (an integer code) is one of ``codes``: one comparison per run of consecutive codes (``xid >= 143 <=
+    151`` filters 143 to 151; https://prometheus.io/docs/prometheus/latest/querying/operators/#comparison-binary-operators)
+    instead of one per code, so a rule evaluates the gauge's selectors once per run: the critical set's 30 codes are
+    18 runs, evaluated at every step of the alert's subquery."""
+    runs: list[list[int]] = []
+    for c in sorted(set(codes)):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return " or ".join(f"{xid} == {r[0]}" if len(r) == 1 else f"{xid} >= {r[0]} <= {r[-1]}" for r in runs)
+
+
 def specs() -> list[AlertSpec]:
     """Every alert, each threshold read from the data files."""
     crit = critical_xids()
     crit_re = "|".join(map(str, crit))
     xid = promql_any(XID_GAUGE)  # the gauge under either name it has had (gpulib/data/sources/signals.csv)
-    crit_any = " or ".join(f"{xid} == {c}" for c in crit)
+    crit_any = _any_code(xid, crit)
     win = _dur(_setting("xid_alert_window_s"))
     step = _dur(_setting("xid_subquery_step_s"))
     ecc_win = _dur(_setting("ecc_increase_window_s"))
