@@ -41,12 +41,13 @@ def demo_end() -> datetime:
 
 
 @pytest.fixture(scope="session")
-def shared_runs(tmp_path_factory) -> SharedRuns:
+def shared_runs(tmp_path_factory, _notebook_kernels) -> SharedRuns:
     """Notebook runs on the demo fleet made once per session, read by every test that needs them, on every xdist
     worker (tests/helpers/shared_runs.py): ``shared_runs.demo()`` is the one ``gpuops demo``,
-    ``shared_runs.run(name, **params)`` one notebook's run."""
+    ``shared_runs.run(name, **params)`` one notebook's run, in this worker's kept kernel (:func:`_notebook_kernels`)."""
     base = tmp_path_factory.getbasetemp()
-    runs = SharedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs")
+    where = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs"
+    runs = SharedRuns(where, kernels=_notebook_kernels)
     yield runs
     runs.close()
 
@@ -133,8 +134,10 @@ def live_env(prometheus, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def _notebook_kernels():
-    """The kept kernel :func:`run_notebook` runs in on this worker (tests/helpers/shared_runs.py ``KeptKernels``:
-    emptied and its environment set to this process' before each run), instead of a cold kernel a run."""
+    """The kept kernel :func:`run_notebook`, ``kept_execute`` and the shared runs run in on this worker
+    (tests/helpers/shared_runs.py ``KeptKernels``: emptied and its environment set to this process' before each run),
+    instead of a cold kernel a run: one kernel, whichever runbook a test runs (``lend("notebook")``), as a kernel kept
+    per runbook was stopped and started again whenever a worker moved between more runbooks than it kept."""
     from tests.helpers.shared_runs import KeptKernels
 
     kept = KeptKernels(keep=1)

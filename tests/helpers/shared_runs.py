@@ -91,10 +91,11 @@ class DemoRun:
 
 
 class SharedRuns:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, kernels: KeptKernels | None = None):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.kernels = KeptKernels()
+        #: the worker's kept kernel (tests/conftest.py _notebook_kernels), lent as "notebook" whichever runbook runs
+        self.kernels = kernels if kernels is not None else KeptKernels(keep=1)
 
     def close(self) -> None:
         self.kernels.close()
@@ -154,10 +155,15 @@ class SharedRuns:
                     mp.setenv("PYTHONPATH", str(ROOT))
                     mp.setenv("GPUOPS_END", DEMO_END.isoformat())
                     res = execute(
-                        info, params, out_dir.parent, progress=False, out_dir=out_dir, warm=self.kernels.lend(name)
+                        info,
+                        params,
+                        out_dir.parent,
+                        progress=False,
+                        out_dir=out_dir,
+                        warm=self.kernels.lend("notebook"),
                     )
                     if res.failed:  # a kernel that failed a run (killed, or stuck) is not lent again
-                        self.kernels.drop(name)
+                        self.kernels.drop("notebook")
                 done.write_text(
                     json.dumps({"failed": res.failed, "errors": res.errors, "usage_errors": res.usage_errors})
                 )

@@ -140,13 +140,13 @@ def test_a_report_run_after_an_earlier_one_opens_with_since_last_time(tmp_path, 
     info = find_notebook("gpu_reliability_report")
     out = tmp_path / "reports"
     first = render.execute(
-        info, {"charts": "cdn"}, out, progress=False, timeout=300, warm=_notebook_kernels.lend(info.name)
+        info, {"charts": "cdn"}, out, progress=False, timeout=300, warm=_notebook_kernels.lend("notebook")
     )
     assert first.warm
     assert first.html is not None and "Since last time" not in first.html.read_text()
     assert not (first.out_dir / diff.DIFF_HTML).exists()
     second = render.execute(
-        info, {"charts": "cdn"}, out, progress=False, timeout=300, warm=_notebook_kernels.lend(info.name)
+        info, {"charts": "cdn"}, out, progress=False, timeout=300, warm=_notebook_kernels.lend("notebook")
     )
     assert second.warm
     page = second.html.read_text()
