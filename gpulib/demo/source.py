@@ -143,21 +143,37 @@ class DemoSource(Source):
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
-        df = self._served(
-            field, self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
-        )
+        df = self._served_frame(field, end - window.total_seconds(), end, step, node, gpu)
         if df.empty:
             raise EmptyResult(
                 f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
             )
         return df
 
+    def _served_frame(self, field, start, end, step, node, gpu):
+        """The simulator's frame of ``field`` served under the exporter generation (:meth:`_served`); the conversion
+        is kept in the simulator's memo like the frame (a pure function of the simulator, which the generation is
+        part of), a copy each time."""
+
+        def frame():
+            return self.sim.frame(field, start, end, step, self._devices(node, gpu))
+
+        if self.exporter is None:
+            return frame()
+        key = ("served", self.exporter, field, start, end, step, node, gpu)
+        return self.sim.memo.get(key, lambda: self._served(field, frame()))
+
     def _native_step(self):
         return self.sim.scrape_interval
 
     def _summary(self, field, window, stat, node, gpu):
+        """Kept in the simulator's memo (one row per device), a copy each time; an empty answer raises each time."""
         self._check_field(field)
         end = self.end.timestamp()
+        key = ("summary", self.exporter, field, end - window.total_seconds(), end, stat, node, gpu)
+        return self.sim.memo.get(key, lambda: self._reduced(field, window, stat, node, gpu, end))
+
+    def _reduced(self, field, window, stat, node, gpu, end):
         if field.startswith("vllm:"):
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
@@ -288,8 +304,8 @@ class DemoSource(Source):
         return self.sim.kernel_log(node)
 
     def _smi_query(self, node):
-
-        return render_smi_query(self.sim, node)
+        """Rendered once per simulator and node (text: kept as is)."""
+        return self.sim.memo.get(("smi_query", node), lambda: render_smi_query(self.sim, node))
 
     def known_nodes(self):
         return sorted(s["name"] for s in self.sim.node_specs)
