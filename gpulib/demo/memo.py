@@ -49,8 +49,10 @@ class Memo:
         """Rows (and other results) kept now."""
         return self._weight
 
-    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The result kept under ``key``, else ``build()``'s (kept within the bounds). A DataFrame is a copy."""
+    def get(self, key: Hashable, build: Callable[[], Any], weight: Callable[[Any], int] | None = None) -> Any:
+        """The result kept under ``key``, else ``build()``'s (kept within the bounds). A DataFrame is a copy.
+        ``weight``: the result's weight in rows where it is not a frame or an array (a tuple of samples: their
+        count)."""
         with self._lock:
             hit = self._kept.get(key)
             if hit is not None:
@@ -60,7 +62,7 @@ class Memo:
         if isinstance(value, np.ndarray):
             value = value.copy()
             value.flags.writeable = False
-        weight = _weight(value)
+        weight = weight(value) if weight is not None else _weight(value)
         if weight <= self.rows:
             kept = value.copy() if isinstance(value, pd.DataFrame) else value
             with self._lock:

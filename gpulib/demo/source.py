@@ -107,11 +107,16 @@ class DemoSource(Source):
         (:func:`gpulib.sources.dcgm.canonical_scrape`); as is without an ``exporter`` generation."""
         if self.exporter is None or df is None or df.empty or field.startswith("vllm:") or "node" not in df:
             return df
-        parts = []
-        for node, part in df.groupby("node", sort=False):
-            name, values = self.sim.emitted(field, part["value"].to_numpy(dtype=float), str(node))
-            parts.append(part.assign(metric=name, value=values))
-        back = canonical_scrape(pd.concat(parts).sort_index())
+        if self.sim.exporter_nodes:  # a fleet mid-upgrade: each node's own generation
+            parts = []
+            for node, part in df.groupby("node", sort=False):
+                name, values = self.sim.emitted(field, part["value"].to_numpy(dtype=float), str(node))
+                parts.append(part.assign(metric=name, value=values))
+            emitted = pd.concat(parts).sort_index()
+        else:  # one generation: every node emits it alike
+            name, values = self.sim.emitted(field, df["value"].to_numpy(dtype=float), str(df["node"].iat[0]))
+            emitted = df.assign(metric=name, value=values)
+        back = canonical_scrape(emitted)
         return back[back["metric"] == field].drop(columns="metric")
 
     def _devices(self, node, gpu):
@@ -324,11 +329,18 @@ class DemoSource(Source):
         if m is None:
             return super().query(promql)
 
-        end = self.end.timestamp()
-        t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)
+        def points():  # each series' samples as Prometheus' JSON gives them, kept (immutable) in the memo
+            end = self.end.timestamp()
+            t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)
+            return tuple(
+                (name, tuple(labels.items()), tuple(zip(map(float, t), map(str, values))))
+                for name, labels, values in demo_vllm_series(self.sim, t)
+            )
+
+        kept = self.sim.memo.get(("vllm range", m.group(1)), points, weight=lambda v: sum(len(x[2]) for x in v))
         return [
-            {"metric": {"__name__": name, **labels}, "values": [[float(ts), str(v)] for ts, v in zip(t, values)]}
-            for name, labels, values in demo_vllm_series(self.sim, t)
+            {"metric": {"__name__": name, **dict(labels)}, "values": [list(p) for p in values]}
+            for name, labels, values in kept
         ]
 
     def _node_history(self, window, node):

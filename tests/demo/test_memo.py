@@ -128,6 +128,8 @@ def test_the_memo_keeps_within_its_bounds():
     for k in (40, 30, 10):
         pd.testing.assert_frame_equal(get(k), frames[k])
     assert built == [10]
+    memo.get("samples", lambda: tuple(range(150)), weight=len)  # weighed by its samples: over the bound, not kept
+    assert "samples" not in memo._kept and memo.weight <= 100
 
 
 def test_arrays_come_back_read_only_and_none_is_kept():
@@ -228,3 +230,22 @@ def test_the_demo_nccl_history_is_judged_once_per_process(monkeypatch):
     nccl_history._history.cache_clear()
     pd.testing.assert_frame_equal(again, nccl_history.demo_nccl_history())
     assert len(calls) == 2 * n
+
+
+def test_the_vllm_range_query_is_built_once_and_cannot_be_changed_by_a_caller(monkeypatch):
+    from gpulib.demo import source
+
+    calls = []
+    real = source.demo_vllm_series
+    monkeypatch.setattr(source, "demo_vllm_series", lambda sim, t: calls.append(len(t)) or real(sim, t))
+    src = DemoSource(FleetSimulator(end=END).scenario, end=END)
+    q = '{__name__=~"vllm:.+"}[3600s]'
+    first = src.query(q)
+    expected = [{"metric": dict(r["metric"]), "values": [list(p) for p in r["values"]]} for r in first]
+    assert calls == [121] and first and all(len(r["values"]) == 121 for r in first)
+    first[0]["metric"]["pod"] = "elsewhere"
+    first[0]["values"][0][1] = "-1"
+    first[1]["values"].clear()
+    assert src.query(q) == expected and calls == [121]
+    src.query('{__name__=~"vllm:.+"}[1800s]')
+    assert calls == [121, 61]
