@@ -62,14 +62,14 @@ class Memo:
         if isinstance(value, np.ndarray):
             value = value.copy()
             value.flags.writeable = False
-        weight = weight(value) if weight is not None else _weight(value)
-        if weight <= self.rows:
+        heavy = weight(value) if weight is not None else _weight(value)
+        if heavy <= self.rows:
             kept = value.copy() if isinstance(value, pd.DataFrame) else value
             with self._lock:
                 old = self._kept.pop(key, None)
                 self._weight -= old[1] if old else 0
-                self._kept[key] = (kept, weight)
-                self._weight += weight
+                self._kept[key] = (kept, heavy)
+                self._weight += heavy
                 while len(self._kept) > self.entries or self._weight > self.rows:
                     self._weight -= self._kept.popitem(last=False)[1][1]
         return value

@@ -117,8 +117,8 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         # more than the whole lookup table
         self._models: dict[str, dict] = load_table("demo_gpu_models").set_index("model").to_dict("index")
         self._once: dict[str, object] = {}
-        #: results that are pure functions of this simulator (its frames and summaries, a source's served series),
-        #: bounded (gpulib.demo.memo)
+        #: results that are pure functions of this simulator (its frames and summaries; a source's served series and
+        #: summaries, nvidia-smi text and vllm: samples), bounded (gpulib.demo.memo)
         self.memo = Memo()
         self.devices: list[Device] = []
         self.node_specs: list[dict] = list(scenario["nodes"])
