@@ -368,7 +368,13 @@ class FleetMetrics:
     def frame(
         self, name: str, start: float, end: float, step: float | None = None, devices: Iterable[Device] | None = None
     ) -> pd.DataFrame:
-        """Long frame: one row per (device, timestamp) with non-NaN value, plus normalised labels."""
+        """Long frame: one row per (device, timestamp) with non-NaN value, plus normalised labels. Kept in the
+        simulator's memo (:meth:`~gpulib.demo.simulator.FleetSimulator.memoised`): each caller gets a copy."""
+        devs = None if devices is None else list(devices)
+        key = ("frame", name, start, end, step or self.scrape_interval)
+        return self.memoised(key, devs, lambda: self._frame(name, start, end, step, devs))
+
+    def _frame(self, name: str, start: float, end: float, step: float | None, devices: list[Device] | None):
         t = self.grid(start, end, step)
         times, values, devs = [], [], []
         for d in devices if devices is not None else self.devices:
@@ -411,9 +417,15 @@ class FleetMetrics:
         """What :func:`gpulib.sources.reduce.summarise_frame` makes of :meth:`frame` for the stats it reduces exactly
         (:data:`DEVICE_STATS`), computed from each device's samples without the long frame: one row per device
         (SUMMARY_COLUMNS less ``stat``), in the groupby's order. ``None`` for another stat, or when two devices carry
-        the same labels (the groupby would pool them): the caller reduces the long frame."""
+        the same labels (the groupby would pool them): the caller reduces the long frame. Kept like :meth:`frame`."""
         if stat not in DEVICE_STATS:
             return None
+        devs = None if devices is None else list(devices)
+        return self.memoised(
+            ("summary", name, start, end, stat), devs, lambda: self._summary(name, start, end, stat, devs)
+        )
+
+    def _summary(self, name: str, start: float, end: float, stat: str, devices: list[Device] | None):
         reduce = DEVICE_STATS[stat]
         t = self.grid(start, end)
         rows = []

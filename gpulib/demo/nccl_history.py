@@ -8,6 +8,7 @@ when no ``history_dir`` is given and the input is the packaged capture; the NCCL
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pandas as pd
 
@@ -22,7 +23,13 @@ DEMO_NCCL_SCENARIO = "demo/nccl_history_scenario"
 def demo_nccl_history(cluster: str = "demo", instance_type: str = "2x H200 NV18 (lent VM)") -> pd.DataFrame:
     """A history for the demo: the real 2xH200 capture at its capture time, and earlier synthetic runs (the
     capture's tables scaled by ``busbw_factor`` of ``gpulib/data/demo/nccl_history_scenario.csv``, times
-    divided by it), each judged by :func:`gpulib.nccl.bands.verdict`. ``origin`` says which rows are synthetic."""
+    divided by it), each judged by :func:`gpulib.nccl.bands.verdict`. ``origin`` says which rows are synthetic.
+    Built once per process (from packaged files and tables); each caller gets a copy."""
+    return _history(cluster, instance_type).copy()
+
+
+@functools.lru_cache(maxsize=4)  # one small frame (tens of rows) per (cluster, instance type) asked
+def _history(cluster: str, instance_type: str) -> pd.DataFrame:
     results = [r for r in nccl.parse_nccl_tests_all(demo_file(DEMO_NCCL_TESTS).read_text()) if len(r.table)]
     scenario = load_table(DEMO_NCCL_SCENARIO)
     parts = []

@@ -30,6 +30,7 @@ from gpulib.core.knowledge import data_path, load_table
 from gpulib.core.timeutil import parse_window
 from gpulib.demo.cluster_objects import FleetObjects
 from gpulib.demo.dra_objects import is_dra
+from gpulib.demo.memo import Memo
 from gpulib.demo.metrics import FleetMetrics
 from gpulib.demo.scenario import MIG_SLICES, Device, _mig_memory_mib, _rel
 from gpulib.sources.signals import GENERATIONS
@@ -116,6 +117,9 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         # more than the whole lookup table
         self._models: dict[str, dict] = load_table("demo_gpu_models").set_index("model").to_dict("index")
         self._once: dict[str, object] = {}
+        #: results that are pure functions of this simulator (its frames and summaries; a source's served series and
+        #: summaries, nvidia-smi text and vllm: samples), bounded (gpulib.demo.memo)
+        self.memo = Memo()
         self.devices: list[Device] = []
         self.node_specs: list[dict] = list(scenario["nodes"])
         for spec in self.node_specs:
@@ -135,6 +139,19 @@ class FleetSimulator(FleetMetrics, FleetObjects):
         if name not in self._once:
             self._once[name] = build()
         return self._once[name]
+
+    def memoised(self, key: tuple, devices: list[Device] | None, build: Callable[[], Any]) -> Any:
+        """``build()`` kept in :attr:`memo` under ``key`` and the places of ``devices`` in the fleet (None: every
+        device). Devices that are not this fleet's own objects (a changed copy) are computed, not looked up."""
+        places = None
+        if devices is not None:
+            place = self.once("device_places", lambda: {id(d): i for i, d in enumerate(self.devices)})
+            places = tuple(place.get(id(d), -1) for d in devices)
+            if any(i < 0 or self.devices[i] is not d for i, d in zip(places, devices)):
+                return build()
+            if places == tuple(range(len(self.devices))):
+                places = None
+        return self.memo.get((*key, places), build)
 
     def _uuid(self, *parts: object) -> str:
         h = hashlib.sha1("|".join(map(str, (self.seed, *parts))).encode()).hexdigest()

@@ -107,11 +107,16 @@ class DemoSource(Source):
         (:func:`gpulib.sources.dcgm.canonical_scrape`); as is without an ``exporter`` generation."""
         if self.exporter is None or df is None or df.empty or field.startswith("vllm:") or "node" not in df:
             return df
-        parts = []
-        for node, part in df.groupby("node", sort=False):
-            name, values = self.sim.emitted(field, part["value"].to_numpy(dtype=float), str(node))
-            parts.append(part.assign(metric=name, value=values))
-        back = canonical_scrape(pd.concat(parts).sort_index())
+        if self.sim.exporter_nodes:  # a fleet mid-upgrade: each node's own generation
+            parts = []
+            for node, part in df.groupby("node", sort=False):
+                name, values = self.sim.emitted(field, part["value"].to_numpy(dtype=float), str(node))
+                parts.append(part.assign(metric=name, value=values))
+            emitted = pd.concat(parts).sort_index()
+        else:  # one generation: every node emits it alike
+            name, values = self.sim.emitted(field, df["value"].to_numpy(dtype=float), str(df["node"].iat[0]))
+            emitted = df.assign(metric=name, value=values)
+        back = canonical_scrape(emitted)
         return back[back["metric"] == field].drop(columns="metric")
 
     def _devices(self, node, gpu):
@@ -143,21 +148,37 @@ class DemoSource(Source):
         step = step or self._default_step(window)
         if field.startswith("vllm:"):
             return demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, step)
-        df = self._served(
-            field, self.sim.frame(field, end - window.total_seconds(), end, step, self._devices(node, gpu))
-        )
+        df = self._served_frame(field, end - window.total_seconds(), end, step, node, gpu)
         if df.empty:
             raise EmptyResult(
                 f"{field} has no samples for node={node or '*'} gpu={gpu or '*'} in the last {window}", query=field
             )
         return df
 
+    def _served_frame(self, field, start, end, step, node, gpu):
+        """The simulator's frame of ``field`` served under the exporter generation (:meth:`_served`); the conversion
+        is kept in the simulator's memo like the frame (a pure function of the simulator, which the generation is
+        part of), a copy each time."""
+
+        def frame():
+            return self.sim.frame(field, start, end, step, self._devices(node, gpu))
+
+        if self.exporter is None:
+            return frame()
+        key = ("served", self.exporter, field, start, end, step, node, gpu)
+        return self.sim.memo.get(key, lambda: self._served(field, frame()))
+
     def _native_step(self):
         return self.sim.scrape_interval
 
     def _summary(self, field, window, stat, node, gpu):
+        """Kept in the simulator's memo (one row per device), a copy each time; an empty answer raises each time."""
         self._check_field(field)
         end = self.end.timestamp()
+        key = ("summary", self.exporter, field, end - window.total_seconds(), end, stat, node, gpu)
+        return self.sim.memo.get(key, lambda: self._reduced(field, window, stat, node, gpu, end))
+
+    def _reduced(self, field, window, stat, node, gpu, end):
         if field.startswith("vllm:"):
             df = demo_vllm_frame(self.sim, field, end - window.total_seconds(), end, None)
         else:
@@ -288,8 +309,8 @@ class DemoSource(Source):
         return self.sim.kernel_log(node)
 
     def _smi_query(self, node):
-
-        return render_smi_query(self.sim, node)
+        """Rendered once per simulator and node (text: kept as is)."""
+        return self.sim.memo.get(("smi_query", node), lambda: render_smi_query(self.sim, node))
 
     def known_nodes(self):
         return sorted(s["name"] for s in self.sim.node_specs)
@@ -308,11 +329,18 @@ class DemoSource(Source):
         if m is None:
             return super().query(promql)
 
-        end = self.end.timestamp()
-        t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)
+        def points():  # each series' samples as Prometheus' JSON gives them, kept (immutable) in the memo
+            end = self.end.timestamp()
+            t = self.sim.grid(end - float(m.group(1)), end, self.sim.scrape_interval)
+            return tuple(
+                (name, tuple(labels.items()), tuple(zip(map(float, t), map(str, values))))
+                for name, labels, values in demo_vllm_series(self.sim, t)
+            )
+
+        kept = self.sim.memo.get(("vllm range", m.group(1)), points, weight=lambda v: sum(len(x[2]) for x in v))
         return [
-            {"metric": {"__name__": name, **labels}, "values": [[float(ts), str(v)] for ts, v in zip(t, values)]}
-            for name, labels, values in demo_vllm_series(self.sim, t)
+            {"metric": {"__name__": name, **dict(labels)}, "values": [list(p) for p in values]}
+            for name, labels, values in kept
         ]
 
     def _node_history(self, window, node):
