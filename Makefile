@@ -28,9 +28,9 @@ setup-run:
 demo: setup-run
 	gpuops demo --out reports/out
 
+# pytest runs with PYTHONDONTWRITEBYTECODE emptied (Python reads an empty value as unset): the three workers collect
+# the same ~400 test files, and one that reaches a file after another has rewritten its asserts reads pytest's cache
+# instead of rewriting it again (36.7 -> 31.9 CPU-s for the workers' collection on the 2-core box)
 test: setup
 	$(PYTHON) -m ruff check .
-	# PYTHONDONTWRITEBYTECODE emptied (Python reads an empty value as unset) for the run: the three workers collect the
-	# same ~400 test files, and one that reaches a file after another has rewritten its asserts reads pytest's cache
-	# instead of rewriting it again (36.7 -> 31.9 CPU-s for the workers' collection on the 2-core box)
 	PYTHONDONTWRITEBYTECODE= GPUOPS_REQUIRE_PROMETHEUS=1 GPUOPS_REQUIRE_BROWSER=1 $(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -p no:cacheprovider -p no:benchmark --durations=15
