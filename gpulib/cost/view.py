@@ -9,6 +9,7 @@ mail clients) or plotly figures with units, so the exported report reads without
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from typing import Any
@@ -297,12 +298,13 @@ def idle_table_html(table: pd.DataFrame, currency: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # charts
 # ----------------------------------------------------------------------------------------------
+@functools.cache  # once a process: a figure built again would cost ~4 ms a report for nothing
 def load_chart_classes() -> None:
     """Load what the report's charts need before the first is drawn: plotly imports a trace class, the validators of
     its properties and its dataframe interchange layer (narwhals) on first use (plotly/plotly.py:
     plotly/graph_objects/__init__.py, ``relative_import``; _plotly_utils/basevalidators.py), ~140 modules and
     0.1 s of CPU in a fresh kernel. :func:`gpulib.cost.steps.load_report_data` calls it while Prometheus evaluates
-    the report's queries, so the charts do not pay it after the answers are in; once loaded it costs nothing."""
+    the report's queries, so the charts do not pay it after the answers are in."""
     s = pd.Series([0.0])
     fig = go.Figure(go.Heatmap(z=[[0.0]], x=["t"], y=["n"], colorscale="Viridis", colorbar={"title": "%"}))
     fig.add_bar(x=s.astype(str), y=s, marker_color="#000000")
